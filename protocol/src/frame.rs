@@ -1,0 +1,535 @@
+//! The guardian handshake: frames exchanged over the one inherited channel (a
+//! `SOCK_SEQPACKET` socketpair, one frame per message) between launcher (L) and guardian (G).
+//!
+//! ```text
+//! L -> G  Launch        the launch spec (+ SCM_RIGHTS: the workload's stdin, stdout, stderr)
+//! G -> L  Hello         identities: guardian, boot, workload (forked, gated), pgid/sid, proof file
+//! L -> G  Start         the registration is durable: the workload may exec
+//! L -> G  Abort         do not start: kill and reap the gated workload, write an aborted receipt
+//! G -> L  Started       execve succeeded
+//! G -> L  SpawnFailed   execve failed with errno
+//! G -> L  WorkloadExited  the workload itself exited (descendants may still hold the scope)
+//! G -> L  ScopeExited   waitpid said ECHILD; the receipt is on disk (its bytes follow)
+//! L -> G  Signal        forward a signal to the workload
+//! G -> L  GuardianFailed  the guardian cannot go on (static code + errno); it exits after this
+//! ```
+//!
+//! # Frame layout (little-endian)
+//!
+//! ```text
+//! off size field
+//!   0    4 magic b"RFNF"
+//!   4    2 version (1)
+//!   6    2 kind
+//!   8    4 payload length (<= MAX_FRAME - 16)
+//!  12    4 CRC-32 of header bytes 0..12 followed by the payload
+//!  16    n payload
+//! ```
+//!
+//! # Launch payload
+//!
+//! ```text
+//! u32 flags (bit 0: PTY: the workload gets a new session and the stdin fd as controlling tty;
+//!            bit 1: new session without a tty; otherwise a new process group)
+//! u32 parent-death signal to forward on launcher loss (0: SIGKILL)
+//! u32 start timeout in ms (bounded to MAX_START_TIMEOUT_MS)
+//! u32 number of descriptors sent with SCM_RIGHTS (0 or 3: stdin, stdout, stderr)
+//! [16] registration id, [16] runtime id
+//! str proof path, str cwd (empty: inherit)
+//! u32 argc (1..=MAX_ARGS), argc x str
+//! u32 envc (0..=MAX_ARGS), envc x str
+//! u32 rlimit count (<= MAX_RLIMITS), each: u32 resource, u64 soft, u64 hard (u64::MAX = infinity)
+//! ```
+//! where `str` is a `u32` length and that many bytes, the last of which is the only NUL, so the
+//! guardian can hand pointers into the receive buffer straight to `execve` without allocating.
+
+use core::ffi::CStr;
+
+use crate::codec::{crc32, crc32_update, Reader, Writer};
+use crate::receipt::{Receipt, WorkloadStatus, RECEIPT_LEN};
+use crate::{
+    BootId, DecodeError, EncodeError, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId,
+};
+
+pub const FRAME_MAGIC: [u8; 4] = *b"RFNF";
+pub const FRAME_VERSION: u16 = 1;
+pub const HEADER_LEN: usize = 16;
+/// Largest frame on the wire, header included. A launch spec (argv + environment) must fit.
+pub const MAX_FRAME: usize = 192 * 1024;
+/// Most argv or environment entries in one launch.
+pub const MAX_ARGS: usize = 4096;
+/// Most resource limits in one launch.
+pub const MAX_RLIMITS: usize = 32;
+/// Longest *start* wait a launch may ask for.
+pub const MAX_START_TIMEOUT_MS: u32 = 10 * 60 * 1000;
+
+pub const FLAG_PTY: u32 = 1 << 0;
+pub const FLAG_NEW_SESSION: u32 = 1 << 1;
+const KNOWN_FLAGS: u32 = FLAG_PTY | FLAG_NEW_SESSION;
+
+mod kind {
+    pub const LAUNCH: u16 = 1;
+    pub const HELLO: u16 = 2;
+    pub const START: u16 = 3;
+    pub const ABORT: u16 = 4;
+    pub const STARTED: u16 = 5;
+    pub const SPAWN_FAILED: u16 = 6;
+    pub const WORKLOAD_EXITED: u16 = 7;
+    pub const SCOPE_EXITED: u16 = 8;
+    pub const SIGNAL: u16 = 9;
+    pub const GUARDIAN_FAILED: u16 = 10;
+}
+
+/// A resource limit for `setrlimit` in the workload. `u64::MAX` is `RLIM_INFINITY`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct Rlimit {
+    pub resource: u32,
+    pub soft: u64,
+    pub hard: u64,
+}
+
+/// What the launcher encodes: borrowed parts of a launch spec. Strings are given without their
+/// NUL; the encoder appends it and refuses interior NULs.
+#[derive(Debug, Clone, Copy)]
+pub struct LaunchParams<'a> {
+    pub flags: u32,
+    pub pdeath_signal: u32,
+    pub start_timeout_ms: u32,
+    pub stdio_fds: u32,
+    pub registration: RegistrationId,
+    pub runtime: RuntimeId,
+    pub proof_path: &'a [u8],
+    pub cwd: &'a [u8],
+    pub argv: &'a [&'a [u8]],
+    pub env: &'a [&'a [u8]],
+    pub rlimits: &'a [Rlimit],
+}
+
+/// A decoded launch spec: a validated view into the received bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct LaunchSpec<'a> {
+    pub flags: u32,
+    pub pdeath_signal: u32,
+    pub start_timeout_ms: u32,
+    pub stdio_fds: u32,
+    pub registration: RegistrationId,
+    pub runtime: RuntimeId,
+    pub proof_path: &'a CStr,
+    /// `None`: inherit the guardian's working directory.
+    pub cwd: Option<&'a CStr>,
+    pub argv: CStrList<'a>,
+    pub env: CStrList<'a>,
+    pub rlimits: RlimitList<'a>,
+}
+
+/// A validated run of `count` length-prefixed NUL-terminated strings.
+#[derive(Debug, Clone, Copy)]
+pub struct CStrList<'a> {
+    count: usize,
+    bytes: &'a [u8],
+}
+
+impl<'a> CStrList<'a> {
+    pub fn len(&self) -> usize {
+        self.count
+    }
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+    pub fn iter(&self) -> CStrIter<'a> {
+        CStrIter {
+            reader: Reader::new(self.bytes),
+            left: self.count,
+        }
+    }
+}
+
+impl<'a> IntoIterator for CStrList<'a> {
+    type Item = &'a CStr;
+    type IntoIter = CStrIter<'a>;
+    fn into_iter(self) -> CStrIter<'a> {
+        self.iter()
+    }
+}
+
+pub struct CStrIter<'a> {
+    reader: Reader<'a>,
+    left: usize,
+}
+
+impl<'a> Iterator for CStrIter<'a> {
+    type Item = &'a CStr;
+    fn next(&mut self) -> Option<&'a CStr> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        // Validated at decode time, so neither step can fail here.
+        let raw = self.reader.len_prefixed(MAX_FRAME).ok()?;
+        CStr::from_bytes_with_nul(raw).ok()
+    }
+}
+
+/// A validated run of resource limits.
+#[derive(Debug, Clone, Copy)]
+pub struct RlimitList<'a> {
+    count: usize,
+    bytes: &'a [u8],
+}
+
+impl<'a> RlimitList<'a> {
+    pub fn len(&self) -> usize {
+        self.count
+    }
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+    pub fn iter(&self) -> impl Iterator<Item = Rlimit> + 'a {
+        self.bytes.chunks_exact(20).map(|c| {
+            let mut r = Reader::new(c);
+            // Each chunk is exactly 20 bytes, checked at decode time.
+            Rlimit {
+                resource: r.u32().unwrap_or(0),
+                soft: r.u64().unwrap_or(0),
+                hard: r.u64().unwrap_or(0),
+            }
+        })
+    }
+}
+
+/// What the guardian reports once the workload is forked (and gated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+pub struct Hello {
+    pub guardian: ProcessWitness,
+    pub boot_id: BootId,
+    pub workload: ProcessWitness,
+    pub workload_pgid: u32,
+    pub workload_sid: u32,
+    pub proof: ProofIdentity,
+}
+
+/// One handshake frame.
+#[derive(Debug, Clone, Copy)]
+pub enum Frame<'a> {
+    Launch(LaunchSpec<'a>),
+    Hello(Hello),
+    Start,
+    Abort,
+    Started,
+    SpawnFailed { errno: i32 },
+    WorkloadExited { status: WorkloadStatus, at_ns: u64 },
+    ScopeExited(Receipt),
+    Signal { signo: i32 },
+    GuardianFailed { code: u16, errno: i32 },
+}
+
+fn finish_frame(w: &mut Writer<'_>) -> Result<usize, EncodeError> {
+    let len = w.position();
+    if len > MAX_FRAME {
+        return Err(EncodeError::Oversized {
+            len,
+            max: MAX_FRAME,
+        });
+    }
+    let payload_len = (len - HEADER_LEN) as u32;
+    w.patch_u32(8, payload_len)?;
+    let bytes = w.written();
+    let crc = crc32_update(crc32(&bytes[..12]), &bytes[HEADER_LEN..]);
+    w.patch_u32(12, crc)?;
+    Ok(len)
+}
+
+fn start_frame(w: &mut Writer<'_>, kind: u16) -> Result<(), EncodeError> {
+    w.bytes(&FRAME_MAGIC)?;
+    w.u16(FRAME_VERSION)?;
+    w.u16(kind)?;
+    w.u32(0)?; // payload length, patched
+    w.u32(0) // checksum, patched
+}
+
+fn put_str(w: &mut Writer<'_>, s: &[u8], field: &'static str) -> Result<(), EncodeError> {
+    if s.contains(&0) {
+        return Err(EncodeError::InteriorNul { field });
+    }
+    if s.len() + 1 > MAX_FRAME {
+        return Err(EncodeError::Oversized {
+            len: s.len() + 1,
+            max: MAX_FRAME,
+        });
+    }
+    w.u32(s.len() as u32 + 1)?;
+    w.bytes(s)?;
+    w.u8(0)
+}
+
+/// Encodes a launch frame into `out`; returns the frame length.
+pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, EncodeError> {
+    if p.argv.len() > MAX_ARGS || p.env.len() > MAX_ARGS {
+        return Err(EncodeError::Oversized {
+            len: p.argv.len().max(p.env.len()),
+            max: MAX_ARGS,
+        });
+    }
+    if p.rlimits.len() > MAX_RLIMITS {
+        return Err(EncodeError::Oversized {
+            len: p.rlimits.len(),
+            max: MAX_RLIMITS,
+        });
+    }
+    let mut w = Writer::new(out);
+    start_frame(&mut w, kind::LAUNCH)?;
+    w.u32(p.flags)?;
+    w.u32(p.pdeath_signal)?;
+    w.u32(p.start_timeout_ms)?;
+    w.u32(p.stdio_fds)?;
+    w.bytes(&p.registration.0)?;
+    w.bytes(&p.runtime.0)?;
+    put_str(&mut w, p.proof_path, "proof path")?;
+    put_str(&mut w, p.cwd, "cwd")?;
+    w.u32(p.argv.len() as u32)?;
+    for a in p.argv {
+        put_str(&mut w, a, "argv")?;
+    }
+    w.u32(p.env.len() as u32)?;
+    for e in p.env {
+        put_str(&mut w, e, "env")?;
+    }
+    w.u32(p.rlimits.len() as u32)?;
+    for l in p.rlimits {
+        w.u32(l.resource)?;
+        w.u64(l.soft)?;
+        w.u64(l.hard)?;
+    }
+    finish_frame(&mut w)
+}
+
+impl Frame<'_> {
+    /// Encodes any frame but [`Frame::Launch`] (use [`encode_launch`]) into `out`.
+    pub fn encode_into(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
+        let mut w = Writer::new(out);
+        let k = match self {
+            Frame::Launch(_) => return Err(EncodeError::UseEncodeLaunch),
+            Frame::Hello(_) => kind::HELLO,
+            Frame::Start => kind::START,
+            Frame::Abort => kind::ABORT,
+            Frame::Started => kind::STARTED,
+            Frame::SpawnFailed { .. } => kind::SPAWN_FAILED,
+            Frame::WorkloadExited { .. } => kind::WORKLOAD_EXITED,
+            Frame::ScopeExited(_) => kind::SCOPE_EXITED,
+            Frame::Signal { .. } => kind::SIGNAL,
+            Frame::GuardianFailed { .. } => kind::GUARDIAN_FAILED,
+        };
+        start_frame(&mut w, k)?;
+        match *self {
+            Frame::Launch(_) | Frame::Start | Frame::Abort | Frame::Started => {}
+            Frame::Hello(h) => {
+                w.u32(h.guardian.pid)?;
+                w.u64(h.guardian.start_time)?;
+                w.bytes(&h.boot_id.0)?;
+                w.u32(h.workload.pid)?;
+                w.u64(h.workload.start_time)?;
+                w.u32(h.workload_pgid)?;
+                w.u32(h.workload_sid)?;
+                w.u64(h.proof.dev)?;
+                w.u64(h.proof.ino)?;
+            }
+            Frame::SpawnFailed { errno } => w.i32(errno)?,
+            Frame::WorkloadExited { status, at_ns } => {
+                status.encode(&mut w)?;
+                w.u64(at_ns)?;
+            }
+            Frame::ScopeExited(r) => w.bytes(&r.encode())?,
+            Frame::Signal { signo } => w.i32(signo)?,
+            Frame::GuardianFailed { code, errno } => {
+                w.u16(code)?;
+                w.i32(errno)?;
+            }
+        }
+        finish_frame(&mut w)
+    }
+
+    /// Decodes one whole frame (one `SOCK_SEQPACKET` message).
+    pub fn decode(buf: &[u8]) -> Result<Frame<'_>, DecodeError> {
+        if buf.len() > MAX_FRAME {
+            return Err(DecodeError::Oversized {
+                len: buf.len(),
+                max: MAX_FRAME,
+            });
+        }
+        let mut r = Reader::new(buf);
+        if r.remaining() < HEADER_LEN {
+            return Err(DecodeError::Truncated {
+                need: HEADER_LEN,
+                have: buf.len(),
+            });
+        }
+        if r.array::<4>()? != FRAME_MAGIC {
+            return Err(DecodeError::BadMagic);
+        }
+        let version = r.u16()?;
+        if version == 0 || version > FRAME_VERSION {
+            return Err(DecodeError::UnsupportedVersion {
+                got: version,
+                max: FRAME_VERSION,
+            });
+        }
+        let k = r.u16()?;
+        let len = r.u32()? as usize;
+        if len > MAX_FRAME - HEADER_LEN {
+            return Err(DecodeError::Oversized {
+                len,
+                max: MAX_FRAME - HEADER_LEN,
+            });
+        }
+        let stored = r.u32()?;
+        let have = r.remaining();
+        if len > have {
+            return Err(DecodeError::Truncated { need: len, have });
+        }
+        if len < have {
+            return Err(DecodeError::TrailingBytes { extra: have - len });
+        }
+        let computed = crc32_update(crc32(&buf[..12]), &buf[HEADER_LEN..]);
+        if stored != computed {
+            return Err(DecodeError::BadChecksum { stored, computed });
+        }
+        let frame = match k {
+            kind::LAUNCH => Frame::Launch(decode_spec(&mut r)?),
+            kind::HELLO => Frame::Hello(Hello {
+                guardian: ProcessWitness {
+                    pid: r.u32()?,
+                    start_time: r.u64()?,
+                },
+                boot_id: BootId(r.array()?),
+                workload: ProcessWitness {
+                    pid: r.u32()?,
+                    start_time: r.u64()?,
+                },
+                workload_pgid: r.u32()?,
+                workload_sid: r.u32()?,
+                proof: ProofIdentity {
+                    dev: r.u64()?,
+                    ino: r.u64()?,
+                },
+            }),
+            kind::START => Frame::Start,
+            kind::ABORT => Frame::Abort,
+            kind::STARTED => Frame::Started,
+            kind::SPAWN_FAILED => Frame::SpawnFailed { errno: r.i32()? },
+            kind::WORKLOAD_EXITED => Frame::WorkloadExited {
+                status: WorkloadStatus::decode(&mut r)?,
+                at_ns: r.u64()?,
+            },
+            kind::SCOPE_EXITED => Frame::ScopeExited(Receipt::decode(r.bytes(RECEIPT_LEN)?)?),
+            kind::SIGNAL => Frame::Signal { signo: r.i32()? },
+            kind::GUARDIAN_FAILED => Frame::GuardianFailed {
+                code: r.u16()?,
+                errno: r.i32()?,
+            },
+            _ => {
+                return Err(DecodeError::InvalidField {
+                    field: "frame kind",
+                })
+            }
+        };
+        r.finish()?;
+        Ok(frame)
+    }
+}
+
+fn get_cstr<'a>(r: &mut Reader<'a>, field: &'static str) -> Result<&'a CStr, DecodeError> {
+    let raw = r.len_prefixed(MAX_FRAME)?;
+    CStr::from_bytes_with_nul(raw).map_err(|_| DecodeError::InvalidField { field })
+}
+
+fn get_list<'a>(
+    r: &mut Reader<'a>,
+    field: &'static str,
+    min: usize,
+) -> Result<CStrList<'a>, DecodeError> {
+    let count = r.u32()? as usize;
+    if count > MAX_ARGS {
+        return Err(DecodeError::Oversized {
+            len: count,
+            max: MAX_ARGS,
+        });
+    }
+    if count < min {
+        return Err(DecodeError::InvalidField { field });
+    }
+    let before = r.clone();
+    for _ in 0..count {
+        get_cstr(r, field)?;
+    }
+    let used = before.remaining() - r.remaining();
+    let mut before = before;
+    Ok(CStrList {
+        count,
+        bytes: before.bytes(used)?,
+    })
+}
+
+fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
+    let flags = r.u32()?;
+    if flags & !KNOWN_FLAGS != 0 {
+        return Err(DecodeError::InvalidField {
+            field: "launch flags",
+        });
+    }
+    let pdeath_signal = r.u32()?;
+    if pdeath_signal > 64 {
+        return Err(DecodeError::InvalidField {
+            field: "parent-death signal",
+        });
+    }
+    let start_timeout_ms = r.u32()?;
+    if start_timeout_ms == 0 || start_timeout_ms > MAX_START_TIMEOUT_MS {
+        return Err(DecodeError::InvalidField {
+            field: "start timeout",
+        });
+    }
+    let stdio_fds = r.u32()?;
+    if stdio_fds != 0 && stdio_fds != 3 {
+        return Err(DecodeError::InvalidField {
+            field: "descriptor count",
+        });
+    }
+    let registration = RegistrationId(r.array()?);
+    let runtime = RuntimeId(r.array()?);
+    let proof_path = get_cstr(r, "proof path")?;
+    if proof_path.is_empty() {
+        return Err(DecodeError::InvalidField {
+            field: "proof path",
+        });
+    }
+    let cwd = get_cstr(r, "cwd")?;
+    let cwd = (!cwd.is_empty()).then_some(cwd);
+    let argv = get_list(r, "argv", 1)?;
+    let env = get_list(r, "env", 0)?;
+    let n = r.u32()? as usize;
+    if n > MAX_RLIMITS {
+        return Err(DecodeError::Oversized {
+            len: n,
+            max: MAX_RLIMITS,
+        });
+    }
+    let rl = r.bytes(n * 20)?;
+    Ok(LaunchSpec {
+        flags,
+        pdeath_signal,
+        start_timeout_ms,
+        stdio_fds,
+        registration,
+        runtime,
+        proof_path,
+        cwd,
+        argv,
+        env,
+        rlimits: RlimitList {
+            count: n,
+            bytes: rl,
+        },
+    })
+}

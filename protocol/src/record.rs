@@ -1,0 +1,265 @@
+//! Durable records (feature `std`): the registration record written before *start*, and the
+//! capture receipt kept when a stream's capture is incomplete.
+//!
+//! # Envelope layout (little-endian)
+//!
+//! ```text
+//! off size field
+//!   0    8 magic (b"RFNREG\0\0" registration, b"RFNCAP\0\0" capture receipt)
+//!   8    2 version (1)
+//!  10    2 reserved (0)
+//!  12    4 payload length (<= MAX_RECORD - 20)
+//!  16    4 CRC-32 of bytes 0..16 followed by the payload
+//!  20    n payload: bincode 2 (standard config) of the record struct
+//! ```
+//!
+//! A newer reader rejects a version it does not know ([`DecodeError::UnsupportedVersion`]); the
+//! payload length is checked against the input and [`MAX_RECORD`] before anything is decoded, and
+//! bincode's own allocation limit is set to the payload length.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{crc32, crc32_update, Reader};
+use crate::frame::{Hello, Rlimit};
+use crate::receipt::WorkloadStatus;
+use crate::{BootId, DecodeError, ProofIdentity, RegistrationId, RuntimeId};
+
+pub const REGISTRATION_MAGIC: [u8; 8] = *b"RFNREG\0\0";
+pub const CAPTURE_MAGIC: [u8; 8] = *b"RFNCAP\0\0";
+pub const RECORD_VERSION: u16 = 1;
+pub const ENVELOPE_LEN: usize = 20;
+/// Largest record file accepted.
+pub const MAX_RECORD: usize = 1024 * 1024;
+
+/// The kind of a managed launch (SPEC S1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Agent,
+    Quality,
+    Command,
+    Terminal,
+}
+
+impl Kind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Kind::Agent => "agent",
+            Kind::Quality => "quality",
+            Kind::Command => "command",
+            Kind::Terminal => "terminal",
+        }
+    }
+}
+
+impl std::str::FromStr for Kind {
+    type Err = DecodeError;
+    fn from_str(s: &str) -> Result<Self, DecodeError> {
+        Ok(match s {
+            "agent" => Kind::Agent,
+            "quality" => Kind::Quality,
+            "command" => Kind::Command,
+            "terminal" => Kind::Terminal,
+            _ => return Err(DecodeError::InvalidField { field: "kind" }),
+        })
+    }
+}
+
+/// What happens to a scope that outlives its workload (SPEC S9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScopePolicy {
+    /// Keep it: capacity stays held, it is listed live, its receipt comes later.
+    Keep,
+    /// Stop it through the shared stop once the final drain has ended.
+    Stop,
+}
+
+/// Limits and deadlines, stored so that a later process enforces them with their original values.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Completion deadline, measured from [`Registration::started_at_unix_ms`].
+    pub completion_timeout_ms: Option<u64>,
+    /// Idle deadline: no output, input, resize or signal activity for this long.
+    pub idle_timeout_ms: Option<u64>,
+    /// Per-artifact byte cap.
+    pub log_cap_bytes: Option<u64>,
+    pub rlimits: Vec<Rlimit>,
+}
+
+/// The durable registration record (SPEC S2), written and fsynced before *start*.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registration {
+    pub id: RegistrationId,
+    pub runtime: RuntimeId,
+    pub kind: Kind,
+    pub label: String,
+    pub owner: String,
+    /// Free-form purpose metadata (goal, round, provider, target app, ...).
+    pub purpose: BTreeMap<String, String>,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub stdout_path: String,
+    pub stderr_path: String,
+    pub stdin_path: Option<String>,
+    pub pty: bool,
+    pub limits: Limits,
+    pub scope_policy: ScopePolicy,
+    /// Original start, CLOCK_REALTIME milliseconds: deadlines survive restarts with it.
+    pub started_at_unix_ms: u64,
+    /// Guardian, boot, workload, pgid/sid and proof identity as the guardian reported them.
+    pub hello: Hello,
+    pub proof_path: String,
+}
+
+impl Registration {
+    pub fn boot_id(&self) -> BootId {
+        self.hello.boot_id
+    }
+    pub fn proof(&self) -> ProofIdentity {
+        self.hello.proof
+    }
+}
+
+/// How one captured stream ended (SPEC S5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamEnd {
+    /// Read to end of file: every byte is in the result and the artifact.
+    Eof,
+    /// Reading or writing the artifact failed.
+    CaptureFailure(String),
+    /// The result does not hold every byte (memory limit, artifact cap, drain ended first).
+    Incomplete(String),
+}
+
+/// One stream in a capture receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamReceipt {
+    pub name: String,
+    pub end: StreamEnd,
+    pub artifact_path: String,
+    pub artifact_bytes: u64,
+    /// At most [`CAPTURE_PREFIX_MAX`] leading bytes.
+    pub prefix: Vec<u8>,
+}
+
+pub const CAPTURE_PREFIX_MAX: usize = 4096;
+
+/// Kept beside an incomplete result: what was captured, what was not, and where it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureReceipt {
+    pub id: RegistrationId,
+    pub runtime: RuntimeId,
+    pub workload_status: Option<WorkloadStatus>,
+    pub streams: Vec<StreamReceipt>,
+    pub written_at_unix_ms: u64,
+}
+
+fn config() -> impl bincode::config::Config {
+    bincode::config::standard().with_limit::<MAX_RECORD>()
+}
+
+fn seal(magic: [u8; 8], payload: Vec<u8>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ENVELOPE_LEN + payload.len());
+    out.extend_from_slice(&magic);
+    out.extend_from_slice(&RECORD_VERSION.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let crc = crc32_update(crc32(&out[..16]), &payload);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+fn open(magic: [u8; 8], buf: &[u8]) -> Result<&[u8], DecodeError> {
+    if buf.len() > MAX_RECORD {
+        return Err(DecodeError::Oversized {
+            len: buf.len(),
+            max: MAX_RECORD,
+        });
+    }
+    let mut r = Reader::new(buf);
+    if r.remaining() < ENVELOPE_LEN {
+        return Err(DecodeError::Truncated {
+            need: ENVELOPE_LEN,
+            have: buf.len(),
+        });
+    }
+    if r.array::<8>()? != magic {
+        return Err(DecodeError::BadMagic);
+    }
+    let version = r.u16()?;
+    if version == 0 || version > RECORD_VERSION {
+        return Err(DecodeError::UnsupportedVersion {
+            got: version,
+            max: RECORD_VERSION,
+        });
+    }
+    if r.u16()? != 0 {
+        return Err(DecodeError::InvalidField {
+            field: "record reserved",
+        });
+    }
+    let len = r.u32()? as usize;
+    if len > MAX_RECORD - ENVELOPE_LEN {
+        return Err(DecodeError::Oversized {
+            len,
+            max: MAX_RECORD - ENVELOPE_LEN,
+        });
+    }
+    let stored = r.u32()?;
+    let have = r.remaining();
+    if len > have {
+        return Err(DecodeError::Truncated { need: len, have });
+    }
+    if len < have {
+        return Err(DecodeError::TrailingBytes { extra: have - len });
+    }
+    let payload = r.bytes(len)?;
+    let computed = crc32_update(crc32(&buf[..16]), payload);
+    if stored != computed {
+        return Err(DecodeError::BadChecksum { stored, computed });
+    }
+    Ok(payload)
+}
+
+fn encode_payload<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serializing plain structs into a Vec cannot fail except past the size limit, which the
+    // records' bounded fields stay far below; an empty payload would then fail to decode loudly.
+    bincode::serde::encode_to_vec(value, config()).unwrap_or_default()
+}
+
+fn decode_payload<T: for<'de> Deserialize<'de>>(
+    payload: &[u8],
+    field: &'static str,
+) -> Result<T, DecodeError> {
+    let (value, used): (T, usize) = bincode::serde::decode_from_slice(payload, config())
+        .map_err(|_| DecodeError::InvalidField { field })?;
+    if used != payload.len() {
+        return Err(DecodeError::TrailingBytes {
+            extra: payload.len() - used,
+        });
+    }
+    Ok(value)
+}
+
+impl Registration {
+    pub fn encode(&self) -> Vec<u8> {
+        seal(REGISTRATION_MAGIC, encode_payload(self))
+    }
+    pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
+        decode_payload(open(REGISTRATION_MAGIC, buf)?, "registration record")
+    }
+}
+
+impl CaptureReceipt {
+    pub fn encode(&self) -> Vec<u8> {
+        seal(CAPTURE_MAGIC, encode_payload(self))
+    }
+    pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
+        decode_payload(open(CAPTURE_MAGIC, buf)?, "capture receipt")
+    }
+}

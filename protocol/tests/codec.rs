@@ -1,0 +1,397 @@
+//! Round trips for every frame and record, every error class, and a bounded fuzz loop over random
+//! and mutated inputs for every decoder (no external fuzzer needed; `REFINE_FUZZ_ITERS` scales it).
+
+use std::collections::BTreeMap;
+
+use refine_protocol::frame::{encode_launch, FLAG_PTY, MAX_FRAME};
+use refine_protocol::record::{
+    CaptureReceipt, Kind, Limits, Registration, ScopePolicy, StreamEnd, StreamReceipt,
+};
+use refine_protocol::{
+    BootId, DecodeError, Frame, Hello, LaunchParams, ProcessWitness, ProofIdentity, Receipt,
+    RegistrationId, Rlimit, RuntimeId, ScopeEnd, WorkloadStatus,
+};
+
+fn hello() -> Hello {
+    Hello {
+        guardian: ProcessWitness {
+            pid: 10,
+            start_time: 99,
+        },
+        boot_id: BootId([7; 16]),
+        workload: ProcessWitness {
+            pid: 11,
+            start_time: 100,
+        },
+        workload_pgid: 11,
+        workload_sid: 11,
+        proof: ProofIdentity { dev: 1, ino: 2 },
+    }
+}
+
+fn receipt() -> Receipt {
+    Receipt {
+        registration: RegistrationId([1; 16]),
+        runtime: RuntimeId([2; 16]),
+        boot_id: BootId([3; 16]),
+        guardian: ProcessWitness {
+            pid: 10,
+            start_time: 99,
+        },
+        workload: ProcessWitness {
+            pid: 11,
+            start_time: 100,
+        },
+        proof: ProofIdentity { dev: 1, ino: 2 },
+        status: WorkloadStatus::Exited(3),
+        end: ScopeEnd::Completed,
+        spawn_errno: 0,
+        reaped: 4,
+        workload_exited_at_ns: 5,
+        written_at_ns: 6,
+    }
+}
+
+fn launch_bytes() -> Vec<u8> {
+    let argv: [&[u8]; 3] = [b"/bin/sh", b"-c", b"echo hi"];
+    let env: [&[u8]; 2] = [b"PATH=/usr/bin:/bin", b"REFINE_OWNER=0101"];
+    let limits = [Rlimit {
+        resource: 7,
+        soft: 256,
+        hard: 1024,
+    }];
+    let mut buf = vec![0u8; MAX_FRAME];
+    let n = encode_launch(
+        &LaunchParams {
+            flags: FLAG_PTY,
+            pdeath_signal: 15,
+            start_timeout_ms: 5000,
+            stdio_fds: 3,
+            registration: RegistrationId([1; 16]),
+            runtime: RuntimeId([2; 16]),
+            proof_path: b"/run/x/proofs/0101",
+            cwd: b"/tmp",
+            argv: &argv,
+            env: &env,
+            rlimits: &limits,
+        },
+        &mut buf,
+    )
+    .unwrap();
+    buf.truncate(n);
+    buf
+}
+
+fn small_frames() -> Vec<Frame<'static>> {
+    vec![
+        Frame::Hello(hello()),
+        Frame::Start,
+        Frame::Abort,
+        Frame::Started,
+        Frame::SpawnFailed { errno: 2 },
+        Frame::WorkloadExited {
+            status: WorkloadStatus::Signaled(9),
+            at_ns: 12345,
+        },
+        Frame::ScopeExited(receipt()),
+        Frame::Signal { signo: 15 },
+        Frame::GuardianFailed { code: 3, errno: 13 },
+    ]
+}
+
+fn encode(frame: &Frame<'_>) -> Vec<u8> {
+    let mut buf = vec![0u8; 512];
+    let n = frame.encode_into(&mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn launch_round_trip() {
+    let bytes = launch_bytes();
+    let Frame::Launch(spec) = Frame::decode(&bytes).unwrap() else {
+        panic!("not a launch frame")
+    };
+    assert_eq!(spec.flags, FLAG_PTY);
+    assert_eq!(spec.pdeath_signal, 15);
+    assert_eq!(spec.start_timeout_ms, 5000);
+    assert_eq!(spec.stdio_fds, 3);
+    assert_eq!(spec.proof_path.to_bytes(), b"/run/x/proofs/0101");
+    assert_eq!(spec.cwd.unwrap().to_bytes(), b"/tmp");
+    let argv: Vec<&[u8]> = spec.argv.iter().map(|c| c.to_bytes()).collect();
+    assert_eq!(argv, [&b"/bin/sh"[..], b"-c", b"echo hi"]);
+    assert_eq!(spec.env.len(), 2);
+    assert_eq!(
+        spec.rlimits.iter().collect::<Vec<_>>(),
+        [Rlimit {
+            resource: 7,
+            soft: 256,
+            hard: 1024
+        }]
+    );
+}
+
+#[test]
+fn every_small_frame_round_trips() {
+    for frame in small_frames() {
+        let bytes = encode(&frame);
+        let back = Frame::decode(&bytes).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{frame:?}"));
+    }
+}
+
+#[test]
+fn frame_error_classes() {
+    let good = encode(&Frame::Signal { signo: 15 });
+    assert!(matches!(
+        Frame::decode(&good[..10]),
+        Err(DecodeError::Truncated { .. })
+    ));
+    assert!(matches!(
+        Frame::decode(&good[..good.len() - 1]),
+        Err(DecodeError::Truncated { .. })
+    ));
+    let mut bad = good.clone();
+    bad[0] = b'x';
+    assert_eq!(Frame::decode(&bad).unwrap_err(), DecodeError::BadMagic);
+    let mut bad = good.clone();
+    bad[4] = 9;
+    assert!(matches!(
+        Frame::decode(&bad),
+        Err(DecodeError::UnsupportedVersion { got: 9, max: 1 })
+    ));
+    let mut bad = good.clone();
+    bad[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(matches!(
+        Frame::decode(&bad),
+        Err(DecodeError::Oversized { .. })
+    ));
+    let mut bad = good.clone();
+    bad[16] ^= 0x40;
+    assert!(matches!(
+        Frame::decode(&bad),
+        Err(DecodeError::BadChecksum { .. })
+    ));
+    let mut bad = good.clone();
+    bad.push(0);
+    assert!(matches!(
+        Frame::decode(&bad),
+        Err(DecodeError::TrailingBytes { extra: 1 })
+    ));
+    let huge = vec![0u8; MAX_FRAME + 1];
+    assert!(matches!(
+        Frame::decode(&huge),
+        Err(DecodeError::Oversized { .. })
+    ));
+}
+
+#[test]
+fn launch_rejects_strings_without_nul_and_bad_fields() {
+    let argv: [&[u8]; 1] = [b"a\0b"];
+    let mut buf = vec![0u8; 1024];
+    let err = encode_launch(
+        &LaunchParams {
+            flags: 0,
+            pdeath_signal: 9,
+            start_timeout_ms: 1000,
+            stdio_fds: 0,
+            registration: RegistrationId::default(),
+            runtime: RuntimeId::default(),
+            proof_path: b"/p",
+            cwd: b"",
+            argv: &argv,
+            env: &[],
+            rlimits: &[],
+        },
+        &mut buf,
+    );
+    assert!(err.is_err());
+    let no_args: [&[u8]; 0] = [];
+    let n = encode_launch(
+        &LaunchParams {
+            flags: 0,
+            pdeath_signal: 9,
+            start_timeout_ms: 1000,
+            stdio_fds: 0,
+            registration: RegistrationId::default(),
+            runtime: RuntimeId::default(),
+            proof_path: b"/p",
+            cwd: b"",
+            argv: &no_args,
+            env: &[],
+            rlimits: &[],
+        },
+        &mut buf,
+    )
+    .unwrap();
+    assert_eq!(
+        Frame::decode(&buf[..n]).unwrap_err(),
+        DecodeError::InvalidField { field: "argv" }
+    );
+}
+
+fn registration() -> Registration {
+    Registration {
+        id: RegistrationId([1; 16]),
+        runtime: RuntimeId([2; 16]),
+        kind: Kind::Quality,
+        label: "cargo test".into(),
+        owner: "ci".into(),
+        purpose: BTreeMap::from([("goal".to_string(), "green".to_string())]),
+        argv: vec!["cargo".into(), "test".into()],
+        cwd: "/src".into(),
+        stdout_path: "/run/1/logs/x.stdout".into(),
+        stderr_path: "/run/1/logs/x.stderr".into(),
+        stdin_path: None,
+        pty: false,
+        limits: Limits {
+            completion_timeout_ms: Some(60_000),
+            idle_timeout_ms: None,
+            log_cap_bytes: None,
+            rlimits: vec![],
+        },
+        scope_policy: ScopePolicy::Stop,
+        started_at_unix_ms: 1_700_000_000_000,
+        hello: hello(),
+        proof_path: "/run/1/proofs/x".into(),
+    }
+}
+
+fn capture_receipt() -> CaptureReceipt {
+    CaptureReceipt {
+        id: RegistrationId([1; 16]),
+        runtime: RuntimeId([2; 16]),
+        workload_status: Some(WorkloadStatus::Exited(0)),
+        streams: vec![StreamReceipt {
+            name: "stdout".into(),
+            end: StreamEnd::Incomplete("memory limit".into()),
+            artifact_path: "/run/1/logs/x.stdout".into(),
+            artifact_bytes: 1 << 30,
+            prefix: b"hello".to_vec(),
+        }],
+        written_at_unix_ms: 1,
+    }
+}
+
+#[test]
+fn records_round_trip_and_reject_damage() {
+    let r = registration();
+    let bytes = r.encode();
+    assert_eq!(Registration::decode(&bytes).unwrap(), r);
+    let c = capture_receipt();
+    assert_eq!(CaptureReceipt::decode(&c.encode()).unwrap(), c);
+    // A capture receipt is not a registration.
+    assert_eq!(
+        Registration::decode(&c.encode()).unwrap_err(),
+        DecodeError::BadMagic
+    );
+    assert!(matches!(
+        Registration::decode(&bytes[..bytes.len() - 1]),
+        Err(DecodeError::Truncated { .. })
+    ));
+    let mut v = bytes.clone();
+    v[8] = 2;
+    assert!(matches!(
+        Registration::decode(&v),
+        Err(DecodeError::UnsupportedVersion { .. })
+    ));
+    let mut v = bytes.clone();
+    let last = v.len() - 1;
+    v[last] ^= 1;
+    assert!(matches!(
+        Registration::decode(&v),
+        Err(DecodeError::BadChecksum { .. })
+    ));
+    let mut v = bytes.clone();
+    v.push(0);
+    assert!(matches!(
+        Registration::decode(&v),
+        Err(DecodeError::TrailingBytes { .. })
+    ));
+    let mut v = bytes.clone();
+    v[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(matches!(
+        Registration::decode(&v),
+        Err(DecodeError::Oversized { .. })
+    ));
+}
+
+/// xorshift64*: deterministic, dependency-free randomness for the fuzz loop.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
+    let mut v = seed.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        match rng.below(6) {
+            0 if !v.is_empty() => {
+                let i = rng.below(v.len());
+                v[i] ^= 1 << rng.below(8);
+            }
+            1 if !v.is_empty() => {
+                let i = rng.below(v.len());
+                v[i] = rng.next() as u8;
+            }
+            2 => v.truncate(rng.below(v.len() + 1)),
+            3 => v.extend((0..rng.below(16)).map(|_| rng.next() as u8)),
+            4 if v.len() >= 4 => {
+                // Plant a length-looking value somewhere.
+                let i = rng.below(v.len() - 3);
+                let val = [0u32, 1, 0xffff_ffff, 0x7fff_ffff, MAX_FRAME as u32][rng.below(5)];
+                v[i..i + 4].copy_from_slice(&val.to_le_bytes());
+            }
+            _ => {
+                let len = rng.below(300);
+                v = (0..len).map(|_| rng.next() as u8).collect();
+            }
+        }
+    }
+    v
+}
+
+/// Re-seals a mutated frame's checksum so the fuzzer reaches the payload decoders too.
+fn reseal(v: &mut [u8]) {
+    if v.len() >= 16 {
+        let crc =
+            refine_protocol::codec::crc32_update(refine_protocol::codec::crc32(&v[..12]), &v[16..]);
+        v[12..16].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+#[test]
+fn fuzz_every_decoder() {
+    let iters: usize = std::env::var("REFINE_FUZZ_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40_000);
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut seeds: Vec<Vec<u8>> = small_frames().iter().map(encode).collect();
+    seeds.push(launch_bytes());
+    let receipt_seed = receipt().encode().to_vec();
+    let reg_seed = registration().encode();
+    let cap_seed = capture_receipt().encode();
+    for i in 0..iters {
+        let seed = &seeds[i % seeds.len()];
+        let mut v = mutate(&mut rng, seed);
+        let _ = Frame::decode(&v);
+        reseal(&mut v);
+        if let Ok(Frame::Launch(spec)) = Frame::decode(&v) {
+            // Walking a decoded spec must never panic either.
+            let _ =
+                spec.argv.iter().count() + spec.env.iter().count() + spec.rlimits.iter().count();
+        }
+        let _ = Receipt::decode(&mutate(&mut rng, &receipt_seed));
+        let _ = Registration::decode(&mutate(&mut rng, &reg_seed));
+        let _ = CaptureReceipt::decode(&mutate(&mut rng, &cap_seed));
+    }
+}
