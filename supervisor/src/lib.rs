@@ -1,3 +1,28 @@
 //! refine-supervisor: launches through the guardian, captures output, stops whole trees and
 //! proves with the guardian's receipt that everything a command started has ended.
+//!
+//! One module per mechanism:
+//! - [`durable`]: the one way to write a file that must survive a crash.
+//! - [`registry`]: the runtime directory `run/P` (records, proofs, logs, locks).
+//! - [`guardian`]: the launcher end of the guardian handshake.
+//! - [`procfs`]: `/proc` reading (stat, boot id) and process witnesses.
+//! - [`tree`]: discovery of a guardian's scope (descendants, owner markers).
+//! - [`signal`]: the one pidfd-verified signal helper.
+//! - [`fence`]: bounded `flock` fences (runtime stop fence, per-registration locks).
+//! - [`stop`]: the one stop. [`assess`]: the one assessment. [`recover`]: restart recovery.
+//! - [`capture`], [`pty`], [`env_policy`]: launch-engine building blocks.
 #![forbid(unsafe_code)]
+
+pub mod assess;
+pub mod capture;
+pub mod durable;
+pub mod env_policy;
+pub mod fence;
+pub mod guardian;
+pub mod procfs;
+pub mod pty;
+pub mod recover;
+pub mod registry;
+pub mod signal;
+pub mod stop;
+pub mod tree;

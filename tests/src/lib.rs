@@ -1,1 +1,33 @@
-//! Shared harness for the end-to-end tests.
+//! Shared harness for the end-to-end tests in `tests/tests/`.
+//!
+//! The tests are their own crate, so Cargo does not promise to build `refine-guardian` and
+//! `refine-supervisor` first: the README's test command (`scripts/test`) builds every binary, and
+//! [`bin`] finds them beside the test executable, failing with "build the binaries first" otherwise.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Path of a workspace binary (`refine-guardian`, `refine-supervisor`) next to this test binary.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/debug/deps/<test> -> target/debug/<name>
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let path = dir.join(name);
+    assert!(path.exists(), "{} is missing: build the binaries first (`cargo build --workspace --bins`, or run scripts/test)", path.display());
+    path
+}
+
+/// Polls `cond` until it holds or `deadline` passes; returns whether it held. For state that has
+/// no event to wait on; deadlines are generous because the machine is shared.
+pub fn wait_until(deadline: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + deadline;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
