@@ -1,1 +1,121 @@
-//! (in progress)
+//! Bounded `flock(2)` fences: the per-registration lock (`locks/ID.lock`) and the runtime stop
+//! fence (`locks/stop.lock`).
+//!
+//! A lock file is created once and never deleted or replaced while its registration exists, so
+//! every waiter and every new consumer locks the same inode (R2). Acquisition is bounded: it polls
+//! `LOCK_NB` until the deadline, then fails with [`FenceError::Timeout`].
+//!
+//! # Caveats
+//! `flock` locks belong to the open file description: a lock taken here is released when the
+//! [`Fence`] is dropped, or when the process dies (so a SIGKILLed holder never wedges a fence).
+//! Two `Fence`s in one process on the same file exclude each other, as they open separately.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rustix::fs::{flock, FlockOperation};
+
+/// A held lock; released on drop.
+#[derive(Debug)]
+pub struct Fence {
+    _file: File,
+    path: PathBuf,
+}
+
+impl Fence {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FenceError {
+    #[error("timed out after {waited:?} waiting for lock {path}")]
+    Timeout { path: PathBuf, waited: Duration },
+    #[error("cannot open lock {path}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot lock {path}")]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Takes an exclusive lock on `path` (created if missing, never truncated), waiting at most `wait`.
+pub fn acquire(path: &Path, wait: Duration) -> Result<Fence, FenceError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(|source| FenceError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+    let start = Instant::now();
+    let mut pause = Duration::from_micros(200);
+    loop {
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {
+                return Ok(Fence {
+                    _file: file,
+                    path: path.to_owned(),
+                })
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => {
+                return Err(FenceError::Lock {
+                    path: path.to_owned(),
+                    source: e.into(),
+                })
+            }
+        }
+        let waited = start.elapsed();
+        if waited >= wait {
+            return Err(FenceError::Timeout {
+                path: path.to_owned(),
+                waited,
+            });
+        }
+        std::thread::sleep(pause.min(wait - waited));
+        pause = (pause * 2).min(Duration::from_millis(10));
+    }
+}
+
+/// Takes the lock only if it is free now.
+pub fn try_acquire(path: &Path) -> Result<Option<Fence>, FenceError> {
+    match acquire(path, Duration::ZERO) {
+        Ok(f) => Ok(Some(f)),
+        Err(FenceError::Timeout { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excludes_and_releases() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.lock");
+        let held = acquire(&p, Duration::from_secs(1)).unwrap();
+        assert!(try_acquire(&p).unwrap().is_none());
+        assert!(matches!(
+            acquire(&p, Duration::from_millis(20)),
+            Err(FenceError::Timeout { .. })
+        ));
+        drop(held);
+        assert!(try_acquire(&p).unwrap().is_some());
+    }
+}

@@ -1,1 +1,402 @@
-//! (in progress)
+//! The runtime directory: `<home>/run/P` holds everything port P owns, and nothing else.
+//!
+//! ```text
+//! run/.gitignore              ignore marker, written only if no ignore file exists there
+//! run/P/runtime-id            this runtime's identity (receipts of another runtime never verify)
+//! run/P/registrations/ID      durable registration record (protocol::record)
+//! run/P/proofs/ID             proof file: created by the guardian, the receipt lands in it
+//! run/P/logs/ID.stdout|.stderr|.stdin, ID.capture   artifacts and capture receipt
+//! run/P/locks/ID.lock         per-registration lock; stable inode while the record exists
+//! run/P/locks/stop.lock       runtime fence serializing tree stops
+//! run/P/supervisor.sock       service socket
+//! ```
+//!
+//! The home is derived from the running executable ([`default_home`]), never from the caller's
+//! cwd, `$HOME` or XDG; `--home` overrides it.
+//!
+//! # Caveats
+//! Nothing here deletes a record or a proof: retention removes only artifacts, after assessment.
+
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use refine_protocol::record::Registration;
+use refine_protocol::{DecodeError, RegistrationId, RuntimeId};
+
+use crate::durable;
+use crate::fence::{self, Fence, FenceError};
+
+/// The port used when none is given.
+pub const DEFAULT_PORT: u16 = 7411;
+
+/// One of a registration's output artifacts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+    Stdin,
+}
+
+impl Stream {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+            Stream::Stdin => "stdin",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("home {0} does not exist")]
+    MissingHome(PathBuf),
+    #[error("runtime {0} does not exist (nothing was ever launched on this port)")]
+    MissingRuntime(PathBuf),
+    #[error("no registration {0}")]
+    NotFound(RegistrationId),
+    #[error("corrupt {what} {path}: {source}")]
+    Corrupt {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: DecodeError,
+    },
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Fence(#[from] FenceError),
+}
+
+fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> RegistryError + 'a {
+    move |source| RegistryError::Io {
+        op,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// `run/P` of one home and port.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    home: PathBuf,
+    port: u16,
+    dir: PathBuf,
+    id: RuntimeId,
+}
+
+const SUBDIRS: [&str; 4] = ["registrations", "proofs", "logs", "locks"];
+
+impl Runtime {
+    /// Opens `run/P`, creating it (and its runtime id) if needed.
+    pub fn open(home: &Path, port: u16) -> Result<Self, RegistryError> {
+        if !home.is_dir() {
+            return Err(RegistryError::MissingHome(home.to_owned()));
+        }
+        let run = home.join("run");
+        durable::create_dir_all(&run).map_err(io_err("create", &run))?;
+        write_ignore_marker(&run)?;
+        let dir = run.join(port.to_string());
+        for sub in SUBDIRS {
+            let p = dir.join(sub);
+            durable::create_dir_all(&p).map_err(io_err("create", &p))?;
+        }
+        let id_path = dir.join("runtime-id");
+        let id = match read_runtime_id(&id_path)? {
+            Some(id) => id,
+            None => {
+                let id = RuntimeId(random16()?);
+                // Link (not rename) into place: if two processes race, the first link wins and
+                // both re-read the file, so they agree on one id.
+                let tmp = dir.join(format!(".runtime-id-{}", std::process::id()));
+                durable::write_atomic(&tmp, format!("{id}\n").as_bytes(), 0o644)
+                    .map_err(io_err("write", &tmp))?;
+                // Losing the race (EEXIST) is fine: the winner's id is read back below.
+                let _ = fs::hard_link(&tmp, &id_path);
+                let _ = fs::remove_file(&tmp);
+                durable::sync_dir(&dir).map_err(io_err("sync", &dir))?;
+                read_runtime_id(&id_path)?
+                    .ok_or_else(|| RegistryError::MissingRuntime(dir.clone()))?
+            }
+        };
+        Ok(Runtime {
+            home: home.to_owned(),
+            port,
+            dir,
+            id,
+        })
+    }
+
+    /// Opens an existing `run/P` without creating anything (operator commands).
+    pub fn open_existing(home: &Path, port: u16) -> Result<Self, RegistryError> {
+        if !home.is_dir() {
+            return Err(RegistryError::MissingHome(home.to_owned()));
+        }
+        let dir = home.join("run").join(port.to_string());
+        let id_path = dir.join("runtime-id");
+        let id =
+            read_runtime_id(&id_path)?.ok_or_else(|| RegistryError::MissingRuntime(dir.clone()))?;
+        Ok(Runtime {
+            home: home.to_owned(),
+            port,
+            dir,
+            id,
+        })
+    }
+
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn id(&self) -> RuntimeId {
+        self.id
+    }
+
+    pub fn record_path(&self, id: RegistrationId) -> PathBuf {
+        self.dir.join("registrations").join(id.to_string())
+    }
+    pub fn proof_path(&self, id: RegistrationId) -> PathBuf {
+        self.dir.join("proofs").join(id.to_string())
+    }
+    pub fn log_path(&self, id: RegistrationId, stream: Stream) -> PathBuf {
+        self.dir
+            .join("logs")
+            .join(format!("{id}.{}", stream.name()))
+    }
+    pub fn capture_receipt_path(&self, id: RegistrationId) -> PathBuf {
+        self.dir.join("logs").join(format!("{id}.capture"))
+    }
+    pub fn lock_path(&self, id: RegistrationId) -> PathBuf {
+        self.dir.join("locks").join(format!("{id}.lock"))
+    }
+    pub fn stop_fence_path(&self) -> PathBuf {
+        self.dir.join("locks").join("stop.lock")
+    }
+    pub fn socket_path(&self) -> PathBuf {
+        self.dir.join("supervisor.sock")
+    }
+
+    /// A fresh random registration id.
+    pub fn new_id(&self) -> Result<RegistrationId, RegistryError> {
+        Ok(RegistrationId(random16()?))
+    }
+
+    /// Writes the record durably (temp, fsync, rename, fsync dir).
+    pub fn write_registration(&self, reg: &Registration) -> Result<(), RegistryError> {
+        let path = self.record_path(reg.id);
+        durable::write_atomic(&path, &reg.encode(), 0o600).map_err(io_err("write", &path))
+    }
+
+    /// Reads and decodes a record; a damaged one is [`RegistryError::Corrupt`], never guessed at.
+    pub fn read_registration(&self, id: RegistrationId) -> Result<Registration, RegistryError> {
+        let path = self.record_path(id);
+        let bytes =
+            read_bounded(&path, refine_protocol::record::MAX_RECORD).map_err(|e| {
+                match e.kind() {
+                    io::ErrorKind::NotFound => RegistryError::NotFound(id),
+                    _ => RegistryError::Io {
+                        op: "read",
+                        path: path.clone(),
+                        source: e,
+                    },
+                }
+            })?;
+        let reg = Registration::decode(&bytes).map_err(|source| RegistryError::Corrupt {
+            what: "registration record",
+            path: path.clone(),
+            source,
+        })?;
+        if reg.id != id {
+            return Err(RegistryError::Corrupt {
+                what: "registration record (id differs from file name)",
+                path,
+                source: DecodeError::InvalidField { field: "id" },
+            });
+        }
+        Ok(reg)
+    }
+
+    /// Every registration id with a record file, sorted.
+    pub fn list_ids(&self) -> Result<Vec<RegistrationId>, RegistryError> {
+        let dir = self.dir.join("registrations");
+        let mut ids: Vec<RegistrationId> = fs::read_dir(&dir)
+            .map_err(io_err("list", &dir))?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str().and_then(RegistrationId::parse))
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// The registration's lock, waiting at most `wait`.
+    pub fn lock(&self, id: RegistrationId, wait: Duration) -> Result<Fence, RegistryError> {
+        Ok(fence::acquire(&self.lock_path(id), wait)?)
+    }
+
+    /// The runtime stop fence, waiting at most `wait`.
+    pub fn stop_fence(&self, wait: Duration) -> Result<Fence, RegistryError> {
+        Ok(fence::acquire(&self.stop_fence_path(), wait)?)
+    }
+}
+
+/// Reads at most `max` bytes; a larger file is an error rather than an unbounded allocation.
+pub fn read_bounded(path: &Path, max: usize) -> io::Result<Vec<u8>> {
+    let f = fs::File::open(path)?;
+    let mut buf = Vec::new();
+    f.take(max as u64 + 1).read_to_end(&mut buf)?;
+    if buf.len() > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {max} bytes"),
+        ));
+    }
+    Ok(buf)
+}
+
+fn read_runtime_id(path: &Path) -> Result<Option<RuntimeId>, RegistryError> {
+    match read_bounded(path, 256) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            RuntimeId::parse(text.trim())
+                .map(Some)
+                .ok_or_else(|| RegistryError::Corrupt {
+                    what: "runtime id",
+                    path: path.to_owned(),
+                    source: DecodeError::InvalidField {
+                        field: "runtime id",
+                    },
+                })
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(RegistryError::Io {
+            op: "read",
+            path: path.to_owned(),
+            source: e,
+        }),
+    }
+}
+
+/// `run/.gitignore` with `*`, only where no ignore file exists (R3).
+fn write_ignore_marker(run: &Path) -> Result<(), RegistryError> {
+    let marker = run.join(".gitignore");
+    if marker.exists() || run.join(".ignore").exists() {
+        return Ok(());
+    }
+    match fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&marker)
+    {
+        Ok(mut f) => {
+            use std::io::Write;
+            f.write_all(b"# runtime-local state of refine-supervisor\n*\n")
+                .map_err(io_err("write", &marker))
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(RegistryError::Io {
+            op: "create",
+            path: marker,
+            source: e,
+        }),
+    }
+}
+
+fn random16() -> Result<[u8; 16], RegistryError> {
+    let path = Path::new("/dev/urandom");
+    let mut out = [0u8; 16];
+    fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut out))
+        .map_err(io_err("read", path))?;
+    Ok(out)
+}
+
+/// The product home, derived from the running executable: an installed
+/// `<home>/bin/refine-supervisor`, or the Cargo workspace whose `target/` holds it.
+pub fn default_home() -> io::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let mut dir = exe.parent();
+    while let Some(d) = dir {
+        if d.file_name().is_some_and(|n| n == "target") {
+            if let Some(ws) = d.parent() {
+                return Ok(ws.to_owned());
+            }
+        }
+        if d.file_name().is_some_and(|n| n == "bin") {
+            if let Some(home) = d.parent() {
+                return Ok(home.to_owned());
+            }
+        }
+        dir = d.parent();
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("cannot derive a home from {}", exe.display()),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_and_runtime_id_are_stable() {
+        let home = tempfile::tempdir().unwrap();
+        let a = Runtime::open(home.path(), 5).unwrap();
+        let b = Runtime::open(home.path(), 5).unwrap();
+        assert_eq!(a.id(), b.id());
+        assert!(home.path().join("run/.gitignore").exists());
+        for sub in SUBDIRS {
+            assert!(a.dir().join(sub).is_dir());
+        }
+        assert_eq!(Runtime::open_existing(home.path(), 5).unwrap().id(), a.id());
+        assert!(matches!(
+            Runtime::open_existing(home.path(), 6),
+            Err(RegistryError::MissingRuntime(_))
+        ));
+        assert!(matches!(
+            Runtime::open(&home.path().join("nope"), 5),
+            Err(RegistryError::MissingHome(_))
+        ));
+    }
+
+    #[test]
+    fn existing_ignore_file_is_left_alone() {
+        let home = tempfile::tempdir().unwrap();
+        fs::create_dir_all(home.path().join("run")).unwrap();
+        fs::write(home.path().join("run/.gitignore"), b"mine\n").unwrap();
+        Runtime::open(home.path(), 1).unwrap();
+        assert_eq!(
+            fs::read(home.path().join("run/.gitignore")).unwrap(),
+            b"mine\n"
+        );
+    }
+
+    #[test]
+    fn corrupt_and_missing_records_are_typed() {
+        let home = tempfile::tempdir().unwrap();
+        let rt = Runtime::open(home.path(), 1).unwrap();
+        let id = rt.new_id().unwrap();
+        assert!(matches!(
+            rt.read_registration(id),
+            Err(RegistryError::NotFound(_))
+        ));
+        fs::write(rt.record_path(id), b"garbage").unwrap();
+        assert!(matches!(
+            rt.read_registration(id),
+            Err(RegistryError::Corrupt { .. })
+        ));
+        assert_eq!(rt.list_ids().unwrap(), [id]);
+    }
+}
