@@ -4,25 +4,49 @@
 //! stdin (the inherited channel), sends the launch spec with the workload's stdio descriptors
 //! (`SCM_RIGHTS`), and returns a [`GuardianLink`] once the guardian's `Hello` arrived: the workload
 //! is then forked but gated. The caller makes the registration durable, then calls
-//! [`GuardianLink::start`]. Events ([`GuardianEvent`]) follow on the channel.
+//! [`GuardianLink::start`]. Events ([`GuardianEvent`]) follow on the channel. [`launch_registered`]
+//! is that whole sequence with the registration written through [`Runtime`].
 //!
 //! # Caveats
 //! The guardian is this process's child, so this process reaps *the guardian* (and only it, by
-//! pid). Everything below the guardian is reaped by the guardian. If this process dies, the channel
-//! closes: the guardian forwards the parent-death signal, reaps, writes its receipt, and exits.
+//! pid; a link dropped unwaited hands the guardian to a thread that waits for it). Everything below
+//! the guardian is reaped by the guardian. If this process dies, the channel closes: the guardian
+//! forwards the parent-death signal, reaps, writes its receipt, and exits.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io;
+use std::io::{self, IoSlice};
+use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use refine_protocol::{Hello, Receipt, RegistrationId, Rlimit, RuntimeId, WorkloadStatus};
+use refine_protocol::frame::{encode_launch, FLAG_NEW_SESSION, FLAG_PTY, MAX_FRAME};
+use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
+use refine_protocol::{
+    Frame, Hello, LaunchParams, Receipt, RegistrationId, Rlimit, RuntimeId, WorkloadStatus,
+};
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::net::{
+    recv, sendmsg, socketpair, AddressFamily, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage,
+    SendFlags, SocketFlags, SocketType,
+};
+
+use crate::registry::{RegistryError, Runtime, Stream};
+
+/// How long the guardian may take to answer the launch frame with `Hello`.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default bound on the wait for *start*.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// The owner marker every managed workload carries (SPEC S8).
+pub const OWNER_VAR: &str = "REFINE_OWNER";
 
 /// How the workload's stdin/stdout/stderr are provided.
 #[derive(Debug)]
 pub enum Stdio {
-    /// The guardian's own (inherited from this process).
+    /// The guardian's own (inherited from this process; stdin is `/dev/null`).
     Inherit,
     /// These three descriptors (stdin, stdout, stderr), sent with `SCM_RIGHTS`.
     Fds([OwnedFd; 3]),
@@ -46,7 +70,7 @@ pub struct LaunchConfig {
     pub stdio: Stdio,
     /// Put the workload in a new session (always so for PTY); otherwise a new process group.
     pub new_session: bool,
-    /// Signal the guardian forwards to the workload if this launcher goes away (default SIGKILL).
+    /// Signal the guardian forwards to the workload if this launcher goes away (0: SIGKILL).
     pub pdeath_signal: i32,
     /// How long the guardian waits for *start* before it aborts.
     pub start_timeout: Duration,
@@ -54,7 +78,7 @@ pub struct LaunchConfig {
     pub guardian_exe: Option<PathBuf>,
 }
 
-/// What the guardian reports after *start*.
+/// What the guardian reports after `Hello`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GuardianEvent {
     /// `execve` succeeded.
@@ -67,7 +91,7 @@ pub enum GuardianEvent {
     ScopeExited(Receipt),
     /// The guardian reported a fatal error (static code, errno) and exits.
     GuardianFailed { code: u16, errno: i32 },
-    /// The channel closed without a `ScopeExited` (the guardian died or was killed).
+    /// The channel closed (after a `ScopeExited`, or because the guardian died).
     ChannelClosed,
 }
 
@@ -93,61 +117,332 @@ pub enum LaunchError {
     HelloTimeout(Duration),
     #[error("unexpected frame from guardian: {0}")]
     Unexpected(&'static str),
+    #[error("cannot register the launch")]
+    Registry(#[source] RegistryError),
+}
+
+fn io_op(op: &'static str) -> impl FnOnce(rustix::io::Errno) -> LaunchError {
+    move |e| LaunchError::Io {
+        op,
+        source: e.into(),
+    }
 }
 
 /// A running guardian and its channel.
 #[derive(Debug)]
 pub struct GuardianLink {
-    _private: (),
+    child: Option<Child>,
+    pid: u32,
+    channel: OwnedFd,
+    hello: Hello,
+    closed: bool,
 }
 
 /// Default path of `refine-guardian`: `$REFINE_GUARDIAN`, else beside the current executable,
 /// else one directory up (test binaries live in `target/<profile>/deps`).
 pub fn guardian_exe() -> PathBuf {
-    todo!()
+    if let Some(p) = std::env::var_os("REFINE_GUARDIAN") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    let near = exe
+        .parent()
+        .map(|d| d.join("refine-guardian"))
+        .unwrap_or_default();
+    if near.is_file() {
+        return near;
+    }
+    match exe.parent().and_then(|d| d.parent()) {
+        Some(up) if up.join("refine-guardian").is_file() => up.join("refine-guardian"),
+        _ => near,
+    }
 }
 
 /// Spawns the guardian, sends the launch spec, and waits (bounded) for its `Hello`.
-pub fn spawn(_config: LaunchConfig) -> Result<GuardianLink, LaunchError> {
-    todo!()
+pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, LaunchError> {
+    let exe = config.guardian_exe.clone().unwrap_or_else(guardian_exe);
+    if !exe.is_file() {
+        return Err(LaunchError::GuardianMissing(exe));
+    }
+    let (ours, theirs) = socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(io_op("create the guardian channel"))?;
+
+    let argv: Vec<&[u8]> = config.argv.iter().map(|a| a.as_bytes()).collect();
+    let env: Vec<&[u8]> = config.env.iter().map(|e| e.as_bytes()).collect();
+    let cwd = config
+        .cwd
+        .as_ref()
+        .map(|c| c.as_os_str().as_bytes())
+        .unwrap_or(b"");
+    let (flags, stdio_fds) = match &config.stdio {
+        Stdio::Inherit => (
+            if config.new_session {
+                FLAG_NEW_SESSION
+            } else {
+                0
+            },
+            0,
+        ),
+        Stdio::Fds(_) => (
+            if config.new_session {
+                FLAG_NEW_SESSION
+            } else {
+                0
+            },
+            3,
+        ),
+        Stdio::Pty(_) => (FLAG_PTY, 3),
+    };
+    let mut frame = vec![0u8; MAX_FRAME];
+    let len = encode_launch(
+        &LaunchParams {
+            flags,
+            pdeath_signal: config.pdeath_signal.max(0) as u32,
+            start_timeout_ms: config.start_timeout.as_millis().clamp(1, u32::MAX as u128) as u32,
+            stdio_fds,
+            registration: config.registration,
+            runtime: config.runtime,
+            proof_path: config.proof_path.as_os_str().as_bytes(),
+            cwd,
+            argv: &argv,
+            env: &env,
+            rlimits: &config.rlimits,
+        },
+        &mut frame,
+    )
+    .map_err(LaunchError::Encode)?;
+
+    let inherit = matches!(config.stdio, Stdio::Inherit);
+    let mut command = Command::new(&exe);
+    command
+        .stdin(std::process::Stdio::from(theirs))
+        .stdout(if inherit {
+            std::process::Stdio::inherit()
+        } else {
+            std::process::Stdio::null()
+        })
+        .stderr(std::process::Stdio::inherit());
+    let child = command.spawn().map_err(|source| LaunchError::Io {
+        op: "spawn the guardian",
+        source,
+    })?;
+    let pid = child.id();
+    let mut link = GuardianLink {
+        child: Some(child),
+        pid,
+        channel: ours,
+        hello: placeholder_hello(),
+        closed: false,
+    };
+
+    let sent = {
+        let fds: Vec<BorrowedFd<'_>> = match &config.stdio {
+            Stdio::Inherit => Vec::new(),
+            Stdio::Fds(fds) => fds.iter().map(|f| f.as_fd()).collect(),
+            Stdio::Pty(slave) => vec![slave.as_fd(); 3],
+        };
+        let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(3))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if !fds.is_empty() {
+            control.push(SendAncillaryMessage::ScmRights(&fds));
+        }
+        sendmsg(
+            &link.channel,
+            &[IoSlice::new(&frame[..len])],
+            &mut control,
+            SendFlags::NOSIGNAL,
+        )
+    };
+    // Our copies of the workload's descriptors go now, so readers see EOF when the scope closes them.
+    drop(config.stdio);
+    if let Err(e) = sent {
+        link.close_and_reap();
+        return Err(LaunchError::Io {
+            op: "send the launch spec",
+            source: e.into(),
+        });
+    }
+
+    match link.recv_frame(Some(HELLO_TIMEOUT)) {
+        Ok(Some(Received::Hello(h))) => {
+            link.hello = h;
+            Ok(link)
+        }
+        other => {
+            link.close_and_reap();
+            Err(match other {
+                Ok(None) => LaunchError::HelloTimeout(HELLO_TIMEOUT),
+                Ok(Some(Received::Closed)) => LaunchError::ClosedBeforeHello,
+                Ok(Some(Received::Event(GuardianEvent::GuardianFailed { code, errno }))) => {
+                    LaunchError::GuardianFailed { code, errno }
+                }
+                Ok(Some(_)) => LaunchError::Unexpected("event before hello"),
+                Err(e) => e,
+            })
+        }
+    }
+}
+
+enum Received {
+    Hello(Hello),
+    Event(GuardianEvent),
+    Closed,
+}
+
+fn placeholder_hello() -> Hello {
+    Hello {
+        guardian: Default::default(),
+        boot_id: Default::default(),
+        workload: Default::default(),
+        workload_pgid: 0,
+        workload_sid: 0,
+        proof: Default::default(),
+    }
 }
 
 impl GuardianLink {
     /// Identities reported by the guardian: register these before [`GuardianLink::start`].
     pub fn hello(&self) -> &Hello {
-        todo!()
+        &self.hello
     }
+
     /// Tells the guardian the registration is durable: the workload may exec.
     pub fn start(&mut self) -> Result<(), LaunchError> {
-        todo!()
+        self.send(Frame::Start, "send start")
     }
+
     /// Tells the guardian not to start: it kills and reaps the gated workload, writes an
     /// aborted receipt and exits.
     pub fn abort(&mut self) -> Result<(), LaunchError> {
-        todo!()
+        self.send(Frame::Abort, "send abort")
     }
+
     /// Asks the guardian to forward `signo` to the workload.
-    pub fn signal(&mut self, _signo: i32) -> Result<(), LaunchError> {
-        todo!()
+    pub fn signal(&mut self, signo: i32) -> Result<(), LaunchError> {
+        self.send(Frame::Signal { signo }, "send a signal request")
     }
+
+    fn send(&mut self, frame: Frame<'_>, op: &'static str) -> Result<(), LaunchError> {
+        let mut buf = [0u8; 64];
+        let n = frame.encode_into(&mut buf).map_err(LaunchError::Encode)?;
+        rustix::net::send(&self.channel, &buf[..n], SendFlags::NOSIGNAL).map_err(io_op(op))?;
+        Ok(())
+    }
+
     /// Waits up to `timeout` (`None`: forever) for the next event; `Ok(None)` on timeout.
     pub fn next_event(
         &mut self,
-        _timeout: Option<Duration>,
+        timeout: Option<Duration>,
     ) -> Result<Option<GuardianEvent>, LaunchError> {
-        todo!()
+        match self.recv_frame(timeout)? {
+            None => Ok(None),
+            Some(Received::Event(e)) => Ok(Some(e)),
+            Some(Received::Closed) => Ok(Some(GuardianEvent::ChannelClosed)),
+            Some(Received::Hello(_)) => Err(LaunchError::Unexpected("second hello")),
+        }
     }
+
+    fn recv_frame(&mut self, timeout: Option<Duration>) -> Result<Option<Received>, LaunchError> {
+        if self.closed {
+            return Ok(Some(Received::Closed));
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let ts = left.map(|l| rustix::time::Timespec {
+                tv_sec: l.as_secs() as i64,
+                tv_nsec: l.subsec_nanos() as i64,
+            });
+            let mut fds = [PollFd::new(&self.channel, PollFlags::IN)];
+            match poll(&mut fds, ts.as_ref()) {
+                Ok(0) => return Ok(None),
+                Ok(_) => break,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => {
+                    return Err(LaunchError::Io {
+                        op: "poll the guardian channel",
+                        source: e.into(),
+                    })
+                }
+            }
+        }
+        let mut buf = [0u8; 512];
+        let (_, full) = match recv(
+            &self.channel,
+            &mut buf,
+            RecvFlags::TRUNC | RecvFlags::DONTWAIT,
+        ) {
+            Ok(r) => r,
+            Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => return Ok(None),
+            Err(rustix::io::Errno::CONNRESET) => (0, 0),
+            Err(e) => {
+                return Err(LaunchError::Io {
+                    op: "read the guardian channel",
+                    source: e.into(),
+                })
+            }
+        };
+        if full == 0 {
+            self.closed = true;
+            return Ok(Some(Received::Closed));
+        }
+        if full > buf.len() {
+            return Err(LaunchError::Decode(
+                refine_protocol::DecodeError::Oversized {
+                    len: full,
+                    max: buf.len(),
+                },
+            ));
+        }
+        let frame = Frame::decode(&buf[..full]).map_err(LaunchError::Decode)?;
+        Ok(Some(match frame {
+            Frame::Hello(h) => Received::Hello(h),
+            Frame::Started => Received::Event(GuardianEvent::Started),
+            Frame::SpawnFailed { errno } => Received::Event(GuardianEvent::SpawnFailed { errno }),
+            Frame::WorkloadExited { status, at_ns } => {
+                Received::Event(GuardianEvent::WorkloadExited { status, at_ns })
+            }
+            Frame::ScopeExited(r) => Received::Event(GuardianEvent::ScopeExited(r)),
+            Frame::GuardianFailed { code, errno } => {
+                Received::Event(GuardianEvent::GuardianFailed { code, errno })
+            }
+            Frame::Launch(_) | Frame::Start | Frame::Abort | Frame::Signal { .. } => {
+                return Err(LaunchError::Unexpected(
+                    "launcher-side frame from the guardian",
+                ))
+            }
+        }))
+    }
+
     /// The channel, for callers that poll it themselves (readable = an event is pending).
     pub fn channel(&self) -> BorrowedFd<'_> {
-        todo!()
+        self.channel.as_fd()
     }
-    /// Waits for the guardian process itself to exit and reaps it (by pid, never `-1`).
-    pub fn wait_guardian(&mut self) -> io::Result<std::process::ExitStatus> {
-        todo!()
-    }
+
     /// The guardian's pid.
     pub fn guardian_pid(&self) -> u32 {
-        todo!()
+        self.pid
+    }
+
+    /// Waits for the guardian process itself to exit and reaps it (by pid, never `-1`).
+    pub fn wait_guardian(&mut self) -> io::Result<ExitStatus> {
+        match self.child.take() {
+            Some(mut c) => c.wait(),
+            None => Err(io::Error::other("guardian already reaped")),
+        }
+    }
+
+    fn close_and_reap(&mut self) {
+        // Closing the channel before start makes the guardian abort: it exits promptly.
+        let _ = rustix::net::shutdown(&self.channel, rustix::net::Shutdown::Both);
+        if let Some(mut c) = self.child.take() {
+            let _ = c.wait();
+        }
     }
 }
 
@@ -155,4 +450,128 @@ impl AsFd for GuardianLink {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.channel()
     }
+}
+
+impl Drop for GuardianLink {
+    fn drop(&mut self) {
+        // The channel closes with us; the guardian finishes its scope on its own. It is our
+        // child, so someone must reap it: a small thread waits for it by pid.
+        if let Some(mut c) = self.child.take() {
+            let _ = std::thread::Builder::new()
+                .name("guardian-reaper".into())
+                .spawn(move || {
+                    let _ = c.wait();
+                });
+        }
+    }
+}
+
+/// A launch for [`launch_registered`]: what the registration records, plus how to run it.
+#[derive(Debug)]
+pub struct RegisteredLaunch {
+    pub kind: Kind,
+    pub label: String,
+    pub owner: String,
+    pub purpose: BTreeMap<String, String>,
+    pub argv: Vec<OsString>,
+    /// The prepared environment; `REFINE_OWNER=<id>` is set on top of it.
+    pub env: Vec<(OsString, OsString)>,
+    pub cwd: Option<PathBuf>,
+    pub stdio: Stdio,
+    pub pty: bool,
+    pub new_session: bool,
+    pub limits: Limits,
+    pub scope_policy: ScopePolicy,
+    pub pdeath_signal: i32,
+    pub start_timeout: Duration,
+    pub guardian_exe: Option<PathBuf>,
+}
+
+/// The minimal managed launch: spawn the guardian, receive its identities, write the registration
+/// durably, and only then say *start*. Returns the record and the link (events follow on it).
+/// If the registration cannot be written, the guardian is told to abort: no workload code runs
+/// unregistered.
+pub fn launch_registered(
+    rt: &Runtime,
+    id: RegistrationId,
+    req: RegisteredLaunch,
+) -> Result<(Registration, GuardianLink), LaunchError> {
+    let owner_entry = {
+        let mut e = OsString::from(OWNER_VAR);
+        e.push("=");
+        e.push(id.to_string());
+        e
+    };
+    let mut env: Vec<OsString> = req
+        .env
+        .iter()
+        .filter(|(k, _)| k.as_bytes() != OWNER_VAR.as_bytes())
+        .map(|(k, v)| {
+            let mut e = k.clone();
+            e.push("=");
+            e.push(v);
+            e
+        })
+        .collect();
+    env.push(owner_entry);
+    let cwd_text = match &req.cwd {
+        Some(c) => c.to_string_lossy().into_owned(),
+        None => std::env::current_dir()
+            .map(|c| c.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    };
+    let proof_path = rt.proof_path(id);
+    let mut link = spawn(LaunchConfig {
+        registration: id,
+        runtime: rt.id(),
+        proof_path: proof_path.clone(),
+        argv: req.argv.clone(),
+        env,
+        cwd: req.cwd.clone(),
+        rlimits: req.limits.rlimits.clone(),
+        stdio: req.stdio,
+        new_session: req.new_session,
+        pdeath_signal: req.pdeath_signal,
+        start_timeout: req.start_timeout,
+        guardian_exe: req.guardian_exe,
+    })?;
+    let started_at_unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let registration = Registration {
+        id,
+        runtime: rt.id(),
+        kind: req.kind,
+        label: req.label,
+        owner: req.owner,
+        purpose: req.purpose,
+        argv: req
+            .argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        cwd: cwd_text,
+        stdout_path: rt
+            .log_path(id, Stream::Stdout)
+            .to_string_lossy()
+            .into_owned(),
+        stderr_path: rt
+            .log_path(id, Stream::Stderr)
+            .to_string_lossy()
+            .into_owned(),
+        stdin_path: None,
+        pty: req.pty,
+        limits: req.limits,
+        scope_policy: req.scope_policy,
+        started_at_unix_ms,
+        hello: *link.hello(),
+        proof_path: proof_path.to_string_lossy().into_owned(),
+    };
+    if let Err(e) = rt.write_registration(&registration) {
+        let _ = link.abort();
+        return Err(LaunchError::Registry(e));
+    }
+    link.start()?;
+    Ok((registration, link))
 }
