@@ -1,1 +1,780 @@
-//! (in progress)
+//! Standard capture (SPEC S3–S5, S10): nonblocking reads of a workload's stdout/stderr pipes (or
+//! its PTY master) in bounded batches, driven by `poll(2)`.
+//!
+//! Every byte read goes, in order, to the stream's artifact file under `run/P/logs/` and to an
+//! optional callback; at most [`CaptureConfig::keep_max`] bytes per stream (16 MiB by default) are
+//! also kept in memory for the result. A stream ends as exactly one [`StreamState`]: EOF (every
+//! byte in the result and the artifact), a capture failure, or incomplete (with the reason).
+//!
+//! The final drain is fixed: [`Capture::begin_drain`] (called at the first validated workload exit)
+//! sets a deadline [`FINAL_DRAIN`] later, and nothing read afterwards moves it. When the drain ends
+//! with streams still open (a detached descendant holds the pipe), those streams are incomplete
+//! and are handed to a background *tail* that keeps appending to the artifacts until EOF, so the
+//! writers never block and never get `SIGPIPE`: capture never kills anyone to get EOF.
+//!
+//! Consumers that parse output go through [`CaptureResult::complete_output`], which refuses
+//! incomplete capture.
+//!
+//! # Caveats
+//! - A PTY master reports the closed slave as `EIO`, which is the PTY's end of file.
+//! - The artifact cap counts artifact bytes; past it the pipe is still read (and the callback
+//!   still called), the artifact just stops growing.
+//! - The tail thread holds the read ends until the last writer closes them; if a kept scope
+//!   never closes its inherited pipes, the tail lives as long as it does.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use refine_protocol::record::{CaptureReceipt, StreamEnd, StreamReceipt, CAPTURE_PREFIX_MAX};
+use refine_protocol::{RegistrationId, RuntimeId, WorkloadStatus};
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
+
+use crate::registry::Stream;
+
+/// Bytes kept in memory per stream by default (S3).
+pub const DEFAULT_KEEP: usize = 16 * 1024 * 1024;
+/// The fixed final drain after the first validated workload exit (S4).
+pub const FINAL_DRAIN: Duration = Duration::from_millis(200);
+/// Size of one read.
+const READ_CHUNK: usize = 256 * 1024;
+/// Reads per stream per wake-up: a busy stream cannot starve the others or the control fds.
+const READS_PER_WAKE: usize = 8;
+/// Pipe buffer asked for on capture pipes (fewer wake-ups); failure to grow it is harmless.
+const PIPE_SIZE: usize = 1024 * 1024;
+
+/// Called with every chunk read, in order, per stream. Raw bytes: a UTF-8 character split across
+/// two writes arrives split; use [`Utf8Chunks`] for text.
+pub type OutputCallback = Box<dyn FnMut(Stream, &[u8]) + Send>;
+
+/// Capture limits.
+#[derive(Debug, Clone)]
+pub struct CaptureConfig {
+    /// Bytes kept in memory per stream; past it the stream is incomplete.
+    pub keep_max: usize,
+    /// Per-artifact byte cap (S10).
+    pub log_cap: Option<u64>,
+    /// The final drain (fixed at [`FINAL_DRAIN`] in production; tests may not change semantics).
+    pub drain: Duration,
+}
+
+impl Default for CaptureConfig {
+    fn default() -> Self {
+        CaptureConfig {
+            keep_max: DEFAULT_KEEP,
+            log_cap: None,
+            drain: FINAL_DRAIN,
+        }
+    }
+}
+
+/// One stream to capture: a read end (pipe or PTY master) and its artifact.
+#[derive(Debug)]
+pub struct StreamSource {
+    pub stream: Stream,
+    pub fd: OwnedFd,
+    pub artifact: PathBuf,
+    /// A PTY master: `EIO` means the slave side is closed (end of file).
+    pub pty: bool,
+}
+
+/// Why a stream's result does not hold every byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Incomplete {
+    /// More than `kept` bytes were produced; the artifact holds them all.
+    MemoryLimit { kept: usize },
+    /// The artifact reached its cap and stopped growing; the pipe was still drained.
+    ArtifactCap { cap: u64 },
+    /// The final drain ended before the stream reached EOF (a descendant still holds it).
+    DrainEnded { drain: Duration },
+}
+
+impl std::fmt::Display for Incomplete {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Incomplete::MemoryLimit { kept } => {
+                write!(
+                    f,
+                    "output past the {kept}-byte memory limit (artifact complete)"
+                )
+            }
+            Incomplete::ArtifactCap { cap } => write!(f, "artifact cap of {cap} bytes reached"),
+            Incomplete::DrainEnded { drain } => {
+                write!(f, "final drain of {drain:?} ended before end of file")
+            }
+        }
+    }
+}
+
+/// A read or artifact write that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CaptureFailure {
+    #[error("reading the stream failed (errno {errno})")]
+    Read { errno: i32 },
+    #[error("writing the artifact failed (errno {errno})")]
+    ArtifactWrite { errno: i32 },
+}
+
+/// How a stream ended (S5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamState {
+    Eof,
+    Failed(CaptureFailure),
+    Incomplete(Incomplete),
+}
+
+impl StreamState {
+    pub fn to_record(self) -> StreamEnd {
+        match self {
+            StreamState::Eof => StreamEnd::Eof,
+            StreamState::Failed(f) => StreamEnd::CaptureFailure(f.to_string()),
+            StreamState::Incomplete(i) => StreamEnd::Incomplete(i.to_string()),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error("cannot create artifact {path}")]
+    Artifact {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot {op} a capture descriptor")]
+    Fd {
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("poll failed")]
+    Poll(#[source] io::Error),
+}
+
+/// Refusal of [`CaptureResult::complete_output`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IncompleteCapture {
+    #[error("{stream} was not captured")]
+    NotCaptured { stream: &'static str },
+    #[error("{stream} capture is incomplete: {reason}")]
+    Incomplete {
+        stream: &'static str,
+        reason: Incomplete,
+    },
+    #[error("{stream} capture failed: {failure}")]
+    Failed {
+        stream: &'static str,
+        failure: CaptureFailure,
+    },
+}
+
+/// One stream of a finished capture.
+#[derive(Debug)]
+pub struct StreamCapture {
+    pub stream: Stream,
+    pub state: StreamState,
+    pub artifact: PathBuf,
+    /// Bytes in the artifact when the result was taken (a tail may add more later).
+    pub artifact_bytes: u64,
+    /// Bytes read from the stream when the result was taken.
+    pub read_bytes: u64,
+    kept: Vec<u8>,
+}
+
+impl StreamCapture {
+    /// The bytes kept in memory (all of them only if `state` is [`StreamState::Eof`]).
+    /// Parsers use [`CaptureResult::complete_output`] instead.
+    pub fn kept(&self) -> &[u8] {
+        &self.kept
+    }
+}
+
+/// The streams of a finished capture.
+#[derive(Debug, Default)]
+pub struct CaptureResult {
+    pub streams: Vec<StreamCapture>,
+}
+
+impl CaptureResult {
+    pub fn stream(&self, stream: Stream) -> Option<&StreamCapture> {
+        self.streams.iter().find(|s| s.stream == stream)
+    }
+
+    /// Every stream reached EOF with every byte in memory and in its artifact.
+    pub fn is_complete(&self) -> bool {
+        self.streams.iter().all(|s| s.state == StreamState::Eof)
+    }
+
+    /// The one accessor for consumers that parse output: the stream's complete bytes, or a
+    /// refusal if any byte is missing from the result.
+    pub fn complete_output(&self, stream: Stream) -> Result<&[u8], IncompleteCapture> {
+        let s = self.stream(stream).ok_or(IncompleteCapture::NotCaptured {
+            stream: stream.name(),
+        })?;
+        match s.state {
+            StreamState::Eof => Ok(&s.kept),
+            StreamState::Incomplete(reason) => Err(IncompleteCapture::Incomplete {
+                stream: stream.name(),
+                reason,
+            }),
+            StreamState::Failed(failure) => Err(IncompleteCapture::Failed {
+                stream: stream.name(),
+                failure,
+            }),
+        }
+    }
+
+    /// The capture receipt kept beside an incomplete result (S5).
+    pub fn receipt(
+        &self,
+        id: RegistrationId,
+        runtime: RuntimeId,
+        workload_status: Option<WorkloadStatus>,
+    ) -> CaptureReceipt {
+        CaptureReceipt {
+            id,
+            runtime,
+            workload_status,
+            streams: self
+                .streams
+                .iter()
+                .map(|s| StreamReceipt {
+                    name: s.stream.name().to_owned(),
+                    end: s.state.to_record(),
+                    artifact_path: s.artifact.display().to_string(),
+                    artifact_bytes: s.artifact_bytes,
+                    prefix: s.kept[..s.kept.len().min(CAPTURE_PREFIX_MAX)].to_vec(),
+                })
+                .collect(),
+            written_at_unix_ms: unix_ms(),
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch (CLOCK_REALTIME).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Writes the artifact, honouring the cap.
+#[derive(Debug)]
+struct Sink {
+    file: File,
+    written: u64,
+    cap: Option<u64>,
+    capped: bool,
+    failed: Option<i32>,
+}
+
+impl Sink {
+    fn write(&mut self, bytes: &[u8]) {
+        if self.capped || self.failed.is_some() {
+            return;
+        }
+        let take = match self.cap {
+            Some(cap) => {
+                let room = cap.saturating_sub(self.written);
+                if (bytes.len() as u64) > room {
+                    self.capped = true;
+                }
+                bytes.len().min(room as usize)
+            }
+            None => bytes.len(),
+        };
+        if take == 0 {
+            return;
+        }
+        match self.file.write_all(&bytes[..take]) {
+            Ok(()) => self.written += take as u64,
+            Err(e) => self.failed = Some(e.raw_os_error().unwrap_or(libc::EIO)),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Reader {
+    stream: Stream,
+    /// `None` once the stream reached EOF or failed to read.
+    fd: Option<OwnedFd>,
+    pty: bool,
+    artifact: PathBuf,
+    sink: Sink,
+    kept: Vec<u8>,
+    read: u64,
+    over_memory: bool,
+    read_failed: Option<i32>,
+}
+
+enum ReadOutcome {
+    /// Nothing more to read right now.
+    Drained,
+    /// Batch budget used up; more may be pending.
+    More,
+    Closed,
+}
+
+impl Reader {
+    /// Reads up to [`READS_PER_WAKE`] chunks.
+    fn read_batch(
+        &mut self,
+        buf: &mut [u8],
+        keep_max: usize,
+        mut on: impl FnMut(Stream, &[u8]),
+    ) -> ReadOutcome {
+        let Some(fd) = self.fd.as_ref() else {
+            return ReadOutcome::Closed;
+        };
+        for _ in 0..READS_PER_WAKE {
+            match rustix::io::read(fd, &mut *buf) {
+                Ok(0) => {
+                    self.fd = None;
+                    return ReadOutcome::Closed;
+                }
+                Ok(n) => {
+                    let chunk = &buf[..n];
+                    self.read += n as u64;
+                    self.sink.write(chunk);
+                    let room = keep_max.saturating_sub(self.kept.len());
+                    if n > room {
+                        self.over_memory = true;
+                    }
+                    self.kept.extend_from_slice(&chunk[..n.min(room)]);
+                    on(self.stream, chunk);
+                }
+                Err(Errno::AGAIN) => return ReadOutcome::Drained,
+                Err(Errno::INTR) => {}
+                Err(Errno::IO) if self.pty => {
+                    self.fd = None;
+                    return ReadOutcome::Closed;
+                }
+                Err(e) => {
+                    self.read_failed = Some(e.raw_os_error());
+                    self.fd = None;
+                    return ReadOutcome::Closed;
+                }
+            }
+        }
+        ReadOutcome::More
+    }
+
+    fn state(&self, keep_max: usize, drain: Duration) -> StreamState {
+        if let Some(errno) = self.read_failed {
+            return StreamState::Failed(CaptureFailure::Read { errno });
+        }
+        if let Some(errno) = self.sink.failed {
+            return StreamState::Failed(CaptureFailure::ArtifactWrite { errno });
+        }
+        if let Some(cap) = self.sink.cap.filter(|_| self.sink.capped) {
+            return StreamState::Incomplete(Incomplete::ArtifactCap { cap });
+        }
+        if self.over_memory {
+            return StreamState::Incomplete(Incomplete::MemoryLimit { kept: keep_max });
+        }
+        if self.fd.is_some() {
+            return StreamState::Incomplete(Incomplete::DrainEnded { drain });
+        }
+        StreamState::Eof
+    }
+}
+
+/// Which of the caller's extra descriptors are readable after [`Capture::pump`] (bit i = extra i).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ready(u32);
+
+impl Ready {
+    pub fn is_set(self, i: usize) -> bool {
+        i < 32 && self.0 & (1 << i) != 0
+    }
+    pub fn any(self) -> bool {
+        self.0 != 0
+    }
+}
+
+/// A running capture; the caller drives it with [`Capture::pump`].
+pub struct Capture {
+    readers: Vec<Reader>,
+    config: CaptureConfig,
+    callback: Option<OutputCallback>,
+    buf: Vec<u8>,
+    drain_deadline: Option<Instant>,
+    last_output: Option<Instant>,
+}
+
+impl std::fmt::Debug for Capture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capture")
+            .field("readers", &self.readers)
+            .field("config", &self.config)
+            .field("drain_deadline", &self.drain_deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens an artifact for writing (created or truncated, mode 0600).
+pub fn open_artifact(path: &Path) -> Result<File, CaptureError> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|source| CaptureError::Artifact {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+fn fd_err(op: &'static str) -> impl FnOnce(Errno) -> CaptureError {
+    move |e| CaptureError::Fd {
+        op,
+        source: e.into(),
+    }
+}
+
+impl Capture {
+    /// Creates the artifacts and makes every source nonblocking.
+    pub fn new(
+        sources: Vec<StreamSource>,
+        config: CaptureConfig,
+        callback: Option<OutputCallback>,
+    ) -> Result<Self, CaptureError> {
+        let mut readers = Vec::with_capacity(sources.len());
+        for src in sources {
+            rustix::io::ioctl_fionbio(&src.fd, true).map_err(fd_err("make nonblocking"))?;
+            if !src.pty {
+                // Fewer wake-ups per byte; the system limit may refuse, which is harmless.
+                let _ = rustix::pipe::fcntl_setpipe_size(&src.fd, PIPE_SIZE);
+            }
+            let file = open_artifact(&src.artifact)?;
+            readers.push(Reader {
+                stream: src.stream,
+                fd: Some(src.fd),
+                pty: src.pty,
+                artifact: src.artifact,
+                sink: Sink {
+                    file,
+                    written: 0,
+                    cap: config.log_cap,
+                    capped: false,
+                    failed: None,
+                },
+                kept: Vec::new(),
+                read: 0,
+                over_memory: false,
+                read_failed: None,
+            });
+        }
+        Ok(Capture {
+            readers,
+            config,
+            callback,
+            buf: vec![0; READ_CHUNK],
+            drain_deadline: None,
+            last_output: None,
+        })
+    }
+
+    /// Starts the final drain at `at` (the first validated workload exit). Later calls change
+    /// nothing: output cannot extend the drain.
+    pub fn begin_drain(&mut self, at: Instant) {
+        if self.drain_deadline.is_none() {
+            self.drain_deadline = Some(at + self.config.drain);
+        }
+    }
+
+    pub fn drain_deadline(&self) -> Option<Instant> {
+        self.drain_deadline
+    }
+
+    /// When output was last read (idle deadlines), `None` before the first byte.
+    pub fn last_output(&self) -> Option<Instant> {
+        self.last_output
+    }
+
+    /// Bytes read over all streams.
+    pub fn total_read(&self) -> u64 {
+        self.readers.iter().map(|r| r.read).sum()
+    }
+
+    /// A read or artifact write failed on some stream.
+    pub fn failure(&self) -> Option<CaptureFailure> {
+        self.readers.iter().find_map(|r| {
+            r.read_failed
+                .map(|errno| CaptureFailure::Read { errno })
+                .or(r
+                    .sink
+                    .failed
+                    .map(|errno| CaptureFailure::ArtifactWrite { errno }))
+        })
+    }
+
+    /// This stream reached EOF (or failed to read); `true` for a stream not captured.
+    pub fn is_closed(&self, stream: Stream) -> bool {
+        self.readers
+            .iter()
+            .filter(|r| r.stream == stream)
+            .all(|r| r.fd.is_none())
+    }
+
+    /// Every stream reached EOF (or failed).
+    pub fn all_closed(&self) -> bool {
+        self.readers.iter().all(|r| r.fd.is_none())
+    }
+
+    /// Capture is over: every stream closed, or the final drain has ended.
+    pub fn is_done(&self, now: Instant) -> bool {
+        self.all_closed() || self.drain_deadline.is_some_and(|d| now >= d)
+    }
+
+    /// Waits until a stream or one of `extra` is readable (or `deadline`, or the drain's end),
+    /// and reads what the streams hold, a bounded batch per stream. Returns which `extra`
+    /// descriptors are readable (or hung up). `extra` holds at most 16 descriptors.
+    pub fn pump(
+        &mut self,
+        extra: &[BorrowedFd<'_>],
+        deadline: Option<Instant>,
+    ) -> Result<Ready, CaptureError> {
+        let now = Instant::now();
+        if self.drain_deadline.is_some_and(|d| now >= d) {
+            // The drain is over: only the control descriptors are of interest.
+            return poll_extra(extra, deadline);
+        }
+        let until = match (deadline, self.drain_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(self.readers.len() + extra.len());
+        let mut which: [usize; 8] = [usize::MAX; 8];
+        for (i, r) in self.readers.iter().enumerate() {
+            if let Some(fd) = r.fd.as_ref() {
+                if fds.len() < which.len() {
+                    which[fds.len()] = i;
+                }
+                fds.push(PollFd::from_borrowed_fd(fd.as_fd(), PollFlags::IN));
+            }
+        }
+        let nstreams = fds.len();
+        for fd in extra {
+            fds.push(PollFd::from_borrowed_fd(*fd, PollFlags::IN));
+        }
+        poll_until(&mut fds, until)?;
+        let mut ready_streams = [false; 8];
+        for (slot, pfd) in fds[..nstreams].iter().enumerate() {
+            if !pfd.revents().is_empty() && slot < ready_streams.len() {
+                ready_streams[slot] = true;
+            }
+        }
+        let ready = ready_bits(&fds[nstreams..]);
+        drop(fds);
+        let keep_max = self.config.keep_max;
+        let mut got = false;
+        for (slot, ready) in ready_streams.iter().enumerate() {
+            if !*ready {
+                continue;
+            }
+            let r = &mut self.readers[which[slot]];
+            let before = r.read;
+            let cb = &mut self.callback;
+            r.read_batch(&mut self.buf, keep_max, |s, b| {
+                if let Some(cb) = cb.as_mut() {
+                    cb(s, b)
+                }
+            });
+            got |= r.read != before;
+        }
+        if got {
+            self.last_output = Some(Instant::now());
+        }
+        Ok(ready)
+    }
+
+    /// Ends the capture: the result as of now. Streams still open are handed to a background
+    /// tail that keeps the artifacts growing (and the writers unblocked) until EOF.
+    pub fn finish(mut self) -> CaptureResult {
+        let keep_max = self.config.keep_max;
+        let drain = self.config.drain;
+        let mut streams = Vec::with_capacity(self.readers.len());
+        for r in &mut self.readers {
+            streams.push(StreamCapture {
+                stream: r.stream,
+                state: r.state(keep_max, drain),
+                artifact: r.artifact.clone(),
+                artifact_bytes: r.sink.written,
+                read_bytes: r.read,
+                kept: std::mem::take(&mut r.kept),
+            });
+        }
+        if !self.all_closed() {
+            let mut readers = std::mem::take(&mut self.readers);
+            readers.retain(|r| r.fd.is_some());
+            let buf = std::mem::take(&mut self.buf);
+            // If the thread cannot start, dropping the readers closes the pipes: the writers
+            // then see EPIPE, which is the only other way to never block them.
+            let _ = std::thread::Builder::new()
+                .name("refine-capture-tail".into())
+                .spawn(move || tail(readers, buf));
+        }
+        CaptureResult { streams }
+    }
+}
+
+/// Keeps reading streams a kept scope still holds, into their artifacts only, until EOF.
+fn tail(mut readers: Vec<Reader>, mut buf: Vec<u8>) {
+    loop {
+        readers.retain(|r| r.fd.is_some());
+        if readers.is_empty() {
+            return;
+        }
+        let mut fds: Vec<PollFd<'_>> = readers
+            .iter()
+            .filter_map(|r| r.fd.as_ref())
+            .map(|fd| PollFd::from_borrowed_fd(fd.as_fd(), PollFlags::IN))
+            .collect();
+        if poll_until(&mut fds, None).is_err() {
+            return;
+        }
+        let ready: Vec<bool> = fds.iter().map(|p| !p.revents().is_empty()).collect();
+        drop(fds);
+        for (r, ready) in readers.iter_mut().zip(ready) {
+            if ready {
+                r.kept = Vec::new();
+                r.read_batch(&mut buf, 0, |_, _| {});
+            }
+        }
+    }
+}
+
+fn ready_bits(fds: &[PollFd<'_>]) -> Ready {
+    let mut bits = 0u32;
+    for (i, p) in fds.iter().enumerate().take(32) {
+        if !p.revents().is_empty() {
+            bits |= 1 << i;
+        }
+    }
+    Ready(bits)
+}
+
+/// Polls only `extra` until `deadline`.
+pub fn poll_extra(
+    extra: &[BorrowedFd<'_>],
+    deadline: Option<Instant>,
+) -> Result<Ready, CaptureError> {
+    let mut fds: Vec<PollFd<'_>> = extra
+        .iter()
+        .map(|fd| PollFd::from_borrowed_fd(*fd, PollFlags::IN))
+        .collect();
+    poll_until(&mut fds, deadline)?;
+    Ok(ready_bits(&fds))
+}
+
+/// `poll` until an event or `deadline` (`None`: no deadline); `EINTR` retried.
+fn poll_until(fds: &mut [PollFd<'_>], deadline: Option<Instant>) -> Result<(), CaptureError> {
+    loop {
+        let timeout = deadline.map(|d| {
+            let left = d.saturating_duration_since(Instant::now());
+            Timespec {
+                tv_sec: left.as_secs() as i64,
+                tv_nsec: left.subsec_nanos() as i64,
+            }
+        });
+        match rustix::event::poll(fds, timeout.as_ref()) {
+            Ok(_) => return Ok(()),
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(CaptureError::Poll(e.into())),
+        }
+    }
+}
+
+/// Incremental UTF-8 decoding for callbacks that want text: a character split across chunks is
+/// held back until it is complete, so a replacement character appears only for bytes that are
+/// really invalid.
+#[derive(Debug, Default)]
+pub struct Utf8Chunks {
+    pending: [u8; 4],
+    len: usize,
+    scratch: Vec<u8>,
+}
+
+impl Utf8Chunks {
+    /// Feeds `bytes`; `out` receives the text that is complete so far.
+    pub fn push(&mut self, bytes: &[u8], mut out: impl FnMut(&str)) {
+        self.scratch.clear();
+        self.scratch.extend_from_slice(&self.pending[..self.len]);
+        self.scratch.extend_from_slice(bytes);
+        self.len = 0;
+        let mut rest: &[u8] = &self.scratch;
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(s) => {
+                    if !s.is_empty() {
+                        out(s);
+                    }
+                    return;
+                }
+                Err(e) => {
+                    let (good, bad) = rest.split_at(e.valid_up_to());
+                    if !good.is_empty() {
+                        // `valid_up_to` guarantees this prefix is UTF-8.
+                        out(std::str::from_utf8(good).unwrap_or_default());
+                    }
+                    match e.error_len() {
+                        Some(n) => {
+                            out("\u{fffd}");
+                            rest = &bad[n..];
+                        }
+                        None => {
+                            // An incomplete character at the end: keep it for the next chunk.
+                            self.pending[..bad.len()].copy_from_slice(bad);
+                            self.len = bad.len();
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends the stream: a character still incomplete is invalid.
+    pub fn finish(&mut self, mut out: impl FnMut(&str)) {
+        if self.len > 0 {
+            self.len = 0;
+            out("\u{fffd}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_split_across_chunks_is_held_back() {
+        let text = "héllo → wörld 🎉";
+        let bytes = text.as_bytes();
+        for split in 0..bytes.len() {
+            let mut d = Utf8Chunks::default();
+            let mut out = String::new();
+            d.push(&bytes[..split], |s| out.push_str(s));
+            d.push(&bytes[split..], |s| out.push_str(s));
+            d.finish(|s| out.push_str(s));
+            assert_eq!(out, text, "split at {split}");
+        }
+    }
+
+    #[test]
+    fn utf8_invalid_bytes_are_replaced() {
+        let mut d = Utf8Chunks::default();
+        let mut out = String::new();
+        d.push(b"a\xffb\xe2\x82", |s| out.push_str(s));
+        d.finish(|s| out.push_str(s));
+        assert_eq!(out, "a\u{fffd}b\u{fffd}");
+    }
+}

@@ -1,0 +1,88 @@
+//! Output producer for the capture and engine tests. Modes (first argument):
+//! - `bytes N`: N deterministic pseudo-random bytes on stdout, then their SHA-256 (hex) on stderr.
+//! - `utf8-split`: `caf` plus the first byte of `é`, waits for one byte on stdin, then the rest.
+//! - `close-stdout`: `bye` on stdout, closes stdout, `closed` on stderr, runs until stdin EOF, exit 3.
+//! - `orphan-flood`: starts a detached `flood` child sharing stdout, prints `flood-pid N` on
+//!   stderr and exits 0 at once.
+//! - `flood`: writes stdout until it fails.
+//! - `idle-then-exit`: prints `ready`, then waits for stdin EOF.
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+
+use sha2::{Digest, Sha256};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let mode = args.get(1).map(String::as_str).unwrap_or("");
+    let mut out = std::io::stdout().lock();
+    match mode {
+        "bytes" => {
+            let n: u64 = args[2].parse().expect("byte count");
+            let mut hash = Sha256::new();
+            let mut state = 0x9e37_79b9_7f4a_7c15u64;
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut left = n;
+            while left > 0 {
+                for b in buf.chunks_mut(8) {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let bytes = state.to_le_bytes();
+                    b.copy_from_slice(&bytes[..b.len()]);
+                }
+                let take = left.min(buf.len() as u64) as usize;
+                out.write_all(&buf[..take]).expect("write stdout");
+                hash.update(&buf[..take]);
+                left -= take as u64;
+            }
+            out.flush().expect("flush");
+            let digest: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+            eprintln!("{digest}");
+        }
+        "utf8-split" => {
+            out.write_all(b"caf\xc3").expect("write");
+            out.flush().expect("flush");
+            let mut one = [0u8; 1];
+            let _ = std::io::stdin().read(&mut one);
+            out.write_all(b"\xa9!\n").expect("write");
+        }
+        "close-stdout" => {
+            out.write_all(b"bye\n").expect("write");
+            out.flush().expect("flush");
+            drop(out);
+            // SAFETY: fd 1 is this process's stdout, owned by nothing else once the lock is
+            // dropped; taking ownership closes it exactly once.
+            drop(unsafe { OwnedFd::from_raw_fd(1) });
+            eprintln!("closed");
+            let mut sink = Vec::new();
+            let _ = std::io::stdin().read_to_end(&mut sink);
+            std::process::exit(3);
+        }
+        "orphan-flood" => {
+            let exe = std::env::current_exe().expect("current_exe");
+            let child = std::process::Command::new(exe)
+                .arg("flood")
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn flood");
+            eprintln!("flood-pid {}", child.id());
+            // Exit without waiting: the flooder is orphaned and keeps the stdout pipe.
+            std::process::exit(0);
+        }
+        "flood" => {
+            let buf = [b'x'; 4096];
+            while out.write_all(&buf).is_ok() {}
+        }
+        "idle-then-exit" => {
+            out.write_all(b"ready\n").expect("write");
+            out.flush().expect("flush");
+            let mut sink = Vec::new();
+            let _ = std::io::stdin().read_to_end(&mut sink);
+        }
+        _ => {
+            eprintln!("cap-producer: unknown mode {mode:?}");
+            std::process::exit(2);
+        }
+    }
+}
