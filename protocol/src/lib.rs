@@ -4,6 +4,7 @@
 //! - [`frame`]: the guardian handshake, one frame per `SOCK_SEQPACKET` message.
 //! - [`receipt`]: the fixed-layout scope-exit receipt the guardian writes into the proof file.
 //! - [`record`] (feature `std`): the durable registration record and the capture receipt.
+//! - [`api`] (feature `std`): the service socket's requests and responses (JSON lines).
 //!
 //! The core ([`codec`], [`frame`], [`receipt`], [`ids`]) is `no_std` and allocation-free:
 //! `encode_into(&mut [u8])` and `decode(&[u8])`. Every decoder returns a typed [`DecodeError`] for
@@ -12,6 +13,8 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "std")]
+pub mod api;
 pub mod codec;
 mod error;
 pub mod frame;

@@ -11,10 +11,14 @@
 //! - [`fence`]: bounded `flock` fences (runtime stop fence, per-registration locks).
 //! - [`stop`]: the one stop. [`assess`]: the one assessment. [`recover`]: restart recovery.
 //! - [`capture`], [`pty`], [`env_policy`]: launch-engine building blocks.
+//! - [`capacity`]: admission (C1–C3). [`retention`]: log retirement (R1–R3).
+//! - [`cli`]: the operator command line. [`service`]: `serve` and the socket API.
 #![forbid(unsafe_code)]
 
 pub mod assess;
+pub mod capacity;
 pub mod capture;
+pub mod cli;
 pub mod durable;
 pub mod env_policy;
 pub mod fence;
@@ -23,6 +27,8 @@ pub mod procfs;
 pub mod pty;
 pub mod recover;
 pub mod registry;
+pub mod retention;
+pub mod service;
 pub mod signal;
 pub mod stop;
 pub mod tree;

@@ -1,0 +1,252 @@
+//! The service socket API (feature `std`): what `refine-supervisor` clients and `serve` exchange
+//! over `run/P/supervisor.sock`, and the JSON documents the operator CLI prints.
+//!
+//! # Framing
+//!
+//! One JSON object per line (`\n`-terminated, UTF-8), request then response, at most
+//! [`MAX_MESSAGE`] bytes per line; a longer line is rejected before it is parsed. Every message
+//! carries `"v": 1` ([`API_VERSION`]); a reader rejects a newer version instead of guessing.
+//!
+//! ```text
+//! -> {"v":1,"op":"list","all":false}
+//! <- {"v":1,"ok":true,"result":{"list":[{"id":"…","state":"live",…}]}}
+//! ```
+//!
+//! # Caveats
+//! Ids travel as 32 lowercase hex digits (the file names under `run/P`), not as byte arrays.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::DecodeError;
+
+pub const API_VERSION: u16 = 1;
+/// Largest accepted message line, newline included.
+pub const MAX_MESSAGE: usize = 1024 * 1024;
+
+/// A launch asked of the service (`run --detach`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchSpec {
+    pub argv: Vec<String>,
+    /// `agent`, `quality`, `command` or `terminal`.
+    pub kind: String,
+    pub label: String,
+    pub cwd: Option<String>,
+    pub env: BTreeMap<String, String>,
+    pub meta: BTreeMap<String, String>,
+    pub timeout_ms: Option<u64>,
+    pub idle_timeout_ms: Option<u64>,
+    pub pty: bool,
+    /// For `agent` launches when no slot is free: wait (up to this long) instead of refusing.
+    pub wait_for_slot_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    Launch(LaunchSpec),
+    List {
+        #[serde(default)]
+        all: bool,
+    },
+    Show {
+        id: String,
+    },
+    Stop {
+        id: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    Launched { id: String },
+    List(Vec<ScopeView>),
+    /// The `show --json` document.
+    Show(serde_json::Value),
+    /// The `stop --json` document.
+    Stop(serde_json::Value),
+}
+
+/// Why the service refused or failed a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    BadRequest,
+    NotFound,
+    Corrupt,
+    NoCapacity,
+    LaunchFailed,
+    StopFailed,
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub v: u16,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Reply>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ApiError>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl Response {
+    pub fn ok(result: Reply) -> Self {
+        Response {
+            v: API_VERSION,
+            ok: true,
+            result: Some(result),
+            error: None,
+        }
+    }
+    pub fn err(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Response {
+            v: API_VERSION,
+            ok: false,
+            result: None,
+            error: Some(ApiError {
+                kind,
+                message: message.into(),
+            }),
+        }
+    }
+}
+
+/// One registration as `ps` shows it (human table and `--json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopeView {
+    pub id: String,
+    pub kind: String,
+    pub label: String,
+    /// `live`, `exited`, `unverified`, or `corrupt` (a record that does not decode).
+    pub state: String,
+    /// Why the scope is `unverified` (or `corrupt`); `null` otherwise.
+    pub reason: Option<String>,
+    /// `exited`, `signaled`, `never_started`, `unknown`; `null` while no receipt proves it.
+    pub status: Option<String>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub started_at_unix_ms: u64,
+    pub age_secs: u64,
+    pub pid: u32,
+    pub guardian_pid: u32,
+    pub cwd: String,
+    pub argv: Vec<String>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Versioned<T> {
+    v: u16,
+    #[serde(flatten)]
+    body: T,
+}
+
+/// Encodes a request as one line.
+pub fn encode_request(req: &Request) -> Vec<u8> {
+    encode_line(&Versioned {
+        v: API_VERSION,
+        body: req,
+    })
+}
+
+/// Encodes a response as one line.
+pub fn encode_response(resp: &Response) -> Vec<u8> {
+    encode_line(resp)
+}
+
+fn encode_line<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serializing these plain structs (string keys only) into a Vec cannot fail.
+    let mut out = serde_json::to_vec(value).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+fn check_line(line: &[u8]) -> Result<&[u8], DecodeError> {
+    if line.len() > MAX_MESSAGE {
+        return Err(DecodeError::Oversized {
+            len: line.len(),
+            max: MAX_MESSAGE,
+        });
+    }
+    Ok(line.strip_suffix(b"\n").unwrap_or(line))
+}
+
+fn check_version(v: u16) -> Result<(), DecodeError> {
+    if v == 0 || v > API_VERSION {
+        return Err(DecodeError::UnsupportedVersion {
+            got: v,
+            max: API_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// Decodes one request line.
+pub fn decode_request(line: &[u8]) -> Result<Request, DecodeError> {
+    let line = check_line(line)?;
+    let msg: Versioned<Request> = serde_json::from_slice(line)
+        .map_err(|_| DecodeError::InvalidField { field: "request" })?;
+    check_version(msg.v)?;
+    Ok(msg.body)
+}
+
+/// Decodes one response line.
+pub fn decode_response(line: &[u8]) -> Result<Response, DecodeError> {
+    let line = check_line(line)?;
+    let msg: Response = serde_json::from_slice(line)
+        .map_err(|_| DecodeError::InvalidField { field: "response" })?;
+    check_version(msg.v)?;
+    Ok(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_are_versioned() {
+        let reqs = [
+            Request::Launch(LaunchSpec {
+                argv: vec!["sleep".into(), "1".into()],
+                kind: "command".into(),
+                ..LaunchSpec::default()
+            }),
+            Request::List { all: true },
+            Request::Show { id: "ab".into() },
+            Request::Stop { id: "cd".into() },
+        ];
+        for r in reqs {
+            let line = encode_request(&r);
+            assert_eq!(line.last(), Some(&b'\n'));
+            assert_eq!(decode_request(&line).unwrap(), r);
+        }
+        assert_eq!(
+            decode_request(br#"{"v":2,"op":"list"}"#),
+            Err(DecodeError::UnsupportedVersion { got: 2, max: 1 })
+        );
+        assert!(decode_request(br#"{"v":1,"op":"explode"}"#).is_err());
+        assert!(decode_request(b"\xff\xfe").is_err());
+        assert!(matches!(
+            decode_request(&vec![b' '; MAX_MESSAGE + 1]),
+            Err(DecodeError::Oversized { .. })
+        ));
+    }
+
+    #[test]
+    fn responses_round_trip() {
+        let ok = Response::ok(Reply::Launched { id: "x".into() });
+        assert_eq!(decode_response(&encode_response(&ok)).unwrap(), ok);
+        let err = Response::err(ErrorKind::NoCapacity, "no free slot");
+        assert_eq!(decode_response(&encode_response(&err)).unwrap(), err);
+    }
+}

@@ -1,0 +1,464 @@
+//! Capacity admission (SPEC C1–C3): how many workloads this node may run at once.
+//!
+//! The policy is pure ([`Policy::admit`]): it spends at most `limit_percent` (70 % by default) of
+//! the logical cores and of the *currently available* memory, always allows at least one slot, and
+//! reserves at least [`DEFAULT_FLOOR`] (2 GiB) per workload. The figures come from a [`HostProbe`]
+//! (sysinfo in production, [`FixedProbe`] as the test seam) and per-scope [`TreeSample`]s.
+//!
+//! A workload is its root *and every descendant*. A tree sample raises the reservation above the
+//! floor only when it is complete (every member's memory was read) and stable (two consecutive
+//! scans saw the same members); anything less keeps the floor. When memory telemetry is not
+//! available at all, admission gives exactly one slot.
+//!
+//! Admission counts the scopes observed `live` or `unverified` right now (C3), never durable
+//! reservations: an unverified scope may still hold its memory, an exited one holds nothing.
+//!
+//! # Caveats
+//! Available memory moves under our feet; a sample is a snapshot. A tree can fork between the two
+//! scans of a stability check: that sample is then incomplete and keeps the floor (the safe side).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+/// The reservation floor per workload: 2 GiB.
+pub const DEFAULT_FLOOR: u64 = 2 * 1024 * 1024 * 1024;
+/// Default share of cores and available memory that automatic admission may spend.
+pub const DEFAULT_LIMIT_PERCENT: u8 = 70;
+
+/// Admission policy parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// 1..=100.
+    pub limit_percent: u8,
+    /// Minimum reservation per workload, bytes.
+    pub floor_bytes: u64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            limit_percent: DEFAULT_LIMIT_PERCENT,
+            floor_bytes: DEFAULT_FLOOR,
+        }
+    }
+}
+
+/// Host telemetry at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostSample {
+    pub logical_cores: usize,
+    /// `None`: the kernel did not tell us (telemetry unavailable).
+    pub available_memory: Option<u64>,
+}
+
+/// Memory of one workload tree (root plus all descendants).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreeSample {
+    /// Every member was read, and two consecutive scans saw the same members.
+    Complete { members: usize, rss_bytes: u64 },
+    /// Something was missing or moving: this sample may not raise a reservation.
+    Incomplete { reason: &'static str },
+}
+
+/// How the per-workload reservation was derived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReservationSource {
+    /// No complete sample exceeded the floor.
+    Floor,
+    /// The largest complete, stable sample of a live tree.
+    Sample,
+}
+
+/// What `capacity --json` prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CapacityReport {
+    pub cores: usize,
+    /// Bytes; `null` when telemetry is unavailable.
+    pub available_memory: Option<u64>,
+    pub limit_percent: u8,
+    pub reservation_bytes: u64,
+    pub reservation_source: ReservationSource,
+    pub floor_bytes: u64,
+    /// Human explanation of the reservation and slot figures.
+    pub derivation: String,
+    pub cpu_slots: usize,
+    /// `null` when telemetry is unavailable.
+    pub memory_slots: Option<usize>,
+    pub slots: usize,
+    pub live: usize,
+    pub unverified: usize,
+    pub free: usize,
+    /// Tree samples that were taken, by registration id.
+    pub samples: BTreeMap<String, SampleReport>,
+}
+
+/// One tree sample, for the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SampleReport {
+    pub complete: bool,
+    pub members: usize,
+    pub rss_bytes: u64,
+    pub reason: Option<String>,
+}
+
+impl From<&TreeSample> for SampleReport {
+    fn from(s: &TreeSample) -> Self {
+        match *s {
+            TreeSample::Complete { members, rss_bytes } => SampleReport {
+                complete: true,
+                members,
+                rss_bytes,
+                reason: None,
+            },
+            TreeSample::Incomplete { reason } => SampleReport {
+                complete: false,
+                members: 0,
+                rss_bytes: 0,
+                reason: Some(reason.to_owned()),
+            },
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CapacityError {
+    #[error("limit percent must be between 1 and 100, got {0}")]
+    BadPercent(u8),
+}
+
+impl Policy {
+    pub fn new(limit_percent: u8, floor_bytes: u64) -> Result<Self, CapacityError> {
+        if limit_percent == 0 || limit_percent > 100 {
+            return Err(CapacityError::BadPercent(limit_percent));
+        }
+        Ok(Policy {
+            limit_percent,
+            floor_bytes,
+        })
+    }
+
+    /// The reservation per workload: the floor, raised only by complete samples (C2).
+    pub fn reservation<'a>(
+        &self,
+        samples: impl IntoIterator<Item = &'a TreeSample>,
+    ) -> (u64, ReservationSource) {
+        let mut best = self.floor_bytes;
+        let mut source = ReservationSource::Floor;
+        for s in samples {
+            if let TreeSample::Complete { rss_bytes, .. } = *s {
+                if rss_bytes > best {
+                    best = rss_bytes;
+                    source = ReservationSource::Sample;
+                }
+            }
+        }
+        (best, source)
+    }
+
+    /// Slots, and free slots given the scopes observed `live` and `unverified` (C1–C3).
+    pub fn admit(
+        &self,
+        host: HostSample,
+        samples: &BTreeMap<String, TreeSample>,
+        live: usize,
+        unverified: usize,
+    ) -> CapacityReport {
+        let pct = u64::from(self.limit_percent);
+        let (reservation, source) = self.reservation(samples.values());
+        let cpu_slots = ((host.logical_cores as u64 * pct) / 100) as usize;
+        let memory_slots = host.available_memory.map(|avail| {
+            let budget = (u128::from(avail) * u128::from(pct) / 100) as u64;
+            (budget / reservation.max(1)) as usize
+        });
+        let slots = match memory_slots {
+            // C2: no memory telemetry, one slot.
+            None => 1,
+            Some(m) => cpu_slots.min(m).max(1),
+        };
+        let busy = live + unverified;
+        let derivation = format!(
+            "reservation {} ({}); slots = max(1, min({}% of {} cores = {}, {}))",
+            human_bytes(reservation),
+            match source {
+                ReservationSource::Floor => "floor: no complete, stable sample above it",
+                ReservationSource::Sample => "largest complete, stable tree sample",
+            },
+            self.limit_percent,
+            host.logical_cores,
+            cpu_slots,
+            match (host.available_memory, memory_slots) {
+                (Some(a), Some(m)) => format!(
+                    "{}% of {} available / reservation = {m}",
+                    self.limit_percent,
+                    human_bytes(a)
+                ),
+                _ => "memory telemetry unavailable: one slot".to_owned(),
+            }
+        );
+        CapacityReport {
+            cores: host.logical_cores,
+            available_memory: host.available_memory,
+            limit_percent: self.limit_percent,
+            reservation_bytes: reservation,
+            reservation_source: source,
+            floor_bytes: self.floor_bytes,
+            derivation,
+            cpu_slots,
+            memory_slots,
+            slots,
+            live,
+            unverified,
+            free: slots.saturating_sub(busy),
+            samples: samples
+                .iter()
+                .map(|(k, v)| (k.clone(), SampleReport::from(v)))
+                .collect(),
+        }
+    }
+}
+
+/// `1.5 GiB`-style rendering for humans.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Where host and tree figures come from.
+pub trait HostProbe {
+    fn host(&mut self) -> HostSample;
+    /// Samples the tree rooted at `root` (pid, start time), root included.
+    fn tree(&mut self, root: u32, root_start_ticks: u64) -> TreeSample;
+}
+
+/// Test seam: fixed host figures; trees are always incomplete (they never raise a reservation).
+#[derive(Debug, Clone, Copy)]
+pub struct FixedProbe(pub HostSample);
+
+impl HostProbe for FixedProbe {
+    fn host(&mut self) -> HostSample {
+        self.0
+    }
+    fn tree(&mut self, _root: u32, _start: u64) -> TreeSample {
+        TreeSample::Incomplete {
+            reason: "fixed probe does not sample trees",
+        }
+    }
+}
+
+/// Production figures from sysinfo.
+pub struct SysinfoProbe {
+    sys: sysinfo::System,
+}
+
+impl Default for SysinfoProbe {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SysinfoProbe {
+    pub fn new() -> Self {
+        SysinfoProbe {
+            sys: sysinfo::System::new(),
+        }
+    }
+
+    /// One scan: members (pid, start time) and summed RSS; `None` if any member's figures were
+    /// missing or the root is not the witnessed process.
+    fn scan(&mut self, root: u32, root_start_ticks: u64) -> Option<(BTreeSet<(u32, u64)>, u64)> {
+        use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, UpdateKind};
+        self.sys.refresh_processes_specifics(
+            ProcessesToUpdate::All,
+            true,
+            ProcessRefreshKind::nothing()
+                .with_memory()
+                .without_tasks()
+                .with_exe(UpdateKind::Never),
+        );
+        let root_pid = sysinfo::Pid::from_u32(root);
+        // The witness: sysinfo does not expose field 22 in ticks, so compare through procfs.
+        if stat_start_ticks(root)? != root_start_ticks {
+            return None;
+        }
+        self.sys.process(root_pid)?;
+        let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for (pid, p) in self.sys.processes() {
+            if p.thread_kind().is_some() {
+                continue;
+            }
+            if let Some(pp) = p.parent() {
+                children.entry(pp.as_u32()).or_default().push(pid.as_u32());
+            }
+        }
+        let mut members = BTreeSet::new();
+        let mut rss = 0u64;
+        let mut stack = vec![root];
+        while let Some(pid) = stack.pop() {
+            let p = self.sys.process(sysinfo::Pid::from_u32(pid))?;
+            let start = stat_start_ticks(pid)?;
+            rss = rss.saturating_add(p.memory());
+            members.insert((pid, start));
+            if let Some(c) = children.get(&pid) {
+                stack.extend(c.iter().copied());
+            }
+        }
+        Some((members, rss))
+    }
+}
+
+impl HostProbe for SysinfoProbe {
+    fn host(&mut self) -> HostSample {
+        self.sys
+            .refresh_memory_specifics(sysinfo::MemoryRefreshKind::nothing().with_ram());
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let avail = self.sys.available_memory();
+        HostSample {
+            logical_cores: cores,
+            // sysinfo reports 0 when /proc/meminfo could not be read.
+            available_memory: (avail > 0).then_some(avail),
+        }
+    }
+
+    fn tree(&mut self, root: u32, root_start_ticks: u64) -> TreeSample {
+        let Some((first, _)) = self.scan(root, root_start_ticks) else {
+            return TreeSample::Incomplete {
+                reason: "a member vanished or could not be read",
+            };
+        };
+        let Some((second, rss)) = self.scan(root, root_start_ticks) else {
+            return TreeSample::Incomplete {
+                reason: "a member vanished or could not be read",
+            };
+        };
+        if first != second {
+            return TreeSample::Incomplete {
+                reason: "membership changed between scans",
+            };
+        }
+        TreeSample::Complete {
+            members: second.len(),
+            rss_bytes: rss,
+        }
+    }
+}
+
+/// Field 22 of `/proc/PID/stat` (parsed after the last `)`: comm may contain anything).
+fn stat_start_ticks(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    // After ')': field 3 (state) is index 0, so field 22 is index 19.
+    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1024 * 1024 * 1024;
+
+    fn host(cores: usize, mem: Option<u64>) -> HostSample {
+        HostSample {
+            logical_cores: cores,
+            available_memory: mem,
+        }
+    }
+
+    #[test]
+    fn floor_limits_slots_by_memory() {
+        let p = Policy::default();
+        // 10 GiB * 70 % = 7 GiB / 2 GiB = 3 slots; 16 cores * 70 % = 11.
+        let r = p.admit(host(16, Some(10 * GIB)), &BTreeMap::new(), 1, 1);
+        assert_eq!((r.memory_slots, r.cpu_slots, r.slots), (Some(3), 11, 3));
+        assert_eq!(r.free, 1);
+        assert_eq!(r.reservation_source, ReservationSource::Floor);
+    }
+
+    #[test]
+    fn at_least_one_slot_and_one_without_telemetry() {
+        let p = Policy::default();
+        assert_eq!(p.admit(host(1, Some(GIB)), &BTreeMap::new(), 0, 0).slots, 1);
+        let r = p.admit(host(64, None), &BTreeMap::new(), 0, 0);
+        assert_eq!((r.slots, r.memory_slots), (1, None));
+        assert_eq!(p.admit(host(64, None), &BTreeMap::new(), 3, 0).free, 0);
+    }
+
+    #[test]
+    fn only_complete_samples_raise_the_reservation() {
+        let p = Policy::default();
+        let mut s = BTreeMap::new();
+        s.insert(
+            "a".to_owned(),
+            TreeSample::Incomplete {
+                reason: "membership changed between scans",
+            },
+        );
+        s.insert(
+            "b".to_owned(),
+            TreeSample::Complete {
+                members: 3,
+                rss_bytes: GIB,
+            },
+        );
+        assert_eq!(p.reservation(s.values()), (2 * GIB, ReservationSource::Floor));
+        s.insert(
+            "c".to_owned(),
+            TreeSample::Complete {
+                members: 9,
+                rss_bytes: 3 * GIB,
+            },
+        );
+        assert_eq!(
+            p.reservation(s.values()),
+            (3 * GIB, ReservationSource::Sample)
+        );
+        // 100 GiB * 70 % / 3 GiB = 23 slots.
+        assert_eq!(
+            p.admit(host(64, Some(100 * GIB)), &s, 0, 0).memory_slots,
+            Some(23)
+        );
+    }
+
+    #[test]
+    fn percent_is_configurable_and_checked() {
+        assert!(Policy::new(0, DEFAULT_FLOOR).is_err());
+        assert!(Policy::new(101, DEFAULT_FLOOR).is_err());
+        let p = Policy::new(50, DEFAULT_FLOOR).unwrap();
+        let r = p.admit(host(8, Some(100 * GIB)), &BTreeMap::new(), 0, 0);
+        assert_eq!((r.cpu_slots, r.slots), (4, 4));
+    }
+
+    #[test]
+    fn sysinfo_samples_this_process_as_a_complete_tree() {
+        let mut probe = SysinfoProbe::new();
+        let h = probe.host();
+        assert!(h.logical_cores >= 1);
+        let me = std::process::id();
+        let start = stat_start_ticks(me).unwrap();
+        match probe.tree(me, start) {
+            TreeSample::Complete { members, rss_bytes } => {
+                assert!(members >= 1);
+                assert!(rss_bytes > 0);
+            }
+            // The test harness may fork helpers meanwhile; that is an incomplete sample.
+            TreeSample::Incomplete { .. } => {}
+        }
+        assert!(matches!(
+            probe.tree(me, start + 1),
+            TreeSample::Incomplete { .. }
+        ));
+    }
+}

@@ -1,0 +1,1071 @@
+//! The operator command line (SPEC O1, O3, O4): `refine-supervisor [--home DIR] [--port P] COMMAND`.
+//!
+//! Thin over the engine: every command works from the files under `run/P` with the same locks the
+//! service uses, so `ps`, `show`, `stop`, `logs`, `receipt`, `gc`, `capacity` and `recover` need no
+//! service. `run` launches in this process; `run --detach` asks the service. Every command has
+//! `--json`, which prints exactly one JSON document; human output is an aligned table.
+//!
+//! Errors are typed ([`CliError`]); `main` prints them as one line on stderr and exits non-zero.
+//! No error path deletes anything.
+//!
+//! # Caveats
+//! The home comes from the executable ([`crate::registry::default_home`]), never from the cwd.
+
+use std::collections::BTreeMap;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Args, Parser, Subcommand};
+use refine_protocol::api::{self, LaunchSpec, Reply, Request, ScopeView};
+use refine_protocol::{Receipt, Registration, RegistrationId, WorkloadStatus};
+use serde_json::json;
+
+use crate::capacity::{self, HostProbe, HostSample};
+use crate::registry::{self, RegistryError, Runtime, Stream};
+use crate::{retention, service};
+
+/// Process supervision with kernel proof: launch commands through a subreaping guardian, see what
+/// runs and why, stop whole trees, and read the receipt that proves they ended.
+#[derive(Debug, Parser)]
+#[command(name = "refine-supervisor", version)]
+pub struct Cli {
+    /// Product home (default: derived from this executable, never the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// Runtime port: state lives in <home>/run/<port>.
+    #[arg(long, global = true, value_name = "P", default_value_t = registry::DEFAULT_PORT)]
+    pub port: u16,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Launch one managed command in this process, stream its output, exit with its status.
+    Run(RunArgs),
+    /// Run the service for this port (foreground; SIGTERM/SIGINT stop it, guardians outlive it).
+    Serve(ServeArgs),
+    /// List registrations: id, kind, label, state, workload status, start, age, pid, cwd, outputs.
+    Ps(PsArgs),
+    /// Show one registration: the record, the decoded receipt, the assessment and its reason.
+    Show(IdArgs),
+    /// Stop a registration's whole tree through the shared stop; exit 0 only when exit is proven.
+    Stop(IdArgs),
+    /// Print a registration's stdout (or stderr) artifact.
+    Logs(LogsArgs),
+    /// Decode and verify a receipt, by registration id or proof-file path; exit 0 only if it verifies.
+    Receipt(ReceiptArgs),
+    /// Run the recovery pass: stop stale live scopes, release exited ones, report unverified ones.
+    Recover(JsonArgs),
+    /// Retention: delete artifacts of exited scopes older than the limit, and nothing else.
+    Gc(GcArgs),
+    /// Capacity admission figures: cores, memory, reservation, slots, live/unverified, free.
+    Capacity(CapacityArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Human label.
+    #[arg(long, default_value = "")]
+    pub label: String,
+    /// Kind of workload.
+    #[arg(long, value_enum, default_value_t = KindArg::Command)]
+    pub kind: KindArg,
+    /// Completion deadline from the start (e.g. 30s, 5m, 2h, 7d).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Idle deadline: no output, input or signal activity for this long.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub idle_timeout: Option<Duration>,
+    /// Working directory of the workload (default: this one).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variable for the workload (repeatable).
+    #[arg(long = "env", value_name = "K=V", value_parser = parse_kv)]
+    pub env: Vec<(String, String)>,
+    /// Purpose metadata stored in the record (repeatable).
+    #[arg(long = "meta", value_name = "K=V", value_parser = parse_kv)]
+    pub meta: Vec<(String, String)>,
+    /// Run on a pseudo-terminal.
+    #[arg(long)]
+    pub pty: bool,
+    /// Ask the running service to launch it; print the id and return.
+    #[arg(long)]
+    pub detach: bool,
+    /// For `agent`: when no capacity slot is free, wait up to this long instead of refusing.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub wait_for_slot: Option<Duration>,
+    /// Print the result object at the end instead of streaming output.
+    #[arg(long)]
+    pub json: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KindArg {
+    Agent,
+    Quality,
+    Command,
+    Terminal,
+}
+
+impl KindArg {
+    pub fn kind(self) -> refine_protocol::Kind {
+        match self {
+            KindArg::Agent => refine_protocol::Kind::Agent,
+            KindArg::Quality => refine_protocol::Kind::Quality,
+            KindArg::Command => refine_protocol::Kind::Command,
+            KindArg::Terminal => refine_protocol::Kind::Terminal,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Seconds between maintenance passes (deadlines, retention, capacity sampling).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5s")]
+    pub maintenance_every: Duration,
+    /// Retention age limit used by the maintenance loop.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "7d")]
+    pub retain: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Include exited registrations.
+    #[arg(long)]
+    pub all: bool,
+    /// One JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IdArgs {
+    /// Registration id (32 hex digits).
+    pub id: String,
+    /// One JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// Registration id (32 hex digits).
+    pub id: String,
+    /// The stderr artifact instead of stdout.
+    #[arg(long)]
+    pub stderr: bool,
+    /// Keep printing new output until the scope has exited.
+    #[arg(long)]
+    pub follow: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReceiptArgs {
+    /// Registration id, or the path of a proof file.
+    pub target: String,
+    /// One JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct JsonArgs {
+    /// One JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Age limit (e.g. 0s, 12h, 7d).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "7d")]
+    pub older_than: Duration,
+    /// Check everything, delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// One JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CapacityArgs {
+    /// Share of cores and available memory automatic admission may spend.
+    #[arg(long, default_value_t = capacity::DEFAULT_LIMIT_PERCENT, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub limit_percent: u8,
+    /// One JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Everything a command can fail with. `main` prints it on one line.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("cannot derive the home from the executable ({0}); pass --home DIR")]
+    NoHome(#[source] io::Error),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("invalid registration id {0:?} (expected 32 hex digits)")]
+    BadId(String),
+    #[error("no receipt at {path}: {source}")]
+    ReceiptRead {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("receipt {path} does not decode: {source}")]
+    ReceiptCorrupt {
+        path: PathBuf,
+        #[source]
+        source: refine_protocol::DecodeError,
+    },
+    #[error("cannot read {path}: {source}")]
+    Artifact {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Retention(#[from] retention::RetentionError),
+    #[error(transparent)]
+    Service(#[from] service::ServiceError),
+    #[error("cannot write output: {0}")]
+    Output(#[source] io::Error),
+    /// A verdict that is not an error of the tool but must exit non-zero (stop not proven,
+    /// receipt not verified); the document was already printed.
+    #[error("{0}")]
+    Verdict(String),
+}
+
+/// What `main` should exit with after a command succeeded.
+pub type ExitCode = i32;
+
+/// Parses `30s`, `5m`, `2h`, `7d`, `0s`, `250ms`; a bare number is seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err(format!(
+            "{text:?} is not a duration (examples: 30s, 5m, 2h, 7d, 0s)"
+        ));
+    }
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is out of range"))?;
+    let mult_ms: u64 = match unit {
+        "ms" => 1,
+        "" | "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
+            ))
+        }
+    };
+    n.checked_mul(mult_ms)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("{text:?} is out of range"))
+}
+
+fn parse_kv(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
+}
+
+fn parse_id(text: &str) -> Result<RegistrationId, CliError> {
+    RegistrationId::parse(text).ok_or_else(|| CliError::BadId(text.to_owned()))
+}
+
+/// Resolves the home: `--home`, else from the executable.
+pub fn home(cli: &Cli) -> Result<PathBuf, CliError> {
+    match &cli.home {
+        Some(h) => Ok(h.clone()),
+        None => registry::default_home().map_err(CliError::NoHome),
+    }
+}
+
+/// Opens `run/P` if it exists; `Ok(None)` when the home exists but nothing ran on this port.
+fn open_runtime(home: &Path, port: u16) -> Result<Option<Runtime>, CliError> {
+    match Runtime::open_existing(home, port) {
+        Ok(rt) => Ok(Some(rt)),
+        Err(RegistryError::MissingRuntime(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Opens `run/P` for a command naming an id: a missing runtime means the id is unknown.
+fn runtime_for(home: &Path, port: u16, id: RegistrationId) -> Result<Runtime, CliError> {
+    open_runtime(home, port)?.ok_or(CliError::Registry(RegistryError::NotFound(id)))
+}
+
+fn out() -> io::StdoutLock<'static> {
+    io::stdout().lock()
+}
+
+fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
+    let mut o = out();
+    serde_json::to_writer_pretty(&mut o, value)
+        .map_err(|e| CliError::Output(io::Error::other(e)))?;
+    writeln!(o).map_err(CliError::Output)
+}
+
+/// Runs one parsed command; returns the process exit code.
+pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
+    let home = home(&cli)?;
+    if !home.is_dir() {
+        return Err(RegistryError::MissingHome(home).into());
+    }
+    let port = cli.port;
+    match cli.command {
+        Command::Run(args) => run(&home, port, args),
+        Command::Serve(args) => {
+            service::serve(&home, port, args.maintenance_every, args.retain)?;
+            Ok(0)
+        }
+        Command::Ps(args) => ps(&home, port, args),
+        Command::Show(args) => show(&home, port, args),
+        Command::Stop(args) => stop(&home, port, args),
+        Command::Logs(args) => logs(&home, port, args),
+        Command::Receipt(args) => receipt(&home, port, args),
+        Command::Recover(args) => recover(&home, port, args),
+        Command::Gc(args) => gc(&home, port, args),
+        Command::Capacity(args) => capacity_cmd(&home, port, args),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Assessment, as the CLI shows it.
+
+/// The shared assessment's verdict, flattened for display.
+#[derive(Debug, Clone)]
+pub struct Assessed {
+    pub state: &'static str,
+    pub reason: Option<String>,
+    pub receipt: Option<Receipt>,
+}
+
+/// Runs the one shared assessment (A1) for `reg`.
+pub fn assess(rt: &Runtime, reg: &Registration) -> Assessed {
+    service::assess_one(rt, reg)
+}
+
+fn status_fields(status: Option<WorkloadStatus>) -> (Option<String>, Option<i32>, Option<i32>) {
+    match status {
+        None => (None, None, None),
+        Some(WorkloadStatus::Exited(c)) => (Some("exited".into()), Some(c), None),
+        Some(WorkloadStatus::Signaled(s)) => (Some("signaled".into()), None, Some(s)),
+        Some(WorkloadStatus::NeverStarted) => (Some("never_started".into()), None, None),
+        Some(WorkloadStatus::Unknown) => (Some("unknown".into()), None, None),
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// One registration as `ps` shows it.
+pub fn view(rt: &Runtime, reg: &Registration) -> ScopeView {
+    let a = assess(rt, reg);
+    let (status, exit_code, signal) = status_fields(a.receipt.map(|r| r.status));
+    ScopeView {
+        id: reg.id.to_string(),
+        kind: reg.kind.as_str().to_owned(),
+        label: reg.label.clone(),
+        state: a.state.to_owned(),
+        reason: a.reason,
+        status,
+        exit_code,
+        signal,
+        started_at_unix_ms: reg.started_at_unix_ms,
+        age_secs: now_ms().saturating_sub(reg.started_at_unix_ms) / 1000,
+        pid: reg.hello.workload.pid,
+        guardian_pid: reg.hello.guardian.pid,
+        cwd: reg.cwd.clone(),
+        argv: reg.argv.clone(),
+        stdout: reg.stdout_path.clone(),
+        stderr: reg.stderr_path.clone(),
+    }
+}
+
+/// A row for a record that does not decode: shown, never guessed at, never deleted.
+fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeView {
+    ScopeView {
+        id: id.to_string(),
+        kind: "?".into(),
+        label: String::new(),
+        state: "corrupt".into(),
+        reason: Some(err.to_string()),
+        status: None,
+        exit_code: None,
+        signal: None,
+        started_at_unix_ms: 0,
+        age_secs: 0,
+        pid: 0,
+        guardian_pid: 0,
+        cwd: String::new(),
+        argv: Vec::new(),
+        stdout: rt.log_path(id, Stream::Stdout).display().to_string(),
+        stderr: rt.log_path(id, Stream::Stderr).display().to_string(),
+    }
+}
+
+/// Every registration's view (the `ps` rows); exited ones only with `all`.
+pub fn list_views(rt: &Runtime, all: bool) -> Result<Vec<ScopeView>, RegistryError> {
+    let mut rows = Vec::new();
+    for id in rt.list_ids()? {
+        let row = match rt.read_registration(id) {
+            Ok(reg) => view(rt, &reg),
+            Err(RegistryError::NotFound(_)) => continue,
+            Err(e) => corrupt_view(rt, id, &e),
+        };
+        if all || row.state != "exited" {
+            rows.push(row);
+        }
+    }
+    rows.sort_by_key(|r| (r.started_at_unix_ms, r.id.clone()));
+    Ok(rows)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands.
+
+fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
+    let spec = LaunchSpec {
+        argv: args.command.clone(),
+        kind: args.kind.kind().as_str().to_owned(),
+        label: args.label.clone(),
+        cwd: args.cwd.as_ref().map(|p| p.display().to_string()),
+        env: args.env.iter().cloned().collect(),
+        meta: args.meta.iter().cloned().collect(),
+        timeout_ms: args.timeout.map(|d| d.as_millis() as u64),
+        idle_timeout_ms: args.idle_timeout.map(|d| d.as_millis() as u64),
+        pty: args.pty,
+        wait_for_slot_ms: args.wait_for_slot.map(|d| d.as_millis() as u64),
+    };
+    if args.detach {
+        let rt = Runtime::open(home, port)?;
+        let resp = service::request(&rt, &Request::Launch(spec))?;
+        return match resp {
+            Reply::Launched { id } => {
+                if args.json {
+                    print_json(&json!({ "id": id }))?;
+                } else {
+                    writeln!(out(), "{id}").map_err(CliError::Output)?;
+                }
+                Ok(0)
+            }
+            other => Err(service::ServiceError::Unexpected(format!("{other:?}")).into()),
+        };
+    }
+    let rt = Runtime::open(home, port)?;
+    service::run_embedded(&rt, spec, args.json)
+}
+
+fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {
+    let rows = match open_runtime(home, port)? {
+        Some(rt) => list_views(&rt, args.all)?,
+        None => Vec::new(),
+    };
+    if args.json {
+        print_json(&json!({ "port": port, "registrations": rows }))?;
+        return Ok(0);
+    }
+    let mut table = vec![[
+        "ID", "KIND", "STATE", "STATUS", "PID", "STARTED", "AGE", "LABEL", "CWD", "STDOUT",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for r in &rows {
+        table.push(vec![
+            r.id.clone(),
+            r.kind.clone(),
+            r.state.clone(),
+            status_text(r),
+            r.pid.to_string(),
+            utc(r.started_at_unix_ms),
+            human_age(r.age_secs),
+            r.label.clone(),
+            r.cwd.clone(),
+            r.stdout.clone(),
+        ]);
+    }
+    write_table(&table)?;
+    Ok(0)
+}
+
+fn status_text(r: &ScopeView) -> String {
+    match (r.status.as_deref(), r.exit_code, r.signal) {
+        (_, Some(c), _) => format!("exit {c}"),
+        (_, _, Some(s)) => format!("signal {s}"),
+        (Some(s), _, _) => s.to_owned(),
+        (None, _, _) => "-".to_owned(),
+    }
+}
+
+fn show(home: &Path, port: u16, args: IdArgs) -> Result<ExitCode, CliError> {
+    let id = parse_id(&args.id)?;
+    let rt = runtime_for(home, port, id)?;
+    let doc = show_doc(&rt, id)?;
+    if args.json {
+        print_json(&doc)?;
+    } else {
+        print_tree(&doc)?;
+    }
+    Ok(0)
+}
+
+/// The `show --json` document: record, receipt, assessment.
+pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<serde_json::Value, CliError> {
+    let reg = rt.read_registration(id)?;
+    let a = assess(rt, &reg);
+    Ok(json!({
+        "id": id.to_string(),
+        "state": a.state,
+        "reason": a.reason,
+        "assessment": { "state": a.state, "reason": a.reason },
+        "record": record_json(&reg),
+        "receipt": a.receipt.as_ref().map(receipt_json),
+        "artifacts": {
+            "stdout": artifact_json(Path::new(&reg.stdout_path)),
+            "stderr": artifact_json(Path::new(&reg.stderr_path)),
+        },
+    }))
+}
+
+fn artifact_json(p: &Path) -> serde_json::Value {
+    match std::fs::metadata(p) {
+        Ok(m) => json!({ "path": p, "exists": true, "bytes": m.len() }),
+        Err(_) => json!({ "path": p, "exists": false, "bytes": 0 }),
+    }
+}
+
+fn record_json(reg: &Registration) -> serde_json::Value {
+    let h = &reg.hello;
+    json!({
+        "id": reg.id.to_string(),
+        "runtime": reg.runtime.to_string(),
+        "kind": reg.kind.as_str(),
+        "label": reg.label,
+        "owner": reg.owner,
+        "purpose": reg.purpose,
+        "argv": reg.argv,
+        "cwd": reg.cwd,
+        "stdout": reg.stdout_path,
+        "stderr": reg.stderr_path,
+        "stdin": reg.stdin_path,
+        "pty": reg.pty,
+        "scope_policy": format!("{:?}", reg.scope_policy).to_lowercase(),
+        "limits": {
+            "completion_timeout_ms": reg.limits.completion_timeout_ms,
+            "idle_timeout_ms": reg.limits.idle_timeout_ms,
+            "log_cap_bytes": reg.limits.log_cap_bytes,
+        },
+        "started_at_unix_ms": reg.started_at_unix_ms,
+        "started": utc(reg.started_at_unix_ms),
+        "boot_id": h.boot_id.to_string(),
+        "guardian": { "pid": h.guardian.pid, "start_time": h.guardian.start_time },
+        "workload": { "pid": h.workload.pid, "start_time": h.workload.start_time,
+                      "pgid": h.workload_pgid, "sid": h.workload_sid },
+        "proof": { "path": reg.proof_path, "dev": h.proof.dev, "ino": h.proof.ino },
+    })
+}
+
+fn receipt_json(r: &Receipt) -> serde_json::Value {
+    let (status, exit_code, signal) = status_fields(Some(r.status));
+    json!({
+        "registration": r.registration.to_string(),
+        "runtime": r.runtime.to_string(),
+        "boot_id": r.boot_id.to_string(),
+        "guardian": { "pid": r.guardian.pid, "start_time": r.guardian.start_time },
+        "workload": { "pid": r.workload.pid, "start_time": r.workload.start_time },
+        "proof": { "dev": r.proof.dev, "ino": r.proof.ino },
+        "status": status,
+        "exit_code": exit_code,
+        "signal": signal,
+        "end": format!("{:?}", r.end).to_lowercase(),
+        "spawn_errno": r.spawn_errno,
+        "reaped": r.reaped,
+        "workload_exited_at_ns": r.workload_exited_at_ns,
+        "written_at_ns": r.written_at_ns,
+    })
+}
+
+fn stop(home: &Path, port: u16, args: IdArgs) -> Result<ExitCode, CliError> {
+    let id = parse_id(&args.id)?;
+    let rt = runtime_for(home, port, id)?;
+    let reg = rt.read_registration(id)?;
+    let doc = service::stop_one(&rt, &reg);
+    let proven = doc["state"] == "exited";
+    if args.json {
+        print_json(&doc)?;
+    } else {
+        print_tree(&doc)?;
+    }
+    if proven {
+        Ok(0)
+    } else {
+        Err(CliError::Verdict(format!(
+            "stop of {id} not proven: {}",
+            doc["reason"].as_str().unwrap_or("no verified receipt")
+        )))
+    }
+}
+
+fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
+    let id = parse_id(&args.id)?;
+    let rt = runtime_for(home, port, id)?;
+    let reg = rt.read_registration(id)?;
+    let path = PathBuf::from(if args.stderr {
+        &reg.stderr_path
+    } else {
+        &reg.stdout_path
+    });
+    let open = || {
+        std::fs::File::open(&path).map_err(|source| CliError::Artifact {
+            path: path.clone(),
+            source,
+        })
+    };
+    let mut file = open()?;
+    let mut o = out();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buf).map_err(|source| CliError::Artifact {
+            path: path.clone(),
+            source,
+        })?;
+        if n > 0 {
+            o.write_all(&buf[..n]).map_err(CliError::Output)?;
+            continue;
+        }
+        if !args.follow {
+            break;
+        }
+        o.flush().map_err(CliError::Output)?;
+        // Follow ends once the scope has exited and everything written before that was read.
+        if assess(&rt, &reg).state != "live" {
+            let pos = file.stream_position().map_err(CliError::Output)?;
+            let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(pos);
+            if pos >= len {
+                break;
+            }
+            file.seek(SeekFrom::Start(pos)).map_err(CliError::Output)?;
+            continue;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    o.flush().map_err(CliError::Output)?;
+    Ok(0)
+}
+
+fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliError> {
+    let (doc, verified) = if let Some(id) = RegistrationId::parse(&args.target) {
+        let rt = runtime_for(home, port, id)?;
+        let reg = rt.read_registration(id)?;
+        let a = assess(&rt, &reg);
+        let verified = a.state == "exited" && a.receipt.is_some();
+        (
+            json!({
+                "id": id.to_string(),
+                "path": reg.proof_path,
+                "verified": verified,
+                "state": a.state,
+                "reason": a.reason,
+                "receipt": a.receipt.as_ref().map(receipt_json),
+            }),
+            verified,
+        )
+    } else {
+        let path = PathBuf::from(&args.target);
+        let bytes = registry::read_bounded(&path, 64 * 1024).map_err(|source| {
+            CliError::ReceiptRead {
+                path: path.clone(),
+                source,
+            }
+        })?;
+        let r = Receipt::decode(&bytes).map_err(|source| CliError::ReceiptCorrupt {
+            path: path.clone(),
+            source,
+        })?;
+        // The checksum verified; binding it to a registration needs the record and the one
+        // assessment (same runtime, same proof inode, every bound field equal).
+        let rt = open_runtime(home, port)?;
+        let reg = rt
+            .as_ref()
+            .and_then(|rt| rt.read_registration(r.registration).ok());
+        let (verified, state, reason) = match (&rt, &reg) {
+            (Some(rt), Some(reg)) => {
+                let a = assess(rt, reg);
+                let same = a.receipt == Some(r);
+                let reason = if same {
+                    a.reason
+                } else {
+                    Some(a.reason.unwrap_or_else(|| {
+                        "receipt is not the one the registration's proof file holds".into()
+                    }))
+                };
+                (same && a.state == "exited", Some(a.state), reason)
+            }
+            _ => (
+                false,
+                None,
+                Some(format!(
+                    "checksum valid, but no registration {} on port {port} to bind it to",
+                    r.registration
+                )),
+            ),
+        };
+        (
+            json!({
+                "id": r.registration.to_string(),
+                "path": path,
+                "verified": verified,
+                "state": state,
+                "reason": reason,
+                "receipt": receipt_json(&r),
+            }),
+            verified,
+        )
+    };
+    if args.json {
+        print_json(&doc)?;
+    } else {
+        print_tree(&doc)?;
+    }
+    if verified {
+        Ok(0)
+    } else {
+        Err(CliError::Verdict(format!(
+            "receipt does not verify: {}",
+            doc["reason"].as_str().unwrap_or("no verified receipt")
+        )))
+    }
+}
+
+fn recover(home: &Path, port: u16, args: JsonArgs) -> Result<ExitCode, CliError> {
+    let doc = match open_runtime(home, port)? {
+        Some(rt) => service::recover_all(&rt)?,
+        None => json!({ "registrations": [] }),
+    };
+    if args.json {
+        print_json(&doc)?;
+    } else {
+        print_tree(&doc)?;
+    }
+    Ok(0)
+}
+
+fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {
+    let opts = retention::Options {
+        older_than: args.older_than,
+        dry_run: args.dry_run,
+    };
+    let report = match open_runtime(home, port)? {
+        Some(rt) => service::retire(&rt, opts)?,
+        None => retention::Report {
+            older_than_secs: opts.older_than.as_secs(),
+            dry_run: opts.dry_run,
+            ..Default::default()
+        },
+    };
+    if args.json {
+        print_json(&report)?;
+        return Ok(0);
+    }
+    let mut table = vec![["ID", "ACTION", "FILES", "BYTES", "REASON"]
+        .map(String::from)
+        .to_vec()];
+    for e in &report.entries {
+        table.push(vec![
+            e.id.clone(),
+            serde_json::to_value(&e.action)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            e.files.len().to_string(),
+            e.bytes.to_string(),
+            e.reason.clone(),
+        ]);
+    }
+    write_table(&table)?;
+    writeln!(
+        out(),
+        "{} {} files, {} bytes",
+        if report.dry_run {
+            "would delete"
+        } else {
+            "deleted"
+        },
+        report
+            .entries
+            .iter()
+            .filter(|e| matches!(
+                e.action,
+                retention::Action::Deleted | retention::Action::WouldDelete
+            ))
+            .map(|e| e.files.len())
+            .sum::<usize>(),
+        report
+            .entries
+            .iter()
+            .filter(|e| matches!(
+                e.action,
+                retention::Action::Deleted | retention::Action::WouldDelete
+            ))
+            .map(|e| e.bytes)
+            .sum::<u64>()
+    )
+    .map_err(CliError::Output)?;
+    Ok(0)
+}
+
+/// The host probe: sysinfo, or the fixed figures of the test seam
+/// (`REFINE_CAPACITY_MEMORY=<bytes>|unavailable`, `REFINE_CAPACITY_CORES=<n>`).
+pub fn probe() -> Box<dyn HostProbe + Send> {
+    let mem = std::env::var("REFINE_CAPACITY_MEMORY").ok();
+    let cores = std::env::var("REFINE_CAPACITY_CORES")
+        .ok()
+        .and_then(|c| c.parse().ok());
+    if mem.is_none() && cores.is_none() {
+        return Box::new(capacity::SysinfoProbe::new());
+    }
+    let mut real = capacity::SysinfoProbe::new().host();
+    if let Some(c) = cores {
+        real.logical_cores = c;
+    }
+    if let Some(m) = mem {
+        real.available_memory = m.parse().ok();
+    }
+    Box::new(capacity::FixedProbe(HostSample {
+        logical_cores: real.logical_cores,
+        available_memory: real.available_memory,
+    }))
+}
+
+/// The capacity report for `run/P` (live and unverified scopes counted from current evidence).
+pub fn capacity_report(
+    rt: Option<&Runtime>,
+    policy: capacity::Policy,
+    probe: &mut dyn HostProbe,
+) -> Result<capacity::CapacityReport, CliError> {
+    let mut samples = BTreeMap::new();
+    let (mut live, mut unverified) = (0, 0);
+    if let Some(rt) = rt {
+        for id in rt.list_ids()? {
+            let Ok(reg) = rt.read_registration(id) else {
+                // A corrupt record: nothing proves its scope ended; it holds a slot (C3).
+                unverified += 1;
+                continue;
+            };
+            match assess(rt, &reg).state {
+                "live" => {
+                    live += 1;
+                    if reg.kind == refine_protocol::Kind::Agent {
+                        let g = reg.hello.guardian;
+                        samples.insert(id.to_string(), probe.tree(g.pid, g.start_time));
+                    }
+                }
+                "exited" => {}
+                _ => unverified += 1,
+            }
+        }
+    }
+    Ok(policy.admit(probe.host(), &samples, live, unverified))
+}
+
+fn capacity_cmd(home: &Path, port: u16, args: CapacityArgs) -> Result<ExitCode, CliError> {
+    let policy = capacity::Policy {
+        limit_percent: args.limit_percent,
+        ..capacity::Policy::default()
+    };
+    let rt = open_runtime(home, port)?;
+    let report = capacity_report(rt.as_ref(), policy, &mut *probe())?;
+    if args.json {
+        print_json(&report)?;
+        return Ok(0);
+    }
+    let mem = report
+        .available_memory
+        .map(capacity::human_bytes)
+        .unwrap_or_else(|| "unavailable".into());
+    let rows = [
+        ("cores", report.cores.to_string()),
+        ("available memory", mem),
+        ("limit", format!("{}%", report.limit_percent)),
+        (
+            "reservation",
+            format!(
+                "{} ({})",
+                capacity::human_bytes(report.reservation_bytes),
+                serde_json::to_value(report.reservation_source)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            ),
+        ),
+        ("derivation", report.derivation.clone()),
+        ("slots", report.slots.to_string()),
+        ("live", report.live.to_string()),
+        ("unverified", report.unverified.to_string()),
+        ("free", report.free.to_string()),
+    ];
+    let table: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|(k, v)| vec![k.to_owned(), v])
+        .collect();
+    write_table(&table)?;
+    Ok(0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Human output.
+
+/// Prints rows as columns aligned on the widest cell; the last column is not padded.
+fn write_table(rows: &[Vec<String>]) -> Result<(), CliError> {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut width = vec![0usize; cols];
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            width[i] = width[i].max(c.chars().count());
+        }
+    }
+    let mut o = out();
+    for r in rows {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i + 1 == r.len() {
+                line.push_str(c);
+            } else {
+                let pad = width[i] - c.chars().count();
+                line.push_str(c);
+                line.extend(std::iter::repeat_n(' ', pad + 2));
+            }
+        }
+        writeln!(o, "{}", line.trim_end()).map_err(CliError::Output)?;
+    }
+    Ok(())
+}
+
+/// Prints a JSON document as indented `key: value` lines (the human form of show/stop/recover).
+fn print_tree(doc: &serde_json::Value) -> Result<(), CliError> {
+    fn walk(v: &serde_json::Value, indent: usize, key: &str, o: &mut impl Write) -> io::Result<()> {
+        let pad = " ".repeat(indent);
+        match v {
+            serde_json::Value::Object(m) => {
+                if !key.is_empty() {
+                    writeln!(o, "{pad}{key}:")?;
+                }
+                let width = m.keys().map(|k| k.len()).max().unwrap_or(0);
+                for (k, v) in m {
+                    if v.is_object() || (v.is_array() && v.as_array().is_some_and(|a| a.iter().any(|x| x.is_object()))) {
+                        walk(v, indent + usize::from(!key.is_empty()) * 2, k, o)?;
+                    } else {
+                        let ipad = " ".repeat(indent + usize::from(!key.is_empty()) * 2);
+                        writeln!(o, "{ipad}{k:width$}  {}", scalar(v))?;
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => {
+                writeln!(o, "{pad}{key}:")?;
+                for (i, item) in a.iter().enumerate() {
+                    walk(item, indent + 2, &format!("[{i}]"), o)?;
+                }
+            }
+            other => writeln!(o, "{pad}{key}  {}", scalar(other))?,
+        }
+        Ok(())
+    }
+    fn scalar(v: &serde_json::Value) -> String {
+        match v {
+            serde_json::Value::Null => "-".into(),
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Array(a) => a.iter().map(scalar).collect::<Vec<_>>().join(" "),
+            other => other.to_string(),
+        }
+    }
+    walk(doc, 0, "", &mut out()).map_err(CliError::Output)
+}
+
+fn human_age(secs: u64) -> String {
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for a Unix time in milliseconds (civil-from-days, proleptic Gregorian).
+pub fn utc(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Writes a launch result for `run --json` (the contract fields: id, outcome, exit_code or
+/// signal, stdout/stderr with `complete` and `path`).
+pub fn print_run_result(doc: &serde_json::Value) -> Result<(), CliError> {
+    print_json(doc)
+}
+
+/// Re-exported for the service: the API version the client speaks.
+pub const API_VERSION: u16 = api::API_VERSION;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604_800)));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        for bad in ["", "s", "5x", "-1s", "1.5h", "99999999999999999999d"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_795_981_266_000), "2026-11-29T19:41:06Z");
+    }
+
+    #[test]
+    fn clap_contract_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,267 @@
+//! Log retention (SPEC R1–R3): removes the stdout/stderr/stdin artifacts of scopes that are proven
+//! exited and older than the limit, and nothing else.
+//!
+//! For each registration, under its registration lock (`locks/ID.lock`), retention re-reads the
+//! record (it must decode intact), re-runs the one assessment (it must say `exited`, i.e. a receipt
+//! that verifies, A2/A3), and checks the age: the time since the later of the receipt's write time
+//! and the artifacts' last modification must be at least the limit (default 7 days). Only then are
+//! the artifact files under `run/P/logs/` unlinked.
+//!
+//! Kept, always: records, proofs, capture receipts and lock files (a lock file keeps its inode so
+//! waiters and newcomers agree on the lock, R2); the artifacts of live, unverified, corrupt,
+//! unreadable or record-less registrations; anything whose lock is busy.
+//!
+//! # Caveats
+//! An artifact whose record is missing is never deleted: without a record nothing proves that
+//! its scope has ended. `--dry-run` runs every check (and takes every lock) but unlinks nothing.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use refine_protocol::{Receipt, Registration, RegistrationId};
+use serde::Serialize;
+
+use crate::registry::{RegistryError, Runtime, Stream};
+
+/// Default age limit: 7 days.
+pub const DEFAULT_LIMIT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How long retention waits for a busy registration lock before keeping its artifacts.
+pub const LOCK_WAIT: Duration = Duration::from_millis(200);
+
+const STREAMS: [Stream; 3] = [Stream::Stdout, Stream::Stderr, Stream::Stdin];
+
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub older_than: Duration,
+    pub dry_run: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            older_than: DEFAULT_LIMIT,
+            dry_run: false,
+        }
+    }
+}
+
+/// What one registration's evidence says about its scope, as far as retention cares.
+#[derive(Debug, Clone)]
+pub enum Evidence {
+    /// A verified receipt (A2) or a finished earlier boot (A3, no receipt).
+    Exited(Option<Receipt>),
+    /// `live` or `unverified`, with the assessment's reason.
+    NotExited { state: &'static str, reason: String },
+}
+
+/// Why artifacts were kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Deleted,
+    WouldDelete,
+    Kept,
+    /// Nothing to do: no artifacts left.
+    Empty,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Entry {
+    pub id: String,
+    pub action: Action,
+    /// Why (for kept) or the assessment (for deleted).
+    pub reason: String,
+    pub files: Vec<PathBuf>,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    pub older_than_secs: u64,
+    pub dry_run: bool,
+    pub deleted_files: usize,
+    pub deleted_bytes: u64,
+    pub entries: Vec<Entry>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RetentionError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("cannot list {path}")]
+    List {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// One retention pass over `run/P`, with `assess` as the source of exit evidence (production
+/// passes the shared assessment; it is called under the registration lock).
+pub fn retire(
+    rt: &Runtime,
+    opts: Options,
+    assess: &dyn Fn(&Runtime, &Registration) -> Evidence,
+) -> Result<Report, RetentionError> {
+    let mut report = Report {
+        older_than_secs: opts.older_than.as_secs(),
+        dry_run: opts.dry_run,
+        ..Report::default()
+    };
+    let records: BTreeSet<RegistrationId> = rt.list_ids()?.into_iter().collect();
+    for &id in &records {
+        let entry = retire_one(rt, id, opts, assess);
+        if entry.action == Action::Deleted {
+            report.deleted_files += entry.files.len();
+            report.deleted_bytes += entry.bytes;
+        }
+        report.entries.push(entry);
+    }
+    // Artifacts without a record: nothing proves their scope ended; keep and report them.
+    for id in artifact_ids(rt)?.difference(&records) {
+        let files = existing_artifacts(rt, *id);
+        report.entries.push(Entry {
+            id: id.to_string(),
+            action: Action::Kept,
+            reason: "missing record: nothing proves the scope exited".to_owned(),
+            bytes: files.iter().map(|(_, n)| n).sum(),
+            files: files.into_iter().map(|(p, _)| p).collect(),
+        });
+    }
+    Ok(report)
+}
+
+fn retire_one(
+    rt: &Runtime,
+    id: RegistrationId,
+    opts: Options,
+    assess: &dyn Fn(&Runtime, &Registration) -> Evidence,
+) -> Entry {
+    let files = existing_artifacts(rt, id);
+    let mut entry = Entry {
+        id: id.to_string(),
+        action: Action::Kept,
+        reason: String::new(),
+        bytes: files.iter().map(|(_, n)| n).sum(),
+        files: files.iter().map(|(p, _)| p.clone()).collect(),
+    };
+    if files.is_empty() {
+        entry.action = Action::Empty;
+        entry.reason = "no artifacts".to_owned();
+        return entry;
+    }
+    // Everything below is re-checked under the registration lock (R1).
+    let _lock = match rt.lock(id, LOCK_WAIT) {
+        Ok(l) => l,
+        Err(e) => {
+            entry.reason = format!("lock busy or unavailable: {e}");
+            return entry;
+        }
+    };
+    let reg = match rt.read_registration(id) {
+        Ok(r) => r,
+        Err(e) => {
+            entry.reason = format!("record not intact: {e}");
+            return entry;
+        }
+    };
+    let receipt = match assess(rt, &reg) {
+        Evidence::Exited(r) => r,
+        Evidence::NotExited { state, reason } => {
+            entry.reason = format!("{state}: {reason}");
+            return entry;
+        }
+    };
+    // Age: since the later of the receipt and the last write to any artifact.
+    let mut newest = receipt
+        .map(|r| UNIX_EPOCH + Duration::from_nanos(r.written_at_ns))
+        .unwrap_or(UNIX_EPOCH);
+    for (p, _) in &files {
+        match fs::metadata(p).and_then(|m| m.modified()) {
+            Ok(t) => newest = newest.max(t),
+            Err(e) => {
+                entry.reason = format!("cannot stat {}: {e}", p.display());
+                return entry;
+            }
+        }
+    }
+    let age = SystemTime::now()
+        .duration_since(newest)
+        .unwrap_or(Duration::ZERO);
+    if age < opts.older_than {
+        entry.reason = format!(
+            "exited, but only {}s old (limit {}s)",
+            age.as_secs(),
+            opts.older_than.as_secs()
+        );
+        return entry;
+    }
+    if opts.dry_run {
+        entry.action = Action::WouldDelete;
+        entry.reason = "exited (verified) and past the limit".to_owned();
+        return entry;
+    }
+    let mut removed = Vec::new();
+    let mut bytes = 0;
+    for (p, n) in files {
+        match fs::remove_file(&p) {
+            Ok(()) => {
+                removed.push(p);
+                bytes += n;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                entry.reason = format!("exited; could not remove {}: {e}", p.display());
+            }
+        }
+    }
+    if !removed.is_empty() {
+        if let Err(e) = crate::durable::sync_dir(&rt.dir().join("logs")) {
+            entry.reason = format!("removed, but syncing the logs directory failed: {e}");
+        }
+    }
+    if entry.reason.is_empty() {
+        entry.reason = "exited (verified) and past the limit".to_owned();
+    }
+    entry.action = Action::Deleted;
+    entry.files = removed;
+    entry.bytes = bytes;
+    entry
+}
+
+/// The artifact files of `id` that exist, with their sizes. Only the runtime's own log paths.
+fn existing_artifacts(rt: &Runtime, id: RegistrationId) -> Vec<(PathBuf, u64)> {
+    STREAMS
+        .iter()
+        .filter_map(|&s| {
+            let p = rt.log_path(id, s);
+            let m = fs::symlink_metadata(&p).ok()?;
+            m.is_file().then_some((p, m.len()))
+        })
+        .collect()
+}
+
+/// Ids that have at least one artifact file in `logs/`.
+fn artifact_ids(rt: &Runtime) -> Result<BTreeSet<RegistrationId>, RetentionError> {
+    let dir = rt.dir().join("logs");
+    let rd = fs::read_dir(&dir).map_err(|source| RetentionError::List {
+        path: dir.clone(),
+        source,
+    })?;
+    Ok(rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name();
+            let name = name.to_str()?;
+            let (stem, ext) = name.split_once('.')?;
+            STREAMS
+                .iter()
+                .any(|s| s.name() == ext)
+                .then(|| RegistrationId::parse(stem))?
+        })
+        .collect())
+}

@@ -1,0 +1,440 @@
+//! The per-port service (`serve`, SPEC O2) and the operations the CLI and the service share.
+//!
+//! `serve` holds `run/P/locks/service.lock` (an `flock`, so one service per port; a second one
+//! fails with a clear message and a SIGKILLed one never wedges it), runs the recovery pass, then
+//! listens on the Unix socket `run/P/supervisor.sock` (created with mode 0600; every connection's
+//! peer credentials are checked: same uid or root). Requests and responses are JSON lines defined
+//! in [`refine_protocol::api`]. A maintenance loop enforces the deadlines of registrations this
+//! service did not launch (through the one shared stop), runs retention, and samples capacity.
+//! Logs go through `tracing` to `run/P/service.log`.
+//!
+//! # Caveats
+//! SIGTERM/SIGINT end the service, not the workloads: the guardians it launched outlive it (their
+//! launch asks for no parent-death signal) and the next service's recovery pass finds them.
+//! Requests are handled on tokio's blocking pool: the engine, the stop and the assessment are
+//! blocking by design, and the supervisor never reaps anything but its own guardians by pid.
+
+use std::collections::HashSet;
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream as StdUnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use refine_protocol::api::{
+    self, ErrorKind, LaunchSpec, Reply, Request, Response, MAX_MESSAGE,
+};
+use refine_protocol::{Registration, RegistrationId};
+use serde_json::json;
+
+use crate::cli::{self, Assessed, CliError};
+use crate::fence::{self, FenceError};
+use crate::registry::{RegistryError, Runtime};
+use crate::retention;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("a service is already running for port {port} (lock {lock} is held)")]
+    AlreadyRunning { port: u16, lock: PathBuf },
+    #[error("no service is running for port {port} (no socket at {socket}): start `refine-supervisor serve`")]
+    NotRunning {
+        port: u16,
+        socket: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("service request failed: {op}")]
+    Io {
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("service sent a malformed response")]
+    Decode(#[source] refine_protocol::DecodeError),
+    #[error("service refused ({kind:?}): {message}")]
+    Refused { kind: ErrorKind, message: String },
+    #[error("service sent an unexpected reply: {0}")]
+    Unexpected(String),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Fence(#[from] FenceError),
+    #[error("the launch engine is not available in this build")]
+    EngineUnavailable,
+}
+
+fn io_err(op: &'static str) -> impl FnOnce(io::Error) -> ServiceError {
+    move |source| ServiceError::Io { op, source }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared operations (CLI and service).
+
+/// The one shared assessment, flattened for display.
+pub fn assess_one(_rt: &Runtime, _reg: &Registration) -> Assessed {
+    Assessed {
+        state: "unverified",
+        reason: Some("assessment not wired yet".into()),
+        receipt: None,
+    }
+}
+
+/// The shared stop for one registration; the `stop --json` document. `state` is `exited` only
+/// when a verified receipt proves it.
+pub fn stop_one(rt: &Runtime, reg: &Registration) -> serde_json::Value {
+    let a = assess_one(rt, reg);
+    json!({ "id": reg.id.to_string(), "state": a.state, "reason": a.reason, "stopped": false })
+}
+
+/// The recovery pass; the `recover --json` document.
+pub fn recover_all(_rt: &Runtime) -> Result<serde_json::Value, ServiceError> {
+    Ok(json!({ "registrations": [] }))
+}
+
+/// One retention pass with the shared assessment as the evidence.
+pub fn retire(
+    rt: &Runtime,
+    opts: retention::Options,
+) -> Result<retention::Report, retention::RetentionError> {
+    retention::retire(rt, opts, &|rt, reg| {
+        let a = assess_one(rt, reg);
+        if a.state == "exited" {
+            retention::Evidence::Exited(a.receipt)
+        } else {
+            retention::Evidence::NotExited {
+                state: a.state,
+                reason: a.reason.unwrap_or_default(),
+            }
+        }
+    })
+}
+
+/// `run` without `--detach`: launch in this process, stream, exit with the workload's code.
+pub fn run_embedded(_rt: &Runtime, _spec: LaunchSpec, _json: bool) -> Result<i32, CliError> {
+    Err(ServiceError::EngineUnavailable.into())
+}
+
+/// Launches for the service (detached: the service keeps the launch handle).
+fn launch_detached(_rt: &Runtime, _spec: LaunchSpec) -> Result<RegistrationId, Response> {
+    Err(Response::err(
+        ErrorKind::LaunchFailed,
+        "the launch engine is not available in this build",
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client.
+
+/// Sends one request to the port's service and returns its reply.
+pub fn request(rt: &Runtime, req: &Request) -> Result<Reply, ServiceError> {
+    let socket = rt.socket_path();
+    let mut stream =
+        StdUnixStream::connect(&socket).map_err(|source| ServiceError::NotRunning {
+            port: rt.port(),
+            socket: socket.clone(),
+            source,
+        })?;
+    stream
+        .write_all(&api::encode_request(req))
+        .map_err(io_err("send"))?;
+    let mut line = Vec::new();
+    BufReader::new(stream)
+        .take(MAX_MESSAGE as u64 + 1)
+        .read_until(b'\n', &mut line)
+        .map_err(io_err("receive"))?;
+    let resp = api::decode_response(&line).map_err(ServiceError::Decode)?;
+    match (resp.ok, resp.result, resp.error) {
+        (true, Some(r), _) => Ok(r),
+        (_, _, Some(e)) => Err(ServiceError::Refused {
+            kind: e.kind,
+            message: e.message,
+        }),
+        _ => Err(ServiceError::Unexpected("empty response".into())),
+    }
+}
+
+use std::io::Read as _;
+
+// ---------------------------------------------------------------------------------------------
+// Service.
+
+struct State {
+    rt: Runtime,
+    /// Registrations this service launched (it enforces their deadlines through their handles).
+    launched: Mutex<HashSet<RegistrationId>>,
+}
+
+/// Runs the service in the foreground until SIGTERM or SIGINT.
+pub fn serve(
+    home: &Path,
+    port: u16,
+    maintenance_every: Duration,
+    retain: Duration,
+) -> Result<(), ServiceError> {
+    let rt = Runtime::open(home, port)?;
+    let lock = rt.dir().join("locks").join("service.lock");
+    let _held = fence::try_acquire(&lock)?.ok_or_else(|| ServiceError::AlreadyRunning {
+        port,
+        lock: lock.clone(),
+    })?;
+    init_tracing(&rt)?;
+    tracing::info!(port, home = %home.display(), pid = std::process::id(), "service starting");
+
+    match recover_all(&rt) {
+        Ok(doc) => tracing::info!(report = %doc, "recovery at start"),
+        Err(e) => tracing::error!(error = %e, "recovery at start failed"),
+    }
+
+    let state = Arc::new(State {
+        rt,
+        launched: Mutex::new(HashSet::new()),
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(64)
+        .enable_all()
+        .build()
+        .map_err(io_err("start the async runtime"))?;
+    let result = runtime.block_on(serve_async(state.clone(), maintenance_every, retain));
+    // Guardians are not waited for: they outlive the service by design.
+    runtime.shutdown_background();
+    let _ = std::fs::remove_file(state.rt.socket_path());
+    tracing::info!("service stopped");
+    result
+}
+
+fn init_tracing(rt: &Runtime) -> Result<(), ServiceError> {
+    let path = rt.dir().join("service.log");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(io_err("open the service log"))?;
+    // A second init (tests calling serve twice in one process) keeps the first subscriber.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(Mutex::new(file))
+        .with_ansi(false)
+        .try_init();
+    Ok(())
+}
+
+/// Binds `path` with mode 0600 from the start (umask), replacing a stale socket file: we hold the
+/// service lock, so no live service owns it.
+fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener, ServiceError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err("remove a stale socket")(e)),
+    }
+    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o177));
+    let bound = std::os::unix::net::UnixListener::bind(path);
+    rustix::process::umask(old);
+    let listener = bound.map_err(io_err("bind the service socket"))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(io_err("chmod the service socket"))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(io_err("configure the service socket"))?;
+    tokio::net::UnixListener::from_std(listener).map_err(io_err("register the service socket"))
+}
+
+async fn serve_async(
+    state: Arc<State>,
+    every: Duration,
+    retain: Duration,
+) -> Result<(), ServiceError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let listener = bind_socket(&state.rt.socket_path())?;
+    let mut term = signal(SignalKind::terminate()).map_err(io_err("install SIGTERM handler"))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(io_err("install SIGINT handler"))?;
+    tracing::info!(socket = %state.rt.socket_path().display(), "listening");
+
+    let maint = {
+        let state = state.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let st = state.clone();
+                let _ = tokio::task::spawn_blocking(move || maintenance(&st, retain)).await;
+            }
+        })
+    };
+
+    loop {
+        tokio::select! {
+            _ = term.recv() => { tracing::info!("SIGTERM"); break; }
+            _ = int.recv() => { tracing::info!("SIGINT"); break; }
+            conn = listener.accept() => match conn {
+                Ok((stream, _)) => {
+                    let st = state.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = handle_conn(st, stream).await {
+                            tracing::warn!(error = %e, "connection failed");
+                        }
+                    });
+                }
+                Err(e) => tracing::warn!(error = %e, "accept failed"),
+            }
+        }
+    }
+    maint.abort();
+    Ok(())
+}
+
+async fn handle_conn(state: Arc<State>, stream: tokio::net::UnixStream) -> io::Result<()> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    let cred = stream.peer_cred()?;
+    let me = rustix::process::getuid().as_raw();
+    let (rd, mut wr) = stream.into_split();
+    if cred.uid() != me && cred.uid() != 0 {
+        tracing::warn!(uid = cred.uid(), "refused a peer with another uid");
+        let resp = Response::err(ErrorKind::BadRequest, "permission denied: peer uid differs");
+        wr.write_all(&api::encode_response(&resp)).await?;
+        return Ok(());
+    }
+    let mut line = Vec::new();
+    tokio::io::BufReader::new(rd)
+        .take(MAX_MESSAGE as u64 + 1)
+        .read_until(b'\n', &mut line)
+        .await?;
+    let resp = match api::decode_request(&line) {
+        Err(e) => Response::err(ErrorKind::BadRequest, format!("bad request: {e}")),
+        Ok(req) => {
+            let st = state.clone();
+            tokio::task::spawn_blocking(move || handle(&st, req))
+                .await
+                .unwrap_or_else(|e| Response::err(ErrorKind::Internal, e.to_string()))
+        }
+    };
+    wr.write_all(&api::encode_response(&resp)).await?;
+    wr.shutdown().await
+}
+
+fn handle(state: &State, req: Request) -> Response {
+    let rt = &state.rt;
+    let parse = |id: &str| {
+        RegistrationId::parse(id).ok_or_else(|| {
+            Response::err(
+                ErrorKind::BadRequest,
+                format!("invalid registration id {id:?}"),
+            )
+        })
+    };
+    let result = match req {
+        Request::Launch(spec) => launch_detached(rt, spec).map(|id| {
+            if let Ok(mut l) = state.launched.lock() {
+                l.insert(id);
+            }
+            tracing::info!(%id, "launched");
+            Reply::Launched { id: id.to_string() }
+        }),
+        Request::List { all } => cli::list_views(rt, all)
+            .map(Reply::List)
+            .map_err(registry_response),
+        Request::Show { id } => parse(&id).and_then(|id| {
+            cli::show_doc(rt, id)
+                .map(Reply::Show)
+                .map_err(|e| match e {
+                    CliError::Registry(r) => registry_response(r),
+                    other => Response::err(ErrorKind::Internal, other.to_string()),
+                })
+        }),
+        Request::Stop { id } => parse(&id).and_then(|id| {
+            let reg = rt.read_registration(id).map_err(registry_response)?;
+            let doc = stop_one(rt, &reg);
+            tracing::info!(%id, result = %doc, "stop");
+            Ok(Reply::Stop(doc))
+        }),
+    };
+    result.map(Response::ok).unwrap_or_else(|e| e)
+}
+
+fn registry_response(e: RegistryError) -> Response {
+    let kind = match e {
+        RegistryError::NotFound(_) => ErrorKind::NotFound,
+        RegistryError::Corrupt { .. } => ErrorKind::Corrupt,
+        _ => ErrorKind::Internal,
+    };
+    Response::err(kind, e.to_string())
+}
+
+/// One maintenance pass: deadlines of registrations this service did not launch, retention,
+/// capacity sampling. Every failure is logged and the loop goes on.
+fn maintenance(state: &State, retain: Duration) {
+    let rt = &state.rt;
+    let ours = state.launched.lock().map(|l| l.clone()).unwrap_or_default();
+    if let Ok(ids) = rt.list_ids() {
+        for id in ids {
+            if ours.contains(&id) {
+                continue;
+            }
+            let Ok(reg) = rt.read_registration(id) else {
+                continue;
+            };
+            if let Some(cause) = deadline_passed(rt, &reg) {
+                if assess_one(rt, &reg).state == "live" {
+                    let doc = stop_one(rt, &reg);
+                    tracing::info!(%id, cause, result = %doc, "deadline stop");
+                }
+            }
+        }
+    }
+    match retire(
+        rt,
+        retention::Options {
+            older_than: retain,
+            dry_run: false,
+        },
+    ) {
+        Ok(r) if r.deleted_files > 0 => {
+            tracing::info!(files = r.deleted_files, bytes = r.deleted_bytes, "retention")
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "retention failed"),
+    }
+    let mut probe = cli::probe();
+    match cli::capacity_report(Some(rt), crate::capacity::Policy::default(), &mut *probe) {
+        Ok(c) => tracing::debug!(
+            slots = c.slots,
+            live = c.live,
+            unverified = c.unverified,
+            free = c.free,
+            "capacity"
+        ),
+        Err(e) => tracing::warn!(error = %e, "capacity sampling failed"),
+    }
+}
+
+/// Which deadline of `reg` has passed, if any: completion from the original start; idle from the
+/// last artifact write (falling back to the start).
+fn deadline_passed(rt: &Runtime, reg: &Registration) -> Option<&'static str> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis() as u64;
+    if let Some(t) = reg.limits.completion_timeout_ms {
+        if now >= reg.started_at_unix_ms.saturating_add(t) {
+            return Some("timed_out");
+        }
+    }
+    if let Some(t) = reg.limits.idle_timeout_ms {
+        let mut last = reg.started_at_unix_ms;
+        for p in [&reg.stdout_path, &reg.stderr_path] {
+            if let Some(ms) = std::fs::metadata(p)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            {
+                last = last.max(ms.as_millis() as u64);
+            }
+        }
+        let _ = rt;
+        if now >= last.saturating_add(t) {
+            return Some("idle_timeout");
+        }
+    }
+    None
+}
