@@ -61,7 +61,9 @@ pub enum Request {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reply {
-    Launched { id: String },
+    Launched {
+        id: String,
+    },
     List(Vec<ScopeView>),
     /// The `show --json` document.
     Show(serde_json::Value),
@@ -194,8 +196,8 @@ fn check_version(v: u16) -> Result<(), DecodeError> {
 /// Decodes one request line.
 pub fn decode_request(line: &[u8]) -> Result<Request, DecodeError> {
     let line = check_line(line)?;
-    let msg: Versioned<Request> = serde_json::from_slice(line)
-        .map_err(|_| DecodeError::InvalidField { field: "request" })?;
+    let msg: Versioned<Request> =
+        serde_json::from_slice(line).map_err(|_| DecodeError::InvalidField { field: "request" })?;
     check_version(msg.v)?;
     Ok(msg.body)
 }

@@ -413,7 +413,10 @@ mod tests {
                 rss_bytes: GIB,
             },
         );
-        assert_eq!(p.reservation(s.values()), (2 * GIB, ReservationSource::Floor));
+        assert_eq!(
+            p.reservation(s.values()),
+            (2 * GIB, ReservationSource::Floor)
+        );
         s.insert(
             "c".to_owned(),
             TreeSample::Complete {

@@ -690,12 +690,11 @@ fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliErr
         )
     } else {
         let path = PathBuf::from(&args.target);
-        let bytes = registry::read_bounded(&path, 64 * 1024).map_err(|source| {
-            CliError::ReceiptRead {
+        let bytes =
+            registry::read_bounded(&path, 64 * 1024).map_err(|source| CliError::ReceiptRead {
                 path: path.clone(),
                 source,
-            }
-        })?;
+            })?;
         let r = Receipt::decode(&bytes).map_err(|source| CliError::ReceiptCorrupt {
             path: path.clone(),
             source,
@@ -970,7 +969,11 @@ fn print_tree(doc: &serde_json::Value) -> Result<(), CliError> {
                 }
                 let width = m.keys().map(|k| k.len()).max().unwrap_or(0);
                 for (k, v) in m {
-                    if v.is_object() || (v.is_array() && v.as_array().is_some_and(|a| a.iter().any(|x| x.is_object()))) {
+                    if v.is_object()
+                        || (v.is_array()
+                            && v.as_array()
+                                .is_some_and(|a| a.iter().any(|x| x.is_object())))
+                    {
                         walk(v, indent + usize::from(!key.is_empty()) * 2, k, o)?;
                     } else {
                         let ipad = " ".repeat(indent + usize::from(!key.is_empty()) * 2);

@@ -14,7 +14,12 @@ fn main() {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
                 e.exit();
             }
             eprintln!("refine-supervisor: {}", one_line_usage_error(&e, &args));
@@ -39,6 +44,9 @@ fn one_line_usage_error(e: &clap::Error, args: &[std::ffi::OsString]) -> String 
         return "error: run: missing `--` before the command (usage: refine-supervisor run [OPTIONS] -- CMD [ARGS]...)".to_owned();
     }
     let text = e.render().to_string();
-    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("invalid arguments");
     format!("{} (see --help)", first.trim())
 }

@@ -21,9 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use refine_protocol::api::{
-    self, ErrorKind, LaunchSpec, Reply, Request, Response, MAX_MESSAGE,
-};
+use refine_protocol::api::{self, ErrorKind, LaunchSpec, Reply, Request, Response, MAX_MESSAGE};
 use refine_protocol::{Registration, RegistrationId};
 use serde_json::json;
 
@@ -335,12 +333,10 @@ fn handle(state: &State, req: Request) -> Response {
             .map(Reply::List)
             .map_err(registry_response),
         Request::Show { id } => parse(&id).and_then(|id| {
-            cli::show_doc(rt, id)
-                .map(Reply::Show)
-                .map_err(|e| match e {
-                    CliError::Registry(r) => registry_response(r),
-                    other => Response::err(ErrorKind::Internal, other.to_string()),
-                })
+            cli::show_doc(rt, id).map(Reply::Show).map_err(|e| match e {
+                CliError::Registry(r) => registry_response(r),
+                other => Response::err(ErrorKind::Internal, other.to_string()),
+            })
         }),
         Request::Stop { id } => parse(&id).and_then(|id| {
             let reg = rt.read_registration(id).map_err(registry_response)?;
@@ -390,7 +386,11 @@ fn maintenance(state: &State, retain: Duration) {
         },
     ) {
         Ok(r) if r.deleted_files > 0 => {
-            tracing::info!(files = r.deleted_files, bytes = r.deleted_bytes, "retention")
+            tracing::info!(
+                files = r.deleted_files,
+                bytes = r.deleted_bytes,
+                "retention"
+            )
         }
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "retention failed"),

@@ -1,0 +1,99 @@
+//! Capacity admission through the CLI (SPEC C1–C3), with host figures injected through the test
+//! seam (`REFINE_CAPACITY_MEMORY`, `REFINE_CAPACITY_CORES`). The complete-stable-sample rule is
+//! pure policy and is covered by `refine-supervisor`'s unit tests (`capacity::tests`).
+
+mod cli_support;
+
+use cli_support::*;
+
+const GIB: u64 = 1024 * 1024 * 1024;
+
+fn capacity(home: &Home, mem: &str, cores: &str) -> serde_json::Value {
+    let args = ["capacity", "--json"];
+    let out = home
+        .command(&args)
+        .env("REFINE_CAPACITY_MEMORY", mem)
+        .env("REFINE_CAPACITY_CORES", cores)
+        .output()
+        .expect("spawn");
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    parse(&args, &out)
+}
+
+#[test]
+fn small_memory_gives_floor_derived_slots() {
+    let home = Home::new();
+    // 10 GiB available, 70 % = 7 GiB, 2 GiB floor per workload: 3 slots (64 cores would allow 44).
+    let c = capacity(&home, &(10 * GIB).to_string(), "64");
+    assert_eq!(c["available_memory"], 10 * GIB);
+    assert_eq!(c["limit_percent"], 70);
+    assert_eq!(c["reservation_bytes"], 2 * GIB);
+    assert_eq!(c["reservation_source"], "floor");
+    assert_eq!(c["memory_slots"], 3);
+    assert_eq!(c["cpu_slots"], 44);
+    assert_eq!(c["slots"], 3);
+    assert_eq!(
+        (c["live"].as_u64(), c["unverified"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(c["free"], 3);
+}
+
+#[test]
+fn tiny_memory_still_gives_one_slot() {
+    let home = Home::new();
+    let c = capacity(&home, &(GIB / 2).to_string(), "64");
+    assert_eq!(c["memory_slots"], 0);
+    assert_eq!(c["slots"], 1);
+}
+
+#[test]
+fn unavailable_memory_telemetry_gives_one_slot() {
+    let home = Home::new();
+    let c = capacity(&home, "unavailable", "64");
+    assert!(c["available_memory"].is_null());
+    assert_eq!(c["slots"], 1);
+}
+
+#[test]
+fn cores_limit_slots_and_percent_is_configurable() {
+    let home = Home::new();
+    let args = ["capacity", "--json", "--limit-percent", "50"];
+    let out = home
+        .command(&args)
+        .env("REFINE_CAPACITY_MEMORY", (1000 * GIB).to_string())
+        .env("REFINE_CAPACITY_CORES", "8")
+        .output()
+        .expect("spawn");
+    let c = parse(&args, &out);
+    assert_eq!(
+        (c["cpu_slots"].as_u64(), c["slots"].as_u64()),
+        (Some(4), Some(4))
+    );
+    let bad = home.cli(&["capacity", "--limit-percent", "0"]);
+    assert_one_line_error(&["capacity", "--limit-percent", "0"], &bad);
+}
+
+#[test]
+fn human_output_names_every_figure() {
+    let home = Home::new();
+    let out = home
+        .command(&["capacity"])
+        .env("REFINE_CAPACITY_MEMORY", (10 * GIB).to_string())
+        .env("REFINE_CAPACITY_CORES", "64")
+        .output()
+        .expect("spawn");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for word in [
+        "cores",
+        "available memory",
+        "limit",
+        "reservation",
+        "slots",
+        "live",
+        "unverified",
+        "free",
+    ] {
+        assert!(text.contains(word), "{word} missing:\n{text}");
+    }
+}

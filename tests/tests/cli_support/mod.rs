@@ -1,0 +1,201 @@
+//! Shared by the CLI, service, capacity and retention tests: drive the built `refine-supervisor`
+//! with `--home <tempdir>` as a user would, and read its `--json` documents.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use refine_tests::{bin, wait_until};
+use serde_json::Value;
+
+/// Generous: the machine is shared and has two cores.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+pub struct Home {
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+impl Home {
+    pub fn new() -> Self {
+        Home {
+            dir: tempfile::tempdir().expect("tempdir"),
+            port: 7411,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        self.path().join("run").join(self.port.to_string())
+    }
+
+    /// `refine-supervisor --home H --port P ARGS...`, not yet started.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin("refine-supervisor"));
+        c.arg("--home")
+            .arg(self.path())
+            .arg("--port")
+            .arg(self.port.to_string())
+            .args(args)
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs to completion and returns the output.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        self.command(args)
+            .output()
+            .expect("spawn refine-supervisor")
+    }
+
+    /// Runs, requires success, and parses stdout as one JSON document.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let out = self.cli(args);
+        assert!(out.status.success(), "{}", describe(args, &out));
+        parse(args, &out)
+    }
+
+    /// `ps --all --json` rows.
+    pub fn ps(&self) -> Vec<Value> {
+        self.json(&["ps", "--all", "--json"])["registrations"]
+            .as_array()
+            .expect("registrations array")
+            .clone()
+    }
+
+    pub fn row(&self, id: &str) -> Value {
+        self.ps()
+            .into_iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("{id} not in ps"))
+    }
+
+    pub fn state(&self, id: &str) -> String {
+        self.row(id)["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// `run --json -- ARGV` and its result document.
+    pub fn run_json(&self, argv: &[&str]) -> (Output, Value) {
+        let mut args = vec!["run", "--json", "--"];
+        args.extend_from_slice(argv);
+        let out = self.cli(&args);
+        let doc = parse(&args, &out);
+        (out, doc)
+    }
+
+    /// Starts `run -- ARGV` streaming, waits until its stdout printed `ready`, and returns the
+    /// child (the run process) with the registration id found in `ps`.
+    pub fn run_until_ready(&self, argv: &[&str]) -> (Child, String) {
+        let before: Vec<String> = self.ps().iter().map(|r| r["id"].to_string()).collect();
+        let mut args = vec!["run", "--"];
+        args.extend_from_slice(argv);
+        let mut child = self
+            .command(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn run");
+        let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = reader.read_line(&mut line).expect("read run stdout");
+            assert!(n > 0, "run ended before the workload printed ready");
+            if line.trim() == "ready" {
+                break;
+            }
+        }
+        // Keep draining so the workload never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while reader.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
+                sink.clear();
+            }
+        });
+        let rows = self.ps();
+        let id = rows
+            .iter()
+            .map(|r| r["id"].to_string())
+            .find(|i| !before.contains(i))
+            .expect("a new registration");
+        (child, id.trim_matches('"').to_owned())
+    }
+
+    /// Waits until `id` is in `state`.
+    pub fn wait_state(&self, id: &str, state: &str) {
+        let mut last = String::new();
+        let ok = wait_until(DEADLINE, || {
+            last = self.state(id);
+            last == state
+        });
+        assert!(ok, "{id} stayed {last}, expected {state}: {}", self.row(id));
+    }
+}
+
+pub fn parse(args: &[&str], out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not one JSON document ({e}): {}", describe(args, out)))
+}
+
+pub fn describe(args: &[&str], out: &Output) -> String {
+    format!(
+        "refine-supervisor {args:?}: {}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Asserts a failed command: non-zero exit, exactly one line on stderr.
+pub fn assert_one_line_error(args: &[&str], out: &Output) -> String {
+    assert!(!out.status.success(), "{}", describe(args, out));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(err.trim_end().lines().count(), 1, "{}", describe(args, out));
+    err
+}
+
+/// Every file under `dir` with its (dev, ino), recursively, sorted.
+pub fn snapshot(dir: &Path) -> Vec<(PathBuf, u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(m) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if m.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p, m.dev(), m.ino()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Whether a process with this pid and start time (field 22) is still there and not a zombie.
+pub fn alive(pid: u64, start_time: u64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(close) = stat.rfind(')') else {
+        return false;
+    };
+    let fields: Vec<&str> = stat[close + 1..].split_ascii_whitespace().collect();
+    fields.first().is_some_and(|s| *s != "Z" && *s != "X")
+        && fields.get(19).and_then(|s| s.parse::<u64>().ok()) == Some(start_time)
+}

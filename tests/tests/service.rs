@@ -1,0 +1,124 @@
+//! `serve` (SPEC O2): one service per port, a 0600 socket, clean stop on SIGTERM/SIGINT, and
+//! detached launches that survive a SIGKILLed service and are recovered by the next one.
+
+mod cli_support;
+
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::process::{Child, Stdio};
+
+use cli_support::*;
+use refine_tests::wait_until;
+
+/// A running `serve`; SIGKILLed and reaped on drop if still running.
+struct Service {
+    child: Child,
+}
+
+impl Service {
+    fn start(home: &Home) -> Service {
+        let child = home
+            .command(&["serve", "--maintenance-every", "200ms"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn serve");
+        let sock = home.run_dir().join("supervisor.sock");
+        let mut svc = Service { child };
+        let ready = wait_until(DEADLINE, || {
+            // The socket exists and accepts: ps over the API is not needed, a connect is enough.
+            std::os::unix::net::UnixStream::connect(&sock).is_ok()
+        });
+        if !ready {
+            let _ = svc.child.kill();
+            let out = svc.child.wait_with_output_ref();
+            panic!("serve did not come up: {out}");
+        }
+        svc
+    }
+
+    fn pid(&self) -> rustix::process::Pid {
+        rustix::process::Pid::from_raw(self.child.id() as i32).expect("pid")
+    }
+
+    /// Sends `sig` to the service through a pidfd (it is our own unreaped child, so the pid is
+    /// still its own) and waits for it to exit.
+    fn signal_and_wait(&mut self, sig: rustix::process::Signal) -> std::process::ExitStatus {
+        let fd = rustix::process::pidfd_open(self.pid(), rustix::process::PidfdFlags::empty())
+            .expect("pidfd_open serve");
+        rustix::process::pidfd_send_signal(&fd, sig).expect("signal serve");
+        self.child.wait().expect("wait serve")
+    }
+}
+
+trait WaitRef {
+    fn wait_with_output_ref(&mut self) -> String;
+}
+
+impl WaitRef for Child {
+    fn wait_with_output_ref(&mut self) -> String {
+        use std::io::Read;
+        let status = self.wait().map(|s| s.to_string()).unwrap_or_default();
+        let mut err = String::new();
+        if let Some(mut e) = self.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        format!("{status}: {err}")
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[test]
+fn socket_is_0600_and_second_serve_fails_clearly() {
+    let home = Home::new();
+    let mut svc = Service::start(&home);
+    let sock = home.run_dir().join("supervisor.sock");
+    let meta = std::fs::metadata(&sock).expect("socket");
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+
+    let args = ["serve"];
+    let out = home.cli(&args);
+    let err = assert_one_line_error(&args, &out);
+    assert!(err.contains("already running"), "{err}");
+    // The first one still serves.
+    assert!(std::os::unix::net::UnixStream::connect(&sock).is_ok());
+
+    let status = svc.signal_and_wait(rustix::process::Signal::TERM);
+    assert!(status.success(), "serve exited {status} on SIGTERM");
+    assert!(!sock.exists(), "socket left behind after a clean stop");
+    assert!(home.run_dir().join("service.log").exists());
+}
+
+#[test]
+fn sigint_stops_cleanly_and_a_sigkilled_service_does_not_wedge_the_port() {
+    let home = Home::new();
+    let mut svc = Service::start(&home);
+    let status = svc.signal_and_wait(rustix::process::Signal::INT);
+    assert!(status.success(), "serve exited {status} on SIGINT");
+
+    let mut svc = Service::start(&home);
+    let status = svc.signal_and_wait(rustix::process::Signal::KILL);
+    assert!(!status.success());
+    // The lock died with it; the stale socket file is replaced.
+    let mut again = Service::start(&home);
+    assert!(again
+        .signal_and_wait(rustix::process::Signal::TERM)
+        .success());
+}
+
+#[test]
+fn detach_without_a_service_is_one_line() {
+    let home = Home::new();
+    let args = ["run", "--detach", "--", "true"];
+    let out = home.cli(&args);
+    let err = assert_one_line_error(&args, &out);
+    assert!(err.contains("no service is running"), "{err}");
+}
