@@ -4,6 +4,8 @@
 //! `refine-supervisor` first: the README's test command (`scripts/test`) builds every binary, and
 //! [`bin`] finds them beside the test executable, failing with "build the binaries first" otherwise.
 
+pub mod driver;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

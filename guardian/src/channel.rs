@@ -1,0 +1,164 @@
+//! The launch channel: one `SOCK_SEQPACKET` socket inherited as fd 0, one protocol frame per
+//! message (`refine_protocol::frame`).
+//!
+//! At startup the socket is verified, moved to a close-on-exec descriptor >= 3 (so the workload
+//! can never inherit it) and fd 0 is reopened on `/dev/null`. Every read is bounded in size (the
+//! buffer is `MAX_FRAME`; `MSG_TRUNC`/`MSG_CTRUNC` are errors, never partial frames) and in time
+//! (`poll` with a deadline). Sends use `MSG_NOSIGNAL | MSG_DONTWAIT`: a vanished or stalled
+//! launcher can neither kill the guardian with `SIGPIPE` nor block its reaping.
+//!
+//! # Caveats
+//! A lost send (launcher gone, or its queue full) is dropped silently: the receipt in the proof
+//! file, not the channel, is the evidence. An empty message reads like end of file.
+
+use refine_protocol::frame::MAX_FRAME;
+use refine_protocol::{DecodeError, Frame, LaunchSpec};
+
+use crate::error::Error;
+use crate::signals::Signals;
+use crate::sys::{self, OwnedFd};
+
+/// How long the launcher has to send its launch frame.
+pub const LAUNCH_TIMEOUT_MS: u64 = 10_000;
+
+pub struct Channel {
+    fd: OwnedFd,
+    open: bool,
+}
+
+/// A decoded launch frame with the stdio descriptors that came with it.
+pub struct Launch {
+    pub spec: LaunchSpec<'static>,
+    pub stdio: [Option<OwnedFd>; 3],
+}
+
+/// What the launcher said after the launch frame.
+pub enum Control {
+    Start,
+    Abort,
+    Signal(i32),
+    /// The launcher closed its end.
+    Closed,
+    /// Anything else (unknown or malformed frames are ignored after the launch).
+    Ignored,
+}
+
+impl Channel {
+    /// Verifies fd 0 is a `SOCK_SEQPACKET` socket, moves it above the stdio numbers
+    /// (close-on-exec) and puts `/dev/null` on fd 0.
+    pub fn adopt_stdin() -> Result<Channel, Error> {
+        match sys::socket_type(0) {
+            Ok(ty) if ty == libc::SOCK_SEQPACKET => {}
+            _ => return Err(Error::NotSeqpacket),
+        }
+        let fd = sys::dup_cloexec(0, 3).map_err(Error::ChannelSetup)?;
+        sys::reopen_dev_null(0).map_err(Error::ChannelSetup)?;
+        Ok(Channel { fd, open: true })
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    pub fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+
+    /// Waits (bounded) for the launch frame and decodes it in place in `buf`. A termination
+    /// signal while waiting ends the guardian (nothing has been forked yet).
+    pub fn recv_launch(
+        &mut self,
+        buf: &'static mut [u8],
+        signals: &Signals,
+    ) -> Result<Launch, Error> {
+        let deadline = sys::monotonic_ms() + LAUNCH_TIMEOUT_MS;
+        loop {
+            let now = sys::monotonic_ms();
+            if now >= deadline {
+                return Err(Error::LaunchTimeout);
+            }
+            let mut fds = [sys::poll_in(&self.fd), sys::poll_in(signals.fd())];
+            sys::poll(&mut fds, (deadline - now) as i32).map_err(Error::ChannelIo)?;
+            if sys::ready(&fds[1]) {
+                while let Some(sig) = signals.take()? {
+                    if Signals::is_termination(sig) {
+                        return Err(Error::Terminated);
+                    }
+                }
+            }
+            if sys::ready(&fds[0]) {
+                break;
+            }
+        }
+        let got = match sys::recv_msg(&self.fd, buf) {
+            Ok(got) => got,
+            Err(sys::Errno::AGAIN) => return Err(Error::ClosedBeforeLaunch),
+            Err(e) => return Err(Error::ChannelIo(e)),
+        };
+        if got.truncated {
+            return Err(Error::FrameTooLarge);
+        }
+        if got.len == 0 {
+            self.open = false;
+            return Err(Error::ClosedBeforeLaunch);
+        }
+        let spec = match Frame::decode(&buf[..got.len]) {
+            Ok(Frame::Launch(spec)) => spec,
+            Ok(_) => return Err(Error::UnexpectedFrame),
+            Err(e) => return Err(Error::Decode(e)),
+        };
+        let count = got.fds.iter().filter(|f| f.is_some()).count();
+        if got.fds_cut || count != spec.stdio_fds as usize {
+            return Err(Error::BadDescriptors);
+        }
+        Ok(Launch {
+            spec,
+            stdio: got.fds,
+        })
+    }
+
+    /// Reads one control frame (the caller polled the channel readable).
+    pub fn recv_control(&mut self) -> Control {
+        // Control frames are a header plus at most a few bytes; anything longer is not one.
+        let mut buf = [0u8; 64];
+        let got = match sys::recv_msg(&self.fd, &mut buf) {
+            Ok(got) => got,
+            Err(sys::Errno::AGAIN) => return Control::Ignored,
+            Err(_) => {
+                self.open = false;
+                return Control::Closed;
+            }
+        };
+        if got.len == 0 && !got.truncated {
+            self.open = false;
+            return Control::Closed;
+        }
+        if got.truncated {
+            return Control::Ignored;
+        }
+        match Frame::decode(&buf[..got.len]) {
+            Ok(Frame::Start) => Control::Start,
+            Ok(Frame::Abort) => Control::Abort,
+            Ok(Frame::Signal { signo }) => Control::Signal(signo),
+            Ok(_) | Err(DecodeError::BadMagic) | Err(_) => Control::Ignored,
+        }
+    }
+
+    /// Sends a frame if the channel is still open; failures are dropped (see Caveats).
+    pub fn send(&mut self, frame: &Frame<'_>) {
+        if !self.open {
+            return;
+        }
+        let mut buf = [0u8; 256];
+        if let Ok(len) = frame.encode_into(&mut buf) {
+            if let Err(sys::Errno(libc::EPIPE | libc::ECONNRESET)) =
+                sys::send_msg(&self.fd, &buf[..len])
+            {
+                self.open = false;
+            }
+        }
+    }
+}
+
+// The receive buffer must hold any frame the protocol allows.
+const _: () = assert!(MAX_FRAME >= 16);

@@ -1,0 +1,651 @@
+//! Every system call the guardian makes, as small typed wrappers over `libc`. This is the only
+//! module allowed to use `unsafe`.
+//!
+//! # Safety
+//!
+//! The contract every block here relies on:
+//! - the guardian is single-threaded (no_std, no runtime, no threads are ever created), so
+//!   `fork` is followed in the child only by the async-signal-safe calls of [`child`];
+//! - every pointer handed to the kernel comes from a live Rust reference or slice whose length is
+//!   passed alongside it, or from a NUL-terminated `CStr`;
+//! - descriptors are owned by [`OwnedFd`] (closed exactly once, on drop) or are the fixed numbers
+//!   0, 1, 2;
+//! - argv/envp arrays handed to `execve` are NULL-terminated (checked) and point into the frame
+//!   buffer, which is mapped once and never unmapped.
+#![allow(unsafe_code)]
+
+use core::ffi::{c_char, c_int, c_void, CStr};
+
+/// An errno value from a failed system call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    pub const INTR: Errno = Errno(libc::EINTR);
+    pub const AGAIN: Errno = Errno(libc::EAGAIN);
+    pub const NOENT: Errno = Errno(libc::ENOENT);
+    pub const CHILD: Errno = Errno(libc::ECHILD);
+
+    fn last() -> Errno {
+        // SAFETY: __errno_location returns a valid pointer to this thread's errno.
+        Errno(unsafe { *libc::__errno_location() })
+    }
+}
+
+fn cvt(r: c_int) -> Result<c_int, Errno> {
+    if r < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(r)
+    }
+}
+
+fn cvt_isize(r: isize) -> Result<usize, Errno> {
+    if r < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// Retries `f` while it fails with `EINTR` (the one EINTR helper).
+pub fn retry<T>(mut f: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
+    loop {
+        match f() {
+            Err(Errno::INTR) => continue,
+            other => return other,
+        }
+    }
+}
+
+/// A process id the kernel gave us (from `fork`, `waitpid` or `getpid`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pid(libc::pid_t);
+
+impl Pid {
+    pub const fn as_u32(self) -> u32 {
+        self.0 as u32
+    }
+}
+
+/// An owned file descriptor, closed on drop.
+#[derive(Debug)]
+pub struct OwnedFd(c_int);
+
+impl OwnedFd {
+    pub const fn as_raw(&self) -> c_int {
+        self.0
+    }
+}
+
+impl Drop for OwnedFd {
+    fn drop(&mut self) {
+        // SAFETY: self.0 is a descriptor this value owns; it is closed exactly once, here.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry point and panics.
+
+/// The C runtime's `main`: the guardian is `no_main`, `crate::run` sequences everything.
+#[no_mangle]
+pub extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
+    crate::run()
+}
+
+#[cfg(not(protocol_std))]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    write_stderr(b"refine-guardian: internal error (panic)\n");
+    // SAFETY: abort takes no arguments and never returns.
+    unsafe { libc::abort() }
+}
+
+/// The precompiled `core` refers to this symbol from its unwind tables even though the guardian
+/// is built with `panic = "abort"` and never unwinds (an abort needs no personality routine).
+/// `std` would provide it; without `std` this stub satisfies the linker and is never called.
+#[cfg(not(protocol_std))]
+#[no_mangle]
+pub extern "C" fn rust_eh_personality() {}
+
+/// Ends the process now, without running anything else.
+pub fn exit(code: i32) -> ! {
+    // SAFETY: _exit takes a plain integer and never returns.
+    unsafe { libc::_exit(code) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plain descriptors.
+
+/// Best-effort write of one line to fd 2.
+pub fn write_stderr(bytes: &[u8]) {
+    let _ = write_all(2, bytes);
+}
+
+/// Writes all of `bytes` to `fd`, retrying on `EINTR` and short writes.
+pub fn write_all(fd: c_int, mut bytes: &[u8]) -> Result<(), Errno> {
+    while !bytes.is_empty() {
+        // SAFETY: bytes is a live slice of bytes.len() bytes.
+        let n =
+            retry(|| cvt_isize(unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) }))?;
+        if n == 0 {
+            return Err(Errno(libc::EIO));
+        }
+        bytes = &bytes[n..];
+    }
+    Ok(())
+}
+
+/// One `read` (EINTR retried); 0 is end of file.
+pub fn read(fd: &OwnedFd, buf: &mut [u8]) -> Result<usize, Errno> {
+    // SAFETY: buf is a live, writable slice of buf.len() bytes.
+    retry(|| cvt_isize(unsafe { libc::read(fd.0, buf.as_mut_ptr().cast(), buf.len()) }))
+}
+
+/// Reads a whole small file (at most `buf.len()` bytes) into `buf`.
+pub fn read_file(path: &CStr, buf: &mut [u8]) -> Result<usize, Errno> {
+    let fd = OwnedFd(retry(|| {
+        // SAFETY: path is NUL-terminated.
+        cvt(unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })
+    })?);
+    let mut len = 0;
+    while len < buf.len() {
+        let n = read(&fd, &mut buf[len..])?;
+        if n == 0 {
+            break;
+        }
+        len += n;
+    }
+    Ok(len)
+}
+
+/// The socket type (`SO_TYPE`) of `fd`.
+pub fn socket_type(fd: c_int) -> Result<c_int, Errno> {
+    let mut ty: c_int = 0;
+    let mut len = core::mem::size_of::<c_int>() as libc::socklen_t;
+    // SAFETY: ty and len are live locals of the sizes the kernel is told.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TYPE,
+            (&mut ty as *mut c_int).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(ty)
+}
+
+/// Duplicates `fd` to a close-on-exec descriptor numbered at least `min`.
+pub fn dup_cloexec(fd: c_int, min: c_int) -> Result<OwnedFd, Errno> {
+    // SAFETY: F_DUPFD_CLOEXEC takes an integer argument and only creates a new descriptor.
+    cvt(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) }).map(OwnedFd)
+}
+
+/// Points descriptor `target` (0, 1 or 2) at `/dev/null`.
+pub fn reopen_dev_null(target: c_int) -> Result<(), Errno> {
+    let null = OwnedFd(retry(|| {
+        // SAFETY: the path is a NUL-terminated literal.
+        cvt(unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })
+    })?);
+    // SAFETY: dup2 onto a fixed stdio number; the old target is released by the kernel.
+    retry(|| cvt(unsafe { libc::dup2(null.0, target) }))?;
+    Ok(())
+}
+
+/// A close-on-exec pipe: (read end, write end).
+pub fn pipe() -> Result<(OwnedFd, OwnedFd), Errno> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: fds is a live array of the two ints pipe2 writes.
+    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    Ok((OwnedFd(fds[0]), OwnedFd(fds[1])))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory: the frame buffer and the exec pointer arrays.
+
+/// Memory that lives as long as the process: the launch frame (which the decoded spec borrows)
+/// and the argv/envp pointer arrays. Anonymous mapping, so only the pages actually written
+/// become resident (a 192 KiB stack array would be probed, page by page, into memory).
+pub struct Arena {
+    pub frame: &'static mut [u8],
+    pub argv: &'static mut [*const c_char],
+    pub envp: &'static mut [*const c_char],
+}
+
+impl Arena {
+    pub fn map(frame_len: usize, ptrs: usize) -> Result<Arena, Errno> {
+        let ptr_bytes = ptrs * core::mem::size_of::<*const c_char>();
+        let total = frame_len + 2 * ptr_bytes;
+        // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
+        let base = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                total,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(Errno::last());
+        }
+        let base = base.cast::<u8>();
+        // SAFETY: the mapping is `total` bytes, zero-filled (so every byte is an initialized u8
+        // and every pointer-sized word a valid null pointer), page-aligned (so the pointer
+        // arrays at multiples of 8 bytes are aligned), and never unmapped, hence 'static. The
+        // three slices are disjoint ranges of it.
+        unsafe {
+            let frame = core::slice::from_raw_parts_mut(base, frame_len);
+            let argv =
+                core::slice::from_raw_parts_mut(base.add(frame_len).cast::<*const c_char>(), ptrs);
+            let envp = core::slice::from_raw_parts_mut(
+                base.add(frame_len + ptr_bytes).cast::<*const c_char>(),
+                ptrs,
+            );
+            Ok(Arena { frame, argv, envp })
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The SOCK_SEQPACKET channel.
+
+/// One received message.
+pub struct Received {
+    /// Bytes of the message that fit in the buffer (0 with `len == 0` and no flags: EOF).
+    pub len: usize,
+    /// The message was larger than the buffer (`MSG_TRUNC`).
+    pub truncated: bool,
+    /// Descriptors were cut (`MSG_CTRUNC`) or more than three arrived.
+    pub fds_cut: bool,
+    /// Received descriptors (close-on-exec), in order.
+    pub fds: [Option<OwnedFd>; 3],
+}
+
+/// Receives one message without blocking (the caller polled), with up to three `SCM_RIGHTS`
+/// descriptors, received close-on-exec.
+pub fn recv_msg(fd: &OwnedFd, buf: &mut [u8]) -> Result<Received, Errno> {
+    // Room for exactly one SCM_RIGHTS header with three ints (CMSG_SPACE(12) = 32 on LP64).
+    let mut cbuf = [0u64; 4];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast::<c_void>(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast::<c_void>();
+    msg.msg_controllen = core::mem::size_of_val(&cbuf);
+    let n = retry(|| {
+        // SAFETY: msg points at iov (a live buffer of buf.len() bytes) and cbuf (its stated size).
+        cvt_isize(unsafe {
+            libc::recvmsg(fd.0, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT)
+        })
+    })?;
+    let mut out = Received {
+        len: n.min(buf.len()),
+        truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
+        fds_cut: msg.msg_flags & libc::MSG_CTRUNC != 0,
+        fds: [None, None, None],
+    };
+    let mut count = 0usize;
+    // SAFETY: msg was filled by recvmsg; CMSG_FIRSTHDR/NXTHDR stay within msg_controllen and
+    // CMSG_DATA of an SCM_RIGHTS header holds (cmsg_len - CMSG_LEN(0)) / 4 descriptors, which
+    // the kernel installed in this process, so taking ownership of each is sound.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg).cast::<c_int>();
+                let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                for i in 0..bytes / core::mem::size_of::<c_int>() {
+                    let fd = OwnedFd(core::ptr::read_unaligned(data.add(i)));
+                    if count < 3 {
+                        out.fds[count] = Some(fd);
+                    } else {
+                        out.fds_cut = true; // dropped: closed
+                    }
+                    count += 1;
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok(out)
+}
+
+/// Sends one message without blocking and without `SIGPIPE`.
+pub fn send_msg(fd: &OwnedFd, bytes: &[u8]) -> Result<(), Errno> {
+    let n = retry(|| {
+        // SAFETY: bytes is a live slice of bytes.len() bytes.
+        cvt_isize(unsafe {
+            libc::send(
+                fd.0,
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        })
+    })?;
+    if n != bytes.len() {
+        return Err(Errno(libc::EMSGSIZE));
+    }
+    Ok(())
+}
+
+/// A `pollfd` entry for `fd` waiting for input.
+pub fn poll_in(fd: &OwnedFd) -> libc::pollfd {
+    libc::pollfd {
+        fd: fd.0,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// An entry `poll` skips (negative fd).
+pub const fn poll_none() -> libc::pollfd {
+    libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }
+}
+
+/// `poll` with a timeout in ms (-1: none). `EINTR` is returned as 0 ready entries.
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> Result<usize, Errno> {
+    // SAFETY: fds is a live slice of fds.len() pollfd entries.
+    match cvt(unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) }) {
+        Ok(n) => Ok(n as usize),
+        Err(Errno::INTR) => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether a polled entry has input, hang-up or error pending.
+pub fn ready(p: &libc::pollfd) -> bool {
+    p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes.
+
+#[doc(alias = "PR_SET_CHILD_SUBREAPER")]
+pub fn set_child_subreaper() -> Result<(), Errno> {
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes one integer flag.
+    cvt(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) })?;
+    Ok(())
+}
+
+pub fn getpid() -> Pid {
+    // SAFETY: getpid has no preconditions.
+    Pid(unsafe { libc::getpid() })
+}
+
+pub enum Fork {
+    Child,
+    Parent(Pid),
+}
+
+/// `fork`. The guardian is single-threaded, so the child may run the [`child`] calls.
+pub fn fork() -> Result<Fork, Errno> {
+    // SAFETY: single-threaded process (module contract); the child only makes the
+    // async-signal-safe calls in `child` and then execs or `_exit`s.
+    match cvt(unsafe { libc::fork() })? {
+        0 => Ok(Fork::Child),
+        pid => Ok(Fork::Parent(Pid(pid))),
+    }
+}
+
+/// `setpgid(pid, pid)` from the parent (closes the race with the child's own call).
+pub fn setpgid_child(pid: Pid) -> Result<(), Errno> {
+    // SAFETY: plain integer arguments.
+    cvt(unsafe { libc::setpgid(pid.0, pid.0) }).map(drop)
+}
+
+pub fn getpgid(pid: Pid) -> Result<u32, Errno> {
+    // SAFETY: plain integer argument.
+    cvt(unsafe { libc::getpgid(pid.0) }).map(|v| v as u32)
+}
+
+pub fn getsid(pid: Pid) -> Result<u32, Errno> {
+    // SAFETY: plain integer argument.
+    cvt(unsafe { libc::getsid(pid.0) }).map(|v| v as u32)
+}
+
+/// A pidfd for our own (unreaped) child: its pid cannot be reused before we reap it.
+pub fn pidfd_open(pid: Pid) -> Result<OwnedFd, Errno> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor (close-on-exec).
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.0, 0 as c_int) };
+    if r < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(OwnedFd(r as c_int))
+    }
+}
+
+/// Sends `signo` through a pidfd (never by bare pid).
+pub fn pidfd_send_signal(pidfd: &OwnedFd, signo: c_int) -> Result<(), Errno> {
+    // SAFETY: a live pidfd, a signal number, a null siginfo (kernel fills it), no flags.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.0,
+            signo,
+            core::ptr::null::<libc::siginfo_t>(),
+            0 as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(())
+    }
+}
+
+pub enum Reaped {
+    /// A child was reaped with this raw wait status.
+    Child(Pid, c_int),
+    /// Children remain, none has exited.
+    None,
+    /// `ECHILD`: no children at all.
+    NoChildren,
+}
+
+/// One `waitpid(-1, WNOHANG)` (EINTR retried). Only the guardian, a single-threaded subreaper,
+/// ever calls this.
+pub fn reap_one() -> Result<Reaped, Errno> {
+    let mut status: c_int = 0;
+    // SAFETY: status is a live int the kernel writes.
+    match retry(|| cvt(unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) })) {
+        Ok(0) => Ok(Reaped::None),
+        Ok(pid) => Ok(Reaped::Child(Pid(pid), status)),
+        Err(Errno::CHILD) => Ok(Reaped::NoChildren),
+        Err(e) => Err(e),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Signals.
+
+fn sigset_empty() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset initializes it fully.
+    unsafe {
+        let mut set: libc::sigset_t = core::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        set
+    }
+}
+
+/// Blocks every signal except the synchronous faults and returns a non-blocking,
+/// close-on-exec signalfd for all blocked signals.
+pub fn block_signals_to_signalfd(unblocked: &[c_int]) -> Result<OwnedFd, Errno> {
+    let mut set = sigset_empty();
+    // SAFETY: set is an initialized sigset_t; the signal numbers are valid constants.
+    unsafe {
+        libc::sigfillset(&mut set);
+        for &s in unblocked {
+            libc::sigdelset(&mut set, s);
+        }
+    }
+    // SAFETY: set is initialized; the old mask is not requested.
+    cvt(unsafe { libc::sigprocmask(libc::SIG_SETMASK, &set, core::ptr::null_mut()) })?;
+    // SAFETY: -1 asks for a new signalfd watching the initialized set.
+    cvt(unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) }).map(OwnedFd)
+}
+
+/// Takes one pending signal from a non-blocking signalfd; `None` when none is pending.
+pub fn read_signal(sfd: &OwnedFd) -> Result<Option<c_int>, Errno> {
+    let mut info = [0u8; 128]; // sizeof(struct signalfd_siginfo)
+    match read(sfd, &mut info) {
+        Ok(128) => Ok(Some(
+            u32::from_ne_bytes([info[0], info[1], info[2], info[3]]) as c_int,
+        )),
+        Ok(_) => Ok(None),
+        Err(Errno::AGAIN) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files and time.
+
+/// Creates `path` with `O_WRONLY|O_CREAT|O_EXCL|O_CLOEXEC`, mode 0600; returns it with its
+/// `(st_dev, st_ino)`.
+pub fn create_exclusive(path: &CStr) -> Result<(OwnedFd, u64, u64), Errno> {
+    let fd = OwnedFd(retry(|| {
+        // SAFETY: path is NUL-terminated; the mode is passed as the variadic argument open expects.
+        cvt(unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                0o600 as libc::c_uint,
+            )
+        })
+    })?);
+    // SAFETY: stat is plain data; fstat fills it for a live descriptor.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: st is a live stat buffer.
+    cvt(unsafe { libc::fstat(fd.0, &mut st) })?;
+    Ok((fd, st.st_dev, st.st_ino))
+}
+
+/// `pwrite` all of `bytes` at `offset`, then `fdatasync`.
+pub fn pwrite_sync(fd: &OwnedFd, bytes: &[u8], offset: i64) -> Result<(), Errno> {
+    let mut done = 0usize;
+    while done < bytes.len() {
+        let rest = &bytes[done..];
+        let n = retry(|| {
+            // SAFETY: rest is a live slice of rest.len() bytes.
+            cvt_isize(unsafe {
+                libc::pwrite(fd.0, rest.as_ptr().cast(), rest.len(), offset + done as i64)
+            })
+        })?;
+        if n == 0 {
+            return Err(Errno(libc::EIO));
+        }
+        done += n;
+    }
+    // SAFETY: a live descriptor.
+    retry(|| cvt(unsafe { libc::fdatasync(fd.0) })).map(drop)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a live timespec; the clocks used always exist.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
+/// `CLOCK_REALTIME` in ns (for receipts: wall-clock evidence).
+pub fn realtime_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// `CLOCK_MONOTONIC` in ms (for deadlines).
+pub fn monotonic_ms() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC) / 1_000_000
+}
+
+// ---------------------------------------------------------------------------------------------
+// Between fork and exec.
+
+/// The calls the forked child makes before `execve`: async-signal-safe only, no allocation, no
+/// formatting. Each returns the errno on failure.
+pub mod child {
+    use super::*;
+
+    pub fn setsid() -> Result<(), Errno> {
+        // SAFETY: no arguments.
+        cvt(unsafe { libc::setsid() }).map(drop)
+    }
+
+    pub fn setpgid_self() -> Result<(), Errno> {
+        // SAFETY: plain integer arguments (0, 0: own pid, own pgid).
+        cvt(unsafe { libc::setpgid(0, 0) }).map(drop)
+    }
+
+    /// `dup2(fd, target)`; the new descriptor is not close-on-exec.
+    pub fn dup2(fd: &OwnedFd, target: c_int) -> Result<(), Errno> {
+        // SAFETY: fd is live; target is a stdio number.
+        retry(|| cvt(unsafe { libc::dup2(fd.0, target) })).map(drop)
+    }
+
+    /// Makes the terminal on fd 0 the controlling terminal (after `setsid`).
+    #[doc(alias = "TIOCSCTTY")]
+    pub fn set_controlling_tty() -> Result<(), Errno> {
+        // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal).
+        cvt(unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0 as c_int) }).map(drop)
+    }
+
+    /// Every disposition back to `SIG_DFL` (ignored ones survive `execve` otherwise), then an
+    /// empty mask.
+    pub fn reset_signals() -> Result<(), Errno> {
+        // SAFETY: sigaction is plain data; zeroed with sa_sigaction = SIG_DFL is the default
+        // action. Numbers the kernel refuses (KILL, STOP, libc-internal) just fail.
+        unsafe {
+            let mut act: libc::sigaction = core::mem::zeroed();
+            act.sa_sigaction = libc::SIG_DFL;
+            libc::sigemptyset(&mut act.sa_mask);
+            for sig in 1..libc::SIGRTMAX() + 1 {
+                libc::sigaction(sig, &act, core::ptr::null_mut());
+            }
+        }
+        let empty = sigset_empty();
+        // SAFETY: empty is an initialized sigset_t.
+        cvt(unsafe { libc::sigprocmask(libc::SIG_SETMASK, &empty, core::ptr::null_mut()) })
+            .map(drop)
+    }
+
+    pub fn setrlimit(resource: u32, soft: u64, hard: u64) -> Result<(), Errno> {
+        let lim = libc::rlimit {
+            rlim_cur: soft as libc::rlim_t,
+            rlim_max: hard as libc::rlim_t,
+        };
+        // SAFETY: lim is a live rlimit; an unknown resource fails with EINVAL.
+        cvt(unsafe { libc::setrlimit(resource as _, &lim) }).map(drop)
+    }
+
+    pub fn chdir(path: &CStr) -> Result<(), Errno> {
+        // SAFETY: path is NUL-terminated.
+        cvt(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
+    }
+
+    /// `execve`; returns only on failure. `argv` and `envp` must end with a null pointer.
+    pub fn execve(path: *const c_char, argv: &[*const c_char], envp: &[*const c_char]) -> Errno {
+        if argv.last().is_none_or(|p| !p.is_null()) || envp.last().is_none_or(|p| !p.is_null()) {
+            return Errno(libc::EINVAL);
+        }
+        // SAFETY: argv and envp are NULL-terminated (checked above) arrays of pointers to
+        // NUL-terminated strings in the never-unmapped frame buffer; path is NUL-terminated
+        // (the caller passes argv[0] or a NUL-terminated stack buffer).
+        unsafe { libc::execve(path, argv.as_ptr(), envp.as_ptr()) };
+        Errno::last()
+    }
+}
