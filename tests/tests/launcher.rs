@@ -1,0 +1,129 @@
+//! The supervisor-side minimal launcher (`supervisor::guardian`) against the real guardian:
+//! registration durable before *start*, owner marker, abort when registration fails.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
+use refine_protocol::{Receipt, ScopeEnd, WorkloadStatus};
+use refine_supervisor::guardian::{self, GuardianEvent, LaunchError, RegisteredLaunch, Stdio};
+use refine_supervisor::registry::Runtime;
+use refine_tests::{bin, wait_until};
+
+fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
+    RegisteredLaunch {
+        kind: Kind::Command,
+        label: "launcher test".into(),
+        owner: "tests".into(),
+        purpose: BTreeMap::from([("goal".into(), "prove".into())]),
+        argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
+        env,
+        cwd: None,
+        stdio: Stdio::Inherit,
+        pty: false,
+        new_session: false,
+        limits: Limits::default(),
+        scope_policy: ScopePolicy::Keep,
+        pdeath_signal: 9,
+        start_timeout: Duration::from_secs(30),
+        guardian_exe: Some(bin("refine-guardian")),
+    }
+}
+
+fn path_env() -> Vec<(OsString, OsString)> {
+    vec![("PATH".into(), "/usr/bin:/bin".into())]
+}
+
+fn events_until_receipt(link: &mut guardian::GuardianLink) -> (Vec<GuardianEvent>, Receipt) {
+    let mut seen = Vec::new();
+    loop {
+        match link.next_event(Some(Duration::from_secs(60))).expect("event") {
+            Some(GuardianEvent::ScopeExited(r)) => return (seen, r),
+            Some(GuardianEvent::ChannelClosed) => panic!("channel closed without receipt; events {seen:?}"),
+            Some(e) => seen.push(e),
+            None => panic!("no event within 60 s; events so far {seen:?}"),
+        }
+    }
+}
+
+#[test]
+fn registration_is_durable_before_start_and_the_receipt_binds_to_it() {
+    let home = tempfile::tempdir().unwrap();
+    let rt = Runtime::open(home.path(), 1).unwrap();
+    let id = rt.new_id().unwrap();
+    let out = home.path().join("out");
+    let record = rt.record_path(id);
+    // The workload checks for its own record: it must exist before the workload runs at all.
+    let script = format!(
+        "test -f {record} && echo registered > {out}.reg; printf %s \"$REFINE_OWNER\" > {out}",
+        record = record.display(),
+        out = out.display()
+    );
+    let mut env = path_env();
+    env.push(("REFINE_OWNER".into(), "inherited-and-wrong".into()));
+    let (reg, mut link) = guardian::launch_registered(&rt, id, request(&script, env)).expect("launch");
+
+    assert_eq!(rt.read_registration(id).expect("record"), reg);
+    let (events, receipt) = events_until_receipt(&mut link);
+    assert_eq!(events.first(), Some(&GuardianEvent::Started), "events {events:?}");
+    assert!(events.contains(&GuardianEvent::WorkloadExited {
+        status: WorkloadStatus::Exited(0),
+        at_ns: receipt.workload_exited_at_ns
+    }));
+    assert!(link.wait_guardian().expect("reap guardian").success());
+
+    assert_eq!(std::fs::read_to_string(format!("{}.reg", out.display())).unwrap().trim(), "registered");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), id.to_string(), "owner marker");
+    check_receipt_binds(&receipt, &reg);
+    let on_disk = Receipt::decode(&std::fs::read(&reg.proof_path).unwrap()).expect("receipt on disk");
+    assert_eq!(on_disk, receipt);
+    assert_eq!(on_disk.status, WorkloadStatus::Exited(0));
+    assert_eq!(on_disk.end, ScopeEnd::Completed);
+}
+
+fn check_receipt_binds(r: &Receipt, reg: &Registration) {
+    assert_eq!(r.registration, reg.id);
+    assert_eq!(r.runtime, reg.runtime);
+    assert_eq!(r.boot_id, reg.hello.boot_id);
+    assert_eq!(r.guardian, reg.hello.guardian);
+    assert_eq!(r.workload, reg.hello.workload);
+    assert_eq!(r.proof, reg.hello.proof);
+    let meta = std::fs::metadata(&reg.proof_path).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((meta.dev(), meta.ino()), (reg.hello.proof.dev, reg.hello.proof.ino));
+}
+
+#[test]
+fn failed_registration_aborts_the_gated_workload() {
+    let home = tempfile::tempdir().unwrap();
+    let rt = Runtime::open(home.path(), 1).unwrap();
+    let id = rt.new_id().unwrap();
+    // A directory where the record must go: the durable write's rename fails.
+    std::fs::create_dir(rt.record_path(id)).unwrap();
+    let ran = home.path().join("ran");
+    let script = format!("touch {}", ran.display());
+    let err = guardian::launch_registered(&rt, id, request(&script, path_env())).expect_err("must fail");
+    assert!(matches!(err, LaunchError::Registry(_)), "{err:?}");
+
+    let proof = rt.proof_path(id);
+    let aborted = wait_until(Duration::from_secs(30), || {
+        std::fs::read(&proof).ok().and_then(|b| Receipt::decode(&b).ok()).is_some()
+    });
+    assert!(aborted, "no aborted receipt in {}", proof.display());
+    let receipt = Receipt::decode(&std::fs::read(&proof).unwrap()).unwrap();
+    assert_eq!(receipt.end, ScopeEnd::Aborted);
+    assert_eq!(receipt.status, WorkloadStatus::NeverStarted);
+    assert!(!ran.exists(), "the workload ran without a registration");
+}
+
+#[test]
+fn missing_guardian_is_a_typed_error() {
+    let home = tempfile::tempdir().unwrap();
+    let rt = Runtime::open(home.path(), 1).unwrap();
+    let mut req = request("true", path_env());
+    req.guardian_exe = Some(Path::new("/nonexistent/refine-guardian").to_owned());
+    let err = guardian::launch_registered(&rt, rt.new_id().unwrap(), req).expect_err("must fail");
+    assert!(matches!(err, LaunchError::GuardianMissing(_)), "{err:?}");
+}
