@@ -39,9 +39,14 @@ fn path_env() -> Vec<(OsString, OsString)> {
 fn events_until_receipt(link: &mut guardian::GuardianLink) -> (Vec<GuardianEvent>, Receipt) {
     let mut seen = Vec::new();
     loop {
-        match link.next_event(Some(Duration::from_secs(60))).expect("event") {
+        match link
+            .next_event(Some(Duration::from_secs(60)))
+            .expect("event")
+        {
             Some(GuardianEvent::ScopeExited(r)) => return (seen, r),
-            Some(GuardianEvent::ChannelClosed) => panic!("channel closed without receipt; events {seen:?}"),
+            Some(GuardianEvent::ChannelClosed) => {
+                panic!("channel closed without receipt; events {seen:?}")
+            }
             Some(e) => seen.push(e),
             None => panic!("no event within 60 s; events so far {seen:?}"),
         }
@@ -63,21 +68,36 @@ fn registration_is_durable_before_start_and_the_receipt_binds_to_it() {
     );
     let mut env = path_env();
     env.push(("REFINE_OWNER".into(), "inherited-and-wrong".into()));
-    let (reg, mut link) = guardian::launch_registered(&rt, id, request(&script, env)).expect("launch");
+    let (reg, mut link) =
+        guardian::launch_registered(&rt, id, request(&script, env)).expect("launch");
 
     assert_eq!(rt.read_registration(id).expect("record"), reg);
     let (events, receipt) = events_until_receipt(&mut link);
-    assert_eq!(events.first(), Some(&GuardianEvent::Started), "events {events:?}");
+    assert_eq!(
+        events.first(),
+        Some(&GuardianEvent::Started),
+        "events {events:?}"
+    );
     assert!(events.contains(&GuardianEvent::WorkloadExited {
         status: WorkloadStatus::Exited(0),
         at_ns: receipt.workload_exited_at_ns
     }));
     assert!(link.wait_guardian().expect("reap guardian").success());
 
-    assert_eq!(std::fs::read_to_string(format!("{}.reg", out.display())).unwrap().trim(), "registered");
-    assert_eq!(std::fs::read_to_string(&out).unwrap(), id.to_string(), "owner marker");
+    assert_eq!(
+        std::fs::read_to_string(format!("{}.reg", out.display()))
+            .unwrap()
+            .trim(),
+        "registered"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        id.to_string(),
+        "owner marker"
+    );
     check_receipt_binds(&receipt, &reg);
-    let on_disk = Receipt::decode(&std::fs::read(&reg.proof_path).unwrap()).expect("receipt on disk");
+    let on_disk =
+        Receipt::decode(&std::fs::read(&reg.proof_path).unwrap()).expect("receipt on disk");
     assert_eq!(on_disk, receipt);
     assert_eq!(on_disk.status, WorkloadStatus::Exited(0));
     assert_eq!(on_disk.end, ScopeEnd::Completed);
@@ -92,7 +112,10 @@ fn check_receipt_binds(r: &Receipt, reg: &Registration) {
     assert_eq!(r.proof, reg.hello.proof);
     let meta = std::fs::metadata(&reg.proof_path).unwrap();
     use std::os::unix::fs::MetadataExt;
-    assert_eq!((meta.dev(), meta.ino()), (reg.hello.proof.dev, reg.hello.proof.ino));
+    assert_eq!(
+        (meta.dev(), meta.ino()),
+        (reg.hello.proof.dev, reg.hello.proof.ino)
+    );
 }
 
 #[test]
@@ -104,12 +127,16 @@ fn failed_registration_aborts_the_gated_workload() {
     std::fs::create_dir(rt.record_path(id)).unwrap();
     let ran = home.path().join("ran");
     let script = format!("touch {}", ran.display());
-    let err = guardian::launch_registered(&rt, id, request(&script, path_env())).expect_err("must fail");
+    let err =
+        guardian::launch_registered(&rt, id, request(&script, path_env())).expect_err("must fail");
     assert!(matches!(err, LaunchError::Registry(_)), "{err:?}");
 
     let proof = rt.proof_path(id);
     let aborted = wait_until(Duration::from_secs(30), || {
-        std::fs::read(&proof).ok().and_then(|b| Receipt::decode(&b).ok()).is_some()
+        std::fs::read(&proof)
+            .ok()
+            .and_then(|b| Receipt::decode(&b).ok())
+            .is_some()
     });
     assert!(aborted, "no aborted receipt in {}", proof.display());
     let receipt = Receipt::decode(&std::fs::read(&proof).unwrap()).unwrap();
