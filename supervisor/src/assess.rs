@@ -1,1 +1,297 @@
-//! (in progress)
+//! The one assessment (SPEC A1–A3): is a registration's scope `live`, `exited` or `unverified`?
+//!
+//! Recomputed from current evidence on every call; nothing is cached, and no earlier answer
+//! authorizes anything. The checks, in order:
+//!
+//! 1. **Receipt** (A2): the proof file at the registered path must be the registered
+//!    `(st_dev, st_ino)`, hold exactly one receipt that decodes (magic, version, length, CRC-32),
+//!    and every bound field must equal the registration: registration id, runtime id, boot id,
+//!    guardian witness, workload witness, proof identity. A verified receipt is `exited`: the
+//!    guardian writes it only after `waitpid` said `ECHILD`.
+//! 2. **Boot** (A3): the registration's boot id is compared with the current one
+//!    ([`BootSource`], injectable for tests). Same boot: a guardian that is alive (pid with the
+//!    recorded start time, not a zombie) is `live`; a gone guardian without a verified receipt is
+//!    `unverified`. An earlier boot whose witnesses all carry that same boot id is `exited` (that
+//!    kernel lifetime ended, and every process of it with it); missing or mixed boot ids are
+//!    `unverified`.
+//!
+//! # Caveats
+//! `live` is a snapshot: the scope may end right after. `unverified` keeps capacity and evidence
+//! (A4); it is never turned into `exited` by anything but new evidence. An empty proof file is
+//! normal while the guardian runs (it writes the receipt at the end).
+
+use std::fs;
+use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use refine_protocol::receipt::RECEIPT_LEN;
+use refine_protocol::record::Registration;
+use refine_protocol::{BootId, DecodeError, ProofIdentity, Receipt};
+
+use crate::procfs::{self, ProcfsError};
+use crate::registry::Runtime;
+
+/// Where the current boot id comes from. Production: [`KernelBoot`]; tests inject [`FixedBoot`]
+/// (an earlier boot cannot be produced otherwise).
+pub trait BootSource {
+    fn boot_id(&self) -> Result<BootId, ProcfsError>;
+}
+
+/// Reads `/proc/sys/kernel/random/boot_id`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KernelBoot;
+
+impl BootSource for KernelBoot {
+    fn boot_id(&self) -> Result<BootId, ProcfsError> {
+        procfs::boot_id()
+    }
+}
+
+/// A fixed boot id (tests).
+#[derive(Debug, Clone, Copy)]
+pub struct FixedBoot(pub BootId);
+
+impl BootSource for FixedBoot {
+    fn boot_id(&self) -> Result<BootId, ProcfsError> {
+        Ok(self.0)
+    }
+}
+
+/// The production boot source, for defaults.
+pub static KERNEL_BOOT: KernelBoot = KernelBoot;
+
+/// A receipt field bound to the registration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoundField {
+    Registration,
+    Runtime,
+    BootId,
+    Guardian,
+    Workload,
+    Proof,
+}
+
+/// Why a scope is `unverified`: the check that failed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnverifiedReason {
+    /// No file at the registered proof path.
+    ProofMissing,
+    /// The proof file could not be read (errno).
+    ProofUnreadable { errno: Option<i32> },
+    /// The file at the proof path is not the registered inode (replaced or copied).
+    ProofReplaced {
+        registered: ProofIdentity,
+        found: ProofIdentity,
+    },
+    /// The proof file holds bytes that are not a valid receipt.
+    ReceiptCorrupt {
+        #[serde(serialize_with = "display")]
+        error: DecodeError,
+    },
+    /// A valid receipt, but a bound field differs from the registration.
+    FieldMismatch { field: BoundField },
+    /// Same boot, the guardian is gone, and no receipt was written.
+    GuardianGoneWithoutReceipt,
+    /// The registration carries no boot id (all zero).
+    BootIdMissing,
+    /// The current boot id cannot be read.
+    CurrentBootUnknown,
+    /// Earlier-boot evidence whose boot ids disagree (registration vs receipt).
+    MixedBootIds { registration: BootId, other: BootId },
+}
+
+fn display<S: serde::Serializer>(e: &DecodeError, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(e)
+}
+
+/// How an `exited` scope was proven.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitProof {
+    /// The guardian's verified receipt.
+    Receipt(Receipt),
+    /// Guardian and all witnesses belong to this earlier boot, which has ended.
+    EarlierBoot { boot_id: BootId },
+}
+
+/// The answer (A1).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum Assessment {
+    Live,
+    Exited { proof: ExitProof },
+    Unverified { reason: UnverifiedReason },
+}
+
+impl Assessment {
+    pub fn is_live(&self) -> bool {
+        matches!(self, Assessment::Live)
+    }
+    pub fn is_exited(&self) -> bool {
+        matches!(self, Assessment::Exited { .. })
+    }
+    /// The verified receipt, if the scope was proven exited by one.
+    pub fn receipt(&self) -> Option<&Receipt> {
+        match self {
+            Assessment::Exited {
+                proof: ExitProof::Receipt(r),
+            } => Some(r),
+            _ => None,
+        }
+    }
+    pub fn name(&self) -> &'static str {
+        match self {
+            Assessment::Live => "live",
+            Assessment::Exited { .. } => "exited",
+            Assessment::Unverified { .. } => "unverified",
+        }
+    }
+}
+
+/// What the proof file says, before liveness and boot are considered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProofState {
+    /// The registered inode, still empty: the guardian has not written a receipt.
+    Empty,
+    Verified(Receipt),
+    Failed(UnverifiedReason),
+}
+
+/// Checks the proof file of `reg` (A2).
+pub fn check_proof(runtime: &Runtime, reg: &Registration) -> ProofState {
+    let path = Path::new(&reg.proof_path);
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return ProofState::Failed(UnverifiedReason::ProofMissing)
+        }
+        Err(e) => {
+            return ProofState::Failed(UnverifiedReason::ProofUnreadable {
+                errno: e.raw_os_error(),
+            })
+        }
+    };
+    let registered = reg.proof();
+    let found = ProofIdentity {
+        dev: meta.dev(),
+        ino: meta.ino(),
+    };
+    if !meta.file_type().is_file() || found != registered {
+        return ProofState::Failed(UnverifiedReason::ProofReplaced { registered, found });
+    }
+    let mut buf = Vec::with_capacity(RECEIPT_LEN + 1);
+    let read = fs::File::open(path).and_then(|f| {
+        // Verify the inode we read is the one we checked (a swap in between is a replacement).
+        let m = f.metadata()?;
+        if (m.dev(), m.ino()) != (registered.dev, registered.ino) {
+            return Ok(Some(ProofIdentity {
+                dev: m.dev(),
+                ino: m.ino(),
+            }));
+        }
+        f.take(RECEIPT_LEN as u64 + 1).read_to_end(&mut buf)?;
+        Ok(None)
+    });
+    match read {
+        Ok(None) => {}
+        Ok(Some(found)) => {
+            return ProofState::Failed(UnverifiedReason::ProofReplaced { registered, found })
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return ProofState::Failed(UnverifiedReason::ProofMissing)
+        }
+        Err(e) => {
+            return ProofState::Failed(UnverifiedReason::ProofUnreadable {
+                errno: e.raw_os_error(),
+            })
+        }
+    }
+    if buf.is_empty() {
+        return ProofState::Empty;
+    }
+    let receipt = match Receipt::decode(&buf) {
+        Ok(r) => r,
+        Err(error) => return ProofState::Failed(UnverifiedReason::ReceiptCorrupt { error }),
+    };
+    match mismatch(runtime, reg, &receipt) {
+        Some(field) => ProofState::Failed(UnverifiedReason::FieldMismatch { field }),
+        None => ProofState::Verified(receipt),
+    }
+}
+
+/// The first bound field of `r` that differs from the registration.
+fn mismatch(runtime: &Runtime, reg: &Registration, r: &Receipt) -> Option<BoundField> {
+    let h = &reg.hello;
+    if r.registration != reg.id {
+        Some(BoundField::Registration)
+    } else if r.runtime != reg.runtime || r.runtime != runtime.id() {
+        Some(BoundField::Runtime)
+    } else if r.boot_id != h.boot_id {
+        Some(BoundField::BootId)
+    } else if r.guardian != h.guardian {
+        Some(BoundField::Guardian)
+    } else if r.workload != h.workload {
+        Some(BoundField::Workload)
+    } else if r.proof != h.proof {
+        Some(BoundField::Proof)
+    } else {
+        None
+    }
+}
+
+/// Whether the registration's guardian is alive now (same pid and start time, not exited).
+pub fn guardian_alive(reg: &Registration) -> Result<bool, ProcfsError> {
+    Ok(procfs::stat_of(&reg.hello.guardian)?.is_some_and(|s| !s.state.is_exited()))
+}
+
+/// Assesses `reg` from current evidence (A1–A3).
+pub fn assess(runtime: &Runtime, reg: &Registration, boot: &dyn BootSource) -> Assessment {
+    let proof = check_proof(runtime, reg);
+    if let ProofState::Verified(receipt) = proof {
+        return Assessment::Exited {
+            proof: ExitProof::Receipt(receipt),
+        };
+    }
+    let unverified = |reason| Assessment::Unverified { reason };
+    let registered_boot = reg.boot_id();
+    if registered_boot == BootId::default() {
+        return unverified(UnverifiedReason::BootIdMissing);
+    }
+    let Ok(current) = boot.boot_id() else {
+        return unverified(UnverifiedReason::CurrentBootUnknown);
+    };
+    if current == registered_boot {
+        return match guardian_alive(reg) {
+            Ok(true) => Assessment::Live,
+            // An unreadable /proc cannot prove the guardian gone: not live, not exited.
+            Err(_) => unverified(UnverifiedReason::CurrentBootUnknown),
+            Ok(false) => match proof {
+                ProofState::Failed(reason) => unverified(reason),
+                _ => unverified(UnverifiedReason::GuardianGoneWithoutReceipt),
+            },
+        };
+    }
+    // An earlier boot: every witness must carry that same boot id.
+    if let Some(other) = foreign_receipt_boot(reg) {
+        if other != registered_boot {
+            return unverified(UnverifiedReason::MixedBootIds {
+                registration: registered_boot,
+                other,
+            });
+        }
+    }
+    Assessment::Exited {
+        proof: ExitProof::EarlierBoot {
+            boot_id: registered_boot,
+        },
+    }
+}
+
+/// The boot id of whatever decodable receipt sits at the proof path (verified or not).
+fn foreign_receipt_boot(reg: &Registration) -> Option<BootId> {
+    let bytes = crate::registry::read_bounded(Path::new(&reg.proof_path), RECEIPT_LEN + 1).ok()?;
+    Receipt::decode(&bytes).ok().map(|r| r.boot_id)
+}

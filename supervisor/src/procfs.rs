@@ -1,1 +1,355 @@
-//! (in progress)
+//! `/proc` reading: a process's stat line, its children, its owner marker, and the boot id.
+//!
+//! - [`stat`] parses `/proc/PID/stat`. The command name (field 2) may contain spaces and `)`, so
+//!   the fields are parsed after the *last* `)`: state (3), ppid (4), pgrp (5), session (6) and the
+//!   start time (22, clock ticks since boot), which together with the pid and the [`BootId`] is a
+//!   process witness.
+//! - [`children`] reads `/proc/PID/task/*/children` (`CONFIG_PROC_CHILDREN`); `Ok(None)` when the
+//!   kernel does not provide it, so callers fall back to a full ppid scan over [`all_pids`].
+//! - [`owner_marker`] looks up `REFINE_OWNER=<registration id>` in `/proc/PID/environ`.
+//! - [`boot_id`] reads `/proc/sys/kernel/random/boot_id`.
+//!
+//! A pid that disappears while it is being read is a normal outcome ([`ProcfsError::Vanished`]),
+//! never a panic.
+//!
+//! # Caveats
+//! Everything read here is a snapshot: the process may exit (and its pid be reused) right after.
+//! Only a pidfd opened *before* re-reading the start time pins an identity (see `signal`).
+//! `environ` shows the initial environment block, which a process may overwrite; the marker is an
+//! extra witness, not proof. Children lists only show children of a task that are still alive or
+//! zombies, not those already reaped.
+
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use refine_protocol::{BootId, ProcessWitness, RegistrationId};
+use rustix::process::Pid;
+
+/// The environment variable every managed descendant carries (SPEC S8).
+pub const OWNER_VAR: &str = "REFINE_OWNER";
+
+const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
+/// `environ` is read at most this far (the marker is looked for in this prefix).
+const ENVIRON_MAX: usize = 256 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProcfsError {
+    /// The process exited (or was reaped) while it was being read.
+    #[error("process {pid} is gone")]
+    Vanished { pid: i32 },
+    #[error("cannot {op} {path}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("malformed {path}: bad {field}")]
+    Malformed { path: PathBuf, field: &'static str },
+}
+
+impl ProcfsError {
+    pub fn is_vanished(&self) -> bool {
+        matches!(self, ProcfsError::Vanished { .. })
+    }
+}
+
+/// Process state letter (field 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum State {
+    Running,
+    Sleeping,
+    DiskSleep,
+    /// `T`: stopped by a signal.
+    Stopped,
+    /// `t`: stopped by a tracer.
+    TracingStop,
+    Zombie,
+    Dead,
+    Idle,
+    Other(char),
+}
+
+impl State {
+    fn from_char(c: char) -> State {
+        match c {
+            'R' => State::Running,
+            'S' => State::Sleeping,
+            'D' => State::DiskSleep,
+            'T' => State::Stopped,
+            't' => State::TracingStop,
+            'Z' => State::Zombie,
+            'X' | 'x' => State::Dead,
+            'I' => State::Idle,
+            other => State::Other(other),
+        }
+    }
+
+    /// The process has exited (zombie or dead): it can no longer run or fork.
+    pub fn is_exited(self) -> bool {
+        matches!(self, State::Zombie | State::Dead)
+    }
+
+    /// Stopped by a signal or a tracer: it cannot fork until continued.
+    pub fn is_stopped(self) -> bool {
+        matches!(self, State::Stopped | State::TracingStop)
+    }
+}
+
+/// The fields of `/proc/PID/stat` this crate uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub pid: Pid,
+    pub state: State,
+    /// 0 for the namespace's init and for processes whose parent is outside the pid namespace.
+    pub ppid: i32,
+    pub pgid: i32,
+    pub sid: i32,
+    /// Field 22: clock ticks after boot at which the process started.
+    pub start_time: u64,
+}
+
+impl Stat {
+    pub fn witness(&self) -> ProcessWitness {
+        ProcessWitness {
+            pid: self.pid.as_raw_nonzero().get() as u32,
+            start_time: self.start_time,
+        }
+    }
+
+    /// Whether this is the process `w` names (same pid, same start time).
+    pub fn matches(&self, w: &ProcessWitness) -> bool {
+        self.witness() == *w
+    }
+}
+
+fn proc_path(pid: Pid, leaf: &str) -> PathBuf {
+    PathBuf::from(format!("/proc/{}/{leaf}", pid.as_raw_nonzero()))
+}
+
+/// Maps a read error of a per-process file: `ENOENT`/`ESRCH` mean the process is gone.
+fn classify(pid: Pid, op: &'static str, path: &Path, e: io::Error) -> ProcfsError {
+    let gone = e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH);
+    if gone {
+        ProcfsError::Vanished {
+            pid: pid.as_raw_nonzero().get(),
+        }
+    } else {
+        ProcfsError::Io {
+            op,
+            path: path.to_owned(),
+            source: e,
+        }
+    }
+}
+
+/// Reads and parses `/proc/PID/stat`.
+pub fn stat(pid: Pid) -> Result<Stat, ProcfsError> {
+    let path = proc_path(pid, "stat");
+    let text = fs::read_to_string(&path).map_err(|e| classify(pid, "read", &path, e))?;
+    parse_stat(pid, &text).ok_or(ProcfsError::Malformed {
+        path,
+        field: "stat",
+    })
+}
+
+/// Reads the stat of a witness's pid; `None` if the pid is gone or now names another process.
+pub fn stat_of(w: &ProcessWitness) -> Result<Option<Stat>, ProcfsError> {
+    let Some(pid) = pid_of(w) else {
+        return Ok(None);
+    };
+    match stat(pid) {
+        Ok(s) if s.matches(w) => Ok(Some(s)),
+        Ok(_) => Ok(None),
+        Err(e) if e.is_vanished() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A witness's pid as a typed [`Pid`]; `None` for 0 or a value that is not a valid pid.
+pub fn pid_of(w: &ProcessWitness) -> Option<Pid> {
+    i32::try_from(w.pid).ok().and_then(Pid::from_raw)
+}
+
+/// Parses a stat line. The fields are read after the last `)`, so any command name works.
+pub fn parse_stat(pid: Pid, text: &str) -> Option<Stat> {
+    let close = text.rfind(')')?;
+    let mut fields = text.get(close + 1..)?.split_ascii_whitespace();
+    // Fields 3.. : state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
+    //              utime stime cutime cstime priority nice num_threads itrealvalue starttime
+    let mut state_chars = fields.next()?.chars();
+    let state = State::from_char(state_chars.next()?);
+    if state_chars.next().is_some() {
+        return None;
+    }
+    let ppid: i32 = fields.next()?.parse().ok()?;
+    let pgid: i32 = fields.next()?.parse().ok()?;
+    let sid: i32 = fields.next()?.parse().ok()?;
+    // Skip fields 7..=21 (15 fields) to reach field 22.
+    let start_time: u64 = fields.nth(15)?.parse().ok()?;
+    Some(Stat {
+        pid,
+        state,
+        ppid,
+        pgid,
+        sid,
+        start_time,
+    })
+}
+
+/// The children of every thread of `pid`, from `/proc/PID/task/*/children`. `Ok(None)` when the
+/// kernel has no children files (the caller then scans every process's ppid).
+pub fn children(pid: Pid) -> Result<Option<Vec<Pid>>, ProcfsError> {
+    let task_dir = proc_path(pid, "task");
+    let tasks = fs::read_dir(&task_dir).map_err(|e| classify(pid, "list", &task_dir, e))?;
+    let mut out = Vec::new();
+    for task in tasks {
+        let task = task.map_err(|e| classify(pid, "list", &task_dir, e))?;
+        let path = task.path().join("children");
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            // The thread exited meanwhile: its children moved to another thread or reparented.
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if task.path().exists() {
+                    // The thread is there but the file is not: no CONFIG_PROC_CHILDREN.
+                    return Ok(None);
+                }
+                continue;
+            }
+            Err(e) => return Err(classify(pid, "read", &path, e)),
+        };
+        for word in text.split_ascii_whitespace() {
+            let child = word
+                .parse::<i32>()
+                .ok()
+                .and_then(Pid::from_raw)
+                .ok_or_else(|| ProcfsError::Malformed {
+                    path: path.clone(),
+                    field: "children",
+                })?;
+            if !out.contains(&child) {
+                out.push(child);
+            }
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Every process id in this pid namespace's `/proc`.
+pub fn all_pids() -> Result<Vec<Pid>, ProcfsError> {
+    let proc = Path::new("/proc");
+    let entries = fs::read_dir(proc).map_err(|source| ProcfsError::Io {
+        op: "list",
+        path: proc.to_owned(),
+        source,
+    })?;
+    Ok(entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+                .and_then(Pid::from_raw)
+        })
+        .collect())
+}
+
+/// The registration id in `pid`'s `REFINE_OWNER` environment entry, if any. A process whose
+/// environ cannot be read (kernel thread, permission, exited) has no marker.
+pub fn owner_marker(pid: Pid) -> Result<Option<RegistrationId>, ProcfsError> {
+    let path = proc_path(pid, "environ");
+    let mut buf = Vec::new();
+    let read = fs::File::open(&path).and_then(|f| f.take(ENVIRON_MAX as u64).read_to_end(&mut buf));
+    match read {
+        Ok(_) => {}
+        Err(e) => {
+            return match classify(pid, "read", &path, e) {
+                ProcfsError::Vanished { .. } => Ok(None),
+                ProcfsError::Io { source, .. }
+                    if source.kind() == io::ErrorKind::PermissionDenied =>
+                {
+                    Ok(None)
+                }
+                other => Err(other),
+            }
+        }
+    }
+    Ok(find_marker(&buf))
+}
+
+/// Finds `REFINE_OWNER=<id>` in a NUL-separated environment block.
+pub fn find_marker(environ: &[u8]) -> Option<RegistrationId> {
+    let key = OWNER_VAR.as_bytes();
+    environ
+        .split(|&b| b == 0)
+        .filter_map(|entry| entry.strip_prefix(key)?.strip_prefix(b"="))
+        .find_map(|value| {
+            std::str::from_utf8(value)
+                .ok()
+                .and_then(RegistrationId::parse)
+        })
+}
+
+/// This kernel lifetime's id.
+pub fn boot_id() -> Result<BootId, ProcfsError> {
+    let path = Path::new(BOOT_ID_PATH);
+    let text = fs::read_to_string(path).map_err(|source| ProcfsError::Io {
+        op: "read",
+        path: path.to_owned(),
+        source,
+    })?;
+    BootId::parse(text.trim()).ok_or(ProcfsError::Malformed {
+        path: path.to_owned(),
+        field: "boot id",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pid(n: i32) -> Pid {
+        Pid::from_raw(n).unwrap()
+    }
+
+    #[test]
+    fn parses_after_the_last_paren() {
+        let line =
+            "4242 (a) b) (c d) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 \
+                    1000 10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
+        let s = parse_stat(pid(4242), line).unwrap();
+        assert_eq!(s.state, State::Sleeping);
+        assert_eq!((s.ppid, s.pgid, s.sid), (1, 4242, 4242));
+        assert_eq!(s.start_time, 987654);
+        assert!(parse_stat(pid(1), "1 (x) S 0 1").is_none());
+        assert!(parse_stat(pid(1), "garbage").is_none());
+        assert!(parse_stat(pid(1), "").is_none());
+    }
+
+    #[test]
+    fn own_stat_and_children_and_boot_id() {
+        let me = rustix::process::getpid();
+        let s = stat(me).unwrap();
+        assert_eq!(s.pid, me);
+        assert!(s.start_time > 0);
+        assert!(stat_of(&s.witness()).unwrap().is_some());
+        let stale = ProcessWitness {
+            start_time: s.start_time + 1,
+            ..s.witness()
+        };
+        assert!(stat_of(&stale).unwrap().is_none());
+        assert!(children(me).unwrap().is_some());
+        assert_ne!(boot_id().unwrap(), BootId::default());
+    }
+
+    #[test]
+    fn marker_lookup() {
+        let id = RegistrationId([0x5a; 16]);
+        let env = format!("A=1\0{OWNER_VAR}X=2\0{OWNER_VAR}={id}\0B=3\0");
+        assert_eq!(find_marker(env.as_bytes()), Some(id));
+        assert_eq!(find_marker(b"REFINE_OWNER=zz\0"), None);
+        assert_eq!(find_marker(b""), None);
+    }
+}

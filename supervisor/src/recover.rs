@@ -1,1 +1,166 @@
-//! (in progress)
+//! Recovery after a supervisor restart (SPEC A4–A5): every registration of the runtime is
+//! re-assessed under its registration lock and the runtime stop fence, and
+//!
+//! - `live` and stale (no launcher holds its registration lock) → stopped through [`crate::stop`];
+//! - `exited` → released (reported; the record, proof and logs stay for retention to judge);
+//! - `unverified` → kept with its evidence (capacity stays held) and reported;
+//! - a record that cannot be read or decoded → reported, never deleted.
+//!
+//! Idempotent: it acts only on what the assessment says now, so a second run (or two concurrent
+//! runs) finds the scopes the first one stopped `exited` and only reports them.
+//!
+//! # Caveats
+//! A launcher that still owns a launch holds that registration's lock (`locks/ID.lock`) for the
+//! life of the launch; recovery then cannot take the lock within its bound and reports the
+//! registration as owned instead of stopping it. A launcher that died released its lock with its
+//! open file description, which is how a stale scope is recognised.
+
+use std::time::Duration;
+
+use refine_protocol::RegistrationId;
+
+use crate::assess::{self, Assessment, UnverifiedReason};
+use crate::fence::FenceError;
+use crate::registry::{RegistryError, Runtime};
+use crate::stop::{self, StopOptions, StopReport};
+
+/// How to recover.
+#[derive(Debug, Clone, Copy)]
+pub struct RecoverOptions<'a> {
+    /// Options of every stop recovery makes (budget, grace, boot source).
+    pub stop: StopOptions<'a>,
+    /// How long to wait for each registration's lock. A lock still held after this is owned by a
+    /// running launcher (or another recovery): the registration is reported as owned.
+    pub lock_wait: Duration,
+}
+
+impl Default for RecoverOptions<'static> {
+    fn default() -> Self {
+        RecoverOptions {
+            stop: StopOptions::default(),
+            lock_wait: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What recovery did with one registration.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "action")]
+pub enum RecoveryAction {
+    /// It was live and stale: stopped, and the receipt proves it ended (or, without a guardian,
+    /// killed without proof: see the report's outcome).
+    Stopped { report: StopReport },
+    /// Already exited (receipt or an ended boot): released.
+    Released { assessment: Assessment },
+    /// Unverified: kept with its evidence, capacity held.
+    Kept { reason: UnverifiedReason },
+    /// Its lock is held by a live launcher or another recovery: left to its owner.
+    Owned,
+    /// The stop failed; evidence kept.
+    StopFailed {
+        #[serde(serialize_with = "display")]
+        error: stop::StopError,
+        assessment: Assessment,
+    },
+    /// The record cannot be read or decoded: reported, never deleted.
+    Corrupt {
+        #[serde(serialize_with = "display")]
+        error: RegistryError,
+    },
+}
+
+fn display<S: serde::Serializer, E: std::error::Error>(e: &E, s: S) -> Result<S::Ok, S::Error> {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    s.serialize_str(&text)
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct RecoveryEntry {
+    pub id: RegistrationId,
+    pub action: RecoveryAction,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+pub struct RecoveryReport {
+    pub entries: Vec<RecoveryEntry>,
+}
+
+impl RecoveryReport {
+    pub fn count(&self, pred: impl Fn(&RecoveryAction) -> bool) -> usize {
+        self.entries.iter().filter(|e| pred(&e.action)).count()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecoverError {
+    #[error("cannot list registrations")]
+    List(#[source] RegistryError),
+}
+
+/// Recovers every registration of `runtime` (see the module docs).
+pub fn recover(
+    runtime: &Runtime,
+    opts: &RecoverOptions<'_>,
+) -> Result<RecoveryReport, RecoverError> {
+    let mut report = RecoveryReport::default();
+    for id in runtime.list_ids().map_err(RecoverError::List)? {
+        let action = recover_one(runtime, id, opts);
+        report.entries.push(RecoveryEntry { id, action });
+    }
+    Ok(report)
+}
+
+/// Recovers one registration under its lock and the runtime stop fence.
+pub fn recover_one(
+    runtime: &Runtime,
+    id: RegistrationId,
+    opts: &RecoverOptions<'_>,
+) -> RecoveryAction {
+    let _lock = match runtime.lock(id, opts.lock_wait) {
+        Ok(l) => l,
+        Err(RegistryError::Fence(FenceError::Timeout { .. })) => return RecoveryAction::Owned,
+        Err(error) => return RecoveryAction::Corrupt { error },
+    };
+    let reg = match runtime.read_registration(id) {
+        Ok(r) => r,
+        Err(error) => return RecoveryAction::Corrupt { error },
+    };
+    let fence_wait = opts.stop.budget + opts.stop.grace.unwrap_or_default();
+    let fence = match runtime.stop_fence(fence_wait) {
+        Ok(f) => f,
+        Err(error) => {
+            return RecoveryAction::StopFailed {
+                error: stop::StopError::Fence(error),
+                assessment: assess::assess(runtime, &reg, opts.stop.boot),
+            }
+        }
+    };
+    match assess::assess(runtime, &reg, opts.stop.boot) {
+        Assessment::Live => match stop::stop_fenced(runtime, &reg, &opts.stop, &fence) {
+            Ok(report) => RecoveryAction::Stopped { report },
+            Err(error) => RecoveryAction::StopFailed {
+                error,
+                assessment: assess::assess(runtime, &reg, opts.stop.boot),
+            },
+        },
+        a @ Assessment::Exited { .. } => RecoveryAction::Released { assessment: a },
+        Assessment::Unverified { reason } => {
+            // A gone guardian may have left witnessed processes: kill them (verified only), then
+            // keep the registration unverified either way.
+            if reason == UnverifiedReason::GuardianGoneWithoutReceipt {
+                if let Ok(report) = stop::stop_fenced(runtime, &reg, &opts.stop, &fence) {
+                    if report.killed > 0 {
+                        return RecoveryAction::Stopped { report };
+                    }
+                }
+            }
+            RecoveryAction::Kept { reason }
+        }
+    }
+}

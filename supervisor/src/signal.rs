@@ -1,1 +1,225 @@
-//! (in progress)
+//! The one way to signal a managed process: through a pidfd whose target was verified against
+//! its witness after the pidfd was opened.
+//!
+//! [`Verified::open`] calls `pidfd_open(pid)`, then re-reads `/proc/PID/stat` and compares the
+//! start time with the witness. The pidfd pins the process it was opened for, so if the start time
+//! read *after* opening matches, the pidfd names the witnessed process and every later
+//! `pidfd_send_signal` reaches it or nobody (`ESRCH` once it has been reaped) — never a process
+//! that reused the pid.
+//!
+//! [`signal_group`] sends to a process group (`kill(-pgid)`) only when a verified member held by
+//! pidfd currently belongs to that group, and never for a group id of 1 or less: `kill(-1)` as root
+//! signals every process on the machine, `kill(0)` the caller's own group.
+//!
+//! # Caveats
+//! A group signal reaches whoever is in the group when the kernel delivers it; the verified member
+//! keeps the group id from being reused, but a process that joins the group (`setpgid`) between the
+//! check and the send is signalled too. Stops therefore signal each witnessed process individually
+//! and use the group signal only for the graceful SIGTERM. Signals to a zombie succeed and do
+//! nothing.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use refine_protocol::ProcessWitness;
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::io::Errno;
+use rustix::process::{kill_process_group, pidfd_open, pidfd_send_signal, Pid, PidfdFlags};
+
+pub use rustix::process::Signal;
+
+use crate::procfs::{self, ProcfsError, Stat};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SignalError {
+    /// The witnessed process no longer exists (exited and reaped).
+    #[error("process {0:?} is gone")]
+    Gone(ProcessWitness),
+    /// The pid now names another process (PID reuse): nothing was signalled.
+    #[error("pid {} now names another process (start time {found}, witness {})", .witness.pid, .witness.start_time)]
+    Reused { witness: ProcessWitness, found: u64 },
+    /// The witness holds no valid pid (0 or out of range).
+    #[error("witness {0:?} holds no valid pid")]
+    InvalidPid(ProcessWitness),
+    /// A group id of 1 or less is never signalled.
+    #[error("refusing to signal process group {0}")]
+    InvalidGroup(i32),
+    /// The verified process is not (or no longer) a member of the group.
+    #[error("process {pid} is not in process group {pgid}")]
+    NotMember { pid: u32, pgid: i32 },
+    #[error("cannot {op} for pid {pid}")]
+    Os {
+        op: &'static str,
+        pid: u32,
+        #[source]
+        source: Errno,
+    },
+    #[error(transparent)]
+    Procfs(#[from] ProcfsError),
+}
+
+/// A process held by a pidfd and verified to be its witness.
+#[derive(Debug)]
+pub struct Verified {
+    pidfd: OwnedFd,
+    witness: ProcessWitness,
+}
+
+impl Verified {
+    /// Opens a pidfd for `witness.pid`, then verifies the start time (see the module docs).
+    pub fn open(witness: ProcessWitness) -> Result<Verified, SignalError> {
+        let pid = procfs::pid_of(&witness).ok_or(SignalError::InvalidPid(witness))?;
+        let pidfd = match pidfd_open(pid, PidfdFlags::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::SRCH) => return Err(SignalError::Gone(witness)),
+            Err(source) => {
+                return Err(SignalError::Os {
+                    op: "pidfd_open",
+                    pid: witness.pid,
+                    source,
+                })
+            }
+        };
+        // After opening: the pidfd pins the process, so a matching start time proves identity.
+        let found = match procfs::stat(pid) {
+            Ok(s) => s,
+            Err(e) if e.is_vanished() => return Err(SignalError::Gone(witness)),
+            Err(e) => return Err(e.into()),
+        };
+        if found.start_time != witness.start_time {
+            return Err(SignalError::Reused {
+                witness,
+                found: found.start_time,
+            });
+        }
+        Ok(Verified { pidfd, witness })
+    }
+
+    pub fn witness(&self) -> ProcessWitness {
+        self.witness
+    }
+
+    pub fn pid(&self) -> Pid {
+        // `open` only succeeds for a witness with a valid pid.
+        procfs::pid_of(&self.witness).unwrap_or(Pid::INIT)
+    }
+
+    /// Sends `sig` to exactly this process. [`SignalError::Gone`] once it has been reaped.
+    pub fn signal(&self, sig: Signal) -> Result<(), SignalError> {
+        match pidfd_send_signal(&self.pidfd, sig) {
+            Ok(()) => Ok(()),
+            Err(Errno::SRCH) => Err(SignalError::Gone(self.witness)),
+            Err(source) => Err(SignalError::Os {
+                op: "pidfd_send_signal",
+                pid: self.witness.pid,
+                source,
+            }),
+        }
+    }
+
+    /// The current stat of this process; `None` once it has been reaped.
+    pub fn stat(&self) -> Result<Option<Stat>, SignalError> {
+        // A reaped pid may be reused: `stat_of` compares the start time.
+        Ok(procfs::stat_of(&self.witness)?)
+    }
+
+    /// Whether the process has exited (the pidfd polls readable; zombies count as exited).
+    pub fn has_exited(&self) -> Result<bool, SignalError> {
+        self.wait_exit(Some(std::time::Duration::ZERO))
+    }
+
+    /// Waits up to `timeout` (`None`: forever) for the process to exit; returns whether it did.
+    pub fn wait_exit(&self, timeout: Option<std::time::Duration>) -> Result<bool, SignalError> {
+        let ts = timeout.map(|d| rustix::time::Timespec {
+            tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
+            tv_nsec: d.subsec_nanos() as _,
+        });
+        loop {
+            let mut fds = [PollFd::new(&self.pidfd, PollFlags::IN)];
+            match poll(&mut fds, ts.as_ref()) {
+                Ok(n) => return Ok(n > 0),
+                Err(Errno::INTR) => continue,
+                Err(source) => {
+                    return Err(SignalError::Os {
+                        op: "poll pidfd",
+                        pid: self.witness.pid,
+                        source,
+                    })
+                }
+            }
+        }
+    }
+}
+
+impl AsFd for Verified {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.pidfd.as_fd()
+    }
+}
+
+/// Sends `sig` to process group `pgid`, only if `member` (verified, held by pidfd) is in it now,
+/// and never for a group id of 1 or less.
+pub fn signal_group(member: &Verified, pgid: i32, sig: Signal) -> Result<(), SignalError> {
+    let group = checked_group(pgid)?;
+    let now = procfs::stat_of(&member.witness)?.ok_or(SignalError::Gone(member.witness))?;
+    if now.pgid != pgid || now.state.is_exited() {
+        return Err(SignalError::NotMember {
+            pid: member.witness.pid,
+            pgid,
+        });
+    }
+    match kill_process_group(group, sig) {
+        Ok(()) => Ok(()),
+        Err(Errno::SRCH) => Err(SignalError::Gone(member.witness)),
+        Err(source) => Err(SignalError::Os {
+            op: "kill(-pgid)",
+            pid: member.witness.pid,
+            source,
+        }),
+    }
+}
+
+/// The group id as a [`Pid`], refusing 1 or less (`kill(-1)` is every process, `kill(0)` our own
+/// group, and negative values are not group ids).
+pub fn checked_group(pgid: i32) -> Result<Pid, SignalError> {
+    if pgid <= 1 {
+        return Err(SignalError::InvalidGroup(pgid));
+    }
+    Pid::from_raw(pgid).ok_or(SignalError::InvalidGroup(pgid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_a_group_at_or_below_one() {
+        for pgid in [i32::MIN, -5, -1, 0, 1] {
+            assert!(matches!(
+                checked_group(pgid),
+                Err(SignalError::InvalidGroup(g)) if g == pgid
+            ));
+        }
+        assert!(checked_group(2).is_ok());
+    }
+
+    #[test]
+    fn a_wrong_start_time_is_refused() {
+        let me = procfs::stat(rustix::process::getpid()).unwrap().witness();
+        assert!(Verified::open(me).is_ok());
+        let stale = ProcessWitness {
+            start_time: me.start_time + 7,
+            ..me
+        };
+        assert!(matches!(
+            Verified::open(stale),
+            Err(SignalError::Reused { .. })
+        ));
+        assert!(matches!(
+            Verified::open(ProcessWitness {
+                pid: 0,
+                start_time: 1
+            }),
+            Err(SignalError::InvalidPid(_))
+        ));
+    }
+}

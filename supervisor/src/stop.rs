@@ -1,1 +1,552 @@
-//! (in progress)
+//! The one stop (SPEC T1–T4), for every caller: operator stop, deadlines, capture faults, recovery.
+//!
+//! ```text
+//! fence      locks/stop.lock (bounded wait): overlapping stops of a runtime are serialized
+//! assess     already exited -> report that; an earlier/unknown boot -> nothing is signalled
+//! grace      optional: SIGTERM to the workload's process group (only with a verified member),
+//!            then wait up to the grace period for the guardian to exit
+//! quiesce    discover the scope, SIGSTOP each witnessed process through a verified pidfd,
+//!            re-scan until two scans agree and every member is stopped
+//! kill       SIGKILL every member through its pidfd; the guardian (never signalled) reaps them,
+//!            writes its receipt and exits
+//! proof      wait for the guardian's exit on its pidfd, then the assessment must say `exited`
+//! ```
+//!
+//! One monotonic budget (default 2 s, [`StopOptions::budget`]) covers coordination and proof; an
+//! optional grace period is added to it. If quiescence cannot finish within the budget, exactly
+//! the processes this attempt stopped are resumed (SIGCONT), and the evidence is returned in
+//! [`StopError::Quiescence`].
+//!
+//! A scope whose guardian is already gone without a receipt (same boot) is still killed, through
+//! verified witnesses only (the workload and anything carrying the owner marker), and reported
+//! as unverified: there is no proof. Nothing from an earlier boot is ever signalled.
+//!
+//! # Caveats
+//! Every signal goes through [`crate::signal`]: a pid reused since discovery is not signalled.
+//! Processes that were already stopped before this attempt (by someone else) are killed on
+//! success, but are never resumed by a failed attempt. The guardian is never signalled: it must
+//! stay alive to adopt and reap, and only its receipt proves the scope ended.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use refine_protocol::record::Registration;
+use refine_protocol::{BootId, ProcessWitness, RegistrationId};
+
+use crate::assess::{self, Assessment, BootSource, KERNEL_BOOT};
+use crate::fence::Fence;
+use crate::procfs::ProcfsError;
+use crate::registry::{RegistryError, Runtime};
+use crate::signal::{self, Signal, SignalError, Verified};
+use crate::tree::{self, Member, Roots, Scope, TreeError};
+
+/// The default budget for coordination and proof (T4).
+pub const DEFAULT_BUDGET: Duration = Duration::from_secs(2);
+
+/// How to stop.
+#[derive(Clone, Copy)]
+pub struct StopOptions<'a> {
+    /// Optional graceful phase: SIGTERM to the workload's group, then wait this long.
+    pub grace: Option<Duration>,
+    /// Budget for coordination (fence, quiescence) and proof; the grace period is added to it.
+    pub budget: Duration,
+    /// The current boot id's source ([`KERNEL_BOOT`] in production).
+    pub boot: &'a dyn BootSource,
+}
+
+impl Default for StopOptions<'static> {
+    fn default() -> Self {
+        StopOptions {
+            grace: None,
+            budget: DEFAULT_BUDGET,
+            boot: &KERNEL_BOOT,
+        }
+    }
+}
+
+impl std::fmt::Debug for StopOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StopOptions")
+            .field("grace", &self.grace)
+            .field("budget", &self.budget)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a stop achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopOutcome {
+    /// The assessment said `exited` before anything was signalled.
+    AlreadyExited,
+    /// The tree was stopped and the guardian's receipt proves it ended.
+    Stopped,
+    /// The guardian was already gone without a receipt: the witnessed tree was killed, but there
+    /// is no proof (the assessment stays `unverified`).
+    KilledUnverified,
+    /// `unverified` with no current-boot evidence (earlier, mixed or missing boot ids): nothing
+    /// was signalled.
+    NotSignalled,
+}
+
+/// Whom a signal went to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    Process(ProcessWitness),
+    /// `kill(-pgid)`, with the verified member that justified it.
+    Group {
+        pgid: i32,
+        member: ProcessWitness,
+    },
+}
+
+/// One signal sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Sent {
+    pub target: Target,
+    pub signal: i32,
+}
+
+/// Where the time went.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StopTimings {
+    pub fence_wait: Duration,
+    pub grace: Duration,
+    pub quiesce: Duration,
+    /// From the first SIGKILL to the guardian's exit (or the witnesses' exit without one).
+    pub kill_to_exit: Duration,
+    pub total: Duration,
+    /// Discovery scans during quiescence.
+    pub rounds: u32,
+}
+
+/// The result of a stop.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StopReport {
+    pub id: RegistrationId,
+    pub outcome: StopOutcome,
+    /// The assessment after the stop (for [`StopOutcome::Stopped`]: `exited` by receipt).
+    pub assessment: Assessment,
+    /// Every signal this attempt sent, in order.
+    pub signalled: Vec<Sent>,
+    /// Processes found in the scope and killed.
+    pub killed: usize,
+    pub timings: StopTimings,
+}
+
+/// What a failed quiescence leaves behind (T4).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QuiescenceEvidence {
+    /// Processes this attempt stopped (all resumed since, unless gone).
+    pub stopped: Vec<ProcessWitness>,
+    /// Of those, the ones SIGCONT reached.
+    pub resumed: Vec<ProcessWitness>,
+    /// Members that were already stopped by someone else (left stopped).
+    pub found_stopped: Vec<ProcessWitness>,
+    /// The last scan.
+    pub last_scan: Vec<Member>,
+    pub rounds: u32,
+    pub elapsed: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StopError {
+    #[error("cannot take the stop fence")]
+    Fence(#[source] RegistryError),
+    #[error("cannot read the current boot id")]
+    Boot(#[source] ProcfsError),
+    #[error("cannot discover the scope")]
+    Tree(#[from] TreeError),
+    #[error("cannot signal")]
+    Signal(#[source] SignalError),
+    #[error("the scope did not quiesce within the budget ({} processes resumed)", .0.resumed.len())]
+    Quiescence(Box<QuiescenceEvidence>),
+    #[error("no proof within the budget ({elapsed:?}): assessment {}", .assessment.name())]
+    ProofTimeout {
+        elapsed: Duration,
+        assessment: Box<Assessment>,
+        signalled: Vec<Sent>,
+    },
+    #[error("the guardian exited but the receipt does not verify: {assessment:?}")]
+    Unproven {
+        assessment: Box<Assessment>,
+        signalled: Vec<Sent>,
+    },
+}
+
+/// Stops `reg`'s scope: takes the runtime stop fence (bounded by the budget), then see the module
+/// docs.
+pub fn stop(
+    runtime: &Runtime,
+    reg: &Registration,
+    opts: &StopOptions<'_>,
+) -> Result<StopReport, StopError> {
+    let start = Instant::now();
+    let budget = opts.budget + opts.grace.unwrap_or_default();
+    let fence = runtime.stop_fence(budget).map_err(StopError::Fence)?;
+    let report = run(runtime, reg, opts, start, start.elapsed());
+    drop(fence);
+    report
+}
+
+/// [`stop`] for a caller that already holds the runtime stop fence (recovery).
+pub fn stop_fenced(
+    runtime: &Runtime,
+    reg: &Registration,
+    opts: &StopOptions<'_>,
+    _fence: &Fence,
+) -> Result<StopReport, StopError> {
+    run(runtime, reg, opts, Instant::now(), Duration::ZERO)
+}
+
+fn run(
+    runtime: &Runtime,
+    reg: &Registration,
+    opts: &StopOptions<'_>,
+    start: Instant,
+    fence_wait: Duration,
+) -> Result<StopReport, StopError> {
+    let deadline = start + opts.budget + opts.grace.unwrap_or_default();
+    let mut timings = StopTimings {
+        fence_wait,
+        ..StopTimings::default()
+    };
+    let finish = |outcome, assessment, signalled, killed, mut timings: StopTimings| {
+        timings.total = start.elapsed();
+        Ok(StopReport {
+            id: reg.id,
+            outcome,
+            assessment,
+            signalled,
+            killed,
+            timings,
+        })
+    };
+
+    let first = assess::assess(runtime, reg, opts.boot);
+    let current = opts.boot.boot_id().map_err(StopError::Boot)?;
+    let same_boot = reg.boot_id() != BootId::default() && reg.boot_id() == current;
+    let guardian = match &first {
+        Assessment::Exited { .. } => {
+            return finish(StopOutcome::AlreadyExited, first, Vec::new(), 0, timings)
+        }
+        Assessment::Unverified { .. } if !same_boot => {
+            return finish(StopOutcome::NotSignalled, first, Vec::new(), 0, timings)
+        }
+        Assessment::Live => match Verified::open(reg.hello.guardian) {
+            Ok(g) => Some(g),
+            // Gone between the assessment and now: treat as a guardian-less scope.
+            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => None,
+            Err(e) => return Err(StopError::Signal(e)),
+        },
+        Assessment::Unverified { .. } => None,
+    };
+    let roots = Roots {
+        guardian: guardian.as_ref().map(|g| g.witness()),
+        // Without a guardian, the workload itself (if it still is the witnessed process) roots
+        // the scope; with one, it is found below the guardian.
+        members: if guardian.is_none() {
+            vec![reg.hello.workload]
+        } else {
+            Vec::new()
+        },
+        owner: Some(reg.id),
+    };
+    let mut signalled = Vec::new();
+
+    if let Some(grace) = opts.grace {
+        let t = Instant::now();
+        graceful(reg, &roots, current, &mut signalled)?;
+        let until = (t + grace).min(deadline);
+        let exited = match &guardian {
+            Some(g) => g
+                .wait_exit(Some(until.saturating_duration_since(Instant::now())))
+                .map_err(StopError::Signal)?,
+            None => wait_scope_empty(&roots, current, until)?,
+        };
+        timings.grace = t.elapsed();
+        if exited && guardian.is_some() {
+            return prove(
+                runtime, reg, opts, signalled, 0, timings, start, deadline, None,
+            );
+        }
+    }
+
+    let t = Instant::now();
+    let held = quiesce(
+        &roots,
+        current,
+        deadline,
+        &mut signalled,
+        &mut timings.rounds,
+    )?;
+    timings.quiesce = t.elapsed();
+
+    let t = Instant::now();
+    let mut killed = 0;
+    for v in held.values() {
+        match v.signal(Signal::KILL) {
+            Ok(()) => {
+                killed += 1;
+                signalled.push(Sent {
+                    target: Target::Process(v.witness()),
+                    signal: Signal::KILL.as_raw(),
+                });
+            }
+            Err(SignalError::Gone(_)) => {}
+            Err(e) => return Err(StopError::Signal(e)),
+        }
+    }
+    match guardian {
+        Some(_) => prove(
+            runtime,
+            reg,
+            opts,
+            signalled,
+            killed,
+            timings,
+            start,
+            deadline,
+            Some(t),
+        ),
+        None => {
+            // No guardian to reap and prove: wait until every killed witness has exited.
+            for v in held.values() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                v.wait_exit(Some(left)).map_err(StopError::Signal)?;
+            }
+            timings.kill_to_exit = t.elapsed();
+            let after = assess::assess(runtime, reg, opts.boot);
+            finish(
+                StopOutcome::KilledUnverified,
+                after,
+                signalled,
+                killed,
+                timings,
+            )
+        }
+    }
+}
+
+/// Waits for the guardian to exit (its pidfd), then the assessment must be `exited`.
+#[allow(clippy::too_many_arguments)]
+fn prove(
+    runtime: &Runtime,
+    reg: &Registration,
+    opts: &StopOptions<'_>,
+    signalled: Vec<Sent>,
+    killed: usize,
+    mut timings: StopTimings,
+    start: Instant,
+    deadline: Instant,
+    kill_at: Option<Instant>,
+) -> Result<StopReport, StopError> {
+    let exited = match Verified::open(reg.hello.guardian) {
+        Ok(g) => g
+            .wait_exit(Some(deadline.saturating_duration_since(Instant::now())))
+            .map_err(StopError::Signal)?,
+        Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => true,
+        Err(e) => return Err(StopError::Signal(e)),
+    };
+    if let Some(t) = kill_at {
+        timings.kill_to_exit = t.elapsed();
+    }
+    let assessment = assess::assess(runtime, reg, opts.boot);
+    if assessment.is_exited() {
+        timings.total = start.elapsed();
+        return Ok(StopReport {
+            id: reg.id,
+            outcome: StopOutcome::Stopped,
+            assessment,
+            signalled,
+            killed,
+            timings,
+        });
+    }
+    if exited {
+        Err(StopError::Unproven {
+            assessment: Box::new(assessment),
+            signalled,
+        })
+    } else {
+        Err(StopError::ProofTimeout {
+            elapsed: start.elapsed(),
+            assessment: Box::new(assessment),
+            signalled,
+        })
+    }
+}
+
+/// SIGTERM to the workload's process group, only through a verified member of that group, never
+/// the guardian's own group, never a group id of 1 or less.
+fn graceful(
+    reg: &Registration,
+    roots: &Roots,
+    boot: BootId,
+    signalled: &mut Vec<Sent>,
+) -> Result<(), StopError> {
+    let pgid = reg.hello.workload_pgid as i32;
+    if signal::checked_group(pgid).is_err() {
+        return Ok(());
+    }
+    let scope = tree::discover(roots, boot)?;
+    if scope.guardian_pgid == Some(pgid) {
+        return Ok(());
+    }
+    for m in scope.live().filter(|m| m.pgid == pgid) {
+        let Ok(member) = Verified::open(m.witness) else {
+            continue;
+        };
+        match signal::signal_group(&member, pgid, Signal::TERM) {
+            Ok(()) => {
+                signalled.push(Sent {
+                    target: Target::Group {
+                        pgid,
+                        member: m.witness,
+                    },
+                    signal: Signal::TERM.as_raw(),
+                });
+                return Ok(());
+            }
+            Err(SignalError::Gone(_)) | Err(SignalError::NotMember { .. }) => continue,
+            Err(e) => return Err(StopError::Signal(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Without a guardian: waits until the scope has no live member, or `until`.
+fn wait_scope_empty(roots: &Roots, boot: BootId, until: Instant) -> Result<bool, StopError> {
+    let mut pause = Duration::from_micros(500);
+    loop {
+        if tree::discover(roots, boot)?.live().next().is_none() {
+            return Ok(true);
+        }
+        let now = Instant::now();
+        if now >= until {
+            return Ok(false);
+        }
+        std::thread::sleep(pause.min(until - now));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// SIGSTOPs every witnessed member and re-scans until membership is stable and every member is
+/// stopped (or exited). Returns the verified members, held by pidfd. On failure, resumes exactly
+/// what this attempt stopped.
+fn quiesce(
+    roots: &Roots,
+    boot: BootId,
+    deadline: Instant,
+    signalled: &mut Vec<Sent>,
+    rounds: &mut u32,
+) -> Result<BTreeMap<(u32, u64), Verified>, StopError> {
+    let start = Instant::now();
+    let mut held: BTreeMap<(u32, u64), Verified> = BTreeMap::new();
+    let mut stopped: Vec<ProcessWitness> = Vec::new();
+    let mut found_stopped: Vec<ProcessWitness> = Vec::new();
+    let mut previous: Option<Scope> = None;
+
+    let outcome: Result<(), (Option<StopError>, Option<Scope>)> = (|| loop {
+        *rounds += 1;
+        let scope = tree::discover(roots, boot).map_err(|e| (Some(e.into()), None))?;
+        for m in scope.live() {
+            let key = (m.witness.pid, m.witness.start_time);
+            if held.contains_key(&key) {
+                continue;
+            }
+            let v = match Verified::open(m.witness) {
+                Ok(v) => v,
+                // Exited (or its pid reused) since the scan: nothing to stop.
+                Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => continue,
+                Err(e) => return Err((Some(StopError::Signal(e)), None)),
+            };
+            let already = match v.stat() {
+                Ok(Some(s)) => s.state.is_stopped(),
+                Ok(None) => continue,
+                Err(e) => return Err((Some(StopError::Signal(e)), None)),
+            };
+            if already {
+                found_stopped.push(m.witness);
+            } else {
+                match v.signal(Signal::STOP) {
+                    Ok(()) => {
+                        stopped.push(m.witness);
+                        signalled.push(Sent {
+                            target: Target::Process(m.witness),
+                            signal: Signal::STOP.as_raw(),
+                        });
+                    }
+                    Err(SignalError::Gone(_)) => continue,
+                    Err(e) => return Err((Some(StopError::Signal(e)), None)),
+                }
+            }
+            held.insert(key, v);
+        }
+        // SIGSTOP is delivered asynchronously: wait until every held member is stopped or gone.
+        let mut pause = Duration::from_micros(50);
+        loop {
+            let mut pending = false;
+            for v in held.values() {
+                match v.stat() {
+                    Ok(Some(s)) if !s.state.is_stopped() && !s.state.is_exited() => {
+                        pending = true;
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(e) => return Err((Some(StopError::Signal(e)), Some(scope))),
+                }
+            }
+            if !pending {
+                break;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err((None, Some(scope)));
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
+        let stable = previous
+            .as_ref()
+            .is_some_and(|p| p.live_witnesses() == scope.live_witnesses());
+        if stable {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err((None, Some(scope)));
+        }
+        previous = Some(scope);
+    })();
+
+    match outcome {
+        Ok(()) => Ok(held),
+        Err((error, scope)) => {
+            // Resume exactly what this attempt stopped; leave everything else as it was.
+            let mut resumed = Vec::new();
+            for w in &stopped {
+                if let Some(v) = held.get(&(w.pid, w.start_time)) {
+                    if v.signal(Signal::CONT).is_ok() {
+                        resumed.push(*w);
+                        signalled.push(Sent {
+                            target: Target::Process(*w),
+                            signal: Signal::CONT.as_raw(),
+                        });
+                    }
+                }
+            }
+            if let Some(e) = error {
+                return Err(e);
+            }
+            Err(StopError::Quiescence(Box::new(QuiescenceEvidence {
+                stopped,
+                resumed,
+                found_stopped,
+                last_scan: scope.or(previous).map(|s| s.members).unwrap_or_default(),
+                rounds: *rounds,
+                elapsed: start.elapsed(),
+            })))
+        }
+    }
+}

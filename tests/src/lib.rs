@@ -33,3 +33,5 @@ pub fn wait_until(deadline: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+pub mod stopkit;

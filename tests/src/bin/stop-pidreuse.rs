@@ -1,0 +1,150 @@
+//! `stop-pidreuse HOME TREE_BUILDER`: the PID-reuse test body. Runs as pid 1 of a fresh pid
+//! namespace (`unshare --pid --fork --mount-proc`), where `ns_last_pid` puts a new process on a
+//! chosen pid. Prints `pid reuse: refused` and `group reuse: untouched` on success; any failure
+//! panics (non-zero exit) with the relevant `/proc` state.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use refine_protocol::ProcessWitness;
+use refine_supervisor::procfs;
+use refine_supervisor::registry::Runtime;
+use refine_supervisor::signal::{SignalError, Verified};
+use refine_supervisor::stop::{self, StopOptions, StopOutcome, Target};
+use refine_tests::stopkit::{self, GENEROUS};
+use refine_tests::wait_until;
+use rustix::process::Pid;
+
+fn idle(tree_builder: &Path, own_group: bool) -> Child {
+    let mut cmd = Command::new(tree_builder);
+    cmd.args(["--sessions", "0"]).stdout(Stdio::null());
+    if own_group {
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    }
+    cmd.spawn().expect("spawn")
+}
+
+fn witness(child: &Child) -> ProcessWitness {
+    procfs::stat(Pid::from_child(child))
+        .expect("stat")
+        .witness()
+}
+
+/// Clock ticks (USER_HZ = 100 on Linux) since boot, the unit of a start time.
+fn ticks_now() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    t.tv_sec as u64 * 100 + t.tv_nsec as u64 / 10_000_000
+}
+
+/// Spawns an idle process on exactly `pid` (via `ns_last_pid`), retrying a few times. Waits for
+/// the clock tick to advance past `after` first: start times have a 10 ms resolution, and a pid
+/// reused within the same tick is indistinguishable by its start time (see `signal` caveats).
+fn spawn_on(pid: u32, after: u64, tree_builder: &Path, own_group: bool) -> Child {
+    assert!(
+        wait_until(GENEROUS, || ticks_now() > after + 1),
+        "clock did not advance"
+    );
+    for _ in 0..20 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", format!("{}", pid - 1))
+            .expect("write ns_last_pid");
+        let mut c = idle(tree_builder, own_group);
+        if c.id() == pid {
+            return c;
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    panic!("could not place a process on pid {pid}");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let home = Path::new(&args[0]);
+    let tree_builder = Path::new(&args[1]);
+    assert_eq!(
+        std::process::id(),
+        1,
+        "must run as pid 1 of a new pid namespace"
+    );
+
+    // 1. A witness whose pid now names an unrelated process is refused.
+    let mut first = idle(tree_builder, false);
+    let old = witness(&first);
+    first.kill().expect("kill");
+    first.wait().expect("reap");
+    let mut reused = spawn_on(old.pid, old.start_time, tree_builder, false);
+    let new = witness(&reused);
+    assert_eq!(new.pid, old.pid);
+    assert_ne!(new.start_time, old.start_time);
+    match Verified::open(old) {
+        Err(SignalError::Reused { .. }) => {}
+        other => panic!("a reused pid was not refused: {other:?}"),
+    }
+    assert!(stopkit::running(&new), "the unrelated process must run on");
+    println!("pid reuse: refused");
+    reused.kill().expect("kill");
+    reused.wait().expect("reap");
+
+    // 2. A scope whose workload exited: its pid and group id are taken by an unrelated process
+    //    in its own group. The stop (with a graceful group SIGTERM) must not touch it.
+    let rt = Runtime::open(home, 7001).expect("runtime");
+    let mut scope = stopkit::launch_stand_in(
+        &rt,
+        tree_builder,
+        &[
+            "--sessions",
+            "2",
+            "--groups",
+            "1",
+            "--leaves",
+            "2",
+            "--orphan",
+            "--then",
+            "exit",
+        ],
+    );
+    scope.wait_ready();
+    let workload = scope.reg.hello.workload;
+    assert!(
+        wait_until(GENEROUS, || !stopkit::exists(&workload)),
+        "the workload was not reaped"
+    );
+    let members = scope.members();
+    assert!(members.len() >= 6, "{members:#?}");
+    let mut unrelated = spawn_on(workload.pid, workload.start_time, tree_builder, true);
+    let u = witness(&unrelated);
+    let ustat = procfs::stat(Pid::from_child(&unrelated)).expect("stat");
+    assert_eq!(ustat.pgid as u32, scope.reg.hello.workload_pgid);
+
+    let opts = StopOptions {
+        grace: Some(Duration::from_millis(200)),
+        ..StopOptions::default()
+    };
+    let report = stop::stop(&rt, &scope.reg, &opts).expect("stop");
+    assert_eq!(report.outcome, StopOutcome::Stopped, "{report:#?}");
+    for s in &report.signalled {
+        match s.target {
+            Target::Group { pgid, .. } => {
+                assert_ne!(
+                    pgid as u32, workload.pid,
+                    "signalled the reused group: {s:?}"
+                )
+            }
+            Target::Process(w) => assert_ne!(w.pid, u.pid, "signalled the reused pid: {s:?}"),
+        }
+    }
+    scope.reap();
+    let left = stopkit::survivors(&members);
+    assert!(left.is_empty(), "survivors: {left:#?}");
+    let now = procfs::stat_of(&u)
+        .expect("stat")
+        .expect("unrelated process exists");
+    assert!(
+        !now.state.is_exited() && !now.state.is_stopped(),
+        "the unrelated process was touched: {now:?}"
+    );
+    println!("group reuse: untouched");
+    unrelated.kill().expect("kill");
+    unrelated.wait().expect("reap");
+}

@@ -1,0 +1,42 @@
+//! `stop-run HOME PORT ID`: one stop from a separate process (for the overlapping-stops test).
+//! Prints `outcome=<outcome> state=<assessment> receipt=<written_at_ns|none>`.
+
+use std::path::Path;
+
+use refine_protocol::RegistrationId;
+use refine_supervisor::registry::Runtime;
+use refine_supervisor::stop::{self, StopOptions, StopOutcome};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [home, port, id] = args.as_slice() else {
+        eprintln!("usage: stop-run HOME PORT ID");
+        std::process::exit(2);
+    };
+    let rt = Runtime::open_existing(Path::new(home), port.parse().expect("port")).expect("runtime");
+    let id = RegistrationId::parse(id).expect("id");
+    let reg = rt.read_registration(id).expect("registration");
+    match stop::stop(&rt, &reg, &StopOptions::default()) {
+        Ok(report) => {
+            let outcome = match report.outcome {
+                StopOutcome::AlreadyExited => "already_exited",
+                StopOutcome::Stopped => "stopped",
+                StopOutcome::KilledUnverified => "killed_unverified",
+                StopOutcome::NotSignalled => "not_signalled",
+            };
+            let receipt = report
+                .assessment
+                .receipt()
+                .map(|r| r.written_at_ns.to_string())
+                .unwrap_or_else(|| "none".into());
+            println!(
+                "outcome={outcome} state={} receipt={receipt}",
+                report.assessment.name()
+            );
+        }
+        Err(e) => {
+            eprintln!("stop failed: {e}: {e:?}");
+            std::process::exit(1);
+        }
+    }
+}

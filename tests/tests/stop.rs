@@ -1,0 +1,322 @@
+//! The one stop (SPEC T1–T4) against real process trees.
+
+use std::process::Command;
+use std::time::Duration;
+
+use refine_protocol::ProcessWitness;
+use refine_supervisor::assess::{self, Assessment, ExitProof, KERNEL_BOOT};
+use refine_supervisor::procfs::{self, State};
+use refine_supervisor::signal::{self, Signal, SignalError, Verified};
+use refine_supervisor::stop::{self, StopError, StopOptions, StopOutcome, Target};
+use refine_tests::wait_until;
+
+use refine_tests::stopkit::*;
+
+const TREE_BUILDER: &str = env!("CARGO_BIN_EXE_tree-builder");
+
+fn launch(rt: &refine_supervisor::registry::Runtime, args: &[&str]) -> Launched {
+    launch_stand_in(rt, std::path::Path::new(TREE_BUILDER), args)
+}
+
+/// 4 sessions x 3 groups x (leader + 4 leaves), 6 SIGTERM-ignorers, a forker and a stopped leaf:
+/// 66 processes below the workload.
+const BIG_TREE: &[&str] = &[
+    "--sessions",
+    "4",
+    "--groups",
+    "3",
+    "--leaves",
+    "4",
+    "--ignorers",
+    "6",
+    "--forker",
+    "--stopped",
+];
+
+#[test]
+fn stop_proves_exit_of_a_large_tree_by_receipt() {
+    let home = home();
+    let rt = runtime(home.path());
+    let mut scope = launch(&rt, BIG_TREE);
+    let nodes = scope.wait_ready();
+    assert_eq!(nodes, 66);
+    let before = scope.members();
+    assert!(
+        before.len() > 50,
+        "expected a 50+ process tree, saw {}",
+        before.len()
+    );
+    let sessions: std::collections::BTreeSet<i32> = before.iter().map(|m| m.sid).collect();
+    let groups: std::collections::BTreeSet<i32> = before.iter().map(|m| m.pgid).collect();
+    assert!(sessions.len() >= 5, "sessions: {sessions:?}");
+    assert!(groups.len() >= 13, "groups: {groups:?}");
+    assert!(
+        before.iter().any(|m| m.state == State::Stopped),
+        "the stopped leaf is in the tree"
+    );
+
+    let opts = StopOptions {
+        grace: Some(Duration::from_millis(300)),
+        ..StopOptions::default()
+    };
+    let report = stop::stop(&rt, &scope.reg, &opts).expect("stop");
+    assert_eq!(report.outcome, StopOutcome::Stopped, "{report:#?}");
+    let receipt = report.assessment.receipt().expect("exited by receipt");
+    assert_eq!(receipt.registration, scope.reg.id);
+    // The graceful phase went to the workload's group through a verified member.
+    assert!(report.signalled.iter().any(|s| matches!(
+        s.target,
+        Target::Group { pgid, .. } if pgid == scope.reg.hello.workload_pgid as i32
+    ) && s.signal == libc::SIGTERM));
+    assert!(report.killed > 0);
+
+    scope.reap();
+    let left = survivors(&before);
+    assert!(left.is_empty(), "survivors: {left:#?}");
+    // Recomputed from the evidence, not cached.
+    assert!(assess::assess(&rt, &scope.reg, &KERNEL_BOOT).is_exited());
+}
+
+#[test]
+fn stop_without_grace_kills_sigterm_ignorers_and_detached_sessions() {
+    let home = home();
+    let rt = runtime(home.path());
+    let mut scope = launch(
+        &rt,
+        &[
+            "--sessions",
+            "3",
+            "--groups",
+            "2",
+            "--leaves",
+            "3",
+            "--ignorers",
+            "18",
+            "--orphan",
+            "--then",
+            "exit",
+        ],
+    );
+    scope.wait_ready();
+    // The workload and the session leaders exit: their descendants are the guardian's now.
+    let reg = scope.reg.clone();
+    assert!(wait_until(GENEROUS, || !running(&reg.hello.workload)));
+    let before = scope.members();
+    assert!(before.len() >= 24, "{before:#?}");
+    assert!(before
+        .iter()
+        .all(|m| m.ppid != reg.hello.workload.pid as i32));
+
+    let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
+    assert_eq!(report.outcome, StopOutcome::Stopped, "{report:#?}");
+    assert!(!report.signalled.iter().any(|s| s.signal == libc::SIGTERM));
+    scope.reap();
+    let left = survivors(&before);
+    assert!(left.is_empty(), "survivors: {left:#?}");
+}
+
+#[test]
+fn stopping_an_exited_scope_reports_it_and_signals_nothing() {
+    let home = home();
+    let rt = runtime(home.path());
+    let mut scope = launch(&rt, &["--sessions", "0", "--then", "exit"]);
+    scope.reap();
+    let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
+    assert_eq!(report.outcome, StopOutcome::AlreadyExited);
+    assert!(report.signalled.is_empty());
+    assert!(matches!(
+        report.assessment,
+        Assessment::Exited {
+            proof: ExitProof::Receipt(_)
+        }
+    ));
+}
+
+#[test]
+fn quiescence_failure_resumes_exactly_what_it_stopped() {
+    let home = home();
+    let rt = runtime(home.path());
+    let mut scope = launch(
+        &rt,
+        &[
+            "--sessions",
+            "2",
+            "--groups",
+            "2",
+            "--leaves",
+            "3",
+            "--forker",
+            "--stopped",
+        ],
+    );
+    scope.wait_ready();
+    let before = scope.members();
+    let already: Vec<ProcessWitness> = before
+        .iter()
+        .filter(|m| m.state == State::Stopped)
+        .map(|m| m.witness)
+        .collect();
+    assert_eq!(already.len(), 1, "one leaf stopped itself: {before:#?}");
+
+    // A zero budget cannot quiesce a forking tree: two agreeing scans are needed.
+    let opts = StopOptions {
+        budget: Duration::ZERO,
+        ..StopOptions::default()
+    };
+    let err = stop::stop(&rt, &scope.reg, &opts).expect_err("must not quiesce");
+    let StopError::Quiescence(evidence) = err else {
+        panic!("expected a quiescence failure, got {err:?}");
+    };
+    assert!(!evidence.stopped.is_empty());
+    assert_eq!(evidence.found_stopped, already);
+    assert!(evidence.last_scan.len() >= before.len() - 1);
+    // Everything this attempt stopped was resumed (or is gone); nothing else was touched.
+    for w in &evidence.stopped {
+        assert!(
+            evidence.resumed.contains(w) || !exists(w),
+            "{w:?} not resumed"
+        );
+        assert!(
+            wait_until(GENEROUS, || procfs::stat_of(w)
+                .unwrap()
+                .is_none_or(|s| !s.state.is_stopped())),
+            "{w:?} still stopped"
+        );
+    }
+    for w in &already {
+        let s = procfs::stat_of(w)
+            .unwrap()
+            .expect("pre-stopped leaf exists");
+        assert_eq!(s.state, State::Stopped, "the pre-stopped leaf was resumed");
+    }
+    // Evidence kept: the scope is still live and the record and proof are there.
+    assert!(assess::assess(&rt, &scope.reg, &KERNEL_BOOT).is_live());
+    assert!(rt.record_path(scope.reg.id).exists());
+
+    // With a real budget the same stop succeeds.
+    let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
+    assert_eq!(report.outcome, StopOutcome::Stopped);
+    scope.reap();
+    let left = survivors(&before);
+    assert!(left.is_empty(), "survivors: {left:#?}");
+}
+
+#[test]
+fn group_signals_never_reach_a_group_id_of_one_or_less() {
+    let mut child = Command::new(TREE_BUILDER)
+        .args(["--sessions", "0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = rustix::process::Pid::from_child(&child);
+    let me = procfs::stat(pid).unwrap();
+    let v = Verified::open(me.witness()).unwrap();
+    for pgid in [1, 0, -1, i32::MIN] {
+        assert!(
+            matches!(
+                signal::signal_group(&v, pgid, Signal::KILL),
+                Err(SignalError::InvalidGroup(g)) if g == pgid
+            ),
+            "group {pgid} was not refused"
+        );
+    }
+    // A group the verified process is not in is refused too.
+    assert!(matches!(
+        signal::signal_group(&v, me.pgid + 1, Signal::KILL),
+        Err(SignalError::NotMember { .. }) | Err(SignalError::InvalidGroup(_))
+    ));
+    assert!(running(&me.witness()));
+    v.signal(Signal::KILL).unwrap();
+    child.wait().unwrap();
+    // Reaped: the pidfd now reports it gone.
+    assert!(matches!(v.signal(Signal::KILL), Err(SignalError::Gone(_))));
+}
+
+#[test]
+fn overlapping_stops_from_two_processes_serialize_and_agree() {
+    let home = home();
+    let rt = runtime(home.path());
+    let mut scope = launch(
+        &rt,
+        &[
+            "--sessions",
+            "3",
+            "--groups",
+            "2",
+            "--leaves",
+            "3",
+            "--ignorers",
+            "4",
+        ],
+    );
+    scope.wait_ready();
+    let before = scope.members();
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_stop-run"))
+            .arg(home.path())
+            .arg("7000")
+            .arg(scope.reg.id.to_string())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn stop-run")
+    };
+    let (a, b) = (run(), run());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    for o in [&a, &b] {
+        assert!(
+            o.status.success(),
+            "stop-run failed: {}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let field = |o: &std::process::Output, key: &str| -> String {
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{key}=")).map(str::to_owned))
+            .unwrap_or_else(|| panic!("no {key} in {text}"))
+    };
+    let outcomes = [field(&a, "outcome"), field(&b, "outcome")];
+    // Serialized by the fence: one stops, the other finds the scope already exited.
+    assert!(
+        outcomes.contains(&"stopped".to_owned()) && outcomes.contains(&"already_exited".to_owned()),
+        "{outcomes:?}"
+    );
+    // Both report the same final state: exited by the same receipt.
+    assert_eq!(field(&a, "state"), "exited");
+    assert_eq!(field(&b, "state"), "exited");
+    assert_eq!(field(&a, "receipt"), field(&b, "receipt"));
+    scope.reap();
+    let left = survivors(&before);
+    assert!(left.is_empty(), "survivors: {left:#?}");
+}
+
+#[test]
+fn a_reused_pid_and_a_reused_group_id_are_never_signalled() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root for unshare --pid and ns_last_pid");
+        return;
+    }
+    let home = home();
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(env!("CARGO_BIN_EXE_stop-pidreuse"))
+        .arg(home.path())
+        .arg(TREE_BUILDER)
+        .output()
+        .expect("run unshare");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("unshare failed") || stderr.contains("Operation not permitted") {
+        eprintln!("skipped: cannot create a pid namespace here: {stderr}");
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "stop-pidreuse: {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(stdout.contains("pid reuse: refused"), "{stdout}");
+    assert!(stdout.contains("group reuse: untouched"), "{stdout}");
+}
