@@ -3,7 +3,9 @@
 //! that processes are gone.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
@@ -11,6 +13,9 @@ use std::time::Duration;
 use refine_protocol::frame::Hello;
 use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
 use refine_protocol::{BootId, ProcessWitness, ProofIdentity, RegistrationId};
+use refine_supervisor::guardian::{
+    launch_registered, GuardianLink, RegisteredLaunch, Stdio as GuardianStdio,
+};
 use refine_supervisor::procfs;
 use refine_supervisor::registry::Runtime;
 use refine_supervisor::tree::{self, Member, Roots};
@@ -98,6 +103,86 @@ pub fn registration(rt: &Runtime, id: RegistrationId, hello: Hello, proof: &Path
         started_at_unix_ms: 0,
         hello,
         proof_path: proof.display().to_string(),
+    }
+}
+
+/// A scope behind the real `refine-guardian`, launched through
+/// `refine_supervisor::guardian::launch_registered` (registration durable before *start*).
+pub struct GuardianScope {
+    pub link: GuardianLink,
+    pub reg: Registration,
+    pub lines: BufReader<std::io::PipeReader>,
+    pub ready: Option<u32>,
+}
+
+impl GuardianScope {
+    /// Reads the workload's output until `ready N`; returns N.
+    pub fn wait_ready(&mut self) -> u32 {
+        if let Some(n) = self.ready {
+            return n;
+        }
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = self.lines.read_line(&mut line).expect("read");
+            assert!(n > 0, "tree-builder closed its output before `ready`");
+            if let Some(rest) = line.trim().strip_prefix("ready ") {
+                let n = rest.parse().expect("ready count");
+                self.ready = Some(n);
+                return n;
+            }
+        }
+    }
+
+    /// Reaps the guardian (this process's child, by pid).
+    pub fn reap(&mut self) -> std::process::ExitStatus {
+        self.link.wait_guardian().expect("wait guardian")
+    }
+
+    pub fn members(&self) -> Vec<Member> {
+        scan(&self.reg)
+    }
+}
+
+/// The launch request for `argv` with stdout to `out`, stdin `/dev/null`, stderr inherited.
+pub fn request(argv: Vec<OsString>, out: OwnedFd) -> RegisteredLaunch {
+    let null: OwnedFd = std::fs::File::open("/dev/null").expect("/dev/null").into();
+    let err = std::io::stderr()
+        .as_fd()
+        .try_clone_to_owned()
+        .expect("dup stderr");
+    RegisteredLaunch {
+        kind: Kind::Command,
+        label: "stop-test".into(),
+        owner: "tests".into(),
+        purpose: BTreeMap::new(),
+        argv,
+        env: std::env::vars_os().collect(),
+        cwd: None,
+        stdio: GuardianStdio::Fds([null, out, err]),
+        pty: false,
+        new_session: false,
+        limits: Limits::default(),
+        scope_policy: ScopePolicy::Keep,
+        pdeath_signal: 0,
+        start_timeout: Duration::from_secs(30),
+        guardian_exe: None,
+    }
+}
+
+/// Launches `tree-builder TREE_ARGS` behind the real guardian and returns once it started.
+pub fn launch_guardian(rt: &Runtime, tree_builder: &Path, tree_args: &[&str]) -> GuardianScope {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    let mut argv: Vec<OsString> = vec![tree_builder.into()];
+    argv.extend(tree_args.iter().map(OsString::from));
+    let id = rt.new_id().expect("id");
+    let (reg, link) =
+        launch_registered(rt, id, request(argv, writer.into())).expect("launch through guardian");
+    GuardianScope {
+        link,
+        reg,
+        lines: BufReader::new(reader),
+        ready: None,
     }
 }
 

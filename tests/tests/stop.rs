@@ -14,8 +14,8 @@ use refine_tests::stopkit::*;
 
 const TREE_BUILDER: &str = env!("CARGO_BIN_EXE_tree-builder");
 
-fn launch(rt: &refine_supervisor::registry::Runtime, args: &[&str]) -> Launched {
-    launch_stand_in(rt, std::path::Path::new(TREE_BUILDER), args)
+fn launch(rt: &refine_supervisor::registry::Runtime, args: &[&str]) -> GuardianScope {
+    launch_guardian(rt, std::path::Path::new(TREE_BUILDER), args)
 }
 
 /// 4 sessions x 3 groups x (leader + 4 leaves), 6 SIGTERM-ignorers, a forker and a stopped leaf:

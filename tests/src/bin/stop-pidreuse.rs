@@ -89,7 +89,7 @@ fn main() {
     // 2. A scope whose workload exited: its pid and group id are taken by an unrelated process
     //    in its own group. The stop (with a graceful group SIGTERM) must not touch it.
     let rt = Runtime::open(home, 7001).expect("runtime");
-    let mut scope = stopkit::launch_stand_in(
+    let mut scope = stopkit::launch_guardian(
         &rt,
         tree_builder,
         &[
