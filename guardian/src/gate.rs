@@ -270,6 +270,7 @@ fn prepare(spec: &LaunchSpec<'static>, stdio: &[Option<OwnedFd>; 3]) -> Result<(
     if spec.flags & FLAG_PTY != 0 {
         child::set_controlling_tty()?;
     }
+    child::cloexec_from_3();
     child::reset_signals()?;
     for l in spec.rlimits.iter() {
         child::setrlimit(l.resource, l.soft, l.hard)?;

@@ -605,22 +605,44 @@ pub mod child {
     }
 
     /// Every disposition back to `SIG_DFL` (ignored ones survive `execve` otherwise), then an
-    /// empty mask.
+    /// empty mask. The raw `rt_sigaction` is used so that the signals libc keeps for itself (32,
+    /// 33) are reset too; an all-zero kernel `struct sigaction` is `SIG_DFL`, no flags, empty
+    /// mask. The kernel refuses `SIGKILL`/`SIGSTOP`, which cannot be ignored anyway.
     pub fn reset_signals() -> Result<(), Errno> {
-        // SAFETY: sigaction is plain data; zeroed with sa_sigaction = SIG_DFL is the default
-        // action. Numbers the kernel refuses (KILL, STOP, libc-internal) just fail.
-        unsafe {
-            let mut act: libc::sigaction = core::mem::zeroed();
-            act.sa_sigaction = libc::SIG_DFL;
-            libc::sigemptyset(&mut act.sa_mask);
-            for sig in 1..libc::SIGRTMAX() + 1 {
-                libc::sigaction(sig, &act, core::ptr::null_mut());
-            }
+        let dfl = [0u64; 4]; // larger than the kernel's struct sigaction on every Linux arch
+        for sig in 1..=64 as c_int {
+            // SAFETY: dfl is a live, zeroed buffer at least the size of the kernel's struct
+            // sigaction; the old action is not requested; sigsetsize is the kernel's (8).
+            unsafe {
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    sig,
+                    dfl.as_ptr(),
+                    core::ptr::null_mut::<c_void>(),
+                    8usize,
+                )
+            };
         }
         let empty = sigset_empty();
         // SAFETY: empty is an initialized sigset_t.
         cvt(unsafe { libc::sigprocmask(libc::SIG_SETMASK, &empty, core::ptr::null_mut()) })
             .map(drop)
+    }
+
+    /// Marks every descriptor from 3 up close-on-exec, so the workload gets exactly its
+    /// stdin, stdout and stderr (nothing the launcher leaked to the guardian). Kernels before
+    /// 5.11 lack the flag: then inherited descriptors stay as the launcher left them.
+    #[doc(alias = "close_range")]
+    pub fn cloexec_from_3() {
+        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on descriptors.
+        unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_uint,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
+            )
+        };
     }
 
     pub fn setrlimit(resource: u32, soft: u64, hard: u64) -> Result<(), Errno> {
