@@ -52,8 +52,13 @@ pub enum RecoveryAction {
     Stopped { report: StopReport },
     /// Already exited (receipt or an ended boot): released.
     Released { assessment: Assessment },
-    /// Unverified: kept with its evidence, capacity held.
-    Kept { reason: UnverifiedReason },
+    /// Unverified: kept with its evidence, capacity held. If its guardian is gone (same boot),
+    /// the processes still witnessed for it were killed through the stop (`stop`); that
+    /// proves nothing, so the registration stays unverified.
+    Kept {
+        reason: UnverifiedReason,
+        stop: Option<StopReport>,
+    },
     /// Its lock is held by a live launcher or another recovery: left to its owner.
     Owned,
     /// The stop failed; evidence kept.
@@ -151,16 +156,13 @@ pub fn recover_one(
         },
         a @ Assessment::Exited { .. } => RecoveryAction::Released { assessment: a },
         Assessment::Unverified { reason } => {
-            // A gone guardian may have left witnessed processes: kill them (verified only), then
-            // keep the registration unverified either way.
-            if reason == UnverifiedReason::GuardianGoneWithoutReceipt {
-                if let Ok(report) = stop::stop_fenced(runtime, &reg, &opts.stop, &fence) {
-                    if report.killed > 0 {
-                        return RecoveryAction::Stopped { report };
-                    }
-                }
-            }
-            RecoveryAction::Kept { reason }
+            // The stop kills what is still witnessed for a same-boot scope whose guardian is
+            // gone (verified witnesses only) and signals nothing otherwise; the registration is
+            // kept unverified either way.
+            let stop = stop::stop_fenced(runtime, &reg, &opts.stop, &fence)
+                .ok()
+                .filter(|r| r.killed > 0);
+            RecoveryAction::Kept { reason, stop }
         }
     }
 }

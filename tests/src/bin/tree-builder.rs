@@ -2,14 +2,15 @@
 //!
 //! ```text
 //! tree-builder [--sessions S] [--groups G] [--leaves N] [--ignorers K] [--forker] [--stopped]
-//!              [--orphan] [--then stay|exit]
+//!              [--orphan] [--ignore-term] [--then stay|exit]
 //! tree-builder --stand-in-guardian --proof PATH --registration HEX --runtime HEX [tree options]
 //! ```
 //!
 //! The tree: S session leaders (`setsid`), each with G process groups, each group a leader plus N
 //! leaves. The first K leaves ignore SIGTERM; `--forker` adds a leaf that keeps forking sleepers;
 //! `--stopped` adds a leaf that SIGSTOPs itself after reporting. `--orphan` makes the session
-//! leaders exit once their groups are up (their descendants are reparented). Every node writes one
+//! leaders exit once their groups are up (their descendants are reparented); `--ignore-term`
+//! makes the root itself ignore SIGTERM. Every node writes one
 //! line to an internal pipe once it is set up; the root prints `ready <nodes>` when all are up,
 //! then stays (default) or exits (`--then exit`).
 //!
@@ -104,6 +105,7 @@ fn root(args: &[String]) {
             "--forker" => plan.forker = true,
             "--stopped" => plan.stopped = true,
             "--orphan" => plan.orphan = true,
+            "--ignore-term" => ignore_sigterm(),
             opt @ ("--sessions" | "--groups" | "--leaves" | "--ignorers" | "--then") => {
                 let v = value();
                 match opt {
@@ -119,7 +121,10 @@ fn root(args: &[String]) {
             }
             other => panic!("unknown argument {other}"),
         }
-        if matches!(a.as_str(), "--forker" | "--stopped" | "--orphan") {
+        if matches!(
+            a.as_str(),
+            "--forker" | "--stopped" | "--orphan" | "--ignore-term"
+        ) {
             tree_args.push(a.clone());
         }
     }
