@@ -196,7 +196,7 @@ fn main() {
     let mut outside = Vec::new();
     let mut inside = Vec::new();
     for n in 0..50u64 {
-        let (r, w) = rustix::pipe::pipe().expect("pipe");
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe");
         let null: OwnedFd = File::options()
             .write(true)
             .open("/dev/null")
