@@ -265,3 +265,167 @@ fn artifact_ids(rt: &Runtime) -> Result<BTreeSet<RegistrationId>, RetentionError
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::MetadataExt;
+
+    use refine_protocol::{
+        BootId, Hello, Kind, Limits, ProcessWitness, ProofIdentity, ScopePolicy,
+    };
+
+    use super::*;
+
+    fn register(rt: &Runtime) -> Registration {
+        let id = rt.new_id().unwrap();
+        let reg = Registration {
+            id,
+            runtime: rt.id(),
+            kind: Kind::Command,
+            label: String::new(),
+            owner: String::new(),
+            purpose: BTreeMap::new(),
+            argv: vec!["true".into()],
+            cwd: "/".into(),
+            stdout_path: rt.log_path(id, Stream::Stdout).display().to_string(),
+            stderr_path: rt.log_path(id, Stream::Stderr).display().to_string(),
+            stdin_path: None,
+            pty: false,
+            limits: Limits::default(),
+            scope_policy: ScopePolicy::Keep,
+            started_at_unix_ms: 0,
+            hello: Hello {
+                guardian: ProcessWitness::default(),
+                boot_id: BootId::default(),
+                workload: ProcessWitness::default(),
+                workload_pgid: 0,
+                workload_sid: 0,
+                proof: ProofIdentity::default(),
+            },
+            proof_path: rt.proof_path(id).display().to_string(),
+        };
+        rt.write_registration(&reg).unwrap();
+        fs::write(rt.log_path(id, Stream::Stdout), b"out").unwrap();
+        fs::write(rt.log_path(id, Stream::Stderr), b"err!").unwrap();
+        fs::write(rt.proof_path(id), b"proof").unwrap();
+        // Create the lock file the way every consumer does.
+        drop(rt.lock(id, LOCK_WAIT).unwrap());
+        reg
+    }
+
+    fn ino(p: &std::path::Path) -> u64 {
+        fs::metadata(p).unwrap().ino()
+    }
+
+    #[test]
+    fn deletes_only_artifacts_of_exited_scopes() {
+        let home = tempfile::tempdir().unwrap();
+        let rt = Runtime::open(home.path(), 1).unwrap();
+        let exited = register(&rt);
+        let live = register(&rt);
+        let unverified = register(&rt);
+        let corrupt = register(&rt);
+        fs::write(rt.record_path(corrupt.id), b"not a record").unwrap();
+        let orphan = rt.new_id().unwrap();
+        fs::write(rt.log_path(orphan, Stream::Stdout), b"no record").unwrap();
+        let lock_inodes: Vec<u64> = [exited.id, live.id, unverified.id]
+            .iter()
+            .map(|&i| ino(&rt.lock_path(i)))
+            .collect();
+
+        let assess = |_: &Runtime, reg: &Registration| {
+            if reg.id == exited.id || reg.id == corrupt.id {
+                Evidence::Exited(None)
+            } else if reg.id == live.id {
+                Evidence::NotExited {
+                    state: "live",
+                    reason: String::new(),
+                }
+            } else {
+                Evidence::NotExited {
+                    state: "unverified",
+                    reason: "guardian gone without a receipt".into(),
+                }
+            }
+        };
+        let dry = retire(
+            &rt,
+            Options {
+                older_than: Duration::ZERO,
+                dry_run: true,
+            },
+            &assess,
+        )
+        .unwrap();
+        assert_eq!(dry.deleted_files, 0);
+        assert!(rt.log_path(exited.id, Stream::Stdout).exists());
+        let e = dry
+            .entries
+            .iter()
+            .find(|e| e.id == exited.id.to_string())
+            .unwrap();
+        assert_eq!(e.action, Action::WouldDelete);
+
+        // Too young: kept.
+        let young = retire(&rt, Options::default(), &assess).unwrap();
+        assert_eq!(young.deleted_files, 0);
+
+        let r = retire(
+            &rt,
+            Options {
+                older_than: Duration::ZERO,
+                dry_run: false,
+            },
+            &assess,
+        )
+        .unwrap();
+        assert_eq!((r.deleted_files, r.deleted_bytes), (2, 7));
+        assert!(!rt.log_path(exited.id, Stream::Stdout).exists());
+        assert!(!rt.log_path(exited.id, Stream::Stderr).exists());
+        // Records, proofs and locks stay; lock inodes are unchanged.
+        assert!(rt.record_path(exited.id).exists());
+        assert!(rt.proof_path(exited.id).exists());
+        for reg in [&live, &unverified, &corrupt] {
+            assert!(rt.log_path(reg.id, Stream::Stdout).exists());
+            assert!(rt.log_path(reg.id, Stream::Stderr).exists());
+        }
+        assert!(rt.log_path(orphan, Stream::Stdout).exists());
+        let kept = |id: RegistrationId| {
+            r.entries
+                .iter()
+                .find(|e| e.id == id.to_string())
+                .unwrap()
+                .clone()
+        };
+        assert!(kept(corrupt.id).reason.contains("not intact"));
+        assert!(kept(orphan).reason.contains("missing record"));
+        assert!(kept(unverified.id).reason.starts_with("unverified"));
+        let after: Vec<u64> = [exited.id, live.id, unverified.id]
+            .iter()
+            .map(|&i| ino(&rt.lock_path(i)))
+            .collect();
+        assert_eq!(lock_inodes, after);
+    }
+
+    #[test]
+    fn a_held_lock_keeps_the_artifacts() {
+        let home = tempfile::tempdir().unwrap();
+        let rt = Runtime::open(home.path(), 1).unwrap();
+        let reg = register(&rt);
+        let held = rt.lock(reg.id, LOCK_WAIT).unwrap();
+        let r = retire(
+            &rt,
+            Options {
+                older_than: Duration::ZERO,
+                dry_run: false,
+            },
+            &|_, _| Evidence::Exited(None),
+        )
+        .unwrap();
+        assert_eq!(r.deleted_files, 0);
+        assert!(r.entries[0].reason.contains("lock"));
+        drop(held);
+        assert!(rt.log_path(reg.id, Stream::Stdout).exists());
+    }
+}
