@@ -583,7 +583,7 @@ fn record_json(reg: &Registration) -> serde_json::Value {
     })
 }
 
-fn receipt_json(r: &Receipt) -> serde_json::Value {
+pub fn receipt_json(r: &Receipt) -> serde_json::Value {
     let (status, exit_code, signal) = status_fields(Some(r.status));
     json!({
         "registration": r.registration.to_string(),

@@ -25,10 +25,13 @@ use refine_protocol::api::{self, ErrorKind, LaunchSpec, Reply, Request, Response
 use refine_protocol::{Registration, RegistrationId};
 use serde_json::json;
 
+use std::collections::BTreeMap;
+
 use crate::cli::{self, Assessed, CliError};
 use crate::fence::{self, FenceError};
 use crate::registry::{RegistryError, Runtime};
 use crate::retention;
+use crate::{assess, recover, stop};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -59,6 +62,8 @@ pub enum ServiceError {
     Fence(#[from] FenceError),
     #[error("the launch engine is not available in this build")]
     EngineUnavailable,
+    #[error("recovery failed")]
+    Recover(#[from] recover::RecoverError),
 }
 
 fn io_err(op: &'static str) -> impl FnOnce(io::Error) -> ServiceError {
@@ -68,25 +73,148 @@ fn io_err(op: &'static str) -> impl FnOnce(io::Error) -> ServiceError {
 // ---------------------------------------------------------------------------------------------
 // Shared operations (CLI and service).
 
-/// The one shared assessment, flattened for display.
-pub fn assess_one(_rt: &Runtime, _reg: &Registration) -> Assessed {
-    Assessed {
-        state: "unverified",
-        reason: Some("assessment not wired yet".into()),
-        receipt: None,
+/// The one shared assessment (A1), flattened for display.
+pub fn assess_one(rt: &Runtime, reg: &Registration) -> Assessed {
+    flatten(&assess::assess(rt, reg, &assess::KERNEL_BOOT))
+}
+
+/// An [`assess::Assessment`] as the CLI shows it.
+pub fn flatten(a: &assess::Assessment) -> Assessed {
+    match a {
+        assess::Assessment::Live => Assessed {
+            state: "live",
+            reason: None,
+            receipt: None,
+        },
+        assess::Assessment::Exited { proof } => match proof {
+            assess::ExitProof::Receipt(r) => Assessed {
+                state: "exited",
+                reason: None,
+                receipt: Some(*r),
+            },
+            assess::ExitProof::EarlierBoot { boot_id } => Assessed {
+                state: "exited",
+                reason: Some(format!("boot {boot_id} has ended (no receipt needed)")),
+                receipt: None,
+            },
+        },
+        assess::Assessment::Unverified { reason } => Assessed {
+            state: "unverified",
+            reason: Some(reason_text(reason)),
+            receipt: None,
+        },
+    }
+}
+
+/// `guardian gone without receipt`, or the reason's fields as compact JSON.
+fn reason_text(reason: &impl serde::Serialize) -> String {
+    match serde_json::to_value(reason) {
+        Ok(serde_json::Value::String(s)) => s.replace('_', " "),
+        Ok(serde_json::Value::Object(m)) if m.len() == 1 => {
+            let (k, v) = m.into_iter().next().unwrap_or_default();
+            format!("{}: {v}", k.replace('_', " "))
+        }
+        Ok(v) => v.to_string(),
+        Err(e) => e.to_string(),
     }
 }
 
 /// The shared stop for one registration; the `stop --json` document. `state` is `exited` only
 /// when a verified receipt proves it.
 pub fn stop_one(rt: &Runtime, reg: &Registration) -> serde_json::Value {
-    let a = assess_one(rt, reg);
-    json!({ "id": reg.id.to_string(), "state": a.state, "reason": a.reason, "stopped": false })
+    match stop::stop(rt, reg, &stop::StopOptions::default()) {
+        Ok(report) => {
+            let a = flatten(&report.assessment);
+            json!({
+                "id": reg.id.to_string(),
+                "outcome": report.outcome,
+                "state": a.state,
+                "reason": a.reason,
+                "killed": report.killed,
+                "signalled": report.signalled.len(),
+                "timings_ms": {
+                    "fence_wait": report.timings.fence_wait.as_secs_f64() * 1e3,
+                    "quiesce": report.timings.quiesce.as_secs_f64() * 1e3,
+                    "kill_to_exit": report.timings.kill_to_exit.as_secs_f64() * 1e3,
+                    "total": report.timings.total.as_secs_f64() * 1e3,
+                },
+                "receipt": a.receipt.as_ref().map(cli::receipt_json),
+            })
+        }
+        Err(e) => {
+            let a = assess_one(rt, reg);
+            json!({
+                "id": reg.id.to_string(),
+                "outcome": "failed",
+                "state": a.state,
+                "reason": error_chain(&e),
+                "error": error_chain(&e),
+            })
+        }
+    }
 }
 
-/// The recovery pass; the `recover --json` document.
-pub fn recover_all(_rt: &Runtime) -> Result<serde_json::Value, ServiceError> {
-    Ok(json!({ "registrations": [] }))
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The recovery pass (A4); the `recover --json` document: a `summary` of actions and, per
+/// registration, its `id`, the `action` taken, and the `state` and `reason` afterwards.
+pub fn recover_all(rt: &Runtime) -> Result<serde_json::Value, ServiceError> {
+    use recover::RecoveryAction as A;
+    let report = recover::recover(rt, &recover::RecoverOptions::default())?;
+    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut entries = Vec::with_capacity(report.entries.len());
+    for e in &report.entries {
+        let (action, after) = match &e.action {
+            A::Stopped { report } => ("stopped", flatten(&report.assessment)),
+            A::Released { assessment } => ("released", flatten(assessment)),
+            A::Kept { reason, .. } => (
+                "kept",
+                Assessed {
+                    state: "unverified",
+                    reason: Some(reason_text(reason)),
+                    receipt: None,
+                },
+            ),
+            A::StopFailed { error, assessment } => {
+                let mut a = flatten(assessment);
+                a.reason = Some(error_chain(error));
+                ("stop_failed", a)
+            }
+            A::Owned => (
+                "owned",
+                match rt.read_registration(e.id) {
+                    Ok(reg) => assess_one(rt, &reg),
+                    Err(err) => corrupt(&err),
+                },
+            ),
+            A::Corrupt { error } => ("corrupt", corrupt(error)),
+        };
+        *counts.entry(action).or_default() += 1;
+        entries.push(json!({
+            "id": e.id.to_string(),
+            "action": action,
+            "state": after.state,
+            "reason": after.reason,
+        }));
+    }
+    Ok(json!({ "summary": counts, "registrations": entries }))
+}
+
+fn corrupt(err: &RegistryError) -> Assessed {
+    Assessed {
+        state: "corrupt",
+        reason: Some(error_chain(err)),
+        receipt: None,
+    }
 }
 
 /// One retention pass with the shared assessment as the evidence.
@@ -178,9 +306,18 @@ pub fn serve(
     init_tracing(&rt)?;
     tracing::info!(port, home = %home.display(), pid = std::process::id(), "service starting");
 
+    let t = std::time::Instant::now();
     match recover_all(&rt) {
-        Ok(doc) => tracing::info!(report = %doc, "recovery at start"),
-        Err(e) => tracing::error!(error = %e, "recovery at start failed"),
+        Ok(doc) => {
+            let elapsed_ms = t.elapsed().as_millis() as u64;
+            tracing::info!(elapsed_ms, summary = %doc["summary"], "recovery at start");
+            for e in doc["registrations"].as_array().into_iter().flatten() {
+                if e["action"] != "released" {
+                    tracing::info!(entry = %e, "recovery");
+                }
+            }
+        }
+        Err(e) => tracing::error!(error = %error_chain(&e), "recovery at start failed"),
     }
 
     let state = Arc::new(State {

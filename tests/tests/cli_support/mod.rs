@@ -140,6 +140,29 @@ impl Home {
     }
 }
 
+/// Runs `cmd` to its exit with stdout/stderr captured through files.
+pub fn output_of(mut cmd: Command) -> Output {
+    let out = tempfile::tempfile().expect("tempfile");
+    let err = tempfile::tempfile().expect("tempfile");
+    let status = cmd
+        .stdout(out.try_clone().expect("dup"))
+        .stderr(err.try_clone().expect("dup"))
+        .status()
+        .expect("spawn refine-supervisor");
+    let read = |mut f: std::fs::File| {
+        use std::io::{Read, Seek};
+        let mut v = Vec::new();
+        f.rewind().expect("rewind");
+        f.read_to_end(&mut v).expect("read output");
+        v
+    };
+    Output {
+        status,
+        stdout: read(out),
+        stderr: read(err),
+    }
+}
+
 pub fn parse(args: &[&str], out: &Output) -> Value {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not one JSON document ({e}): {}", describe(args, out)))
@@ -198,4 +221,43 @@ pub fn alive(pid: u64, start_time: u64) -> bool {
     let fields: Vec<&str> = stat[close + 1..].split_ascii_whitespace().collect();
     fields.first().is_some_and(|s| *s != "Z" && *s != "X")
         && fields.get(19).and_then(|s| s.parse::<u64>().ok()) == Some(start_time)
+}
+
+/// Signals the process `(pid, start_time)` through a pidfd, after checking (with the pidfd
+/// holding it) that the pid still names that process. Returns whether it was signalled.
+pub fn kill_witness(pid: u64, start_time: u64, sig: rustix::process::Signal) -> bool {
+    let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
+        return false;
+    };
+    let Ok(fd) = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) else {
+        return false;
+    };
+    if !alive(pid, start_time) {
+        return false;
+    }
+    rustix::process::pidfd_send_signal(&fd, sig).is_ok()
+}
+
+/// The `show --json` document of `id`.
+pub fn show(home: &Home, id: &str) -> Value {
+    home.json(&["show", id, "--json"])
+}
+
+/// (pid, start_time) of the guardian and the workload, from the record.
+pub fn witnesses(home: &Home, id: &str) -> [(u64, u64); 2] {
+    let s = show(home, id);
+    let w = |k: &str| {
+        (
+            s["record"][k]["pid"].as_u64().expect("pid"),
+            s["record"][k]["start_time"].as_u64().expect("start_time"),
+        )
+    };
+    [w("guardian"), w("workload")]
+}
+
+/// Starts `run -- ARGV` (its result is not awaited) and returns the new id once it is listed.
+pub fn run_returning(home: &Home, argv: &[&str]) -> (Output, String) {
+    let (out, doc) = home.run_json(argv);
+    let id = doc["id"].as_str().expect("id in run --json").to_owned();
+    (out, id)
 }
