@@ -544,8 +544,8 @@ impl Capture {
     ) -> Result<Ready, CaptureError> {
         let now = Instant::now();
         if self.drain_deadline.is_some_and(|d| now >= d) {
-            // The drain is over: only the control descriptors are of interest.
-            return poll_extra(extra, deadline);
+            // The drain is over: report the control descriptors without waiting.
+            return poll_extra(extra, Some(now));
         }
         let until = match (deadline, self.drain_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -10,7 +10,8 @@
 //! - [`signal`]: the one pidfd-verified signal helper.
 //! - [`fence`]: bounded `flock` fences (runtime stop fence, per-registration locks).
 //! - [`stop`]: the one stop. [`assess`]: the one assessment. [`recover`]: restart recovery.
-//! - [`capture`], [`pty`], [`env_policy`]: launch-engine building blocks.
+//! - [`launch`]: the one launch API (the engine); [`capture`], [`pty`], [`deadline`],
+//!   [`env_policy`]: its building blocks.
 //! - [`capacity`]: admission (C1–C3). [`retention`]: log retirement (R1–R3).
 //! - [`cli`]: the operator command line. [`service`]: `serve` and the socket API.
 #![forbid(unsafe_code)]
@@ -19,10 +20,12 @@ pub mod assess;
 pub mod capacity;
 pub mod capture;
 pub mod cli;
+pub mod deadline;
 pub mod durable;
 pub mod env_policy;
 pub mod fence;
 pub mod guardian;
+pub mod launch;
 pub mod procfs;
 pub mod pty;
 pub mod recover;

@@ -1,0 +1,624 @@
+//! The launch engine end to end (SPEC S1–S11): real guardian, real workloads, real kernel.
+//!
+//! Every launch goes through `Supervisor::launch`; this test process never reaps anything but
+//! what the engine reaps (the guardian, by pid). Processes a kept scope leaves behind are found by
+//! their `REFINE_OWNER` marker and ended through a pidfd that is verified after opening.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use refine_protocol::record::{Kind, ScopePolicy};
+use refine_protocol::{Receipt, RegistrationId, ScopeEnd as ReceiptEnd, WorkloadStatus};
+use refine_supervisor::capture::{Incomplete, StreamState, Utf8Chunks};
+use refine_supervisor::env_policy::{EnvMap, LoginEnv};
+use refine_supervisor::launch::{
+    LaunchRequest, LaunchResult, Outcome, ScopeState, StdinMode, Supervisor,
+};
+use refine_supervisor::pty::WindowSize;
+use refine_supervisor::registry::{Runtime, Stream};
+use refine_tests::{bin, wait_until};
+use sha2::{Digest, Sha256};
+
+const PRODUCER: &str = env!("CARGO_BIN_EXE_cap-producer");
+const MIB: usize = 1024 * 1024;
+/// Generous: the machine is shared by several builds.
+const SLACK: Duration = Duration::from_secs(20);
+
+struct Fixture {
+    _home: tempfile::TempDir,
+    sup: Supervisor,
+}
+
+fn guardian() -> PathBuf {
+    std::env::var_os("REFINE_GUARDIAN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| bin("refine-guardian"))
+}
+
+fn fixture() -> Fixture {
+    fixture_with(None, None)
+}
+
+fn fixture_with(daemon: Option<EnvMap>, login: Option<EnvMap>) -> Fixture {
+    let home = tempfile::tempdir().unwrap();
+    let rt = Runtime::open(home.path(), 4242).unwrap();
+    let mut sup = Supervisor::new(rt)
+        .with_guardian_exe(guardian())
+        .with_login_env(Arc::new(LoginEnv::fixed(login)));
+    if let Some(d) = daemon {
+        sup = sup.with_daemon_env(d);
+    }
+    Fixture { _home: home, sup }
+}
+
+fn req(kind: Kind, argv: &[&str]) -> LaunchRequest {
+    let mut r = LaunchRequest::new(kind, argv.iter().copied());
+    r.label = "engine-test".into();
+    r
+}
+
+fn describe(r: &LaunchResult) -> String {
+    let text = |s| {
+        r.capture
+            .stream(s)
+            .map(|c| String::from_utf8_lossy(&c.kept()[..c.kept().len().min(2000)]).into_owned())
+            .unwrap_or_default()
+    };
+    format!(
+        "argv {:?}: outcome {:?}, status {:?}, scope {:?}\nstdout: {}\nstderr: {}",
+        r.registration.argv,
+        r.outcome,
+        r.status,
+        r.scope,
+        text(Stream::Stdout),
+        text(Stream::Stderr)
+    )
+}
+
+/// Every live process carrying `REFINE_OWNER=<id>`, pinned by a pidfd opened before the marker
+/// was (re)checked, so a reused pid is never mistaken for one of ours.
+fn owned(id: RegistrationId) -> Vec<(i32, OwnedFd)> {
+    let marker = format!("REFINE_OWNER={id}");
+    let has_marker = |pid: i32| {
+        std::fs::read(format!("/proc/{pid}/environ"))
+            .map(|e| e.split(|&b| b == 0).any(|v| v == marker.as_bytes()))
+            .unwrap_or(false)
+    };
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if !has_marker(pid) {
+            continue;
+        }
+        let Some(p) = rustix::process::Pid::from_raw(pid) else {
+            continue;
+        };
+        let Ok(fd) = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(true);
+        if has_marker(pid) && !zombie {
+            out.push((pid, fd));
+        }
+    }
+    out
+}
+
+fn kill_owned(id: RegistrationId) {
+    for (_, fd) in owned(id) {
+        let _ = rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL);
+    }
+}
+
+fn expect_receipt(r: &mut LaunchResult) -> Receipt {
+    let end = r
+        .scope_watch
+        .wait(SLACK)
+        .unwrap_or_else(|| panic!("no scope end within {SLACK:?}"))
+        .clone();
+    let receipt = end.receipt.expect("a receipt");
+    verify_receipt(r, &receipt);
+    receipt
+}
+
+/// The receipt on disk decodes and is bound to this registration (SPEC A2's fields).
+fn verify_receipt(r: &LaunchResult, receipt: &Receipt) {
+    let reg = &r.registration;
+    let bytes = std::fs::read(&reg.proof_path).expect("proof file");
+    let on_disk = Receipt::decode(&bytes).expect("receipt decodes");
+    assert_eq!(&on_disk, receipt);
+    assert_eq!(on_disk.registration, reg.id);
+    assert_eq!(on_disk.runtime, reg.runtime);
+    assert_eq!(on_disk.boot_id, reg.hello.boot_id);
+    assert_eq!(on_disk.guardian, reg.hello.guardian);
+    assert_eq!(on_disk.workload, reg.hello.workload);
+    assert_eq!(on_disk.proof, reg.hello.proof);
+    let meta = std::fs::metadata(&reg.proof_path).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((meta.dev(), meta.ino()), (reg.proof().dev, reg.proof().ino));
+}
+
+fn nothing_left(r: &LaunchResult) {
+    let id = r.id;
+    assert!(
+        wait_until(SLACK, || owned(id).is_empty()),
+        "processes of {id} still alive: {:?}",
+        owned(id).iter().map(|(p, _)| *p).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn true_completes_with_registration_and_receipt() {
+    let f = fixture();
+    let mut r = f.sup.run(req(Kind::Command, &["/bin/true"])).unwrap();
+    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(r.status, WorkloadStatus::Exited(0));
+    assert!(r.capture.is_complete());
+    assert!(r.capture_receipt.is_none());
+    let on_disk = f.sup.runtime().read_registration(r.id).unwrap();
+    assert_eq!(on_disk, r.registration);
+    assert_eq!(on_disk.kind, Kind::Command);
+    assert_eq!(on_disk.scope_policy, ScopePolicy::Keep);
+    assert!(on_disk.started_at_unix_ms > 0);
+    let receipt = expect_receipt(&mut r);
+    assert_eq!(receipt.end, ReceiptEnd::Completed);
+    assert!(matches!(r.scope, ScopeState::Exited(_)));
+}
+
+#[test]
+fn missing_program_is_a_typed_spawn_failure() {
+    let f = fixture();
+    let mut r = f
+        .sup
+        .run(req(Kind::Command, &["/nonexistent/refine-no-such-program"]))
+        .unwrap();
+    assert_eq!(
+        r.outcome,
+        Outcome::SpawnFailed {
+            errno: libc::ENOENT
+        },
+        "{}",
+        describe(&r)
+    );
+    assert_eq!(r.status, WorkloadStatus::NeverStarted);
+    expect_receipt(&mut r);
+}
+
+#[test]
+fn a_detached_sleeper_holding_stdout_does_not_hold_the_result() {
+    let f = fixture();
+    let t0 = Instant::now();
+    let mut r = f
+        .sup
+        .run(req(
+            Kind::Command,
+            &["sh", "-c", "(sleep 600 &); echo done"],
+        ))
+        .unwrap();
+    let took = t0.elapsed();
+    assert!(took < SLACK, "took {took:?}: {}", describe(&r));
+    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(r.status, WorkloadStatus::Exited(0));
+    let out = r.capture.stream(Stream::Stdout).unwrap();
+    assert_eq!(out.kept(), b"done\n");
+    assert_eq!(
+        out.state,
+        StreamState::Incomplete(Incomplete::DrainEnded {
+            drain: refine_supervisor::capture::FINAL_DRAIN
+        })
+    );
+    assert!(r.complete_output(Stream::Stdout).is_err());
+    assert!(r.capture_receipt.as_ref().is_some_and(|p| p.exists()));
+    assert_eq!(r.scope, ScopeState::Live, "{}", describe(&r));
+    let left = owned(r.id);
+    assert_eq!(
+        left.len(),
+        1,
+        "the sleeper is live and carries the owner marker"
+    );
+    assert!(r.scope_watch.wait(Duration::ZERO).is_none());
+    kill_owned(r.id);
+    let receipt = expect_receipt(&mut r);
+    assert_eq!(receipt.status, WorkloadStatus::Exited(0));
+}
+
+#[test]
+fn a_writer_after_exit_cannot_delay_the_result() {
+    let f = fixture();
+    let mut q = req(Kind::Command, &[PRODUCER, "orphan-flood"]);
+    q.log_cap = Some(4 * MIB as u64);
+    let t0 = Instant::now();
+    let mut r = f.sup.run(q).unwrap();
+    assert!(t0.elapsed() < SLACK, "{}", describe(&r));
+    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert!(matches!(
+        r.capture.stream(Stream::Stdout).unwrap().state,
+        StreamState::Incomplete(_)
+    ));
+    assert_eq!(r.scope, ScopeState::Live);
+    assert!(
+        !owned(r.id).is_empty(),
+        "the flooder was not killed by capture"
+    );
+    kill_owned(r.id);
+    expect_receipt(&mut r);
+}
+
+#[test]
+fn forty_mib_through_the_engine() {
+    let f = fixture();
+    let count = Arc::new(AtomicU64::new(0));
+    let hash = Arc::new(Mutex::new(Sha256::new()));
+    let (c, h) = (count.clone(), hash.clone());
+    let mut q = req(Kind::Command, &[PRODUCER, "bytes", &(40 * MIB).to_string()]);
+    q.on_output = Some(Box::new(move |s, b| {
+        if s == Stream::Stdout {
+            c.fetch_add(b.len() as u64, Ordering::Relaxed);
+            h.lock().unwrap().update(b);
+        }
+    }));
+    let r = f.sup.run(q).unwrap();
+    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    let out = r.capture.stream(Stream::Stdout).unwrap();
+    assert_eq!(out.kept().len(), 16 * MIB);
+    assert!(matches!(
+        out.state,
+        StreamState::Incomplete(Incomplete::MemoryLimit { .. })
+    ));
+    let producer_sha = String::from_utf8(r.complete_output(Stream::Stderr).unwrap().to_vec())
+        .unwrap()
+        .trim()
+        .to_owned();
+    let artifact_sha: String = Sha256::digest(std::fs::read(&out.artifact).unwrap())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(artifact_sha, producer_sha);
+    assert_eq!(count.load(Ordering::Relaxed), 40 * MIB as u64);
+    let cb_sha: String = hash
+        .lock()
+        .unwrap()
+        .clone()
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(cb_sha, producer_sha);
+    // The capture receipt beside the logs decodes and names the artifact.
+    let path = r.capture_receipt.as_ref().expect("capture receipt");
+    let rec = refine_protocol::CaptureReceipt::decode(&std::fs::read(path).unwrap()).unwrap();
+    assert_eq!(rec.id, r.id);
+    assert_eq!(rec.streams[0].artifact_bytes, 40 * MIB as u64);
+}
+
+#[test]
+fn early_closed_stdout_and_split_utf8() {
+    // close-stdout: stdout ends early, the workload keeps running until its stdin closes.
+    let f = fixture();
+    let (tx, rx) = mpsc::channel();
+    let mut q = req(Kind::Command, &[PRODUCER, "close-stdout"]);
+    q.stdin = StdinMode::Pipe;
+    q.on_output = Some(Box::new(move |s, b| {
+        if s == Stream::Stderr && b.windows(6).any(|w| w == b"closed") {
+            let _ = tx.send(());
+        }
+    }));
+    let h = f.sup.launch(q).unwrap();
+    rx.recv_timeout(SLACK).expect("stdout closed");
+    let pid = h.registration().hello.workload.pid as i32;
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    h.close_input();
+    let r = h.wait().unwrap();
+    assert_eq!(r.status, WorkloadStatus::Exited(3), "{}", describe(&r));
+    assert_eq!(r.complete_output(Stream::Stdout).unwrap(), b"bye\n");
+    assert_eq!(r.complete_output(Stream::Stderr).unwrap(), b"closed\n");
+
+    // utf8-split: the first write ends mid-character; the second follows only after input.
+    let (tx, rx) = mpsc::channel();
+    let text = Arc::new(Mutex::new(String::new()));
+    let t = text.clone();
+    let mut dec = Utf8Chunks::default();
+    let mut q = req(Kind::Command, &[PRODUCER, "utf8-split"]);
+    q.stdin = StdinMode::Pipe;
+    q.on_output = Some(Box::new(move |s, b| {
+        if s == Stream::Stdout {
+            let _ = tx.send(b.to_vec());
+            dec.push(b, |s| t.lock().unwrap().push_str(s));
+        }
+    }));
+    let h = f.sup.launch(q).unwrap();
+    let first = rx.recv_timeout(SLACK).expect("first chunk");
+    assert_eq!(first, b"caf\xc3");
+    h.write_input(b"x").unwrap();
+    let r = h.wait().unwrap();
+    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(*text.lock().unwrap(), "café!\n");
+    assert_eq!(
+        r.complete_output(Stream::Stdout).unwrap(),
+        "café!\n".as_bytes()
+    );
+}
+
+#[test]
+fn completion_timeout_stops_the_whole_tree() {
+    let f = fixture();
+    let mut q = req(Kind::Command, &["sh", "-c", "sleep 600 & sleep 600"]);
+    q.completion_timeout = Some(Duration::from_millis(500));
+    let mut r = f.sup.run(q).unwrap();
+    assert_eq!(r.outcome, Outcome::TimedOut, "{}", describe(&r));
+    assert_eq!(r.registration.limits.completion_timeout_ms, Some(500));
+    expect_receipt(&mut r);
+    nothing_left(&r);
+}
+
+#[test]
+fn idle_timeout_stops_the_whole_tree() {
+    let f = fixture();
+    let mut q = req(
+        Kind::Command,
+        &[
+            "sh",
+            "-c",
+            "sleep 600 & exec \"$0\" idle-then-exit",
+            PRODUCER,
+        ],
+    );
+    q.stdin = StdinMode::Pipe;
+    q.idle_timeout = Some(Duration::from_millis(500));
+    let h = f.sup.launch(q).unwrap();
+    let mut r = h.wait().unwrap();
+    assert_eq!(r.outcome, Outcome::IdleTimeout, "{}", describe(&r));
+    assert_eq!(r.registration.limits.idle_timeout_ms, Some(500));
+    expect_receipt(&mut r);
+    nothing_left(&r);
+}
+
+const DAEMON: &str = "setsid sleep 600 </dev/null >/dev/null 2>&1 & echo started";
+
+#[test]
+fn quality_stops_a_setsid_daemon_after_the_result() {
+    let f = fixture();
+    let mut r = f
+        .sup
+        .run(req(Kind::Quality, &["sh", "-c", DAEMON]))
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(r.status, WorkloadStatus::Exited(0));
+    assert_eq!(r.complete_output(Stream::Stdout).unwrap(), b"started\n");
+    assert_eq!(r.registration.scope_policy, ScopePolicy::Stop);
+    assert!(
+        matches!(r.scope, ScopeState::Stopping | ScopeState::Exited(_)),
+        "{}",
+        describe(&r)
+    );
+    expect_receipt(&mut r);
+    assert!(r
+        .scope_watch
+        .wait(Duration::ZERO)
+        .unwrap()
+        .stop_failure
+        .is_none());
+    nothing_left(&r);
+}
+
+#[test]
+fn keep_leaves_a_setsid_daemon_live_until_it_exits() {
+    let f = fixture();
+    let mut q = req(Kind::Quality, &["sh", "-c", DAEMON]);
+    q.scope_policy = Some(ScopePolicy::Keep);
+    let mut r = f.sup.run(q).unwrap();
+    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(r.scope, ScopeState::Live);
+    let daemons = owned(r.id);
+    assert_eq!(daemons.len(), 1);
+    let sid = std::fs::read_to_string(format!("/proc/{}/stat", daemons[0].0)).unwrap();
+    let fields: Vec<&str> = sid.rsplit(')').next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        fields[3],
+        daemons[0].0.to_string(),
+        "the daemon leads its own session"
+    );
+    assert!(
+        r.scope_watch.wait(Duration::from_millis(300)).is_none(),
+        "scope still live"
+    );
+    kill_owned(r.id);
+    expect_receipt(&mut r);
+}
+
+#[test]
+fn log_cap_of_one_mib_on_ten() {
+    let f = fixture();
+    let mut q = req(Kind::Command, &[PRODUCER, "bytes", &(10 * MIB).to_string()]);
+    q.log_cap = Some(MIB as u64);
+    let r = f.sup.run(q).unwrap();
+    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(
+        r.status,
+        WorkloadStatus::Exited(0),
+        "the writer never blocked"
+    );
+    let out = r.capture.stream(Stream::Stdout).unwrap();
+    assert_eq!(std::fs::metadata(&out.artifact).unwrap().len(), MIB as u64);
+    assert_eq!(
+        out.state,
+        StreamState::Incomplete(Incomplete::ArtifactCap { cap: MIB as u64 })
+    );
+    assert_eq!(r.registration.limits.log_cap_bytes, Some(MIB as u64));
+}
+
+#[test]
+fn output_limit_is_its_own_outcome() {
+    let f = fixture();
+    let mut q = req(Kind::Command, &[PRODUCER, "flood"]);
+    q.output_limit = Some(2 * MIB as u64);
+    let mut r = f.sup.run(q).unwrap();
+    assert_eq!(r.outcome, Outcome::OutputLimit, "{}", describe(&r));
+    expect_receipt(&mut r);
+    nothing_left(&r);
+}
+
+#[test]
+fn cancel_from_another_thread() {
+    let f = fixture();
+    let h = f.sup.launch(req(Kind::Agent, &["sleep", "600"])).unwrap();
+    let c = h.canceller();
+    std::thread::spawn(move || c.cancel()).join().unwrap();
+    let mut r = h.wait().unwrap();
+    assert_eq!(r.outcome, Outcome::Cancelled, "{}", describe(&r));
+    assert_eq!(r.status, WorkloadStatus::Signaled(libc::SIGKILL));
+    expect_receipt(&mut r);
+    nothing_left(&r);
+}
+
+#[test]
+fn terminal_tty_input_and_resize() {
+    let f = fixture();
+    let r = f.sup.run(req(Kind::Terminal, &["tty"])).unwrap();
+    let out = String::from_utf8_lossy(r.complete_output(Stream::Stdout).unwrap()).into_owned();
+    assert!(out.trim().starts_with("/dev/pts/"), "{}", describe(&r));
+    assert_eq!(r.status, WorkloadStatus::Exited(0));
+    assert!(r.registration.pty);
+
+    let (tx, rx) = mpsc::channel::<Vec<u8>>();
+    let mut q = req(
+        Kind::Terminal,
+        &[
+            "sh",
+            "-c",
+            "echo ready; read line; echo got:$line; read x; stty size",
+        ],
+    );
+    q.pty = Some(WindowSize { rows: 24, cols: 80 });
+    q.on_output = Some(Box::new(move |_, b| {
+        let _ = tx.send(b.to_vec());
+    }));
+    let h = f.sup.launch(q).unwrap();
+    let mut seen = Vec::new();
+    let mut wait_for = |needle: &[u8]| {
+        let end = Instant::now() + SLACK;
+        while !seen.windows(needle.len()).any(|w| w == needle) {
+            let left = end.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(b) => seen.extend_from_slice(&b),
+                Err(_) => panic!(
+                    "never saw {:?} in {:?}",
+                    String::from_utf8_lossy(needle),
+                    String::from_utf8_lossy(&seen)
+                ),
+            }
+        }
+    };
+    wait_for(b"ready");
+    h.write_input(b"hello\n").unwrap();
+    wait_for(b"got:hello");
+    h.resize(WindowSize { rows: 33, cols: 77 }).unwrap();
+    h.write_input(b"\n").unwrap();
+    let r = h.wait().unwrap();
+    let out = String::from_utf8_lossy(r.complete_output(Stream::Stdout).unwrap()).into_owned();
+    assert!(out.contains("33 77"), "{}", describe(&r));
+}
+
+fn map(pairs: &[(&str, &str)]) -> EnvMap {
+    pairs
+        .iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect()
+}
+
+fn env_of(r: &LaunchResult) -> BTreeMap<String, String> {
+    String::from_utf8_lossy(r.complete_output(Stream::Stdout).unwrap())
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+#[test]
+fn quality_environment_policy() {
+    let daemon = map(&[
+        ("PATH", "/usr/bin:/bin"),
+        ("HOME", "/daemon-home"),
+        ("GIT_DIR", "/elsewhere/.git"),
+        ("GIT_INDEX_FILE", "/elsewhere/index"),
+    ]);
+    let login = map(&[
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("ONLY_IN_LOGIN", "1"),
+        ("HOME", "/login-home"),
+    ]);
+    let f = fixture_with(Some(daemon), Some(login));
+    let mut q = req(Kind::Quality, &["/usr/bin/env"]);
+    q.env = vec![(
+        OsString::from("GIT_WORK_TREE"),
+        Some(OsString::from("/explicit")),
+    )];
+    let r = f.sup.run(q).unwrap();
+    let env = env_of(&r);
+    assert_eq!(
+        env.get("PATH").map(String::as_str),
+        Some("/usr/local/bin:/usr/bin:/bin")
+    );
+    assert_eq!(env.get("HOME").map(String::as_str), Some("/daemon-home"));
+    assert!(!env.contains_key("ONLY_IN_LOGIN"));
+    assert!(!env.contains_key("GIT_DIR"));
+    assert!(!env.contains_key("GIT_INDEX_FILE"));
+    assert_eq!(
+        env.get("GIT_WORK_TREE").map(String::as_str),
+        Some("/explicit")
+    );
+    assert_eq!(env.get("REFINE_OWNER"), Some(&r.id.to_string()));
+
+    // An agent gets the host shell's environment (still without git redirection).
+    let r = f.sup.run(req(Kind::Agent, &["/usr/bin/env"])).unwrap();
+    let env = env_of(&r);
+    assert_eq!(env.get("ONLY_IN_LOGIN").map(String::as_str), Some("1"));
+    assert_eq!(env.get("HOME").map(String::as_str), Some("/login-home"));
+}
+
+#[test]
+fn a_grandchild_carries_the_owner_marker() {
+    let f = fixture();
+    let mut r = f
+        .sup
+        .run(req(Kind::Command, &["sh", "-c", "(sleep 600 &); echo ok"]))
+        .unwrap();
+    let left = owned(r.id);
+    assert_eq!(left.len(), 1, "{}", describe(&r));
+    let environ = std::fs::read(format!("/proc/{}/environ", left[0].0)).unwrap();
+    let marker = format!("REFINE_OWNER={}", r.id);
+    assert!(environ
+        .split(|&b| b == 0)
+        .any(|v| OsStr::from_bytes_compat(v) == OsStr::new(&marker)));
+    kill_owned(r.id);
+    expect_receipt(&mut r);
+}
+
+trait FromBytesCompat {
+    fn from_bytes_compat(b: &[u8]) -> &OsStr;
+}
+impl FromBytesCompat for OsStr {
+    fn from_bytes_compat(b: &[u8]) -> &OsStr {
+        use std::os::unix::ffi::OsStrExt;
+        OsStr::from_bytes(b)
+    }
+}
