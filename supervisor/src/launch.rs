@@ -18,8 +18,9 @@
 //!   reaps the workload's whole tree (S11).
 //! - If this process dies, the guardian sees its channel close, forwards the parent-death signal
 //!   to the workload, reaps, and writes its receipt; the kept output tails die with us.
-//! - Deadlines, capture faults and the `stop` scope policy terminate through the one shared
-//!   stop ([`crate::stop`]); the call site is [`shared_stop`].
+//! - Deadlines, cancel, capture faults and the `stop` scope policy terminate through the one
+//!   shared stop ([`crate::stop::stop`], called from [`shared_stop`]); the stop proves the end by
+//!   the guardian's receipt, which the engine then also reads from the channel.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -45,6 +46,7 @@ use crate::env_policy::{self, EnvInputs, EnvMap, LoginEnv, Override};
 use crate::guardian::{self, GuardianEvent, GuardianLink, RegisteredLaunch, Stdio};
 use crate::pty::{self, PtyError, WindowSize};
 use crate::registry::{RegistryError, Runtime, Stream};
+use crate::stop::{StopError, StopOptions, StopReport};
 
 /// How long [`LaunchHandle::write_input`] waits for the workload to accept input.
 pub const INPUT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -181,11 +183,12 @@ pub enum ScopeState {
 }
 
 /// A stop that did not prove its end.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("stop of {id} failed: {reason}")]
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("stop of {id} failed")]
 pub struct StopFailure {
     pub id: RegistrationId,
-    pub reason: String,
+    #[source]
+    pub error: Arc<StopError>,
 }
 
 /// What a scope came to, once it ended.
@@ -193,6 +196,8 @@ pub struct StopFailure {
 pub struct ScopeEnd {
     /// The guardian's receipt (`None`: the guardian vanished without one).
     pub receipt: Option<Receipt>,
+    /// The policy's stop, if the `stop` policy ended the scope.
+    pub stop_report: Option<StopReport>,
     /// The stop's failure, if the policy stopped the scope and the stop failed.
     pub stop_failure: Option<StopFailure>,
 }
@@ -239,7 +244,9 @@ pub struct LaunchResult {
     pub scope: ScopeState,
     /// Follows the scope to its receipt (already done when `scope` is `Exited`).
     pub scope_watch: ScopeWatch,
-    /// A stop this launch made before returning (deadline, cancel, fault) that failed.
+    /// The stop this launch made before returning (deadline, cancel, fault, output limit).
+    pub stop_report: Option<StopReport>,
+    /// That stop's failure.
     pub stop_failure: Option<StopFailure>,
 }
 
@@ -590,19 +597,16 @@ impl LaunchHandle {
 }
 
 /// The shared stop (SPEC T) for this engine: deadlines, cancel, capture faults and the `stop`
-/// scope policy all end the tree here.
-///
-// TODO(stop): call `crate::stop::stop(runtime, registration, &StopOptions)` once it lands on
-// main. Until then this forwards SIGKILL to the workload through the guardian, which ends the
-// workload but not descendants that left its process group.
+/// scope policy all end the tree through [`crate::stop::stop`] (fence, quiesce, kill, proof by
+/// the guardian's receipt). The guardian's link stays open meanwhile: its receipt frame is read
+/// afterwards.
 pub fn shared_stop(
-    _runtime: &Runtime,
+    runtime: &Runtime,
     registration: &Registration,
-    link: &mut GuardianLink,
-) -> Result<(), StopFailure> {
-    link.signal(libc::SIGKILL).map_err(|e| StopFailure {
+) -> Result<StopReport, StopFailure> {
+    crate::stop::stop(runtime, registration, &StopOptions::default()).map_err(|e| StopFailure {
         id: registration.id,
-        reason: e.to_string(),
+        error: Arc::new(e),
     })
 }
 
@@ -630,6 +634,7 @@ struct State {
     /// The first cause that made this engine stop the tree.
     cause: Option<Outcome>,
     stopped: bool,
+    stop_report: Option<StopReport>,
     stop_failure: Option<StopFailure>,
 }
 
@@ -800,8 +805,9 @@ impl Engine {
             return;
         }
         st.stopped = true;
-        if let Err(e) = shared_stop(&self.runtime, &self.registration, &mut self.link) {
-            st.stop_failure = Some(e);
+        match shared_stop(&self.runtime, &self.registration) {
+            Ok(report) => st.stop_report = Some(report),
+            Err(e) => st.stop_failure = Some(e),
         }
     }
 
@@ -872,6 +878,7 @@ impl Engine {
                 ScopeState::Exited(r),
                 ScopeWatch::ready(ScopeEnd {
                     receipt: Some(r),
+                    stop_report: None,
                     stop_failure: None,
                 }),
             )
@@ -881,6 +888,7 @@ impl Engine {
                 ScopeState::Unknown,
                 ScopeWatch::ready(ScopeEnd {
                     receipt: None,
+                    stop_report: None,
                     stop_failure: st.stop_failure.clone(),
                 }),
             )
@@ -905,6 +913,7 @@ impl Engine {
             capture_receipt,
             scope,
             scope_watch,
+            stop_report: st.stop_report,
             stop_failure: st.stop_failure,
         }
     }
@@ -937,10 +946,13 @@ fn watch_scope(
     let spawned = std::thread::Builder::new()
         .name("refine-scope-watch".into())
         .spawn(move || {
-            let stop_failure = if stop {
-                shared_stop(&runtime, &registration, &mut link).err()
+            let (stop_report, stop_failure) = if stop {
+                match shared_stop(&runtime, &registration) {
+                    Ok(r) => (Some(r), None),
+                    Err(e) => (None, Some(e)),
+                }
             } else {
-                None
+                (None, None)
             };
             let mut receipt = None;
             loop {
@@ -956,6 +968,7 @@ fn watch_scope(
             let _ = link.wait_guardian();
             let _ = tx.send(ScopeEnd {
                 receipt,
+                stop_report,
                 stop_failure,
             });
         });

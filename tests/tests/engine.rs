@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use refine_protocol::record::{Kind, ScopePolicy};
 use refine_protocol::{Receipt, RegistrationId, ScopeEnd as ReceiptEnd, WorkloadStatus};
+use refine_supervisor::assess;
 use refine_supervisor::capture::{Incomplete, StreamState, Utf8Chunks};
 use refine_supervisor::env_policy::{EnvMap, LoginEnv};
 use refine_supervisor::launch::{
@@ -130,6 +131,11 @@ fn kill_owned(id: RegistrationId) {
 }
 
 fn expect_receipt(r: &mut LaunchResult) -> Receipt {
+    expect_receipt_in(None, r)
+}
+
+/// [`expect_receipt`], plus the shared assessment (A2) saying `exited` when a runtime is given.
+fn expect_receipt_in(rt: Option<&Runtime>, r: &mut LaunchResult) -> Receipt {
     let end = r
         .scope_watch
         .wait(SLACK)
@@ -137,6 +143,10 @@ fn expect_receipt(r: &mut LaunchResult) -> Receipt {
         .clone();
     let receipt = end.receipt.expect("a receipt");
     verify_receipt(r, &receipt);
+    if let Some(rt) = rt {
+        let a = assess::assess(rt, &r.registration, &assess::KERNEL_BOOT);
+        assert!(matches!(a, assess::Assessment::Exited { .. }), "{a:?}");
+    }
     receipt
 }
 
