@@ -285,7 +285,10 @@ fn run(
 
     let t = Instant::now();
     let mut killed = 0;
-    for v in held.values() {
+    // Children before parents (reverse discovery order): a stopped process group whose last
+    // outside parent exits is orphaned, and the kernel sends it SIGHUP + SIGCONT, which would
+    // resume a SIGHUP-ignoring member before its SIGKILL. Killed first, it is not stopped then.
+    for v in held.iter().rev() {
         match v.signal(Signal::KILL) {
             Ok(()) => {
                 killed += 1;
@@ -298,6 +301,7 @@ fn run(
             Err(e) => return Err(StopError::Signal(e)),
         }
     }
+    let held = held;
     match guardian {
         Some(_) => prove(
             runtime,
@@ -312,7 +316,7 @@ fn run(
         ),
         None => {
             // No guardian to reap and prove: wait until every killed witness has exited.
-            for v in held.values() {
+            for v in &held {
                 let left = deadline.saturating_duration_since(Instant::now());
                 v.wait_exit(Some(left)).map_err(StopError::Signal)?;
             }
@@ -441,9 +445,13 @@ fn quiesce(
     deadline: Instant,
     signalled: &mut Vec<Sent>,
     rounds: &mut u32,
-) -> Result<BTreeMap<(u32, u64), Verified>, StopError> {
+) -> Result<Vec<Verified>, StopError> {
     let start = Instant::now();
     let mut held: BTreeMap<(u32, u64), Verified> = BTreeMap::new();
+    // Discovery order: parents before their descendants.
+    let mut order: Vec<(u32, u64)> = Vec::new();
+    // Held members not yet seen stopped.
+    let mut pending: Vec<(u32, u64)> = Vec::new();
     let mut stopped: Vec<ProcessWitness> = Vec::new();
     let mut found_stopped: Vec<ProcessWitness> = Vec::new();
     let mut previous: Option<Scope> = None;
@@ -483,22 +491,25 @@ fn quiesce(
                 }
             }
             held.insert(key, v);
+            order.push(key);
+            pending.push(key);
         }
-        // SIGSTOP is delivered asynchronously: wait until every held member is stopped or gone.
+        // SIGSTOP is delivered asynchronously: wait until every held member is seen stopped (or
+        // gone). Once queued, it already prevents new forks (a fork with a signal pending
+        // restarts), so this wait only confirms what the next scan relies on.
         let mut pause = Duration::from_micros(50);
         loop {
-            let mut pending = false;
-            for v in held.values() {
+            let mut still = Vec::new();
+            for key in pending.drain(..) {
+                let Some(v) = held.get(&key) else { continue };
                 match v.stat() {
-                    Ok(Some(s)) if !s.state.is_stopped() && !s.state.is_exited() => {
-                        pending = true;
-                        break;
-                    }
+                    Ok(Some(s)) if !s.state.is_stopped() && !s.state.is_exited() => still.push(key),
                     Ok(_) => {}
                     Err(e) => return Err((Some(StopError::Signal(e)), Some(scope))),
                 }
             }
-            if !pending {
+            pending = still;
+            if pending.is_empty() {
                 break;
             }
             let now = Instant::now();
@@ -506,7 +517,7 @@ fn quiesce(
                 return Err((None, Some(scope)));
             }
             std::thread::sleep(pause.min(deadline - now));
-            pause = (pause * 2).min(Duration::from_millis(5));
+            pause = (pause * 2).min(Duration::from_millis(2));
         }
         let stable = previous
             .as_ref()
@@ -521,7 +532,7 @@ fn quiesce(
     })();
 
     match outcome {
-        Ok(()) => Ok(held),
+        Ok(()) => Ok(order.iter().filter_map(|k| held.remove(k)).collect()),
         Err((error, scope)) => {
             // Resume exactly what this attempt stopped; leave everything else as it was.
             let mut resumed = Vec::new();

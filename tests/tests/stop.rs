@@ -320,3 +320,25 @@ fn a_reused_pid_and_a_reused_group_id_are_never_signalled() {
     assert!(stdout.contains("pid reuse: refused"), "{stdout}");
     assert!(stdout.contains("group reuse: untouched"), "{stdout}");
 }
+
+#[test]
+fn children_are_killed_before_parents_so_no_stopped_group_is_resumed() {
+    let home = home();
+    let rt = runtime(home.path());
+    // Session leaders stay: killing one before its groups would orphan them while stopped, and
+    // the kernel would send those groups SIGHUP + SIGCONT.
+    let mut scope = launch(&rt, &["--sessions", "3", "--groups", "3", "--leaves", "3"]);
+    scope.wait_ready();
+    let before = scope.members();
+    let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
+    assert_eq!(report.outcome, StopOutcome::Stopped);
+    assert!(
+        report.killed >= before.len(),
+        "killed {} of {}: {report:#?}",
+        report.killed,
+        before.len()
+    );
+    assert!(!report.signalled.iter().any(|s| s.signal == libc::SIGCONT));
+    scope.reap();
+    assert!(survivors(&before).is_empty());
+}
