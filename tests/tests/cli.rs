@@ -76,3 +76,188 @@ fn bad_durations_and_missing_dashes_are_one_line() {
                 .is_none()
     );
 }
+
+#[test]
+fn show_logs_and_receipt_of_an_exited_scope() {
+    let home = Home::new();
+    let (_, id) = launch(
+        &home,
+        "wait",
+        &["sh", "-c", "echo out; echo err >&2; exit 2"],
+    );
+    let s = show(&home, &id);
+    assert_eq!(s["state"], "exited", "{s}");
+    assert_eq!(s["receipt"]["exit_code"], 2, "{s}");
+    assert_eq!(s["record"]["argv"][0], "sh");
+
+    let out = home.cli(&["logs", &id]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
+    let out = home.cli(&["logs", &id, "--stderr"]);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "err\n");
+    // --follow ends at once: the scope has exited.
+    let out = home.cli(&["logs", &id, "--follow"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
+
+    let r = home.json(&["receipt", &id, "--json"]);
+    assert_eq!(r["verified"], true, "{r}");
+    let proof = s["record"]["proof"]["path"].as_str().unwrap().to_owned();
+    let r = home.json(&["receipt", &proof, "--json"]);
+    assert_eq!(r["verified"], true, "{r}");
+
+    // Damage the receipt in place (same inode): it no longer verifies, and nothing says exited.
+    let mut bytes = fs::read(&proof).unwrap();
+    bytes[20] ^= 0x55;
+    use std::io::Write;
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&proof)
+        .unwrap()
+        .write_all(&bytes)
+        .unwrap();
+    for args in [
+        vec!["receipt", id.as_str()],
+        vec!["receipt", proof.as_str()],
+    ] {
+        let out = home.cli(&args);
+        assert_one_line_error(&args, &out);
+    }
+    assert_eq!(home.state(&id), "unverified");
+}
+
+#[test]
+fn two_concurrent_stops_both_finish_and_agree() {
+    let home = Home::new();
+    let (_, id) = launch(&home, "leave", &["sleep", "600"]);
+    assert_eq!(home.state(&id), "live");
+    let outs: Vec<_> = std::thread::scope(|s| {
+        let a = s.spawn(|| home.cli(&["stop", &id, "--json"]));
+        let b = s.spawn(|| home.cli(&["stop", &id, "--json"]));
+        [a.join().unwrap(), b.join().unwrap()]
+    })
+    .into();
+    let docs: Vec<_> = outs
+        .iter()
+        .map(|o| {
+            assert!(o.status.success(), "{}", describe(&["stop"], o));
+            parse(&["stop"], o)
+        })
+        .collect();
+    assert!(docs.iter().all(|d| d["state"] == "exited"), "{docs:?}");
+    let acted = docs.iter().filter(|d| d["outcome"] == "stopped").count();
+    assert_eq!(acted, 1, "exactly one stop acts: {docs:?}");
+    assert_eq!(show(&home, &id)["state"], "exited");
+}
+
+#[test]
+fn unknown_and_malformed_ids_are_one_line() {
+    let home = Home::new();
+    // Before any runtime exists, and after one does.
+    for pass in 0..2 {
+        if pass == 1 {
+            launch(&home, "wait", &["true"]);
+        }
+        let unknown = "0123456789abcdef0123456789abcdef";
+        for args in [
+            vec!["show", unknown],
+            vec!["stop", unknown],
+            vec!["logs", unknown],
+            vec!["receipt", unknown],
+            vec!["show", "nope"],
+            vec!["stop", "12"],
+            vec!["logs", "zz", "--stderr"],
+        ] {
+            let out = home.cli(&args);
+            let err = assert_one_line_error(&args, &out);
+            assert!(
+                err.contains("no registration") || err.contains("invalid registration id"),
+                "{err}"
+            );
+        }
+        let args = ["receipt", "/nonexistent/proof"];
+        assert_one_line_error(&args, &home.cli(&args));
+    }
+}
+
+#[test]
+fn corrupt_record_is_one_line_and_nothing_is_deleted() {
+    let home = Home::new();
+    let (_, id) = launch(&home, "wait", &["sh", "-c", "echo out; echo err >&2"]);
+    let record = home.run_dir().join("registrations").join(&id);
+    let mut bytes = fs::read(&record).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    fs::write(&record, &bytes).unwrap();
+    let before = snapshot(&home.run_dir());
+
+    for args in [
+        vec!["show", id.as_str()],
+        vec!["stop", id.as_str()],
+        vec!["logs", id.as_str()],
+        vec!["receipt", id.as_str()],
+    ] {
+        let out = home.cli(&args);
+        let err = assert_one_line_error(&args, &out);
+        assert!(err.contains("corrupt"), "{err}");
+    }
+    // ps lists it as corrupt; recover reports it; gc keeps its artifacts.
+    assert_eq!(home.row(&id)["state"], "corrupt");
+    let rec = home.json(&["recover", "--json"]);
+    assert_eq!(rec["registrations"][0]["action"], "corrupt", "{rec}");
+    let gc = home.json(&["gc", "--older-than", "0s", "--json"]);
+    assert_eq!(gc["deleted_files"], 0, "{gc}");
+    let after = snapshot(&home.run_dir());
+    // Same files, same inodes (the lock was only locked, never replaced).
+    assert_eq!(before, after);
+}
+
+#[test]
+fn logs_follow_ends_when_the_scope_has_exited() {
+    let home = Home::new();
+    let (_, id) = launch(&home, "leave", &["sh", "-c", "echo first; exec sleep 600"]);
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let mut follow = home
+        .command(&["logs", &id, "--follow"])
+        .stdout(out.reopen().unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(refine_tests::wait_until(DEADLINE, || {
+        fs::read_to_string(out.path()).unwrap_or_default() == "first\n"
+    }));
+    assert!(
+        follow.try_wait().unwrap().is_none(),
+        "follow ended while live"
+    );
+    let args = ["stop", &id];
+    let stopped = home.cli(&args);
+    assert!(stopped.status.success(), "{}", describe(&args, &stopped));
+    let mut status = None;
+    assert!(refine_tests::wait_until(DEADLINE, || {
+        status = follow.try_wait().unwrap();
+        status.is_some()
+    }));
+    assert!(status.unwrap().success());
+    assert_eq!(fs::read_to_string(out.path()).unwrap(), "first\n");
+}
+
+#[test]
+fn ps_is_an_aligned_table_and_hides_exited_without_all() {
+    let home = Home::new();
+    let (_, done) = launch(&home, "wait", &["true"]);
+    let (_, live) = launch(&home, "leave", &["sleep", "600"]);
+    let out = home.cli(&["ps"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[1].starts_with(&live), "{text}");
+    // Every column starts at the same offset in the header and the row.
+    let header = lines[0];
+    for col in ["KIND", "STATE", "STATUS", "PID"] {
+        let at = header.find(col).unwrap();
+        assert_eq!(&lines[1][at - 2..at], "  ", "{col} misaligned:\n{text}");
+    }
+    let all = home.cli(&["ps", "--all"]);
+    assert!(String::from_utf8_lossy(&all.stdout).contains(&done));
+    assert!(home.cli(&["stop", &live]).status.success());
+}

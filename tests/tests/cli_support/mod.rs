@@ -261,3 +261,31 @@ pub fn run_returning(home: &Home, argv: &[&str]) -> (Output, String) {
     let id = doc["id"].as_str().expect("id in run --json").to_owned();
     (out, id)
 }
+
+/// Makes a real managed scope with the `cli-launch` helper (`wait`, `hold` or `leave`, see its
+/// docs) and returns the helper process and the registration id. For `wait` and `leave` the
+/// helper has exited when this returns.
+pub fn launch(home: &Home, mode: &str, argv: &[&str]) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cli-launch"))
+        .arg(home.path())
+        .arg(home.port.to_string())
+        .arg(mode)
+        .arg("--")
+        .args(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cli-launch");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read id");
+    let id = line.trim().to_owned();
+    assert_eq!(id.len(), 32, "cli-launch printed {line:?}");
+    if mode != "hold" {
+        let status = child.wait().expect("wait cli-launch");
+        assert!(status.success(), "cli-launch {mode}: {status}");
+    }
+    (child, id)
+}

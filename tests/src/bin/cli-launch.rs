@@ -1,0 +1,96 @@
+//! `cli-launch HOME PORT MODE -- CMD ARGS...`: makes one real managed scope for the CLI tests
+//! through the launcher API (`guardian::launch_registered`), with the workload's stdout/stderr
+//! opened directly on its artifact files under `run/P/logs/`. Prints the registration id.
+//!
+//! - `wait`: waits for the scope's receipt, then exits (an `exited` registration).
+//! - `hold`: stays, holding the registration lock as a live launcher does, until it is killed.
+//! - `leave`: exits at once; the workload gets SIGCONT as its parent-death signal (a no-op), so
+//!   the scope stays live with its guardian and no launcher.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::time::Duration;
+
+use refine_protocol::{Kind, Limits, ScopePolicy};
+use refine_supervisor::guardian::{self, GuardianEvent, RegisteredLaunch, Stdio};
+use refine_supervisor::registry::{Runtime, Stream};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (head, argv) = match args.iter().position(|a| a == "--") {
+        Some(i) => (&args[..i], &args[i + 1..]),
+        None => (&args[..], &[][..]),
+    };
+    let [home, port, mode] = head else {
+        eprintln!("usage: cli-launch HOME PORT wait|hold|leave -- CMD ARGS...");
+        std::process::exit(2);
+    };
+    let rt = Runtime::open(Path::new(home), port.parse().expect("port")).expect("runtime");
+    let id = rt.new_id().expect("id");
+    let lock = rt
+        .lock(id, Duration::from_secs(5))
+        .expect("registration lock");
+    let open = |s: Stream| -> OwnedFd {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(rt.log_path(id, s))
+            .expect("artifact")
+            .into()
+    };
+    let stdin: OwnedFd = File::open("/dev/null").expect("/dev/null").into();
+    let (_reg, mut link) = guardian::launch_registered(
+        &rt,
+        id,
+        RegisteredLaunch {
+            kind: Kind::Command,
+            label: format!("cli-launch {mode}"),
+            owner: String::new(),
+            purpose: BTreeMap::new(),
+            argv: argv.iter().map(Into::into).collect(),
+            env: std::env::vars_os().collect(),
+            cwd: None,
+            stdio: Stdio::Fds([stdin, open(Stream::Stdout), open(Stream::Stderr)]),
+            pty: false,
+            new_session: false,
+            limits: Limits::default(),
+            scope_policy: ScopePolicy::Keep,
+            pdeath_signal: if mode == "leave" { libc::SIGCONT } else { 0 },
+            start_timeout: guardian::DEFAULT_START_TIMEOUT,
+            guardian_exe: None,
+        },
+    )
+    .expect("launch");
+    println!("{id}");
+    std::io::stdout().flush().expect("flush");
+    match mode.as_str() {
+        "wait" => {
+            loop {
+                match link.next_event(None).expect("event") {
+                    Some(GuardianEvent::ScopeExited(_)) => break,
+                    Some(GuardianEvent::ChannelClosed) => panic!("no receipt"),
+                    _ => {}
+                }
+            }
+            link.wait_guardian().expect("reap guardian");
+        }
+        "hold" => loop {
+            if let Some(GuardianEvent::ChannelClosed | GuardianEvent::ScopeExited(_)) =
+                link.next_event(None).expect("event")
+            {
+                // Keep holding the lock until killed, as a launcher that has not finished.
+                std::thread::park();
+            }
+        },
+        "leave" => {
+            drop(lock);
+            // The link's drop leaves a thread to reap the guardian; exit without waiting.
+            std::process::exit(0);
+        }
+        other => panic!("unknown mode {other}"),
+    }
+    drop(lock);
+}
