@@ -151,6 +151,98 @@ impl<'a> Writer<'a> {
     }
 }
 
+/// The envelope every checksummed format shares: `magic`, `u16` version, `u16` tag, `u32`
+/// payload length, `u32` CRC-32 of the header bytes before the CRC followed by the payload, then
+/// the payload. Frames use a 4-byte magic and the tag as the frame kind; records an 8-byte magic
+/// and a reserved tag.
+pub const fn envelope_len(magic_len: usize) -> usize {
+    magic_len + 12
+}
+
+/// Checks an envelope that must be the whole of `buf` and returns `(tag, payload)`. Checks run
+/// in order: header present, magic, version (`1..=max_version`), declared length against
+/// `max_payload`, declared length against the input (truncated / trailing), checksum.
+pub fn envelope_open<'a>(
+    buf: &'a [u8],
+    magic: &[u8],
+    max_version: u16,
+    max_payload: usize,
+) -> Result<(u16, &'a [u8]), DecodeError> {
+    let header = envelope_len(magic.len());
+    let mut r = Reader::new(buf);
+    if r.remaining() < header {
+        return Err(DecodeError::Truncated {
+            need: header,
+            have: buf.len(),
+        });
+    }
+    if r.bytes(magic.len())? != magic {
+        return Err(DecodeError::BadMagic);
+    }
+    let version = r.u16()?;
+    if version == 0 || version > max_version {
+        return Err(DecodeError::UnsupportedVersion {
+            got: version,
+            max: max_version,
+        });
+    }
+    let tag = r.u16()?;
+    let len = r.u32()? as usize;
+    if len > max_payload {
+        return Err(DecodeError::Oversized {
+            len,
+            max: max_payload,
+        });
+    }
+    let stored = r.u32()?;
+    let have = r.remaining();
+    if len > have {
+        return Err(DecodeError::Truncated { need: len, have });
+    }
+    if len < have {
+        return Err(DecodeError::TrailingBytes { extra: have - len });
+    }
+    let payload = r.bytes(len)?;
+    let computed = crc32_update(crc32(&buf[..header - 4]), payload);
+    if stored != computed {
+        return Err(DecodeError::BadChecksum { stored, computed });
+    }
+    Ok((tag, payload))
+}
+
+/// Writes an envelope header with zero length and checksum; [`envelope_seal`] fills them in once
+/// the payload follows it.
+pub fn envelope_start(
+    w: &mut Writer<'_>,
+    magic: &[u8],
+    version: u16,
+    tag: u16,
+) -> Result<(), EncodeError> {
+    w.bytes(magic)?;
+    w.u16(version)?;
+    w.u16(tag)?;
+    w.u32(0)?;
+    w.u32(0)
+}
+
+/// Patches the length and checksum of the envelope at the start of `w` (magic of `magic_len`
+/// bytes); returns the whole envelope's length.
+pub fn envelope_seal(w: &mut Writer<'_>, magic_len: usize) -> Result<usize, EncodeError> {
+    let header = envelope_len(magic_len);
+    let total = w.position();
+    if total < header {
+        return Err(EncodeError::BufferTooSmall {
+            need: header,
+            have: total,
+        });
+    }
+    w.patch_u32(magic_len + 4, (total - header) as u32)?;
+    let bytes = w.written();
+    let crc = crc32_update(crc32(&bytes[..header - 4]), &bytes[header..]);
+    w.patch_u32(header - 4, crc)?;
+    Ok(total)
+}
+
 const CRC_TABLE: [u32; 256] = {
     let mut table = [0u32; 256];
     let mut i = 0;

@@ -45,7 +45,7 @@
 
 use core::ffi::CStr;
 
-use crate::codec::{crc32, crc32_update, Reader, Writer};
+use crate::codec::{envelope_open, envelope_seal, envelope_start, Reader, Writer};
 use crate::receipt::{Receipt, WorkloadStatus, RECEIPT_LEN};
 use crate::{
     BootId, DecodeError, EncodeError, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId,
@@ -53,7 +53,7 @@ use crate::{
 
 pub const FRAME_MAGIC: [u8; 4] = *b"RFNF";
 pub const FRAME_VERSION: u16 = 1;
-pub const HEADER_LEN: usize = 16;
+pub const HEADER_LEN: usize = crate::codec::envelope_len(FRAME_MAGIC.len());
 /// Largest frame on the wire, header included. A launch spec (argv + environment) must fit.
 pub const MAX_FRAME: usize = 192 * 1024;
 /// Most argv or environment entries in one launch.
@@ -226,27 +226,18 @@ pub enum Frame<'a> {
 }
 
 fn finish_frame(w: &mut Writer<'_>) -> Result<usize, EncodeError> {
-    let len = w.position();
+    let len = envelope_seal(w, FRAME_MAGIC.len())?;
     if len > MAX_FRAME {
         return Err(EncodeError::Oversized {
             len,
             max: MAX_FRAME,
         });
     }
-    let payload_len = (len - HEADER_LEN) as u32;
-    w.patch_u32(8, payload_len)?;
-    let bytes = w.written();
-    let crc = crc32_update(crc32(&bytes[..12]), &bytes[HEADER_LEN..]);
-    w.patch_u32(12, crc)?;
     Ok(len)
 }
 
 fn start_frame(w: &mut Writer<'_>, kind: u16) -> Result<(), EncodeError> {
-    w.bytes(&FRAME_MAGIC)?;
-    w.u16(FRAME_VERSION)?;
-    w.u16(kind)?;
-    w.u32(0)?; // payload length, patched
-    w.u32(0) // checksum, patched
+    envelope_start(w, &FRAME_MAGIC, FRAME_VERSION, kind)
 }
 
 fn put_str(w: &mut Writer<'_>, s: &[u8], field: &'static str) -> Result<(), EncodeError> {
@@ -358,43 +349,8 @@ impl Frame<'_> {
                 max: MAX_FRAME,
             });
         }
-        let mut r = Reader::new(buf);
-        if r.remaining() < HEADER_LEN {
-            return Err(DecodeError::Truncated {
-                need: HEADER_LEN,
-                have: buf.len(),
-            });
-        }
-        if r.array::<4>()? != FRAME_MAGIC {
-            return Err(DecodeError::BadMagic);
-        }
-        let version = r.u16()?;
-        if version == 0 || version > FRAME_VERSION {
-            return Err(DecodeError::UnsupportedVersion {
-                got: version,
-                max: FRAME_VERSION,
-            });
-        }
-        let k = r.u16()?;
-        let len = r.u32()? as usize;
-        if len > MAX_FRAME - HEADER_LEN {
-            return Err(DecodeError::Oversized {
-                len,
-                max: MAX_FRAME - HEADER_LEN,
-            });
-        }
-        let stored = r.u32()?;
-        let have = r.remaining();
-        if len > have {
-            return Err(DecodeError::Truncated { need: len, have });
-        }
-        if len < have {
-            return Err(DecodeError::TrailingBytes { extra: have - len });
-        }
-        let computed = crc32_update(crc32(&buf[..12]), &buf[HEADER_LEN..]);
-        if stored != computed {
-            return Err(DecodeError::BadChecksum { stored, computed });
-        }
+        let (k, payload) = envelope_open(buf, &FRAME_MAGIC, FRAME_VERSION, MAX_FRAME - HEADER_LEN)?;
+        let mut r = Reader::new(payload);
         let frame = match k {
             kind::LAUNCH => Frame::Launch(decode_spec(&mut r)?),
             kind::HELLO => Frame::Hello(Hello {

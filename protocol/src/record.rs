@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::codec::{crc32, crc32_update, Reader};
+use crate::codec::{envelope_open, envelope_seal, envelope_start, Writer};
 use crate::frame::{Hello, Rlimit};
 use crate::receipt::WorkloadStatus;
 use crate::{BootId, DecodeError, ProofIdentity, RegistrationId, RuntimeId};
@@ -29,7 +29,7 @@ use crate::{BootId, DecodeError, ProofIdentity, RegistrationId, RuntimeId};
 pub const REGISTRATION_MAGIC: [u8; 8] = *b"RFNREG\0\0";
 pub const CAPTURE_MAGIC: [u8; 8] = *b"RFNCAP\0\0";
 pub const RECORD_VERSION: u16 = 1;
-pub const ENVELOPE_LEN: usize = 20;
+pub const ENVELOPE_LEN: usize = crate::codec::envelope_len(REGISTRATION_MAGIC.len());
 /// Largest record file accepted.
 pub const MAX_RECORD: usize = 1024 * 1024;
 
@@ -163,14 +163,12 @@ fn config() -> impl bincode::config::Config {
 }
 
 fn seal(magic: [u8; 8], payload: Vec<u8>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(ENVELOPE_LEN + payload.len());
-    out.extend_from_slice(&magic);
-    out.extend_from_slice(&RECORD_VERSION.to_le_bytes());
-    out.extend_from_slice(&0u16.to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    let crc = crc32_update(crc32(&out[..16]), &payload);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(&payload);
+    let mut out = vec![0u8; ENVELOPE_LEN + payload.len()];
+    let mut w = Writer::new(&mut out);
+    // The buffer is sized for exactly this envelope, so none of these writes can fail.
+    let _ = envelope_start(&mut w, &magic, RECORD_VERSION, 0)
+        .and_then(|()| w.bytes(&payload))
+        .and_then(|()| envelope_seal(&mut w, magic.len()));
     out
 }
 
@@ -181,47 +179,12 @@ fn open(magic: [u8; 8], buf: &[u8]) -> Result<&[u8], DecodeError> {
             max: MAX_RECORD,
         });
     }
-    let mut r = Reader::new(buf);
-    if r.remaining() < ENVELOPE_LEN {
-        return Err(DecodeError::Truncated {
-            need: ENVELOPE_LEN,
-            have: buf.len(),
-        });
-    }
-    if r.array::<8>()? != magic {
-        return Err(DecodeError::BadMagic);
-    }
-    let version = r.u16()?;
-    if version == 0 || version > RECORD_VERSION {
-        return Err(DecodeError::UnsupportedVersion {
-            got: version,
-            max: RECORD_VERSION,
-        });
-    }
-    if r.u16()? != 0 {
+    let (reserved, payload) =
+        envelope_open(buf, &magic, RECORD_VERSION, MAX_RECORD - ENVELOPE_LEN)?;
+    if reserved != 0 {
         return Err(DecodeError::InvalidField {
             field: "record reserved",
         });
-    }
-    let len = r.u32()? as usize;
-    if len > MAX_RECORD - ENVELOPE_LEN {
-        return Err(DecodeError::Oversized {
-            len,
-            max: MAX_RECORD - ENVELOPE_LEN,
-        });
-    }
-    let stored = r.u32()?;
-    let have = r.remaining();
-    if len > have {
-        return Err(DecodeError::Truncated { need: len, have });
-    }
-    if len < have {
-        return Err(DecodeError::TrailingBytes { extra: have - len });
-    }
-    let payload = r.bytes(len)?;
-    let computed = crc32_update(crc32(&buf[..16]), payload);
-    if stored != computed {
-        return Err(DecodeError::BadChecksum { stored, computed });
     }
     Ok(payload)
 }
