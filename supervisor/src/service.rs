@@ -14,24 +14,25 @@
 //! Requests are handled on tokio's blocking pool: the engine, the stop and the assessment are
 //! blocking by design, and the supervisor never reaps anything but its own guardians by pid.
 
-use std::collections::HashSet;
-use std::io::{self, BufRead, BufReader, Write};
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsString;
+use std::io::{self, BufRead, BufReader, Read as _, Write};
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use refine_protocol::api::{self, ErrorKind, LaunchSpec, Reply, Request, Response, MAX_MESSAGE};
-use refine_protocol::{Registration, RegistrationId};
+use refine_protocol::{Kind, Registration, RegistrationId, WorkloadStatus};
 use serde_json::json;
 
-use std::collections::BTreeMap;
-
+use crate::capture::StreamState;
 use crate::cli::{self, Assessed, CliError};
 use crate::fence::{self, FenceError};
-use crate::registry::{RegistryError, Runtime};
-use crate::retention;
-use crate::{assess, recover, stop};
+use crate::launch::{LaunchRequest, LaunchResult, Outcome, ScopeState, Supervisor};
+use crate::pty::WindowSize;
+use crate::registry::{RegistryError, Runtime, Stream};
+use crate::{assess, capacity, recover, retention, stop};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -60,8 +61,18 @@ pub enum ServiceError {
     Registry(#[from] RegistryError),
     #[error(transparent)]
     Fence(#[from] FenceError),
-    #[error("the launch engine is not available in this build")]
-    EngineUnavailable,
+    #[error("invalid launch: {0}")]
+    BadSpec(String),
+    #[error("launch failed")]
+    Launch(#[source] crate::launch::LaunchError),
+    #[error("capacity sampling failed: {0}")]
+    Capacity(String),
+    #[error("no capacity slot free for an agent ({slots} slots, {live} live, {unverified} unverified); retry later or pass --wait-for-slot DUR")]
+    NoCapacity {
+        slots: usize,
+        live: usize,
+        unverified: usize,
+    },
     #[error("recovery failed")]
     Recover(#[from] recover::RecoverError),
 }
@@ -235,17 +246,189 @@ pub fn retire(
     })
 }
 
-/// `run` without `--detach`: launch in this process, stream, exit with the workload's code.
-pub fn run_embedded(_rt: &Runtime, _spec: LaunchSpec, _json: bool) -> Result<i32, CliError> {
-    Err(ServiceError::EngineUnavailable.into())
+/// The engine request for an API launch spec.
+fn launch_request(spec: &LaunchSpec) -> Result<LaunchRequest, ServiceError> {
+    let kind: Kind = spec
+        .kind
+        .parse()
+        .map_err(|_| ServiceError::BadSpec(format!("unknown kind {:?}", spec.kind)))?;
+    if spec.argv.is_empty() {
+        return Err(ServiceError::BadSpec("empty command".into()));
+    }
+    let mut req = LaunchRequest::new(kind, spec.argv.iter().map(OsString::from));
+    req.cwd = spec.cwd.as_ref().map(PathBuf::from);
+    req.env = spec
+        .env
+        .iter()
+        .map(|(k, v)| (OsString::from(k), Some(OsString::from(v))))
+        .collect();
+    req.label = spec.label.clone();
+    req.owner = std::env::var("USER").unwrap_or_default();
+    req.purpose = spec.meta.clone();
+    req.completion_timeout = spec.timeout_ms.map(Duration::from_millis);
+    req.idle_timeout = spec.idle_timeout_ms.map(Duration::from_millis);
+    if spec.pty {
+        req.pty = Some(WindowSize::default());
+    }
+    Ok(req)
 }
 
-/// Launches for the service (detached: the service keeps the launch handle).
-fn launch_detached(_rt: &Runtime, _spec: LaunchSpec) -> Result<RegistrationId, Response> {
-    Err(Response::err(
-        ErrorKind::LaunchFailed,
-        "the launch engine is not available in this build",
-    ))
+/// Capacity admission for `agent` launches (C1–C3): `Ok` when a slot is free now or frees up
+/// within the spec's `wait_for_slot_ms`.
+fn admit(rt: &Runtime, spec: &LaunchSpec) -> Result<(), ServiceError> {
+    if spec.kind != Kind::Agent.as_str() {
+        return Ok(());
+    }
+    let deadline = Instant::now() + Duration::from_millis(spec.wait_for_slot_ms.unwrap_or(0));
+    let mut probe = cli::probe();
+    loop {
+        let report = cli::capacity_report(Some(rt), capacity::Policy::default(), &mut *probe)
+            .map_err(|e| ServiceError::Capacity(e.to_string()))?;
+        if report.free > 0 {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(ServiceError::NoCapacity {
+                slots: report.slots,
+                live: report.live,
+                unverified: report.unverified,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `run` without `--detach`: launch in this process, stream, exit with the workload's code.
+pub fn run_embedded(rt: &Runtime, spec: LaunchSpec, json_out: bool) -> Result<i32, CliError> {
+    admit(rt, &spec)?;
+    let mut req = launch_request(&spec)?;
+    if !json_out {
+        req.on_output = Some(Box::new(|stream, bytes| {
+            // Live streaming; a closed stdout of ours must not stop the capture.
+            let _ = match stream {
+                Stream::Stderr => io::stderr().write_all(bytes),
+                _ => io::stdout()
+                    .write_all(bytes)
+                    .and_then(|()| io::stdout().flush()),
+            };
+        }));
+    }
+    let sup = Supervisor::new(rt.clone());
+    let handle = sup.launch(req).map_err(ServiceError::Launch)?;
+    // SIGINT/SIGTERM/SIGHUP to `run` cancel the launch (the tree is stopped through the shared
+    // stop); the workload's own process group does not see the terminal's SIGINT.
+    let canceller = handle.canceller();
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ])
+    .map_err(|e| ServiceError::Io {
+        op: "install signal handlers",
+        source: e,
+    })?;
+    let sig_handle = signals.handle();
+    let forwarder = std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            canceller.cancel();
+        }
+    });
+    let result = handle.wait().map_err(ServiceError::Launch);
+    sig_handle.close();
+    let _ = forwarder.join();
+    let result = result?;
+    let code = exit_code(&result);
+    if json_out {
+        cli::print_run_result(&run_doc(&result))?;
+    }
+    Ok(code)
+}
+
+/// The shell's view of a launch: the workload's code, 128+signal, 127/126 for a spawn failure.
+fn exit_code(r: &LaunchResult) -> i32 {
+    match (r.outcome, r.status.shell_code()) {
+        (_, Some(c)) => c,
+        (Outcome::SpawnFailed { errno }, None) if errno == libc::ENOENT => 127,
+        (Outcome::SpawnFailed { .. }, None) => 126,
+        _ => 1,
+    }
+}
+
+fn outcome_name(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Completed => "completed",
+        Outcome::TimedOut => "timed_out",
+        Outcome::IdleTimeout => "idle_timeout",
+        Outcome::Cancelled => "cancelled",
+        Outcome::OutputLimit => "output_limit",
+        Outcome::SpawnFailed { .. } => "spawn_failed",
+        Outcome::CaptureFault(_) => "capture_fault",
+        Outcome::Stopped => "stopped",
+        Outcome::GuardianLost => "guardian_lost",
+    }
+}
+
+/// The `run --json` document: id, outcome, exit_code or signal, stdout/stderr {complete, path}.
+fn run_doc(r: &LaunchResult) -> serde_json::Value {
+    let (exit_code, signal) = match r.status {
+        WorkloadStatus::Exited(c) => (Some(c), None),
+        WorkloadStatus::Signaled(s) => (None, Some(s)),
+        _ => (None, None),
+    };
+    let stream = |s: Stream| match r.capture.stream(s) {
+        Some(c) => json!({
+            "complete": c.state == StreamState::Eof,
+            "path": c.artifact,
+            "bytes": c.artifact_bytes,
+            "end": match c.state {
+                StreamState::Eof => "eof".to_owned(),
+                StreamState::Failed(f) => format!("capture failure: {f}"),
+                StreamState::Incomplete(i) => format!("incomplete: {i}"),
+            },
+        }),
+        None => json!({ "complete": false, "path": null, "bytes": 0, "end": "not captured" }),
+    };
+    json!({
+        "id": r.id.to_string(),
+        "outcome": outcome_name(&r.outcome),
+        "errno": match r.outcome { Outcome::SpawnFailed { errno } => Some(errno), _ => None },
+        "exit_code": exit_code,
+        "signal": signal,
+        "status": match r.status {
+            WorkloadStatus::Exited(_) => "exited",
+            WorkloadStatus::Signaled(_) => "signaled",
+            WorkloadStatus::NeverStarted => "never_started",
+            WorkloadStatus::Unknown => "unknown",
+        },
+        "stdout": stream(Stream::Stdout),
+        "stderr": stream(Stream::Stderr),
+        "scope": match r.scope {
+            ScopeState::Exited(_) => "exited",
+            ScopeState::Live => "live",
+            ScopeState::Stopping => "stopping",
+            ScopeState::Unknown => "unknown",
+        },
+        "capture_receipt": r.capture_receipt,
+        "stop_failure": r.stop_failure.as_ref().map(|f| error_chain(f)),
+    })
+}
+
+/// Launches for the service: the engine keeps running on its own thread; the handle is not
+/// awaited (the record and the receipt carry the result), so the service holds no per-launch
+/// state beyond the id.
+fn launch_detached(sup: &Supervisor, spec: LaunchSpec) -> Result<RegistrationId, Response> {
+    let rt = sup.runtime();
+    admit(rt, &spec).map_err(|e| match e {
+        ServiceError::NoCapacity { .. } => Response::err(ErrorKind::NoCapacity, e.to_string()),
+        other => Response::err(ErrorKind::BadRequest, other.to_string()),
+    })?;
+    let mut req =
+        launch_request(&spec).map_err(|e| Response::err(ErrorKind::BadRequest, e.to_string()))?;
+    req.rlimits.extend(original_nofile());
+    let handle = sup
+        .launch(req)
+        .map_err(|e| Response::err(ErrorKind::LaunchFailed, error_chain(&e)))?;
+    Ok(handle.id())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -279,13 +462,13 @@ pub fn request(rt: &Runtime, req: &Request) -> Result<Reply, ServiceError> {
     }
 }
 
-use std::io::Read as _;
-
 // ---------------------------------------------------------------------------------------------
 // Service.
 
 struct State {
     rt: Runtime,
+    /// One engine for the service's lifetime: the login environment is captured once (S8).
+    sup: Supervisor,
     /// Registrations this service launched (it enforces their deadlines through their handles).
     launched: Mutex<HashSet<RegistrationId>>,
 }
@@ -320,7 +503,9 @@ pub fn serve(
         Err(e) => tracing::error!(error = %error_chain(&e), "recovery at start failed"),
     }
 
+    raise_nofile();
     let state = Arc::new(State {
+        sup: Supervisor::new(rt.clone()),
         rt,
         launched: Mutex::new(HashSet::new()),
     });
@@ -336,6 +521,37 @@ pub fn serve(
     let _ = std::fs::remove_file(state.rt.socket_path());
     tracing::info!("service stopped");
     result
+}
+
+/// The soft `RLIMIT_NOFILE` this process started with, kept for workloads (G8).
+static ORIGINAL_NOFILE: std::sync::OnceLock<rustix::process::Rlimit> = std::sync::OnceLock::new();
+
+/// The service holds a few descriptors per launch (channel, capture pipes, control): raise the
+/// soft descriptor limit to the hard one. Workloads get the original back ([`original_nofile`]).
+fn raise_nofile() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let orig = getrlimit(Resource::Nofile);
+    let _ = ORIGINAL_NOFILE.set(orig);
+    if orig.current != orig.maximum {
+        let raised = Rlimit {
+            current: orig.maximum,
+            maximum: orig.maximum,
+        };
+        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+            tracing::warn!(error = %e, "cannot raise the descriptor limit");
+        }
+    }
+}
+
+/// The original descriptor limit as a launch rlimit, when [`raise_nofile`] changed it.
+fn original_nofile() -> Option<refine_protocol::Rlimit> {
+    let orig = ORIGINAL_NOFILE.get()?;
+    let now = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    (now.current != orig.current).then(|| refine_protocol::Rlimit {
+        resource: libc::RLIMIT_NOFILE,
+        soft: orig.current.unwrap_or(u64::MAX),
+        hard: orig.maximum.unwrap_or(u64::MAX),
+    })
 }
 
 fn init_tracing(rt: &Runtime) -> Result<(), ServiceError> {
@@ -459,7 +675,7 @@ fn handle(state: &State, req: Request) -> Response {
         })
     };
     let result = match req {
-        Request::Launch(spec) => launch_detached(rt, spec).map(|id| {
+        Request::Launch(spec) => launch_detached(&state.sup, spec).map(|id| {
             if let Ok(mut l) = state.launched.lock() {
                 l.insert(id);
             }

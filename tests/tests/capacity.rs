@@ -97,3 +97,57 @@ fn human_output_names_every_figure() {
         assert!(text.contains(word), "{word} missing:\n{text}");
     }
 }
+
+#[test]
+fn agent_launch_refuses_or_waits_when_no_slot_is_free() {
+    let home = Home::new();
+    let one_slot = |args: &[&str]| {
+        let mut c = home.command(args);
+        c.env("REFINE_CAPACITY_MEMORY", GIB.to_string())
+            .env("REFINE_CAPACITY_CORES", "64");
+        output_of(c)
+    };
+    // The first agent leaves a descendant that holds the scope (and its slot).
+    let args = [
+        "run",
+        "--json",
+        "--kind",
+        "agent",
+        "--",
+        "sh",
+        "-c",
+        "sleep 600 & echo holding",
+    ];
+    let out = one_slot(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let id = parse(&args, &out)["id"].as_str().unwrap().to_owned();
+    assert_eq!(home.state(&id), "live");
+    let c = capacity(&home, &GIB.to_string(), "64");
+    assert_eq!(
+        (c["slots"].as_u64(), c["live"].as_u64(), c["free"].as_u64()),
+        (Some(1), Some(1), Some(0))
+    );
+
+    let args = ["run", "--kind", "agent", "--", "true"];
+    let err = assert_one_line_error(&args, &one_slot(&args));
+    assert!(err.contains("no capacity slot"), "{err}");
+    let args = [
+        "run",
+        "--kind",
+        "agent",
+        "--wait-for-slot",
+        "300ms",
+        "--",
+        "true",
+    ];
+    let err = assert_one_line_error(&args, &one_slot(&args));
+    assert!(err.contains("no capacity slot"), "{err}");
+    // Other kinds are not held back by agent admission.
+    let args = ["run", "--kind", "command", "--", "true"];
+    assert!(one_slot(&args).status.success());
+
+    assert!(home.cli(&["stop", &id]).status.success());
+    let args = ["run", "--kind", "agent", "--", "true"];
+    let out = one_slot(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+}

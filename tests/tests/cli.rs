@@ -261,3 +261,129 @@ fn ps_is_an_aligned_table_and_hides_exited_without_all() {
     assert!(String::from_utf8_lossy(&all.stdout).contains(&done));
     assert!(home.cli(&["stop", &live]).status.success());
 }
+
+#[test]
+fn run_passes_exit_codes_and_signals_through() {
+    let home = Home::new();
+    for (argv, code) in [
+        (vec!["true"], 0),
+        (vec!["sh", "-c", "exit 7"], 7),
+        (vec!["sh", "-c", "kill -TERM $$"], 128 + 15),
+        (vec!["sh", "-c", "kill -KILL $$"], 128 + 9),
+    ] {
+        let mut args = vec!["run", "--"];
+        args.extend_from_slice(&argv);
+        let out = home.cli(&args);
+        assert_eq!(out.status.code(), Some(code), "{}", describe(&args, &out));
+    }
+    // Output streams through, stdout and stderr apart.
+    let args = ["run", "--", "sh", "-c", "echo to-out; echo to-err >&2"];
+    let out = home.cli(&args);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "to-out\n",
+        "{}",
+        describe(&args, &out)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "to-err\n",
+        "{}",
+        describe(&args, &out)
+    );
+}
+
+#[test]
+fn run_json_has_the_contract_fields() {
+    let home = Home::new();
+    let (out, doc) = home.run_json(&["sh", "-c", "echo hello; echo oops >&2; exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&["run"], &out));
+    assert_eq!(doc["outcome"], "completed", "{doc}");
+    assert_eq!(doc["exit_code"], 3, "{doc}");
+    assert!(doc["signal"].is_null(), "{doc}");
+    let id = doc["id"].as_str().expect("id");
+    assert_eq!(id.len(), 32);
+    for (stream, text) in [("stdout", "hello\n"), ("stderr", "oops\n")] {
+        assert_eq!(doc[stream]["complete"], true, "{doc}");
+        let path = doc[stream]["path"].as_str().expect("path");
+        assert_eq!(fs::read_to_string(path).unwrap(), text);
+    }
+
+    let (out, doc) = home.run_json(&["sh", "-c", "kill -TERM $$"]);
+    assert_eq!(out.status.code(), Some(143), "{}", describe(&["run"], &out));
+    assert_eq!(doc["signal"], 15, "{doc}");
+    assert!(doc["exit_code"].is_null(), "{doc}");
+
+    let (out, doc) = home.run_json(&["/nonexistent/program"]);
+    assert!(!out.status.success());
+    assert_eq!(doc["outcome"], "spawn_failed", "{doc}");
+
+    // The registrations are all listed, exited, with their workload status.
+    let rows = home.ps();
+    assert_eq!(rows.len(), 3);
+    assert!(rows.iter().all(|r| r["state"] == "exited"), "{rows:?}");
+}
+
+#[test]
+fn sigkilled_run_is_never_exited_without_a_receipt_and_stop_ends_it() {
+    let home = Home::new();
+    // The workload leaves a descendant that keeps the scope after the launcher dies.
+    let (mut run, id) = home.run_until_ready(&["sh", "-c", "sleep 600 & echo ready; wait"]);
+    let pid = run.id() as u64;
+    let start = {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let rest = &stat[stat.rfind(')').unwrap() + 1..];
+        rest.split_ascii_whitespace()
+            .nth(19)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(kill_witness(pid, start, rustix::process::Signal::KILL));
+    let status = run.wait().unwrap();
+    assert!(!status.success());
+
+    let row = home.row(&id);
+    let state = row["state"].as_str().unwrap().to_owned();
+    assert!(state == "live" || state == "unverified", "{row}");
+    let [guardian, workload] = witnesses(&home, &id);
+    assert!(
+        alive(guardian.0, guardian.1),
+        "the guardian outlives its launcher"
+    );
+    let _ = workload;
+
+    let args = ["stop", &id, "--json"];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let doc = parse(&args, &out);
+    assert_eq!(doc["state"], "exited", "{doc}");
+    let s = show(&home, &id);
+    assert_eq!(s["state"], "exited", "{s}");
+    assert!(s["receipt"].is_object(), "{s}");
+    assert_eq!(home.json(&["receipt", &id, "--json"])["verified"], true);
+    assert!(!alive(guardian.0, guardian.1));
+}
+
+#[test]
+fn recover_ends_a_scope_left_by_a_sigkilled_run() {
+    let home = Home::new();
+    let (mut run, id) = home.run_until_ready(&["sh", "-c", "sleep 600 & echo ready; wait"]);
+    let pid = run.id() as u64;
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let start: u64 = stat[stat.rfind(')').unwrap() + 1..]
+        .split_ascii_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(kill_witness(pid, start, rustix::process::Signal::KILL));
+    run.wait().unwrap();
+    assert_ne!(home.state(&id), "exited");
+
+    let rec = home.json(&["recover", "--json"]);
+    assert!(rec.to_string().contains(&id), "{rec}");
+    let s = show(&home, &id);
+    assert_eq!(s["state"], "exited", "{s}");
+    assert!(s["receipt"].is_object());
+}

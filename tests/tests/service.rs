@@ -122,3 +122,74 @@ fn detach_without_a_service_is_one_line() {
     let err = assert_one_line_error(&args, &out);
     assert!(err.contains("no service is running"), "{err}");
 }
+
+#[test]
+fn detached_launches_are_all_accounted_for_after_a_sigkilled_service() {
+    let home = Home::new();
+    let mut svc = Service::start(&home);
+    let mut ids = Vec::new();
+    for argv in [
+        vec!["sleep", "600"],
+        vec!["sh", "-c", "sleep 600 & wait"],
+        vec!["sh", "-c", "echo quick"],
+    ] {
+        let mut args = vec!["run", "--detach", "--"];
+        args.extend_from_slice(&argv);
+        let out = home.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+        let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert_eq!(id.len(), 32, "run --detach prints the id: {id:?}");
+        ids.push(id);
+    }
+    home.wait_state(&ids[0], "live");
+    home.wait_state(&ids[1], "live");
+    home.wait_state(&ids[2], "exited");
+    let witnesses: Vec<[(u64, u64); 2]> = ids.iter().map(|id| witnesses(&home, id)).collect();
+
+    assert!(!svc.signal_and_wait(rustix::process::Signal::KILL).success());
+    // Restart: recovery at start, then the socket.
+    let mut svc = Service::start(&home);
+    // Every registration is accounted for, and nothing of theirs is left running unowned.
+    for id in &ids {
+        home.wait_state(id, "exited");
+        let s = show(&home, id);
+        assert!(s["receipt"].is_object(), "{s}");
+    }
+    for w in witnesses.iter().flatten() {
+        assert!(
+            refine_tests::wait_until(DEADLINE, || !alive(w.0, w.1)),
+            "process {w:?} still running"
+        );
+    }
+    let log = std::fs::read_to_string(home.run_dir().join("service.log")).unwrap();
+    assert!(log.contains("recovery at start"), "{log}");
+    assert!(svc.signal_and_wait(rustix::process::Signal::TERM).success());
+}
+
+#[test]
+fn the_api_lists_shows_and_stops() {
+    use std::io::{BufRead, BufReader, Write};
+    let home = Home::new();
+    let mut svc = Service::start(&home);
+    let out = home.cli(&["run", "--detach", "--json", "--", "sleep", "600"]);
+    let id = parse(&["run"], &out)["id"].as_str().unwrap().to_owned();
+    let ask = |line: &str| {
+        let mut s = std::os::unix::net::UnixStream::connect(home.run_dir().join("supervisor.sock"))
+            .unwrap();
+        s.write_all(line.as_bytes()).unwrap();
+        let mut resp = String::new();
+        BufReader::new(s).read_line(&mut resp).unwrap();
+        serde_json::from_str::<serde_json::Value>(&resp).unwrap()
+    };
+    let list = ask("{\"v\":1,\"op\":\"list\"}\n");
+    assert_eq!(list["ok"], true, "{list}");
+    assert_eq!(list["result"]["list"][0]["id"], id.as_str());
+    let shown = ask(&format!("{{\"v\":1,\"op\":\"show\",\"id\":\"{id}\"}}\n"));
+    assert_eq!(shown["result"]["show"]["state"], "live", "{shown}");
+    let bad = ask("{\"v\":9,\"op\":\"list\"}\n");
+    assert_eq!(bad["ok"], false, "{bad}");
+    let stopped = ask(&format!("{{\"v\":1,\"op\":\"stop\",\"id\":\"{id}\"}}\n"));
+    assert_eq!(stopped["result"]["stop"]["state"], "exited", "{stopped}");
+    assert_eq!(home.state(&id), "exited");
+    assert!(svc.signal_and_wait(rustix::process::Signal::TERM).success());
+}
