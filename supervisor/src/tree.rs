@@ -103,110 +103,143 @@ impl Scope {
     }
 }
 
+/// How descendants are walked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Walk {
+    /// `/proc/PID/task/*/children`, falling back to [`Walk::PpidScan`] where the kernel has none.
+    ChildrenLists,
+    /// One scan of every process's ppid.
+    PpidScan,
+}
+
 /// Discovers the scope described by `roots`; `boot_id` is the current boot (every witness found
 /// belongs to it).
 pub fn discover(roots: &Roots, boot_id: BootId) -> Result<Scope, TreeError> {
+    discover_with(roots, boot_id, Walk::ChildrenLists)
+}
+
+/// [`discover`] with an explicit walk (tests compare both).
+pub fn discover_with(roots: &Roots, boot_id: BootId, walk: Walk) -> Result<Scope, TreeError> {
     let me = rustix::process::getpid();
-    let mut seen: BTreeSet<i32> = BTreeSet::new();
-    seen.insert(me.as_raw_nonzero().get());
-    let mut members = Vec::new();
-    let mut stack: Vec<Pid> = Vec::new();
+    let mut w = Walker {
+        boot_id,
+        walk,
+        seen: BTreeSet::from([me.as_raw_nonzero().get()]),
+        members: Vec::new(),
+        ppid_map: None,
+        used_children_lists: true,
+    };
     let mut guardian_alive = false;
     let mut guardian_pgid = None;
 
+    // 1. Below the guardian and the given roots.
+    let mut stack: Vec<Pid> = Vec::new();
     if let Some(g) = roots.guardian {
         if let Some(s) = procfs::stat_of(&g)? {
-            seen.insert(s.pid.as_raw_nonzero().get());
+            w.seen.insert(s.pid.as_raw_nonzero().get());
             guardian_pgid = Some(s.pgid);
-            if !s.state.is_exited() {
-                guardian_alive = true;
-            }
+            guardian_alive = !s.state.is_exited();
             // Even a zombie guardian may have children listed until it is reaped: walk it.
             stack.push(s.pid);
         }
     }
-    for w in &roots.members {
-        if let Some(s) = procfs::stat_of(w)? {
-            if seen.insert(s.pid.as_raw_nonzero().get()) {
-                members.push(Member::new(&s, boot_id, Found::Root));
+    for root in &roots.members {
+        if let Some(s) = procfs::stat_of(root)? {
+            if w.seen.insert(s.pid.as_raw_nonzero().get()) {
+                w.members.push(Member::new(&s, boot_id, Found::Root));
                 stack.push(s.pid);
             }
         }
     }
+    w.descend(stack, Found::Descendant)?;
+
+    // 2. Marked processes not found so far (escaped, or orphaned by a gone guardian), and
+    //    their descendants.
     if let Some(owner) = roots.owner {
+        let mut stack = Vec::new();
         for pid in procfs::all_pids()? {
-            if seen.contains(&pid.as_raw_nonzero().get()) {
-                continue;
-            }
-            if procfs::owner_marker(pid)? != Some(owner) {
+            if w.seen.contains(&pid.as_raw_nonzero().get())
+                || procfs::owner_marker(pid)? != Some(owner)
+            {
                 continue;
             }
             match procfs::stat(pid) {
                 Ok(s) => {
-                    seen.insert(pid.as_raw_nonzero().get());
-                    members.push(Member::new(&s, boot_id, Found::OwnerMarker));
+                    w.seen.insert(pid.as_raw_nonzero().get());
+                    w.members.push(Member::new(&s, boot_id, Found::OwnerMarker));
                     stack.push(pid);
                 }
                 Err(e) if e.is_vanished() => {}
                 Err(e) => return Err(e.into()),
             }
         }
-    }
-
-    let mut ppid_map: Option<BTreeMap<i32, Vec<Stat>>> = None;
-    let mut used_children_lists = true;
-    while let Some(parent) = stack.pop() {
-        let parent_found = members
-            .iter()
-            .find(|m| m.witness.pid as i32 == parent.as_raw_nonzero().get())
-            .map(|m| m.found);
-        let found = match parent_found {
-            Some(Found::OwnerMarker) => Found::OwnerMarker,
-            _ => Found::Descendant,
-        };
-        let children: Vec<Stat> = match procfs::children(parent) {
-            Ok(Some(pids)) => {
-                let mut out = Vec::with_capacity(pids.len());
-                for pid in pids {
-                    match procfs::stat(pid) {
-                        Ok(s) => out.push(s),
-                        Err(e) if e.is_vanished() => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                out
-            }
-            Ok(None) => {
-                used_children_lists = false;
-                if ppid_map.is_none() {
-                    ppid_map = Some(scan_ppids()?);
-                }
-                ppid_map
-                    .as_ref()
-                    .and_then(|m| m.get(&parent.as_raw_nonzero().get()))
-                    .cloned()
-                    .unwrap_or_default()
-            }
-            Err(e) if e.is_vanished() => continue,
-            Err(e) => return Err(e.into()),
-        };
-        for s in children {
-            // Still the parent's child now? (A pid reused elsewhere since the list was read is not.)
-            if s.ppid != parent.as_raw_nonzero().get() {
-                continue;
-            }
-            if seen.insert(s.pid.as_raw_nonzero().get()) {
-                members.push(Member::new(&s, boot_id, found));
-                stack.push(s.pid);
-            }
-        }
+        w.descend(stack, Found::OwnerMarker)?;
     }
     Ok(Scope {
         guardian_alive,
         guardian_pgid,
-        members,
-        used_children_lists,
+        members: w.members,
+        used_children_lists: w.used_children_lists,
     })
+}
+
+struct Walker {
+    boot_id: BootId,
+    walk: Walk,
+    seen: BTreeSet<i32>,
+    members: Vec<Member>,
+    ppid_map: Option<BTreeMap<i32, Vec<Stat>>>,
+    used_children_lists: bool,
+}
+
+impl Walker {
+    /// Adds every not yet seen descendant of the processes on `stack`.
+    fn descend(&mut self, mut stack: Vec<Pid>, found: Found) -> Result<(), TreeError> {
+        while let Some(parent) = stack.pop() {
+            let listed = match self.walk {
+                Walk::ChildrenLists => procfs::children(parent),
+                Walk::PpidScan => Ok(None),
+            };
+            let children: Vec<Stat> = match listed {
+                Ok(Some(pids)) => {
+                    let mut out = Vec::with_capacity(pids.len());
+                    for pid in pids {
+                        match procfs::stat(pid) {
+                            Ok(s) => out.push(s),
+                            Err(e) if e.is_vanished() => {}
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                    out
+                }
+                Ok(None) => {
+                    self.used_children_lists = false;
+                    if self.ppid_map.is_none() {
+                        self.ppid_map = Some(scan_ppids()?);
+                    }
+                    self.ppid_map
+                        .as_ref()
+                        .and_then(|m| m.get(&parent.as_raw_nonzero().get()))
+                        .cloned()
+                        .unwrap_or_default()
+                }
+                Err(e) if e.is_vanished() => continue,
+                Err(e) => return Err(e.into()),
+            };
+            for s in children {
+                // Still the parent's child now? (A pid reused elsewhere since the list was read
+                // is not.)
+                if s.ppid != parent.as_raw_nonzero().get() {
+                    continue;
+                }
+                if self.seen.insert(s.pid.as_raw_nonzero().get()) {
+                    self.members.push(Member::new(&s, self.boot_id, found));
+                    stack.push(s.pid);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Every process's stat, grouped by ppid (fallback when there are no children lists).

@@ -1,66 +1,25 @@
 //! Shared pieces of the stop, assessment and recovery tests and their helper programs: launching
-//! a scope (a guardian in front of a `tree-builder` tree), building its registration, and checking
-//! that processes are gone.
+//! a scope (the real guardian in front of a `tree-builder` tree, registered durably before
+//! *start*), scanning it, and checking that processes are gone.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
-use refine_protocol::frame::Hello;
 use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
-use refine_protocol::{BootId, ProcessWitness, ProofIdentity, RegistrationId};
+use refine_protocol::ProcessWitness;
 use refine_supervisor::guardian::{
     launch_registered, GuardianLink, RegisteredLaunch, Stdio as GuardianStdio,
 };
-use refine_supervisor::procfs;
 use refine_supervisor::registry::Runtime;
 use refine_supervisor::tree::{self, Member, Roots};
+use refine_supervisor::{assess, procfs, stop};
 
 /// A generous bound for anything that must happen "soon" on a loaded 2-core machine.
 pub const GENEROUS: Duration = Duration::from_secs(30);
-
-/// A scope launched for a test: the guardian is this test's child (reaped by pid in `reap`).
-pub struct Launched {
-    pub guardian: Child,
-    pub reg: Registration,
-    pub lines: BufReader<ChildStdout>,
-    /// The `ready N` count, once read.
-    pub ready: Option<u32>,
-}
-
-impl Launched {
-    /// Reads lines until `ready N`; returns N.
-    pub fn wait_ready(&mut self) -> u32 {
-        if let Some(n) = self.ready {
-            return n;
-        }
-        let mut line = String::new();
-        loop {
-            line.clear();
-            let n = self.lines.read_line(&mut line).expect("read");
-            assert!(n > 0, "tree-builder closed its output before `ready`");
-            if let Some(rest) = line.trim().strip_prefix("ready ") {
-                let n = rest.parse().expect("ready count");
-                self.ready = Some(n);
-                return n;
-            }
-        }
-    }
-
-    /// Reaps the guardian (this test's own child, by pid).
-    pub fn reap(&mut self) -> std::process::ExitStatus {
-        self.guardian.wait().expect("wait guardian")
-    }
-
-    /// Every live member of the scope now.
-    pub fn members(&self) -> Vec<Member> {
-        scan(&self.reg)
-    }
-}
 
 /// The live members of `reg`'s scope (below its guardian, or carrying its marker).
 pub fn scan(reg: &Registration) -> Vec<Member> {
@@ -77,38 +36,10 @@ pub fn scan(reg: &Registration) -> Vec<Member> {
         .collect()
 }
 
-/// A registration record for the identities a guardian reported.
-pub fn registration(rt: &Runtime, id: RegistrationId, hello: Hello, proof: &Path) -> Registration {
-    Registration {
-        id,
-        runtime: rt.id(),
-        kind: Kind::Command,
-        label: "stop-test".into(),
-        owner: "tests".into(),
-        purpose: BTreeMap::new(),
-        argv: Vec::new(),
-        cwd: "/".into(),
-        stdout_path: rt
-            .log_path(id, refine_supervisor::registry::Stream::Stdout)
-            .display()
-            .to_string(),
-        stderr_path: rt
-            .log_path(id, refine_supervisor::registry::Stream::Stderr)
-            .display()
-            .to_string(),
-        stdin_path: None,
-        pty: false,
-        limits: Limits::default(),
-        scope_policy: ScopePolicy::Keep,
-        started_at_unix_ms: 0,
-        hello,
-        proof_path: proof.display().to_string(),
-    }
-}
-
 /// A scope behind the real `refine-guardian`, launched through
 /// `refine_supervisor::guardian::launch_registered` (registration durable before *start*).
 pub struct GuardianScope {
+    pub runtime: Runtime,
     pub link: GuardianLink,
     pub reg: Registration,
     pub lines: BufReader<std::io::PipeReader>,
@@ -141,6 +72,15 @@ impl GuardianScope {
 
     pub fn members(&self) -> Vec<Member> {
         scan(&self.reg)
+    }
+}
+
+impl Drop for GuardianScope {
+    /// A test that failed half-way must not leave its tree running: stop what is still live.
+    fn drop(&mut self) {
+        if assess::assess(&self.runtime, &self.reg, &assess::KERNEL_BOOT).is_live() {
+            let _ = stop::stop(&self.runtime, &self.reg, &stop::StopOptions::default());
+        }
     }
 }
 
@@ -179,75 +119,11 @@ pub fn launch_guardian(rt: &Runtime, tree_builder: &Path, tree_args: &[&str]) ->
     let (reg, link) =
         launch_registered(rt, id, request(argv, writer.into())).expect("launch through guardian");
     GuardianScope {
+        runtime: rt.clone(),
         link,
         reg,
         lines: BufReader::new(reader),
         ready: None,
-    }
-}
-
-/// Launches `tree-builder` behind the stand-in guardian (`tree-builder --stand-in-guardian`),
-/// registers it durably, and returns once the `hello` line arrived.
-pub fn launch_stand_in(rt: &Runtime, tree_builder: &Path, tree_args: &[&str]) -> Launched {
-    let id = rt.new_id().expect("id");
-    let proof = rt.proof_path(id);
-    let mut child = Command::new(tree_builder)
-        .arg("--stand-in-guardian")
-        .arg("--proof")
-        .arg(&proof)
-        .arg("--registration")
-        .arg(id.to_string())
-        .arg("--runtime")
-        .arg(rt.id().to_string())
-        .args(tree_args)
-        .env(procfs::OWNER_VAR, id.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn tree-builder");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    let mut ready = None;
-    let hello = loop {
-        line.clear();
-        let n = lines.read_line(&mut line).expect("read");
-        assert!(n > 0, "stand-in guardian closed its output before hello");
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.first() {
-            Some(&"hello") => break parse_hello(&words[1..]),
-            Some(&"ready") => ready = words.get(1).and_then(|w| w.parse().ok()),
-            _ => {}
-        }
-    };
-    let mut reg = registration(rt, id, hello, &proof);
-    reg.argv = vec![tree_builder.display().to_string()];
-    rt.write_registration(&reg).expect("write registration");
-    Launched {
-        guardian: child,
-        reg,
-        lines,
-        ready,
-    }
-}
-
-fn parse_hello(w: &[&str]) -> Hello {
-    let n = |i: usize| -> u64 { w[i].parse().expect("hello field") };
-    Hello {
-        guardian: ProcessWitness {
-            pid: n(0) as u32,
-            start_time: n(1),
-        },
-        workload: ProcessWitness {
-            pid: n(2) as u32,
-            start_time: n(3),
-        },
-        workload_pgid: n(4) as u32,
-        workload_sid: n(5) as u32,
-        proof: ProofIdentity {
-            dev: n(6),
-            ino: n(7),
-        },
-        boot_id: BootId::parse(w[8]).expect("boot id"),
     }
 }
 

@@ -27,7 +27,7 @@ fn finished(rt: &Runtime) -> Registration {
     let mut scope = launch_guardian(rt, tree_builder(), &["--sessions", "0", "--then", "exit"]);
     scope.wait_ready();
     assert!(scope.reap().success());
-    scope.reg
+    scope.reg.clone()
 }
 
 /// A running scope (a few idle processes).

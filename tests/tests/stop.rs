@@ -40,6 +40,10 @@ fn stop_proves_exit_of_a_large_tree_by_receipt() {
     let mut scope = launch(&rt, BIG_TREE);
     let nodes = scope.wait_ready();
     assert_eq!(nodes, 66);
+    assert!(wait_until(GENEROUS, || scope
+        .members()
+        .iter()
+        .any(|m| m.state == State::Stopped)));
     let before = scope.members();
     assert!(
         before.len() > 50,
@@ -50,10 +54,6 @@ fn stop_proves_exit_of_a_large_tree_by_receipt() {
     let groups: std::collections::BTreeSet<i32> = before.iter().map(|m| m.pgid).collect();
     assert!(sessions.len() >= 5, "sessions: {sessions:?}");
     assert!(groups.len() >= 13, "groups: {groups:?}");
-    assert!(
-        before.iter().any(|m| m.state == State::Stopped),
-        "the stopped leaf is in the tree"
-    );
 
     let opts = StopOptions {
         grace: Some(Duration::from_millis(300)),
@@ -150,6 +150,11 @@ fn quiescence_failure_resumes_exactly_what_it_stopped() {
         ],
     );
     scope.wait_ready();
+    // The stopped leaf reports before it stops itself: wait for the kernel to show it stopped.
+    assert!(wait_until(GENEROUS, || scope
+        .members()
+        .iter()
+        .any(|m| m.state == State::Stopped)));
     let before = scope.members();
     let already: Vec<ProcessWitness> = before
         .iter()
@@ -341,4 +346,73 @@ fn children_are_killed_before_parents_so_no_stopped_group_is_resumed() {
     assert!(!report.signalled.iter().any(|s| s.signal == libc::SIGCONT));
     scope.reap();
     assert!(survivors(&before).is_empty());
+}
+
+#[test]
+fn ppid_scan_finds_the_same_tree_as_children_lists() {
+    use refine_supervisor::tree::{discover_with, Roots, Walk};
+    let home = home();
+    let rt = runtime(home.path());
+    let mut scope = launch(
+        &rt,
+        &[
+            "--sessions",
+            "2",
+            "--groups",
+            "2",
+            "--leaves",
+            "2",
+            "--orphan",
+        ],
+    );
+    scope.wait_ready();
+    let roots = Roots {
+        guardian: Some(scope.reg.hello.guardian),
+        members: Vec::new(),
+        owner: None,
+    };
+    let boot = procfs::boot_id().unwrap();
+    let by_lists = discover_with(&roots, boot, Walk::ChildrenLists).unwrap();
+    let by_scan = discover_with(&roots, boot, Walk::PpidScan).unwrap();
+    assert!(by_lists.used_children_lists);
+    assert!(!by_scan.used_children_lists);
+    assert_eq!(by_lists.live_witnesses(), by_scan.live_witnesses());
+    assert!(by_lists.live_witnesses().len() >= 13);
+    let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
+    assert_eq!(report.outcome, StopOutcome::Stopped);
+    scope.reap();
+}
+
+#[test]
+fn an_escaped_process_carrying_the_owner_marker_is_stopped_too() {
+    let home = home();
+    let rt = runtime(home.path());
+    let mut scope = launch(&rt, &["--sessions", "1", "--groups", "1", "--leaves", "1"]);
+    scope.wait_ready();
+    // Started outside the guardian's tree (this test's own child), but marked as the scope's.
+    let mut escaped = Command::new(TREE_BUILDER)
+        .args(["--sessions", "0"])
+        .env(procfs::OWNER_VAR, scope.reg.id.to_string())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let esc = procfs::stat(rustix::process::Pid::from_child(&escaped))
+        .unwrap()
+        .witness();
+    assert!(wait_until(GENEROUS, || scope
+        .members()
+        .iter()
+        .any(|m| m.witness == esc)));
+    let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
+    assert_eq!(report.outcome, StopOutcome::Stopped);
+    assert!(report
+        .signalled
+        .iter()
+        .any(|s| s.target == Target::Process(esc) && s.signal == libc::SIGKILL));
+    let status = escaped.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+    scope.reap();
 }

@@ -3,36 +3,25 @@
 //! ```text
 //! tree-builder [--sessions S] [--groups G] [--leaves N] [--ignorers K] [--forker] [--stopped]
 //!              [--orphan] [--ignore-term] [--then stay|exit]
-//! tree-builder --stand-in-guardian --proof PATH --registration HEX --runtime HEX [tree options]
 //! ```
 //!
 //! The tree: S session leaders (`setsid`), each with G process groups, each group a leader plus N
 //! leaves. The first K leaves ignore SIGTERM; `--forker` adds a leaf that keeps forking sleepers;
 //! `--stopped` adds a leaf that SIGSTOPs itself after reporting. `--orphan` makes the session
 //! leaders exit once their groups are up (their descendants are reparented); `--ignore-term`
-//! makes the root itself ignore SIGTERM. Every node writes one
-//! line to an internal pipe once it is set up; the root prints `ready <nodes>` when all are up,
-//! then stays (default) or exits (`--then exit`).
-//!
-//! `--stand-in-guardian` runs a minimal guardian in front of the tree: subreaper bit, proof file
-//! (`O_EXCL`), `hello ...` line with the identities, reaps until `ECHILD`, then writes a receipt
-//! encoded by the protocol crate. (Used until and besides the real `refine-guardian`.)
+//! makes the root itself ignore SIGTERM (inherited by the whole tree). Every node writes one line
+//! to an internal pipe once it is set up; the root prints `ready <nodes>` when all are up, then
+//! stays (default) or exits (`--then exit`).
 #![deny(unsafe_code)]
 // The tree is deliberately left unreaped by its builders: the subreaper above reaps it.
 #![allow(clippy::zombie_processes)]
 
-use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use refine_protocol::{
-    BootId, ProcessWitness, ProofIdentity, Receipt, RegistrationId, RuntimeId, ScopeEnd,
-    WorkloadStatus,
-};
-use rustix::process::{getpid, Pid, Signal, WaitOptions};
+use rustix::process::{getpid, Signal};
 
 #[derive(Clone, Debug, Default)]
 struct Plan {
@@ -88,20 +77,10 @@ fn root(args: &[String]) {
         leaves: 5,
         ..Plan::default()
     };
-    let mut stand_in = false;
-    let mut proof = None;
-    let mut reg = None;
-    let mut runtime = None;
-    // The tree options, passed on to the workload when running as a stand-in guardian.
-    let mut tree_args: Vec<String> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = || it.next().cloned().expect("option value");
         match a.as_str() {
-            "--stand-in-guardian" => stand_in = true,
-            "--proof" => proof = Some(value()),
-            "--registration" => reg = RegistrationId::parse(&value()),
-            "--runtime" => runtime = RuntimeId::parse(&value()),
             "--forker" => plan.forker = true,
             "--stopped" => plan.stopped = true,
             "--orphan" => plan.orphan = true,
@@ -115,26 +94,9 @@ fn root(args: &[String]) {
                     "--ignorers" => plan.ignorers = v.parse().expect("number"),
                     _ => plan.exit_when_ready = v == "exit",
                 }
-                tree_args.push(a.clone());
-                tree_args.push(v);
-                continue;
             }
             other => panic!("unknown argument {other}"),
         }
-        if matches!(
-            a.as_str(),
-            "--forker" | "--stopped" | "--orphan" | "--ignore-term"
-        ) {
-            tree_args.push(a.clone());
-        }
-    }
-    if stand_in {
-        stand_in_guardian(
-            &tree_args,
-            &proof.expect("--proof"),
-            reg.expect("--registration"),
-            runtime.expect("--runtime"),
-        );
     }
     build(&plan);
 }
@@ -259,121 +221,4 @@ fn ignore_sigterm() {
     unsafe {
         libc::signal(libc::SIGTERM, libc::SIG_IGN);
     }
-}
-
-fn read_boot_id() -> BootId {
-    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("boot id");
-    BootId::parse(text.trim()).expect("boot id")
-}
-
-/// Field `n` (1-based, n >= 3) of `/proc/PID/stat`, parsed after the last `)`.
-fn stat_field(pid: Pid, n: usize) -> u64 {
-    let text =
-        std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero())).expect("stat");
-    let after = &text[text.rfind(')').expect(")") + 1..];
-    after
-        .split_ascii_whitespace()
-        .nth(n - 3)
-        .and_then(|v| v.parse().ok())
-        .expect("stat field")
-}
-
-fn start_time(pid: Pid) -> u64 {
-    stat_field(pid, 22)
-}
-
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
-
-/// A minimal guardian: subreaper, proof file, hello, reap to ECHILD, receipt.
-fn stand_in_guardian(tree_args: &[String], proof: &str, reg: RegistrationId, runtime: RuntimeId) {
-    rustix::process::set_child_subreaper(Some(getpid())).expect("subreaper");
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(proof)
-        .expect("create proof");
-    let meta = file.metadata().expect("fstat proof");
-    let proof_id = ProofIdentity {
-        dev: meta.dev(),
-        ino: meta.ino(),
-    };
-    let boot = read_boot_id();
-    let me_pid = getpid();
-    let guardian = ProcessWitness {
-        pid: me_pid.as_raw_nonzero().get() as u32,
-        start_time: start_time(me_pid),
-    };
-    let child = me()
-        .args(tree_args)
-        .process_group(0)
-        .spawn()
-        .expect("spawn workload");
-    let wpid = Pid::from_child(&child);
-    let workload = ProcessWitness {
-        pid: wpid.as_raw_nonzero().get() as u32,
-        start_time: start_time(wpid),
-    };
-    // From /proc: getsid() says 0 for a session outside this pid namespace.
-    let sid = stat_field(me_pid, 6);
-    println!(
-        "hello {} {} {} {} {} {} {} {} {}",
-        guardian.pid,
-        guardian.start_time,
-        workload.pid,
-        workload.start_time,
-        workload.pid,
-        sid,
-        proof_id.dev,
-        proof_id.ino,
-        boot
-    );
-    let _ = std::io::stdout().flush();
-    drop(child);
-    let mut status = WorkloadStatus::Unknown;
-    let mut reaped = 0u32;
-    let mut exited_at = 0;
-    loop {
-        match rustix::process::wait(WaitOptions::empty()) {
-            Ok(Some((pid, st))) => {
-                reaped += 1;
-                if pid == wpid {
-                    exited_at = now_ns();
-                    status = if let Some(code) = st.exit_status() {
-                        WorkloadStatus::Exited(code)
-                    } else if let Some(sig) = st.terminating_signal() {
-                        WorkloadStatus::Signaled(sig)
-                    } else {
-                        WorkloadStatus::Unknown
-                    };
-                }
-            }
-            Ok(None) => {}
-            Err(rustix::io::Errno::INTR) => {}
-            Err(rustix::io::Errno::CHILD) => break,
-            Err(e) => panic!("waitpid: {e}"),
-        }
-    }
-    let receipt = Receipt {
-        registration: reg,
-        runtime,
-        boot_id: boot,
-        guardian,
-        workload,
-        proof: proof_id,
-        status,
-        end: ScopeEnd::Completed,
-        spawn_errno: 0,
-        reaped,
-        workload_exited_at_ns: exited_at,
-        written_at_ns: now_ns(),
-    };
-    file.write_all(&receipt.encode()).expect("write receipt");
-    file.sync_data().expect("fdatasync");
-    std::process::exit(0);
 }
