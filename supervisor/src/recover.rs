@@ -24,6 +24,11 @@ use crate::fence::FenceError;
 use crate::registry::{RegistryError, Runtime};
 use crate::stop::{self, StopOptions, StopReport};
 
+/// Default bound on each registration lock. Short: a held lock means an owner is alive (a
+/// launcher, retention, or another recovery acting on it), and waiting longer would only delay
+/// recovery of the other registrations; the next run sees the registration again.
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_millis(100);
+
 /// How to recover.
 #[derive(Debug, Clone, Copy)]
 pub struct RecoverOptions<'a> {
@@ -38,7 +43,7 @@ impl Default for RecoverOptions<'static> {
     fn default() -> Self {
         RecoverOptions {
             stop: StopOptions::default(),
-            lock_wait: Duration::from_secs(5),
+            lock_wait: DEFAULT_LOCK_WAIT,
         }
     }
 }
@@ -59,7 +64,8 @@ pub enum RecoveryAction {
         reason: UnverifiedReason,
         stop: Option<StopReport>,
     },
-    /// Its lock is held by a live launcher or another recovery: left to its owner.
+    /// Its lock is held (by a live launcher, retention, or another recovery acting on it): left
+    /// to its owner.
     Owned,
     /// The stop failed; evidence kept.
     StopFailed {

@@ -12,6 +12,11 @@
 //! signals every process on the machine, `kill(0)` the caller's own group.
 //!
 //! # Caveats
+//! A start time has the resolution of a clock tick (10 ms): a pid that is freed and reused within
+//! the same tick is indistinguishable by it. Holding the pidfd from discovery to the last signal
+//! (as the stop does) leaves only the instant between a scan and `pidfd_open` exposed, and pids
+//! are handed out cyclically, so a reuse there needs the pid space to wrap within that instant.
+//!
 //! A group signal reaches whoever is in the group when the kernel delivers it; the verified member
 //! keeps the group id from being reused, but a process that joins the group (`setpgid`) between the
 //! check and the send is signalled too. Stops therefore signal each witnessed process individually
@@ -61,6 +66,7 @@ pub enum SignalError {
 #[derive(Debug)]
 pub struct Verified {
     pidfd: OwnedFd,
+    pid: Pid,
     witness: ProcessWitness,
 }
 
@@ -91,7 +97,11 @@ impl Verified {
                 found: found.start_time,
             });
         }
-        Ok(Verified { pidfd, witness })
+        Ok(Verified {
+            pidfd,
+            pid,
+            witness,
+        })
     }
 
     pub fn witness(&self) -> ProcessWitness {
@@ -99,11 +109,11 @@ impl Verified {
     }
 
     pub fn pid(&self) -> Pid {
-        // `open` only succeeds for a witness with a valid pid.
-        procfs::pid_of(&self.witness).unwrap_or(Pid::INIT)
+        self.pid
     }
 
     /// Sends `sig` to exactly this process. [`SignalError::Gone`] once it has been reaped.
+    #[doc(alias = "pidfd_send_signal")]
     pub fn signal(&self, sig: Signal) -> Result<(), SignalError> {
         match pidfd_send_signal(&self.pidfd, sig) {
             Ok(()) => Ok(()),
@@ -158,6 +168,7 @@ impl AsFd for Verified {
 
 /// Sends `sig` to process group `pgid`, only if `member` (verified, held by pidfd) is in it now,
 /// and never for a group id of 1 or less.
+#[doc(alias = "killpg")]
 pub fn signal_group(member: &Verified, pgid: i32, sig: Signal) -> Result<(), SignalError> {
     let group = checked_group(pgid)?;
     let now = procfs::stat_of(&member.witness)?.ok_or(SignalError::Gone(member.witness))?;

@@ -266,9 +266,9 @@ fn run(
             None => wait_scope_empty(&roots, current, until)?,
         };
         timings.grace = t.elapsed();
-        if exited && guardian.is_some() {
+        if let (true, Some(g)) = (exited, &guardian) {
             return prove(
-                runtime, reg, opts, signalled, 0, timings, start, deadline, None,
+                runtime, reg, opts, g, signalled, 0, timings, start, deadline, None,
             );
         }
     }
@@ -302,11 +302,12 @@ fn run(
         }
     }
     let held = held;
-    match guardian {
-        Some(_) => prove(
+    match &guardian {
+        Some(g) => prove(
             runtime,
             reg,
             opts,
+            g,
             signalled,
             killed,
             timings,
@@ -339,6 +340,7 @@ fn prove(
     runtime: &Runtime,
     reg: &Registration,
     opts: &StopOptions<'_>,
+    guardian: &Verified,
     signalled: Vec<Sent>,
     killed: usize,
     mut timings: StopTimings,
@@ -346,13 +348,10 @@ fn prove(
     deadline: Instant,
     kill_at: Option<Instant>,
 ) -> Result<StopReport, StopError> {
-    let exited = match Verified::open(reg.hello.guardian) {
-        Ok(g) => g
-            .wait_exit(Some(deadline.saturating_duration_since(Instant::now())))
-            .map_err(StopError::Signal)?,
-        Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => true,
-        Err(e) => return Err(StopError::Signal(e)),
-    };
+    // The pidfd held since the assessment: readable once the guardian has exited.
+    let exited = guardian
+        .wait_exit(Some(deadline.saturating_duration_since(Instant::now())))
+        .map_err(StopError::Signal)?;
     if let Some(t) = kill_at {
         timings.kill_to_exit = t.elapsed();
     }

@@ -97,9 +97,14 @@ fn launcher_killed_mid_flight_then_two_concurrent_recoveries() {
         let stopped = acts.iter().filter(|a| a.starts_with("stopped")).count();
         // Nobody double-acts: at most one run stops a scope, the other finds it exited.
         assert!(stopped <= 1, "{name} stopped twice: {report}");
+        assert!(
+            acts.iter().any(|a| a != "owned"),
+            "{name}: neither run acted: {report}"
+        );
         for a in acts {
+            // `owned`: the other run held the lock while acting on it.
             assert!(
-                a == "stopped Stopped" || a == "released exited",
+                a == "stopped Stopped" || a == "released exited" || a == "owned",
                 "{name}: unexpected action {a}: {report}"
             );
         }
