@@ -1,8 +1,9 @@
 //! The launch channel: one `SOCK_SEQPACKET` socket inherited as fd 0, one protocol frame per
 //! message (`refine_protocol::frame`).
 //!
-//! At startup the socket is verified, moved to a close-on-exec descriptor >= 3 (so the workload
-//! can never inherit it) and fd 0 is reopened on `/dev/null`. Every read is bounded in size (the
+//! At startup the socket is verified, every other inherited descriptor from 3 up is closed, the
+//! socket is moved to a close-on-exec descriptor >= 3 (so the workload can never inherit it) and
+//! fd 0 is reopened on `/dev/null`. Every read is bounded in size (the
 //! buffer is `MAX_FRAME`; `MSG_TRUNC`/`MSG_CTRUNC` are errors, never partial frames) and in time
 //! (`poll` with a deadline). Sends use `MSG_NOSIGNAL | MSG_DONTWAIT`: a vanished or stalled
 //! launcher can neither kill the guardian with `SIGPIPE` nor block its reaping.
@@ -51,6 +52,9 @@ impl Channel {
             Ok(ty) if ty == libc::SOCK_SEQPACKET => {}
             _ => return Err(Error::NotSeqpacket),
         }
+        // Close everything else the launcher let us inherit: a stray pipe end held here would
+        // keep a workload's stdin (or a reader's EOF) open for the life of the scope.
+        sys::close_from(3);
         let fd = sys::dup_cloexec(0, 3).map_err(Error::ChannelSetup)?;
         sys::reopen_dev_null(0).map_err(Error::ChannelSetup)?;
         Ok(Channel { fd, open: true })

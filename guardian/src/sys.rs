@@ -183,6 +183,22 @@ pub fn dup_cloexec(fd: c_int, min: c_int) -> Result<OwnedFd, Errno> {
     cvt(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) }).map(OwnedFd)
 }
 
+/// Closes every descriptor from `first` up (`close_range`; best effort: kernels before 5.9 lack
+/// it, and then inherited descriptors stay open).
+#[doc(alias = "close_range")]
+pub fn close_from(first: c_int) {
+    // SAFETY: close_range only closes descriptors; none from `first` up is owned by any
+    // OwnedFd yet (called before the guardian opens anything of its own).
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_uint,
+            libc::c_uint::MAX,
+            0 as libc::c_uint,
+        )
+    };
+}
+
 /// Points descriptor `target` (0, 1 or 2) at `/dev/null`.
 pub fn reopen_dev_null(target: c_int) -> Result<(), Errno> {
     let null = OwnedFd(retry(|| {

@@ -269,28 +269,37 @@ impl Guardian {
     }
 
     /// Waits (bounded) for the guardian to exit and reaps it by pid; returns status and stderr.
-    pub fn finish(mut self) -> (ExitStatus, String) {
-        let mut status = None;
-        let exited = crate::wait_until(PATIENCE, || {
-            status = self.child.try_wait().expect("try_wait guardian");
-            status.is_some()
-        });
-        if !exited {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-            panic!(
-                "guardian {} did not exit within {PATIENCE:?}",
-                self.child.id()
-            );
-        }
-        let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        (status.expect("status"), err)
+    pub fn finish(self) -> (ExitStatus, String) {
+        reap(self.hang_up())
+    }
+
+    /// Closes the launcher's end of the channel (as a dying launcher would); the guardian is
+    /// still to be reaped with [`reap`].
+    pub fn hang_up(self) -> Child {
+        drop(self.chan);
+        self.child
     }
 
     pub fn chan_fd(&self) -> BorrowedFd<'_> {
         self.chan.as_fd()
     }
+}
+
+/// Waits (bounded) for a guardian to exit and reaps it by pid; returns its status and stderr.
+pub fn reap(mut child: Child) -> (ExitStatus, String) {
+    let mut status = None;
+    let exited = crate::wait_until(PATIENCE, || {
+        status = child.try_wait().expect("try_wait guardian");
+        status.is_some()
+    });
+    if !exited {
+        let _ = child.kill(); // our own unreaped child: its pid cannot have been reused
+        let _ = child.wait();
+        panic!("guardian {} did not exit within {PATIENCE:?}", child.id());
+    }
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    (status.expect("status"), err)
 }

@@ -2,8 +2,12 @@
 //! give the guardian a launcher with unusual process state (ignored signals).
 //!
 //! ```text
-//! guardian-launcher [--ignore-signals] [--pdeath SIGNO] PROOF -- ARGV...
+//! guardian-launcher [--ignore-signals] [--leak-stdin-pipe] [--pdeath SIGNO] PROOF -- ARGV...
 //! ```
+//!
+//! `--leak-stdin-pipe`: the workload's stdin is a pipe created *without* close-on-exec, so the
+//! guardian inherits both its ends; this launcher closes its own copies after the launch. The
+//! workload sees end of file only if the guardian does not hold the write end.
 //!
 //! It spawns `refine-guardian` (beside this executable) through the test driver, launches ARGV
 //! with inherited stdio (so the workload writes to this process's stdout), says *start*, and
@@ -22,6 +26,7 @@
 //! notice the closed channel.
 
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 
 use refine_tests::driver::{Guardian, Launch, Msg};
@@ -49,10 +54,12 @@ fn ignore_signals() {
 fn main() {
     let mut args = std::env::args_os().skip(1);
     let mut pdeath = 0u32;
+    let mut leak = false;
     let mut proof = None;
     while let Some(a) = args.next() {
         match a.to_str() {
             Some("--ignore-signals") => ignore_signals(),
+            Some("--leak-stdin-pipe") => leak = true,
             Some("--pdeath") => {
                 pdeath = args
                     .next()
@@ -70,10 +77,21 @@ fn main() {
 
     let exe = std::env::current_exe().expect("current_exe");
     let guardian_exe = exe.with_file_name("refine-guardian");
+    // Created before the guardian is spawned so it inherits both ends (no close-on-exec).
+    let leaked = leak.then(|| rustix::pipe::pipe().expect("pipe"));
     let g = Guardian::spawn_exe(&guardian_exe, |cmd| {
         cmd.stderr(std::process::Stdio::inherit());
     });
-    g.launch(&l, None).expect("send launch");
+    match leaked {
+        Some((r, w)) => {
+            let out = rustix::io::fcntl_dupfd_cloexec(std::io::stdout(), 3).expect("dup");
+            let err = rustix::io::fcntl_dupfd_cloexec(std::io::stderr(), 3).expect("dup");
+            g.launch(&l, Some([r.as_fd(), out.as_fd(), err.as_fd()]))
+                .expect("send launch");
+            drop((r, w, out, err));
+        }
+        None => g.launch(&l, None).expect("send launch"),
+    }
     let h = g.expect_hello();
     say(&format!(
         "hello {} {} {} {} {} {}",
