@@ -347,6 +347,10 @@ impl Reader {
                     }
                     self.kept.extend_from_slice(&chunk[..n.min(room)]);
                     on(self.stream, chunk);
+                    if n < buf.len() {
+                        // A short read emptied the pipe: back to poll without an EAGAIN read.
+                        return ReadOutcome::Drained;
+                    }
                 }
                 Err(Errno::AGAIN) => return ReadOutcome::Drained,
                 Err(Errno::INTR) => {}

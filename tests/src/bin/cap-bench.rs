@@ -1,0 +1,176 @@
+//! Benchmark harness behind `scripts/bench-capture` and `scripts/bench-launch` (not a test).
+//!
+//! - `cap-bench capture GUARDIAN WORKDIR BYTES ROUNDS`: a producer (`head -c BYTES /dev/zero`)
+//!   writes through a pipe into `cat > FILE`, and the same producer runs as a managed workload
+//!   whose stdout the engine captures into its artifact; both files live under WORKDIR (same
+//!   filesystem). Rounds alternate; medians and the ratio are printed.
+//! - `cap-bench launch GUARDIAN WORKDIR RUNS`: managed `/bin/true` end to end (registration
+//!   fsync, handshake, capture, receipt) against a plain fork+exec+wait of `/bin/true`,
+//!   interleaved; medians, p90 and the ratio are printed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use refine_protocol::record::Kind;
+use refine_supervisor::env_policy::LoginEnv;
+use refine_supervisor::launch::{LaunchRequest, Outcome, ScopeState, Supervisor};
+use refine_supervisor::registry::{Runtime, Stream};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let usage =
+        "usage: cap-bench capture GUARDIAN WORKDIR BYTES ROUNDS | launch GUARDIAN WORKDIR RUNS";
+    if args.len() < 4 {
+        eprintln!("{usage}");
+        std::process::exit(2);
+    }
+    let guardian = PathBuf::from(&args[2]);
+    let work = PathBuf::from(&args[3]);
+    match args[1].as_str() {
+        "capture" => {
+            let bytes: u64 = args.get(4).and_then(|a| a.parse().ok()).expect(usage);
+            let rounds: usize = args.get(5).and_then(|a| a.parse().ok()).unwrap_or(3);
+            capture(&guardian, &work, bytes, rounds);
+        }
+        "launch" => {
+            let runs: usize = args.get(4).and_then(|a| a.parse().ok()).expect(usage);
+            launch(&guardian, &work, runs);
+        }
+        _ => {
+            eprintln!("{usage}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn supervisor(guardian: &Path, home: &Path) -> Supervisor {
+    std::fs::create_dir_all(home).expect("create home");
+    let rt = Runtime::open(home, 7499).expect("runtime");
+    Supervisor::new(rt)
+        .with_guardian_exe(guardian.to_owned())
+        .with_login_env(Arc::new(LoginEnv::fixed(None)))
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn pct(v: &mut [Duration], p: usize) -> Duration {
+    v.sort();
+    v[(v.len() * p / 100).min(v.len() - 1)]
+}
+
+fn capture(guardian: &Path, work: &Path, bytes: u64, rounds: usize) {
+    let sup = supervisor(guardian, &work.join("home"));
+    let producer = format!("head -c {bytes} /dev/zero");
+    let cat_file = work.join("cat.out");
+    let mut cat_times = Vec::new();
+    let mut engine_times = Vec::new();
+    for round in 0..rounds {
+        // cat on a plain pipe.
+        let t = Instant::now();
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(format!("{producer} | cat > '{}'", cat_file.display()))
+            .stdin(Stdio::null())
+            .status()
+            .expect("run cat pipeline");
+        let cat = t.elapsed();
+        assert!(status.success());
+        assert_eq!(std::fs::metadata(&cat_file).expect("cat file").len(), bytes);
+        std::fs::remove_file(&cat_file).expect("remove cat file");
+
+        // The engine on the same producer.
+        let mut req = LaunchRequest::new(Kind::Command, ["sh", "-c", producer.as_str()]);
+        req.label = "bench-capture".into();
+        let t = Instant::now();
+        let r = sup.run(req).expect("managed launch");
+        let engine = t.elapsed();
+        assert_eq!(r.outcome, Outcome::Completed);
+        let out = r.capture.stream(Stream::Stdout).expect("stdout");
+        assert_eq!(out.artifact_bytes, bytes, "{:?}", out.state);
+        std::fs::remove_file(&out.artifact).expect("remove artifact");
+        println!(
+            "round {round}: cat {:>8.1} MiB/s ({:?})   engine {:>8.1} MiB/s ({:?})",
+            mib_s(bytes, cat),
+            cat,
+            mib_s(bytes, engine),
+            engine
+        );
+        cat_times.push(cat);
+        engine_times.push(engine);
+    }
+    let (c, e) = (median(&mut cat_times), median(&mut engine_times));
+    println!();
+    println!(
+        "bytes per run          {bytes} ({:.2} GiB)",
+        bytes as f64 / (1u64 << 30) as f64
+    );
+    println!("cat (median)           {:>8.1} MiB/s", mib_s(bytes, c));
+    println!("engine (median)        {:>8.1} MiB/s", mib_s(bytes, e));
+    println!(
+        "engine / cat           {:.2}x  (target >= 0.80x)",
+        c.as_secs_f64() / e.as_secs_f64()
+    );
+}
+
+fn mib_s(bytes: u64, d: Duration) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0) / d.as_secs_f64()
+}
+
+fn launch(guardian: &Path, work: &Path, runs: usize) {
+    let sup = supervisor(guardian, &work.join("home"));
+    let mut managed = Vec::with_capacity(runs);
+    let mut plain = Vec::with_capacity(runs);
+    let mut not_exited = 0usize;
+    // Warm-up: page cache, first-touch of the runtime directories.
+    for _ in 0..5 {
+        let _ = sup.run(LaunchRequest::new(Kind::Command, ["/bin/true"]));
+        let _ = Command::new("/bin/true").status();
+    }
+    for _ in 0..runs {
+        let t = Instant::now();
+        let status = Command::new("/bin/true")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("fork+exec");
+        plain.push(t.elapsed());
+        assert!(status.success());
+
+        let t = Instant::now();
+        let r = sup
+            .run(LaunchRequest::new(Kind::Command, ["/bin/true"]))
+            .expect("managed launch");
+        managed.push(t.elapsed());
+        assert_eq!(r.outcome, Outcome::Completed);
+        if !matches!(r.scope, ScopeState::Exited(_)) {
+            not_exited += 1;
+        }
+    }
+    let (pm, mm) = (median(&mut plain), median(&mut managed));
+    println!("runs                               {runs}");
+    println!(
+        "plain fork+exec+wait /bin/true     median {:>9.3} ms   p90 {:>9.3} ms",
+        ms(pm),
+        ms(pct(&mut plain, 90))
+    );
+    println!(
+        "managed /bin/true (end to end)     median {:>9.3} ms   p90 {:>9.3} ms",
+        ms(mm),
+        ms(pct(&mut managed, 90))
+    );
+    println!(
+        "ratio managed / plain              {:.1}x   (target: managed median < 5 ms)",
+        mm.as_secs_f64() / pm.as_secs_f64()
+    );
+    println!("results returned before the receipt: {not_exited} of {runs}");
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
