@@ -283,6 +283,8 @@ pub enum LaunchError {
     EngineDied,
     #[error("this launch has no {0}")]
     NotAvailable(&'static str),
+    #[error("{0} is not a signal number")]
+    BadSignal(i32),
 }
 
 fn io_op(op: &'static str) -> impl FnOnce(io::Error) -> LaunchError {
@@ -449,7 +451,7 @@ impl Supervisor {
 
         let (control_tx, control_rx) = rustix::net::socketpair(
             rustix::net::AddressFamily::UNIX,
-            rustix::net::SocketType::STREAM,
+            rustix::net::SocketType::SEQPACKET,
             rustix::net::SocketFlags::CLOEXEC | rustix::net::SocketFlags::NONBLOCK,
             None,
         )
@@ -488,15 +490,21 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {
 const CTL_CANCEL: u8 = b'c';
 const CTL_OPERATOR_STOP: u8 = b's';
 const CTL_ACTIVITY: u8 = b'a';
+/// Followed by the signal number in the same message.
+const CTL_SIGNAL: u8 = b'k';
 
 #[derive(Debug)]
 struct Control(OwnedFd);
 
 impl Control {
     fn send(&self, byte: u8) {
-        // Best effort: once the engine has finished, nobody listens (EPIPE, no SIGPIPE); a full
-        // buffer already holds an equivalent request.
-        let _ = rustix::net::send(&self.0, &[byte], SendFlags::NOSIGNAL | SendFlags::DONTWAIT);
+        self.send_msg(&[byte]);
+    }
+
+    fn send_msg(&self, msg: &[u8]) {
+        // One message per request (SOCK_SEQPACKET). Best effort: once the engine has finished,
+        // nobody listens (EPIPE, no SIGPIPE); a full buffer already holds a pending request.
+        let _ = rustix::net::send(&self.0, msg, SendFlags::NOSIGNAL | SendFlags::DONTWAIT);
     }
 }
 
@@ -578,6 +586,18 @@ impl LaunchHandle {
         }
         pty::write_input(fd.as_fd(), bytes, INPUT_TIMEOUT)?;
         self.control.send(CTL_ACTIVITY);
+        Ok(())
+    }
+
+    /// Asks the guardian to forward `signo` to the workload (counts as activity). Best effort:
+    /// ignored once the workload has exited. To end a launch use [`Canceller`], which stops the
+    /// whole tree.
+    pub fn signal(&self, signo: i32) -> Result<(), LaunchError> {
+        let byte = u8::try_from(signo)
+            .ok()
+            .filter(|s| (1..=64).contains(s))
+            .ok_or(LaunchError::BadSignal(signo))?;
+        self.control.send_msg(&[CTL_SIGNAL, byte]);
         Ok(())
     }
 
@@ -777,19 +797,23 @@ impl Engine {
     }
 
     fn read_control(&mut self, st: &mut State) {
-        let mut buf = [0u8; 64];
+        let mut buf = [0u8; 8];
         loop {
             match rustix::net::recv(&self.control, &mut buf, RecvFlags::DONTWAIT) {
                 Ok((0, _)) => return,
-                Ok((n, _)) => {
-                    for &b in &buf[..n] {
-                        match b {
-                            CTL_CANCEL => self.stop(st, Outcome::Cancelled),
-                            CTL_OPERATOR_STOP => self.stop(st, Outcome::Stopped),
-                            _ => self.deadlines.activity(Instant::now()),
+                Ok((n, _)) => match buf[..n.min(buf.len())] {
+                    [CTL_CANCEL] => self.stop(st, Outcome::Cancelled),
+                    [CTL_OPERATOR_STOP] => self.stop(st, Outcome::Stopped),
+                    [CTL_SIGNAL, signo] => {
+                        if !st.workload_over() && !st.channel_closed {
+                            if let Err(e) = self.link.signal(i32::from(signo)) {
+                                tracing::warn!(id = %self.registration.id, signo, error = %e, "cannot forward a signal");
+                            }
                         }
+                        self.deadlines.activity(Instant::now());
                     }
-                }
+                    _ => self.deadlines.activity(Instant::now()),
+                },
                 Err(rustix::io::Errno::INTR) => {}
                 Err(_) => return,
             }

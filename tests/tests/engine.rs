@@ -649,3 +649,18 @@ impl FromBytesCompat for OsStr {
         OsStr::from_bytes(b)
     }
 }
+
+#[test]
+fn a_forwarded_signal_reaches_the_workload() {
+    let f = fixture();
+    let h = f.sup.launch(req(Kind::Command, &["sleep", "600"])).unwrap();
+    assert!(matches!(
+        h.signal(0),
+        Err(refine_supervisor::launch::LaunchError::BadSignal(0))
+    ));
+    h.signal(libc::SIGTERM).unwrap();
+    let mut r = h.wait().unwrap();
+    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(r.status, WorkloadStatus::Signaled(libc::SIGTERM));
+    expect_receipt(&mut r);
+}

@@ -169,6 +169,22 @@ fn launch(guardian: &Path, work: &Path, runs: usize) {
         mm.as_secs_f64() / pm.as_secs_f64()
     );
     println!("results returned before the receipt: {not_exited} of {runs}");
+    // The floor on this disk: one durable write (temp, fsync, rename, fsync dir) of a
+    // registration-sized record in the same directory; a launch makes one, and the guardian
+    // adds an fdatasync of the receipt.
+    let dir = sup.runtime().dir().join("registrations");
+    let mut writes = Vec::with_capacity(50);
+    for i in 0..50 {
+        let path = dir.join(format!("bench-{i}"));
+        let t = Instant::now();
+        refine_supervisor::durable::write_atomic(&path, &[0u8; 600], 0o600).expect("write");
+        writes.push(t.elapsed());
+        let _ = std::fs::remove_file(&path);
+    }
+    println!(
+        "one durable write (same directory) median {:>9.3} ms",
+        ms(median(&mut writes))
+    );
 }
 
 fn ms(d: Duration) -> f64 {
