@@ -38,7 +38,7 @@ use crate::fence::Fence;
 use crate::procfs::ProcfsError;
 use crate::registry::{RegistryError, Runtime};
 use crate::signal::{self, Signal, SignalError, Verified};
-use crate::tree::{self, Member, Roots, Scope, TreeError};
+use crate::tree::{self, Found, Member, Roots, Scope, TreeError};
 
 /// The default budget for coordination and proof (T4).
 pub const DEFAULT_BUDGET: Duration = Duration::from_secs(2);
@@ -454,10 +454,34 @@ fn quiesce(
     let mut stopped: Vec<ProcessWitness> = Vec::new();
     let mut found_stopped: Vec<ProcessWitness> = Vec::new();
     let mut previous: Option<Scope> = None;
+    let mut marked: Vec<ProcessWitness> = Vec::new();
 
     let outcome: Result<(), (Option<StopError>, Option<Scope>)> = (|| loop {
         *rounds += 1;
-        let scope = tree::discover(roots, boot).map_err(|e| (Some(e.into()), None))?;
+        // The owner-marker scan reads every process's environment, by far the costliest part of
+        // a scan: it runs in the first round only; later rounds walk from the marked processes
+        // it found (and re-walk the guardian's tree), which is what the stability check needs.
+        let round_roots = match &previous {
+            None => roots.clone(),
+            Some(_) => Roots {
+                guardian: roots.guardian,
+                members: roots
+                    .members
+                    .iter()
+                    .copied()
+                    .chain(marked.iter().copied())
+                    .collect(),
+                owner: None,
+            },
+        };
+        let scope = tree::discover(&round_roots, boot).map_err(|e| (Some(e.into()), None))?;
+        if previous.is_none() {
+            marked = scope
+                .live()
+                .filter(|m| m.found == Found::OwnerMarker)
+                .map(|m| m.witness)
+                .collect();
+        }
         for m in scope.live() {
             let key = (m.witness.pid, m.witness.start_time);
             if held.contains_key(&key) {
