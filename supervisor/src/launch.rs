@@ -630,6 +630,11 @@ pub fn shared_stop(
     })
 }
 
+/// Attempts at the shared stop for one cause while the workload keeps running.
+const STOP_ATTEMPTS: u32 = 5;
+/// Pause between stop attempts.
+const STOP_RETRY: Duration = Duration::from_secs(1);
+
 /// How long the engine waits for the guardian's receipt after a stop it made.
 const RECEIPT_AFTER_STOP: Duration = Duration::from_secs(10);
 
@@ -654,6 +659,8 @@ struct State {
     /// The first cause that made this engine stop the tree.
     cause: Option<Outcome>,
     stopped: bool,
+    stop_attempts: u32,
+    retry_stop_at: Option<Instant>,
     stop_report: Option<StopReport>,
     stop_failure: Option<StopFailure>,
 }
@@ -697,8 +704,17 @@ impl Engine {
                     self.stop(&mut st, cause);
                 }
             }
+            if let (Some(at), Some(cause)) = (st.retry_stop_at, st.cause) {
+                if now >= at && !st.workload_over() {
+                    st.retry_stop_at = None;
+                    st.stopped = false;
+                    self.stop(&mut st, cause);
+                }
+            }
             let wake = if st.cause.is_none() && !st.workload_over() {
                 self.deadlines.next()
+            } else if !st.workload_over() {
+                st.retry_stop_at
             } else {
                 None
             };
@@ -829,9 +845,22 @@ impl Engine {
             return;
         }
         st.stopped = true;
+        st.stop_attempts += 1;
         match shared_stop(&self.runtime, &self.registration) {
-            Ok(report) => st.stop_report = Some(report),
-            Err(e) => st.stop_failure = Some(e),
+            Ok(report) => {
+                st.stop_report = Some(report);
+                st.stop_failure = None;
+                st.retry_stop_at = None;
+            }
+            Err(e) => {
+                tracing::warn!(id = %self.registration.id, error = %e, attempt = st.stop_attempts, "stop failed");
+                st.stop_failure = Some(e);
+                // The failure modes (fence held, quiescence not reached) are transient: try again
+                // while the workload runs, a bounded number of times.
+                if st.stop_attempts < STOP_ATTEMPTS {
+                    st.retry_stop_at = Some(Instant::now() + STOP_RETRY);
+                }
+            }
         }
     }
 
