@@ -20,7 +20,8 @@
 //! - The artifact cap counts artifact bytes; past it the pipe is still read (and the callback
 //!   still called), the artifact just stops growing.
 //! - The tail thread holds the read ends until the last writer closes them; if a kept scope
-//!   never closes its inherited pipes, the tail lives as long as it does.
+//!   never closes its inherited pipes, the tail lives as long as it does, and without an
+//!   artifact cap a writer that never stops grows its artifact until the scope is stopped.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -44,6 +45,8 @@ pub const FINAL_DRAIN: Duration = Duration::from_millis(200);
 const READ_CHUNK: usize = 256 * 1024;
 /// Reads per stream per wake-up: a busy stream cannot starve the others or the control fds.
 const READS_PER_WAKE: usize = 8;
+/// Streams one capture handles (stdout, stderr, and room to spare).
+pub const MAX_STREAMS: usize = 8;
 /// Pipe buffer asked for on capture pipes (fewer wake-ups); failure to grow it is harmless.
 const PIPE_SIZE: usize = 1024 * 1024;
 
@@ -153,6 +156,8 @@ pub enum CaptureError {
     },
     #[error("poll failed")]
     Poll(#[source] io::Error),
+    #[error("{got} streams given, at most {max} are captured")]
+    TooManyStreams { got: usize, max: usize },
 }
 
 /// Refusal of [`CaptureResult::complete_output`].
@@ -450,6 +455,12 @@ impl Capture {
         config: CaptureConfig,
         callback: Option<OutputCallback>,
     ) -> Result<Self, CaptureError> {
+        if sources.len() > MAX_STREAMS {
+            return Err(CaptureError::TooManyStreams {
+                got: sources.len(),
+                max: MAX_STREAMS,
+            });
+        }
         let mut readers = Vec::with_capacity(sources.len());
         for src in sources {
             rustix::io::ioctl_fionbio(&src.fd, true).map_err(fd_err("make nonblocking"))?;
@@ -556,7 +567,7 @@ impl Capture {
             (a, b) => a.or(b),
         };
         let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(self.readers.len() + extra.len());
-        let mut which: [usize; 8] = [usize::MAX; 8];
+        let mut which = [usize::MAX; MAX_STREAMS];
         for (i, r) in self.readers.iter().enumerate() {
             if let Some(fd) = r.fd.as_ref() {
                 if fds.len() < which.len() {
@@ -570,7 +581,7 @@ impl Capture {
             fds.push(PollFd::from_borrowed_fd(*fd, PollFlags::IN));
         }
         poll_until(&mut fds, until)?;
-        let mut ready_streams = [false; 8];
+        let mut ready_streams = [false; MAX_STREAMS];
         for (slot, pfd) in fds[..nstreams].iter().enumerate() {
             if !pfd.revents().is_empty() && slot < ready_streams.len() {
                 ready_streams[slot] = true;

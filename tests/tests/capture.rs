@@ -377,3 +377,30 @@ fn log_cap_stops_the_artifact_but_keeps_draining() {
     let kept = out.kept();
     assert_eq!(&std::fs::read(&out.artifact).unwrap()[..], &kept[..MIB]);
 }
+
+#[test]
+fn an_artifact_write_failure_is_a_capture_failure_and_the_pipe_still_drains() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = spawn(&["bytes", &(4 * MIB).to_string()]);
+    drop(child.stdin.take());
+    let mut srcs = sources(&mut child, dir.path());
+    // Every write to /dev/full fails with ENOSPC.
+    srcs[0].artifact = "/dev/full".into();
+    let (cb, count, _) = counting_callback();
+    let cap = Capture::new(srcs, CaptureConfig::default(), Some(cb)).unwrap();
+    let run = drive(child, cap);
+    assert!(run.status.success(), "the writer never blocked");
+    let out = run.result.stream(Stream::Stdout).unwrap();
+    assert_eq!(
+        out.state,
+        StreamState::Failed(refine_supervisor::capture::CaptureFailure::ArtifactWrite {
+            errno: libc::ENOSPC
+        })
+    );
+    assert_eq!(out.read_bytes, 4 * MIB as u64);
+    assert_eq!(count.load(Ordering::Relaxed), 4 * MIB as u64);
+    assert!(matches!(
+        run.result.complete_output(Stream::Stdout),
+        Err(IncompleteCapture::Failed { .. })
+    ));
+}
