@@ -42,7 +42,6 @@ pub enum Error {
     Identity(Errno),
     Pipe(Errno),
     Fork(Errno),
-    Pidfd(Errno),
     Wait(Errno),
     /// Writing or syncing the receipt failed.
     ReceiptWrite(Errno),
@@ -83,7 +82,6 @@ impl Error {
             Error::Identity(_) => 15,
             Error::Pipe(_) => 16,
             Error::Fork(_) => 17,
-            Error::Pidfd(_) => 18,
             Error::Wait(_) => 19,
             Error::ReceiptWrite(_) => 20,
         }
@@ -108,7 +106,6 @@ impl Error {
             Error::Identity(_) => "cannot read a process identity",
             Error::Pipe(_) => "cannot create the gate pipes",
             Error::Fork(_) => "cannot fork the workload",
-            Error::Pidfd(_) => "cannot open a pidfd for the workload",
             Error::Wait(_) => "waitpid failed",
             Error::ReceiptWrite(_) => "cannot write the receipt",
         }
@@ -126,7 +123,6 @@ impl Error {
             | Error::Identity(e)
             | Error::Pipe(e)
             | Error::Fork(e)
-            | Error::Pidfd(e)
             | Error::Wait(e)
             | Error::ReceiptWrite(e) => e.0,
             _ => 0,

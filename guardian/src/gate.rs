@@ -89,7 +89,8 @@ pub struct Workload {
     pub start_time: u64,
     pub pgid: u32,
     pub sid: u32,
-    /// The child reached the gate (its session/group is set).
+    /// The child reached the gate (its session/group is set) and its identity is known; if
+    /// not, the launch is aborted.
     pub ready: bool,
     gate: Option<OwnedFd>,
     report: OwnedFd,
@@ -134,10 +135,11 @@ pub fn fork_gated(
                 // Also done by the child; whichever runs first wins, both agree.
                 let _ = sys::setpgid_child(pid);
             }
-            let pidfd = sys::pidfd_open(pid).map_err(Error::Pidfd)?;
+            // From here on nothing returns an error: a child exists, so every failure becomes
+            // "not ready", which the caller turns into an abort (kill, reap, receipt).
             let mut w = Workload {
                 pid,
-                pidfd: Some(pidfd),
+                pidfd: sys::pidfd_open(pid).ok(),
                 start_time: 0,
                 pgid: 0,
                 sid: 0,
@@ -146,11 +148,15 @@ pub fn fork_gated(
                 report: report_r,
             };
             let mut byte = [0u8; 1];
-            w.ready = matches!(sys::read(&w.report, &mut byte), Ok(1)) && byte[0] == READY_BYTE;
-            if w.ready {
-                w.start_time = crate::identity::start_time(pid)?;
-                w.pgid = sys::getpgid(pid).map_err(Error::Identity)?;
-                w.sid = sys::getsid(pid).map_err(Error::Identity)?;
+            let at_gate = matches!(sys::read(&w.report, &mut byte), Ok(1)) && byte[0] == READY_BYTE;
+            if let (true, Some(_)) = (at_gate, &w.pidfd) {
+                if let (Ok(start), Ok(pgid), Ok(sid)) = (
+                    crate::identity::start_time(pid),
+                    sys::getpgid(pid),
+                    sys::getsid(pid),
+                ) {
+                    (w.start_time, w.pgid, w.sid, w.ready) = (start, pgid, sid, true);
+                }
             }
             Ok(w)
         }
@@ -216,9 +222,11 @@ impl Workload {
         }
     }
 
-    /// Kills the gated (never started) child; it is reaped by the reap loop.
+    /// Kills the gated (never started) child; it is reaped by the reap loop. Closing the gate
+    /// alone already makes it exit without executing (even with no pidfd); SIGKILL makes it
+    /// certain even if it is stuck before the gate.
     pub fn kill_gated(&mut self) {
-        self.gate = None; // EOF at the gate: it would exit by itself, SIGKILL makes it certain
+        self.gate = None;
         self.signal(libc::SIGKILL);
     }
 

@@ -74,7 +74,11 @@ pub fn until_empty(
         if chan.is_open() {
             fds[1] = sys::poll_in(chan.fd());
         }
-        sys::poll(&mut fds, -1).map_err(Error::ChannelIo)?;
+        if sys::poll(&mut fds, -1).is_err() {
+            // Only ENOMEM is possible here, and it is transient: never leave the scope
+            // unreaped over it; drain again and retry.
+            continue;
+        }
         if sys::ready(&fds[0]) {
             while let Some(sig) = signals.take()? {
                 if Signals::is_forwarded(sig) {

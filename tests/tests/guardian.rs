@@ -131,6 +131,44 @@ fn not_executable_is_spawn_failed_eacces() {
     assert_eq!(r.end, ScopeEnd::SpawnFailed);
 }
 
+#[test]
+fn a_failed_setup_is_a_spawn_failure_and_the_program_never_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut l, marker) = marker_launch(dir.path());
+    l.cwd = Some(dir.path().join("no such dir"));
+    let (_, frames, r) = run(&l);
+    assert_eq!(
+        frames[0],
+        Msg::SpawnFailed {
+            errno: libc::ENOENT
+        },
+        "{frames:?}"
+    );
+    assert_eq!(
+        (r.end, r.spawn_errno),
+        (ScopeEnd::SpawnFailed, libc::ENOENT)
+    );
+    assert_eq!(r.status, WorkloadStatus::NeverStarted);
+
+    let dir = tempfile::tempdir().unwrap();
+    let (mut l, marker2) = marker_launch(dir.path());
+    l.rlimits = vec![refine_protocol::Rlimit {
+        resource: 999, // no such resource
+        soft: 1,
+        hard: 1,
+    }];
+    let (_, frames, r) = run(&l);
+    assert_eq!(
+        frames[0],
+        Msg::SpawnFailed {
+            errno: libc::EINVAL
+        },
+        "{frames:?}"
+    );
+    assert_eq!(r.end, ScopeEnd::SpawnFailed);
+    assert!(!marker.exists() && !marker2.exists());
+}
+
 /// A workload that would leave evidence if it ever executed.
 fn marker_launch(dir: &Path) -> (Launch, std::path::PathBuf) {
     let marker = dir.join("executed");
