@@ -292,6 +292,19 @@ pub fn find_marker(environ: &[u8]) -> Option<RegistrationId> {
         })
 }
 
+/// The kernel function `pid` sleeps in (`/proc/PID/wchan`); `None` when running or hidden.
+pub fn wchan(pid: Pid) -> Result<Option<String>, ProcfsError> {
+    let path = proc_path(pid, "wchan");
+    match fs::read_to_string(&path) {
+        Ok(t) if t.is_empty() || t == "0" => Ok(None),
+        Ok(t) => Ok(Some(t)),
+        Err(e) => match classify(pid, "read", &path, e) {
+            ProcfsError::Vanished { .. } => Ok(None),
+            other => Err(other),
+        },
+    }
+}
+
 /// This kernel lifetime's id.
 pub fn boot_id() -> Result<BootId, ProcfsError> {
     let path = Path::new(BOOT_ID_PATH);

@@ -24,7 +24,10 @@
 //! # Caveats
 //! Every signal goes through [`crate::signal`]: a pid reused since discovery is not signalled.
 //! Processes that were already stopped before this attempt (by someone else) are killed on
-//! success, but are never resumed by a failed attempt. The guardian is never signalled: it must
+//! success, but are never resumed by a failed attempt. A vfork parent whose child is stopped
+//! never reaches the stopped state (it waits in the kernel, state D); it counts as quiet, since it
+//! cannot run until that child execs or exits. A process stuck in D for another reason keeps
+//! quiescence from completing: the stop then fails within its budget and resumes what it stopped. The guardian is never signalled: it must
 //! stay alive to adopt and reap, and only its receipt proves the scope ended.
 
 use std::collections::BTreeMap;
@@ -35,7 +38,7 @@ use refine_protocol::{BootId, ProcessWitness, RegistrationId};
 
 use crate::assess::{self, Assessment, BootSource, KERNEL_BOOT};
 use crate::fence::Fence;
-use crate::procfs::ProcfsError;
+use crate::procfs::{self, ProcfsError, Stat, State};
 use crate::registry::{RegistryError, Runtime};
 use crate::signal::{self, Signal, SignalError, Verified};
 use crate::tree::{self, Found, Member, Roots, Scope, TreeError};
@@ -435,6 +438,24 @@ fn wait_scope_empty(roots: &Roots, boot: BootId, until: Instant) -> Result<bool,
     }
 }
 
+/// Whether `s` (in state D) is a vfork parent waiting on a stopped child: it cannot run, fork or
+/// take its SIGSTOP until that child execs or exits, which a stopped child does not. (It shows
+/// as sleeping in the clone call; the function's name depends on the kernel version.)
+fn in_vfork_wait(s: &Stat) -> bool {
+    const VFORK_WAIT: [&str; 4] = ["wait_for_vfork_done", "kernel_clone", "_do_fork", "do_fork"];
+    let waiting = procfs::wchan(s.pid)
+        .ok()
+        .flatten()
+        .is_some_and(|w| VFORK_WAIT.contains(&w.trim()));
+    waiting
+        && procfs::children(s.pid).ok().flatten().is_some_and(|kids| {
+            kids.into_iter().any(|k| {
+                procfs::stat(k)
+                    .is_ok_and(|c| c.ppid == s.pid.as_raw_nonzero().get() && c.state.is_stopped())
+            })
+        })
+}
+
 /// SIGSTOPs every witnessed member and re-scans until membership is stable and every member is
 /// stopped (or exited). Returns the verified members, held by pidfd. On failure, resumes exactly
 /// what this attempt stopped.
@@ -526,6 +547,7 @@ fn quiesce(
             for key in pending.drain(..) {
                 let Some(v) = held.get(&key) else { continue };
                 match v.stat() {
+                    Ok(Some(s)) if s.state == State::DiskSleep && in_vfork_wait(&s) => {}
                     Ok(Some(s)) if !s.state.is_stopped() && !s.state.is_exited() => still.push(key),
                     Ok(_) => {}
                     Err(e) => return Err((Some(StopError::Signal(e)), Some(scope))),

@@ -416,3 +416,68 @@ fn an_escaped_process_carrying_the_owner_marker_is_stopped_too() {
     );
     scope.reap();
 }
+
+#[test]
+fn a_scope_that_ends_on_sigterm_during_the_grace_needs_no_sigkill() {
+    let home = home();
+    let rt = runtime(home.path());
+    let mut scope = launch(&rt, &["--sessions", "0"]);
+    scope.wait_ready();
+    let opts = StopOptions {
+        grace: Some(GENEROUS),
+        ..StopOptions::default()
+    };
+    let report = stop::stop(&rt, &scope.reg, &opts).expect("stop");
+    assert_eq!(report.outcome, StopOutcome::Stopped, "{report:#?}");
+    assert_eq!(report.killed, 0);
+    assert!(report.signalled.iter().all(|s| s.signal == libc::SIGTERM));
+    let receipt = report.assessment.receipt().expect("receipt");
+    assert_eq!(
+        receipt.status,
+        refine_protocol::WorkloadStatus::Signaled(libc::SIGTERM)
+    );
+    scope.reap();
+}
+
+#[test]
+fn the_stop_fence_wait_is_bounded_and_typed() {
+    let home = home();
+    let rt = runtime(home.path());
+    let mut scope = launch(&rt, &["--sessions", "0"]);
+    scope.wait_ready();
+    let held = rt.stop_fence(Duration::from_secs(5)).unwrap();
+    let opts = StopOptions {
+        budget: Duration::from_millis(100),
+        ..StopOptions::default()
+    };
+    let err = stop::stop(&rt, &scope.reg, &opts).expect_err("fence is held");
+    assert!(matches!(err, StopError::Fence(_)), "{err:?}");
+    assert!(running(&scope.reg.hello.workload), "nothing was signalled");
+    drop(held);
+    let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
+    assert_eq!(report.outcome, StopOutcome::Stopped);
+    scope.reap();
+}
+
+#[test]
+fn a_parent_blocked_in_vfork_on_a_stopped_child_does_not_stall_quiescence() {
+    let home = home();
+    let rt = runtime(home.path());
+    let mut scope = launch(&rt, &["--sessions", "0", "--vforker"]);
+    scope.wait_ready();
+    // The vfork child stopped itself before exec; its parent waits in the kernel (state D).
+    assert!(
+        wait_until(GENEROUS, || {
+            let m = scope.members();
+            m.iter().any(|m| m.state == State::DiskSleep)
+                && m.iter().any(|m| m.state == State::Stopped)
+        }),
+        "{:#?}",
+        scope.members()
+    );
+    let before = scope.members();
+    let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
+    assert_eq!(report.outcome, StopOutcome::Stopped);
+    scope.reap();
+    assert!(survivors(&before).is_empty());
+}

@@ -2,12 +2,13 @@
 //!
 //! ```text
 //! tree-builder [--sessions S] [--groups G] [--leaves N] [--ignorers K] [--forker] [--stopped]
-//!              [--orphan] [--ignore-term] [--then stay|exit]
+//!              [--vforker] [--orphan] [--ignore-term] [--then stay|exit]
 //! ```
 //!
 //! The tree: S session leaders (`setsid`), each with G process groups, each group a leader plus N
 //! leaves. The first K leaves ignore SIGTERM; `--forker` adds a leaf that keeps forking sleepers;
-//! `--stopped` adds a leaf that SIGSTOPs itself after reporting. `--orphan` makes the session
+//! `--stopped` adds a leaf that SIGSTOPs itself after reporting; `--vforker` a leaf blocked in
+//! a vfork wait on a child that stopped itself before exec. `--orphan` makes the session
 //! leaders exit once their groups are up (their descendants are reparented); `--ignore-term`
 //! makes the root itself ignore SIGTERM (inherited by the whole tree). Every node writes one line
 //! to an internal pipe once it is set up; the root prints `ready <nodes>` when all are up, then
@@ -31,6 +32,7 @@ struct Plan {
     ignorers: u32,
     forker: bool,
     stopped: bool,
+    vforker: bool,
     orphan: bool,
     exit_when_ready: bool,
 }
@@ -40,6 +42,7 @@ impl Plan {
         self.sessions * (1 + self.groups * (1 + self.leaves))
             + u32::from(self.forker)
             + u32::from(self.stopped)
+            + u32::from(self.vforker)
     }
 }
 
@@ -50,6 +53,7 @@ fn main() {
         Some("@group") => group(&args[1..]),
         Some("@leaf") => leaf(&args[1..]),
         Some("@forker") => forker(),
+        Some("@vforker") => vforker(),
         _ => root(&args),
     }
 }
@@ -83,6 +87,7 @@ fn root(args: &[String]) {
         match a.as_str() {
             "--forker" => plan.forker = true,
             "--stopped" => plan.stopped = true,
+            "--vforker" => plan.vforker = true,
             "--orphan" => plan.orphan = true,
             "--ignore-term" => ignore_sigterm(),
             opt @ ("--sessions" | "--groups" | "--leaves" | "--ignorers" | "--then") => {
@@ -129,6 +134,12 @@ fn build(plan: &Plan) {
             .stdout(out())
             .spawn()
             .expect("spawn stopped leaf");
+    }
+    if plan.vforker {
+        me().arg("@vforker")
+            .stdout(out())
+            .spawn()
+            .expect("spawn vforker");
     }
     drop(writer);
     let mut lines = BufReader::new(reader).lines();
@@ -211,6 +222,34 @@ fn forker() {
             .stderr(Stdio::null())
             .spawn();
         std::thread::sleep(Duration::from_millis(10));
+    }
+    idle();
+}
+
+/// Reports, then `clone(CLONE_VFORK)`s a child that stops itself before it would exec: the parent
+/// stays blocked in the kernel's vfork wait (state D) until the child exits.
+#[allow(unsafe_code)]
+fn vforker() {
+    up();
+    // SAFETY: a raw clone without CLONE_VM gives the child its own copy of memory (as fork does);
+    // the child only makes async-signal-safe calls (getpid, kill, _exit) and never returns into
+    // Rust code that could observe the missing atfork handling.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::CLONE_VFORK | libc::SIGCHLD,
+            0,
+            0,
+            0,
+            0,
+        )
+    };
+    if pid == 0 {
+        // SAFETY: as above; only async-signal-safe calls in the child.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGSTOP);
+            libc::_exit(0);
+        }
     }
     idle();
 }
