@@ -70,11 +70,15 @@ impl Channel {
 
     /// Waits (bounded) for the launch frame and decodes it in place in `buf`. A termination
     /// signal while waiting ends the guardian (nothing has been forked yet).
+    ///
+    /// `region` holds at least `MAX_FRAME` bytes; the frame is received at its start and the
+    /// rest, from the next 8-byte boundary, is returned for the exec pointer arrays (so a small
+    /// launch keeps frame and arrays on the same pages).
     pub fn recv_launch(
         &mut self,
-        buf: &'static mut [u8],
+        region: &'static mut [u8],
         signals: &Signals,
-    ) -> Result<Launch, Error> {
+    ) -> Result<(Launch, &'static mut [u8]), Error> {
         let deadline = sys::monotonic_ms() + LAUNCH_TIMEOUT_MS;
         loop {
             let now = sys::monotonic_ms();
@@ -94,7 +98,8 @@ impl Channel {
                 break;
             }
         }
-        let got = match sys::recv_msg(&self.fd, buf) {
+        let limit = MAX_FRAME.min(region.len());
+        let got = match sys::recv_msg(&self.fd, &mut region[..limit]) {
             Ok(got) => got,
             Err(sys::Errno::AGAIN) => return Err(Error::ClosedBeforeLaunch),
             Err(e) => return Err(Error::ChannelIo(e)),
@@ -106,7 +111,9 @@ impl Channel {
             self.open = false;
             return Err(Error::ClosedBeforeLaunch);
         }
-        let spec = match Frame::decode(&buf[..got.len]) {
+        let (frame, tail) = region.split_at_mut(got.len.next_multiple_of(8).min(limit));
+        let frame: &'static [u8] = frame;
+        let spec = match Frame::decode(&frame[..got.len]) {
             Ok(Frame::Launch(spec)) => spec,
             Ok(_) => return Err(Error::UnexpectedFrame),
             Err(e) => return Err(Error::Decode(e)),
@@ -115,10 +122,13 @@ impl Channel {
         if got.fds_cut || count != spec.stdio_fds as usize {
             return Err(Error::BadDescriptors);
         }
-        Ok(Launch {
-            spec,
-            stdio: got.fds,
-        })
+        Ok((
+            Launch {
+                spec,
+                stdio: got.fds,
+            },
+            tail,
+        ))
     }
 
     /// Reads one control frame (the caller polled the channel readable).
@@ -163,6 +173,3 @@ impl Channel {
         }
     }
 }
-
-// The receive buffer must hold any frame the protocol allows.
-const _: () = assert!(MAX_FRAME >= 16);

@@ -45,7 +45,8 @@ pub struct ExecPlan {
 }
 
 impl ExecPlan {
-    /// Fills the pointer arrays (each at least `MAX_ARGS + 1` long, zeroed) from the spec.
+    /// Fills the pointer arrays (argc + 1 and envc + 1 long) from the spec; each ends with a
+    /// null pointer.
     pub fn build(
         spec: &LaunchSpec<'static>,
         argv: &'static mut [*const c_char],
@@ -72,7 +73,7 @@ fn fill(slots: &mut [*const c_char], items: impl Iterator<Item = &'static CStr>)
     let mut n = 0;
     for s in items {
         if n + 1 >= slots.len() {
-            break; // decode bounds the count at MAX_ARGS; slots has MAX_ARGS + 1
+            break; // slots has count + 1 entries; never reached
         }
         slots[n] = s.as_ptr();
         n += 1;

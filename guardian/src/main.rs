@@ -30,6 +30,9 @@ use error::Error;
 use gate::{Decision, Release};
 use signals::Signals;
 
+/// The launch frame plus, after 8-byte alignment, the argv and envp pointer arrays.
+const REGION_LEN: usize = MAX_FRAME + 8 + 2 * (MAX_ARGS + 1) * core::mem::size_of::<usize>();
+
 /// Runs the guardian; the return value is the process exit status.
 pub fn run() -> i32 {
     let mut chan = match Channel::adopt_stdin() {
@@ -55,18 +58,21 @@ pub fn run() -> i32 {
 fn supervise(chan: &mut Channel) -> Result<(), Error> {
     // Before anything can be forked: signals are only ever read from the signalfd.
     let signals = Signals::block_all()?;
-    let arena = sys::Arena::map(MAX_FRAME, MAX_ARGS + 1).map_err(Error::Memory)?;
+    let region = sys::map_region(REGION_LEN).map_err(Error::Memory)?;
 
     // G2: the bounded handshake.
-    let launch = chan.recv_launch(arena.frame, &signals)?;
+    let (launch, tail) = chan.recv_launch(region, &signals)?;
     let spec = launch.spec;
+    // Right after the frame, sized to this launch: a small launch dirties one page.
+    let (argv, envp) = sys::pointer_slots(tail, spec.argv.len() + 1, spec.env.len() + 1)
+        .ok_or(Error::Memory(sys::Errno(libc::EINVAL)))?;
 
     // G1, G4, G5: subreaper, proof file, identities, all before the fork.
     subreaper::become_subreaper()?;
     let proof = receipt::ProofFile::create(spec.proof_path)?;
     let guardian = identity::own()?;
     let boot_id = identity::boot_id()?;
-    let plan = gate::ExecPlan::build(&spec, arena.argv, arena.envp);
+    let plan = gate::ExecPlan::build(&spec, argv, envp);
 
     // G3: fork behind the gate, report, and wait for *start*.
     let mut workload = gate::fork_gated(&spec, &plan, launch.stdio)?;

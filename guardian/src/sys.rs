@@ -221,48 +221,51 @@ pub fn pipe() -> Result<(OwnedFd, OwnedFd), Errno> {
 // ---------------------------------------------------------------------------------------------
 // Memory: the frame buffer and the exec pointer arrays.
 
-/// Memory that lives as long as the process: the launch frame (which the decoded spec borrows)
-/// and the argv/envp pointer arrays. Anonymous mapping, so only the pages actually written
-/// become resident (a 192 KiB stack array would be probed, page by page, into memory).
-pub struct Arena {
-    pub frame: &'static mut [u8],
-    pub argv: &'static mut [*const c_char],
-    pub envp: &'static mut [*const c_char],
+/// Maps `len` bytes that live as long as the process: the launch frame (which the decoded spec
+/// borrows) followed by the argv/envp pointer arrays (see [`pointer_slots`]). Anonymous and
+/// zero-filled, so only the pages actually written become resident: a small launch dirties one
+/// or two pages (a 192 KiB stack array would instead be probed, page by page, into memory).
+pub fn map_region(len: usize) -> Result<&'static mut [u8], Errno> {
+    // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
+    let base = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(Errno::last());
+    }
+    // SAFETY: the mapping is `len` bytes, zero-filled (every byte an initialized u8), never
+    // unmapped (hence 'static), and this is the only reference to it.
+    Ok(unsafe { core::slice::from_raw_parts_mut(base.cast::<u8>(), len) })
 }
 
-impl Arena {
-    pub fn map(frame_len: usize, ptrs: usize) -> Result<Arena, Errno> {
-        let ptr_bytes = ptrs * core::mem::size_of::<*const c_char>();
-        let total = frame_len + 2 * ptr_bytes;
-        // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
-        let base = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                total,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(Errno::last());
-        }
-        let base = base.cast::<u8>();
-        // SAFETY: the mapping is `total` bytes, zero-filled (so every byte is an initialized u8
-        // and every pointer-sized word a valid null pointer), page-aligned (so the pointer
-        // arrays at multiples of 8 bytes are aligned), and never unmapped, hence 'static. The
-        // three slices are disjoint ranges of it.
-        unsafe {
-            let frame = core::slice::from_raw_parts_mut(base, frame_len);
-            let argv =
-                core::slice::from_raw_parts_mut(base.add(frame_len).cast::<*const c_char>(), ptrs);
-            let envp = core::slice::from_raw_parts_mut(
-                base.add(frame_len + ptr_bytes).cast::<*const c_char>(),
-                ptrs,
-            );
-            Ok(Arena { frame, argv, envp })
-        }
+/// Carves two adjacent pointer arrays (argv: `na` slots, envp: `ne` slots) from the start of
+/// `tail`, which must be 8-byte aligned and long enough; `None` otherwise.
+pub fn pointer_slots(
+    tail: &'static mut [u8],
+    na: usize,
+    ne: usize,
+) -> Option<(&'static mut [*const c_char], &'static mut [*const c_char])> {
+    let size = core::mem::size_of::<*const c_char>();
+    let ptr = tail.as_mut_ptr();
+    if (ptr as usize) % core::mem::align_of::<*const c_char>() != 0
+        || tail.len() / size < na.checked_add(ne)?
+    {
+        return None;
+    }
+    // SAFETY: alignment and length were checked above; every byte of `tail` is an initialized
+    // u8 and any initialized bit pattern is a valid raw pointer; the two arrays are disjoint
+    // and `tail` (borrowed mutably for 'static) is consumed, so nothing else aliases them.
+    unsafe {
+        let argv = core::slice::from_raw_parts_mut(ptr.cast::<*const c_char>(), na);
+        let envp = core::slice::from_raw_parts_mut(ptr.add(na * size).cast::<*const c_char>(), ne);
+        Some((argv, envp))
     }
 }
 

@@ -931,6 +931,27 @@ fn pty_launch_gives_the_workload_a_controlling_terminal() {
 }
 
 #[test]
+fn the_largest_argv_and_environment_reach_the_workload() {
+    use refine_protocol::frame::MAX_ARGS;
+    let dir = tempfile::tempdir().unwrap();
+    let mut argv: Vec<String> = ["sh", "-c", "echo $#; echo $VAR_0 $VAR_4094", "sh"]
+        .map(String::from)
+        .to_vec();
+    argv.extend((argv.len()..MAX_ARGS).map(|i| format!("arg{i}")));
+    let mut l = Launch::new(&dir.path().join("proof"), &argv);
+    l.env
+        .extend((0..MAX_ARGS - 1).map(|i| format!("VAR_{i}=value-{i}").into_bytes()));
+    assert_eq!((l.argv.len(), l.env.len()), (MAX_ARGS, MAX_ARGS));
+    let (_, r, out) = run_probe(&l);
+    assert_eq!(r.status, WorkloadStatus::Exited(0));
+    assert_eq!(
+        out,
+        format!("{}\nvalue-0 value-4094\n", MAX_ARGS - 4),
+        "{out}"
+    );
+}
+
+#[test]
 fn an_existing_proof_file_is_refused_before_anything_is_forked() {
     let dir = tempfile::tempdir().unwrap();
     let (l, marker) = marker_launch(dir.path());
