@@ -254,9 +254,7 @@ pub fn pointer_slots(
 ) -> Option<(&'static mut [*const c_char], &'static mut [*const c_char])> {
     let size = core::mem::size_of::<*const c_char>();
     let ptr = tail.as_mut_ptr();
-    if (ptr as usize) % core::mem::align_of::<*const c_char>() != 0
-        || tail.len() / size < na.checked_add(ne)?
-    {
+    if !ptr.cast::<*const c_char>().is_aligned() || tail.len() / size < na.checked_add(ne)? {
         return None;
     }
     // SAFETY: alignment and length were checked above; every byte of `tail` is an initialized
