@@ -326,13 +326,14 @@ fn run(
             }
             timings.kill_to_exit = t.elapsed();
             let after = assess::assess(runtime, reg, opts.boot);
-            finish(
-                StopOutcome::KilledUnverified,
-                after,
-                signalled,
-                killed,
-                timings,
-            )
+            // A guardian that exited between the first assessment and the pidfd may still have
+            // written its receipt: then the stop is proven after all.
+            let outcome = if after.receipt().is_some() {
+                StopOutcome::Stopped
+            } else {
+                StopOutcome::KilledUnverified
+            };
+            finish(outcome, after, signalled, killed, timings)
         }
     }
 }
