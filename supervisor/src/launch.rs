@@ -654,6 +654,9 @@ struct State {
     status: Option<WorkloadStatus>,
     receipt: Option<Receipt>,
     channel_closed: bool,
+    /// Every handle and canceller is gone: the control socket is at EOF and leaves the poll set
+    /// (a hung-up socket polls readable forever).
+    control_closed: bool,
     guardian_failed: bool,
     spawn_errno: Option<i32>,
     /// The first cause that made this engine stop the tree.
@@ -721,19 +724,24 @@ impl Engine {
             let ready = {
                 let channel = self.link.channel();
                 let control = self.control.as_fd();
-                let extra_all = [channel, control];
-                let extra: &[_] = if st.channel_closed {
-                    &extra_all[1..]
-                } else {
-                    &extra_all[..]
-                };
-                match self.capture.pump(extra, wake) {
+                let mut extra = [channel, control];
+                let mut open = 0;
+                for (fd, closed) in [(channel, st.channel_closed), (control, st.control_closed)] {
+                    if !closed {
+                        extra[open] = fd;
+                        open += 1;
+                    }
+                }
+                match self.capture.pump(&extra[..open], wake) {
                     Ok(r) => {
-                        let (ch, ctl) = if st.channel_closed {
-                            (false, r.is_set(0))
-                        } else {
-                            (r.is_set(0), r.is_set(1))
+                        let mut slot = 0;
+                        let mut next = |open: bool| {
+                            let ready = open && r.is_set(slot);
+                            slot += usize::from(open);
+                            ready
                         };
+                        let ch = next(!st.channel_closed);
+                        let ctl = next(!st.control_closed);
                         Some((ch, ctl))
                     }
                     Err(e) => {
@@ -816,7 +824,11 @@ impl Engine {
         let mut buf = [0u8; 8];
         loop {
             match rustix::net::recv(&self.control, &mut buf, RecvFlags::DONTWAIT) {
-                Ok((0, _)) => return,
+                // Every message is at least one byte: zero is end of file.
+                Ok((0, _)) => {
+                    st.control_closed = true;
+                    return;
+                }
                 Ok((n, _)) => match buf[..n.min(buf.len())] {
                     [CTL_CANCEL] => self.stop(st, Outcome::Cancelled),
                     [CTL_OPERATOR_STOP] => self.stop(st, Outcome::Stopped),
