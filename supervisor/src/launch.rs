@@ -43,6 +43,7 @@ use crate::capture::{
 };
 use crate::deadline::{Deadlines, Expired};
 use crate::env_policy::{self, EnvInputs, EnvMap, LoginEnv, Override};
+use crate::fence::Fence;
 use crate::guardian::{self, GuardianEvent, GuardianLink, RegisteredLaunch, Stdio};
 use crate::pty::{self, PtyError, WindowSize};
 use crate::registry::{RegistryError, Runtime, Stream};
@@ -423,6 +424,10 @@ impl Supervisor {
             log_cap_bytes: req.log_cap,
             rlimits: req.rlimits.clone(),
         };
+        // The launcher owns the registration for the scope's whole life: recovery and retention
+        // take this lock first and leave a scope whose owner is alive to it. It is taken before
+        // the record exists and handed on until the receipt arrives (or this process dies).
+        let owner = rt.lock(id, OWNER_LOCK_WAIT)?;
         let (registration, link) = guardian::launch_registered(
             rt,
             id,
@@ -466,6 +471,7 @@ impl Supervisor {
             output_limit: req.output_limit,
             control: control_rx,
             policy,
+            owner,
         };
         let thread = std::thread::Builder::new()
             .name(format!("refine-launch-{}", &id.to_string()[..8]))
@@ -485,6 +491,10 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {
     rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| io_op("create a pipe")(e.into()))
 }
+
+/// How long a launch waits for its own, new registration lock (only a stale holder of the same
+/// random id could delay it).
+const OWNER_LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// Control messages to the engine thread (one byte each).
 const CTL_CANCEL: u8 = b'c';
@@ -639,6 +649,8 @@ const STOP_RETRY: Duration = Duration::from_secs(1);
 const RECEIPT_AFTER_STOP: Duration = Duration::from_secs(10);
 
 struct Engine {
+    /// The registration lock, held while this process owns the scope.
+    owner: Fence,
     runtime: Runtime,
     registration: Registration,
     link: GuardianLink,
@@ -921,6 +933,7 @@ impl Engine {
             mut link,
             capture,
             policy,
+            owner,
             ..
         } = self;
         let capture = capture.finish();
@@ -966,7 +979,7 @@ impl Engine {
             };
             (
                 state,
-                watch_scope(runtime, registration.clone(), link, stop),
+                watch_scope(runtime, registration.clone(), link, owner, stop),
             )
         };
         LaunchResult {
@@ -1005,6 +1018,7 @@ fn watch_scope(
     runtime: Runtime,
     registration: Registration,
     mut link: GuardianLink,
+    owner: Fence,
     stop: bool,
 ) -> ScopeWatch {
     let (tx, rx) = mpsc::channel();
@@ -1031,6 +1045,7 @@ fn watch_scope(
                 }
             }
             let _ = link.wait_guardian();
+            drop(owner);
             let _ = tx.send(ScopeEnd {
                 receipt,
                 stop_report,
