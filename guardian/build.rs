@@ -19,11 +19,6 @@ fn main() {
     if env::var_os("DEP_REFINE_PROTOCOL_STD").is_some() {
         // std links libgcc_s and friends dynamically: stay dynamic.
         println!("cargo:rustc-cfg=protocol_std");
-        println!(
-            "cargo:warning=refine-guardian is built against a std refine-protocol (workspace \
-             feature unification): a dynamic, larger variant. For the product binary build it \
-             alone: cargo build --release -p refine-guardian"
-        );
         return;
     }
     let linux_gnu = env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux")

@@ -3,14 +3,30 @@
 //! The tests are their own crate, so Cargo does not promise to build `refine-guardian` and
 //! `refine-supervisor` first: the README's test command (`scripts/test`) builds every binary, and
 //! [`bin`] finds them beside the test executable, failing with "build the binaries first" otherwise.
+//!
+//! The guardian under test is the product build: `scripts/test` builds `refine-guardian` on its
+//! own (a workspace build would hand it a `std` protocol through feature unification) and
+//! exports its path as `REFINE_GUARDIAN`, which [`bin`] and the supervisor both honour.
 
 pub mod driver;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Path of a workspace binary (`refine-guardian`, `refine-supervisor`) next to this test binary.
+/// Path of a workspace binary (`refine-guardian`, `refine-supervisor`) next to this test binary;
+/// for the guardian, `$REFINE_GUARDIAN` when set.
 pub fn bin(name: &str) -> PathBuf {
+    if name == "refine-guardian" {
+        if let Some(p) = std::env::var_os("REFINE_GUARDIAN") {
+            let path = PathBuf::from(p);
+            assert!(
+                path.is_file(),
+                "REFINE_GUARDIAN={} does not exist",
+                path.display()
+            );
+            return path;
+        }
+    }
     let exe = std::env::current_exe().expect("current_exe");
     // target/debug/deps/<test> -> target/debug/<name>
     let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");

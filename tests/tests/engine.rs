@@ -36,9 +36,7 @@ struct Fixture {
 }
 
 fn guardian() -> PathBuf {
-    std::env::var_os("REFINE_GUARDIAN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| bin("refine-guardian"))
+    bin("refine-guardian")
 }
 
 fn fixture() -> Fixture {
