@@ -336,12 +336,47 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchSpec, json_out: bool) -> Result<i3
     let result = handle.wait().map_err(ServiceError::Launch);
     sig_handle.close();
     let _ = forwarder.join();
-    let result = result?;
+    let mut result = result?;
     let code = exit_code(&result);
+    // The `stop` scope policy (quality) is ending the scope on the engine's watch thread: see it
+    // through before this process exits, or the stop would die with us.
+    let mut scope = scope_name(&result.scope);
+    let mut stop_failure = result.stop_failure.as_ref().map(|f| error_chain(f));
+    if result.scope == ScopeState::Stopping {
+        scope = match result.scope_watch.wait(POLICY_STOP_WAIT) {
+            Some(end) if end.receipt.is_some() => "exited",
+            Some(end) => {
+                stop_failure = end.stop_failure.as_ref().map(|f| error_chain(f));
+                "unknown"
+            }
+            None => "stopping",
+        };
+    }
     if json_out {
-        cli::print_run_result(&run_doc(&result))?;
+        let mut doc = run_doc(&result);
+        doc["scope"] = json!(scope);
+        doc["stop_failure"] = json!(stop_failure);
+        cli::print_run_result(&doc)?;
+    } else if let Some(f) = stop_failure {
+        tracing::warn!(id = %result.id, error = %f, "scope stop failed");
+        eprintln!(
+            "refine-supervisor: warning: stopping the scope of {} failed: {f}",
+            result.id
+        );
     }
     Ok(code)
+}
+
+/// How long `run` waits for the `stop` scope policy to prove the scope's end.
+const POLICY_STOP_WAIT: Duration = Duration::from_secs(10);
+
+fn scope_name(s: &ScopeState) -> &'static str {
+    match s {
+        ScopeState::Exited(_) => "exited",
+        ScopeState::Live => "live",
+        ScopeState::Stopping => "stopping",
+        ScopeState::Unknown => "unknown",
+    }
 }
 
 /// The shell's view of a launch: the workload's code, 128+signal, 127/126 for a spawn failure.
@@ -402,12 +437,7 @@ fn run_doc(r: &LaunchResult) -> serde_json::Value {
         },
         "stdout": stream(Stream::Stdout),
         "stderr": stream(Stream::Stderr),
-        "scope": match r.scope {
-            ScopeState::Exited(_) => "exited",
-            ScopeState::Live => "live",
-            ScopeState::Stopping => "stopping",
-            ScopeState::Unknown => "unknown",
-        },
+        "scope": scope_name(&r.scope),
         "capture_receipt": r.capture_receipt,
         "stop_failure": r.stop_failure.as_ref().map(|f| error_chain(f)),
     })
@@ -471,6 +501,8 @@ struct State {
     sup: Supervisor,
     /// Registrations this service launched (it enforces their deadlines through their handles).
     launched: Mutex<HashSet<RegistrationId>>,
+    /// When retention last ran (it runs at most every [`RETENTION_EVERY`]).
+    last_retention: Mutex<Option<Instant>>,
 }
 
 /// Runs the service in the foreground until SIGTERM or SIGINT.
@@ -508,6 +540,7 @@ pub fn serve(
         sup: Supervisor::new(rt.clone()),
         rt,
         launched: Mutex::new(HashSet::new()),
+        last_retention: Mutex::new(None),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -710,6 +743,9 @@ fn registry_response(e: RegistryError) -> Response {
     Response::err(kind, e.to_string())
 }
 
+/// Retention runs at start and then at most this often (its limit is days, not seconds).
+const RETENTION_EVERY: Duration = Duration::from_secs(600);
+
 /// One maintenance pass: deadlines of registrations this service did not launch, retention,
 /// capacity sampling. Every failure is logged and the loop goes on.
 fn maintenance(state: &State, retain: Duration) {
@@ -731,6 +767,21 @@ fn maintenance(state: &State, retain: Duration) {
             }
         }
     }
+    let due = state
+        .last_retention
+        .lock()
+        .map(|mut last| {
+            let due = last.is_none_or(|t| t.elapsed() >= RETENTION_EVERY);
+            if due {
+                *last = Some(Instant::now());
+            }
+            due
+        })
+        .unwrap_or(false);
+    if !due {
+        sample_capacity(rt);
+        return;
+    }
     match retire(
         rt,
         retention::Options {
@@ -748,6 +799,10 @@ fn maintenance(state: &State, retain: Duration) {
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "retention failed"),
     }
+    sample_capacity(rt);
+}
+
+fn sample_capacity(rt: &Runtime) {
     let mut probe = cli::probe();
     match cli::capacity_report(Some(rt), crate::capacity::Policy::default(), &mut *probe) {
         Ok(c) => tracing::debug!(

@@ -387,3 +387,32 @@ fn recover_ends_a_scope_left_by_a_sigkilled_run() {
     assert_eq!(s["state"], "exited", "{s}");
     assert!(s["receipt"].is_object());
 }
+
+#[test]
+fn quality_run_stops_its_leftover_descendants_before_returning() {
+    let home = Home::new();
+    let (out, doc) = home.run_json(&["sh", "-c", "sleep 600 & echo left"]);
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
+    // `command` keeps the scope; stop it afterwards.
+    assert_eq!(doc["scope"], "live", "{doc}");
+    let id = doc["id"].as_str().unwrap().to_owned();
+    assert!(home.cli(&["stop", &id]).status.success());
+
+    let args = [
+        "run",
+        "--json",
+        "--kind",
+        "quality",
+        "--",
+        "sh",
+        "-c",
+        "sleep 600 & echo left",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let doc = parse(&args, &out);
+    assert_eq!(doc["scope"], "exited", "{doc}");
+    let id = doc["id"].as_str().unwrap();
+    assert_eq!(home.state(id), "exited");
+    assert!(show(&home, id)["receipt"].is_object());
+}

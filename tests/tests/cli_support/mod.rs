@@ -46,11 +46,11 @@ impl Home {
         c
     }
 
-    /// Runs to completion and returns the output.
+    /// Runs to completion and returns the output. stdout and stderr go to files, not pipes: a
+    /// guardian that outlives `run` (its scope is still live) keeps the inherited stderr, and the
+    /// command's end is its exit, not the end of file on its output.
     pub fn cli(&self, args: &[&str]) -> Output {
-        self.command(args)
-            .output()
-            .expect("spawn refine-supervisor")
+        output_of(self.command(args))
     }
 
     /// Runs, requires success, and parses stdout as one JSON document.
