@@ -684,6 +684,10 @@ async fn handle_conn(state: Arc<State>, stream: tokio::net::UnixStream) -> io::R
         .take(MAX_MESSAGE as u64 + 1)
         .read_until(b'\n', &mut line)
         .await?;
+    if line.is_empty() {
+        // A client that connected and closed (a readiness probe): nothing to answer.
+        return Ok(());
+    }
     let resp = match api::decode_request(&line) {
         Err(e) => Response::err(ErrorKind::BadRequest, format!("bad request: {e}")),
         Ok(req) => {

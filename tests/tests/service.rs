@@ -193,3 +193,27 @@ fn the_api_lists_shows_and_stops() {
     assert_eq!(home.state(&id), "exited");
     assert!(svc.signal_and_wait(rustix::process::Signal::TERM).success());
 }
+
+#[test]
+fn maintenance_enforces_deadlines_of_registrations_it_did_not_launch() {
+    let home = Home::new();
+    let mut svc = Service::start(&home);
+    // Launched by another process that left; its record carries a 300 ms completion deadline.
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cli-launch"));
+    cmd.arg(home.path())
+        .arg(home.port.to_string())
+        .args(["leave", "--", "sleep", "600"])
+        .env("CLI_LAUNCH_TIMEOUT_MS", "300");
+    let out = output_of(cmd);
+    assert!(out.status.success(), "{}", describe(&["cli-launch"], &out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let [_, workload] = witnesses(&home, &id);
+
+    home.wait_state(&id, "exited");
+    assert!(refine_tests::wait_until(DEADLINE, || !alive(
+        workload.0, workload.1
+    )));
+    let log = std::fs::read_to_string(home.run_dir().join("service.log")).unwrap();
+    assert!(log.contains("deadline stop"), "{log}");
+    assert!(svc.signal_and_wait(rustix::process::Signal::TERM).success());
+}

@@ -6,6 +6,9 @@
 //! - `hold`: stays, holding the registration lock as a live launcher does, until it is killed.
 //! - `leave`: exits at once; the workload gets SIGCONT as its parent-death signal (a no-op), so
 //!   the scope stays live with its guardian and no launcher.
+//!
+//! `CLI_LAUNCH_TIMEOUT_MS`, if set, is recorded as the completion deadline (nobody in this
+//! process enforces it: the service's maintenance loop does).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -56,7 +59,12 @@ fn main() {
             stdio: Stdio::Fds([stdin, open(Stream::Stdout), open(Stream::Stderr)]),
             pty: false,
             new_session: false,
-            limits: Limits::default(),
+            limits: Limits {
+                completion_timeout_ms: std::env::var("CLI_LAUNCH_TIMEOUT_MS")
+                    .ok()
+                    .and_then(|v| v.parse().ok()),
+                ..Limits::default()
+            },
             scope_policy: ScopePolicy::Keep,
             pdeath_signal: if mode == "leave" { libc::SIGCONT } else { 0 },
             start_timeout: guardian::DEFAULT_START_TIMEOUT,
