@@ -238,8 +238,9 @@ pub fn human_bytes(n: u64) -> String {
 /// Where host and tree figures come from.
 pub trait HostProbe {
     fn host(&mut self) -> HostSample;
-    /// Samples the tree rooted at `root` (pid, start time), root included.
-    fn tree(&mut self, root: u32, root_start_ticks: u64) -> TreeSample;
+    /// Samples each tree rooted at `(pid, start time)`, root included, in one pass over the
+    /// process table (two scans for the stability check, however many roots).
+    fn trees(&mut self, roots: &[(u32, u64)]) -> Vec<TreeSample>;
 }
 
 /// Test seam: fixed host figures; trees are always incomplete (they never raise a reservation).
@@ -250,10 +251,13 @@ impl HostProbe for FixedProbe {
     fn host(&mut self) -> HostSample {
         self.0
     }
-    fn tree(&mut self, _root: u32, _start: u64) -> TreeSample {
-        TreeSample::Incomplete {
-            reason: "fixed probe does not sample trees",
-        }
+    fn trees(&mut self, roots: &[(u32, u64)]) -> Vec<TreeSample> {
+        roots
+            .iter()
+            .map(|_| TreeSample::Incomplete {
+                reason: "fixed probe does not sample trees",
+            })
+            .collect()
     }
 }
 
@@ -275,9 +279,8 @@ impl SysinfoProbe {
         }
     }
 
-    /// One scan: members (pid, start time) and summed RSS; `None` if any member's figures were
-    /// missing or the root is not the witnessed process.
-    fn scan(&mut self, root: u32, root_start_ticks: u64) -> Option<(BTreeSet<(u32, u64)>, u64)> {
+    /// Refreshes the process table (memory only).
+    fn refresh(&mut self) {
         use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, UpdateKind};
         self.sys.refresh_processes_specifics(
             ProcessesToUpdate::All,
@@ -287,12 +290,10 @@ impl SysinfoProbe {
                 .without_tasks()
                 .with_exe(UpdateKind::Never),
         );
-        let root_pid = sysinfo::Pid::from_u32(root);
-        // The witness: sysinfo does not expose field 22 in ticks, so compare through procfs.
-        if stat_start_ticks(root)? != root_start_ticks {
-            return None;
-        }
-        self.sys.process(root_pid)?;
+    }
+
+    /// Parent -> children of the last refresh.
+    fn children(&self) -> BTreeMap<u32, Vec<u32>> {
         let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         for (pid, p) in self.sys.processes() {
             if p.thread_kind().is_some() {
@@ -301,6 +302,21 @@ impl SysinfoProbe {
             if let Some(pp) = p.parent() {
                 children.entry(pp.as_u32()).or_default().push(pid.as_u32());
             }
+        }
+        children
+    }
+
+    /// One tree of the last refresh: members (pid, start time) and summed RSS; `None` if any
+    /// member's figures were missing or the root is not the witnessed process.
+    fn walk(
+        &self,
+        children: &BTreeMap<u32, Vec<u32>>,
+        root: u32,
+        root_start_ticks: u64,
+    ) -> Option<(BTreeSet<(u32, u64)>, u64)> {
+        // The witness: sysinfo does not expose field 22 in ticks, so compare through procfs.
+        if stat_start_ticks(root)? != root_start_ticks {
+            return None;
         }
         let mut members = BTreeSet::new();
         let mut rss = 0u64;
@@ -333,26 +349,36 @@ impl HostProbe for SysinfoProbe {
         }
     }
 
-    fn tree(&mut self, root: u32, root_start_ticks: u64) -> TreeSample {
-        let Some((first, _)) = self.scan(root, root_start_ticks) else {
-            return TreeSample::Incomplete {
-                reason: "a member vanished or could not be read",
-            };
-        };
-        let Some((second, rss)) = self.scan(root, root_start_ticks) else {
-            return TreeSample::Incomplete {
-                reason: "a member vanished or could not be read",
-            };
-        };
-        if first != second {
-            return TreeSample::Incomplete {
-                reason: "membership changed between scans",
-            };
+    fn trees(&mut self, roots: &[(u32, u64)]) -> Vec<TreeSample> {
+        if roots.is_empty() {
+            return Vec::new();
         }
-        TreeSample::Complete {
-            members: second.len(),
-            rss_bytes: rss,
-        }
+        self.refresh();
+        let children = self.children();
+        let first: Vec<_> = roots
+            .iter()
+            .map(|&(pid, start)| self.walk(&children, pid, start))
+            .collect();
+        self.refresh();
+        let children = self.children();
+        roots
+            .iter()
+            .zip(first)
+            .map(
+                |(&(pid, start), first)| match (first, self.walk(&children, pid, start)) {
+                    (Some((a, _)), Some((b, rss))) if a == b => TreeSample::Complete {
+                        members: b.len(),
+                        rss_bytes: rss,
+                    },
+                    (Some(_), Some(_)) => TreeSample::Incomplete {
+                        reason: "membership changed between scans",
+                    },
+                    _ => TreeSample::Incomplete {
+                        reason: "a member vanished or could not be read",
+                    },
+                },
+            )
+            .collect()
     }
 }
 
@@ -451,7 +477,7 @@ mod tests {
         assert!(h.logical_cores >= 1);
         let me = std::process::id();
         let start = stat_start_ticks(me).unwrap();
-        match probe.tree(me, start) {
+        match probe.trees(&[(me, start)]).remove(0) {
             TreeSample::Complete { members, rss_bytes } => {
                 assert!(members >= 1);
                 assert!(rss_bytes > 0);
@@ -460,7 +486,7 @@ mod tests {
             TreeSample::Incomplete { .. } => {}
         }
         assert!(matches!(
-            probe.tree(me, start + 1),
+            probe.trees(&[(me, start + 1)]).remove(0),
             TreeSample::Incomplete { .. }
         ));
     }

@@ -860,8 +860,8 @@ pub fn capacity_report(
     policy: capacity::Policy,
     probe: &mut dyn HostProbe,
 ) -> Result<capacity::CapacityReport, CliError> {
-    let mut samples = BTreeMap::new();
     let (mut live, mut unverified) = (0, 0);
+    let mut agents = Vec::new();
     if let Some(rt) = rt {
         for id in rt.list_ids()? {
             let Ok(reg) = rt.read_registration(id) else {
@@ -874,7 +874,7 @@ pub fn capacity_report(
                     live += 1;
                     if reg.kind == refine_protocol::Kind::Agent {
                         let g = reg.hello.guardian;
-                        samples.insert(id.to_string(), probe.tree(g.pid, g.start_time));
+                        agents.push((id.to_string(), (g.pid, g.start_time)));
                     }
                 }
                 "exited" => {}
@@ -882,6 +882,12 @@ pub fn capacity_report(
             }
         }
     }
+    let roots: Vec<(u32, u64)> = agents.iter().map(|(_, r)| *r).collect();
+    let samples: BTreeMap<String, capacity::TreeSample> = agents
+        .into_iter()
+        .map(|(id, _)| id)
+        .zip(probe.trees(&roots))
+        .collect();
     Ok(policy.admit(probe.host(), &samples, live, unverified))
 }
 
