@@ -213,7 +213,12 @@ fn maintenance_enforces_deadlines_of_registrations_it_did_not_launch() {
     assert!(refine_tests::wait_until(DEADLINE, || !alive(
         workload.0, workload.1
     )));
-    let log = std::fs::read_to_string(home.run_dir().join("service.log")).unwrap();
-    assert!(log.contains("deadline stop"), "{log}");
+    // The stop is logged once it returned (after the receipt proved the end).
+    let log = || std::fs::read_to_string(home.run_dir().join("service.log")).unwrap();
+    assert!(
+        refine_tests::wait_until(DEADLINE, || log().contains("deadline stop")),
+        "{}",
+        log()
+    );
     assert!(svc.signal_and_wait(rustix::process::Signal::TERM).success());
 }
