@@ -217,16 +217,23 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, LaunchError> {
     )
     .map_err(LaunchError::Encode)?;
 
+    // The guardian lives as long as the scope. When the workload gets its own stdio, the
+    // guardian keeps none of this process's: an inherited stderr would hold a caller's pipe open
+    // (`$(refine-supervisor run ...)`) until the last detached descendant exits. Its failures
+    // arrive as GuardianFailed frames instead.
     let inherit = matches!(config.stdio, Stdio::Inherit);
-    let mut command = Command::new(&exe);
-    command
-        .stdin(std::process::Stdio::from(theirs))
-        .stdout(if inherit {
+    let own = || {
+        if inherit {
             std::process::Stdio::inherit()
         } else {
             std::process::Stdio::null()
-        })
-        .stderr(std::process::Stdio::inherit());
+        }
+    };
+    let mut command = Command::new(&exe);
+    command
+        .stdin(std::process::Stdio::from(theirs))
+        .stdout(own())
+        .stderr(own());
     let child = command.spawn().map_err(|source| LaunchError::Io {
         op: "spawn the guardian",
         source,

@@ -416,3 +416,38 @@ fn quality_run_stops_its_leftover_descendants_before_returning() {
     assert_eq!(home.state(id), "exited");
     assert!(show(&home, id)["receipt"].is_object());
 }
+
+/// `$(refine-supervisor run -- CMD)` with a detached descendant: the caller's pipes reach end of
+/// file when `run` exits, not when the descendant does (the guardian keeps none of them).
+#[test]
+fn run_releases_the_callers_pipes_while_a_descendant_keeps_the_scope() {
+    use std::io::Read;
+    let home = Home::new();
+    let mut child = home
+        .command(&["run", "--", "sh", "-c", "echo out; (exec sleep 600 &)"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut o, mut e) = (String::new(), String::new());
+        let _ = out.read_to_string(&mut o);
+        let _ = err.read_to_string(&mut e);
+        let _ = tx.send((o, e));
+    });
+    let eof = rx.recv_timeout(DEADLINE);
+    let status = child.wait().unwrap();
+    let id = home.ps()[0]["id"].as_str().unwrap().to_owned();
+    // End the detached sleeper whatever happened, then judge.
+    let stopped = home.cli(&["stop", &id]);
+    let (o, e) = eof.expect("the caller's pipes stayed open while the descendant lived");
+    assert!(status.success(), "run failed: {e}");
+    assert_eq!(o, "out\n");
+    assert!(
+        stopped.status.success(),
+        "{}",
+        describe(&["stop", &id], &stopped)
+    );
+}

@@ -46,9 +46,8 @@ impl Home {
         c
     }
 
-    /// Runs to completion and returns the output. stdout and stderr go to files, not pipes: a
-    /// guardian that outlives `run` (its scope is still live) keeps the inherited stderr, and the
-    /// command's end is its exit, not the end of file on its output.
+    /// Runs to completion and returns the output (through files: the command's end is its
+    /// exit; that pipes reach end of file too is tested on its own in `cli.rs`).
     pub fn cli(&self, args: &[&str]) -> Output {
         output_of(self.command(args))
     }
