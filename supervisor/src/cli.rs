@@ -234,7 +234,7 @@ pub enum CliError {
     Retention(#[from] retention::RetentionError),
     #[error(transparent)]
     Service(#[from] service::ServiceError),
-    #[error("cannot write output: {0}")]
+    #[error("cannot write output")]
     Output(#[source] io::Error),
     /// A verdict that is not an error of the tool but must exit non-zero (stop not proven,
     /// receipt not verified); the document was already printed.

@@ -26,9 +26,15 @@ fn main() {
             std::process::exit(2);
         }
     };
-    match cli::dispatch(cli).map_err(anyhow::Error::new) {
+    match cli::dispatch(cli) {
         Ok(code) => std::process::exit(code),
+        // The reader went away (`... | head`): not an error of this command, and nothing more
+        // can be said to it.
+        Err(cli::CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            std::process::exit(0)
+        }
         Err(e) => {
+            let e = anyhow::Error::new(e);
             // `{:#}` joins the error chain on one line.
             eprintln!("refine-supervisor: error: {e:#}");
             std::process::exit(FAILURE);
