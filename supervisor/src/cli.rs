@@ -609,16 +609,27 @@ fn stop(home: &Path, port: u16, args: IdArgs) -> Result<ExitCode, CliError> {
     let reg = rt.read_registration(id)?;
     let doc = service::stop_one(&rt, &reg);
     let proven = doc["state"] == "exited";
-    if args.json {
-        print_json(&doc)?;
+    print_verdict(&doc, args.json, proven, &format!("stop of {id} not proven"))
+}
+
+/// Prints a document, then exits 0 only if `ok`; otherwise the verdict (with the document's
+/// reason) is the one-line error.
+fn print_verdict(
+    doc: &serde_json::Value,
+    json: bool,
+    ok: bool,
+    failure: &str,
+) -> Result<ExitCode, CliError> {
+    if json {
+        print_json(doc)?;
     } else {
-        print_tree(&doc)?;
+        print_tree(doc)?;
     }
-    if proven {
+    if ok {
         Ok(0)
     } else {
         Err(CliError::Verdict(format!(
-            "stop of {id} not proven: {}",
+            "{failure}: {}",
             doc["reason"].as_str().unwrap_or("no verified receipt")
         )))
     }
@@ -739,19 +750,7 @@ fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliErr
             verified,
         )
     };
-    if args.json {
-        print_json(&doc)?;
-    } else {
-        print_tree(&doc)?;
-    }
-    if verified {
-        Ok(0)
-    } else {
-        Err(CliError::Verdict(format!(
-            "receipt does not verify: {}",
-            doc["reason"].as_str().unwrap_or("no verified receipt")
-        )))
-    }
+    print_verdict(&doc, args.json, verified, "receipt does not verify")
 }
 
 fn recover(home: &Path, port: u16, args: JsonArgs) -> Result<ExitCode, CliError> {

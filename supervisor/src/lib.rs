@@ -35,3 +35,15 @@ pub mod service;
 pub mod signal;
 pub mod stop;
 pub mod tree;
+
+/// An error and its sources on one line (`op: cause: cause`), for JSON documents and logs.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -81,14 +81,7 @@ pub enum RecoveryAction {
 }
 
 fn display<S: serde::Serializer, E: std::error::Error>(e: &E, s: S) -> Result<S::Ok, S::Error> {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    s.serialize_str(&text)
+    s.serialize_str(&crate::error_chain(e))
 }
 
 #[derive(Debug, serde::Serialize)]

@@ -28,6 +28,7 @@ use serde_json::json;
 
 use crate::capture::StreamState;
 use crate::cli::{self, Assessed, CliError};
+use crate::error_chain;
 use crate::fence::{self, FenceError};
 use crate::launch::{LaunchRequest, LaunchResult, Outcome, ScopeState, Supervisor};
 use crate::pty::WindowSize;
@@ -163,17 +164,6 @@ pub fn stop_one(rt: &Runtime, reg: &Registration) -> serde_json::Value {
             })
         }
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// The recovery pass (A4); the `recover --json` document: a `summary` of actions and, per
