@@ -97,7 +97,7 @@ pub enum GuardianEvent {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
-    #[error("guardian executable not found ({0}): build the workspace binaries first")]
+    #[error("guardian executable not found ({0}): build it with `cargo build --release -p refine-guardian` (or set REFINE_GUARDIAN)")]
     GuardianMissing(PathBuf),
     #[error("cannot {op}")]
     Io {
