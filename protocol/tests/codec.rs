@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use refine_protocol::api;
 use refine_protocol::frame::{encode_launch, FLAG_PTY, MAX_FRAME};
 use refine_protocol::record::{
     CaptureReceipt, Kind, Limits, Registration, ScopePolicy, StreamEnd, StreamReceipt,
@@ -380,6 +381,16 @@ fn fuzz_every_decoder() {
     let receipt_seed = receipt().encode().to_vec();
     let reg_seed = registration().encode();
     let cap_seed = capture_receipt().encode();
+    let api_seeds: Vec<Vec<u8>> = [
+        api::Request::List { all: true },
+        api::Request::Stop { id: "0".repeat(32) },
+        api::Request::Show {
+            id: "ab".repeat(16),
+        },
+    ]
+    .iter()
+    .map(api::encode_request)
+    .collect();
     for i in 0..iters {
         let seed = &seeds[i % seeds.len()];
         let mut v = mutate(&mut rng, seed);
@@ -393,5 +404,8 @@ fn fuzz_every_decoder() {
         let _ = Receipt::decode(&mutate(&mut rng, &receipt_seed));
         let _ = Registration::decode(&mutate(&mut rng, &reg_seed));
         let _ = CaptureReceipt::decode(&mutate(&mut rng, &cap_seed));
+        let line = mutate(&mut rng, &api_seeds[i % api_seeds.len()]);
+        let _ = api::decode_request(&line);
+        let _ = api::decode_response(&line);
     }
 }
