@@ -51,6 +51,7 @@ fn main() -> anyhow::Result<()> {
             env: std::env::vars_os().collect(),
             cwd: None,
             stdio: Stdio::Inherit,
+            stdin_path: None,
             pty: false,
             new_session: false,
             limits: Limits::default(),

@@ -485,6 +485,8 @@ pub struct RegisteredLaunch {
     pub env: Vec<(OsString, OsString)>,
     pub cwd: Option<PathBuf>,
     pub stdio: Stdio,
+    /// Where input written to the workload is recorded (`logs/ID.stdin`), if it takes any.
+    pub stdin_path: Option<PathBuf>,
     pub pty: bool,
     pub new_session: bool,
     pub limits: Limits,
@@ -567,7 +569,10 @@ pub fn launch_registered(
             .log_path(id, Stream::Stderr)
             .to_string_lossy()
             .into_owned(),
-        stdin_path: None,
+        stdin_path: req
+            .stdin_path
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned()),
         pty: req.pty,
         limits: req.limits,
         scope_policy: req.scope_policy,

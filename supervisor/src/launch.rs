@@ -25,8 +25,9 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs::File;
-use std::io;
+use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -428,6 +429,19 @@ impl Supervisor {
         // take this lock first and leave a scope whose owner is alive to it. It is taken before
         // the record exists and handed on until the receipt arrives (or this process dies).
         let owner = rt.lock(id, OWNER_LOCK_WAIT)?;
+        // Input the workload takes is recorded beside its output (`logs/ID.stdin`).
+        let stdin_path = input.as_ref().map(|_| rt.log_path(id, Stream::Stdin));
+        let input_log = match &stdin_path {
+            Some(p) => Some(
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .mode(0o600)
+                    .open(p)
+                    .map_err(io_op("create the stdin artifact"))?,
+            ),
+            None => None,
+        };
         let (registration, link) = guardian::launch_registered(
             rt,
             id,
@@ -440,6 +454,7 @@ impl Supervisor {
                 env: env.into_iter().collect(),
                 cwd: req.cwd,
                 stdio,
+                stdin_path,
                 pty: pty_size.is_some(),
                 new_session: req.new_session || pty_size.is_some(),
                 limits,
@@ -483,6 +498,7 @@ impl Supervisor {
             thread: Some(thread),
             control,
             input: Mutex::new(input),
+            input_log: Mutex::new(input_log),
         })
     }
 }
@@ -549,6 +565,8 @@ pub struct LaunchHandle {
     thread: Option<JoinHandle<LaunchResult>>,
     control: Arc<Control>,
     input: Mutex<Option<Input>>,
+    /// The `logs/ID.stdin` artifact: every byte delivered to the workload is appended to it.
+    input_log: Mutex<Option<File>>,
 }
 
 impl LaunchHandle {
@@ -596,6 +614,15 @@ impl LaunchHandle {
         }
         pty::write_input(fd.as_fd(), bytes, INPUT_TIMEOUT)?;
         self.control.send(CTL_ACTIVITY);
+        if let Some(log) = self
+            .input_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            log.write_all(bytes)
+                .map_err(io_op("record input in the stdin artifact"))?;
+        }
         Ok(())
     }
 

@@ -100,6 +100,7 @@ pub fn request(argv: Vec<OsString>, out: OwnedFd) -> RegisteredLaunch {
         env: std::env::vars_os().collect(),
         cwd: None,
         stdio: GuardianStdio::Fds([null, out, err]),
+        stdin_path: None,
         pty: false,
         new_session: false,
         limits: Limits::default(),

@@ -363,6 +363,13 @@ fn early_closed_stdout_and_split_utf8() {
         r.complete_output(Stream::Stdout).unwrap(),
         "café!\n".as_bytes()
     );
+    // The input it took is recorded beside its output, and the record says where.
+    let stdin_path = r
+        .registration
+        .stdin_path
+        .clone()
+        .expect("stdin artifact recorded");
+    assert_eq!(std::fs::read(&stdin_path).unwrap(), b"x");
 }
 
 #[test]

@@ -22,6 +22,7 @@ fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
         env,
         cwd: None,
         stdio: Stdio::Inherit,
+        stdin_path: None,
         pty: false,
         new_session: false,
         limits: Limits::default(),

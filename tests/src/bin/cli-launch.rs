@@ -57,6 +57,7 @@ fn main() {
             env: std::env::vars_os().collect(),
             cwd: None,
             stdio: Stdio::Fds([stdin, open(Stream::Stdout), open(Stream::Stderr)]),
+            stdin_path: None,
             pty: false,
             new_session: false,
             limits: Limits {
