@@ -249,8 +249,13 @@ fn run_child(
     gate: OwnedFd,
     report: OwnedFd,
 ) -> ! {
-    let failed = prepare(spec, stdio).err();
+    // Ready as soon as the process group or session exists (all Hello reports about it); the
+    // rest of the preparation overlaps with the launcher making the registration durable.
+    let mut failed = isolate(spec).err();
     let _ = sys::write_all(report.as_raw(), &[READY_BYTE]);
+    if failed.is_none() {
+        failed = prepare(spec, stdio).err();
+    }
     let mut byte = [0u8; 1];
     match sys::read(&gate, &mut byte) {
         Ok(1) if byte[0] == START_BYTE => {}
@@ -264,13 +269,17 @@ fn run_child(
     sys::exit(if errno == Errno::NOENT { 127 } else { 126 })
 }
 
-/// Session or group, stdio, signals, limits, cwd: in this order, stopping at the first error.
-fn prepare(spec: &LaunchSpec<'static>, stdio: &[Option<OwnedFd>; 3]) -> Result<(), Errno> {
+/// A new session (PTY or asked for) or a new process group.
+fn isolate(spec: &LaunchSpec<'static>) -> Result<(), Errno> {
     if spec.flags & (FLAG_PTY | FLAG_NEW_SESSION) != 0 {
-        child::setsid()?;
+        child::setsid()
     } else {
-        child::setpgid_self()?;
+        child::setpgid_self()
     }
+}
+
+/// Stdio, controlling tty, signals, limits, cwd: in this order, stopping at the first error.
+fn prepare(spec: &LaunchSpec<'static>, stdio: &[Option<OwnedFd>; 3]) -> Result<(), Errno> {
     for (target, fd) in stdio.iter().enumerate() {
         if let Some(fd) = fd {
             child::dup2(fd, target as i32)?;
