@@ -496,9 +496,14 @@ impl Supervisor {
             id,
             registration,
             thread: Some(thread),
-            control,
-            input: Mutex::new(input),
-            input_log: Mutex::new(input_log),
+            control: control.clone(),
+            input: InputWriter {
+                inner: Arc::new(InputInner {
+                    control,
+                    input: Mutex::new(input),
+                    log: Mutex::new(input_log),
+                }),
+            },
         })
     }
 }
@@ -564,9 +569,22 @@ pub struct LaunchHandle {
     registration: Registration,
     thread: Option<JoinHandle<LaunchResult>>,
     control: Arc<Control>,
+    input: InputWriter,
+}
+
+/// The input side of a launch (stdin pipe or PTY master, window size), shareable with other
+/// threads — a terminal forwarder, say — while [`LaunchHandle::wait`] blocks.
+#[derive(Debug, Clone)]
+pub struct InputWriter {
+    inner: Arc<InputInner>,
+}
+
+#[derive(Debug)]
+struct InputInner {
+    control: Arc<Control>,
     input: Mutex<Option<Input>>,
     /// The `logs/ID.stdin` artifact: every byte delivered to the workload is appended to it.
-    input_log: Mutex<Option<File>>,
+    log: Mutex<Option<File>>,
 }
 
 impl LaunchHandle {
@@ -591,39 +609,18 @@ impl LaunchHandle {
 
     /// Resizes the PTY (counts as activity).
     pub fn resize(&self, size: WindowSize) -> Result<(), LaunchError> {
-        let input = self.input.lock().unwrap_or_else(|p| p.into_inner());
-        match input.as_ref() {
-            Some(Input::Pty(master)) => pty::resize(master.as_fd(), size)?,
-            _ => return Err(LaunchError::NotAvailable("terminal")),
-        }
-        self.control.send(CTL_ACTIVITY);
-        Ok(())
+        self.input.resize(size)
     }
 
     /// Writes to the workload's stdin (PTY or pipe; counts as activity), waiting at most
     /// [`INPUT_TIMEOUT`] for it to accept the bytes.
     pub fn write_input(&self, bytes: &[u8]) -> Result<(), LaunchError> {
-        let input = self.input.lock().unwrap_or_else(|p| p.into_inner());
-        let fd = match input.as_ref() {
-            Some(Input::Pty(fd)) | Some(Input::Pipe(fd)) => fd,
-            None => return Err(LaunchError::NotAvailable("input")),
-        };
-        if matches!(input.as_ref(), Some(Input::Pipe(_))) {
-            rustix::io::ioctl_fionbio(fd, true)
-                .map_err(|e| io_op("make stdin nonblocking")(e.into()))?;
-        }
-        pty::write_input(fd.as_fd(), bytes, INPUT_TIMEOUT)?;
-        self.control.send(CTL_ACTIVITY);
-        if let Some(log) = self
-            .input_log
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_mut()
-        {
-            log.write_all(bytes)
-                .map_err(io_op("record input in the stdin artifact"))?;
-        }
-        Ok(())
+        self.input.write_input(bytes)
+    }
+
+    /// The input side, for a thread that forwards a terminal while this handle waits.
+    pub fn input_writer(&self) -> InputWriter {
+        self.input.clone()
     }
 
     /// Asks the guardian to forward `signo` to the workload (counts as activity). Best effort:
@@ -640,16 +637,61 @@ impl LaunchHandle {
 
     /// Closes a piped stdin (the workload reads EOF).
     pub fn close_input(&self) {
-        let mut input = self.input.lock().unwrap_or_else(|p| p.into_inner());
-        if matches!(input.as_ref(), Some(Input::Pipe(_))) {
-            *input = None;
-        }
+        self.input.close_input()
     }
 
     /// Waits for the result: the workload exited and the final drain ended (or it never ran).
     pub fn wait(mut self) -> Result<LaunchResult, LaunchError> {
         let thread = self.thread.take().ok_or(LaunchError::EngineDied)?;
         thread.join().map_err(|_| LaunchError::EngineDied)
+    }
+}
+
+impl InputWriter {
+    /// Resizes the PTY (counts as activity).
+    pub fn resize(&self, size: WindowSize) -> Result<(), LaunchError> {
+        let input = self.inner.input.lock().unwrap_or_else(|p| p.into_inner());
+        match input.as_ref() {
+            Some(Input::Pty(master)) => pty::resize(master.as_fd(), size)?,
+            _ => return Err(LaunchError::NotAvailable("terminal")),
+        }
+        self.inner.control.send(CTL_ACTIVITY);
+        Ok(())
+    }
+
+    /// Writes to the workload's stdin (PTY or pipe; counts as activity), waiting at most
+    /// [`INPUT_TIMEOUT`] for it to accept the bytes.
+    pub fn write_input(&self, bytes: &[u8]) -> Result<(), LaunchError> {
+        let input = self.inner.input.lock().unwrap_or_else(|p| p.into_inner());
+        let fd = match input.as_ref() {
+            Some(Input::Pty(fd)) | Some(Input::Pipe(fd)) => fd,
+            None => return Err(LaunchError::NotAvailable("input")),
+        };
+        if matches!(input.as_ref(), Some(Input::Pipe(_))) {
+            rustix::io::ioctl_fionbio(fd, true)
+                .map_err(|e| io_op("make stdin nonblocking")(e.into()))?;
+        }
+        pty::write_input(fd.as_fd(), bytes, INPUT_TIMEOUT)?;
+        self.inner.control.send(CTL_ACTIVITY);
+        if let Some(log) = self
+            .inner
+            .log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            log.write_all(bytes)
+                .map_err(io_op("record input in the stdin artifact"))?;
+        }
+        Ok(())
+    }
+
+    /// Closes a piped stdin (the workload reads EOF).
+    pub fn close_input(&self) {
+        let mut input = self.inner.input.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(input.as_ref(), Some(Input::Pipe(_))) {
+            *input = None;
+        }
     }
 }
 

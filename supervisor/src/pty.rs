@@ -178,3 +178,35 @@ mod tests {
         assert_eq!(&buf[..n], b"hi\n");
     }
 }
+
+/// The operator's own terminal in raw mode while an interactive `terminal` launch runs: every key
+/// (Ctrl-C included) reaches the workload's terminal as typed, and the workload's terminal does
+/// the echoing and line editing. The saved settings come back on drop, on every return path.
+#[derive(Debug)]
+pub struct RawMode {
+    fd: OwnedFd,
+    saved: rustix::termios::Termios,
+}
+
+impl RawMode {
+    /// Switches the terminal on `fd` to raw mode.
+    pub fn enter(fd: BorrowedFd<'_>) -> Result<Self, PtyError> {
+        let fd = rustix::io::fcntl_dupfd_cloexec(fd, 3).map_err(sys("duplicate"))?;
+        let saved = rustix::termios::tcgetattr(&fd).map_err(sys("read the settings of"))?;
+        let mut raw = saved.clone();
+        raw.make_raw();
+        rustix::termios::tcsetattr(&fd, rustix::termios::OptionalActions::Now, &raw)
+            .map_err(sys("set raw mode on"))?;
+        Ok(RawMode { fd, saved })
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        let _ = rustix::termios::tcsetattr(
+            &self.fd,
+            rustix::termios::OptionalActions::Now,
+            &self.saved,
+        );
+    }
+}

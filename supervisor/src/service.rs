@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader, Read as _, Write};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -289,6 +290,54 @@ fn admit(rt: &Runtime, spec: &LaunchSpec) -> Result<(), ServiceError> {
 }
 
 /// `run` without `--detach`: launch in this process, stream, exit with the workload's code.
+/// Forwards the operator's keys and window resizes to an interactive launch's terminal, on two
+/// detached threads that end with the input (or the process).
+fn forward_terminal(input: crate::launch::InputWriter) -> Result<(), CliError> {
+    let keys = input.clone();
+    std::thread::Builder::new()
+        .name("refine-keys".into())
+        .spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                match rustix::io::read(io::stdin(), &mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if keys.write_input(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    Err(rustix::io::Errno::INTR) => {}
+                    Err(_) => break,
+                }
+            }
+        })
+        .map_err(|source| ServiceError::Io {
+            op: "start the key forwarder",
+            source,
+        })?;
+    let mut winch =
+        signal_hook::iterator::Signals::new([signal_hook::consts::SIGWINCH]).map_err(|source| {
+            ServiceError::Io {
+                op: "install the window-size handler",
+                source,
+            }
+        })?;
+    std::thread::Builder::new()
+        .name("refine-winch".into())
+        .spawn(move || {
+            for _ in winch.forever() {
+                if let Ok(size) = crate::pty::window_size(io::stdin().as_fd()) {
+                    let _ = input.resize(size);
+                }
+            }
+        })
+        .map_err(|source| ServiceError::Io {
+            op: "start the window-size forwarder",
+            source,
+        })?;
+    Ok(())
+}
+
 pub fn run_embedded(rt: &Runtime, spec: LaunchSpec, json_out: bool) -> Result<i32, CliError> {
     admit(rt, &spec)?;
     let mut req = launch_request(&spec)?;
@@ -303,8 +352,27 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchSpec, json_out: bool) -> Result<i3
             };
         }));
     }
+    // `run --pty` on a terminal is interactive: the workload's terminal takes the operator's
+    // size, keys and resizes, and ours is raw meanwhile (restored when this function returns).
+    let interactive = req.pty.is_some() && rustix::termios::isatty(io::stdin());
+    if interactive {
+        if let Ok(size) = crate::pty::window_size(io::stdin().as_fd()) {
+            req.pty = Some(size);
+        }
+    }
     let sup = Supervisor::new(rt.clone());
     let handle = sup.launch(req).map_err(ServiceError::Launch)?;
+    let _raw = if interactive {
+        let raw =
+            crate::pty::RawMode::enter(io::stdin().as_fd()).map_err(|e| ServiceError::Io {
+                op: "put the terminal in raw mode",
+                source: io::Error::other(e),
+            })?;
+        forward_terminal(handle.input_writer())?;
+        Some(raw)
+    } else {
+        None
+    };
     // SIGINT/SIGTERM/SIGHUP to `run` cancel the launch (the tree is stopped through the shared
     // stop); the workload's own process group does not see the terminal's SIGINT.
     let canceller = handle.canceller();

@@ -451,3 +451,95 @@ fn run_releases_the_callers_pipes_while_a_descendant_keeps_the_scope() {
         describe(&["stop", &id], &stopped)
     );
 }
+
+/// `run --pty` from a terminal is interactive: the workload's terminal has the operator's window
+/// size, and keys typed at the operator's terminal reach it (it echoes and edits the line).
+#[test]
+fn run_pty_on_a_terminal_forwards_keys_and_the_window_size() {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use rustix::fs::{Mode, OFlags};
+    use rustix::pty::OpenptFlags;
+    use std::os::fd::OwnedFd;
+
+    let home = Home::new();
+    // The operator's terminal: a PTY pair made here; `run` gets the slave as stdin/stdout/stderr.
+    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    rustix::pty::grantpt(&master).unwrap();
+    rustix::pty::unlockpt(&master).unwrap();
+    let name = rustix::pty::ptsname(&master, Vec::new()).unwrap();
+    let slave: OwnedFd = rustix::fs::open(
+        name.as_c_str(),
+        OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .unwrap();
+    let size = rustix::termios::Winsize {
+        ws_row: 41,
+        ws_col: 101,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    rustix::termios::tcsetwinsize(&master, size).unwrap();
+    let mut child = home
+        .command(&[
+            "run",
+            "--kind",
+            "terminal",
+            "--pty",
+            "--",
+            "sh",
+            "-c",
+            "stty size; read x; echo got:$x",
+        ])
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave.try_clone().unwrap())
+        .spawn()
+        .unwrap();
+    drop(slave);
+
+    // Read the operator's terminal until `want` shows up (or the deadline passes).
+    let mut seen = Vec::new();
+    let mut read_until = |want: &str| -> bool {
+        let end = std::time::Instant::now() + DEADLINE;
+        while !String::from_utf8_lossy(&seen).contains(want) {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            let ts = Timespec {
+                tv_sec: left.as_secs() as i64,
+                tv_nsec: left.subsec_nanos() as i64,
+            };
+            let mut fds = [PollFd::new(&master, PollFlags::IN)];
+            if poll(&mut fds, Some(&ts)).unwrap_or(0) == 0 {
+                continue;
+            }
+            let mut buf = [0u8; 4096];
+            match rustix::io::read(&master, &mut buf) {
+                Ok(n) if n > 0 => seen.extend_from_slice(&buf[..n]),
+                _ => return false,
+            }
+        }
+        true
+    };
+    let sized = read_until("41 101");
+    if sized {
+        rustix::io::write(&master, b"abc\r").unwrap();
+    }
+    let answered = sized && read_until("got:abc");
+    let status = if answered {
+        Some(child.wait().unwrap())
+    } else {
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    };
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    assert!(
+        sized,
+        "the workload did not see the operator's window size: {text:?}"
+    );
+    assert!(answered, "typed keys did not reach the workload: {text:?}");
+    assert!(status.unwrap().success(), "{text:?}");
+}
