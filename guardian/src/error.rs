@@ -87,28 +87,10 @@ impl Error {
         }
     }
 
+    /// The static message; the table lives in the protocol, so the launcher reads the same text
+    /// from a `GuardianFailed` frame's code.
     pub const fn message(self) -> &'static str {
-        match self {
-            Error::NotSeqpacket => "stdin must be a SOCK_SEQPACKET socket (the launch channel)",
-            Error::ChannelSetup(_) => "cannot move the channel off stdin",
-            Error::ChannelIo(_) => "channel i/o failed",
-            Error::LaunchTimeout => "no launch frame within the bound",
-            Error::ClosedBeforeLaunch => "channel closed before the launch frame",
-            Error::FrameTooLarge => "launch frame exceeds the maximum frame size",
-            Error::BadDescriptors => "descriptors do not match the launch spec",
-            Error::Decode(_) => "bad launch frame",
-            Error::UnexpectedFrame => "first frame is not a launch frame",
-            Error::Terminated => "terminated by a signal before launch",
-            Error::Signals(_) => "cannot block signals",
-            Error::Memory(_) => "cannot map the frame buffer",
-            Error::Subreaper(_) => "cannot become a child subreaper",
-            Error::ProofCreate(_) => "cannot create the proof file",
-            Error::Identity(_) => "cannot read a process identity",
-            Error::Pipe(_) => "cannot create the gate pipes",
-            Error::Fork(_) => "cannot fork the workload",
-            Error::Wait(_) => "waitpid failed",
-            Error::ReceiptWrite(_) => "cannot write the receipt",
-        }
+        refine_protocol::frame::guardian_failure(self.code())
     }
 
     /// The errno behind the error, 0 if none.

@@ -80,6 +80,33 @@ mod kind {
     pub const GUARDIAN_FAILED: u16 = 10;
 }
 
+/// What the code of a [`Frame::GuardianFailed`] means: the guardian's failure classes, by their
+/// stable numbers (the errno travels beside the code).
+pub const fn guardian_failure(code: u16) -> &'static str {
+    match code {
+        1 => "stdin must be a SOCK_SEQPACKET socket (the launch channel)",
+        2 => "cannot move the channel off stdin",
+        3 => "channel i/o failed",
+        4 => "no launch frame within the bound",
+        5 => "channel closed before the launch frame",
+        6 => "launch frame exceeds the maximum frame size",
+        7 => "descriptors do not match the launch spec",
+        8 => "bad launch frame",
+        9 => "first frame is not a launch frame",
+        10 => "terminated by a signal before launch",
+        11 => "cannot block signals",
+        12 => "cannot map the frame buffer",
+        13 => "cannot become a child subreaper",
+        14 => "cannot create the proof file",
+        15 => "cannot read a process identity",
+        16 => "cannot create the gate pipes",
+        17 => "cannot fork the workload",
+        19 => "waitpid failed",
+        20 => "cannot write the receipt",
+        _ => "unknown guardian failure",
+    }
+}
+
 /// A resource limit for `setrlimit` in the workload. `u64::MAX` is `RLIM_INFINITY`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]

@@ -109,7 +109,7 @@ pub enum LaunchError {
     Encode(#[source] refine_protocol::EncodeError),
     #[error("guardian sent a malformed frame")]
     Decode(#[source] refine_protocol::DecodeError),
-    #[error("guardian failed before hello (code {code}, errno {errno})")]
+    #[error("guardian failed before hello: {} (code {code}){}", refine_protocol::frame::guardian_failure(*code), errno_text(*errno))]
     GuardianFailed { code: u16, errno: i32 },
     #[error("guardian closed the channel before hello")]
     ClosedBeforeHello,
@@ -119,6 +119,15 @@ pub enum LaunchError {
     Unexpected(&'static str),
     #[error("cannot register the launch")]
     Registry(#[source] RegistryError),
+}
+
+/// `: <strerror> (errno N)`, or nothing for errno 0.
+fn errno_text(errno: i32) -> String {
+    if errno == 0 {
+        String::new()
+    } else {
+        format!(": {} (errno {errno})", io::Error::from_raw_os_error(errno))
+    }
 }
 
 fn io_op(op: &'static str) -> impl FnOnce(rustix::io::Errno) -> LaunchError {

@@ -155,3 +155,26 @@ fn missing_guardian_is_a_typed_error() {
     let err = guardian::launch_registered(&rt, rt.new_id().unwrap(), req).expect_err("must fail");
     assert!(matches!(err, LaunchError::GuardianMissing(_)), "{err:?}");
 }
+
+#[test]
+fn a_guardian_failure_before_hello_is_typed_and_readable() {
+    let home = tempfile::tempdir().unwrap();
+    let rt = Runtime::open(home.path(), 1).unwrap();
+    let id = rt.new_id().unwrap();
+    // The proof file must be new (O_EXCL): an existing one is refused before anything is forked.
+    std::fs::write(rt.proof_path(id), b"someone else's").unwrap();
+    let err =
+        guardian::launch_registered(&rt, id, request("true", path_env())).expect_err("must fail");
+    assert!(
+        matches!(err, LaunchError::GuardianFailed { code: 14, errno } if errno == libc::EEXIST),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("cannot create the proof file") && text.contains("errno 17"),
+        "{text}"
+    );
+    // Nothing was registered and the other file is untouched.
+    assert!(!rt.record_path(id).exists());
+    assert_eq!(std::fs::read(rt.proof_path(id)).unwrap(), b"someone else's");
+}
