@@ -222,3 +222,64 @@ fn maintenance_enforces_deadlines_of_registrations_it_did_not_launch() {
     );
     assert!(svc.signal_and_wait(rustix::process::Signal::TERM).success());
 }
+
+/// The socket's peer check, not just its mode: with the mode opened up on purpose, a client of
+/// another uid is still refused, and the same request from this uid is served (root only: the
+/// client must run as another user).
+#[test]
+fn a_client_of_another_uid_is_refused_by_its_credentials() {
+    if !rustix::process::getuid().is_root() {
+        eprintln!("skipped: needs root to run a client as another uid");
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let home = Home::new();
+    let _svc = Service::start(&home);
+    let sock = home.run_dir().join("supervisor.sock");
+    // Open the path and the socket to everyone, so only the credential check can refuse.
+    let mut dir = sock.parent().map(|p| p.to_path_buf());
+    while let Some(d) = dir {
+        if !d.starts_with(home.path()) {
+            break;
+        }
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dir = d.parent().map(|p| p.to_path_buf());
+    }
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    // The client and its request where the other user can read them.
+    let tools = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tools.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let client = tools.path().join("cli-connect");
+    std::fs::copy(env!("CARGO_BIN_EXE_cli-connect"), &client).unwrap();
+    std::fs::set_permissions(&client, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let request = tools.path().join("request");
+    let req = refine_protocol::api::Request::List { all: true };
+    std::fs::write(&request, refine_protocol::api::encode_request(&req)).unwrap();
+    std::fs::set_permissions(&request, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let ask = |uid: Option<u32>| {
+        let mut c = std::process::Command::new(&client);
+        c.arg(&sock).arg(&request).stdin(Stdio::null());
+        if let Some(u) = uid {
+            c.uid(u).gid(u);
+        }
+        c.output().unwrap()
+    };
+    let other = ask(Some(65534));
+    let reply = String::from_utf8_lossy(&other.stdout);
+    assert!(
+        other.status.success(),
+        "nobody could not even connect: {}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+    assert!(
+        reply.contains("permission denied"),
+        "another uid was served: {reply}"
+    );
+    let same = ask(None);
+    let reply = String::from_utf8_lossy(&same.stdout);
+    assert!(
+        reply.contains("\"ok\":true"),
+        "this uid was not served: {reply}"
+    );
+}
