@@ -10,7 +10,9 @@
 
 pub mod driver;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
 use std::time::{Duration, Instant};
 
 /// Path of a workspace binary (`refine-guardian`, `refine-supervisor`) next to this test binary;
@@ -51,3 +53,14 @@ pub fn wait_until(deadline: Duration, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 pub mod stopkit;
+
+/// A finished SHA-256 as lowercase hex (what `sha256sum` prints).
+pub fn sha256_hex(hash: Sha256) -> String {
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// SHA-256 of a file's content as lowercase hex.
+pub fn sha256_file(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    sha256_hex(Sha256::new_with_prefix(bytes))
+}

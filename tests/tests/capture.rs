@@ -96,14 +96,6 @@ fn drive(mut child: Child, mut cap: Capture) -> Run {
     }
 }
 
-fn sha_file(path: &Path) -> String {
-    let bytes = std::fs::read(path).expect("read artifact");
-    Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 fn counting_callback() -> (OutputCallback, Arc<AtomicU64>, Arc<Mutex<Sha256>>) {
     let count = Arc::new(AtomicU64::new(0));
     let hash = Arc::new(Mutex::new(Sha256::new()));
@@ -144,16 +136,9 @@ fn forty_mib_keeps_sixteen_and_the_artifact_is_complete() {
     assert_eq!(out.artifact_bytes, 40 * MIB as u64);
     assert_eq!(out.read_bytes, 40 * MIB as u64);
     let producer_sha = stderr_text(&run.result).trim().to_owned();
-    assert_eq!(sha_file(&out.artifact), producer_sha);
+    assert_eq!(refine_tests::sha256_file(&out.artifact), producer_sha);
     assert_eq!(count.load(Ordering::Relaxed), 40 * MIB as u64);
-    let cb_sha: String = hash
-        .lock()
-        .unwrap()
-        .clone()
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let cb_sha = refine_tests::sha256_hex(hash.lock().unwrap().clone());
     assert_eq!(cb_sha, producer_sha, "the callback saw every byte in order");
     // Parsers are refused; stderr (complete) is served.
     assert!(matches!(

@@ -295,20 +295,10 @@ fn forty_mib_through_the_engine() {
         .unwrap()
         .trim()
         .to_owned();
-    let artifact_sha: String = Sha256::digest(std::fs::read(&out.artifact).unwrap())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let artifact_sha = refine_tests::sha256_file(&out.artifact);
     assert_eq!(artifact_sha, producer_sha);
     assert_eq!(count.load(Ordering::Relaxed), 40 * MIB as u64);
-    let cb_sha: String = hash
-        .lock()
-        .unwrap()
-        .clone()
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let cb_sha = refine_tests::sha256_hex(hash.lock().unwrap().clone());
     assert_eq!(cb_sha, producer_sha);
     // The capture receipt beside the logs decodes and names the artifact.
     let path = r.capture_receipt.as_ref().expect("capture receipt");
