@@ -24,13 +24,12 @@ fn status_field(path: &str, key: &str) -> String {
 fn main() {
     let mut out = String::new();
     let pid = std::process::id();
-    let ppid = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
+    // Raw calls on purpose: a session or group whose leader lives outside this PID namespace reads
+    // as 0 here, which rustix's `Pid` cannot hold.
+    // SAFETY: getppid, getsid(0) and getpgrp take no pointers and cannot fail for the caller.
+    let (ppid, sid, pgid) = unsafe { (libc::getppid(), libc::getsid(0), libc::getpgrp()) };
     out += &format!("pid {pid}\nppid {ppid}\n");
-    out += &format!(
-        "sid {}\npgid {}\n",
-        rustix::process::getsid(None).map_or(0, |p| p.as_raw_nonzero().get()),
-        rustix::process::getpgrp().as_raw_nonzero().get()
-    );
+    out += &format!("sid {sid}\npgid {pgid}\n");
     for key in ["SigBlk:", "SigIgn:"] {
         let k = key.trim_end_matches(':');
         out += &format!("{k} {}\n", status_field("/proc/self/status", key));
