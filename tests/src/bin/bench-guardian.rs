@@ -65,17 +65,27 @@ fn guardian_launch(exe: &Path, dir: &Path, n: u64, argv: &[&str], stdio: Stdio) 
     .expect("guardian spawn")
 }
 
-fn run_guardian_true(exe: &Path, dir: &Path, n: u64) {
+/// Launches `/bin/true` through the guardian; returns, in ms from the call, when the hello, the
+/// started, workload-exited and scope-exited frames arrived and when the guardian was reaped.
+fn run_guardian_true(exe: &Path, dir: &Path, n: u64) -> [f64; 5] {
+    let t = Instant::now();
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let mut link = guardian_launch(exe, dir, n, &["/bin/true"], Stdio::Inherit);
+    let mut at = [ms(t), 0.0, 0.0, 0.0, 0.0];
     link.start().expect("start");
     loop {
         match link.next_event(None).expect("event") {
+            Some(GuardianEvent::Started) => at[1] = ms(t),
+            Some(GuardianEvent::WorkloadExited { .. }) => at[2] = ms(t),
             Some(GuardianEvent::ScopeExited(_)) => break,
             Some(GuardianEvent::ChannelClosed) => panic!("guardian closed without receipt"),
             _ => {}
         }
     }
+    at[3] = ms(t);
     link.wait_guardian().expect("reap guardian");
+    at[4] = ms(t);
+    at
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -119,13 +129,14 @@ fn main() {
     // Launch overhead, interleaved rounds.
     let mut direct = Vec::new();
     let mut guard = Vec::new();
+    let mut phases: [Vec<f64>; 5] = Default::default();
     let mut peer_times: Vec<Vec<f64>> = peers.iter().map(|_| Vec::new()).collect();
     for round in 0..iters + 20 {
         let t = Instant::now();
         Command::new("/bin/true").status().expect("true");
         let d = t.elapsed().as_secs_f64() * 1e3;
         let t = Instant::now();
-        run_guardian_true(&exe, &dir, round as u64);
+        let at = run_guardian_true(&exe, &dir, round as u64);
         let g = t.elapsed().as_secs_f64() * 1e3;
         // Harness bookkeeping, outside the timed launch: the peers create no file to remove.
         let _ = std::fs::remove_file(dir.join(format!("proof-{round}")));
@@ -145,6 +156,9 @@ fn main() {
             // The first rounds warm caches and are not counted.
             direct.push(d);
             guard.push(g);
+            for (v, x) in phases.iter_mut().zip(at) {
+                v.push(x);
+            }
             for (v, x) in peer_times.iter_mut().zip(ps) {
                 v.push(x);
             }
@@ -276,6 +290,15 @@ fn main() {
             ratio(m - base)
         );
     }
+    let at: Vec<String> = phases
+        .iter_mut()
+        .map(|v| format!("{:.3}", median(v)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "guardian phases (ms from the call, medians): hello {}, started {}, workload exited {}, receipt {}, reaped {}",
+        at[0], at[1], at[2], at[3], at[4]
+    );
     let _ = writeln!(out);
     let _ = writeln!(out, "footprint while holding a sleeping workload");
     let _ = writeln!(
