@@ -6,7 +6,8 @@
 //! Two close-on-exec pipes connect guardian and child:
 //! - the *gate* (guardian -> child): one start byte releases the child; end of file (abort, or
 //!   the guardian died) makes it `_exit` without executing anything;
-//! - the *report* pipe (child -> guardian): one ready byte once the child's session/group is set,
+//! - the *report* pipe (child -> guardian): for a new session, one ready byte once the child's
+//!   session is set (a process group the guardian sets from its side and does not wait for),
 //!   then either end of file (the pipe closed on a successful `execve`) or the 4-byte errno of a
 //!   failed setup or exec.
 //!
@@ -131,11 +132,6 @@ pub fn fork_gated(
             drop(gate_r);
             drop(report_w);
             drop(stdio);
-            let session = spec.flags & (FLAG_PTY | FLAG_NEW_SESSION) != 0;
-            if !session {
-                // Also done by the child; whichever runs first wins, both agree.
-                let _ = sys::setpgid_child(pid);
-            }
             // From here on nothing returns an error: a child exists, so every failure becomes
             // "not ready", which the caller turns into an abort (kill, reap, receipt).
             let mut w = Workload {
@@ -148,8 +144,16 @@ pub fn fork_gated(
                 gate: Some(gate_w),
                 report: report_r,
             };
-            let mut byte = [0u8; 1];
-            let at_gate = matches!(sys::read(&w.report, &mut byte), Ok(1)) && byte[0] == READY_BYTE;
+            let at_gate = if new_session(spec) {
+                // Only the child can make its session: wait until it has.
+                let mut byte = [0u8; 1];
+                matches!(sys::read(&w.report, &mut byte), Ok(1)) && byte[0] == READY_BYTE
+            } else {
+                // A process group can be set from this side (the child sets it too; whichever
+                // runs first wins, both agree): once it is, the hello need not wait for the
+                // child to be scheduled. The child cannot exec before the gate opens.
+                sys::setpgid_child(pid).is_ok()
+            };
             if let (true, Some(_)) = (at_gate, &w.pidfd) {
                 if let (Ok(start), Ok(pgid), Ok(sid)) = (
                     crate::identity::start_time(pid),
@@ -162,6 +166,11 @@ pub fn fork_gated(
             Ok(w)
         }
     }
+}
+
+/// Whether the workload gets a session of its own (PTY, or asked for) rather than a group.
+fn new_session(spec: &LaunchSpec<'static>) -> bool {
+    spec.flags & (FLAG_PTY | FLAG_NEW_SESSION) != 0
 }
 
 /// Waits for *start* within `timeout_ms`. Abort, the timeout, the channel closing or a
@@ -199,15 +208,18 @@ pub fn await_start(
 }
 
 impl Workload {
-    /// Opens the gate and learns whether `execve` succeeded.
-    pub fn release(&mut self) -> Release {
-        let Some(gate) = self.gate.take() else {
-            return Release::Vanished;
-        };
-        if sys::write_all(gate.as_raw(), &[START_BYTE]).is_err() {
-            return Release::Vanished;
+    /// Opens the gate: the child goes on to `execve`. `false` if it was already gone (or the
+    /// gate was already closed), in which case nothing was started.
+    pub fn open_gate(&mut self) -> bool {
+        match self.gate.take() {
+            Some(gate) => sys::write_all(gate.as_raw(), &[START_BYTE]).is_ok(),
+            None => false,
         }
-        drop(gate);
+    }
+
+    /// After [`Workload::open_gate`]: waits for the report pipe to say whether `execve`
+    /// succeeded (end of file: the pipe closed on exec) or failed (an errno).
+    pub fn exec_result(&mut self) -> Release {
         let mut errno = [0u8; 4];
         let mut got = 0;
         while got < errno.len() {
@@ -249,10 +261,13 @@ fn run_child(
     gate: OwnedFd,
     report: OwnedFd,
 ) -> ! {
-    // Ready as soon as the process group or session exists (all Hello reports about it); the
-    // rest of the preparation overlaps with the launcher making the registration durable.
+    // Ready as soon as the session exists (the hello reports it; a process group the guardian
+    // sets itself); the rest of the preparation overlaps with the launcher making the
+    // registration durable.
     let mut failed = isolate(spec).err();
-    let _ = sys::write_all(report.as_raw(), &[READY_BYTE]);
+    if new_session(spec) {
+        let _ = sys::write_all(report.as_raw(), &[READY_BYTE]);
+    }
     if failed.is_none() {
         failed = prepare(spec, stdio).err();
     }
@@ -271,7 +286,7 @@ fn run_child(
 
 /// A new session (PTY or asked for) or a new process group.
 fn isolate(spec: &LaunchSpec<'static>) -> Result<(), Errno> {
-    if spec.flags & (FLAG_PTY | FLAG_NEW_SESSION) != 0 {
+    if new_session(spec) {
         child::setsid()
     } else {
         child::setpgid_self()

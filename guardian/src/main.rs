@@ -93,7 +93,7 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
         Decision::Abort
     };
     let (end, spawn_errno) = match decision {
-        Decision::Start => match workload.release() {
+        Decision::Start => match release(&mut workload, &proof) {
             Release::Started => {
                 chan.send(&Frame::Started);
                 (ScopeEnd::Completed, 0)
@@ -139,4 +139,14 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     proof.write(&receipt)?;
     chan.send(&Frame::ScopeExited(receipt));
     Ok(())
+}
+
+/// Opens the gate and, while the child execs, reserves the receipt's block (so the receipt is an
+/// in-place write); then learns how the exec went.
+fn release(workload: &mut gate::Workload, proof: &receipt::ProofFile) -> Release {
+    if !workload.open_gate() {
+        return Release::Vanished;
+    }
+    proof.reserve();
+    workload.exec_result()
 }

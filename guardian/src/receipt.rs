@@ -4,6 +4,13 @@
 //! said `ECHILD`: `pwrite` at offset 0, then `fdatasync`, through the guardian's close-on-exec
 //! descriptor (the workload can never hold it).
 //!
+//! While the workload execs, the guardian [reserves](ProofFile::reserve) the receipt's block: it
+//! writes [`RESERVED`] (zeros, which readers take as "no receipt yet") and syncs it. That first
+//! sync commits the new file's allocation, which costs as much again as the data itself on a
+//! journalling file system; done while the guardian would otherwise only wait, it leaves the
+//! receipt an in-place overwrite, so the time from the last exit to a durable receipt is one data
+//! write.
+//!
 //! # Caveats
 //! The directory entry is not fsynced here: after a crash the file may be missing, which the
 //! assessment treats as "no receipt" (never as exited). `O_EXCL` means a stale file at the path
@@ -11,6 +18,7 @@
 
 use core::ffi::CStr;
 
+use refine_protocol::receipt::RESERVED;
 use refine_protocol::{ProofIdentity, Receipt};
 
 use crate::error::Error;
@@ -28,6 +36,12 @@ impl ProofFile {
             fd,
             identity: ProofIdentity { dev, ino },
         })
+    }
+
+    /// Writes and syncs the zero reservation. Best effort: a failure here changes nothing the
+    /// receipt write does not check again.
+    pub fn reserve(&self) {
+        let _ = sys::pwrite_sync(&self.fd, &RESERVED, 0);
     }
 
     /// Writes the receipt at offset 0 and `fdatasync`s it.

@@ -26,7 +26,7 @@ pub mod record;
 pub use error::{DecodeError, EncodeError};
 pub use frame::{Frame, Hello, LaunchParams, LaunchSpec, Rlimit};
 pub use ids::{BootId, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId};
-pub use receipt::{Receipt, ScopeEnd, WorkloadStatus};
+pub use receipt::{is_unwritten, Receipt, ScopeEnd, WorkloadStatus};
 #[cfg(feature = "std")]
 pub use record::{
     CaptureReceipt, Kind, Limits, Registration, ScopePolicy, StreamEnd, StreamReceipt,

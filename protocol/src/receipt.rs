@@ -48,6 +48,19 @@ pub const RECEIPT_VERSION: u16 = 1;
 pub const RECEIPT_LEN: usize = 144;
 const CRC_AT: usize = 136;
 
+/// What a proof file holds before its receipt: the guardian reserves the receipt's block with
+/// `RECEIPT_LEN` zero bytes and syncs them while the workload starts, so the receipt itself is an
+/// in-place overwrite whose `fdatasync` does not wait for the file's allocation to commit. Zero
+/// bytes never decode (the magic is non-zero).
+pub const RESERVED: [u8; RECEIPT_LEN] = [0; RECEIPT_LEN];
+
+/// Whether a proof file's content says "no receipt written yet": empty (created, not yet
+/// reserved) or exactly the guardian's zero reservation. Anything else is a receipt to decode,
+/// and a torn or damaged one fails to decode.
+pub fn is_unwritten(content: &[u8]) -> bool {
+    content.is_empty() || content == RESERVED
+}
+
 /// How the workload (the guardian's direct child) ended. Never a made-up code: when the guardian
 /// could not observe it, it says [`WorkloadStatus::Unknown`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

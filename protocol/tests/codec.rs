@@ -187,6 +187,32 @@ fn frame_error_classes() {
 }
 
 #[test]
+fn only_an_empty_file_or_the_exact_zero_reservation_is_unwritten() {
+    use refine_protocol::is_unwritten;
+    use refine_protocol::receipt::{RECEIPT_LEN, RESERVED};
+    assert!(is_unwritten(&[]));
+    assert!(is_unwritten(&RESERVED));
+    // The reservation never decodes as a receipt.
+    assert_eq!(
+        Receipt::decode(&RESERVED).unwrap_err(),
+        DecodeError::BadMagic
+    );
+    let good = receipt().encode();
+    assert!(!is_unwritten(&good));
+    // A torn receipt (part written, part still zero) is damage, not "unwritten".
+    let mut torn = RESERVED;
+    torn[..64].copy_from_slice(&good[..64]);
+    assert!(!is_unwritten(&torn));
+    assert!(Receipt::decode(&torn).is_err());
+    for len in [1, RECEIPT_LEN - 1, RECEIPT_LEN + 1] {
+        assert!(!is_unwritten(&vec![0u8; len]), "{len} zero bytes");
+    }
+    let mut one_bit = RESERVED;
+    one_bit[RECEIPT_LEN - 1] = 1;
+    assert!(!is_unwritten(&one_bit));
+}
+
+#[test]
 fn launch_rejects_strings_without_nul_and_bad_fields() {
     let argv: [&[u8]; 1] = [b"a\0b"];
     let mut buf = vec![0u8; 1024];

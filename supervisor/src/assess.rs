@@ -154,7 +154,7 @@ impl Assessment {
 /// What the proof file says, before liveness and boot are considered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProofState {
-    /// The registered inode, still empty: the guardian has not written a receipt.
+    /// The registered inode, with no receipt yet (empty, or the guardian's zero reservation).
     Empty,
     Verified(Receipt),
     Failed(UnverifiedReason),
@@ -209,7 +209,7 @@ pub fn check_proof(runtime: &Runtime, reg: &Registration) -> ProofState {
             })
         }
     }
-    if buf.is_empty() {
+    if refine_protocol::is_unwritten(&buf) {
         return ProofState::Empty;
     }
     let receipt = match Receipt::decode(&buf) {

@@ -218,6 +218,8 @@ pub enum CliError {
         #[source]
         source: io::Error,
     },
+    #[error("{path} holds no receipt yet: its guardian has not proven the scope empty")]
+    ReceiptUnwritten { path: PathBuf },
     #[error("receipt {path} does not decode: {source}")]
     ReceiptCorrupt {
         path: PathBuf,
@@ -706,6 +708,9 @@ fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliErr
                 path: path.clone(),
                 source,
             })?;
+        if refine_protocol::is_unwritten(&bytes) {
+            return Err(CliError::ReceiptUnwritten { path });
+        }
         let r = Receipt::decode(&bytes).map_err(|source| CliError::ReceiptCorrupt {
             path: path.clone(),
             source,

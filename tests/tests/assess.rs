@@ -207,6 +207,11 @@ fn guardian_sigkilled_without_receipt_is_unverified() {
         .signal(Signal::KILL)
         .unwrap();
     scope.reap();
+    // What a started guardian leaves when killed: its zero reservation, which is no receipt.
+    assert_eq!(
+        fs::read(&scope.reg.proof_path).unwrap(),
+        refine_protocol::receipt::RESERVED
+    );
     assert_eq!(
         unverified(assess(&rt, &scope.reg, &KERNEL_BOOT)),
         UnverifiedReason::GuardianGoneWithoutReceipt
@@ -294,7 +299,9 @@ fn guardian_alive_is_live() {
     let rt = runtime(home.path());
     let scope = running_scope(&rt);
     assert_eq!(assess(&rt, &scope.reg, &KERNEL_BOOT), Assessment::Live);
-    // The proof file exists and is still empty while the guardian runs.
-    assert_eq!(fs::metadata(&scope.reg.proof_path).unwrap().len(), 0);
+    // The proof file exists and holds no receipt while the guardian runs.
+    assert!(refine_protocol::is_unwritten(
+        &fs::read(&scope.reg.proof_path).unwrap()
+    ));
     cleanup(&rt, scope);
 }

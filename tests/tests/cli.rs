@@ -352,6 +352,14 @@ fn sigkilled_run_is_never_exited_without_a_receipt_and_stop_ends_it() {
         "the guardian outlives its launcher"
     );
     let _ = workload;
+    // Its proof file holds the guardian's reservation, which is no receipt: one line, non-zero.
+    let proof = show(&home, &id)["record"]["proof"]["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let args = ["receipt", proof.as_str()];
+    let err = assert_one_line_error(&args, &home.cli(&args));
+    assert!(err.contains("holds no receipt yet"), "{err}");
 
     let args = ["stop", &id, "--json"];
     let out = home.cli(&args);
