@@ -1,5 +1,6 @@
-//! Every system call the guardian makes, as small typed wrappers over `libc`. This is the only
-//! module allowed to use `unsafe`.
+//! Every system call the guardian makes, as small typed wrappers over raw system calls (see
+//! [`crate::raw`]; the `libc` crate supplies only constants and struct layouts). With `raw`, the
+//! only module allowed to use `unsafe`.
 //!
 //! # Safety
 //!
@@ -16,6 +17,8 @@
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 
+use crate::raw::syscall;
+
 /// An errno value from a failed system call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Errno(pub i32);
@@ -25,27 +28,20 @@ impl Errno {
     pub const AGAIN: Errno = Errno(libc::EAGAIN);
     pub const NOENT: Errno = Errno(libc::ENOENT);
     pub const CHILD: Errno = Errno(libc::ECHILD);
-
-    fn last() -> Errno {
-        // SAFETY: __errno_location returns a valid pointer to this thread's errno.
-        Errno(unsafe { *libc::__errno_location() })
-    }
 }
 
-fn cvt(r: c_int) -> Result<c_int, Errno> {
-    if r < 0 {
-        Err(Errno::last())
-    } else {
-        Ok(r)
-    }
-}
-
+/// A raw system call result: -4095..=-1 is a negated errno, anything else the value.
 fn cvt_isize(r: isize) -> Result<usize, Errno> {
-    if r < 0 {
-        Err(Errno::last())
+    if (-4095..0).contains(&r) {
+        Err(Errno(-r as i32))
     } else {
         Ok(r as usize)
     }
+}
+
+/// [`cvt_isize`] for calls whose value is an `int` (a descriptor, a pid, 0).
+fn cvt(r: isize) -> Result<c_int, Errno> {
+    cvt_isize(r).map(|v| v as c_int)
 }
 
 /// Retries `f` while it fails with `EINTR` (the one EINTR helper).
@@ -81,25 +77,46 @@ impl OwnedFd {
 impl Drop for OwnedFd {
     fn drop(&mut self) {
         // SAFETY: self.0 is a descriptor this value owns; it is closed exactly once, here.
-        unsafe { libc::close(self.0) };
+        unsafe { syscall!(libc::SYS_close, self.0) };
     }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Entry point and panics.
-
-/// The C runtime's `main`: the guardian is `no_main`, `crate::run` sequences everything.
-#[no_mangle]
-pub extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
-    crate::run()
-}
+// Panics and exit (the entry point is in `raw`).
 
 #[cfg(not(protocol_std))]
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     write_stderr(b"refine-guardian: internal error (panic)\n");
-    // SAFETY: abort takes no arguments and never returns.
-    unsafe { libc::abort() }
+    abort()
+}
+
+/// Dies by `SIGABRT` (as C's `abort`): default disposition, unblocked, raised; if that somehow
+/// returns, exits 134.
+#[cfg(not(protocol_std))]
+fn abort() -> ! {
+    let dfl = [0u64; 4];
+    let abrt: u64 = 1 << (libc::SIGABRT - 1);
+    // SAFETY: a zeroed kernel sigaction (SIG_DFL) and a one-signal kernel sigset, both live;
+    // old values are not requested; kill targets this process.
+    unsafe {
+        syscall!(
+            libc::SYS_rt_sigaction,
+            libc::SIGABRT,
+            dfl.as_ptr(),
+            0usize,
+            8usize
+        );
+        syscall!(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_UNBLOCK,
+            &abrt as *const u64,
+            0usize,
+            8usize
+        );
+        syscall!(libc::SYS_kill, getpid().0, libc::SIGABRT);
+    }
+    exit(134)
 }
 
 /// The precompiled `core` refers to this symbol from its unwind tables even though the guardian
@@ -111,8 +128,12 @@ pub extern "C" fn rust_eh_personality() {}
 
 /// Ends the process now, without running anything else.
 pub fn exit(code: i32) -> ! {
-    // SAFETY: _exit takes a plain integer and never returns.
-    unsafe { libc::_exit(code) }
+    // SAFETY: exit_group takes a plain integer and ends every thread of the process.
+    unsafe { syscall!(libc::SYS_exit_group, code) };
+    // exit_group does not return.
+    loop {
+        core::hint::spin_loop();
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -126,9 +147,10 @@ pub fn write_stderr(bytes: &[u8]) {
 /// Writes all of `bytes` to `fd`, retrying on `EINTR` and short writes.
 pub fn write_all(fd: c_int, mut bytes: &[u8]) -> Result<(), Errno> {
     while !bytes.is_empty() {
-        // SAFETY: bytes is a live slice of bytes.len() bytes.
-        let n =
-            retry(|| cvt_isize(unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) }))?;
+        let n = retry(|| {
+            // SAFETY: bytes is a live slice of bytes.len() bytes.
+            cvt_isize(unsafe { syscall!(libc::SYS_write, fd, bytes.as_ptr(), bytes.len()) })
+        })?;
         if n == 0 {
             return Err(Errno(libc::EIO));
         }
@@ -140,14 +162,14 @@ pub fn write_all(fd: c_int, mut bytes: &[u8]) -> Result<(), Errno> {
 /// One `read` (EINTR retried); 0 is end of file.
 pub fn read(fd: &OwnedFd, buf: &mut [u8]) -> Result<usize, Errno> {
     // SAFETY: buf is a live, writable slice of buf.len() bytes.
-    retry(|| cvt_isize(unsafe { libc::read(fd.0, buf.as_mut_ptr().cast(), buf.len()) }))
+    retry(|| cvt_isize(unsafe { syscall!(libc::SYS_read, fd.0, buf.as_mut_ptr(), buf.len()) }))
 }
 
 /// Reads a whole small file (at most `buf.len()` bytes) into `buf`.
 pub fn read_file(path: &CStr, buf: &mut [u8]) -> Result<usize, Errno> {
     let fd = OwnedFd(retry(|| {
         // SAFETY: path is NUL-terminated.
-        cvt(unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })
+        cvt(unsafe { open(path, libc::O_RDONLY | libc::O_CLOEXEC, 0) })
     })?);
     let mut len = 0;
     while len < buf.len() {
@@ -166,12 +188,13 @@ pub fn socket_type(fd: c_int) -> Result<c_int, Errno> {
     let mut len = core::mem::size_of::<c_int>() as libc::socklen_t;
     // SAFETY: ty and len are live locals of the sizes the kernel is told.
     cvt(unsafe {
-        libc::getsockopt(
+        syscall!(
+            libc::SYS_getsockopt,
             fd,
             libc::SOL_SOCKET,
             libc::SO_TYPE,
-            (&mut ty as *mut c_int).cast(),
-            &mut len,
+            &mut ty as *mut c_int,
+            &mut len as *mut libc::socklen_t
         )
     })?;
     Ok(ty)
@@ -180,7 +203,7 @@ pub fn socket_type(fd: c_int) -> Result<c_int, Errno> {
 /// Duplicates `fd` to a close-on-exec descriptor numbered at least `min`.
 pub fn dup_cloexec(fd: c_int, min: c_int) -> Result<OwnedFd, Errno> {
     // SAFETY: F_DUPFD_CLOEXEC takes an integer argument and only creates a new descriptor.
-    cvt(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) }).map(OwnedFd)
+    cvt(unsafe { syscall!(libc::SYS_fcntl, fd, libc::F_DUPFD_CLOEXEC, min) }).map(OwnedFd)
 }
 
 /// Closes every descriptor from `first` up (`close_range`; best effort: kernels before 5.9 lack
@@ -190,11 +213,11 @@ pub fn close_from(first: c_int) {
     // SAFETY: close_range only closes descriptors; none from `first` up is owned by any
     // OwnedFd yet (called before the guardian opens anything of its own).
     unsafe {
-        libc::syscall(
+        syscall!(
             libc::SYS_close_range,
             first as libc::c_uint,
             libc::c_uint::MAX,
-            0 as libc::c_uint,
+            0
         )
     };
 }
@@ -203,18 +226,36 @@ pub fn close_from(first: c_int) {
 pub fn reopen_dev_null(target: c_int) -> Result<(), Errno> {
     let null = OwnedFd(retry(|| {
         // SAFETY: the path is a NUL-terminated literal.
-        cvt(unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })
+        cvt(unsafe { open(c"/dev/null", libc::O_RDWR | libc::O_CLOEXEC, 0) })
     })?);
-    // SAFETY: dup2 onto a fixed stdio number; the old target is released by the kernel.
-    retry(|| cvt(unsafe { libc::dup2(null.0, target) }))?;
-    Ok(())
+    dup2(null.0, target)
+}
+
+/// `openat(AT_FDCWD, path, flags, mode)`.
+///
+/// # Safety
+/// None beyond a NUL-terminated `path`, which `&CStr` guarantees; `unsafe` only because it is a
+/// raw system call.
+unsafe fn open(path: &CStr, flags: c_int, mode: libc::c_uint) -> isize {
+    // SAFETY: path is NUL-terminated and outlives the call.
+    unsafe { syscall!(libc::SYS_openat, libc::AT_FDCWD, path.as_ptr(), flags, mode) }
+}
+
+/// `dup2(fd, target)` as `dup3` (which every architecture has; it refuses equal numbers, where
+/// `dup2` does nothing).
+fn dup2(fd: c_int, target: c_int) -> Result<(), Errno> {
+    if fd == target {
+        return Ok(());
+    }
+    // SAFETY: plain descriptor numbers; the old target is released by the kernel.
+    retry(|| cvt(unsafe { syscall!(libc::SYS_dup3, fd, target, 0) })).map(drop)
 }
 
 /// A close-on-exec pipe: (read end, write end).
 pub fn pipe() -> Result<(OwnedFd, OwnedFd), Errno> {
     let mut fds = [0 as c_int; 2];
     // SAFETY: fds is a live array of the two ints pipe2 writes.
-    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    cvt(unsafe { syscall!(libc::SYS_pipe2, fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
     Ok((OwnedFd(fds[0]), OwnedFd(fds[1])))
 }
 
@@ -227,22 +268,20 @@ pub fn pipe() -> Result<(OwnedFd, OwnedFd), Errno> {
 /// or two pages (a 192 KiB stack array would instead be probed, page by page, into memory).
 pub fn map_region(len: usize) -> Result<&'static mut [u8], Errno> {
     // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
-    let base = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
+    let base = cvt_isize(unsafe {
+        syscall!(
+            libc::SYS_mmap,
+            0usize,
             len,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
+            -1isize,
+            0usize
         )
-    };
-    if base == libc::MAP_FAILED {
-        return Err(Errno::last());
-    }
+    })? as *mut u8;
     // SAFETY: the mapping is `len` bytes, zero-filled (every byte an initialized u8), never
     // unmapped (hence 'static), and this is the only reference to it.
-    Ok(unsafe { core::slice::from_raw_parts_mut(base.cast::<u8>(), len) })
+    Ok(unsafe { core::slice::from_raw_parts_mut(base, len) })
 }
 
 /// Carves two adjacent pointer arrays (argv: `na` slots, envp: `ne` slots) from the start of
@@ -300,7 +339,12 @@ pub fn recv_msg(fd: &OwnedFd, buf: &mut [u8]) -> Result<Received, Errno> {
     let n = retry(|| {
         // SAFETY: msg points at iov (a live buffer of buf.len() bytes) and cbuf (its stated size).
         cvt_isize(unsafe {
-            libc::recvmsg(fd.0, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT)
+            syscall!(
+                libc::SYS_recvmsg,
+                fd.0,
+                &mut msg as *mut libc::msghdr,
+                libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT
+            )
         })
     })?;
     let mut out = Received {
@@ -340,11 +384,14 @@ pub fn send_msg(fd: &OwnedFd, bytes: &[u8]) -> Result<(), Errno> {
     let n = retry(|| {
         // SAFETY: bytes is a live slice of bytes.len() bytes.
         cvt_isize(unsafe {
-            libc::send(
+            syscall!(
+                libc::SYS_sendto,
                 fd.0,
-                bytes.as_ptr().cast(),
+                bytes.as_ptr(),
                 bytes.len(),
                 libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+                0usize,
+                0usize
             )
         })
     })?;
@@ -374,8 +421,28 @@ pub const fn poll_none() -> libc::pollfd {
 
 /// `poll` with a timeout in ms (-1: none). `EINTR` is returned as 0 ready entries.
 pub fn poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> Result<usize, Errno> {
-    // SAFETY: fds is a live slice of fds.len() pollfd entries.
-    match cvt(unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) }) {
+    // `ppoll` (every architecture has it): a timespec, or none for "wait forever".
+    let ts = libc::timespec {
+        tv_sec: (timeout_ms.max(0) / 1000) as libc::time_t,
+        tv_nsec: (timeout_ms.max(0) % 1000) as libc::c_long * 1_000_000,
+    };
+    let tsp = if timeout_ms < 0 {
+        core::ptr::null()
+    } else {
+        &ts as *const libc::timespec
+    };
+    // SAFETY: fds is a live slice of fds.len() pollfd entries; tsp is null or a live timespec;
+    // no signal mask is passed.
+    match cvt(unsafe {
+        syscall!(
+            libc::SYS_ppoll,
+            fds.as_mut_ptr(),
+            fds.len(),
+            tsp,
+            0usize,
+            0usize
+        )
+    }) {
         Ok(n) => Ok(n as usize),
         Err(Errno::INTR) => Ok(0),
         Err(e) => Err(e),
@@ -393,13 +460,22 @@ pub fn ready(p: &libc::pollfd) -> bool {
 #[doc(alias = "PR_SET_CHILD_SUBREAPER")]
 pub fn set_child_subreaper() -> Result<(), Errno> {
     // SAFETY: PR_SET_CHILD_SUBREAPER takes one integer flag.
-    cvt(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) })?;
+    cvt(unsafe {
+        syscall!(
+            libc::SYS_prctl,
+            libc::PR_SET_CHILD_SUBREAPER,
+            1usize,
+            0,
+            0,
+            0
+        )
+    })?;
     Ok(())
 }
 
 pub fn getpid() -> Pid {
     // SAFETY: getpid has no preconditions.
-    Pid(unsafe { libc::getpid() })
+    Pid(unsafe { syscall!(libc::SYS_getpid) } as libc::pid_t)
 }
 
 pub enum Fork {
@@ -407,11 +483,12 @@ pub enum Fork {
     Parent(Pid),
 }
 
-/// `fork`. The guardian is single-threaded, so the child may run the [`child`] calls.
+/// `fork` (a `clone` with only `SIGCHLD` as its exit signal). The guardian is single-threaded
+/// and keeps no C library state, so the child may run the [`child`] calls.
 pub fn fork() -> Result<Fork, Errno> {
-    // SAFETY: single-threaded process (module contract); the child only makes the
-    // async-signal-safe calls in `child` and then execs or `_exit`s.
-    match cvt(unsafe { libc::fork() })? {
+    // SAFETY: single-threaded process (module contract); no new stack, no TLS, no tid
+    // pointers (all zero); the child only makes the calls in `child` and then execs or exits.
+    match cvt(unsafe { syscall!(libc::SYS_clone, libc::SIGCHLD, 0, 0, 0, 0) })? {
         0 => Ok(Fork::Child),
         pid => Ok(Fork::Parent(Pid(pid))),
     }
@@ -420,47 +497,29 @@ pub fn fork() -> Result<Fork, Errno> {
 /// `setpgid(pid, pid)` from the parent (closes the race with the child's own call).
 pub fn setpgid_child(pid: Pid) -> Result<(), Errno> {
     // SAFETY: plain integer arguments.
-    cvt(unsafe { libc::setpgid(pid.0, pid.0) }).map(drop)
+    cvt(unsafe { syscall!(libc::SYS_setpgid, pid.0, pid.0) }).map(drop)
 }
 
 pub fn getpgid(pid: Pid) -> Result<u32, Errno> {
     // SAFETY: plain integer argument.
-    cvt(unsafe { libc::getpgid(pid.0) }).map(|v| v as u32)
+    cvt(unsafe { syscall!(libc::SYS_getpgid, pid.0) }).map(|v| v as u32)
 }
 
 pub fn getsid(pid: Pid) -> Result<u32, Errno> {
     // SAFETY: plain integer argument.
-    cvt(unsafe { libc::getsid(pid.0) }).map(|v| v as u32)
+    cvt(unsafe { syscall!(libc::SYS_getsid, pid.0) }).map(|v| v as u32)
 }
 
 /// A pidfd for our own (unreaped) child: its pid cannot be reused before we reap it.
 pub fn pidfd_open(pid: Pid) -> Result<OwnedFd, Errno> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor (close-on-exec).
-    let r = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.0, 0 as c_int) };
-    if r < 0 {
-        Err(Errno::last())
-    } else {
-        Ok(OwnedFd(r as c_int))
-    }
+    cvt(unsafe { syscall!(libc::SYS_pidfd_open, pid.0, 0) }).map(OwnedFd)
 }
 
 /// Sends `signo` through a pidfd (never by bare pid).
 pub fn pidfd_send_signal(pidfd: &OwnedFd, signo: c_int) -> Result<(), Errno> {
     // SAFETY: a live pidfd, a signal number, a null siginfo (kernel fills it), no flags.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.0,
-            signo,
-            core::ptr::null::<libc::siginfo_t>(),
-            0 as libc::c_uint,
-        )
-    };
-    if r < 0 {
-        Err(Errno::last())
-    } else {
-        Ok(())
-    }
+    cvt(unsafe { syscall!(libc::SYS_pidfd_send_signal, pidfd.0, signo, 0usize, 0) }).map(drop)
 }
 
 pub enum Reaped {
@@ -476,8 +535,18 @@ pub enum Reaped {
 /// ever calls this.
 pub fn reap_one() -> Result<Reaped, Errno> {
     let mut status: c_int = 0;
-    // SAFETY: status is a live int the kernel writes.
-    match retry(|| cvt(unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) })) {
+    match retry(|| {
+        // SAFETY: status is a live int the kernel writes; no rusage is requested.
+        cvt(unsafe {
+            syscall!(
+                libc::SYS_wait4,
+                -1isize,
+                &mut status as *mut c_int,
+                libc::WNOHANG,
+                0usize
+            )
+        })
+    }) {
         Ok(0) => Ok(Reaped::None),
         Ok(pid) => Ok(Reaped::Child(Pid(pid), status)),
         Err(Errno::CHILD) => Ok(Reaped::NoChildren),
@@ -488,30 +557,44 @@ pub fn reap_one() -> Result<Reaped, Errno> {
 // ---------------------------------------------------------------------------------------------
 // Signals.
 
-fn sigset_empty() -> libc::sigset_t {
-    // SAFETY: sigset_t is plain data; sigemptyset initializes it fully.
-    unsafe {
-        let mut set: libc::sigset_t = core::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        set
-    }
+/// The kernel's signal set: one bit per signal 1..=64 (8 bytes, the `sigsetsize` passed).
+type KernelSigset = u64;
+const SIGSET_SIZE: usize = core::mem::size_of::<KernelSigset>();
+
+/// `rt_sigprocmask(SIG_SETMASK, set)`.
+fn set_signal_mask(set: KernelSigset) -> Result<(), Errno> {
+    // SAFETY: set is a live kernel sigset of SIGSET_SIZE bytes; the old mask is not requested.
+    cvt(unsafe {
+        syscall!(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &set as *const KernelSigset,
+            0usize,
+            SIGSET_SIZE
+        )
+    })
+    .map(drop)
 }
 
 /// Blocks every signal except the synchronous faults and returns a non-blocking,
 /// close-on-exec signalfd for all blocked signals.
 pub fn block_signals_to_signalfd(unblocked: &[c_int]) -> Result<OwnedFd, Errno> {
-    let mut set = sigset_empty();
-    // SAFETY: set is an initialized sigset_t; the signal numbers are valid constants.
-    unsafe {
-        libc::sigfillset(&mut set);
-        for &s in unblocked {
-            libc::sigdelset(&mut set, s);
-        }
+    let mut set = KernelSigset::MAX;
+    for &s in unblocked {
+        set &= !(1 << (s - 1));
     }
-    // SAFETY: set is initialized; the old mask is not requested.
-    cvt(unsafe { libc::sigprocmask(libc::SIG_SETMASK, &set, core::ptr::null_mut()) })?;
-    // SAFETY: -1 asks for a new signalfd watching the initialized set.
-    cvt(unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) }).map(OwnedFd)
+    set_signal_mask(set)?;
+    // SAFETY: -1 asks for a new signalfd watching the live set (SIGSET_SIZE bytes).
+    cvt(unsafe {
+        syscall!(
+            libc::SYS_signalfd4,
+            -1isize,
+            &set as *const KernelSigset,
+            SIGSET_SIZE,
+            libc::SFD_NONBLOCK | libc::SFD_CLOEXEC
+        )
+    })
+    .map(OwnedFd)
 }
 
 /// Takes one pending signal from a non-blocking signalfd; `None` when none is pending.
@@ -536,17 +619,17 @@ pub fn create_exclusive(path: &CStr) -> Result<(OwnedFd, u64, u64), Errno> {
     let fd = OwnedFd(retry(|| {
         // SAFETY: path is NUL-terminated; the mode is passed as the variadic argument open expects.
         cvt(unsafe {
-            libc::open(
-                path.as_ptr(),
+            open(
+                path,
                 libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
-                0o600 as libc::c_uint,
+                0o600,
             )
         })
     })?);
     // SAFETY: stat is plain data; fstat fills it for a live descriptor.
     let mut st: libc::stat = unsafe { core::mem::zeroed() };
     // SAFETY: st is a live stat buffer.
-    cvt(unsafe { libc::fstat(fd.0, &mut st) })?;
+    cvt(unsafe { syscall!(libc::SYS_fstat, fd.0, &mut st as *mut libc::stat) })?;
     Ok((fd, st.st_dev, st.st_ino))
 }
 
@@ -558,7 +641,13 @@ pub fn pwrite_sync(fd: &OwnedFd, bytes: &[u8], offset: i64) -> Result<(), Errno>
         let n = retry(|| {
             // SAFETY: rest is a live slice of rest.len() bytes.
             cvt_isize(unsafe {
-                libc::pwrite(fd.0, rest.as_ptr().cast(), rest.len(), offset + done as i64)
+                syscall!(
+                    libc::SYS_pwrite64,
+                    fd.0,
+                    rest.as_ptr(),
+                    rest.len(),
+                    offset + done as i64
+                )
             })
         })?;
         if n == 0 {
@@ -567,7 +656,7 @@ pub fn pwrite_sync(fd: &OwnedFd, bytes: &[u8], offset: i64) -> Result<(), Errno>
         done += n;
     }
     // SAFETY: a live descriptor.
-    retry(|| cvt(unsafe { libc::fdatasync(fd.0) })).map(drop)
+    retry(|| cvt(unsafe { syscall!(libc::SYS_fdatasync, fd.0) })).map(drop)
 }
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
@@ -576,7 +665,13 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
         tv_nsec: 0,
     };
     // SAFETY: ts is a live timespec; the clocks used always exist.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
+    unsafe {
+        syscall!(
+            libc::SYS_clock_gettime,
+            clock,
+            &mut ts as *mut libc::timespec
+        )
+    };
     (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
 
@@ -600,25 +695,24 @@ pub mod child {
 
     pub fn setsid() -> Result<(), Errno> {
         // SAFETY: no arguments.
-        cvt(unsafe { libc::setsid() }).map(drop)
+        cvt(unsafe { syscall!(libc::SYS_setsid) }).map(drop)
     }
 
     pub fn setpgid_self() -> Result<(), Errno> {
         // SAFETY: plain integer arguments (0, 0: own pid, own pgid).
-        cvt(unsafe { libc::setpgid(0, 0) }).map(drop)
+        cvt(unsafe { syscall!(libc::SYS_setpgid, 0, 0) }).map(drop)
     }
 
     /// `dup2(fd, target)`; the new descriptor is not close-on-exec.
     pub fn dup2(fd: &OwnedFd, target: c_int) -> Result<(), Errno> {
-        // SAFETY: fd is live; target is a stdio number.
-        retry(|| cvt(unsafe { libc::dup2(fd.0, target) })).map(drop)
+        super::dup2(fd.0, target)
     }
 
     /// Makes the terminal on fd 0 the controlling terminal (after `setsid`).
     #[doc(alias = "TIOCSCTTY")]
     pub fn set_controlling_tty() -> Result<(), Errno> {
         // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal).
-        cvt(unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0 as c_int) }).map(drop)
+        cvt(unsafe { syscall!(libc::SYS_ioctl, 0, libc::TIOCSCTTY, 0) }).map(drop)
     }
 
     /// Every disposition back to `SIG_DFL` (ignored ones survive `execve` otherwise), then an
@@ -631,19 +725,16 @@ pub mod child {
             // SAFETY: dfl is a live, zeroed buffer at least the size of the kernel's struct
             // sigaction; the old action is not requested; sigsetsize is the kernel's (8).
             unsafe {
-                libc::syscall(
+                syscall!(
                     libc::SYS_rt_sigaction,
                     sig,
                     dfl.as_ptr(),
-                    core::ptr::null_mut::<c_void>(),
-                    8usize,
+                    0usize,
+                    SIGSET_SIZE
                 )
             };
         }
-        let empty = sigset_empty();
-        // SAFETY: empty is an initialized sigset_t.
-        cvt(unsafe { libc::sigprocmask(libc::SIG_SETMASK, &empty, core::ptr::null_mut()) })
-            .map(drop)
+        set_signal_mask(0)
     }
 
     /// Marks every descriptor from 3 up close-on-exec, so the workload gets exactly its
@@ -653,11 +744,11 @@ pub mod child {
     pub fn cloexec_from_3() {
         // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on descriptors.
         unsafe {
-            libc::syscall(
+            syscall!(
                 libc::SYS_close_range,
-                3 as libc::c_uint,
+                3,
                 libc::c_uint::MAX,
-                libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
+                libc::CLOSE_RANGE_CLOEXEC
             )
         };
     }
@@ -667,13 +758,23 @@ pub mod child {
             rlim_cur: soft as libc::rlim_t,
             rlim_max: hard as libc::rlim_t,
         };
-        // SAFETY: lim is a live rlimit; an unknown resource fails with EINVAL.
-        cvt(unsafe { libc::setrlimit(resource as _, &lim) }).map(drop)
+        // SAFETY: lim is a live rlimit (the kernel's 64-bit layout); pid 0 is this process; the
+        // old limit is not requested; an unknown resource fails with EINVAL.
+        cvt(unsafe {
+            syscall!(
+                libc::SYS_prlimit64,
+                0,
+                resource,
+                &lim as *const libc::rlimit,
+                0usize
+            )
+        })
+        .map(drop)
     }
 
     pub fn chdir(path: &CStr) -> Result<(), Errno> {
         // SAFETY: path is NUL-terminated.
-        cvt(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
+        cvt(unsafe { syscall!(libc::SYS_chdir, path.as_ptr()) }).map(drop)
     }
 
     /// `execve`; returns only on failure. `argv` and `envp` must end with a null pointer.
@@ -684,7 +785,7 @@ pub mod child {
         // SAFETY: argv and envp are NULL-terminated (checked above) arrays of pointers to
         // NUL-terminated strings in the never-unmapped frame buffer; path is NUL-terminated
         // (the caller passes argv[0] or a NUL-terminated stack buffer).
-        unsafe { libc::execve(path, argv.as_ptr(), envp.as_ptr()) };
-        Errno::last()
+        let r = unsafe { syscall!(libc::SYS_execve, path, argv.as_ptr(), envp.as_ptr()) };
+        cvt(r).err().unwrap_or(Errno(libc::EINVAL))
     }
 }
