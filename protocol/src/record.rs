@@ -1,11 +1,13 @@
-//! Durable records (feature `std`): the registration record written before *start*, and the
-//! capture receipt kept when a stream's capture is incomplete.
+//! Durable records (feature `std`): the registration record written before *start*, the
+//! capture receipt kept when a stream's capture is incomplete, and the stop request written by a
+//! stop that is not the launching engine's own.
 //!
 //! # Envelope layout (little-endian)
 //!
 //! ```text
 //! off size field
-//!   0    8 magic (b"RFNREG\0\0" registration, b"RFNCAP\0\0" capture receipt)
+//!   0    8 magic (b"RFNREG\0\0" registration, b"RFNCAP\0\0" capture receipt,
+//!                 b"RFNSTOP\0" stop request)
 //!   8    2 version (1)
 //!  10    2 reserved (0)
 //!  12    4 payload length (<= MAX_RECORD - 20)
@@ -28,6 +30,7 @@ use crate::{BootId, DecodeError, ProofIdentity, RegistrationId, RuntimeId};
 
 pub const REGISTRATION_MAGIC: [u8; 8] = *b"RFNREG\0\0";
 pub const CAPTURE_MAGIC: [u8; 8] = *b"RFNCAP\0\0";
+pub const STOP_MAGIC: [u8; 8] = *b"RFNSTOP\0";
 pub const RECORD_VERSION: u16 = 1;
 pub const ENVELOPE_LEN: usize = crate::codec::envelope_len(REGISTRATION_MAGIC.len());
 /// Largest record file accepted.
@@ -158,6 +161,31 @@ pub struct CaptureReceipt {
     pub written_at_unix_ms: u64,
 }
 
+/// Why a stop was asked for by someone other than the engine that launched the scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopCause {
+    /// An operator (`stop ID`, the service's stop request).
+    Operator,
+    /// The service's maintenance loop enforced the registration's completion deadline.
+    CompletionDeadline,
+    /// The service's maintenance loop enforced the registration's idle deadline.
+    IdleDeadline,
+}
+
+/// Written before such a stop sends its first signal, so the engine still waiting on the
+/// workload (possibly in another process) reports the cause (S7) rather than a bare signal. The
+/// first request is kept: a later one never moves the recorded time past the exit it caused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopRequest {
+    pub id: RegistrationId,
+    pub runtime: RuntimeId,
+    pub cause: StopCause,
+    /// Wall clock, like the guardian's `WorkloadExited` time it is compared with.
+    pub requested_at_unix_ns: u64,
+    pub requester_pid: u32,
+}
+
 fn config() -> impl bincode::config::Config {
     bincode::config::standard().with_limit::<MAX_RECORD>()
 }
@@ -224,5 +252,14 @@ impl CaptureReceipt {
     }
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         decode_payload(open(CAPTURE_MAGIC, buf)?, "capture receipt")
+    }
+}
+
+impl StopRequest {
+    pub fn encode(&self) -> Vec<u8> {
+        seal(STOP_MAGIC, encode_payload(self))
+    }
+    pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
+        decode_payload(open(STOP_MAGIC, buf)?, "stop request")
     }
 }

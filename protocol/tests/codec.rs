@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use refine_protocol::api;
 use refine_protocol::frame::{encode_launch, FLAG_PTY, MAX_FRAME};
 use refine_protocol::record::{
-    CaptureReceipt, Kind, Limits, Registration, ScopePolicy, StreamEnd, StreamReceipt,
+    CaptureReceipt, Kind, Limits, Registration, ScopePolicy, StopCause, StopRequest, StreamEnd,
+    StreamReceipt,
 };
 use refine_protocol::{
     BootId, DecodeError, Frame, Hello, LaunchParams, ProcessWitness, ProofIdentity, Receipt,
@@ -300,6 +301,16 @@ fn capture_receipt() -> CaptureReceipt {
     }
 }
 
+fn stop_request() -> StopRequest {
+    StopRequest {
+        id: RegistrationId([3; 16]),
+        runtime: RuntimeId([4; 16]),
+        cause: StopCause::Operator,
+        requested_at_unix_ns: 1_764_000_000_123_456_789,
+        requester_pid: 4242,
+    }
+}
+
 #[test]
 fn records_round_trip_and_reject_damage() {
     let r = registration();
@@ -312,6 +323,19 @@ fn records_round_trip_and_reject_damage() {
         Registration::decode(&c.encode()).unwrap_err(),
         DecodeError::BadMagic
     );
+    let s = stop_request();
+    assert_eq!(StopRequest::decode(&s.encode()).unwrap(), s);
+    assert_eq!(
+        StopRequest::decode(&c.encode()).unwrap_err(),
+        DecodeError::BadMagic
+    );
+    let mut v = s.encode();
+    let last = v.len() - 1;
+    v[last] ^= 1;
+    assert!(matches!(
+        StopRequest::decode(&v),
+        Err(DecodeError::BadChecksum { .. })
+    ));
     assert!(matches!(
         Registration::decode(&bytes[..bytes.len() - 1]),
         Err(DecodeError::Truncated { .. })
@@ -407,6 +431,7 @@ fn fuzz_every_decoder() {
     let receipt_seed = receipt().encode().to_vec();
     let reg_seed = registration().encode();
     let cap_seed = capture_receipt().encode();
+    let stop_seed = stop_request().encode();
     let api_seeds: Vec<Vec<u8>> = [
         api::Request::List { all: true },
         api::Request::Stop { id: "0".repeat(32) },
@@ -430,6 +455,7 @@ fn fuzz_every_decoder() {
         let _ = Receipt::decode(&mutate(&mut rng, &receipt_seed));
         let _ = Registration::decode(&mutate(&mut rng, &reg_seed));
         let _ = CaptureReceipt::decode(&mutate(&mut rng, &cap_seed));
+        let _ = StopRequest::decode(&mutate(&mut rng, &stop_seed));
         let line = mutate(&mut rng, &api_seeds[i % api_seeds.len()]);
         let _ = api::decode_request(&line);
         let _ = api::decode_response(&line);

@@ -609,7 +609,7 @@ fn stop(home: &Path, port: u16, args: IdArgs) -> Result<ExitCode, CliError> {
     let id = parse_id(&args.id)?;
     let rt = runtime_for(home, port, id)?;
     let reg = rt.read_registration(id)?;
-    let doc = service::stop_one(&rt, &reg);
+    let doc = service::stop_one(&rt, &reg, refine_protocol::StopCause::Operator);
     let proven = doc["state"] == "exited";
     print_verdict(&doc, args.json, proven, &format!("stop of {id} not proven"))
 }

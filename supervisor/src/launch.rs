@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
+use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy, StopCause};
 use refine_protocol::{Receipt, RegistrationId, Rlimit, WorkloadStatus};
 use rustix::net::{RecvFlags, SendFlags};
 
@@ -153,9 +153,10 @@ pub fn default_scope_policy(kind: Kind) -> ScopePolicy {
 pub enum Outcome {
     /// The workload ran and exited on its own (any status).
     Completed,
-    /// The completion deadline passed; the tree was stopped.
+    /// The completion deadline passed; the tree was stopped (by this engine, or by the
+    /// service enforcing the registration's deadline).
     TimedOut,
-    /// The idle deadline passed; the tree was stopped.
+    /// The idle deadline passed; the tree was stopped (likewise).
     IdleTimeout,
     /// The caller cancelled; the tree was stopped.
     Cancelled,
@@ -165,7 +166,8 @@ pub enum Outcome {
     SpawnFailed { errno: i32 },
     /// Capture failed (a read or an artifact write); the tree was stopped.
     CaptureFault(CaptureFailure),
-    /// An operator stopped it.
+    /// An operator stopped it: through this launch's handle, or with the shared stop from
+    /// anywhere (`stop ID` in another process), which records its request first.
     Stopped,
     /// The guardian reported a fatal error or vanished; the workload's status is unknown.
     GuardianLost,
@@ -878,10 +880,16 @@ impl Engine {
                 self.capture.begin_drain(now);
             }
             GuardianEvent::WorkloadExited { status, at_ns } => {
+                if st.status.is_none() {
+                    self.adopt_requested_stop(st, at_ns);
+                }
                 st.status.get_or_insert(status);
                 self.capture.begin_drain(exit_instant(at_ns, now));
             }
             GuardianEvent::ScopeExited(receipt) => {
+                if st.status.is_none() {
+                    self.adopt_requested_stop(st, receipt.workload_exited_at_ns);
+                }
                 st.status.get_or_insert(receipt.status);
                 st.receipt = Some(receipt);
                 self.capture.begin_drain(now);
@@ -925,6 +933,28 @@ impl Engine {
                 },
                 Err(rustix::io::Errno::INTR) => {}
                 Err(_) => return,
+            }
+        }
+    }
+
+    /// A stop asked for from outside this engine (an operator's `stop ID`, the service's
+    /// deadline enforcement) that was recorded before the workload ended is what ended it: its
+    /// cause becomes the outcome (S7), unless this engine already had one.
+    fn adopt_requested_stop(&self, st: &mut State, exited_at_unix_ns: u64) {
+        if st.cause.is_some() {
+            return;
+        }
+        match self.runtime.read_stop_request(self.registration.id) {
+            Ok(Some(req)) if req.requested_at_unix_ns <= exited_at_unix_ns => {
+                st.cause = Some(match req.cause {
+                    StopCause::Operator => Outcome::Stopped,
+                    StopCause::CompletionDeadline => Outcome::TimedOut,
+                    StopCause::IdleDeadline => Outcome::IdleTimeout,
+                });
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(id = %self.registration.id, error = %e, "unreadable stop request")
             }
         }
     }

@@ -22,7 +22,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use refine_protocol::record::Registration;
+use refine_protocol::record::{Registration, StopRequest};
 use refine_protocol::{DecodeError, RegistrationId, RuntimeId};
 
 use crate::durable;
@@ -178,6 +178,11 @@ impl Runtime {
     pub fn capture_receipt_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("logs").join(format!("{id}.capture"))
     }
+    /// Where a stop that is not the launching engine's own records its cause (beside the
+    /// capture receipt: evidence about the run, kept by retention).
+    pub fn stop_request_path(&self, id: RegistrationId) -> PathBuf {
+        self.dir.join("logs").join(format!("{id}.stop"))
+    }
     pub fn lock_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("locks").join(format!("{id}.lock"))
     }
@@ -200,6 +205,48 @@ impl Runtime {
     }
 
     /// Reads and decodes a record; a damaged one is [`RegistryError::Corrupt`], never guessed at.
+    /// Records `req` unless a request for the same registration is already recorded (the first
+    /// one is kept: its time precedes the exit it caused). The file appears whole (written and
+    /// synced under a temporary name, then linked into place) or not at all.
+    pub fn write_stop_request(&self, req: &StopRequest) -> Result<(), RegistryError> {
+        let path = self.stop_request_path(req.id);
+        let tmp = path.with_extension(format!("stop.{}.tmp", std::process::id()));
+        durable::write_atomic(&tmp, &req.encode(), 0o600).map_err(io_err("write", &tmp))?;
+        let linked = fs::hard_link(&tmp, &path);
+        let _ = fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(io_err("link", &path)(e)),
+        }
+    }
+
+    /// The recorded stop request of `id`, if any.
+    pub fn read_stop_request(
+        &self,
+        id: RegistrationId,
+    ) -> Result<Option<StopRequest>, RegistryError> {
+        let path = self.stop_request_path(id);
+        let bytes = match read_bounded(&path, refine_protocol::record::MAX_RECORD) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err("read", &path)(e)),
+        };
+        let req = StopRequest::decode(&bytes).map_err(|source| RegistryError::Corrupt {
+            what: "stop request",
+            path: path.clone(),
+            source,
+        })?;
+        if req.id != id || req.runtime != self.id {
+            return Err(RegistryError::Corrupt {
+                what: "stop request (of another registration or runtime)",
+                path,
+                source: DecodeError::InvalidField { field: "id" },
+            });
+        }
+        Ok(Some(req))
+    }
+
     pub fn read_registration(&self, id: RegistrationId) -> Result<Registration, RegistryError> {
         let path = self.record_path(id);
         let bytes =

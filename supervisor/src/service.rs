@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use refine_protocol::api::{self, ErrorKind, LaunchSpec, Reply, Request, Response, MAX_MESSAGE};
-use refine_protocol::{Kind, Registration, RegistrationId, WorkloadStatus};
+use refine_protocol::{Kind, Registration, RegistrationId, StopCause, StopRequest, WorkloadStatus};
 use serde_json::json;
 
 use crate::capture::StreamState;
@@ -134,7 +134,21 @@ fn reason_text(reason: &impl serde::Serialize) -> String {
 
 /// The shared stop for one registration; the `stop --json` document. `state` is `exited` only
 /// when a verified receipt proves it.
-pub fn stop_one(rt: &Runtime, reg: &Registration) -> serde_json::Value {
+pub fn stop_one(rt: &Runtime, reg: &Registration, cause: StopCause) -> serde_json::Value {
+    // Before any signal: the engine still waiting on this workload (in this or another
+    // process) reads it and reports the cause. A failure to record it never prevents the stop.
+    if assess_one(rt, reg).state == "live" {
+        let req = StopRequest {
+            id: reg.id,
+            runtime: rt.id(),
+            cause,
+            requested_at_unix_ns: unix_ns(),
+            requester_pid: std::process::id(),
+        };
+        if let Err(e) = rt.write_stop_request(&req) {
+            tracing::warn!(id = %reg.id, error = %e, "could not record the stop request");
+        }
+    }
     match stop::stop(rt, reg, &stop::StopOptions::default()) {
         Ok(report) => {
             let a = flatten(&report.assessment);
@@ -165,6 +179,13 @@ pub fn stop_one(rt: &Runtime, reg: &Registration) -> serde_json::Value {
             })
         }
     }
+}
+
+/// Wall clock in ns since the epoch (0 if the clock is before it).
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// The recovery pass (A4); the `recover --json` document: a `summary` of actions and, per
@@ -788,7 +809,7 @@ fn handle(state: &State, req: Request) -> Response {
         }),
         Request::Stop { id } => parse(&id).and_then(|id| {
             let reg = rt.read_registration(id).map_err(registry_response)?;
-            let doc = stop_one(rt, &reg);
+            let doc = stop_one(rt, &reg, StopCause::Operator);
             tracing::info!(%id, result = %doc, "stop");
             Ok(Reply::Stop(doc))
         }),
@@ -823,8 +844,8 @@ fn maintenance(state: &State, retain: Duration) {
             };
             if let Some(cause) = deadline_passed(rt, &reg) {
                 if assess_one(rt, &reg).state == "live" {
-                    let doc = stop_one(rt, &reg);
-                    tracing::info!(%id, cause, result = %doc, "deadline stop");
+                    let doc = stop_one(rt, &reg, cause);
+                    tracing::info!(%id, ?cause, result = %doc, "deadline stop");
                 }
             }
         }
@@ -880,14 +901,14 @@ fn sample_capacity(rt: &Runtime) {
 
 /// Which deadline of `reg` has passed, if any: completion from the original start; idle from the
 /// last artifact write (falling back to the start).
-fn deadline_passed(rt: &Runtime, reg: &Registration) -> Option<&'static str> {
+fn deadline_passed(rt: &Runtime, reg: &Registration) -> Option<StopCause> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .ok()?
         .as_millis() as u64;
     if let Some(t) = reg.limits.completion_timeout_ms {
         if now >= reg.started_at_unix_ms.saturating_add(t) {
-            return Some("timed_out");
+            return Some(StopCause::CompletionDeadline);
         }
     }
     if let Some(t) = reg.limits.idle_timeout_ms {
@@ -903,7 +924,7 @@ fn deadline_passed(rt: &Runtime, reg: &Registration) -> Option<&'static str> {
         }
         let _ = rt;
         if now >= last.saturating_add(t) {
-            return Some("idle_timeout");
+            return Some(StopCause::IdleDeadline);
         }
     }
     None

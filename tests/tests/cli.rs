@@ -3,6 +3,8 @@
 mod cli_support;
 
 use std::fs;
+use std::process::Stdio;
+use std::time::Duration;
 
 use cli_support::*;
 
@@ -550,4 +552,54 @@ fn run_pty_on_a_terminal_forwards_keys_and_the_window_size() {
     );
     assert!(answered, "typed keys did not reach the workload: {text:?}");
     assert!(status.unwrap().success(), "{text:?}");
+}
+
+#[test]
+fn stop_from_another_process_is_the_run_outcome_stopped() {
+    let home = Home::new();
+    let ready = home.path().join("ready");
+    let script = format!("touch '{}'; exec sleep 600", ready.display());
+    let run = home
+        .command(&["run", "--json", "--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn run");
+    assert!(
+        refine_tests::wait_until(Duration::from_secs(30), || ready.exists()),
+        "the workload never started"
+    );
+    let rows = home.ps();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let id = rows[0]["id"].as_str().unwrap().to_owned();
+
+    let args = ["stop", &id, "--json"];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert_eq!(parse(&args, &out)["state"], "exited");
+
+    let out = run.wait_with_output().expect("wait run");
+    let doc = parse(&["run"], &out);
+    assert_eq!(doc["outcome"], "stopped", "{doc}");
+    assert_eq!(doc["signal"], 9, "{doc}");
+    assert_eq!(out.status.code(), Some(137), "{}", describe(&["run"], &out));
+    // The request is recorded beside the artifacts (evidence of who ended it).
+    assert!(home
+        .run_dir()
+        .join("logs")
+        .join(format!("{id}.stop"))
+        .is_file());
+
+    // Negative control: a workload that completed before any stop was asked for stays
+    // completed; the later stop of the descendant holding its scope changes nothing of that.
+    let (out, doc) = home.run_json(&["sh", "-c", "sleep 600 & exit 5"]);
+    assert_eq!(doc["outcome"], "completed", "{doc}");
+    assert_eq!(out.status.code(), Some(5));
+    let id = doc["id"].as_str().unwrap().to_owned();
+    assert_eq!(home.state(&id), "live", "the sleep holds the scope");
+    let args = ["stop", &id, "--json"];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert_eq!(show(&home, &id)["state"], "exited");
+    assert_eq!(show(&home, &id)["receipt"]["exit_code"], 5);
 }
