@@ -132,10 +132,16 @@ pub struct ScopeView {
     pub state: String,
     /// Why the scope is `unverified` (or `corrupt`); `null` otherwise.
     pub reason: Option<String>,
-    /// `exited`, `signaled`, `never_started`, `unknown`; `null` while no receipt proves it.
+    /// The workload's own status: `exited`, `signaled`, `never_started`, `unknown`. From the
+    /// receipt; while a descendant still holds the scope, as the launching engine reported it;
+    /// `null` while neither knows.
     pub status: Option<String>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
+    /// The launch's outcome (`completed`, `stopped`, `timed_out`, ...) once its engine returned
+    /// the result; `null` before that or when no engine did.
+    #[serde(default)]
+    pub outcome: Option<String>,
     pub started_at_unix_ms: u64,
     pub age_secs: u64,
     pub pid: u32,

@@ -29,6 +29,6 @@ pub use ids::{BootId, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId};
 pub use receipt::{is_unwritten, Receipt, ScopeEnd, WorkloadStatus};
 #[cfg(feature = "std")]
 pub use record::{
-    CaptureReceipt, Kind, Limits, Registration, ScopePolicy, StopCause, StopRequest, StreamEnd,
-    StreamReceipt,
+    CaptureReceipt, Kind, LaunchResultRecord, Limits, Registration, ScopePolicy, StopCause,
+    StopRequest, StreamEnd, StreamReceipt,
 };

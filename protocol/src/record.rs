@@ -7,7 +7,7 @@
 //! ```text
 //! off size field
 //!   0    8 magic (b"RFNREG\0\0" registration, b"RFNCAP\0\0" capture receipt,
-//!                 b"RFNSTOP\0" stop request)
+//!                 b"RFNSTOP\0" stop request, b"RFNRSLT\0" launch result)
 //!   8    2 version (1)
 //!  10    2 reserved (0)
 //!  12    4 payload length (<= MAX_RECORD - 20)
@@ -31,6 +31,7 @@ use crate::{BootId, DecodeError, ProofIdentity, RegistrationId, RuntimeId};
 pub const REGISTRATION_MAGIC: [u8; 8] = *b"RFNREG\0\0";
 pub const CAPTURE_MAGIC: [u8; 8] = *b"RFNCAP\0\0";
 pub const STOP_MAGIC: [u8; 8] = *b"RFNSTOP\0";
+pub const RESULT_MAGIC: [u8; 8] = *b"RFNRSLT\0";
 pub const RECORD_VERSION: u16 = 1;
 pub const ENVELOPE_LEN: usize = crate::codec::envelope_len(REGISTRATION_MAGIC.len());
 /// Largest record file accepted.
@@ -186,6 +187,19 @@ pub struct StopRequest {
     pub requester_pid: u32,
 }
 
+/// What the launching engine returned to its caller: the outcome (S7, by name: `completed`,
+/// `stopped`, `timed_out`, ...) and the workload's own status. Written when the result is
+/// returned, so operators see why a launch ended and how its workload exited while a descendant
+/// still holds the scope. Display only: nothing is decided from it; exit is proven by the receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchResultRecord {
+    pub id: RegistrationId,
+    pub runtime: RuntimeId,
+    pub outcome: String,
+    pub workload_status: WorkloadStatus,
+    pub written_at_unix_ms: u64,
+}
+
 fn config() -> impl bincode::config::Config {
     bincode::config::standard().with_limit::<MAX_RECORD>()
 }
@@ -261,5 +275,14 @@ impl StopRequest {
     }
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         decode_payload(open(STOP_MAGIC, buf)?, "stop request")
+    }
+}
+
+impl LaunchResultRecord {
+    pub fn encode(&self) -> Vec<u8> {
+        seal(RESULT_MAGIC, encode_payload(self))
+    }
+    pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
+        decode_payload(open(RESULT_MAGIC, buf)?, "launch result")
     }
 }

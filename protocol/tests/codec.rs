@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use refine_protocol::api;
 use refine_protocol::frame::{encode_launch, FLAG_PTY, MAX_FRAME};
 use refine_protocol::record::{
-    CaptureReceipt, Kind, Limits, Registration, ScopePolicy, StopCause, StopRequest, StreamEnd,
-    StreamReceipt,
+    CaptureReceipt, Kind, LaunchResultRecord, Limits, Registration, ScopePolicy, StopCause,
+    StopRequest, StreamEnd, StreamReceipt,
 };
 use refine_protocol::{
     BootId, DecodeError, Frame, Hello, LaunchParams, ProcessWitness, ProofIdentity, Receipt,
@@ -311,6 +311,16 @@ fn stop_request() -> StopRequest {
     }
 }
 
+fn launch_result() -> LaunchResultRecord {
+    LaunchResultRecord {
+        id: RegistrationId([5; 16]),
+        runtime: RuntimeId([6; 16]),
+        outcome: "stopped".into(),
+        workload_status: WorkloadStatus::Signaled(9),
+        written_at_unix_ms: 1_764_000_000_123,
+    }
+}
+
 #[test]
 fn records_round_trip_and_reject_damage() {
     let r = registration();
@@ -336,6 +346,12 @@ fn records_round_trip_and_reject_damage() {
         StopRequest::decode(&v),
         Err(DecodeError::BadChecksum { .. })
     ));
+    let l = launch_result();
+    assert_eq!(LaunchResultRecord::decode(&l.encode()).unwrap(), l);
+    assert_eq!(
+        LaunchResultRecord::decode(&s.encode()).unwrap_err(),
+        DecodeError::BadMagic
+    );
     assert!(matches!(
         Registration::decode(&bytes[..bytes.len() - 1]),
         Err(DecodeError::Truncated { .. })
@@ -432,6 +448,7 @@ fn fuzz_every_decoder() {
     let reg_seed = registration().encode();
     let cap_seed = capture_receipt().encode();
     let stop_seed = stop_request().encode();
+    let result_seed = launch_result().encode();
     let api_seeds: Vec<Vec<u8>> = [
         api::Request::List { all: true },
         api::Request::Stop { id: "0".repeat(32) },
@@ -456,6 +473,7 @@ fn fuzz_every_decoder() {
         let _ = Registration::decode(&mutate(&mut rng, &reg_seed));
         let _ = CaptureReceipt::decode(&mutate(&mut rng, &cap_seed));
         let _ = StopRequest::decode(&mutate(&mut rng, &stop_seed));
+        let _ = LaunchResultRecord::decode(&mutate(&mut rng, &result_seed));
         let line = mutate(&mut rng, &api_seeds[i % api_seeds.len()]);
         let _ = api::decode_request(&line);
         let _ = api::decode_response(&line);

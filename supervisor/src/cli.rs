@@ -381,7 +381,10 @@ fn now_ms() -> u64 {
 /// One registration as `ps` shows it.
 pub fn view(rt: &Runtime, reg: &Registration) -> ScopeView {
     let a = assess(rt, reg);
-    let (status, exit_code, signal) = status_fields(a.receipt.map(|r| r.status));
+    // Display only; an unreadable result record shows as none.
+    let result = rt.read_result(reg.id).ok().flatten();
+    let reported = result.as_ref().map(|r| r.workload_status);
+    let (status, exit_code, signal) = status_fields(a.receipt.map(|r| r.status).or(reported));
     ScopeView {
         id: reg.id.to_string(),
         kind: reg.kind.as_str().to_owned(),
@@ -391,6 +394,7 @@ pub fn view(rt: &Runtime, reg: &Registration) -> ScopeView {
         status,
         exit_code,
         signal,
+        outcome: result.map(|r| r.outcome),
         started_at_unix_ms: reg.started_at_unix_ms,
         age_secs: now_ms().saturating_sub(reg.started_at_unix_ms) / 1000,
         pid: reg.hello.workload.pid,
@@ -413,6 +417,7 @@ fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeV
         status: None,
         exit_code: None,
         signal: None,
+        outcome: None,
         started_at_unix_ms: 0,
         age_secs: 0,
         pid: 0,
@@ -508,12 +513,18 @@ fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {
     Ok(0)
 }
 
+/// The workload's status, and the outcome when it is not a plain completion
+/// (`signal 9, stopped`).
 fn status_text(r: &ScopeView) -> String {
-    match (r.status.as_deref(), r.exit_code, r.signal) {
+    let status = match (r.status.as_deref(), r.exit_code, r.signal) {
         (_, Some(c), _) => format!("exit {c}"),
         (_, _, Some(s)) => format!("signal {s}"),
         (Some(s), _, _) => s.to_owned(),
         (None, _, _) => "-".to_owned(),
+    };
+    match r.outcome.as_deref() {
+        None | Some("completed") => status,
+        Some(o) => format!("{status}, {o}"),
     }
 }
 
@@ -539,6 +550,15 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<serde_json::Value, C
         "reason": a.reason,
         "assessment": { "state": a.state, "reason": a.reason },
         "record": record_json(&reg),
+        "result": match rt.read_result(id) {
+            Ok(Some(r)) => {
+                let (status, exit_code, signal) = status_fields(Some(r.workload_status));
+                json!({ "outcome": r.outcome, "status": status, "exit_code": exit_code,
+                        "signal": signal, "written_at": utc(r.written_at_unix_ms) })
+            }
+            Ok(None) => serde_json::Value::Null,
+            Err(e) => json!({ "error": e.to_string() }),
+        },
         "receipt": a.receipt.as_ref().map(receipt_json),
         "artifacts": {
             "stdout": artifact_json(Path::new(&reg.stdout_path)),

@@ -173,6 +173,23 @@ pub enum Outcome {
     GuardianLost,
 }
 
+impl Outcome {
+    /// The outcome's name in documents and records (`run --json`, `ps`, the launch result).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::TimedOut => "timed_out",
+            Outcome::IdleTimeout => "idle_timeout",
+            Outcome::Cancelled => "cancelled",
+            Outcome::OutputLimit => "output_limit",
+            Outcome::SpawnFailed { .. } => "spawn_failed",
+            Outcome::CaptureFault(_) => "capture_fault",
+            Outcome::Stopped => "stopped",
+            Outcome::GuardianLost => "guardian_lost",
+        }
+    }
+}
+
 /// The scope (workload and every descendant) when the result was returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScopeState {
@@ -1035,6 +1052,16 @@ impl Engine {
             owner,
             ..
         } = self;
+        let result = refine_protocol::LaunchResultRecord {
+            id,
+            runtime: runtime.id(),
+            outcome: outcome.name().to_owned(),
+            workload_status: status,
+            written_at_unix_ms: crate::capture::unix_ms(),
+        };
+        if let Err(e) = runtime.write_result(&result) {
+            tracing::warn!(%id, error = %e, "cannot record the launch result");
+        }
         let capture = capture.finish();
         let capture_receipt = if capture.is_complete() {
             None

@@ -22,7 +22,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use refine_protocol::record::{Registration, StopRequest};
+use refine_protocol::record::{LaunchResultRecord, Registration, StopRequest};
 use refine_protocol::{DecodeError, RegistrationId, RuntimeId};
 
 use crate::durable;
@@ -183,6 +183,10 @@ impl Runtime {
     pub fn stop_request_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("logs").join(format!("{id}.stop"))
     }
+    /// The launching engine's result (outcome and workload status), for operators.
+    pub fn result_path(&self, id: RegistrationId) -> PathBuf {
+        self.dir.join("logs").join(format!("{id}.result"))
+    }
     pub fn lock_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("locks").join(format!("{id}.lock"))
     }
@@ -219,6 +223,44 @@ impl Runtime {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
             Err(e) => Err(io_err("link", &path)(e)),
         }
+    }
+
+    /// Records the engine's result: written whole under a temporary name and renamed into place,
+    /// not fsynced (display only: after a crash it may be missing, and nothing depends on it).
+    pub fn write_result(&self, rec: &LaunchResultRecord) -> Result<(), RegistryError> {
+        let path = self.result_path(rec.id);
+        let tmp = path.with_extension(format!("result.{}.tmp", std::process::id()));
+        fs::write(&tmp, rec.encode()).map_err(io_err("write", &tmp))?;
+        fs::rename(&tmp, &path).map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            io_err("rename", &path)(e)
+        })
+    }
+
+    /// The engine's recorded result of `id`, if any.
+    pub fn read_result(
+        &self,
+        id: RegistrationId,
+    ) -> Result<Option<LaunchResultRecord>, RegistryError> {
+        let path = self.result_path(id);
+        let bytes = match read_bounded(&path, refine_protocol::record::MAX_RECORD) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err("read", &path)(e)),
+        };
+        let rec = LaunchResultRecord::decode(&bytes).map_err(|source| RegistryError::Corrupt {
+            what: "launch result",
+            path: path.clone(),
+            source,
+        })?;
+        if rec.id != id || rec.runtime != self.id {
+            return Err(RegistryError::Corrupt {
+                what: "launch result (of another registration or runtime)",
+                path,
+                source: DecodeError::InvalidField { field: "id" },
+            });
+        }
+        Ok(Some(rec))
     }
 
     /// The recorded stop request of `id`, if any.

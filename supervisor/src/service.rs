@@ -468,20 +468,6 @@ fn exit_code(r: &LaunchResult) -> i32 {
     }
 }
 
-fn outcome_name(o: &Outcome) -> &'static str {
-    match o {
-        Outcome::Completed => "completed",
-        Outcome::TimedOut => "timed_out",
-        Outcome::IdleTimeout => "idle_timeout",
-        Outcome::Cancelled => "cancelled",
-        Outcome::OutputLimit => "output_limit",
-        Outcome::SpawnFailed { .. } => "spawn_failed",
-        Outcome::CaptureFault(_) => "capture_fault",
-        Outcome::Stopped => "stopped",
-        Outcome::GuardianLost => "guardian_lost",
-    }
-}
-
 /// The `run --json` document: id, outcome, exit_code or signal, stdout/stderr {complete, path}.
 fn run_doc(r: &LaunchResult) -> serde_json::Value {
     let (exit_code, signal) = match r.status {
@@ -504,7 +490,7 @@ fn run_doc(r: &LaunchResult) -> serde_json::Value {
     };
     json!({
         "id": r.id.to_string(),
-        "outcome": outcome_name(&r.outcome),
+        "outcome": r.outcome.name(),
         "errno": match r.outcome { Outcome::SpawnFailed { errno } => Some(errno), _ => None },
         "exit_code": exit_code,
         "signal": signal,

@@ -583,12 +583,22 @@ fn stop_from_another_process_is_the_run_outcome_stopped() {
     assert_eq!(doc["outcome"], "stopped", "{doc}");
     assert_eq!(doc["signal"], 9, "{doc}");
     assert_eq!(out.status.code(), Some(137), "{}", describe(&["run"], &out));
-    // The request is recorded beside the artifacts (evidence of who ended it).
+    // The request is recorded beside the artifacts (evidence of who ended it), and `ps` shows
+    // why the launch ended.
     assert!(home
         .run_dir()
         .join("logs")
         .join(format!("{id}.stop"))
         .is_file());
+    let row = home.row(&id);
+    assert_eq!(row["outcome"], "stopped", "{row}");
+    assert_eq!(row["signal"], 9, "{row}");
+    let table = home.cli(&["ps", "--all"]);
+    assert!(
+        String::from_utf8_lossy(&table.stdout).contains("signal 9, stopped"),
+        "{}",
+        describe(&["ps", "--all"], &table)
+    );
 
     // Negative control: a workload that completed before any stop was asked for stays
     // completed; the later stop of the descendant holding its scope changes nothing of that.
@@ -597,6 +607,14 @@ fn stop_from_another_process_is_the_run_outcome_stopped() {
     assert_eq!(out.status.code(), Some(5));
     let id = doc["id"].as_str().unwrap().to_owned();
     assert_eq!(home.state(&id), "live", "the sleep holds the scope");
+    // While the sleep holds the scope, `ps` already shows how the workload itself ended.
+    let row = home.row(&id);
+    assert_eq!(
+        (&row["status"], &row["exit_code"], &row["outcome"]),
+        (&"exited".into(), &5.into(), &"completed".into()),
+        "{row}"
+    );
+    assert_eq!(show(&home, &id)["result"]["exit_code"], 5);
     let args = ["stop", &id, "--json"];
     let out = home.cli(&args);
     assert!(out.status.success(), "{}", describe(&args, &out));
