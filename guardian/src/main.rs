@@ -5,7 +5,7 @@
 //! creates the proof file, forks the workload behind a gate, reports identities, execs the
 //! workload on *start*, reaps every descendant, and writes an fsynced receipt once the kernel
 //! says no child is left. It is `no_std` and links no C library (raw system calls and its own
-//! `_start`, see [`raw`]): no allocator, no runtime, nothing allocates in the wait loop, and the
+//! `_start`, see `sys::raw`): no allocator, no runtime, nothing allocates in the wait loop, and the
 //! binary and its resident footprint stay small.
 //!
 //! The steps read top to bottom in [`supervise`]; each kernel mechanism lives in its own module.
@@ -17,7 +17,6 @@ mod channel;
 mod error;
 mod gate;
 mod identity;
-mod raw;
 mod reap;
 mod receipt;
 mod signals;

@@ -1,6 +1,6 @@
 //! Every system call the guardian makes, as small typed wrappers over raw system calls (see
-//! [`crate::raw`]; the `libc` crate supplies only constants and struct layouts). With `raw`, the
-//! only module allowed to use `unsafe`.
+//! [`raw`]; the `libc` crate supplies only constants and struct layouts). This module and its
+//! `raw` submodule are the only place allowed to use `unsafe`.
 //!
 //! # Safety
 //!
@@ -17,7 +17,9 @@
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 
-use crate::raw::syscall;
+pub mod raw;
+
+use raw::syscall;
 
 /// An errno value from a failed system call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
