@@ -283,6 +283,24 @@ fn put_str(w: &mut Writer<'_>, s: &[u8], field: &'static str) -> Result<(), Enco
 }
 
 /// Encodes a launch frame into `out`; returns the frame length.
+/// The exact length [`encode_launch`] writes for `p` (before its limit checks), so a launcher can
+/// size its buffer to the launch instead of to [`MAX_FRAME`].
+pub fn launch_len(p: &LaunchParams<'_>) -> usize {
+    let string = |s: &[u8]| 4 + s.len() + 1;
+    HEADER_LEN
+        + 4 * 4
+        + p.registration.0.len()
+        + p.runtime.0.len()
+        + string(p.proof_path)
+        + string(p.cwd)
+        + 4
+        + p.argv.iter().map(|a| string(a)).sum::<usize>()
+        + 4
+        + p.env.iter().map(|e| string(e)).sum::<usize>()
+        + 4
+        + p.rlimits.len() * (4 + 8 + 8)
+}
+
 pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, EncodeError> {
     if p.argv.len() > MAX_ARGS || p.env.len() > MAX_ARGS {
         return Err(EncodeError::Oversized {

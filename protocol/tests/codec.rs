@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use refine_protocol::api;
-use refine_protocol::frame::{encode_launch, FLAG_PTY, MAX_FRAME};
+use refine_protocol::frame::{encode_launch, launch_len, FLAG_PTY, MAX_FRAME};
 use refine_protocol::record::{
     CaptureReceipt, Kind, LaunchResultRecord, Limits, Registration, ScopePolicy, StopCause,
     StopRequest, StreamEnd, StreamReceipt,
@@ -62,25 +62,24 @@ fn launch_bytes() -> Vec<u8> {
         soft: 256,
         hard: 1024,
     }];
-    let mut buf = vec![0u8; MAX_FRAME];
-    let n = encode_launch(
-        &LaunchParams {
-            flags: FLAG_PTY,
-            pdeath_signal: 15,
-            start_timeout_ms: 5000,
-            stdio_fds: 3,
-            registration: RegistrationId([1; 16]),
-            runtime: RuntimeId([2; 16]),
-            proof_path: b"/run/x/proofs/0101",
-            cwd: b"/tmp",
-            argv: &argv,
-            env: &env,
-            rlimits: &limits,
-        },
-        &mut buf,
-    )
-    .unwrap();
-    buf.truncate(n);
+    let params = LaunchParams {
+        flags: FLAG_PTY,
+        pdeath_signal: 15,
+        start_timeout_ms: 5000,
+        stdio_fds: 3,
+        registration: RegistrationId([1; 16]),
+        runtime: RuntimeId([2; 16]),
+        proof_path: b"/run/x/proofs/0101",
+        cwd: b"/tmp",
+        argv: &argv,
+        env: &env,
+        rlimits: &limits,
+    };
+    // Sized exactly: launch_len is what encode_launch writes, and one byte less does not fit.
+    let mut buf = vec![0u8; launch_len(&params)];
+    assert!(encode_launch(&params, &mut buf[..launch_len(&params) - 1]).is_err());
+    let n = encode_launch(&params, &mut buf).unwrap();
+    assert_eq!(n, buf.len());
     buf
 }
 

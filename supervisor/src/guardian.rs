@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use refine_protocol::frame::{encode_launch, FLAG_NEW_SESSION, FLAG_PTY, MAX_FRAME};
+use refine_protocol::frame::{encode_launch, launch_len, FLAG_NEW_SESSION, FLAG_PTY, MAX_FRAME};
 use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
 use refine_protocol::{
     Frame, Hello, LaunchParams, Receipt, RegistrationId, Rlimit, RuntimeId, WorkloadStatus,
@@ -207,24 +207,23 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, LaunchError> {
         ),
         Stdio::Pty(_) => (FLAG_PTY, 3),
     };
-    let mut frame = vec![0u8; MAX_FRAME];
-    let len = encode_launch(
-        &LaunchParams {
-            flags,
-            pdeath_signal: config.pdeath_signal.max(0) as u32,
-            start_timeout_ms: config.start_timeout.as_millis().clamp(1, u32::MAX as u128) as u32,
-            stdio_fds,
-            registration: config.registration,
-            runtime: config.runtime,
-            proof_path: config.proof_path.as_os_str().as_bytes(),
-            cwd,
-            argv: &argv,
-            env: &env,
-            rlimits: &config.rlimits,
-        },
-        &mut frame,
-    )
-    .map_err(LaunchError::Encode)?;
+    let params = LaunchParams {
+        flags,
+        pdeath_signal: config.pdeath_signal.max(0) as u32,
+        start_timeout_ms: config.start_timeout.as_millis().clamp(1, u32::MAX as u128) as u32,
+        stdio_fds,
+        registration: config.registration,
+        runtime: config.runtime,
+        proof_path: config.proof_path.as_os_str().as_bytes(),
+        cwd,
+        argv: &argv,
+        env: &env,
+        rlimits: &config.rlimits,
+    };
+    // Sized to this launch (a few hundred bytes, usually), capped at the largest frame: a
+    // bigger launch fails to encode exactly as before.
+    let mut frame = vec![0u8; launch_len(&params).min(MAX_FRAME)];
+    let len = encode_launch(&params, &mut frame).map_err(LaunchError::Encode)?;
 
     // The guardian lives as long as the scope. When the workload gets its own stdio, the
     // guardian keeps none of this process's: an inherited stderr would hold a caller's pipe open
