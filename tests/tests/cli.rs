@@ -621,3 +621,33 @@ fn stop_from_another_process_is_the_run_outcome_stopped() {
     assert_eq!(show(&home, &id)["state"], "exited");
     assert_eq!(show(&home, &id)["receipt"]["exit_code"], 5);
 }
+
+#[test]
+fn damaged_result_and_stop_records_are_shown_never_trusted_and_kept() {
+    let home = Home::new();
+    let (_, doc) = home.run_json(&["sh", "-c", "exit 4"]);
+    let id = doc["id"].as_str().unwrap().to_owned();
+    let logs = home.run_dir().join("logs");
+    let result = logs.join(format!("{id}.result"));
+    let mut bytes = fs::read(&result).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    fs::write(&result, &bytes).unwrap();
+    let stop = logs.join(format!("{id}.stop"));
+    fs::write(&stop, b"not a stop request").unwrap();
+
+    // The receipt still decides state and status; the damaged result only loses its outcome.
+    let row = home.row(&id);
+    assert_eq!(row["state"], "exited", "{row}");
+    assert_eq!(row["exit_code"], 4, "{row}");
+    assert!(row["outcome"].is_null(), "{row}");
+    let s = show(&home, &id);
+    let err = s["result"]["error"].as_str().unwrap_or_default();
+    assert!(err.contains("corrupt launch result"), "{s}");
+    // Stopping an exited scope neither reads nor rewrites the request; nothing is deleted.
+    let args = ["stop", &id, "--json"];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert_eq!(fs::read(&result).unwrap(), bytes);
+    assert_eq!(fs::read(&stop).unwrap(), b"not a stop request");
+}
