@@ -54,6 +54,33 @@ pub fn wait_until(deadline: Duration, mut cond: impl FnMut() -> bool) -> bool {
 
 pub mod stopkit;
 
+/// Installs an executable at `path` (mode 0755) with `contents`, written by a child process.
+///
+/// A file this (multi-threaded) test process wrote itself could not be executed reliably: while
+/// the writable descriptor is open, any other test thread's fork inherits it until its exec, and
+/// `execve` of a file someone holds open for writing fails with `ETXTBSY`.
+pub fn install_executable(path: &Path, contents: &[u8]) {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("/bin/sh")
+        .args(["-c", "cat > \"$1\" && chmod 0755 \"$1\"", "sh"])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn sh to install an executable");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(contents)
+        .expect("write the executable");
+    let status = child.wait().expect("wait sh");
+    assert!(
+        status.success(),
+        "installing {} failed: {status}",
+        path.display()
+    );
+}
+
 /// A finished SHA-256 as lowercase hex (what `sha256sum` prints).
 pub fn sha256_hex(hash: Sha256) -> String {
     hash.finalize().iter().map(|b| format!("{b:02x}")).collect()

@@ -2,7 +2,6 @@
 //! in `supervisor/src/env_policy.rs`; launches that carry the result are in `engine.rs`.
 
 use std::ffi::OsStr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -10,8 +9,7 @@ use refine_supervisor::env_policy::{capture_login_env, LoginEnv, LoginEnvError};
 
 fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     let p = dir.join(name);
-    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    refine_tests::install_executable(&p, format!("#!/bin/sh\n{body}\n").as_bytes());
     p
 }
 

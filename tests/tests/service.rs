@@ -250,8 +250,8 @@ fn a_client_of_another_uid_is_refused_by_its_credentials() {
     let tools = tempfile::tempdir().unwrap();
     std::fs::set_permissions(tools.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let client = tools.path().join("cli-connect");
-    std::fs::copy(env!("CARGO_BIN_EXE_cli-connect"), &client).unwrap();
-    std::fs::set_permissions(&client, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bytes = std::fs::read(env!("CARGO_BIN_EXE_cli-connect")).unwrap();
+    refine_tests::install_executable(&client, &bytes);
     let request = tools.path().join("request");
     let req = refine_protocol::api::Request::List { all: true };
     std::fs::write(&request, refine_protocol::api::encode_request(&req)).unwrap();
