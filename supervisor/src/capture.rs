@@ -255,17 +255,9 @@ impl CaptureResult {
                     prefix: s.kept[..s.kept.len().min(CAPTURE_PREFIX_MAX)].to_vec(),
                 })
                 .collect(),
-            written_at_unix_ms: unix_ms(),
+            written_at_unix_ms: crate::deadline::unix_ms(),
         }
     }
-}
-
-/// Milliseconds since the Unix epoch (CLOCK_REALTIME).
-pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// Writes the artifact, honouring the cap.

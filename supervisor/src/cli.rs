@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use refine_protocol::api::{self, LaunchSpec, Reply, Request, ScopeView};
@@ -371,13 +371,6 @@ fn status_fields(status: Option<WorkloadStatus>) -> (Option<String>, Option<i32>
     }
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 /// One registration as `ps` shows it.
 pub fn view(rt: &Runtime, reg: &Registration) -> ScopeView {
     let a = assess(rt, reg);
@@ -396,7 +389,7 @@ pub fn view(rt: &Runtime, reg: &Registration) -> ScopeView {
         signal,
         outcome: result.map(|r| r.outcome),
         started_at_unix_ms: reg.started_at_unix_ms,
-        age_secs: now_ms().saturating_sub(reg.started_at_unix_ms) / 1000,
+        age_secs: crate::deadline::unix_ms().saturating_sub(reg.started_at_unix_ms) / 1000,
         pid: reg.hello.workload.pid,
         guardian_pid: reg.hello.guardian.pid,
         cwd: reg.cwd.clone(),
@@ -824,32 +817,24 @@ fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {
         ]);
     }
     write_table(&table)?;
+    let (files, bytes) = report
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.action,
+                retention::Action::Deleted | retention::Action::WouldDelete
+            )
+        })
+        .fold((0, 0), |(f, b), e| (f + e.files.len(), b + e.bytes));
     writeln!(
         out(),
-        "{} {} files, {} bytes",
+        "{} {files} files, {bytes} bytes",
         if report.dry_run {
             "would delete"
         } else {
             "deleted"
         },
-        report
-            .entries
-            .iter()
-            .filter(|e| matches!(
-                e.action,
-                retention::Action::Deleted | retention::Action::WouldDelete
-            ))
-            .map(|e| e.files.len())
-            .sum::<usize>(),
-        report
-            .entries
-            .iter()
-            .filter(|e| matches!(
-                e.action,
-                retention::Action::Deleted | retention::Action::WouldDelete
-            ))
-            .map(|e| e.bytes)
-            .sum::<u64>()
     )
     .map_err(CliError::Output)?;
     Ok(0)

@@ -92,13 +92,29 @@ impl Deadlines {
     }
 }
 
+/// The wall clock (`CLOCK_REALTIME`) since the Unix epoch; zero before it. The one reading of
+/// wall time for records (starts, results, stop requests) and their comparisons.
+pub fn unix_time() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// [`unix_time`] in milliseconds.
+pub fn unix_ms() -> u64 {
+    unix_time().as_millis() as u64
+}
+
+/// [`unix_time`] in nanoseconds (the guardian's exit stamps are in ns).
+pub fn unix_ns() -> u64 {
+    unix_time().as_nanos() as u64
+}
+
 /// The monotonic instant that corresponds to a wall-clock time (clamped to what `Instant` can
 /// represent: a start further back than this process's clock reaches maps to its earliest point).
 pub fn instant_of_unix_ms(unix_ms: u64) -> Instant {
     let now = Instant::now();
-    let wall_now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    let wall_now = unix_time();
     let then = Duration::from_millis(unix_ms);
     if then >= wall_now {
         now + (then - wall_now)

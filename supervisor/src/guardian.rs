@@ -21,7 +21,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use refine_protocol::frame::{encode_launch, launch_len, FLAG_NEW_SESSION, FLAG_PTY, MAX_FRAME};
 use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
@@ -552,10 +552,7 @@ pub fn launch_registered(
         start_timeout: req.start_timeout,
         guardian_exe: req.guardian_exe,
     })?;
-    let started_at_unix_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
+    let started_at_unix_ms = crate::deadline::unix_ms();
     let registration = Registration {
         id,
         runtime: rt.id(),

@@ -1057,7 +1057,7 @@ impl Engine {
             runtime: runtime.id(),
             outcome: outcome.name().to_owned(),
             workload_status: status,
-            written_at_unix_ms: crate::capture::unix_ms(),
+            written_at_unix_ms: crate::deadline::unix_ms(),
         };
         if let Err(e) = runtime.write_result(&result) {
             tracing::warn!(%id, error = %e, "cannot record the launch result");
@@ -1187,10 +1187,7 @@ fn watch_scope(
 /// The monotonic instant of the guardian's `CLOCK_REALTIME` exit stamp, never in the future and
 /// never earlier than one drain before `now` (a clock step cannot shorten the drain to nothing).
 fn exit_instant(at_ns: u64, now: Instant) -> Instant {
-    let wall_now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let age = wall_now
+    let age = crate::deadline::unix_time()
         .saturating_sub(Duration::from_nanos(at_ns))
         .min(crate::capture::FINAL_DRAIN);
     now.checked_sub(age).unwrap_or(now)

@@ -208,7 +208,6 @@ impl Runtime {
         durable::write_atomic(&path, &reg.encode(), 0o600).map_err(io_err("write", &path))
     }
 
-    /// Reads and decodes a record; a damaged one is [`RegistryError::Corrupt`], never guessed at.
     /// Records `req` unless a request for the same registration is already recorded (the first
     /// one is kept: its time precedes the exit it caused). The file appears whole (written and
     /// synced under a temporary name, then linked into place) or not at all.
@@ -242,25 +241,13 @@ impl Runtime {
         &self,
         id: RegistrationId,
     ) -> Result<Option<LaunchResultRecord>, RegistryError> {
-        let path = self.result_path(id);
-        let bytes = match read_bounded(&path, refine_protocol::record::MAX_RECORD) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err("read", &path)(e)),
-        };
-        let rec = LaunchResultRecord::decode(&bytes).map_err(|source| RegistryError::Corrupt {
-            what: "launch result",
-            path: path.clone(),
-            source,
-        })?;
-        if rec.id != id || rec.runtime != self.id {
-            return Err(RegistryError::Corrupt {
-                what: "launch result (of another registration or runtime)",
-                path,
-                source: DecodeError::InvalidField { field: "id" },
-            });
-        }
-        Ok(Some(rec))
+        self.read_side_record(
+            &self.result_path(id),
+            "launch result",
+            LaunchResultRecord::decode,
+            |r| (r.id, r.runtime),
+            id,
+        )
     }
 
     /// The recorded stop request of `id`, if any.
@@ -268,27 +255,45 @@ impl Runtime {
         &self,
         id: RegistrationId,
     ) -> Result<Option<StopRequest>, RegistryError> {
-        let path = self.stop_request_path(id);
-        let bytes = match read_bounded(&path, refine_protocol::record::MAX_RECORD) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err("read", &path)(e)),
-        };
-        let req = StopRequest::decode(&bytes).map_err(|source| RegistryError::Corrupt {
-            what: "stop request",
-            path: path.clone(),
-            source,
-        })?;
-        if req.id != id || req.runtime != self.id {
-            return Err(RegistryError::Corrupt {
-                what: "stop request (of another registration or runtime)",
-                path,
-                source: DecodeError::InvalidField { field: "id" },
-            });
-        }
-        Ok(Some(req))
+        self.read_side_record(
+            &self.stop_request_path(id),
+            "stop request",
+            StopRequest::decode,
+            |r| (r.id, r.runtime),
+            id,
+        )
     }
 
+    /// A record kept beside a registration (stop request, launch result): none if absent;
+    /// [`RegistryError::Corrupt`] if it does not decode or names another registration or runtime.
+    fn read_side_record<T>(
+        &self,
+        path: &Path,
+        what: &'static str,
+        decode: fn(&[u8]) -> Result<T, DecodeError>,
+        owner: fn(&T) -> (RegistrationId, RuntimeId),
+        id: RegistrationId,
+    ) -> Result<Option<T>, RegistryError> {
+        let bytes = match read_bounded(path, refine_protocol::record::MAX_RECORD) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err("read", path)(e)),
+        };
+        let corrupt = |source| RegistryError::Corrupt {
+            what,
+            path: path.to_owned(),
+            source,
+        };
+        let rec = decode(&bytes).map_err(corrupt)?;
+        if owner(&rec) != (id, self.id) {
+            return Err(corrupt(DecodeError::InvalidField {
+                field: "id or runtime",
+            }));
+        }
+        Ok(Some(rec))
+    }
+
+    /// Reads and decodes a record; a damaged one is [`RegistryError::Corrupt`], never guessed at.
     pub fn read_registration(&self, id: RegistrationId) -> Result<Registration, RegistryError> {
         let path = self.record_path(id);
         let bytes =

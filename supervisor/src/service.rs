@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use refine_protocol::api::{self, ErrorKind, LaunchSpec, Reply, Request, Response, MAX_MESSAGE};
-use refine_protocol::{Kind, Registration, RegistrationId, StopCause, StopRequest, WorkloadStatus};
+use refine_protocol::{Kind, Registration, RegistrationId, StopCause, WorkloadStatus};
 use serde_json::json;
 
 use crate::capture::StreamState;
@@ -135,21 +135,11 @@ fn reason_text(reason: &impl serde::Serialize) -> String {
 /// The shared stop for one registration; the `stop --json` document. `state` is `exited` only
 /// when a verified receipt proves it.
 pub fn stop_one(rt: &Runtime, reg: &Registration, cause: StopCause) -> serde_json::Value {
-    // Before any signal: the engine still waiting on this workload (in this or another
-    // process) reads it and reports the cause. A failure to record it never prevents the stop.
-    if assess_one(rt, reg).state == "live" {
-        let req = StopRequest {
-            id: reg.id,
-            runtime: rt.id(),
-            cause,
-            requested_at_unix_ns: unix_ns(),
-            requester_pid: std::process::id(),
-        };
-        if let Err(e) = rt.write_stop_request(&req) {
-            tracing::warn!(id = %reg.id, error = %e, "could not record the stop request");
-        }
-    }
-    match stop::stop(rt, reg, &stop::StopOptions::default()) {
+    let opts = stop::StopOptions {
+        cause: Some(cause),
+        ..stop::StopOptions::default()
+    };
+    match stop::stop(rt, reg, &opts) {
         Ok(report) => {
             let a = flatten(&report.assessment);
             json!({
@@ -179,13 +169,6 @@ pub fn stop_one(rt: &Runtime, reg: &Registration, cause: StopCause) -> serde_jso
             })
         }
     }
-}
-
-/// Wall clock in ns since the epoch (0 if the clock is before it).
-fn unix_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// The recovery pass (A4); the `recover --json` document: a `summary` of actions and, per
@@ -888,10 +871,7 @@ fn sample_capacity(rt: &Runtime) {
 /// Which deadline of `reg` has passed, if any: completion from the original start; idle from the
 /// last artifact write (falling back to the start).
 fn deadline_passed(rt: &Runtime, reg: &Registration) -> Option<StopCause> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?
-        .as_millis() as u64;
+    let now = crate::deadline::unix_ms();
     if let Some(t) = reg.limits.completion_timeout_ms {
         if now >= reg.started_at_unix_ms.saturating_add(t) {
             return Some(StopCause::CompletionDeadline);

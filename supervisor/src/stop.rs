@@ -33,7 +33,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use refine_protocol::record::Registration;
+use refine_protocol::record::{Registration, StopCause, StopRequest};
 use refine_protocol::{BootId, ProcessWitness, RegistrationId};
 
 use crate::assess::{self, Assessment, BootSource, KERNEL_BOOT};
@@ -55,6 +55,10 @@ pub struct StopOptions<'a> {
     pub budget: Duration,
     /// The current boot id's source ([`KERNEL_BOOT`] in production).
     pub boot: &'a dyn BootSource,
+    /// Who asks, when it is not the engine that launched the scope (an operator, the service's
+    /// deadline enforcement): recorded as a stop request before the first signal of a live
+    /// scope, so that engine, wherever it runs, reports this cause. `None`: record nothing.
+    pub cause: Option<StopCause>,
 }
 
 impl Default for StopOptions<'static> {
@@ -63,6 +67,7 @@ impl Default for StopOptions<'static> {
             grace: None,
             budget: DEFAULT_BUDGET,
             boot: &KERNEL_BOOT,
+            cause: None,
         }
     }
 }
@@ -72,6 +77,7 @@ impl std::fmt::Debug for StopOptions<'_> {
         f.debug_struct("StopOptions")
             .field("grace", &self.grace)
             .field("budget", &self.budget)
+            .field("cause", &self.cause)
             .finish_non_exhaustive()
     }
 }
@@ -193,6 +199,22 @@ pub fn stop(
     report
 }
 
+/// Records who asked for this stop (see [`StopOptions::cause`]). A failure to record it never
+/// prevents the stop.
+fn record_request(runtime: &Runtime, reg: &Registration, cause: Option<StopCause>) {
+    let Some(cause) = cause else { return };
+    let req = StopRequest {
+        id: reg.id,
+        runtime: runtime.id(),
+        cause,
+        requested_at_unix_ns: crate::deadline::unix_ns(),
+        requester_pid: std::process::id(),
+    };
+    if let Err(e) = runtime.write_stop_request(&req) {
+        tracing::warn!(id = %reg.id, error = %e, "could not record the stop request");
+    }
+}
+
 /// [`stop`] for a caller that already holds the runtime stop fence (recovery).
 pub fn stop_fenced(
     runtime: &Runtime,
@@ -237,12 +259,15 @@ fn run(
         Assessment::Unverified { .. } if !same_boot => {
             return finish(StopOutcome::NotSignalled, first, Vec::new(), 0, timings)
         }
-        Assessment::Live => match Verified::open(reg.hello.guardian) {
+        Assessment::Live => {
+            record_request(runtime, reg, opts.cause);
+            match Verified::open(reg.hello.guardian) {
             Ok(g) => Some(g),
             // Gone between the assessment and now: treat as a guardian-less scope.
             Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => None,
             Err(e) => return Err(StopError::Signal(e)),
-        },
+            }
+        }
         Assessment::Unverified { .. } => None,
     };
     let roots = Roots {

@@ -54,6 +54,39 @@ pub fn wait_until(deadline: Duration, mut cond: impl FnMut() -> bool) -> bool {
 
 pub mod stopkit;
 
+/// The receipt on disk equals `receipt` (the one the guardian sent) and is bound to `reg`: every
+/// field SPEC A2 names, and the proof file is still the registered device and inode.
+pub fn assert_receipt_binds(
+    receipt: &refine_protocol::Receipt,
+    reg: &refine_protocol::record::Registration,
+) {
+    use std::os::unix::fs::MetadataExt;
+    let bytes = std::fs::read(&reg.proof_path).expect("proof file");
+    let on_disk = refine_protocol::Receipt::decode(&bytes).expect("receipt on disk decodes");
+    assert_eq!(&on_disk, receipt, "the receipt on disk is the one sent");
+    assert_eq!(on_disk.registration, reg.id);
+    assert_eq!(on_disk.runtime, reg.runtime);
+    assert_eq!(on_disk.boot_id, reg.hello.boot_id);
+    assert_eq!(on_disk.guardian, reg.hello.guardian);
+    assert_eq!(on_disk.workload, reg.hello.workload);
+    assert_eq!(on_disk.proof, reg.hello.proof);
+    let meta = std::fs::metadata(&reg.proof_path).expect("proof file");
+    assert_eq!((meta.dev(), meta.ino()), (reg.proof().dev, reg.proof().ino));
+}
+
+/// Rewrites a file in place (same inode, so evidence bound to its device and inode still
+/// points at it): how tests damage a receipt or record without replacing it.
+pub fn overwrite_in_place(path: impl AsRef<Path>, bytes: &[u8]) {
+    use std::io::Write as _;
+    let path = path.as_ref();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(bytes))
+        .unwrap_or_else(|e| panic!("overwrite {}: {e}", path.display()));
+}
+
 /// Installs an executable at `path` (mode 0755) with `contents`, written by a child process.
 ///
 /// A file this (multi-threaded) test process wrote itself could not be executed reliably: while

@@ -1,8 +1,7 @@
 //! The assessment matrix (SPEC A1–A3): every case from real guardians and real receipts, each
 //! its own test.
 
-use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::fs;
 use std::path::Path;
 
 use refine_protocol::record::Registration;
@@ -56,16 +55,6 @@ fn unverified(a: Assessment) -> UnverifiedReason {
     }
 }
 
-/// Rewrites the proof file in place (same inode).
-fn overwrite(path: &str, bytes: &[u8]) {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(path)
-        .expect("open proof");
-    f.write_all(bytes).expect("write proof");
-}
-
 fn receipt_of(reg: &Registration) -> Receipt {
     Receipt::decode(&fs::read(&reg.proof_path).unwrap()).expect("receipt")
 }
@@ -100,7 +89,7 @@ fn truncated_receipt_is_unverified() {
     let rt = runtime(home.path());
     let reg = finished(&rt);
     let bytes = fs::read(&reg.proof_path).unwrap();
-    overwrite(&reg.proof_path, &bytes[..100]);
+    refine_tests::overwrite_in_place(&reg.proof_path, &bytes[..100]);
     assert!(matches!(
         unverified(assess(&rt, &reg, &KERNEL_BOOT)),
         UnverifiedReason::ReceiptCorrupt {
@@ -117,7 +106,7 @@ fn one_flipped_byte_is_unverified_and_each_call_recomputes() {
     let good = fs::read(&reg.proof_path).unwrap();
     let mut bad = good.clone();
     bad[70] ^= 0x01;
-    overwrite(&reg.proof_path, &bad);
+    refine_tests::overwrite_in_place(&reg.proof_path, &bad);
     assert!(matches!(
         unverified(assess(&rt, &reg, &KERNEL_BOOT)),
         UnverifiedReason::ReceiptCorrupt {
@@ -125,7 +114,7 @@ fn one_flipped_byte_is_unverified_and_each_call_recomputes() {
         }
     ));
     // No cached verdict: restoring the evidence restores the answer.
-    overwrite(&reg.proof_path, &good);
+    refine_tests::overwrite_in_place(&reg.proof_path, &good);
     assert!(assess(&rt, &reg, &KERNEL_BOOT).is_exited());
 }
 
@@ -152,7 +141,7 @@ fn receipt_of_another_registration_copied_in_is_unverified() {
     let rt = runtime(home.path());
     let a = finished(&rt);
     let b = finished(&rt);
-    overwrite(&a.proof_path, &fs::read(&b.proof_path).unwrap());
+    refine_tests::overwrite_in_place(&a.proof_path, &fs::read(&b.proof_path).unwrap());
     assert_eq!(
         unverified(assess(&rt, &a, &KERNEL_BOOT)),
         UnverifiedReason::FieldMismatch {
@@ -169,7 +158,7 @@ fn receipt_from_another_runtime_is_unverified() {
     let reg = finished(&rt);
     let mut r = receipt_of(&reg);
     r.runtime = RuntimeId([0x42; 16]);
-    overwrite(&reg.proof_path, &r.encode());
+    refine_tests::overwrite_in_place(&reg.proof_path, &r.encode());
     assert_eq!(
         unverified(assess(&rt, &reg, &KERNEL_BOOT)),
         UnverifiedReason::FieldMismatch {
@@ -266,7 +255,7 @@ fn mixed_boot_ids_are_unverified() {
     let reg = finished(&rt);
     let mut r = receipt_of(&reg);
     r.boot_id = BootId([0x33; 16]);
-    overwrite(&reg.proof_path, &r.encode());
+    refine_tests::overwrite_in_place(&reg.proof_path, &r.encode());
     let later = FixedBoot(BootId([0x77; 16]));
     assert!(matches!(
         unverified(assess(&rt, &reg, &later)),

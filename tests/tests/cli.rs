@@ -110,13 +110,7 @@ fn show_logs_and_receipt_of_an_exited_scope() {
     // Damage the receipt in place (same inode): it no longer verifies, and nothing says exited.
     let mut bytes = fs::read(&proof).unwrap();
     bytes[20] ^= 0x55;
-    use std::io::Write;
-    fs::OpenOptions::new()
-        .write(true)
-        .open(&proof)
-        .unwrap()
-        .write_all(&bytes)
-        .unwrap();
+    refine_tests::overwrite_in_place(&proof, &bytes);
     for args in [
         vec!["receipt", id.as_str()],
         vec!["receipt", proof.as_str()],

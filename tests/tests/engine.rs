@@ -140,29 +140,12 @@ fn expect_receipt_in(rt: Option<&Runtime>, r: &mut LaunchResult) -> Receipt {
         .unwrap_or_else(|| panic!("no scope end within {SLACK:?}"))
         .clone();
     let receipt = end.receipt.expect("a receipt");
-    verify_receipt(r, &receipt);
+    refine_tests::assert_receipt_binds(&receipt, &r.registration);
     if let Some(rt) = rt {
         let a = assess::assess(rt, &r.registration, &assess::KERNEL_BOOT);
         assert!(matches!(a, assess::Assessment::Exited { .. }), "{a:?}");
     }
     receipt
-}
-
-/// The receipt on disk decodes and is bound to this registration (SPEC A2's fields).
-fn verify_receipt(r: &LaunchResult, receipt: &Receipt) {
-    let reg = &r.registration;
-    let bytes = std::fs::read(&reg.proof_path).expect("proof file");
-    let on_disk = Receipt::decode(&bytes).expect("receipt decodes");
-    assert_eq!(&on_disk, receipt);
-    assert_eq!(on_disk.registration, reg.id);
-    assert_eq!(on_disk.runtime, reg.runtime);
-    assert_eq!(on_disk.boot_id, reg.hello.boot_id);
-    assert_eq!(on_disk.guardian, reg.hello.guardian);
-    assert_eq!(on_disk.workload, reg.hello.workload);
-    assert_eq!(on_disk.proof, reg.hello.proof);
-    let meta = std::fs::metadata(&reg.proof_path).unwrap();
-    use std::os::unix::fs::MetadataExt;
-    assert_eq!((meta.dev(), meta.ino()), (reg.proof().dev, reg.proof().ino));
 }
 
 fn nothing_left(r: &LaunchResult) {

@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
+use refine_protocol::record::{Kind, Limits, ScopePolicy};
 use refine_protocol::{Receipt, ScopeEnd, WorkloadStatus};
 use refine_supervisor::guardian::{self, GuardianEvent, LaunchError, RegisteredLaunch, Stdio};
 use refine_supervisor::registry::Runtime;
@@ -96,27 +96,9 @@ fn registration_is_durable_before_start_and_the_receipt_binds_to_it() {
         id.to_string(),
         "owner marker"
     );
-    check_receipt_binds(&receipt, &reg);
-    let on_disk =
-        Receipt::decode(&std::fs::read(&reg.proof_path).unwrap()).expect("receipt on disk");
-    assert_eq!(on_disk, receipt);
-    assert_eq!(on_disk.status, WorkloadStatus::Exited(0));
-    assert_eq!(on_disk.end, ScopeEnd::Completed);
-}
-
-fn check_receipt_binds(r: &Receipt, reg: &Registration) {
-    assert_eq!(r.registration, reg.id);
-    assert_eq!(r.runtime, reg.runtime);
-    assert_eq!(r.boot_id, reg.hello.boot_id);
-    assert_eq!(r.guardian, reg.hello.guardian);
-    assert_eq!(r.workload, reg.hello.workload);
-    assert_eq!(r.proof, reg.hello.proof);
-    let meta = std::fs::metadata(&reg.proof_path).unwrap();
-    use std::os::unix::fs::MetadataExt;
-    assert_eq!(
-        (meta.dev(), meta.ino()),
-        (reg.hello.proof.dev, reg.hello.proof.ino)
-    );
+    refine_tests::assert_receipt_binds(&receipt, &reg);
+    assert_eq!(receipt.status, WorkloadStatus::Exited(0));
+    assert_eq!(receipt.end, ScopeEnd::Completed);
 }
 
 #[test]

@@ -5,7 +5,6 @@
 mod cli_support;
 
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 
 use cli_support::*;
@@ -50,12 +49,7 @@ fn gc_deletes_only_artifacts_of_exited_scopes() {
         .to_owned();
     let mut bytes = fs::read(&proof).unwrap();
     bytes[40] ^= 0xff;
-    fs::OpenOptions::new()
-        .write(true)
-        .open(&proof)
-        .unwrap()
-        .write_all(&bytes)
-        .unwrap();
+    refine_tests::overwrite_in_place(&proof, &bytes);
     // 3. live: its guardian runs on after the launcher left.
     let (_, live) = launch(
         &home,
