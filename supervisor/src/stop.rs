@@ -262,10 +262,10 @@ fn run(
         Assessment::Live => {
             record_request(runtime, reg, opts.cause);
             match Verified::open(reg.hello.guardian) {
-            Ok(g) => Some(g),
-            // Gone between the assessment and now: treat as a guardian-less scope.
-            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => None,
-            Err(e) => return Err(StopError::Signal(e)),
+                Ok(g) => Some(g),
+                // Gone between the assessment and now: treat as a guardian-less scope.
+                Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => None,
+                Err(e) => return Err(StopError::Signal(e)),
             }
         }
         Assessment::Unverified { .. } => None,
