@@ -109,7 +109,6 @@ pub const fn guardian_failure(code: u16) -> &'static str {
 
 /// A resource limit for `setrlimit` in the workload. `u64::MAX` is `RLIM_INFINITY`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct Rlimit {
     pub resource: u32,
     pub soft: u64,
@@ -227,7 +226,6 @@ impl<'a> RlimitList<'a> {
 
 /// What the guardian reports once the workload is forked (and gated).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct Hello {
     pub guardian: ProcessWitness,
     pub boot_id: BootId,

@@ -40,8 +40,6 @@ use crate::{
     BootId, DecodeError, EncodeError, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId,
 };
 
-#[cfg(feature = "std")]
-use serde::{Deserialize, Serialize};
 
 pub const RECEIPT_MAGIC: [u8; 8] = *b"RFNRCPT\0";
 pub const RECEIPT_VERSION: u16 = 1;
@@ -64,8 +62,6 @@ pub fn is_unwritten(content: &[u8]) -> bool {
 /// How the workload (the guardian's direct child) ended. Never a made-up code: when the guardian
 /// could not observe it, it says [`WorkloadStatus::Unknown`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "std", serde(rename_all = "snake_case"))]
 pub enum WorkloadStatus {
     Exited(i32),
     Signaled(i32),
@@ -121,8 +117,6 @@ impl WorkloadStatus {
 
 /// Why the scope ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "std", serde(rename_all = "snake_case"))]
 pub enum ScopeEnd {
     /// The workload started; every process of the scope has been reaped.
     Completed,
@@ -152,7 +146,6 @@ impl ScopeEnd {
 
 /// The decoded receipt. See the module docs for its layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
 pub struct Receipt {
     pub registration: RegistrationId,
     pub runtime: RuntimeId,
