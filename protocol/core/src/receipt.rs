@@ -40,7 +40,6 @@ use crate::{
     BootId, DecodeError, EncodeError, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId,
 };
 
-
 pub const RECEIPT_MAGIC: [u8; 8] = *b"RFNRCPT\0";
 pub const RECEIPT_VERSION: u16 = 1;
 pub const RECEIPT_LEN: usize = 144;
