@@ -9,7 +9,7 @@
 //! The allocation-free core ([`codec`], [`frame`], [`receipt`], [`ids`], the errors) lives in
 //! `refine-protocol-core` (`protocol/core/`), the only protocol crate the `no_std` guardian links.
 //! This crate compiles the same source files as its own modules, so that it can add the serde
-//! implementations the records and the supervisor's JSON documents need ([`serde_impls`]): Rust
+//! implementations the records and the supervisor's JSON documents need (`serde_impls.rs`): Rust
 //! allows a serde implementation only in the crate of the type (or of serde), and the core must
 //! not depend on serde (a workspace build turns on serde's `std` feature, which would bring `std`
 //! into the guardian). One source, two compilations; the bytes are the same by construction.

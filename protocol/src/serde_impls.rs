@@ -120,3 +120,43 @@ through_mirror!(
     Rlimit,
     Hello,
 );
+
+#[cfg(test)]
+mod tests {
+    use crate::{ProcessWitness, RegistrationId, ScopeEnd, WorkloadStatus};
+
+    /// The shapes `#[derive]` on the types themselves gave (the documents' contract).
+    #[test]
+    fn json_is_what_a_derive_on_the_type_gives() {
+        let json = |v: serde_json::Value| v.to_string();
+        let id = RegistrationId([1; 16]);
+        assert_eq!(
+            json(serde_json::to_value(id).unwrap()),
+            format!("{:?}", [1; 16]).replace(' ', "")
+        );
+        assert_eq!(
+            json(
+                serde_json::to_value(ProcessWitness {
+                    pid: 7,
+                    start_time: 9
+                })
+                .unwrap()
+            ),
+            r#"{"pid":7,"start_time":9}"#
+        );
+        assert_eq!(
+            json(serde_json::to_value(WorkloadStatus::Exited(3)).unwrap()),
+            r#"{"exited":3}"#
+        );
+        assert_eq!(
+            json(serde_json::to_value(WorkloadStatus::NeverStarted).unwrap()),
+            r#""never_started""#
+        );
+        assert_eq!(
+            json(serde_json::to_value(ScopeEnd::SpawnFailed).unwrap()),
+            r#""spawn_failed""#
+        );
+        let back: WorkloadStatus = serde_json::from_str(r#"{"signaled":9}"#).unwrap();
+        assert_eq!(back, WorkloadStatus::Signaled(9));
+    }
+}

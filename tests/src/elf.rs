@@ -25,29 +25,20 @@ pub struct Elf {
     pub needed: usize,
 }
 
+/// `N` bytes at offset `o`, which must be within the file.
+fn field<const N: usize>(b: &[u8], o: usize) -> [u8; N] {
+    b.get(o..o + N)
+        .and_then(|s| s.try_into().ok())
+        .expect("ELF field in bounds")
+}
 fn u16_at(b: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes(
-        b.get(o..o + 2)
-            .expect("ELF field in bounds")
-            .try_into()
-            .unwrap(),
-    )
+    u16::from_le_bytes(field(b, o))
 }
 fn u32_at(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes(
-        b.get(o..o + 4)
-            .expect("ELF field in bounds")
-            .try_into()
-            .unwrap(),
-    )
+    u32::from_le_bytes(field(b, o))
 }
 fn u64_at(b: &[u8], o: usize) -> u64 {
-    u64::from_le_bytes(
-        b.get(o..o + 8)
-            .expect("ELF field in bounds")
-            .try_into()
-            .unwrap(),
-    )
+    u64::from_le_bytes(field(b, o))
 }
 
 /// Parses the header, the program headers and the dynamic segment (if any) of `bytes`.
