@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use refine_protocol::record::{LaunchResultRecord, Registration, StopRequest};
-use refine_protocol::{DecodeError, RegistrationId, RuntimeId};
+use refine_protocol::{DecodeError, EncodeError, RegistrationId, RuntimeId};
 
 use crate::durable;
 use crate::fence::{self, Fence, FenceError};
@@ -73,6 +73,13 @@ pub enum RegistryError {
     },
     #[error(transparent)]
     Fence(#[from] FenceError),
+    /// The record would not be readable back (larger than the record limit): nothing is written.
+    #[error("{what} refused: {source}")]
+    Refused {
+        what: &'static str,
+        #[source]
+        source: EncodeError,
+    },
 }
 
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> RegistryError + 'a {
@@ -205,7 +212,11 @@ impl Runtime {
     /// Writes the record durably (temp, fsync, rename, fsync dir).
     pub fn write_registration(&self, reg: &Registration) -> Result<(), RegistryError> {
         let path = self.record_path(reg.id);
-        durable::write_atomic(&path, &reg.encode(), 0o600).map_err(io_err("write", &path))
+        let bytes = reg.encode().map_err(|source| RegistryError::Refused {
+            what: "registration record",
+            source,
+        })?;
+        durable::write_atomic(&path, &bytes, 0o600).map_err(io_err("write", &path))
     }
 
     /// Records `req` unless a request for the same registration is already recorded (the first
@@ -214,7 +225,11 @@ impl Runtime {
     pub fn write_stop_request(&self, req: &StopRequest) -> Result<(), RegistryError> {
         let path = self.stop_request_path(req.id);
         let tmp = path.with_extension(format!("stop.{}.tmp", std::process::id()));
-        durable::write_atomic(&tmp, &req.encode(), 0o600).map_err(io_err("write", &tmp))?;
+        let bytes = req.encode().map_err(|source| RegistryError::Refused {
+            what: "stop request",
+            source,
+        })?;
+        durable::write_atomic(&tmp, &bytes, 0o600).map_err(io_err("write", &tmp))?;
         let linked = fs::hard_link(&tmp, &path);
         let _ = fs::remove_file(&tmp);
         match linked {
@@ -229,7 +244,11 @@ impl Runtime {
     pub fn write_result(&self, rec: &LaunchResultRecord) -> Result<(), RegistryError> {
         let path = self.result_path(rec.id);
         let tmp = path.with_extension(format!("result.{}.tmp", std::process::id()));
-        fs::write(&tmp, rec.encode()).map_err(io_err("write", &tmp))?;
+        let bytes = rec.encode().map_err(|source| RegistryError::Refused {
+            what: "launch result",
+            source,
+        })?;
+        fs::write(&tmp, bytes).map_err(io_err("write", &tmp))?;
         fs::rename(&tmp, &path).map_err(|e| {
             let _ = fs::remove_file(&tmp);
             io_err("rename", &path)(e)

@@ -78,6 +78,9 @@ pub enum EncodeError {
     InteriorNul { field: &'static str },
     /// [`crate::Frame::Launch`] is encoded from its parts with [`crate::frame::encode_launch`].
     UseEncodeLaunch,
+    /// A field holds a value its decoder would reject (a signal outside 1..=64, a start timeout
+    /// past the guardian's bound, ...): nothing is written that cannot be read back.
+    InvalidField { field: &'static str },
 }
 
 impl fmt::Display for EncodeError {
@@ -92,6 +95,9 @@ impl fmt::Display for EncodeError {
             EncodeError::InteriorNul { field } => write!(f, "{field} contains a NUL byte"),
             EncodeError::UseEncodeLaunch => {
                 f.write_str("launch frames are encoded with encode_launch")
+            }
+            EncodeError::InvalidField { field } => {
+                write!(f, "{field} holds a value its reader would reject")
             }
         }
     }

@@ -312,6 +312,27 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
             max: MAX_RLIMITS,
         });
     }
+    // The decoder's domain checks, so that nothing is sent that the guardian would refuse.
+    if p.flags & !KNOWN_FLAGS != 0 {
+        return Err(EncodeError::InvalidField {
+            field: "launch flags",
+        });
+    }
+    if p.pdeath_signal > 64 {
+        return Err(EncodeError::InvalidField {
+            field: "parent-death signal",
+        });
+    }
+    if p.start_timeout_ms == 0 || p.start_timeout_ms > MAX_START_TIMEOUT_MS {
+        return Err(EncodeError::InvalidField {
+            field: "start timeout",
+        });
+    }
+    if p.stdio_fds != 0 && p.stdio_fds != 3 {
+        return Err(EncodeError::InvalidField {
+            field: "descriptor count",
+        });
+    }
     let mut w = Writer::new(out);
     start_frame(&mut w, kind::LAUNCH)?;
     w.u32(p.flags)?;
