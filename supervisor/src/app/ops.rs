@@ -1,0 +1,516 @@
+//! What the CLI and the service share: the one assessment as both show it, the `ps` rows, the
+//! `show`/`stop`/`recover` documents, retention with the assessment as evidence, the capacity
+//! report and the launch request an API spec becomes.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use refine_protocol::api::{LaunchSpec, ScopeView};
+use refine_protocol::{Kind, Receipt, Registration, RegistrationId, StopCause, WorkloadStatus};
+use serde_json::json;
+
+use super::error::{CliError, ServiceError};
+use crate::capacity::{self, HostProbe, HostSample};
+use crate::error_chain;
+use crate::launch::LaunchRequest;
+use crate::pty::WindowSize;
+use crate::registry::{RegistryError, Runtime, Stream};
+use crate::{assess, recover, retention, stop};
+
+/// Standard output, locked.
+pub(crate) fn out() -> io::StdoutLock<'static> {
+    io::stdout().lock()
+}
+
+pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
+    let mut o = out();
+    serde_json::to_writer_pretty(&mut o, value)
+        .map_err(|e| CliError::Output(io::Error::other(e)))?;
+    writeln!(o).map_err(CliError::Output)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Assessment, as the CLI shows it.
+
+/// The shared assessment's verdict, flattened for display.
+#[derive(Debug, Clone)]
+pub struct Assessed {
+    pub state: &'static str,
+    pub reason: Option<String>,
+    pub receipt: Option<Receipt>,
+}
+
+/// Runs the one shared assessment (A1) for `reg`.
+pub fn assess(rt: &Runtime, reg: &Registration) -> Assessed {
+    assess_one(rt, reg)
+}
+
+fn status_fields(status: Option<WorkloadStatus>) -> (Option<String>, Option<i32>, Option<i32>) {
+    match status {
+        None => (None, None, None),
+        Some(WorkloadStatus::Exited(c)) => (Some("exited".into()), Some(c), None),
+        Some(WorkloadStatus::Signaled(s)) => (Some("signaled".into()), None, Some(s)),
+        Some(WorkloadStatus::NeverStarted) => (Some("never_started".into()), None, None),
+        Some(WorkloadStatus::Unknown) => (Some("unknown".into()), None, None),
+    }
+}
+
+/// One registration as `ps` shows it.
+pub fn view(rt: &Runtime, reg: &Registration) -> ScopeView {
+    let a = assess(rt, reg);
+    // Display only; an unreadable result record shows as none.
+    let result = rt.read_result(reg.id).ok().flatten();
+    let reported = result.as_ref().map(|r| r.workload_status);
+    let (status, exit_code, signal) = status_fields(a.receipt.map(|r| r.status).or(reported));
+    ScopeView {
+        id: reg.id.to_string(),
+        kind: reg.kind.as_str().to_owned(),
+        label: reg.label.clone(),
+        state: a.state.to_owned(),
+        reason: a.reason,
+        status,
+        exit_code,
+        signal,
+        outcome: result.map(|r| r.outcome),
+        started_at_unix_ms: reg.started_at_unix_ms,
+        age_secs: crate::deadline::unix_ms().saturating_sub(reg.started_at_unix_ms) / 1000,
+        pid: reg.hello.workload.pid,
+        guardian_pid: reg.hello.guardian.pid,
+        cwd: reg.cwd.clone(),
+        argv: reg.argv.clone(),
+        stdout: reg.stdout_path.clone(),
+        stderr: reg.stderr_path.clone(),
+    }
+}
+
+/// A row for a record that does not decode: shown, never guessed at, never deleted.
+fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeView {
+    ScopeView {
+        id: id.to_string(),
+        kind: "?".into(),
+        label: String::new(),
+        state: "corrupt".into(),
+        reason: Some(err.to_string()),
+        status: None,
+        exit_code: None,
+        signal: None,
+        outcome: None,
+        started_at_unix_ms: 0,
+        age_secs: 0,
+        pid: 0,
+        guardian_pid: 0,
+        cwd: String::new(),
+        argv: Vec::new(),
+        stdout: rt.log_path(id, Stream::Stdout).display().to_string(),
+        stderr: rt.log_path(id, Stream::Stderr).display().to_string(),
+    }
+}
+
+/// Every registration's view (the `ps` rows); exited ones only with `all`.
+pub fn list_views(rt: &Runtime, all: bool) -> Result<Vec<ScopeView>, RegistryError> {
+    let mut rows = Vec::new();
+    for id in rt.list_ids()? {
+        let row = match rt.read_registration(id) {
+            Ok(reg) => view(rt, &reg),
+            Err(RegistryError::NotFound(_)) => continue,
+            Err(e) => corrupt_view(rt, id, &e),
+        };
+        if all || row.state != "exited" {
+            rows.push(row);
+        }
+    }
+    rows.sort_by_key(|r| (r.started_at_unix_ms, r.id.clone()));
+    Ok(rows)
+}
+
+/// The `show --json` document: record, receipt, assessment.
+pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<serde_json::Value, CliError> {
+    let reg = rt.read_registration(id)?;
+    let a = assess(rt, &reg);
+    Ok(json!({
+        "id": id.to_string(),
+        "state": a.state,
+        "reason": a.reason,
+        "assessment": { "state": a.state, "reason": a.reason },
+        "record": record_json(&reg),
+        "result": match rt.read_result(id) {
+            Ok(Some(r)) => {
+                let (status, exit_code, signal) = status_fields(Some(r.workload_status));
+                json!({ "outcome": r.outcome, "status": status, "exit_code": exit_code,
+                        "signal": signal, "written_at": utc(r.written_at_unix_ms) })
+            }
+            Ok(None) => serde_json::Value::Null,
+            Err(e) => json!({ "error": e.to_string() }),
+        },
+        "receipt": a.receipt.as_ref().map(receipt_json),
+        "artifacts": {
+            "stdout": artifact_json(Path::new(&reg.stdout_path)),
+            "stderr": artifact_json(Path::new(&reg.stderr_path)),
+        },
+    }))
+}
+
+fn artifact_json(p: &Path) -> serde_json::Value {
+    match std::fs::metadata(p) {
+        Ok(m) => json!({ "path": p, "exists": true, "bytes": m.len() }),
+        Err(_) => json!({ "path": p, "exists": false, "bytes": 0 }),
+    }
+}
+
+fn record_json(reg: &Registration) -> serde_json::Value {
+    let h = &reg.hello;
+    json!({
+        "id": reg.id.to_string(),
+        "runtime": reg.runtime.to_string(),
+        "kind": reg.kind.as_str(),
+        "label": reg.label,
+        "owner": reg.owner,
+        "purpose": reg.purpose,
+        "argv": reg.argv,
+        "cwd": reg.cwd,
+        "stdout": reg.stdout_path,
+        "stderr": reg.stderr_path,
+        "stdin": reg.stdin_path,
+        "pty": reg.pty,
+        "scope_policy": format!("{:?}", reg.scope_policy).to_lowercase(),
+        "limits": {
+            "completion_timeout_ms": reg.limits.completion_timeout_ms,
+            "idle_timeout_ms": reg.limits.idle_timeout_ms,
+            "log_cap_bytes": reg.limits.log_cap_bytes,
+        },
+        "started_at_unix_ms": reg.started_at_unix_ms,
+        "started": utc(reg.started_at_unix_ms),
+        "boot_id": h.boot_id.to_string(),
+        "guardian": { "pid": h.guardian.pid, "start_time": h.guardian.start_time },
+        "workload": { "pid": h.workload.pid, "start_time": h.workload.start_time,
+                      "pgid": h.workload_pgid, "sid": h.workload_sid },
+        "proof": { "path": reg.proof_path, "dev": h.proof.dev, "ino": h.proof.ino },
+    })
+}
+
+pub fn receipt_json(r: &Receipt) -> serde_json::Value {
+    let (status, exit_code, signal) = status_fields(Some(r.status));
+    json!({
+        "registration": r.registration.to_string(),
+        "runtime": r.runtime.to_string(),
+        "boot_id": r.boot_id.to_string(),
+        "guardian": { "pid": r.guardian.pid, "start_time": r.guardian.start_time },
+        "workload": { "pid": r.workload.pid, "start_time": r.workload.start_time },
+        "proof": { "dev": r.proof.dev, "ino": r.proof.ino },
+        "status": status,
+        "exit_code": exit_code,
+        "signal": signal,
+        "end": format!("{:?}", r.end).to_lowercase(),
+        "spawn_errno": r.spawn_errno,
+        "reaped": r.reaped,
+        "workload_exited_at_ns": r.workload_exited_at_ns,
+        "written_at_ns": r.written_at_ns,
+    })
+}
+
+/// The host probe: sysinfo, or the fixed figures of the test seam
+/// (`REFINE_CAPACITY_MEMORY=<bytes>|unavailable`, `REFINE_CAPACITY_CORES=<n>`).
+pub fn probe() -> Box<dyn HostProbe + Send> {
+    let mem = std::env::var("REFINE_CAPACITY_MEMORY").ok();
+    let cores = std::env::var("REFINE_CAPACITY_CORES")
+        .ok()
+        .and_then(|c| c.parse().ok());
+    if mem.is_none() && cores.is_none() {
+        return Box::new(capacity::SysinfoProbe::new());
+    }
+    let mut real = capacity::SysinfoProbe::new().host();
+    if let Some(c) = cores {
+        real.logical_cores = c;
+    }
+    if let Some(m) = mem {
+        real.available_memory = m.parse().ok();
+    }
+    Box::new(capacity::FixedProbe(HostSample {
+        logical_cores: real.logical_cores,
+        available_memory: real.available_memory,
+    }))
+}
+
+/// The capacity report for `run/P` (live and unverified scopes counted from current evidence).
+pub fn capacity_report(
+    rt: Option<&Runtime>,
+    policy: capacity::Policy,
+    probe: &mut dyn HostProbe,
+) -> Result<capacity::CapacityReport, CliError> {
+    let (mut live, mut unverified) = (0, 0);
+    let mut agents = Vec::new();
+    if let Some(rt) = rt {
+        for id in rt.list_ids()? {
+            let Ok(reg) = rt.read_registration(id) else {
+                // A corrupt record: nothing proves its scope ended; it holds a slot (C3).
+                unverified += 1;
+                continue;
+            };
+            match assess(rt, &reg).state {
+                "live" => {
+                    live += 1;
+                    if reg.kind == refine_protocol::Kind::Agent {
+                        let g = reg.hello.guardian;
+                        agents.push((id.to_string(), (g.pid, g.start_time)));
+                    }
+                }
+                "exited" => {}
+                _ => unverified += 1,
+            }
+        }
+    }
+    let roots: Vec<(u32, u64)> = agents.iter().map(|(_, r)| *r).collect();
+    let samples: BTreeMap<String, capacity::TreeSample> = agents
+        .into_iter()
+        .map(|(id, _)| id)
+        .zip(probe.trees(&roots))
+        .collect();
+    Ok(policy.admit(probe.host(), &samples, live, unverified))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared operations (CLI and service).
+
+/// The one shared assessment (A1), flattened for display.
+pub fn assess_one(rt: &Runtime, reg: &Registration) -> Assessed {
+    flatten(&assess::assess(rt, reg, &assess::KERNEL_BOOT))
+}
+
+/// An [`assess::Assessment`] as the CLI shows it.
+pub fn flatten(a: &assess::Assessment) -> Assessed {
+    match a {
+        assess::Assessment::Live => Assessed {
+            state: "live",
+            reason: None,
+            receipt: None,
+        },
+        assess::Assessment::Exited { proof } => match proof {
+            assess::ExitProof::Receipt(r) => Assessed {
+                state: "exited",
+                reason: None,
+                receipt: Some(*r),
+            },
+            assess::ExitProof::EarlierBoot { boot_id } => Assessed {
+                state: "exited",
+                reason: Some(format!("boot {boot_id} has ended (no receipt needed)")),
+                receipt: None,
+            },
+        },
+        assess::Assessment::Unverified { reason } => Assessed {
+            state: "unverified",
+            reason: Some(reason_text(reason)),
+            receipt: None,
+        },
+    }
+}
+
+/// `guardian gone without receipt`, or the reason's fields as compact JSON.
+fn reason_text(reason: &impl serde::Serialize) -> String {
+    match serde_json::to_value(reason) {
+        Ok(serde_json::Value::String(s)) => s.replace('_', " "),
+        Ok(serde_json::Value::Object(m)) if m.len() == 1 => {
+            let (k, v) = m.into_iter().next().unwrap_or_default();
+            format!("{}: {v}", k.replace('_', " "))
+        }
+        Ok(v) => v.to_string(),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The shared stop for one registration; the `stop --json` document. `state` is `exited` only
+/// when a verified receipt proves it.
+pub fn stop_one(rt: &Runtime, reg: &Registration, cause: StopCause) -> serde_json::Value {
+    let opts = stop::StopOptions {
+        cause: Some(cause),
+        ..stop::StopOptions::default()
+    };
+    match stop::stop(rt, reg, &opts) {
+        Ok(report) => {
+            let a = flatten(&report.assessment);
+            json!({
+                "id": reg.id.to_string(),
+                "outcome": report.outcome,
+                "state": a.state,
+                "reason": a.reason,
+                "killed": report.killed,
+                "signalled": report.signalled.len(),
+                "timings_ms": {
+                    "fence_wait": report.timings.fence_wait.as_secs_f64() * 1e3,
+                    "quiesce": report.timings.quiesce.as_secs_f64() * 1e3,
+                    "kill_to_exit": report.timings.kill_to_exit.as_secs_f64() * 1e3,
+                    "total": report.timings.total.as_secs_f64() * 1e3,
+                },
+                "receipt": a.receipt.as_ref().map(receipt_json),
+            })
+        }
+        Err(e) => {
+            let a = assess_one(rt, reg);
+            json!({
+                "id": reg.id.to_string(),
+                "outcome": "failed",
+                "state": a.state,
+                "reason": error_chain(&e),
+                "error": error_chain(&e),
+            })
+        }
+    }
+}
+
+/// The recovery pass (A4); the `recover --json` document: a `summary` of actions and, per
+/// registration, its `id`, the `action` taken, and the `state` and `reason` afterwards.
+pub fn recover_all(rt: &Runtime) -> Result<serde_json::Value, ServiceError> {
+    use recover::RecoveryAction as A;
+    let report = recover::recover(rt, &recover::RecoverOptions::default())?;
+    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut entries = Vec::with_capacity(report.entries.len());
+    for e in &report.entries {
+        let (action, after) = match &e.action {
+            A::Stopped { report } => ("stopped", flatten(&report.assessment)),
+            A::Released { assessment } => ("released", flatten(assessment)),
+            A::Kept { reason, .. } => (
+                "kept",
+                Assessed {
+                    state: "unverified",
+                    reason: Some(reason_text(reason)),
+                    receipt: None,
+                },
+            ),
+            A::StopFailed { error, assessment } => {
+                let mut a = flatten(assessment);
+                a.reason = Some(error_chain(error));
+                ("stop_failed", a)
+            }
+            A::Owned => (
+                "owned",
+                match rt.read_registration(e.id) {
+                    Ok(reg) => assess_one(rt, &reg),
+                    Err(err) => corrupt(&err),
+                },
+            ),
+            A::Corrupt { error } => ("corrupt", corrupt(error)),
+        };
+        *counts.entry(action).or_default() += 1;
+        entries.push(json!({
+            "id": e.id.to_string(),
+            "action": action,
+            "state": after.state,
+            "reason": after.reason,
+        }));
+    }
+    Ok(json!({ "summary": counts, "registrations": entries }))
+}
+
+fn corrupt(err: &RegistryError) -> Assessed {
+    Assessed {
+        state: "corrupt",
+        reason: Some(error_chain(err)),
+        receipt: None,
+    }
+}
+
+/// One retention pass with the shared assessment as the evidence.
+pub fn retire(
+    rt: &Runtime,
+    opts: retention::Options,
+) -> Result<retention::Report, retention::RetentionError> {
+    retention::retire(rt, opts, &|rt, reg| {
+        let a = assess_one(rt, reg);
+        if a.state == "exited" {
+            retention::Evidence::Exited(a.receipt)
+        } else {
+            retention::Evidence::NotExited {
+                state: a.state,
+                reason: a.reason.unwrap_or_default(),
+            }
+        }
+    })
+}
+
+/// The engine request for an API launch spec.
+pub(crate) fn launch_request(spec: &LaunchSpec) -> Result<LaunchRequest, ServiceError> {
+    let kind: Kind = spec
+        .kind
+        .parse()
+        .map_err(|_| ServiceError::BadSpec(format!("unknown kind {:?}", spec.kind)))?;
+    if spec.argv.is_empty() {
+        return Err(ServiceError::BadSpec("empty command".into()));
+    }
+    let mut req = LaunchRequest::new(kind, spec.argv.iter().map(OsString::from));
+    req.cwd = spec.cwd.as_ref().map(PathBuf::from);
+    req.env = spec
+        .env
+        .iter()
+        .map(|(k, v)| (OsString::from(k), Some(OsString::from(v))))
+        .collect();
+    req.label = spec.label.clone();
+    req.owner = std::env::var("USER").unwrap_or_default();
+    req.purpose = spec.meta.clone();
+    req.completion_timeout = spec.timeout_ms.map(Duration::from_millis);
+    req.idle_timeout = spec.idle_timeout_ms.map(Duration::from_millis);
+    if spec.pty {
+        req.pty = Some(WindowSize::default());
+    }
+    Ok(req)
+}
+
+/// Capacity admission for `agent` launches (C1–C3): `Ok` when a slot is free now or frees up
+/// within the spec's `wait_for_slot_ms`.
+pub(crate) fn admit(rt: &Runtime, spec: &LaunchSpec) -> Result<(), ServiceError> {
+    if spec.kind != Kind::Agent.as_str() {
+        return Ok(());
+    }
+    let deadline = Instant::now() + Duration::from_millis(spec.wait_for_slot_ms.unwrap_or(0));
+    let mut probe = probe();
+    loop {
+        let report = capacity_report(Some(rt), capacity::Policy::default(), &mut *probe)
+            .map_err(|e| ServiceError::Capacity(e.to_string()))?;
+        if report.free > 0 {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(ServiceError::NoCapacity {
+                slots: report.slots,
+                live: report.live,
+                unverified: report.unverified,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for a Unix time in milliseconds (civil-from-days, proleptic Gregorian).
+pub fn utc(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_795_981_266_000), "2026-11-29T19:41:06Z");
+    }
+}
