@@ -19,10 +19,13 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use refine_protocol::api::{LaunchSpec, Reply, Request, ScopeView};
 use refine_protocol::{Receipt, RegistrationId};
-use serde_json::json;
+use serde::Serialize;
 
+use super::docs::{
+    CapacityDoc, GcDoc, LaunchedDoc, PsDoc, ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, State,
+};
 use super::error::{CliError, ServiceError};
-use super::ops::{self, assess, list_views, out, print_json, receipt_json, show_doc, utc};
+use super::ops::{self, assess, list_views, out, print_json, show_doc, utc};
 use super::{client, run, serve};
 use crate::capacity;
 use crate::registry::{self, RegistryError, Runtime};
@@ -318,7 +321,7 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
         return match resp {
             Reply::Launched { id } => {
                 if args.json {
-                    print_json(&json!({ "id": id }))?;
+                    print_json(&LaunchedDoc { id })?;
                 } else {
                     writeln!(out(), "{id}").map_err(CliError::Output)?;
                 }
@@ -337,7 +340,10 @@ fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {
         None => Vec::new(),
     };
     if args.json {
-        print_json(&json!({ "port": port, "registrations": rows }))?;
+        print_json(&PsDoc {
+            port,
+            registrations: rows,
+        })?;
         return Ok(0);
     }
     let mut table = vec![[
@@ -395,17 +401,19 @@ fn stop(home: &Path, port: u16, args: IdArgs) -> Result<ExitCode, CliError> {
     let rt = runtime_for(home, port, id)?;
     let reg = rt.read_registration(id)?;
     let doc = ops::stop_one(&rt, &reg, refine_protocol::StopCause::Operator);
-    let proven = doc["state"] == "exited";
-    print_verdict(&doc, args.json, proven, &format!("stop of {id} not proven"))
+    let proven = doc.state == State::Exited;
+    let failure = format!("stop of {id} not proven");
+    print_verdict(&doc, args.json, proven, &failure, doc.reason.as_deref())
 }
 
 /// Prints a document, then exits 0 only if `ok`; otherwise the verdict (with the document's
 /// reason) is the one-line error.
 fn print_verdict(
-    doc: &serde_json::Value,
+    doc: &impl Serialize,
     json: bool,
     ok: bool,
     failure: &str,
+    reason: Option<&str>,
 ) -> Result<ExitCode, CliError> {
     if json {
         print_json(doc)?;
@@ -417,7 +425,7 @@ fn print_verdict(
     } else {
         Err(CliError::Verdict(format!(
             "{failure}: {}",
-            doc["reason"].as_str().unwrap_or("no verified receipt")
+            reason.unwrap_or("no verified receipt")
         )))
     }
 }
@@ -454,7 +462,7 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
         }
         o.flush().map_err(CliError::Output)?;
         // Follow ends once the scope has exited and everything written before that was read.
-        if assess(&rt, &reg).state != "live" {
+        if assess(&rt, &reg).state != State::Live {
             let pos = file.stream_position().map_err(CliError::Output)?;
             let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(pos);
             if pos >= len {
@@ -470,22 +478,18 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
 }
 
 fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliError> {
-    let (doc, verified) = if let Some(id) = RegistrationId::parse(&args.target) {
+    let doc = if let Some(id) = RegistrationId::parse(&args.target) {
         let rt = runtime_for(home, port, id)?;
         let reg = rt.read_registration(id)?;
         let a = assess(&rt, &reg);
-        let verified = a.state == "exited" && a.receipt.is_some();
-        (
-            json!({
-                "id": id.to_string(),
-                "path": reg.proof_path,
-                "verified": verified,
-                "state": a.state,
-                "reason": a.reason,
-                "receipt": a.receipt.as_ref().map(receipt_json),
-            }),
-            verified,
-        )
+        ReceiptVerdictDoc {
+            id: id.to_string(),
+            path: PathBuf::from(&reg.proof_path),
+            verified: a.state == State::Exited && a.receipt.is_some(),
+            state: Some(a.state),
+            reason: a.reason,
+            receipt: a.receipt.as_ref().map(ReceiptDoc::of),
+        }
     } else {
         let path = PathBuf::from(&args.target);
         let bytes =
@@ -517,7 +521,7 @@ fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliErr
                         "receipt is not the one the registration's proof file holds".into()
                     }))
                 };
-                (same && a.state == "exited", Some(a.state), reason)
+                (same && a.state == State::Exited, Some(a.state), reason)
             }
             _ => (
                 false,
@@ -528,25 +532,29 @@ fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliErr
                 )),
             ),
         };
-        (
-            json!({
-                "id": r.registration.to_string(),
-                "path": path,
-                "verified": verified,
-                "state": state,
-                "reason": reason,
-                "receipt": receipt_json(&r),
-            }),
+        ReceiptVerdictDoc {
+            id: r.registration.to_string(),
+            path,
             verified,
-        )
+            state,
+            reason,
+            receipt: Some(ReceiptDoc::of(&r)),
+        }
     };
-    print_verdict(&doc, args.json, verified, "receipt does not verify")
+    let reason = doc.reason.as_deref();
+    print_verdict(
+        &doc,
+        args.json,
+        doc.verified,
+        "receipt does not verify",
+        reason,
+    )
 }
 
 fn recover(home: &Path, port: u16, args: JsonArgs) -> Result<ExitCode, CliError> {
     let doc = match open_runtime(home, port)? {
         Some(rt) => ops::recover_all(&rt)?,
-        None => json!({ "registrations": [] }),
+        None => RecoverDoc::default(),
     };
     if args.json {
         print_json(&doc)?;
@@ -561,7 +569,7 @@ fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {
         older_than: args.older_than,
         dry_run: args.dry_run,
     };
-    let report = match open_runtime(home, port)? {
+    let report: GcDoc = match open_runtime(home, port)? {
         Some(rt) => ops::retire(&rt, opts)?,
         None => retention::Report {
             older_than_secs: opts.older_than.as_secs(),
@@ -618,7 +626,7 @@ fn capacity_cmd(home: &Path, port: u16, args: CapacityArgs) -> Result<ExitCode, 
         ..capacity::Policy::default()
     };
     let rt = open_runtime(home, port)?;
-    let report = ops::capacity_report(rt.as_ref(), policy, &mut *ops::probe())?;
+    let report: CapacityDoc = ops::capacity_report(rt.as_ref(), policy, &mut *ops::probe())?;
     if args.json {
         print_json(&report)?;
         return Ok(0);
@@ -686,7 +694,7 @@ fn write_table(rows: &[Vec<String>]) -> Result<(), CliError> {
 }
 
 /// Prints a JSON document as indented `key: value` lines (the human form of show/stop/recover).
-fn print_tree(doc: &serde_json::Value) -> Result<(), CliError> {
+fn print_tree(doc: &impl Serialize) -> Result<(), CliError> {
     fn walk(v: &serde_json::Value, indent: usize, key: &str, o: &mut impl Write) -> io::Result<()> {
         let pad = " ".repeat(indent);
         match v {
@@ -726,7 +734,8 @@ fn print_tree(doc: &serde_json::Value) -> Result<(), CliError> {
             other => other.to_string(),
         }
     }
-    walk(doc, 0, "", &mut out()).map_err(CliError::Output)
+    let doc = serde_json::to_value(doc).map_err(|e| CliError::Output(io::Error::other(e)))?;
+    walk(&doc, 0, "", &mut out()).map_err(CliError::Output)
 }
 
 fn human_age(secs: u64) -> String {

@@ -10,6 +10,7 @@
 
 mod cli;
 mod client;
+mod docs;
 mod error;
 mod ops;
 mod run;

@@ -9,9 +9,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use refine_protocol::api::{LaunchSpec, ScopeView};
-use refine_protocol::{Kind, Receipt, Registration, RegistrationId, StopCause, WorkloadStatus};
-use serde_json::json;
+use refine_protocol::{Kind, Receipt, Registration, RegistrationId, StopCause};
 
+use super::docs::{
+    ArtifactDoc, ArtifactsDoc, AssessmentDoc, ReceiptDoc, RecordDoc, RecoverDoc, RecoverEntryDoc,
+    ResultDoc, ShowDoc, State, StatusFields, StopDetail, StopDoc, StopOutcomeDoc, StopTimingsDoc,
+};
 use super::error::{CliError, ServiceError};
 use crate::capacity::{self, HostProbe, HostSample};
 use crate::error_chain;
@@ -38,7 +41,7 @@ pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> 
 /// The shared assessment's verdict, flattened for display.
 #[derive(Debug, Clone)]
 pub struct Assessed {
-    pub state: &'static str,
+    pub state: State,
     pub reason: Option<String>,
     pub receipt: Option<Receipt>,
 }
@@ -48,32 +51,21 @@ pub fn assess(rt: &Runtime, reg: &Registration) -> Assessed {
     assess_one(rt, reg)
 }
 
-fn status_fields(status: Option<WorkloadStatus>) -> (Option<String>, Option<i32>, Option<i32>) {
-    match status {
-        None => (None, None, None),
-        Some(WorkloadStatus::Exited(c)) => (Some("exited".into()), Some(c), None),
-        Some(WorkloadStatus::Signaled(s)) => (Some("signaled".into()), None, Some(s)),
-        Some(WorkloadStatus::NeverStarted) => (Some("never_started".into()), None, None),
-        Some(WorkloadStatus::Unknown) => (Some("unknown".into()), None, None),
-    }
-}
-
 /// One registration as `ps` shows it.
-pub fn view(rt: &Runtime, reg: &Registration) -> ScopeView {
-    let a = assess(rt, reg);
+fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
     // Display only; an unreadable result record shows as none.
     let result = rt.read_result(reg.id).ok().flatten();
     let reported = result.as_ref().map(|r| r.workload_status);
-    let (status, exit_code, signal) = status_fields(a.receipt.map(|r| r.status).or(reported));
+    let status = StatusFields::of(a.receipt.map(|r| r.status).or(reported));
     ScopeView {
         id: reg.id.to_string(),
         kind: reg.kind.as_str().to_owned(),
         label: reg.label.clone(),
-        state: a.state.to_owned(),
+        state: a.state.name().to_owned(),
         reason: a.reason,
-        status,
-        exit_code,
-        signal,
+        status: status.status_string(),
+        exit_code: status.exit_code,
+        signal: status.signal,
         outcome: result.map(|r| r.outcome),
         started_at_unix_ms: reg.started_at_unix_ms,
         age_secs: crate::deadline::unix_ms().saturating_sub(reg.started_at_unix_ms) / 1000,
@@ -92,7 +84,7 @@ fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeV
         id: id.to_string(),
         kind: "?".into(),
         label: String::new(),
-        state: "corrupt".into(),
+        state: State::Corrupt.name().into(),
         reason: Some(err.to_string()),
         status: None,
         exit_code: None,
@@ -114,100 +106,52 @@ pub fn list_views(rt: &Runtime, all: bool) -> Result<Vec<ScopeView>, RegistryErr
     let mut rows = Vec::new();
     for id in rt.list_ids()? {
         let row = match rt.read_registration(id) {
-            Ok(reg) => view(rt, &reg),
+            Ok(reg) => {
+                let a = assess(rt, &reg);
+                if !all && a.state == State::Exited {
+                    continue;
+                }
+                view(rt, &reg, a)
+            }
             Err(RegistryError::NotFound(_)) => continue,
             Err(e) => corrupt_view(rt, id, &e),
         };
-        if all || row.state != "exited" {
-            rows.push(row);
-        }
+        rows.push(row);
     }
     rows.sort_by_key(|r| (r.started_at_unix_ms, r.id.clone()));
     Ok(rows)
 }
 
 /// The `show --json` document: record, receipt, assessment.
-pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<serde_json::Value, CliError> {
+pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
     let reg = rt.read_registration(id)?;
     let a = assess(rt, &reg);
-    Ok(json!({
-        "id": id.to_string(),
-        "state": a.state,
-        "reason": a.reason,
-        "assessment": { "state": a.state, "reason": a.reason },
-        "record": record_json(&reg),
-        "result": match rt.read_result(id) {
-            Ok(Some(r)) => {
-                let (status, exit_code, signal) = status_fields(Some(r.workload_status));
-                json!({ "outcome": r.outcome, "status": status, "exit_code": exit_code,
-                        "signal": signal, "written_at": utc(r.written_at_unix_ms) })
-            }
-            Ok(None) => serde_json::Value::Null,
-            Err(e) => json!({ "error": e.to_string() }),
+    let result = match rt.read_result(id) {
+        Ok(Some(r)) => Some(ResultDoc::Written {
+            outcome: r.outcome,
+            status: StatusFields::of(Some(r.workload_status)),
+            written_at: utc(r.written_at_unix_ms),
+        }),
+        Ok(None) => None,
+        Err(e) => Some(ResultDoc::Unreadable {
+            error: e.to_string(),
+        }),
+    };
+    Ok(ShowDoc {
+        id: id.to_string(),
+        state: a.state,
+        reason: a.reason.clone(),
+        assessment: AssessmentDoc {
+            state: a.state,
+            reason: a.reason,
         },
-        "receipt": a.receipt.as_ref().map(receipt_json),
-        "artifacts": {
-            "stdout": artifact_json(Path::new(&reg.stdout_path)),
-            "stderr": artifact_json(Path::new(&reg.stderr_path)),
+        record: RecordDoc::of(&reg),
+        result,
+        receipt: a.receipt.as_ref().map(ReceiptDoc::of),
+        artifacts: ArtifactsDoc {
+            stdout: ArtifactDoc::of(Path::new(&reg.stdout_path)),
+            stderr: ArtifactDoc::of(Path::new(&reg.stderr_path)),
         },
-    }))
-}
-
-fn artifact_json(p: &Path) -> serde_json::Value {
-    match std::fs::metadata(p) {
-        Ok(m) => json!({ "path": p, "exists": true, "bytes": m.len() }),
-        Err(_) => json!({ "path": p, "exists": false, "bytes": 0 }),
-    }
-}
-
-fn record_json(reg: &Registration) -> serde_json::Value {
-    let h = &reg.hello;
-    json!({
-        "id": reg.id.to_string(),
-        "runtime": reg.runtime.to_string(),
-        "kind": reg.kind.as_str(),
-        "label": reg.label,
-        "owner": reg.owner,
-        "purpose": reg.purpose,
-        "argv": reg.argv,
-        "cwd": reg.cwd,
-        "stdout": reg.stdout_path,
-        "stderr": reg.stderr_path,
-        "stdin": reg.stdin_path,
-        "pty": reg.pty,
-        "scope_policy": format!("{:?}", reg.scope_policy).to_lowercase(),
-        "limits": {
-            "completion_timeout_ms": reg.limits.completion_timeout_ms,
-            "idle_timeout_ms": reg.limits.idle_timeout_ms,
-            "log_cap_bytes": reg.limits.log_cap_bytes,
-        },
-        "started_at_unix_ms": reg.started_at_unix_ms,
-        "started": utc(reg.started_at_unix_ms),
-        "boot_id": h.boot_id.to_string(),
-        "guardian": { "pid": h.guardian.pid, "start_time": h.guardian.start_time },
-        "workload": { "pid": h.workload.pid, "start_time": h.workload.start_time,
-                      "pgid": h.workload_pgid, "sid": h.workload_sid },
-        "proof": { "path": reg.proof_path, "dev": h.proof.dev, "ino": h.proof.ino },
-    })
-}
-
-pub fn receipt_json(r: &Receipt) -> serde_json::Value {
-    let (status, exit_code, signal) = status_fields(Some(r.status));
-    json!({
-        "registration": r.registration.to_string(),
-        "runtime": r.runtime.to_string(),
-        "boot_id": r.boot_id.to_string(),
-        "guardian": { "pid": r.guardian.pid, "start_time": r.guardian.start_time },
-        "workload": { "pid": r.workload.pid, "start_time": r.workload.start_time },
-        "proof": { "dev": r.proof.dev, "ino": r.proof.ino },
-        "status": status,
-        "exit_code": exit_code,
-        "signal": signal,
-        "end": format!("{:?}", r.end).to_lowercase(),
-        "spawn_errno": r.spawn_errno,
-        "reaped": r.reaped,
-        "workload_exited_at_ns": r.workload_exited_at_ns,
-        "written_at_ns": r.written_at_ns,
     })
 }
 
@@ -250,15 +194,15 @@ pub fn capacity_report(
                 continue;
             };
             match assess(rt, &reg).state {
-                "live" => {
+                State::Live => {
                     live += 1;
                     if reg.kind == refine_protocol::Kind::Agent {
                         let g = reg.hello.guardian;
                         agents.push((id.to_string(), (g.pid, g.start_time)));
                     }
                 }
-                "exited" => {}
-                _ => unverified += 1,
+                State::Exited => {}
+                State::Unverified | State::Corrupt => unverified += 1,
             }
         }
     }
@@ -283,24 +227,24 @@ pub fn assess_one(rt: &Runtime, reg: &Registration) -> Assessed {
 pub fn flatten(a: &assess::Assessment) -> Assessed {
     match a {
         assess::Assessment::Live => Assessed {
-            state: "live",
+            state: State::Live,
             reason: None,
             receipt: None,
         },
         assess::Assessment::Exited { proof } => match proof {
             assess::ExitProof::Receipt(r) => Assessed {
-                state: "exited",
+                state: State::Exited,
                 reason: None,
                 receipt: Some(*r),
             },
             assess::ExitProof::EarlierBoot { boot_id } => Assessed {
-                state: "exited",
+                state: State::Exited,
                 reason: Some(format!("boot {boot_id} has ended (no receipt needed)")),
                 receipt: None,
             },
         },
         assess::Assessment::Unverified { reason } => Assessed {
-            state: "unverified",
+            state: State::Unverified,
             reason: Some(reason_text(reason)),
             receipt: None,
         },
@@ -320,9 +264,8 @@ fn reason_text(reason: &impl serde::Serialize) -> String {
     }
 }
 
-/// The shared stop for one registration; the `stop --json` document. `state` is `exited` only
-/// when a verified receipt proves it.
-pub fn stop_one(rt: &Runtime, reg: &Registration, cause: StopCause) -> serde_json::Value {
+/// The shared stop for one registration; the `stop --json` document.
+pub fn stop_one(rt: &Runtime, reg: &Registration, cause: StopCause) -> StopDoc {
     let opts = stop::StopOptions {
         cause: Some(cause),
         ..stop::StopOptions::default()
@@ -330,38 +273,39 @@ pub fn stop_one(rt: &Runtime, reg: &Registration, cause: StopCause) -> serde_jso
     match stop::stop(rt, reg, &opts) {
         Ok(report) => {
             let a = flatten(&report.assessment);
-            json!({
-                "id": reg.id.to_string(),
-                "outcome": report.outcome,
-                "state": a.state,
-                "reason": a.reason,
-                "killed": report.killed,
-                "signalled": report.signalled.len(),
-                "timings_ms": {
-                    "fence_wait": report.timings.fence_wait.as_secs_f64() * 1e3,
-                    "quiesce": report.timings.quiesce.as_secs_f64() * 1e3,
-                    "kill_to_exit": report.timings.kill_to_exit.as_secs_f64() * 1e3,
-                    "total": report.timings.total.as_secs_f64() * 1e3,
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            StopDoc {
+                id: reg.id.to_string(),
+                outcome: StopOutcomeDoc::Stopped(report.outcome),
+                state: a.state,
+                reason: a.reason,
+                detail: StopDetail::Done {
+                    killed: report.killed,
+                    signalled: report.signalled.len(),
+                    timings_ms: StopTimingsDoc {
+                        fence_wait: ms(report.timings.fence_wait),
+                        quiesce: ms(report.timings.quiesce),
+                        kill_to_exit: ms(report.timings.kill_to_exit),
+                        total: ms(report.timings.total),
+                    },
+                    receipt: a.receipt.as_ref().map(|r| Box::new(ReceiptDoc::of(r))),
                 },
-                "receipt": a.receipt.as_ref().map(receipt_json),
-            })
+            }
         }
-        Err(e) => {
-            let a = assess_one(rt, reg);
-            json!({
-                "id": reg.id.to_string(),
-                "outcome": "failed",
-                "state": a.state,
-                "reason": error_chain(&e),
-                "error": error_chain(&e),
-            })
-        }
+        Err(e) => StopDoc {
+            id: reg.id.to_string(),
+            outcome: StopOutcomeDoc::Failed("failed"),
+            state: assess_one(rt, reg).state,
+            reason: Some(error_chain(&e)),
+            detail: StopDetail::Failed {
+                error: error_chain(&e),
+            },
+        },
     }
 }
 
-/// The recovery pass (A4); the `recover --json` document: a `summary` of actions and, per
-/// registration, its `id`, the `action` taken, and the `state` and `reason` afterwards.
-pub fn recover_all(rt: &Runtime) -> Result<serde_json::Value, ServiceError> {
+/// The recovery pass (A4); the `recover --json` document.
+pub fn recover_all(rt: &Runtime) -> Result<RecoverDoc, ServiceError> {
     use recover::RecoveryAction as A;
     let report = recover::recover(rt, &recover::RecoverOptions::default())?;
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
@@ -373,7 +317,7 @@ pub fn recover_all(rt: &Runtime) -> Result<serde_json::Value, ServiceError> {
             A::Kept { reason, .. } => (
                 "kept",
                 Assessed {
-                    state: "unverified",
+                    state: State::Unverified,
                     reason: Some(reason_text(reason)),
                     receipt: None,
                 },
@@ -393,19 +337,22 @@ pub fn recover_all(rt: &Runtime) -> Result<serde_json::Value, ServiceError> {
             A::Corrupt { error } => ("corrupt", corrupt(error)),
         };
         *counts.entry(action).or_default() += 1;
-        entries.push(json!({
-            "id": e.id.to_string(),
-            "action": action,
-            "state": after.state,
-            "reason": after.reason,
-        }));
+        entries.push(RecoverEntryDoc {
+            id: e.id.to_string(),
+            action,
+            state: after.state,
+            reason: after.reason,
+        });
     }
-    Ok(json!({ "summary": counts, "registrations": entries }))
+    Ok(RecoverDoc {
+        summary: Some(counts),
+        registrations: entries,
+    })
 }
 
 fn corrupt(err: &RegistryError) -> Assessed {
     Assessed {
-        state: "corrupt",
+        state: State::Corrupt,
         reason: Some(error_chain(err)),
         receipt: None,
     }
@@ -418,11 +365,11 @@ pub fn retire(
 ) -> Result<retention::Report, retention::RetentionError> {
     retention::retire(rt, opts, &|rt, reg| {
         let a = assess_one(rt, reg);
-        if a.state == "exited" {
+        if a.state == State::Exited {
             retention::Evidence::Exited(a.receipt)
         } else {
             retention::Evidence::NotExited {
-                state: a.state,
+                state: a.state.name(),
                 reason: a.reason.unwrap_or_default(),
             }
         }

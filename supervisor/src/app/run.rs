@@ -6,9 +6,8 @@ use std::os::fd::AsFd;
 use std::time::Duration;
 
 use refine_protocol::api::LaunchSpec;
-use refine_protocol::WorkloadStatus;
-use serde_json::json;
 
+use super::docs::{RunDoc, RunScope, StatusFields, StreamDoc};
 use super::error::{CliError, ServiceError};
 use super::ops::{admit, launch_request, print_json};
 use crate::capture::StreamState;
@@ -125,24 +124,20 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchSpec, json_out: bool) -> Result<i3
     let code = exit_code(&result);
     // The `stop` scope policy (quality) is ending the scope on the engine's watch thread: see it
     // through before this process exits, or the stop would die with us.
-    let mut scope = scope_name(&result.scope);
-    let mut stop_failure = result.stop_failure.as_ref().map(|f| error_chain(f));
+    let mut doc = run_doc(&result);
     if result.scope == ScopeState::Stopping {
-        scope = match result.scope_watch.wait(POLICY_STOP_WAIT) {
-            Some(end) if end.receipt.is_some() => "exited",
+        match result.scope_watch.wait(POLICY_STOP_WAIT) {
+            Some(end) if end.receipt.is_some() => doc.scope = RunScope::Exited,
             Some(end) => {
-                stop_failure = end.stop_failure.as_ref().map(|f| error_chain(f));
-                "unknown"
+                doc.scope = RunScope::Unknown;
+                doc.stop_failure = end.stop_failure.as_ref().map(|f| error_chain(f));
             }
-            None => "stopping",
-        };
+            None => doc.scope = RunScope::Stopping,
+        }
     }
     if json_out {
-        let mut doc = run_doc(&result);
-        doc["scope"] = json!(scope);
-        doc["stop_failure"] = json!(stop_failure);
         print_json(&doc)?;
-    } else if let Some(f) = stop_failure {
+    } else if let Some(f) = doc.stop_failure {
         tracing::warn!(id = %result.id, error = %f, "scope stop failed");
         eprintln!(
             "refine-supervisor: warning: stopping the scope of {} failed: {f}",
@@ -155,12 +150,12 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchSpec, json_out: bool) -> Result<i3
 /// How long `run` waits for the `stop` scope policy to prove the scope's end.
 const POLICY_STOP_WAIT: Duration = Duration::from_secs(10);
 
-fn scope_name(s: &ScopeState) -> &'static str {
+fn scope_name(s: &ScopeState) -> RunScope {
     match s {
-        ScopeState::Exited(_) => "exited",
-        ScopeState::Live => "live",
-        ScopeState::Stopping => "stopping",
-        ScopeState::Unknown => "unknown",
+        ScopeState::Exited(_) => RunScope::Exited,
+        ScopeState::Live => RunScope::Live,
+        ScopeState::Stopping => RunScope::Stopping,
+        ScopeState::Unknown => RunScope::Unknown,
     }
 }
 
@@ -175,41 +170,37 @@ fn exit_code(r: &LaunchResult) -> i32 {
 }
 
 /// The `run --json` document: id, outcome, exit_code or signal, stdout/stderr {complete, path}.
-fn run_doc(r: &LaunchResult) -> serde_json::Value {
-    let (exit_code, signal) = match r.status {
-        WorkloadStatus::Exited(c) => (Some(c), None),
-        WorkloadStatus::Signaled(s) => (None, Some(s)),
-        _ => (None, None),
-    };
+fn run_doc(r: &LaunchResult) -> RunDoc {
     let stream = |s: Stream| match r.capture.stream(s) {
-        Some(c) => json!({
-            "complete": c.state == StreamState::Eof,
-            "path": c.artifact,
-            "bytes": c.artifact_bytes,
-            "end": match c.state {
+        Some(c) => StreamDoc {
+            complete: c.state == StreamState::Eof,
+            path: Some(c.artifact.clone()),
+            bytes: c.artifact_bytes,
+            end: match &c.state {
                 StreamState::Eof => "eof".to_owned(),
                 StreamState::Failed(f) => format!("capture failure: {f}"),
                 StreamState::Incomplete(i) => format!("incomplete: {i}"),
             },
-        }),
-        None => json!({ "complete": false, "path": null, "bytes": 0, "end": "not captured" }),
-    };
-    json!({
-        "id": r.id.to_string(),
-        "outcome": r.outcome.name(),
-        "errno": match r.outcome { Outcome::SpawnFailed { errno } => Some(errno), _ => None },
-        "exit_code": exit_code,
-        "signal": signal,
-        "status": match r.status {
-            WorkloadStatus::Exited(_) => "exited",
-            WorkloadStatus::Signaled(_) => "signaled",
-            WorkloadStatus::NeverStarted => "never_started",
-            WorkloadStatus::Unknown => "unknown",
         },
-        "stdout": stream(Stream::Stdout),
-        "stderr": stream(Stream::Stderr),
-        "scope": scope_name(&r.scope),
-        "capture_receipt": r.capture_receipt,
-        "stop_failure": r.stop_failure.as_ref().map(|f| error_chain(f)),
-    })
+        None => StreamDoc {
+            complete: false,
+            path: None,
+            bytes: 0,
+            end: "not captured".to_owned(),
+        },
+    };
+    RunDoc {
+        id: r.id.to_string(),
+        outcome: r.outcome.name(),
+        errno: match r.outcome {
+            Outcome::SpawnFailed { errno } => Some(errno),
+            _ => None,
+        },
+        status: StatusFields::of(Some(r.status)),
+        stdout: stream(Stream::Stdout),
+        stderr: stream(Stream::Stderr),
+        scope: scope_name(&r.scope),
+        capture_receipt: r.capture_receipt.clone(),
+        stop_failure: r.stop_failure.as_ref().map(|f| error_chain(f)),
+    }
 }

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use refine_protocol::api::{self, ErrorKind, LaunchSpec, Reply, Request, Response, MAX_MESSAGE};
 use refine_protocol::{Registration, RegistrationId, StopCause};
 
+use super::docs::{json_line, to_value, State};
 use super::error::{io_err, CliError, ServiceError};
 use super::ops::{self, admit, assess_one, launch_request, recover_all, retire, stop_one};
 use crate::error_chain;
@@ -52,7 +53,7 @@ fn launch_detached(sup: &Supervisor, spec: LaunchSpec) -> Result<RegistrationId,
 // ---------------------------------------------------------------------------------------------
 // Service.
 
-struct State {
+struct Service {
     rt: Runtime,
     /// One engine for the service's lifetime: the login environment is captured once (S8).
     sup: Supervisor,
@@ -82,18 +83,16 @@ pub fn serve(
     match recover_all(&rt) {
         Ok(doc) => {
             let elapsed_ms = t.elapsed().as_millis() as u64;
-            tracing::info!(elapsed_ms, summary = %doc["summary"], "recovery at start");
-            for e in doc["registrations"].as_array().into_iter().flatten() {
-                if e["action"] != "released" {
-                    tracing::info!(entry = %e, "recovery");
-                }
+            tracing::info!(elapsed_ms, summary = %json_line(&doc.summary), "recovery at start");
+            for e in doc.registrations.iter().filter(|e| e.action != "released") {
+                tracing::info!(entry = %json_line(e), "recovery");
             }
         }
         Err(e) => tracing::error!(error = %error_chain(&e), "recovery at start failed"),
     }
 
     raise_nofile();
-    let state = Arc::new(State {
+    let state = Arc::new(Service {
         sup: Supervisor::new(rt.clone()),
         rt,
         launched: Mutex::new(HashSet::new()),
@@ -181,7 +180,7 @@ fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener, ServiceError> {
 }
 
 async fn serve_async(
-    state: Arc<State>,
+    state: Arc<Service>,
     every: Duration,
     retain: Duration,
 ) -> Result<(), ServiceError> {
@@ -225,7 +224,7 @@ async fn serve_async(
     Ok(())
 }
 
-async fn handle_conn(state: Arc<State>, stream: tokio::net::UnixStream) -> io::Result<()> {
+async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io::Result<()> {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
     let cred = stream.peer_cred()?;
     let me = rustix::process::getuid().as_raw();
@@ -258,7 +257,7 @@ async fn handle_conn(state: Arc<State>, stream: tokio::net::UnixStream) -> io::R
     wr.shutdown().await
 }
 
-fn handle(state: &State, req: Request) -> Response {
+fn handle(state: &Service, req: Request) -> Response {
     let rt = &state.rt;
     let parse = |id: &str| {
         RegistrationId::parse(id).ok_or_else(|| {
@@ -280,16 +279,18 @@ fn handle(state: &State, req: Request) -> Response {
             .map(Reply::List)
             .map_err(registry_response),
         Request::Show { id } => parse(&id).and_then(|id| {
-            ops::show_doc(rt, id).map(Reply::Show).map_err(|e| match e {
-                CliError::Registry(r) => registry_response(r),
-                other => Response::err(ErrorKind::Internal, other.to_string()),
-            })
+            ops::show_doc(rt, id)
+                .map(|doc| Reply::Show(to_value(&doc)))
+                .map_err(|e| match e {
+                    CliError::Registry(r) => registry_response(r),
+                    other => Response::err(ErrorKind::Internal, other.to_string()),
+                })
         }),
         Request::Stop { id } => parse(&id).and_then(|id| {
             let reg = rt.read_registration(id).map_err(registry_response)?;
             let doc = stop_one(rt, &reg, StopCause::Operator);
-            tracing::info!(%id, result = %doc, "stop");
-            Ok(Reply::Stop(doc))
+            tracing::info!(%id, result = %json_line(&doc), "stop");
+            Ok(Reply::Stop(to_value(&doc)))
         }),
     };
     result.map(Response::ok).unwrap_or_else(|e| e)
@@ -309,7 +310,7 @@ const RETENTION_EVERY: Duration = Duration::from_secs(600);
 
 /// One maintenance pass: deadlines of registrations this service did not launch, retention,
 /// capacity sampling. Every failure is logged and the loop goes on.
-fn maintenance(state: &State, retain: Duration) {
+fn maintenance(state: &Service, retain: Duration) {
     let rt = &state.rt;
     let ours = state.launched.lock().map(|l| l.clone()).unwrap_or_default();
     if let Ok(ids) = rt.list_ids() {
@@ -321,9 +322,9 @@ fn maintenance(state: &State, retain: Duration) {
                 continue;
             };
             if let Some(cause) = deadline_passed(rt, &reg) {
-                if assess_one(rt, &reg).state == "live" {
+                if assess_one(rt, &reg).state == State::Live {
                     let doc = stop_one(rt, &reg, cause);
-                    tracing::info!(%id, ?cause, result = %doc, "deadline stop");
+                    tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
                 }
             }
         }
