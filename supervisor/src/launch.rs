@@ -782,10 +782,8 @@ impl Engine {
             if st.workload_over() {
                 // Done when the drain is over, or earlier when every stream is closed and the
                 // scope's end is known (its receipt usually follows the exit within ms).
-                let drained = self.capture.drain_deadline().is_some_and(|d| now >= d);
-                let settled =
-                    self.capture.all_closed() && (st.receipt.is_some() || st.channel_closed);
-                if drained || settled {
+                let scope_known = st.receipt.is_some() || st.channel_closed;
+                if self.capture.is_done(now) && (scope_known || self.capture.drain_over(now)) {
                     break;
                 }
             }
@@ -1006,18 +1004,7 @@ impl Engine {
 
     /// After poll failed: wait (bounded) for the workload's status from the guardian alone.
     fn await_workload(&mut self, st: &mut State) {
-        let end = Instant::now() + RECEIPT_AFTER_STOP;
-        while st.status.is_none() && !st.channel_closed {
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            match self.link.next_event(Some(left)) {
-                Ok(Some(ev)) => self.on_event(st, ev),
-                Ok(None) => break,
-                Err(_) => self.on_event(st, GuardianEvent::ChannelClosed),
-            }
-        }
+        self.wait_events(st, RECEIPT_AFTER_STOP, |st| st.status.is_some());
         st.status.get_or_insert(WorkloadStatus::Unknown);
     }
 
@@ -1037,7 +1024,7 @@ impl Engine {
         };
         // A stop this engine made already: its receipt is due shortly; take it if it comes.
         if st.stopped && st.receipt.is_none() && !st.channel_closed {
-            self.wait_receipt(&mut st, RECEIPT_AFTER_STOP);
+            self.wait_events(&mut st, RECEIPT_AFTER_STOP, |st| st.receipt.is_some());
         }
         // Any events already queued (the receipt often follows the exit immediately).
         if st.receipt.is_none() && !st.channel_closed {
@@ -1122,9 +1109,11 @@ impl Engine {
         }
     }
 
-    fn wait_receipt(&mut self, st: &mut State, bound: Duration) {
+    /// Takes the guardian's events for at most `bound`, until `done` holds or the channel has
+    /// closed: the one bounded wait on the guardian alone.
+    fn wait_events(&mut self, st: &mut State, bound: Duration, done: fn(&State) -> bool) {
         let end = Instant::now() + bound;
-        while st.receipt.is_none() && !st.channel_closed {
+        while !done(st) && !st.channel_closed {
             let left = end.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return;

@@ -26,6 +26,7 @@ use refine_protocol::{Registration, RegistrationId, StopCause};
 use super::docs::{json_line, to_value, State};
 use super::error::{io_err, CliError, ServiceError};
 use super::ops::{self, admit, assess_one, launch_request, recover_all, retire, stop_one};
+use crate::deadline::{instant_of_unix_ms, Deadlines, Expired};
 use crate::error_chain;
 use crate::fence;
 use crate::launch::Supervisor;
@@ -71,7 +72,7 @@ pub fn serve(
     retain: Duration,
 ) -> Result<(), ServiceError> {
     let rt = Runtime::open(home, port)?;
-    let lock = rt.dir().join("locks").join("service.lock");
+    let lock = rt.service_lock_path();
     let _held = fence::try_acquire(&lock)?.ok_or_else(|| ServiceError::AlreadyRunning {
         port,
         lock: lock.clone(),
@@ -144,7 +145,7 @@ fn original_nofile() -> Option<refine_protocol::Rlimit> {
 }
 
 fn init_tracing(rt: &Runtime) -> Result<(), ServiceError> {
-    let path = rt.dir().join("service.log");
+    let path = rt.service_log_path();
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -321,7 +322,7 @@ fn maintenance(state: &Service, retain: Duration) {
             let Ok(reg) = rt.read_registration(id) else {
                 continue;
             };
-            if let Some(cause) = deadline_passed(rt, &reg) {
+            if let Some(cause) = deadline_passed(&reg) {
                 if assess_one(rt, &reg).state == State::Live {
                     let doc = stop_one(rt, &reg, cause);
                     tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
@@ -380,28 +381,19 @@ fn sample_capacity(rt: &Runtime) {
 
 /// Which deadline of `reg` has passed, if any: completion from the original start; idle from the
 /// last artifact write (falling back to the start).
-fn deadline_passed(rt: &Runtime, reg: &Registration) -> Option<StopCause> {
-    let now = crate::deadline::unix_ms();
-    if let Some(t) = reg.limits.completion_timeout_ms {
-        if now >= reg.started_at_unix_ms.saturating_add(t) {
-            return Some(StopCause::CompletionDeadline);
+fn deadline_passed(reg: &Registration) -> Option<StopCause> {
+    let mut deadlines = Deadlines::new(&reg.limits, instant_of_unix_ms(reg.started_at_unix_ms));
+    for p in [&reg.stdout_path, &reg.stderr_path] {
+        if let Some(written) = std::fs::metadata(p)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        {
+            deadlines.activity(instant_of_unix_ms(written.as_millis() as u64));
         }
     }
-    if let Some(t) = reg.limits.idle_timeout_ms {
-        let mut last = reg.started_at_unix_ms;
-        for p in [&reg.stdout_path, &reg.stderr_path] {
-            if let Some(ms) = std::fs::metadata(p)
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            {
-                last = last.max(ms.as_millis() as u64);
-            }
-        }
-        let _ = rt;
-        if now >= last.saturating_add(t) {
-            return Some(StopCause::IdleDeadline);
-        }
-    }
-    None
+    deadlines.expired(Instant::now()).map(|e| match e {
+        Expired::Completion => StopCause::CompletionDeadline,
+        Expired::Idle => StopCause::IdleDeadline,
+    })
 }
