@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use refine_protocol::api::{LaunchSpec, Reply, Request, ScopeView};
+use refine_protocol::api::{LaunchAsk, Reply, Request, ScopeView};
 use refine_protocol::{Receipt, RegistrationId};
 use serde::Serialize;
 
@@ -303,17 +303,17 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
 // Commands.
 
 fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
-    let spec = LaunchSpec {
-        argv: args.command.clone(),
-        kind: args.kind.kind().as_str().to_owned(),
-        label: args.label.clone(),
+    let spec = LaunchAsk {
+        argv: args.command,
+        kind: args.kind.kind(),
+        label: args.label,
         cwd: args.cwd.as_ref().map(|p| p.display().to_string()),
-        env: args.env.iter().cloned().collect(),
-        meta: args.meta.iter().cloned().collect(),
-        timeout_ms: args.timeout.map(|d| d.as_millis() as u64),
-        idle_timeout_ms: args.idle_timeout.map(|d| d.as_millis() as u64),
+        env: args.env.into_iter().collect(),
+        meta: args.meta.into_iter().collect(),
+        timeout: args.timeout,
+        idle_timeout: args.idle_timeout,
         pty: args.pty,
-        wait_for_slot_ms: args.wait_for_slot.map(|d| d.as_millis() as u64),
+        wait_for_slot: args.wait_for_slot,
     };
     if args.detach {
         let rt = Runtime::open(home, port)?;

@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use refine_protocol::api::{LaunchSpec, ScopeView};
+use refine_protocol::api::{LaunchAsk, ScopeView};
 use refine_protocol::{Kind, Receipt, Registration, RegistrationId, StopCause};
 
 use super::docs::{
@@ -376,16 +376,12 @@ pub fn retire(
     })
 }
 
-/// The engine request for an API launch spec.
-pub(crate) fn launch_request(spec: &LaunchSpec) -> Result<LaunchRequest, ServiceError> {
-    let kind: Kind = spec
-        .kind
-        .parse()
-        .map_err(|_| ServiceError::BadSpec(format!("unknown kind {:?}", spec.kind)))?;
+/// The engine request for what the caller asked.
+pub(crate) fn launch_request(spec: &LaunchAsk) -> Result<LaunchRequest, ServiceError> {
     if spec.argv.is_empty() {
         return Err(ServiceError::BadSpec("empty command".into()));
     }
-    let mut req = LaunchRequest::new(kind, spec.argv.iter().map(OsString::from));
+    let mut req = LaunchRequest::new(spec.kind, spec.argv.iter().map(OsString::from));
     req.cwd = spec.cwd.as_ref().map(PathBuf::from);
     req.env = spec
         .env
@@ -395,8 +391,8 @@ pub(crate) fn launch_request(spec: &LaunchSpec) -> Result<LaunchRequest, Service
     req.label = spec.label.clone();
     req.owner = std::env::var("USER").unwrap_or_default();
     req.purpose = spec.meta.clone();
-    req.completion_timeout = spec.timeout_ms.map(Duration::from_millis);
-    req.idle_timeout = spec.idle_timeout_ms.map(Duration::from_millis);
+    req.completion_timeout = spec.timeout;
+    req.idle_timeout = spec.idle_timeout;
     if spec.pty {
         req.pty = Some(WindowSize::default());
     }
@@ -404,12 +400,12 @@ pub(crate) fn launch_request(spec: &LaunchSpec) -> Result<LaunchRequest, Service
 }
 
 /// Capacity admission for `agent` launches (C1–C3): `Ok` when a slot is free now or frees up
-/// within the spec's `wait_for_slot_ms`.
-pub(crate) fn admit(rt: &Runtime, spec: &LaunchSpec) -> Result<(), ServiceError> {
-    if spec.kind != Kind::Agent.as_str() {
+/// within the ask's `wait_for_slot`.
+pub(crate) fn admit(rt: &Runtime, spec: &LaunchAsk) -> Result<(), ServiceError> {
+    if spec.kind != Kind::Agent {
         return Ok(());
     }
-    let deadline = Instant::now() + Duration::from_millis(spec.wait_for_slot_ms.unwrap_or(0));
+    let deadline = Instant::now() + spec.wait_for_slot.unwrap_or_default();
     let mut probe = probe();
     loop {
         let report = capacity_report(Some(rt), capacity::Policy::default(), &mut *probe)

@@ -5,14 +5,14 @@ use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::time::Duration;
 
-use refine_protocol::api::LaunchSpec;
+use refine_protocol::api::LaunchAsk;
 
 use super::docs::{RunDoc, RunScope, StatusFields, StreamDoc};
 use super::error::{CliError, ServiceError};
 use super::ops::{admit, launch_request, print_json};
 use crate::capture::StreamState;
 use crate::error_chain;
-use crate::launch::{LaunchResult, Outcome, ScopeState, Supervisor};
+use crate::launch::{LaunchOutcome, LaunchResult, ScopeState, Supervisor};
 use crate::registry::{Runtime, Stream};
 
 /// `run` without `--detach`: launch in this process, stream, exit with the workload's code.
@@ -64,7 +64,7 @@ fn forward_terminal(input: crate::launch::InputWriter) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn run_embedded(rt: &Runtime, spec: LaunchSpec, json_out: bool) -> Result<i32, CliError> {
+pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, json_out: bool) -> Result<i32, CliError> {
     admit(rt, &spec)?;
     let mut req = launch_request(&spec)?;
     if !json_out {
@@ -163,8 +163,8 @@ fn scope_name(s: &ScopeState) -> RunScope {
 fn exit_code(r: &LaunchResult) -> i32 {
     match (r.outcome, r.status.shell_code()) {
         (_, Some(c)) => c,
-        (Outcome::SpawnFailed { errno }, None) if errno == libc::ENOENT => 127,
-        (Outcome::SpawnFailed { .. }, None) => 126,
+        (LaunchOutcome::SpawnFailed { errno }, None) if errno == libc::ENOENT => 127,
+        (LaunchOutcome::SpawnFailed { .. }, None) => 126,
         _ => 1,
     }
 }
@@ -193,7 +193,7 @@ fn run_doc(r: &LaunchResult) -> RunDoc {
         id: r.id.to_string(),
         outcome: r.outcome.name(),
         errno: match r.outcome {
-            Outcome::SpawnFailed { errno } => Some(errno),
+            LaunchOutcome::SpawnFailed { errno } => Some(errno),
             _ => None,
         },
         status: StatusFields::of(Some(r.status)),

@@ -20,7 +20,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use refine_protocol::api::{self, ErrorKind, LaunchSpec, Reply, Request, Response, MAX_MESSAGE};
+use refine_protocol::api::{self, ErrorKind, LaunchAsk, Reply, Request, Response, MAX_MESSAGE};
 use refine_protocol::{Registration, RegistrationId, StopCause};
 
 use super::docs::{json_line, to_value, State};
@@ -36,7 +36,7 @@ use crate::retention;
 /// Launches for the service: the engine keeps running on its own thread; the handle is not
 /// awaited (the record and the receipt carry the result), so the service holds no per-launch
 /// state beyond the id.
-fn launch_detached(sup: &Supervisor, spec: LaunchSpec) -> Result<RegistrationId, Response> {
+fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<RegistrationId, Response> {
     let rt = sup.runtime();
     admit(rt, &spec).map_err(|e| match e {
         ServiceError::NoCapacity { .. } => Response::err(ErrorKind::NoCapacity, e.to_string()),
