@@ -22,10 +22,10 @@ use refine_protocol::{Receipt, RegistrationId};
 use serde::Serialize;
 
 use super::docs::{
-    CapacityDoc, GcDoc, LaunchedDoc, PsDoc, ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, State,
+    utc, CapacityDoc, GcDoc, LaunchedDoc, PsDoc, ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, State,
 };
 use super::error::{CliError, ServiceError};
-use super::ops::{self, assess, list_views, out, print_json, show_doc, utc};
+use super::ops::{self, assess, list_views, out, print_json, show_doc};
 use super::{client, run, serve};
 use crate::capacity;
 use crate::registry::{self, RegistryError, Runtime};

@@ -12,8 +12,9 @@ use refine_protocol::api::{LaunchAsk, ScopeView};
 use refine_protocol::{Kind, Receipt, Registration, RegistrationId, StopCause};
 
 use super::docs::{
-    ArtifactDoc, ArtifactsDoc, AssessmentDoc, ReceiptDoc, RecordDoc, RecoverDoc, RecoverEntryDoc,
-    ResultDoc, ShowDoc, State, StatusFields, StopDetail, StopDoc, StopOutcomeDoc, StopTimingsDoc,
+    utc, ArtifactDoc, ArtifactsDoc, AssessmentDoc, ReceiptDoc, RecordDoc, RecoverDoc,
+    RecoverEntryDoc, ResultDoc, ShowDoc, State, StatusFields, StopDetail, StopDoc, StopOutcomeDoc,
+    StopTimingsDoc,
 };
 use super::error::{CliError, ServiceError};
 use crate::capacity::{self, HostProbe, HostSample};
@@ -421,39 +422,5 @@ pub(crate) fn admit(rt: &Runtime, spec: &LaunchAsk) -> Result<(), ServiceError> 
             });
         }
         std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ` for a Unix time in milliseconds (civil-from-days, proleptic Gregorian).
-pub fn utc(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utc_dates() {
-        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00Z");
-        assert_eq!(utc(1_795_981_266_000), "2026-11-29T19:41:06Z");
     }
 }
