@@ -282,6 +282,16 @@ fn run(
         owner: Some(reg.id),
     };
     let mut signalled = Vec::new();
+    let attempt = |signalled, killed, timings| StopAttempt {
+        runtime,
+        reg,
+        opts,
+        start,
+        deadline,
+        signalled,
+        killed,
+        timings,
+    };
 
     if let Some(grace) = opts.grace {
         let t = Instant::now();
@@ -295,17 +305,7 @@ fn run(
         };
         timings.grace = t.elapsed();
         if let (true, Some(g)) = (exited, &guardian) {
-            let attempt = StopAttempt {
-                runtime,
-                reg,
-                opts,
-                start,
-                deadline,
-                signalled,
-                killed: 0,
-                timings,
-            };
-            return attempt.prove(g, None);
+            return attempt(signalled, 0, timings).prove(g, None);
         }
     }
 
@@ -339,17 +339,7 @@ fn run(
     }
     let held = held;
     match &guardian {
-        Some(g) => StopAttempt {
-            runtime,
-            reg,
-            opts,
-            start,
-            deadline,
-            signalled,
-            killed,
-            timings,
-        }
-        .prove(g, Some(t)),
+        Some(g) => attempt(signalled, killed, timings).prove(g, Some(t)),
         None => {
             // No guardian to reap and prove: wait until every killed witness has exited.
             for v in &held {

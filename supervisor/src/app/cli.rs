@@ -388,11 +388,7 @@ fn show(home: &Path, port: u16, args: IdArgs) -> Result<ExitCode, CliError> {
     let id = parse_id(&args.id)?;
     let rt = runtime_for(home, port, id)?;
     let doc = show_doc(&rt, id)?;
-    if args.json {
-        print_json(&doc)?;
-    } else {
-        print_tree(&doc)?;
-    }
+    print_doc(&doc, args.json)?;
     Ok(0)
 }
 
@@ -406,6 +402,15 @@ fn stop(home: &Path, port: u16, args: IdArgs) -> Result<ExitCode, CliError> {
     print_verdict(&doc, args.json, proven, &failure, doc.reason.as_deref())
 }
 
+/// A document as JSON (`--json`) or as indented `key: value` lines.
+fn print_doc(doc: &impl Serialize, json: bool) -> Result<(), CliError> {
+    if json {
+        print_json(doc)
+    } else {
+        print_tree(doc)
+    }
+}
+
 /// Prints a document, then exits 0 only if `ok`; otherwise the verdict (with the document's
 /// reason) is the one-line error.
 fn print_verdict(
@@ -415,11 +420,7 @@ fn print_verdict(
     failure: &str,
     reason: Option<&str>,
 ) -> Result<ExitCode, CliError> {
-    if json {
-        print_json(doc)?;
-    } else {
-        print_tree(doc)?;
-    }
+    print_doc(doc, json)?;
     if ok {
         Ok(0)
     } else {
@@ -556,11 +557,7 @@ fn recover(home: &Path, port: u16, args: JsonArgs) -> Result<ExitCode, CliError>
         Some(rt) => ops::recover_all(&rt)?,
         None => RecoverDoc::default(),
     };
-    if args.json {
-        print_json(&doc)?;
-    } else {
-        print_tree(&doc)?;
-    }
+    print_doc(&doc, args.json)?;
     Ok(0)
 }
 
