@@ -376,45 +376,40 @@ struct StopAttempt<'a> {
 impl StopAttempt<'_> {
     /// Waits for the guardian to exit (its pidfd), then the assessment must be `exited`.
     /// `kill_at` is when the SIGKILLs went out (none after a graceful exit).
-    fn prove(self, guardian: &Verified, kill_at: Option<Instant>) -> Result<StopReport, StopError> {
-        let StopAttempt {
-            runtime,
-            reg,
-            opts,
-            start,
-            deadline,
-            signalled,
-            killed,
-            mut timings,
-        } = self;
+    fn prove(
+        mut self,
+        guardian: &Verified,
+        kill_at: Option<Instant>,
+    ) -> Result<StopReport, StopError> {
         // The pidfd held since the assessment: readable once the guardian has exited.
-        let exited = guardian
-            .wait_exit(Some(deadline.saturating_duration_since(Instant::now())))
-            .map_err(StopError::Signal)?;
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let exited = guardian.wait_exit(Some(left)).map_err(StopError::Signal)?;
         if let Some(t) = kill_at {
-            timings.kill_to_exit = t.elapsed();
+            self.timings.kill_to_exit = t.elapsed();
         }
-        let assessment = assess::assess(runtime, reg, opts.boot);
+        let assessment = assess::assess(self.runtime, self.reg, self.opts.boot);
         if assessment.is_exited() {
-            timings.total = start.elapsed();
+            self.timings.total = self.start.elapsed();
             return Ok(StopReport {
-                id: reg.id,
+                id: self.reg.id,
                 outcome: StopOutcome::Stopped,
                 assessment,
-                signalled,
-                killed,
-                timings,
+                signalled: self.signalled,
+                killed: self.killed,
+                timings: self.timings,
             });
         }
+        let assessment = Box::new(assessment);
+        let signalled = self.signalled;
         if exited {
             Err(StopError::Unproven {
-                assessment: Box::new(assessment),
+                assessment,
                 signalled,
             })
         } else {
             Err(StopError::ProofTimeout {
-                elapsed: start.elapsed(),
-                assessment: Box::new(assessment),
+                elapsed: self.start.elapsed(),
+                assessment,
                 signalled,
             })
         }
