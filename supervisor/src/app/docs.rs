@@ -385,17 +385,28 @@ pub(crate) struct StopTimingsDoc {
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct RecoverDoc {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub summary: Option<BTreeMap<&'static str, usize>>,
+    pub summary: Option<BTreeMap<RecoverAction, usize>>,
     pub registrations: Vec<RecoverEntryDoc>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct RecoverEntryDoc {
     pub id: String,
-    /// `stopped`, `released`, `kept`, `stop_failed`, `owned` or `corrupt`.
-    pub action: &'static str,
+    pub action: RecoverAction,
     pub state: State,
     pub reason: Option<String>,
+}
+
+/// What recovery did with one registration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RecoverAction {
+    Stopped,
+    Released,
+    Kept,
+    StopFailed,
+    Owned,
+    Corrupt,
 }
 
 /// `receipt --json`: whether the receipt verifies against its registration.

@@ -12,9 +12,9 @@ use refine_protocol::api::{LaunchAsk, ScopeView};
 use refine_protocol::{Kind, Receipt, Registration, RegistrationId, StopCause};
 
 use super::docs::{
-    utc, ArtifactDoc, ArtifactsDoc, AssessmentDoc, ReceiptDoc, RecordDoc, RecoverDoc,
-    RecoverEntryDoc, ResultDoc, ShowDoc, State, StatusFields, StopDetail, StopDoc, StopOutcomeDoc,
-    StopTimingsDoc,
+    utc, ArtifactDoc, ArtifactsDoc, AssessmentDoc, ReceiptDoc, RecordDoc, RecoverAction,
+    RecoverDoc, RecoverEntryDoc, ResultDoc, ShowDoc, State, StatusFields, StopDetail, StopDoc,
+    StopOutcomeDoc, StopTimingsDoc,
 };
 use super::error::{CliError, ServiceError};
 use crate::capacity::{self, HostProbe, HostSample};
@@ -309,14 +309,14 @@ pub fn stop_one(rt: &Runtime, reg: &Registration, cause: StopCause) -> StopDoc {
 pub fn recover_all(rt: &Runtime) -> Result<RecoverDoc, ServiceError> {
     use recover::RecoveryAction as A;
     let report = recover::recover(rt, &recover::RecoverOptions::default())?;
-    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut counts: BTreeMap<RecoverAction, usize> = BTreeMap::new();
     let mut entries = Vec::with_capacity(report.entries.len());
     for e in &report.entries {
         let (action, after) = match &e.action {
-            A::Stopped { report } => ("stopped", flatten(&report.assessment)),
-            A::Released { assessment } => ("released", flatten(assessment)),
+            A::Stopped { report } => (RecoverAction::Stopped, flatten(&report.assessment)),
+            A::Released { assessment } => (RecoverAction::Released, flatten(assessment)),
             A::Kept { reason, .. } => (
-                "kept",
+                RecoverAction::Kept,
                 Assessed {
                     state: State::Unverified,
                     reason: Some(reason_text(reason)),
@@ -326,16 +326,16 @@ pub fn recover_all(rt: &Runtime) -> Result<RecoverDoc, ServiceError> {
             A::StopFailed { error, assessment } => {
                 let mut a = flatten(assessment);
                 a.reason = Some(error_chain(error));
-                ("stop_failed", a)
+                (RecoverAction::StopFailed, a)
             }
             A::Owned => (
-                "owned",
+                RecoverAction::Owned,
                 match rt.read_registration(e.id) {
                     Ok(reg) => assess_one(rt, &reg),
                     Err(err) => corrupt(&err),
                 },
             ),
-            A::Corrupt { error } => ("corrupt", corrupt(error)),
+            A::Corrupt { error } => (RecoverAction::Corrupt, corrupt(error)),
         };
         *counts.entry(action).or_default() += 1;
         entries.push(RecoverEntryDoc {

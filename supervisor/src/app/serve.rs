@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use refine_protocol::api::{self, ErrorKind, LaunchAsk, Reply, Request, Response, MAX_MESSAGE};
 use refine_protocol::{Registration, RegistrationId, StopCause};
 
-use super::docs::{json_line, to_value, State};
+use super::docs::{json_line, to_value, RecoverAction, State};
 use super::error::{io_err, CliError, ServiceError};
 use super::ops::{self, admit, assess_one, launch_request, recover_all, retire, stop_one};
 use crate::deadline::{instant_of_unix_ms, Deadlines, Expired};
@@ -85,7 +85,11 @@ pub fn serve(
         Ok(doc) => {
             let elapsed_ms = t.elapsed().as_millis() as u64;
             tracing::info!(elapsed_ms, summary = %json_line(&doc.summary), "recovery at start");
-            for e in doc.registrations.iter().filter(|e| e.action != "released") {
+            for e in doc
+                .registrations
+                .iter()
+                .filter(|e| e.action != RecoverAction::Released)
+            {
                 tracing::info!(entry = %json_line(e), "recovery");
             }
         }
