@@ -13,7 +13,7 @@ use rustix::net::RecvFlags;
 
 use super::handle::{CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL};
 use super::{LaunchOutcome, LaunchResult, ScopeEnded, ScopeState, ScopeWatch, StopFailure};
-use crate::capture::{Capture, CaptureFailure};
+use crate::capture::{Capture, CaptureError, CaptureFailure};
 use crate::deadline::{Deadlines, Expired};
 use crate::fence::Fence;
 use crate::guardian::{GuardianEvent, GuardianLink};
@@ -41,6 +41,12 @@ pub(super) const STOP_RETRY: Duration = Duration::from_secs(1);
 
 /// How long the engine waits for the guardian's receipt after a stop it made.
 pub(super) const RECEIPT_AFTER_STOP: Duration = Duration::from_secs(10);
+
+/// Which of the engine's own descriptors woke it.
+struct Woken {
+    channel: bool,
+    control: bool,
+}
 
 pub(super) struct Engine {
     /// The registration lock, held while this process owns the scope.
@@ -125,36 +131,14 @@ impl Engine {
             } else {
                 None
             };
-            let ready = {
-                let channel = self.link.channel();
-                let control = self.control.as_fd();
-                let mut extra = [channel, control];
-                let mut open = 0;
-                for (fd, closed) in [(channel, st.channel_closed), (control, st.control_closed)] {
-                    if !closed {
-                        extra[open] = fd;
-                        open += 1;
-                    }
-                }
-                match self.capture.pump(&extra[..open], wake) {
-                    Ok(r) => {
-                        let mut slot = 0;
-                        let mut next = |open: bool| {
-                            let ready = open && r.is_set(slot);
-                            slot += usize::from(open);
-                            ready
-                        };
-                        let ch = next(!st.channel_closed);
-                        let ctl = next(!st.control_closed);
-                        Some((ch, ctl))
-                    }
-                    Err(e) => {
-                        tracing::error!(id = %self.registration.id, error = %e, "capture poll failed");
-                        None
-                    }
+            let woken = match self.poll(&st, wake) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    tracing::error!(id = %self.registration.id, error = %e, "capture poll failed");
+                    None
                 }
             };
-            let Some((channel_ready, control_ready)) = ready else {
+            let Some(woken) = woken else {
                 // poll itself failed: nothing more can be observed; stop and give up capture.
                 self.stop(
                     &mut st,
@@ -166,10 +150,10 @@ impl Engine {
             if let Some(t) = self.capture.last_output() {
                 self.deadlines.activity(t);
             }
-            if channel_ready {
+            if woken.channel {
                 self.drain_events(&mut st);
             }
-            if control_ready {
+            if woken.control {
                 self.read_control(&mut st);
             }
         }
@@ -306,6 +290,35 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// The engine's poll set: the output streams (held by the capture), the guardian channel and
+    /// the control socket while each is open. Waits until one is ready or `wake`, reads what the
+    /// streams hold, and says which of the engine's own descriptors woke it.
+    fn poll(&mut self, st: &State, wake: Option<Instant>) -> Result<Woken, CaptureError> {
+        let mine = [
+            (self.link.channel(), !st.channel_closed),
+            (self.control.as_fd(), !st.control_closed),
+        ];
+        let mut open = [mine[0].0; 2];
+        let mut n = 0;
+        for (fd, is_open) in mine {
+            if is_open {
+                open[n] = fd;
+                n += 1;
+            }
+        }
+        let ready = self.capture.pump(&open[..n], wake)?;
+        let mut slot = 0;
+        let mut woke = |is_open: bool| {
+            let set = is_open && ready.is_set(slot);
+            slot += usize::from(is_open);
+            set
+        };
+        Ok(Woken {
+            channel: woke(mine[0].1),
+            control: woke(mine[1].1),
+        })
     }
 
     /// After poll failed: wait (bounded) for the workload's status from the guardian alone.
