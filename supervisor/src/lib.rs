@@ -15,7 +15,8 @@
 //! - [`capacity`]: admission (C1–C3). [`retention`]: log retirement (R1–R3).
 //!
 //! [`app`] is the application on top of them (the operator CLI, the foreground `run`, `serve`
-//! and its client); no module above imports it.
+//! and its client), built on them; no mechanism module imports it, and only its entry points
+//! ([`app::Cli`], [`app::dispatch`], [`app::CliError`]) are public.
 #![forbid(unsafe_code)]
 
 pub mod app;
