@@ -19,7 +19,7 @@ pub enum StdinMode {
     /// `/dev/null`.
     #[default]
     Null,
-    /// A pipe fed by [`LaunchHandle::write_input`] and closed by [`LaunchHandle::close_input`].
+    /// A pipe fed by [`LaunchHandle::write_input`](super::LaunchHandle::write_input) and closed by [`LaunchHandle::close_input`](super::LaunchHandle::close_input).
     Pipe,
 }
 
@@ -43,7 +43,7 @@ pub struct LaunchRequest {
     /// Per-artifact byte cap (S10).
     pub log_cap: Option<u64>,
     /// A hard budget on output bytes (all streams): past it the launch is stopped and its
-    /// outcome is [`LaunchOutcome::OutputLimit`].
+    /// outcome is [`LaunchOutcome::OutputLimit`](super::LaunchOutcome::OutputLimit).
     pub output_limit: Option<u64>,
     /// `None`: the kind's default (`quality` stops, the others keep).
     pub scope_policy: Option<ScopePolicy>,
