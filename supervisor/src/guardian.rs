@@ -225,7 +225,16 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
     };
     // Sized to this launch (a few hundred bytes, usually), capped at the largest frame: a
     // bigger launch fails to encode exactly as before.
-    let mut frame = vec![0u8; launch_len(&params).min(MAX_FRAME)];
+    let need = launch_len(&params);
+    if need > MAX_FRAME {
+        return Err(HandshakeError::Encode(
+            refine_protocol::EncodeError::Oversized {
+                len: need,
+                max: MAX_FRAME,
+            },
+        ));
+    }
+    let mut frame = vec![0u8; need];
     let len = encode_launch(&params, &mut frame).map_err(HandshakeError::Encode)?;
 
     // The guardian lives as long as the scope. When the workload gets its own stdio, the

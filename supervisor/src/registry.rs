@@ -76,7 +76,7 @@ pub enum RegistryError {
     #[error(transparent)]
     Fence(#[from] FenceError),
     /// The record would not be readable back (larger than the record limit): nothing is written.
-    #[error("{what} refused: {source}")]
+    #[error("{what} refused")]
     Refused {
         what: &'static str,
         #[source]
