@@ -26,6 +26,7 @@ pub mod env_policy;
 pub mod fence;
 pub mod guardian;
 pub mod launch;
+pub mod limits;
 pub mod procfs;
 pub mod pty;
 pub mod recover;
@@ -47,3 +48,5 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     }
     text
 }
+
+pub use limits::raise_nofile_limit;

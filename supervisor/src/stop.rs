@@ -279,7 +279,10 @@ fn run(
         } else {
             Vec::new()
         },
-        owner: Some(reg.id),
+        // A7: while its guardian lives, a process that carries the owner marker but is outside
+        // the guardian's tree (an `at` job that inherited the environment) is a witness for
+        // reports only, never a kill target: the marker scan covers guardian-less scopes only.
+        owner: guardian.is_none().then_some(reg.id),
     };
     let mut signalled = Vec::new();
 
@@ -316,16 +319,16 @@ fn run(
     // Children before parents (reverse discovery order): a stopped process group whose last
     // outside parent exits is orphaned, and the kernel sends it SIGHUP + SIGCONT, which would
     // resume a SIGHUP-ignoring member before its SIGKILL. Killed first, it is not stopped then.
-    for v in held.iter().rev() {
-        match v.signal(Signal::KILL) {
+    for h in held.iter().rev() {
+        match h.signal(Signal::KILL) {
             Ok(()) => {
                 killed += 1;
                 signalled.push(Sent {
-                    target: Target::Process(v.witness()),
+                    target: Target::Process(h.witness),
                     signal: Signal::KILL.as_raw(),
                 });
             }
-            Err(SignalError::Gone(_)) => {}
+            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => {}
             Err(e) => return Err(StopError::Signal(e)),
         }
     }
@@ -345,9 +348,12 @@ fn run(
         ),
         None => {
             // No guardian to reap and prove: wait until every killed witness has exited.
-            for v in &held {
+            for h in &held {
                 let left = deadline.saturating_duration_since(Instant::now());
-                v.wait_exit(Some(left)).map_err(StopError::Signal)?;
+                match h.with(|v| v.wait_exit(Some(left))) {
+                    Ok(_) | Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => {}
+                    Err(e) => return Err(StopError::Signal(e)),
+                }
             }
             timings.kill_to_exit = t.elapsed();
             let after = assess::assess(runtime, reg, opts.boot);
@@ -482,6 +488,36 @@ fn in_vfork_wait(s: &Stat) -> bool {
         })
 }
 
+/// Descriptors a stop leaves free for everything but member pidfds (`/proc` reads, the fence,
+/// other threads of a service).
+const DESCRIPTOR_RESERVE: usize = 64;
+
+/// A quiesced member (T6): held by its pidfd while descriptors allow, else parked (pidfd
+/// closed). A parked member is re-opened and re-verified (start time after `pidfd_open`) for each
+/// later signal, exactly as at discovery, so a pid reused meanwhile is never signalled; a tree
+/// with more members than this process may hold descriptors still stops.
+struct Held {
+    witness: ProcessWitness,
+    pidfd: Option<Verified>,
+}
+
+impl Held {
+    /// Runs `f` on the held pidfd, or on a freshly opened and verified one.
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&Verified) -> Result<T, SignalError>,
+    ) -> Result<T, SignalError> {
+        match &self.pidfd {
+            Some(v) => f(v),
+            None => f(&Verified::open(self.witness)?),
+        }
+    }
+
+    fn signal(&self, sig: Signal) -> Result<(), SignalError> {
+        self.with(|v| v.signal(sig))
+    }
+}
+
 /// SIGSTOPs every witnessed member and re-scans until membership is stable and every member is
 /// stopped (or exited). Returns the verified members, held by pidfd. On failure, resumes exactly
 /// what this attempt stopped.
@@ -491,9 +527,11 @@ fn quiesce(
     deadline: Instant,
     signalled: &mut Vec<Sent>,
     rounds: &mut u32,
-) -> Result<Vec<Verified>, StopError> {
+) -> Result<Vec<Held>, StopError> {
     let start = Instant::now();
-    let mut held: BTreeMap<(u32, u64), Verified> = BTreeMap::new();
+    let mut held: BTreeMap<(u32, u64), Held> = BTreeMap::new();
+    // Pidfds this attempt may keep open; past it, members are parked (see [`Held`]).
+    let mut fds_left = crate::limits::descriptors_left(DESCRIPTOR_RESERVE);
     // Discovery order: parents before their descendants.
     let mut order: Vec<(u32, u64)> = Vec::new();
     // Held members not yet seen stopped.
@@ -540,7 +578,11 @@ fn quiesce(
                 Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => continue,
                 Err(e) => return Err((Some(StopError::Signal(e)), None)),
             };
-            let already = match v.stat() {
+            let v = Held {
+                witness: m.witness,
+                pidfd: Some(v),
+            };
+            let already = match procfs::stat_of(&v.witness).map_err(SignalError::from) {
                 Ok(Some(s)) => s.state.is_stopped(),
                 Ok(None) => continue,
                 Err(e) => return Err((Some(StopError::Signal(e)), None)),
@@ -560,6 +602,13 @@ fn quiesce(
                     Err(e) => return Err((Some(StopError::Signal(e)), None)),
                 }
             }
+            let v = match fds_left.checked_sub(1) {
+                Some(left) => {
+                    fds_left = left;
+                    v
+                }
+                None => Held { pidfd: None, ..v },
+            };
             held.insert(key, v);
             order.push(key);
             pending.push(key);
@@ -572,7 +621,7 @@ fn quiesce(
             let mut still = Vec::new();
             for key in pending.drain(..) {
                 let Some(v) = held.get(&key) else { continue };
-                match v.stat() {
+                match procfs::stat_of(&v.witness).map_err(SignalError::from) {
                     Ok(Some(s)) if s.state == State::DiskSleep && in_vfork_wait(&s) => {}
                     Ok(Some(s)) if !s.state.is_stopped() && !s.state.is_exited() => still.push(key),
                     Ok(_) => {}

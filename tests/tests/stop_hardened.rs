@@ -1,0 +1,216 @@
+//! The stop and the assessment where real hosts break them (SPEC T5, T6, A6, A7): a main thread
+//! that called `pthread_exit`, a stray process carrying the owner marker, a forged receipt, and a
+//! tree larger than the descriptor limit.
+
+mod cli_support;
+
+use std::ffi::OsString;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use refine_protocol::receipt::{ScopeEnd, WorkloadStatus};
+use refine_protocol::Receipt;
+use refine_supervisor::assess::{self, KERNEL_BOOT};
+use refine_supervisor::procfs;
+use refine_supervisor::stop::{self, StopOptions, StopOutcome};
+use refine_tests::stopkit::*;
+use refine_tests::wait_until;
+
+const TREE_BUILDER: &str = env!("CARGO_BIN_EXE_tree-builder");
+const ZOMBIE_LEADER: &str = env!("CARGO_BIN_EXE_zombie-leader");
+const STOP_RUN: &str = env!("CARGO_BIN_EXE_stop-run");
+
+/// The raw state letter of `/proc/PID/stat` and the number of threads in `/proc/PID/task`.
+fn raw_state(pid: u32) -> Option<(char, usize)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let state = stat[stat.rfind(')')? + 1..].trim_start().chars().next()?;
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.count();
+    Some((state, threads))
+}
+
+#[test]
+fn a_main_thread_that_called_pthread_exit_is_stopped_with_proof() {
+    let home = home();
+    let rt = runtime(home.path());
+    let mut scope = launch_guardian(&rt, Path::new(ZOMBIE_LEADER), &[]);
+    assert_eq!(scope.wait_ready(), 1);
+    let workload = scope.reg.hello.workload;
+    // The leader reads `Z` while its worker thread runs.
+    assert!(
+        wait_until(GENEROUS, || raw_state(workload.pid)
+            .is_some_and(|(s, threads)| s == 'Z' && threads >= 2)),
+        "the leader never showed Z with a live thread: {:?}",
+        raw_state(workload.pid)
+    );
+    // It is a live member of the scope.
+    assert!(
+        scope.members().iter().any(|m| m.witness == workload),
+        "{:?}",
+        scope.members()
+    );
+    let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
+    assert_eq!(report.outcome, StopOutcome::Stopped, "{report:#?}");
+    assert!(report.assessment.receipt().is_some());
+    scope.reap();
+    assert!(!exists(&workload), "{:?}", raw_state(workload.pid));
+}
+
+#[test]
+fn run_timeout_ends_a_pthread_exit_program() {
+    let home = cli_support::Home::new();
+    let mut run = home
+        .command(&["run", "--json", "--timeout", "2s", "--", ZOMBIE_LEADER])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn run");
+    let ended = wait_until(GENEROUS, || run.try_wait().expect("try_wait").is_some());
+    if !ended {
+        let _ = run.kill();
+        let _ = run.wait();
+    }
+    assert!(
+        ended,
+        "run --timeout 2s of a pthread_exit program never returned"
+    );
+    let rows = home.ps();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["state"], "exited", "{rows:?}");
+}
+
+#[test]
+fn an_owner_marker_outside_the_tree_is_never_killed_while_the_guardian_lives() {
+    let home = home();
+    let rt = runtime(home.path());
+    let mut scope = launch_guardian(
+        &rt,
+        Path::new(TREE_BUILDER),
+        &["--sessions", "1", "--groups", "1", "--leaves", "1"],
+    );
+    scope.wait_ready();
+    // A process that inherited the marker (an `at` job, say) but lives outside the guardian's
+    // tree: this test process is its parent.
+    let mut stray = Command::new("sleep")
+        .arg("1000")
+        .env("REFINE_OWNER", scope.reg.id.to_string())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn stray");
+    let stray_pid = rustix::process::Pid::from_raw(stray.id() as i32).expect("pid");
+    let stray_w = procfs::stat(stray_pid).expect("stat").witness();
+    assert!(wait_until(GENEROUS, || procfs::owner_marker(stray_pid)
+        .ok()
+        .flatten()
+        == Some(scope.reg.id)));
+
+    let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
+    let alive = running(&stray_w);
+    let _ = stray.kill();
+    let _ = stray.wait();
+    assert_eq!(report.outcome, StopOutcome::Stopped, "{report:#?}");
+    assert!(alive, "the stray marker process was killed: {report:#?}");
+    assert!(
+        !report.signalled.iter().any(|s| matches!(
+            s.target,
+            stop::Target::Process(w) if w == stray_w
+        )),
+        "{report:#?}"
+    );
+    scope.reap();
+}
+
+#[test]
+fn a_receipt_forged_by_a_live_workload_is_live() {
+    let home = home();
+    let rt = runtime(home.path());
+    let mut scope = launch_guardian(
+        &rt,
+        Path::new(TREE_BUILDER),
+        &["--sessions", "1", "--groups", "1", "--leaves", "1"],
+    );
+    scope.wait_ready();
+    let reg = &scope.reg;
+    // What a workload of the same uid can build from its registration record.
+    let forged = Receipt {
+        registration: reg.id,
+        runtime: reg.runtime,
+        boot_id: reg.hello.boot_id,
+        guardian: reg.hello.guardian,
+        workload: reg.hello.workload,
+        proof: reg.hello.proof,
+        status: WorkloadStatus::Exited(0),
+        end: ScopeEnd::Completed,
+        spawn_errno: 0,
+        reaped: 1,
+        workload_exited_at_ns: 1,
+        written_at_ns: 2,
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&reg.proof_path)
+        .expect("open proof file");
+    f.seek(SeekFrom::Start(0)).expect("seek");
+    f.write_all(&forged.encode()).expect("forge");
+    drop(f);
+    assert!(
+        matches!(
+            assess::check_proof(&rt, reg),
+            assess::ProofState::Verified(_)
+        ),
+        "the forged receipt should verify on its own"
+    );
+
+    let a = assess::assess(&rt, reg, &KERNEL_BOOT);
+    assert!(a.is_live(), "a forged receipt of a live scope: {a:?}");
+    let report = stop::stop(&rt, reg, &StopOptions::default()).expect("stop");
+    assert_eq!(report.outcome, StopOutcome::Stopped, "{report:#?}");
+    assert!(report.killed > 0, "{report:#?}");
+    let receipt = report.assessment.receipt().expect("receipt");
+    assert_ne!(receipt.written_at_ns, 2, "the guardian's own receipt");
+    scope.reap();
+}
+
+/// 20 sessions x 9 groups x (leader + 10 leaves) = 2,000 processes, stopped by a process whose
+/// soft and hard RLIMIT_NOFILE are 1,024: fewer descriptors than members.
+#[test]
+fn two_thousand_processes_stop_with_proof_under_1024_descriptors() {
+    let home = home();
+    let rt = runtime(home.path());
+    let mut scope = launch_guardian(
+        &rt,
+        Path::new(TREE_BUILDER),
+        &["--sessions", "20", "--groups", "9", "--leaves", "10"],
+    );
+    assert_eq!(scope.wait_ready(), 2000);
+    let before = scope.members();
+    assert!(before.len() > 2000, "{}", before.len());
+    let script = "ulimit -n 1024 && exec \"$@\"";
+    let args: Vec<OsString> = vec![
+        home.path().into(),
+        "7000".into(),
+        scope.reg.id.to_string().into(),
+        "30".into(),
+    ];
+    let out = Command::new("sh")
+        .args(["-c", script, "sh", STOP_RUN])
+        .args(&args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("stop-run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("outcome=stopped state=exited"),
+        "{}: {text}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    scope.reap();
+    let left = survivors(&before);
+    assert!(
+        left.is_empty(),
+        "{} survivors: {:?}",
+        left.len(),
+        &left[..left.len().min(5)]
+    );
+}
