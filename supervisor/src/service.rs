@@ -268,20 +268,24 @@ fn launch_request(spec: &LaunchSpec) -> Result<LaunchRequest, ServiceError> {
     Ok(req)
 }
 
-/// Capacity admission for `agent` launches (C1–C3): `Ok` when a slot is free now or frees up
-/// within the spec's `wait_for_slot_ms`.
-fn admit(rt: &Runtime, spec: &LaunchSpec) -> Result<(), ServiceError> {
+/// Capacity admission for `agent` launches (C1–C4): `Ok` when a slot is free now or frees up
+/// within the spec's `wait_for_slot_ms`, with the admission lock held: the caller keeps it until
+/// the launch's registration is durable (C4).
+fn admit(rt: &Runtime, spec: &LaunchSpec) -> Result<Option<crate::fence::Fence>, ServiceError> {
     if spec.kind != Kind::Agent.as_str() {
-        return Ok(());
+        return Ok(None);
     }
     let deadline = Instant::now() + Duration::from_millis(spec.wait_for_slot_ms.unwrap_or(0));
     let mut probe = cli::probe();
     loop {
+        let lock =
+            capacity::admission_lock(rt).map_err(|e| ServiceError::Capacity(e.to_string()))?;
         let report = cli::capacity_report(Some(rt), capacity::Policy::default(), &mut *probe)
             .map_err(|e| ServiceError::Capacity(e.to_string()))?;
         if report.free > 0 {
-            return Ok(());
+            return Ok(Some(lock));
         }
+        drop(lock);
         if Instant::now() >= deadline {
             return Err(ServiceError::NoCapacity {
                 slots: report.slots,
@@ -343,7 +347,7 @@ fn forward_terminal(input: crate::launch::InputWriter) -> Result<(), CliError> {
 }
 
 pub fn run_embedded(rt: &Runtime, spec: LaunchSpec, json_out: bool) -> Result<i32, CliError> {
-    admit(rt, &spec)?;
+    let slot = admit(rt, &spec)?;
     let mut req = launch_request(&spec)?;
     if !json_out {
         req.on_output = Some(Box::new(|stream, bytes| {
@@ -366,6 +370,7 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchSpec, json_out: bool) -> Result<i3
     }
     let sup = Supervisor::new(rt.clone());
     let handle = sup.launch(req).map_err(ServiceError::Launch)?;
+    drop(slot);
     let _raw = if interactive {
         let raw =
             crate::pty::RawMode::enter(io::stdin().as_fd()).map_err(|e| ServiceError::Io {
@@ -496,7 +501,7 @@ fn run_doc(r: &LaunchResult) -> serde_json::Value {
 /// state beyond the id.
 fn launch_detached(sup: &Supervisor, spec: LaunchSpec) -> Result<RegistrationId, Response> {
     let rt = sup.runtime();
-    admit(rt, &spec).map_err(|e| match e {
+    let slot = admit(rt, &spec).map_err(|e| match e {
         ServiceError::NoCapacity { .. } => Response::err(ErrorKind::NoCapacity, e.to_string()),
         other => Response::err(ErrorKind::BadRequest, other.to_string()),
     })?;
@@ -506,6 +511,7 @@ fn launch_detached(sup: &Supervisor, spec: LaunchSpec) -> Result<RegistrationId,
     let handle = sup
         .launch(req)
         .map_err(|e| Response::err(ErrorKind::LaunchFailed, error_chain(&e)))?;
+    drop(slot);
     Ok(handle.id())
 }
 
