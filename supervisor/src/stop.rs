@@ -12,6 +12,11 @@
 //! proof      wait for the guardian's exit on its pidfd, then the assessment must say `exited`
 //! ```
 //!
+//! A member that refuses a signal (EPERM) is reported and left out: the others are still stopped
+//! and killed, and the stop ends in [`StopError::Refused`] unless the guardian's receipt proves
+//! the scope ended after all (T6). A member whose pidfd cannot be held (descriptor limit) is
+//! parked and re-verified before each later signal ([`Held`]).
+//!
 //! One monotonic budget (default 2 s, [`StopOptions::budget`]) covers coordination and proof; an
 //! optional grace period is added to it. If quiescence cannot finish within the budget, exactly
 //! the processes this attempt stopped are resumed (SIGCONT), and the evidence is returned in
@@ -177,6 +182,14 @@ pub enum StopError {
         assessment: Box<Assessment>,
         signalled: Vec<Sent>,
     },
+    /// T6: these members refused our signals (EPERM); every other member was killed, but the
+    /// scope is not proven ended.
+    #[error("{} member(s) refused the stop's signals (first: pid {}); the others were killed; no proof: assessment {}", .refused.len(), .refused.first().map_or(0, |w| w.pid), .assessment.name())]
+    Refused {
+        refused: Vec<ProcessWitness>,
+        assessment: Box<Assessment>,
+        signalled: Vec<Sent>,
+    },
     #[error("the guardian exited but the receipt does not verify: {assessment:?}")]
     Unproven {
         assessment: Box<Assessment>,
@@ -305,12 +318,16 @@ fn run(
     }
 
     let t = Instant::now();
+    // T6: members that refuse our signals (EPERM). The rest is still stopped and killed; the
+    // stop then stays unproven unless the guardian proves the scope ended after all.
+    let mut refused: Vec<ProcessWitness> = Vec::new();
     let held = quiesce(
         &roots,
         current,
         deadline,
         &mut signalled,
         &mut timings.rounds,
+        &mut refused,
     )?;
     timings.quiesce = t.elapsed();
 
@@ -329,6 +346,7 @@ fn run(
                 });
             }
             Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => {}
+            Err(e) if is_refused(&e) => refused.push(h.witness),
             Err(e) => return Err(StopError::Signal(e)),
         }
     }
@@ -345,7 +363,8 @@ fn run(
             start,
             deadline,
             Some(t),
-        ),
+        )
+        .map_err(|e| with_refused(e, refused)),
         None => {
             // No guardian to reap and prove: wait until every killed witness has exited.
             for h in &held {
@@ -357,6 +376,13 @@ fn run(
             }
             timings.kill_to_exit = t.elapsed();
             let after = assess::assess(runtime, reg, opts.boot);
+            if !refused.is_empty() && after.receipt().is_none() {
+                return Err(StopError::Refused {
+                    refused,
+                    assessment: Box::new(after),
+                    signalled,
+                });
+            }
             // A guardian that exited between the first assessment and the pidfd may still have
             // written its receipt: then the stop is proven after all.
             let outcome = if after.receipt().is_some() {
@@ -366,6 +392,31 @@ fn run(
             };
             finish(outcome, after, signalled, killed, timings)
         }
+    }
+}
+
+/// Whether a signal failed because the kernel refused it (EPERM: another user's process, an LSM).
+fn is_refused(e: &SignalError) -> bool {
+    matches!(e, SignalError::Os { source, .. } if *source == rustix::io::Errno::PERM)
+}
+
+/// A failed proof of a scope with refused members is reported as [`StopError::Refused`].
+fn with_refused(e: StopError, refused: Vec<ProcessWitness>) -> StopError {
+    match e {
+        StopError::ProofTimeout {
+            assessment,
+            signalled,
+            ..
+        }
+        | StopError::Unproven {
+            assessment,
+            signalled,
+        } if !refused.is_empty() => StopError::Refused {
+            refused,
+            assessment,
+            signalled,
+        },
+        other => other,
     }
 }
 
@@ -527,6 +578,7 @@ fn quiesce(
     deadline: Instant,
     signalled: &mut Vec<Sent>,
     rounds: &mut u32,
+    refused: &mut Vec<ProcessWitness>,
 ) -> Result<Vec<Held>, StopError> {
     let start = Instant::now();
     let mut held: BTreeMap<(u32, u64), Held> = BTreeMap::new();
@@ -569,7 +621,7 @@ fn quiesce(
         }
         for m in scope.live() {
             let key = (m.witness.pid, m.witness.start_time);
-            if held.contains_key(&key) {
+            if held.contains_key(&key) || refused.contains(&m.witness) {
                 continue;
             }
             let v = match Verified::open(m.witness) {
@@ -599,6 +651,12 @@ fn quiesce(
                         });
                     }
                     Err(SignalError::Gone(_)) => continue,
+                    // Not held, not waited for: it cannot be stopped, and must not keep the
+                    // others from being killed.
+                    Err(e) if is_refused(&e) => {
+                        refused.push(m.witness);
+                        continue;
+                    }
                     Err(e) => return Err((Some(StopError::Signal(e)), None)),
                 }
             }

@@ -214,3 +214,76 @@ fn two_thousand_processes_stop_with_proof_under_1024_descriptors() {
         &left[..left.len().min(5)]
     );
 }
+
+/// The uid of a process (`/proc/PID/status`, real uid).
+fn uid_of(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// T6: one member refuses the stop's signals (EPERM: a stopping process without CAP_KILL, a
+/// member of another uid). The others are still killed; the stop reports the refusal and stays
+/// unproven. Root only (it needs a second uid and a capability to drop).
+#[test]
+fn a_member_that_refuses_signals_does_not_keep_the_others_alive() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root (a member of another uid, and CAP_KILL to drop)");
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: setpriv (util-linux) is not installed");
+        return;
+    }
+    let home = home();
+    let rt = runtime(home.path());
+    let script = "setpriv --reuid=65534 --regid=65534 --clear-groups sleep 1000 & \
+                  sleep 1000 & echo ready 2; wait";
+    let mut scope = launch_guardian(&rt, Path::new("/bin/sh"), &["-c", script]);
+    assert_eq!(scope.wait_ready(), 2);
+    let mut members = Vec::new();
+    assert!(wait_until(GENEROUS, || {
+        members = scope.members();
+        members.len() == 3 && members.iter().any(|m| uid_of(m.witness.pid) == Some(65534))
+    }));
+    let foreign = members
+        .iter()
+        .find(|m| uid_of(m.witness.pid) == Some(65534))
+        .expect("the other uid's member")
+        .witness;
+    let ours: Vec<_> = members
+        .iter()
+        .filter(|m| m.witness != foreign)
+        .cloned()
+        .collect();
+
+    // The stop runs as root without CAP_KILL: the kernel refuses signals to the other uid only.
+    let out = Command::new("setpriv")
+        .args(["--bounding-set", "-kill", "--", STOP_RUN])
+        .arg(home.path())
+        .args(["7000", &scope.reg.id.to_string(), "2"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("stop-run");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let foreign_alive = running(&foreign);
+    let left = survivors(&ours);
+    // Clean up with full privileges before asserting (the guardian exits once all are gone).
+    for w in std::iter::once(foreign).chain(ours.iter().map(|m| m.witness)) {
+        if let Ok(v) = refine_supervisor::signal::Verified::open(w) {
+            let _ = v.signal(refine_supervisor::signal::Signal::KILL);
+        }
+    }
+    scope.reap();
+    assert!(!out.status.success(), "the stop cannot be proven: {err}");
+    assert!(
+        err.contains("refused") && err.contains(&format!("pid {}", foreign.pid)),
+        "{err}"
+    );
+    assert!(foreign_alive, "the refusing member was signalled after all");
+    assert!(
+        left.is_empty(),
+        "the refusal kept others alive: {left:?}; {err}"
+    );
+    assert!(assess::assess(&rt, &scope.reg, &KERNEL_BOOT).is_exited());
+}
