@@ -237,6 +237,18 @@ pub fn parse_stat(pid: Pid, text: &str) -> Option<Stat> {
     })
 }
 
+/// `/proc/PID/comm` without its newline; `None` once the process is gone.
+pub fn comm(pid: Pid) -> Result<Option<String>, ProcfsError> {
+    let path = proc_path(pid, "comm");
+    match fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text.trim_end_matches('\n').to_owned())),
+        Err(e) => match classify(pid, "read", &path, e) {
+            e if e.is_vanished() => Ok(None),
+            e => Err(e),
+        },
+    }
+}
+
 /// The children of every thread of `pid`, from `/proc/PID/task/*/children`. `Ok(None)` when the
 /// kernel has no children files (the caller then scans every process's ppid).
 pub fn children(pid: Pid) -> Result<Option<Vec<Pid>>, ProcfsError> {

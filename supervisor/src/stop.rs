@@ -333,10 +333,19 @@ fn run(
 
     let t = Instant::now();
     let mut killed = 0;
+    // T5: nested guardians are not killed with the rest (see [`NestedGuardians`]).
+    let nested_id = guardian
+        .as_ref()
+        .map(|g| NestedGuardians::like(g.witness()));
+    let mut nested: Vec<&Held> = Vec::new();
     // Children before parents (reverse discovery order): a stopped process group whose last
     // outside parent exits is orphaned, and the kernel sends it SIGHUP + SIGCONT, which would
     // resume a SIGHUP-ignoring member before its SIGKILL. Killed first, it is not stopped then.
     for h in held.iter().rev() {
+        if nested_id.as_ref().is_some_and(|n| n.is_one(&h.witness)) {
+            nested.push(h);
+            continue;
+        }
         match h.signal(Signal::KILL) {
             Ok(()) => {
                 killed += 1;
@@ -349,6 +358,9 @@ fn run(
             Err(e) if is_refused(&e) => refused.push(h.witness),
             Err(e) => return Err(StopError::Signal(e)),
         }
+    }
+    if !nested.is_empty() {
+        killed += let_nested_guardians_finish(&nested, deadline, &mut signalled, &mut refused)?;
     }
     let held = held;
     match &guardian {
@@ -393,6 +405,95 @@ fn run(
             finish(outcome, after, signalled, killed, timings)
         }
     }
+}
+
+/// How a nested guardian (a managed command that itself launches through a guardian, T5) is
+/// recognised: a member whose `comm` is the outer guardian's and, where `/proc/PID/exe` is
+/// readable for both (root, or a dumpable guardian), whose executable is the same file.
+///
+/// The rule errs on the side of a process that merely looks like a guardian (a workload can set
+/// its `comm`): such a process is spared only until it fails to exit within half the remaining
+/// budget, then killed like any member ([`let_nested_guardians_finish`]).
+struct NestedGuardians {
+    comm: Option<String>,
+    exe: Option<(u64, u64)>,
+}
+
+impl NestedGuardians {
+    fn like(outer: ProcessWitness) -> NestedGuardians {
+        let pid = procfs::pid_of(&outer);
+        NestedGuardians {
+            comm: pid.and_then(|p| procfs::comm(p).ok().flatten()),
+            exe: pid.and_then(exe_identity),
+        }
+    }
+
+    fn is_one(&self, w: &ProcessWitness) -> bool {
+        let Some(pid) = procfs::pid_of(w) else {
+            return false;
+        };
+        let same_comm = self.comm.is_some() && procfs::comm(pid).ok().flatten() == self.comm;
+        same_comm
+            && match (self.exe, exe_identity(pid)) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+    }
+}
+
+/// `(st_dev, st_ino)` of `/proc/PID/exe`, when readable.
+fn exe_identity(pid: rustix::process::Pid) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(format!("/proc/{}/exe", pid.as_raw_nonzero())).ok()?;
+    Some((m.dev(), m.ino()))
+}
+
+/// T5: every other member is killed; each nested guardian is resumed, reaps its (now killed)
+/// scope, writes its receipt and exits. One that has not exited within half the remaining budget
+/// is killed (its scope then stays `unverified`, as before). Returns how many were killed.
+fn let_nested_guardians_finish(
+    nested: &[&Held],
+    deadline: Instant,
+    signalled: &mut Vec<Sent>,
+    refused: &mut Vec<ProcessWitness>,
+) -> Result<usize, StopError> {
+    for h in nested {
+        match h.signal(Signal::CONT) {
+            Ok(()) => signalled.push(Sent {
+                target: Target::Process(h.witness),
+                signal: Signal::CONT.as_raw(),
+            }),
+            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => {}
+            Err(e) if is_refused(&e) => refused.push(h.witness),
+            Err(e) => return Err(StopError::Signal(e)),
+        }
+    }
+    let until = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;
+    let mut killed = 0;
+    for h in nested {
+        let left = until.saturating_duration_since(Instant::now());
+        let exited = match h.with(|v| v.wait_exit(Some(left))) {
+            Ok(exited) => exited,
+            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => true,
+            Err(e) => return Err(StopError::Signal(e)),
+        };
+        if exited {
+            continue;
+        }
+        match h.signal(Signal::KILL) {
+            Ok(()) => {
+                killed += 1;
+                signalled.push(Sent {
+                    target: Target::Process(h.witness),
+                    signal: Signal::KILL.as_raw(),
+                });
+            }
+            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => {}
+            Err(e) if is_refused(&e) => refused.push(h.witness),
+            Err(e) => return Err(StopError::Signal(e)),
+        }
+    }
+    Ok(killed)
 }
 
 /// Whether a signal failed because the kernel refused it (EPERM: another user's process, an LSM).

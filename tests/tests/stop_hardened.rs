@@ -287,3 +287,49 @@ fn a_member_that_refuses_signals_does_not_keep_the_others_alive() {
     );
     assert!(assess::assess(&rt, &scope.reg, &KERNEL_BOOT).is_exited());
 }
+
+/// T5: `run --timeout` of a command that itself runs through a guardian. The outer stop kills
+/// the inner workload, lets the inner guardian write its receipt and exit, and only then proves
+/// the outer scope: both registrations end `exited`.
+#[test]
+fn a_nested_run_ends_with_both_receipts() {
+    let home = cli_support::Home::new();
+    let sup = refine_tests::bin("refine-supervisor");
+    let port = home.port.to_string();
+    let inner: Vec<&str> = vec![
+        sup.to_str().expect("utf-8 path"),
+        "--home",
+        home.path().to_str().expect("utf-8 path"),
+        "--port",
+        &port,
+        "run",
+        "--",
+        "sleep",
+        "1000",
+    ];
+    let mut args = vec!["run", "--json", "--timeout", "2s", "--"];
+    args.extend(inner);
+    let mut run = home
+        .command(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn run");
+    let ended = wait_until(GENEROUS, || run.try_wait().expect("try_wait").is_some());
+    if !ended {
+        let _ = run.kill();
+        let _ = run.wait();
+    }
+    assert!(ended, "the outer run never returned");
+    let mut rows = Vec::new();
+    let settled = wait_until(GENEROUS, || {
+        rows = home.ps();
+        rows.len() == 2 && rows.iter().all(|r| r["state"] != "live")
+    });
+    // Whatever is left, end it before asserting.
+    for r in &rows {
+        let _ = home.cli(&["stop", r["id"].as_str().unwrap_or_default()]);
+    }
+    assert!(settled, "{rows:#?}");
+    assert!(rows.iter().all(|r| r["state"] == "exited"), "{rows:#?}");
+}
