@@ -17,7 +17,7 @@ static ORIGINAL: OnceLock<Rlimit> = OnceLock::new();
 /// ([`with_original_nofile`]). Idempotent; a failure is logged and changes nothing.
 pub fn raise_nofile_limit() {
     let now = getrlimit(Resource::Nofile);
-    let _ = ORIGINAL.set(now.clone());
+    let _ = ORIGINAL.set(now);
     if now.current != now.maximum {
         let raised = Rlimit {
             current: now.maximum,
