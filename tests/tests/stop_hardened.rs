@@ -333,3 +333,33 @@ fn a_nested_run_ends_with_both_receipts() {
     assert!(settled, "{rows:#?}");
     assert!(rows.iter().all(|r| r["state"] == "exited"), "{rows:#?}");
 }
+
+/// T6: every command raises its own soft descriptor limit, and the workload still gets the limit
+/// the command was started with.
+#[test]
+fn the_workload_keeps_the_descriptor_limit_the_command_started_with() {
+    let home = cli_support::Home::new();
+    let sup = refine_tests::bin("refine-supervisor");
+    let script = "ulimit -Sn 512 && exec \"$@\"";
+    let out = Command::new("sh")
+        .args(["-c", script, "sh"])
+        .arg(&sup)
+        .arg("--home")
+        .arg(home.path())
+        .args(["--port", &home.port.to_string(), "run", "--", "sh", "-c"])
+        .arg("ulimit -Sn; grep 'Max open files' /proc/$PPID/limits")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}: {text}", out.status);
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("512"), "{text}");
+    // The guardian (the workload's parent) runs with the raised limit.
+    let raised = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("the guardian's soft limit");
+    assert!(raised > 512, "{text}");
+}
