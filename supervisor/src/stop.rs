@@ -725,8 +725,8 @@ fn quiesce(
             if held.contains_key(&key) || refused.contains(&m.witness) {
                 continue;
             }
-            let v = match Verified::open(m.witness) {
-                Ok(v) => v,
+            let (v, now) = match Verified::open_with_stat(m.witness) {
+                Ok(opened) => opened,
                 // Exited (or its pid reused) since the scan: nothing to stop.
                 Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => continue,
                 Err(e) => return Err((Some(StopError::Signal(e)), None)),
@@ -735,11 +735,7 @@ fn quiesce(
                 witness: m.witness,
                 pidfd: Some(v),
             };
-            let already = match procfs::stat_of(&v.witness).map_err(SignalError::from) {
-                Ok(Some(s)) => s.state.is_stopped(),
-                Ok(None) => continue,
-                Err(e) => return Err((Some(StopError::Signal(e)), None)),
-            };
+            let already = now.state.is_stopped();
             if already {
                 found_stopped.push(m.witness);
             } else {
