@@ -207,6 +207,8 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
         ),
         Stdio::Pty(_) => (FLAG_PTY, 3),
     };
+    // The workload gets the descriptor limit this process started with (T6: it raised its own).
+    let rlimits = crate::limits::with_original_nofile(&config.rlimits);
     let params = LaunchParams {
         flags,
         pdeath_signal: config.pdeath_signal.max(0) as u32,
@@ -221,7 +223,7 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
         cwd,
         argv: &argv,
         env: &env,
-        rlimits: &config.rlimits,
+        rlimits: &rlimits,
     };
     // Sized to this launch (a few hundred bytes, usually), capped at the largest frame: a
     // bigger launch fails to encode exactly as before.

@@ -29,6 +29,7 @@ pub mod env_policy;
 pub mod fence;
 pub mod guardian;
 pub mod launch;
+pub mod limits;
 pub mod procfs;
 pub mod pty;
 pub mod recover;
@@ -49,3 +50,5 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     }
     text
 }
+
+pub use limits::raise_nofile_limit;

@@ -9,6 +9,7 @@ use refine_supervisor::app::{self as cli, Cli};
 const FAILURE: i32 = 1;
 
 fn main() {
+    refine_supervisor::raise_nofile_limit();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,

@@ -145,13 +145,52 @@ fn classify(pid: Pid, op: &'static str, path: &Path, e: io::Error) -> ProcfsErro
 }
 
 /// Reads and parses `/proc/PID/stat`.
+///
+/// The state is the process's, not only its main thread's (SPEC T5): a thread-group leader that
+/// called `pthread_exit` reads `Z` while its other threads still run. Such a leader gets the
+/// state of its live threads ([`State::Stopped`] once all of them are stopped, else the state of
+/// the first one that is not), so it stays a member that can be stopped and killed; it is
+/// [`State::Zombie`] only once no thread is left.
 pub fn stat(pid: Pid) -> Result<Stat, ProcfsError> {
     let path = proc_path(pid, "stat");
     let text = fs::read_to_string(&path).map_err(|e| classify(pid, "read", &path, e))?;
-    parse_stat(pid, &text).ok_or(ProcfsError::Malformed {
+    let mut s = parse_stat(pid, &text).ok_or(ProcfsError::Malformed {
         path,
         field: "stat",
-    })
+    })?;
+    if s.state == State::Zombie {
+        if let Some(live) = live_thread_state(pid) {
+            s.state = live;
+        }
+    }
+    Ok(s)
+}
+
+/// The state of the live threads of a zombie thread-group leader, `None` if it has none (or they
+/// cannot be read: the leader then counts as exited, as before).
+fn live_thread_state(pid: Pid) -> Option<State> {
+    let leader = pid.as_raw_nonzero().get();
+    let mut stopped = None;
+    for task in fs::read_dir(proc_path(pid, "task")).ok()?.flatten() {
+        let tid: i32 = task.file_name().to_str()?.parse().ok()?;
+        if tid == leader {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let Some(t) = Pid::from_raw(tid).and_then(|p| parse_stat(p, &text)) else {
+            continue;
+        };
+        if t.state.is_exited() {
+            continue;
+        }
+        if !t.state.is_stopped() {
+            return Some(t.state);
+        }
+        stopped = Some(t.state);
+    }
+    stopped
 }
 
 /// Reads the stat of a witness's pid; `None` if the pid is gone or now names another process.
@@ -196,6 +235,18 @@ pub fn parse_stat(pid: Pid, text: &str) -> Option<Stat> {
         sid,
         start_time,
     })
+}
+
+/// `/proc/PID/comm` without its newline; `None` once the process is gone.
+pub fn comm(pid: Pid) -> Result<Option<String>, ProcfsError> {
+    let path = proc_path(pid, "comm");
+    match fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text.trim_end_matches('\n').to_owned())),
+        Err(e) => match classify(pid, "read", &path, e) {
+            e if e.is_vanished() => Ok(None),
+            e => Err(e),
+        },
+    }
 }
 
 /// The children of every thread of `pid`, from `/proc/PID/task/*/children`. `Ok(None)` when the

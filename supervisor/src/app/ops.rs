@@ -400,20 +400,27 @@ pub(crate) fn launch_request(spec: &LaunchAsk) -> Result<LaunchRequest, ServiceE
     Ok(req)
 }
 
-/// Capacity admission for `agent` launches (C1–C3): `Ok` when a slot is free now or frees up
-/// within the ask's `wait_for_slot`.
-pub(crate) fn admit(rt: &Runtime, spec: &LaunchAsk) -> Result<(), ServiceError> {
+/// Capacity admission for `agent` launches (C1–C4): `Ok` when a slot is free now or frees up
+/// within the ask's `wait_for_slot`, with the admission lock held: the caller keeps it until the
+/// launch's registration is durable (C4), so concurrent launches never overshoot the slots.
+pub(crate) fn admit(
+    rt: &Runtime,
+    spec: &LaunchAsk,
+) -> Result<Option<crate::fence::Fence>, ServiceError> {
     if spec.kind != Kind::Agent {
-        return Ok(());
+        return Ok(None);
     }
     let deadline = Instant::now() + spec.wait_for_slot.unwrap_or_default();
     let mut probe = probe();
     loop {
+        let lock =
+            capacity::admission_lock(rt).map_err(|e| ServiceError::Capacity(e.to_string()))?;
         let report = capacity_report(Some(rt), capacity::Policy::default(), &mut *probe)
             .map_err(|e| ServiceError::Capacity(e.to_string()))?;
         if report.free > 0 {
-            return Ok(());
+            return Ok(Some(lock));
         }
+        drop(lock);
         if Instant::now() >= deadline {
             return Err(ServiceError::NoCapacity {
                 slots: report.slots,

@@ -38,16 +38,16 @@ use crate::retention;
 /// state beyond the id.
 fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<RegistrationId, Response> {
     let rt = sup.runtime();
-    admit(rt, &spec).map_err(|e| match e {
+    let slot = admit(rt, &spec).map_err(|e| match e {
         ServiceError::NoCapacity { .. } => Response::err(ErrorKind::NoCapacity, e.to_string()),
         other => Response::err(ErrorKind::BadRequest, other.to_string()),
     })?;
-    let mut req =
+    let req =
         launch_request(&spec).map_err(|e| Response::err(ErrorKind::BadRequest, e.to_string()))?;
-    req.rlimits.extend(original_nofile());
     let handle = sup
         .launch(req)
         .map_err(|e| Response::err(ErrorKind::LaunchFailed, error_chain(&e)))?;
+    drop(slot);
     Ok(handle.id())
 }
 
@@ -96,7 +96,7 @@ pub fn serve(
         Err(e) => tracing::error!(error = %error_chain(&e), "recovery at start failed"),
     }
 
-    raise_nofile();
+    crate::limits::raise_nofile_limit();
     let state = Arc::new(Service {
         sup: Supervisor::new(rt.clone()),
         rt,
@@ -115,37 +115,6 @@ pub fn serve(
     let _ = std::fs::remove_file(state.rt.socket_path());
     tracing::info!("service stopped");
     result
-}
-
-/// The soft `RLIMIT_NOFILE` this process started with, kept for workloads (G8).
-static ORIGINAL_NOFILE: std::sync::OnceLock<rustix::process::Rlimit> = std::sync::OnceLock::new();
-
-/// The service holds a few descriptors per launch (channel, capture pipes, control): raise the
-/// soft descriptor limit to the hard one. Workloads get the original back ([`original_nofile`]).
-fn raise_nofile() {
-    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-    let orig = getrlimit(Resource::Nofile);
-    let _ = ORIGINAL_NOFILE.set(orig);
-    if orig.current != orig.maximum {
-        let raised = Rlimit {
-            current: orig.maximum,
-            maximum: orig.maximum,
-        };
-        if let Err(e) = setrlimit(Resource::Nofile, raised) {
-            tracing::warn!(error = %e, "cannot raise the descriptor limit");
-        }
-    }
-}
-
-/// The original descriptor limit as a launch rlimit, when [`raise_nofile`] changed it.
-fn original_nofile() -> Option<refine_protocol::Rlimit> {
-    let orig = ORIGINAL_NOFILE.get()?;
-    let now = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-    (now.current != orig.current).then(|| refine_protocol::Rlimit {
-        resource: libc::RLIMIT_NOFILE,
-        soft: orig.current.unwrap_or(u64::MAX),
-        hard: orig.maximum.unwrap_or(u64::MAX),
-    })
 }
 
 fn init_tracing(rt: &Runtime) -> Result<(), ServiceError> {
