@@ -14,11 +14,14 @@
 //!   [`env_policy`]: its building blocks.
 //! - [`capacity`]: admission (C1–C3). [`retention`]: log retirement (R1–R3).
 //! - [`cli`]: the operator command line. [`service`]: `serve` and the socket API.
-#![forbid(unsafe_code)]
+//! - [`child_signals`]: a clean `SIGCHLD` for processes that wait for children (the crate's
+//!   only `unsafe`, allowed there alone).
+#![deny(unsafe_code)]
 
 pub mod assess;
 pub mod capacity;
 pub mod capture;
+pub mod child_signals;
 pub mod cli;
 pub mod deadline;
 pub mod durable;
