@@ -52,6 +52,7 @@ mod mirror {
         Completed,
         Aborted,
         SpawnFailed,
+        GuardianError { code: u16 },
     }
 
     #[derive(Serialize, Deserialize)]

@@ -18,6 +18,7 @@ use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
@@ -252,7 +253,10 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
         }
     };
     let mut command = Command::new(&exe);
+    // G13: a process group of its own from the first instruction (the guardian also calls
+    // setpgid itself, for other launchers): a group kill aimed at this launcher spares it.
     command
+        .process_group(0)
         .stdin(std::process::Stdio::from(theirs))
         .stdout(own())
         .stderr(own());

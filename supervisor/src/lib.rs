@@ -13,16 +13,19 @@
 //! - [`launch`]: the one launch API (the engine); [`capture`], [`pty`], [`deadline`],
 //!   [`env_policy`]: its building blocks.
 //! - [`capacity`]: admission (C1–C3). [`retention`]: log retirement (R1–R3).
+//! - [`child_signals`]: a clean `SIGCHLD` for processes that wait for children (the crate's
+//!   only `unsafe`, allowed there alone).
 //!
 //! [`app`] is the application on top of them (the operator CLI, the foreground `run`, `serve`
 //! and its client), built on them; no mechanism module imports it, and only its entry points
 //! ([`app::Cli`], [`app::dispatch`], [`app::CliError`]) are public.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod app;
 pub mod assess;
 pub mod capacity;
 pub mod capture;
+pub mod child_signals;
 pub mod deadline;
 pub mod durable;
 pub mod env_policy;

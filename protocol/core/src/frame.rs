@@ -103,6 +103,10 @@ pub const fn guardian_failure(code: u16) -> &'static str {
         17 => "cannot fork the workload",
         19 => "waitpid failed",
         20 => "cannot write the receipt",
+        21 => "cannot read the signalfd",
+        22 => "poll failed",
+        23 => "cannot tell whether the workload executed",
+        24 => "cannot leave the launcher's process group, become undumpable or leave the cwd",
         _ => "unknown guardian failure",
     }
 }

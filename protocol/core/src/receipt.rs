@@ -19,10 +19,10 @@
 //!  88     8  proof st_dev
 //!  96     8  proof st_ino
 //! 104     1  workload status tag (0 exited, 1 signaled, 2 never started, 3 unknown)
-//! 105     1  scope end (0 completed, 1 aborted: no start, 2 spawn failed)
-//! 106     2  reserved (0)
+//! 105     1  scope end (0 completed, 1 aborted: no start, 2 spawn failed, 3 guardian error)
+//! 106     2  guardian failure code (scope end 3 only, else 0; `frame::guardian_failure`)
 //! 108     4  status value (exit code, or signal number; 0 otherwise)
-//! 112     4  spawn errno (0 unless spawn failed)
+//! 112     4  errno (of the failed spawn, or behind a guardian error; 0 otherwise)
 //! 116     4  processes reaped by the guardian
 //! 120     8  workload exit, CLOCK_REALTIME ns (0 if it never ran)
 //! 128     8  receipt written, CLOCK_REALTIME ns
@@ -153,21 +153,28 @@ pub enum ScopeEnd {
     Aborted,
     /// `execve` failed; [`Receipt::spawn_errno`] says why.
     SpawnFailed,
+    /// A system call failed after the workload was forked (`code` as in
+    /// [`crate::frame::guardian_failure`], the errno in [`Receipt::spawn_errno`]). The guardian
+    /// still reaped until `ECHILD`; the workload status may be unknown.
+    GuardianError { code: u16 },
 }
 
 impl ScopeEnd {
-    fn to_wire(self) -> u8 {
+    /// The scope-end byte and the guardian failure code beside it.
+    fn to_wire(self) -> (u8, u16) {
         match self {
-            ScopeEnd::Completed => 0,
-            ScopeEnd::Aborted => 1,
-            ScopeEnd::SpawnFailed => 2,
+            ScopeEnd::Completed => (0, 0),
+            ScopeEnd::Aborted => (1, 0),
+            ScopeEnd::SpawnFailed => (2, 0),
+            ScopeEnd::GuardianError { code } => (3, code),
         }
     }
-    fn from_wire(v: u8) -> Result<Self, DecodeError> {
-        Ok(match v {
-            0 => ScopeEnd::Completed,
-            1 => ScopeEnd::Aborted,
-            2 => ScopeEnd::SpawnFailed,
+    fn from_wire(v: u8, code: u16) -> Result<Self, DecodeError> {
+        Ok(match (v, code) {
+            (0, 0) => ScopeEnd::Completed,
+            (1, 0) => ScopeEnd::Aborted,
+            (2, 0) => ScopeEnd::SpawnFailed,
+            (3, code) if code != 0 => ScopeEnd::GuardianError { code },
             _ => return Err(DecodeError::InvalidField { field: "scope end" }),
         })
     }
@@ -223,8 +230,9 @@ impl Receipt {
         }
         let (tag, value) = self.status.to_wire();
         w.u8(tag)?;
-        w.u8(self.end.to_wire())?;
-        w.u16(0)?;
+        let (end, failure) = self.end.to_wire();
+        w.u8(end)?;
+        w.u16(failure)?;
         w.i32(value)?;
         w.i32(self.spawn_errno)?;
         w.u32(self.reaped)?;
@@ -312,12 +320,8 @@ impl Receipt {
             ino: r.u64()?,
         };
         let tag = r.u8()?;
-        let end = ScopeEnd::from_wire(r.u8()?)?;
-        if r.u16()? != 0 {
-            return Err(DecodeError::InvalidField {
-                field: "receipt reserved",
-            });
-        }
+        let end = r.u8()?;
+        let end = ScopeEnd::from_wire(end, r.u16()?)?;
         let status = WorkloadStatus::from_wire(tag, r.i32()?)?;
         let spawn_errno = r.i32()?;
         let reaped = r.u32()?;
@@ -395,6 +399,7 @@ mod tests {
                 ScopeEnd::Completed,
                 ScopeEnd::Aborted,
                 ScopeEnd::SpawnFailed,
+                ScopeEnd::GuardianError { code: 19 },
             ] {
                 let r = Receipt {
                     status,

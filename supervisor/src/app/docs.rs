@@ -140,7 +140,13 @@ impl ReceiptDoc {
                 ino: r.proof.ino,
             },
             status: StatusFields::of(Some(r.status)),
-            end: format!("{:?}", r.end).to_lowercase(),
+            end: match r.end {
+                refine_protocol::ScopeEnd::GuardianError { code } => format!(
+                    "guardian_error {code}: {}",
+                    refine_protocol::frame::guardian_failure(code)
+                ),
+                other => format!("{other:?}").to_lowercase(),
+            },
             spawn_errno: r.spawn_errno,
             reaped: r.reaped,
             workload_exited_at_ns: r.workload_exited_at_ns,
