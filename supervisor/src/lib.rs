@@ -13,6 +13,8 @@
 //! - [`launch`]: the one launch API (the engine); [`capture`], [`pty`], [`deadline`],
 //!   [`env_policy`]: its building blocks.
 //! - [`capacity`]: admission (C1–C3). [`retention`]: log retirement (R1–R3).
+//! - [`holders`]: who holds a path (H1); [`reap_checkout`]: reap by checkout (H2);
+//!   [`stall`]: the stall watch's state machine (H3).
 //! - [`cli`]: the operator command line. [`service`]: `serve` and the socket API.
 #![forbid(unsafe_code)]
 
@@ -25,6 +27,7 @@ pub mod durable;
 pub mod env_policy;
 pub mod fence;
 pub mod guardian;
+pub mod holders;
 pub mod launch;
 pub mod procfs;
 pub mod pty;
