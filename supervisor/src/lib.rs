@@ -36,6 +36,7 @@ pub mod registry;
 pub mod retention;
 pub mod service;
 pub mod signal;
+pub mod stall;
 pub mod stop;
 pub mod tree;
 
