@@ -31,6 +31,7 @@ pub mod holders;
 pub mod launch;
 pub mod procfs;
 pub mod pty;
+pub mod reap_checkout;
 pub mod recover;
 pub mod registry;
 pub mod retention;

@@ -26,6 +26,8 @@
 //! somewhere other than the scope's artifacts (a file the workload writes itself) is not seen:
 //! such a scope may be reported `silent` while it works, or `stalled` while it computes.
 
+pub mod sample;
+
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -425,7 +427,10 @@ mod tests {
             assert!(f.step(1.0, 0).is_empty());
         }
         assert!(began(&f.step(1.0, 0), Signal::Stalled));
-        assert_eq!(ended(&f.step(1.0, 1), Signal::Stalled), Some(Cleared::Wrote));
+        assert_eq!(
+            ended(&f.step(1.0, 1), Signal::Stalled),
+            Some(Cleared::Wrote)
+        );
         for _ in 0..5 {
             f.step(1.0, 0);
         }
@@ -433,7 +438,10 @@ mod tests {
         // Calm: under half the threshold (0.375 core).
         assert_eq!(ended(&f.step(0.3, 0), Signal::Stalled), Some(Cleared::Calm));
         for _ in 0..4 {
-            assert!(f.step(1.0, 0).is_empty(), "the calm sample restarted the count");
+            assert!(
+                f.step(1.0, 0).is_empty(),
+                "the calm sample restarted the count"
+            );
         }
     }
 
