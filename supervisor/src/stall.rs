@@ -94,35 +94,14 @@ pub struct Sample {
     pub artifact_bytes: u64,
 }
 
-/// Which signal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Signal {
-    Stalled,
-    Silent,
-}
+pub use refine_protocol::record::{StallIncident as Incident, StallSignal as Signal};
 
-impl Signal {
-    pub fn name(self) -> &'static str {
-        match self {
-            Signal::Stalled => "stalled",
-            Signal::Silent => "silent",
-        }
+/// `stalled` or `silent`.
+pub fn signal_name(signal: Signal) -> &'static str {
+    match signal {
+        Signal::Stalled => "stalled",
+        Signal::Silent => "silent",
     }
-}
-
-/// An open incident and its figures (updated at every sample while it lasts).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Incident {
-    pub signal: Signal,
-    /// When the incident began (wall clock of the sample that raised it).
-    pub since_unix_ms: u64,
-    /// Busy samples in a row (stalled) or samples without a write (silent).
-    pub samples: u32,
-    /// The tree's average CPU over the last N samples (percent of one core).
-    pub cpu_percent: f64,
-    /// The last sample at which an artifact changed (or the first sample, if none did).
-    pub last_write_unix_ms: u64,
 }
 
 /// Why an incident ended.
@@ -148,7 +127,7 @@ pub enum Event {
 }
 
 /// The open incidents of one scope (what `ps` and `show` print).
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Status {
     pub stalled: Option<Incident>,
     pub silent: Option<Incident>,
@@ -180,6 +159,7 @@ pub struct Watch {
     quiet: u32,
     last_write_unix_ms: u64,
     status: Status,
+    samples: u64,
 }
 
 impl Watch {
@@ -192,6 +172,7 @@ impl Watch {
             quiet: 0,
             last_write_unix_ms: 0,
             status: Status::default(),
+            samples: 0,
         }
     }
 
@@ -203,10 +184,16 @@ impl Watch {
         self.cfg
     }
 
+    /// Samples observed so far (the first is the baseline).
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
     /// Feeds one sample; returns the incidents that began or ended with it (in that order:
     /// ended first). A sample not later than the previous one is ignored.
     pub fn observe(&mut self, s: Sample) -> Vec<Event> {
         let mut events = Vec::new();
+        self.samples += 1;
         let Some(prev) = self.last else {
             self.last = Some(s);
             self.last_write_unix_ms = s.unix_ms;
@@ -249,7 +236,7 @@ impl Watch {
         } else {
             self.busy.iter().sum::<f64>() / self.busy.len() as f64
         };
-        let cpu_percent = (average * 1000.0).round() / 10.0;
+        let cpu_permille = (average * 1000.0).round().clamp(0.0, u32::MAX as f64) as u32;
 
         // stalled
         let stalled = n > 0 && self.busy.len() == n as usize && average >= self.cfg.threshold;
@@ -258,7 +245,7 @@ impl Watch {
                 signal: Signal::Stalled,
                 since_unix_ms: s.unix_ms,
                 samples: self.busy_run,
-                cpu_percent,
+                cpu_permille,
                 last_write_unix_ms: self.last_write_unix_ms,
             };
             self.begin_or_update(figures, &mut events);
@@ -280,7 +267,7 @@ impl Watch {
                 signal: Signal::Silent,
                 since_unix_ms: s.unix_ms,
                 samples: self.quiet,
-                cpu_percent,
+                cpu_permille,
                 last_write_unix_ms: self.last_write_unix_ms,
             };
             self.begin_or_update(figures, &mut events);
@@ -404,7 +391,7 @@ mod tests {
         assert!(began(&ev, Signal::Stalled), "{ev:?}");
         let open = f.status().stalled.unwrap();
         assert_eq!(open.samples, 5);
-        assert_eq!(open.cpu_percent, 100.0);
+        assert_eq!(open.cpu_permille, 1000);
         assert_eq!(f.status().label(), Some("stalled"));
         // Told once: further busy samples update the figures, no new event.
         for _ in 0..10 {
@@ -413,7 +400,7 @@ mod tests {
         let later = f.status().stalled.unwrap();
         assert_eq!(later.since_unix_ms, open.since_unix_ms);
         assert_eq!(later.samples, 15);
-        assert_eq!(later.cpu_percent, 90.0);
+        assert_eq!(later.cpu_permille, 900);
     }
 
     #[test]
@@ -586,6 +573,6 @@ mod tests {
         }
         let ev = f.step_after(PERIOD / 2, 1.0, 0);
         assert!(began(&ev, Signal::Stalled));
-        assert_eq!(f.status().stalled.unwrap().cpu_percent, 100.0);
+        assert_eq!(f.status().stalled.unwrap().cpu_permille, 1000);
     }
 }

@@ -10,11 +10,14 @@
 //! zombie still counts as itself. The marker scan (every process's environment) is skipped:
 //! escaped processes outside the guardian's tree are not sampled.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use refine_protocol::record::Registration;
-use refine_protocol::BootId;
+use refine_protocol::record::{Registration, StallRecord};
+use refine_protocol::{BootId, RegistrationId};
 
+use super::{Event, Sample, StallConfig, Status, Watch};
+use crate::assess::{self, BootSource};
 use crate::procfs;
 use crate::registry::{Runtime, Stream};
 use crate::tree::{self, Roots, TreeError};
@@ -69,4 +72,97 @@ pub fn artifact_bytes(runtime: &Runtime, reg: &Registration) -> u64 {
         .filter_map(|s| std::fs::metadata(runtime.log_path(reg.id, s)).ok())
         .map(|m| m.len())
         .sum()
+}
+
+/// The service's side of the watch: one [`Watch`] per live registration of a runtime, fed one
+/// sample each per [`Watcher::pass`], with each status written beside the registration
+/// ([`Runtime::write_stall`]) for `ps` and `show`.
+#[derive(Debug)]
+pub struct Watcher {
+    cfg: StallConfig,
+    watches: HashMap<RegistrationId, Watch>,
+}
+
+impl Watcher {
+    /// A watcher; the status files a previous service left behind are removed by the first
+    /// [`Watcher::pass`] (nothing is known of the time in between).
+    pub fn new(cfg: StallConfig) -> Watcher {
+        Watcher {
+            cfg,
+            watches: HashMap::new(),
+        }
+    }
+
+    /// The open incidents of `id`, if it is watched.
+    pub fn status(&self, id: RegistrationId) -> Option<Status> {
+        self.watches.get(&id).map(Watch::status)
+    }
+
+    /// Samples every live registration of `runtime` once: `at` is a monotonic time, `unix_ms`
+    /// the wall clock. Returns the incidents that began or ended (the caller logs them). A
+    /// scope that is no longer live is forgotten without an event.
+    pub fn pass(
+        &mut self,
+        runtime: &Runtime,
+        boot: &dyn BootSource,
+        at: Duration,
+        unix_ms: u64,
+    ) -> Vec<(RegistrationId, Event)> {
+        let mut events = Vec::new();
+        let mut seen = HashSet::new();
+        let Ok(current) = boot.boot_id() else {
+            return events;
+        };
+        for id in runtime.list_ids().unwrap_or_default() {
+            let Ok(reg) = runtime.read_registration(id) else {
+                continue;
+            };
+            if !assess::assess(runtime, &reg, boot).is_live() {
+                continue;
+            }
+            let Ok(Some(cpu)) = tree_cpu(&reg, current) else {
+                continue;
+            };
+            seen.insert(id);
+            let watch = self
+                .watches
+                .entry(id)
+                .or_insert_with(|| Watch::new(self.cfg));
+            let before = watch.status();
+            let sample = Sample {
+                at,
+                unix_ms,
+                cpu,
+                artifact_bytes: artifact_bytes(runtime, &reg),
+            };
+            events.extend(watch.observe(sample).into_iter().map(|e| (id, e)));
+            let status = watch.status();
+            if status.label().is_some() {
+                let rec = StallRecord {
+                    id,
+                    runtime: runtime.id(),
+                    sampled_at_unix_ms: unix_ms,
+                    stalled: status.stalled,
+                    silent: status.silent,
+                };
+                if let Err(e) = runtime.write_stall(&rec) {
+                    tracing::warn!(%id, error = %crate::error_chain(&e), "cannot record the stall watch's status");
+                }
+            } else if before.label().is_some() || self.first_pass(id) {
+                let _ = std::fs::remove_file(runtime.stall_path(id));
+            }
+        }
+        self.watches.retain(|id, _| {
+            let keep = seen.contains(id);
+            if !keep {
+                let _ = std::fs::remove_file(runtime.stall_path(*id));
+            }
+            keep
+        });
+        events
+    }
+
+    fn first_pass(&self, id: RegistrationId) -> bool {
+        self.watches.get(&id).is_some_and(|w| w.samples() == 1)
+    }
 }
