@@ -27,7 +27,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -257,7 +257,8 @@ pub struct Holder {
     pub cpu_ms: u64,
     /// Time since the process started, milliseconds.
     pub age_ms: u64,
-    pub via: Vec<Via>,
+    /// How it holds the path: the first of cwd, root, an open file, a mapped file that does.
+    pub via: Via,
     /// The first reported path under the target (lossy UTF-8, as the kernel shows it).
     pub path: String,
     pub owner: Option<Owner>,
@@ -393,11 +394,16 @@ impl<'b> Registrations<'b> {
 
 /// What one process's files say.
 enum Inspected {
-    Holds { via: Vec<Via>, path: Vec<u8> },
+    Holds { via: Via, path: Vec<u8> },
     Clear,
     Gone,
     Unreadable,
 }
+
+/// Threads that share the `/proc` pass. The scan is CPU-bound in the kernel (formatting `maps`,
+/// resolving links) and splits evenly; a few more threads than the two cores of a small node
+/// keep it fast when other work competes for them (measured: `scripts/bench-holders`).
+const SCAN_THREADS: usize = 4;
 
 /// Lists every process under `target`, with owners from `regs`.
 pub fn holders(target: &Target, regs: &Registrations<'_>) -> Result<Holders, HoldersError> {
@@ -405,22 +411,40 @@ pub fn holders(target: &Target, regs: &Registrations<'_>) -> Result<Holders, Hol
     let me = rustix::process::getpid();
     let hz = procfs::ticks_per_second();
     let uptime = procfs::uptime()?;
-    let mut maps = Vec::with_capacity(16 * 1024);
+    let pids: Vec<Pid> = procfs::all_pids()?
+        .into_iter()
+        .filter(|&p| p != me)
+        .collect();
+    let chunk = pids.len().div_ceil(SCAN_THREADS).max(1);
+    let found: Vec<(Pid, Inspected)> = std::thread::scope(|s| {
+        let workers: Vec<_> = pids
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    let mut maps = Vec::with_capacity(16 * 1024);
+                    part.iter()
+                        .map(|&pid| (pid, inspect(pid, target, &mut maps)))
+                        .filter(|(_, i)| !matches!(i, Inspected::Clear | Inspected::Gone))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
     let mut out = Holders {
         path: target.path.clone(),
         exists: target.exists,
         holders: Vec::new(),
-        scanned: 0,
+        scanned: pids.len(),
         unreadable: 0,
         elapsed_ms: 0,
     };
     let mut ancestry = Ancestry::default();
-    for pid in procfs::all_pids()? {
-        if pid == me {
-            continue;
-        }
-        out.scanned += 1;
-        let (via, path) = match inspect(pid, target, &mut maps) {
+    for (pid, inspected) in found {
+        let (via, path) = match inspected {
             Inspected::Holds { via, path } => (via, path),
             Inspected::Clear | Inspected::Gone => continue,
             Inspected::Unreadable => {
@@ -433,7 +457,6 @@ pub fn holders(target: &Target, regs: &Registrations<'_>) -> Result<Holders, Hol
             Err(e) if e.is_vanished() => continue,
             Err(e) => return Err(e.into()),
         };
-        let witness = stat.witness();
         let started = Duration::from_millis(stat.start_time.saturating_mul(1000) / hz);
         let owner = ancestry.owner(&stat, regs).or_else(|| {
             procfs::owner_marker(pid)
@@ -441,8 +464,9 @@ pub fn holders(target: &Target, regs: &Registrations<'_>) -> Result<Holders, Hol
                 .flatten()
                 .map(|id| regs.owner(id, OwnerLink::Marker))
         });
+        let orphaned = ancestry.adopter(&stat, regs);
         out.holders.push(Holder {
-            witness,
+            witness: stat.witness(),
             ppid: stat.ppid,
             program: program(pid),
             cpu_ms: cpu.own().saturating_mul(1000) / hz,
@@ -450,9 +474,10 @@ pub fn holders(target: &Target, regs: &Registrations<'_>) -> Result<Holders, Hol
             via,
             path: String::from_utf8_lossy(&path).into_owned(),
             owner,
-            orphaned: adopter(&stat, regs),
+            orphaned,
         });
     }
+    out.holders.sort_by_key(|h| h.witness.pid);
     out.elapsed_ms = start.elapsed().as_millis() as u64;
     Ok(out)
 }
@@ -461,21 +486,15 @@ fn proc_file(pid: Pid, leaf: &str) -> PathBuf {
     PathBuf::from(format!("/proc/{}/{leaf}", pid.as_raw_nonzero()))
 }
 
-/// Reads cwd, root, fd/ and maps of `pid` against the target.
+/// Reads cwd, root, fd/ and maps of `pid` against the target, in that order (cheapest first),
+/// up to the first hit.
 fn inspect(pid: Pid, target: &Target, maps: &mut Vec<u8>) -> Inspected {
-    let mut via = Vec::new();
-    let mut first: Option<Vec<u8>> = None;
     let mut denied = false;
-    let mut hit = |v: Via, p: &[u8], via: &mut Vec<Via>| {
-        via.push(v);
-        if first.is_none() {
-            first = Some(p.to_vec());
-        }
-    };
-    for (leaf, v) in [("cwd", Via::Cwd), ("root", Via::Root)] {
+    for (leaf, via) in [("cwd", Via::Cwd), ("root", Via::Root)] {
         match fs::read_link(proc_file(pid, leaf)) {
             Ok(p) if target.contains(p.as_os_str().as_bytes()) => {
-                hit(v, p.as_os_str().as_bytes(), &mut via)
+                let path = p.into_os_string().into_vec();
+                return Inspected::Holds { via, path };
             }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::PermissionDenied => denied = true,
@@ -491,8 +510,11 @@ fn inspect(pid: Pid, target: &Target, maps: &mut Vec<u8>) -> Inspected {
                 if let Ok(p) = fs::read_link(entry.path()) {
                     let bytes = p.as_os_str().as_bytes();
                     if bytes.first() == Some(&b'/') && target.contains(bytes) {
-                        hit(Via::OpenFile, bytes, &mut via);
-                        break;
+                        let path = p.into_os_string().into_vec();
+                        return Inspected::Holds {
+                            via: Via::OpenFile,
+                            path,
+                        };
                     }
                 }
             }
@@ -509,18 +531,20 @@ fn inspect(pid: Pid, target: &Target, maps: &mut Vec<u8>) -> Inspected {
                     continue;
                 };
                 if target.contains(&line[at..]) {
-                    hit(Via::MappedFile, &line[at..], &mut via);
-                    break;
+                    return Inspected::Holds {
+                        via: Via::MappedFile,
+                        path: line[at..].to_vec(),
+                    };
                 }
             }
         }
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => denied = true,
         Err(_) => {}
     }
-    match first {
-        Some(path) => Inspected::Holds { via, path },
-        None if denied => Inspected::Unreadable,
-        None => Inspected::Clear,
+    if denied {
+        Inspected::Unreadable
+    } else {
+        Inspected::Clear
     }
 }
 
@@ -545,18 +569,33 @@ pub fn program(pid: Pid) -> String {
     }
 }
 
-/// Ancestry walks with a memo (many holders share parents).
+/// Ancestry walks with memos (many holders share parents and owners).
 #[derive(Default)]
 struct Ancestry {
     /// pid -> (start time, the registration whose guardian is this process or an ancestor).
     memo: HashMap<i32, (u64, Option<RegistrationId>)>,
+    /// ppid -> why its children count as orphaned.
+    adopters: HashMap<i32, Option<Adopter>>,
+    owners: HashMap<RegistrationId, Owner>,
 }
 
 impl Ancestry {
     /// The registration whose guardian is `s` or its nearest guardian ancestor.
     fn owner(&mut self, s: &Stat, regs: &Registrations<'_>) -> Option<Owner> {
-        self.guardian_of(s, regs)
-            .map(|id| regs.owner(id, OwnerLink::Guardian))
+        let id = self.guardian_of(s, regs)?;
+        Some(
+            *self
+                .owners
+                .entry(id)
+                .or_insert_with(|| regs.owner(id, OwnerLink::Guardian)),
+        )
+    }
+
+    fn adopter(&mut self, s: &Stat, regs: &Registrations<'_>) -> Option<Adopter> {
+        self.adopters
+            .entry(s.ppid)
+            .or_insert_with(|| adopter(s, regs))
+            .clone()
     }
 
     fn guardian_of(&mut self, s: &Stat, regs: &Registrations<'_>) -> Option<RegistrationId> {
