@@ -8,7 +8,6 @@ mod cli_support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use cli_support::*;
 use refine_tests::wait_until;
