@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use refine_protocol::record::{LaunchResultRecord, Registration, StallRecord, StopRequest};
-use refine_protocol::{DecodeError, RegistrationId, RuntimeId};
+use refine_protocol::{DecodeError, EncodeError, RegistrationId, RuntimeId};
 
 use crate::durable;
 use crate::fence::{self, Fence, FenceError};
@@ -73,6 +73,13 @@ pub enum RegistryError {
     },
     #[error(transparent)]
     Fence(#[from] FenceError),
+    /// The record would not be readable back (larger than the record limit): nothing is written.
+    #[error("{what} refused: {source}")]
+    Refused {
+        what: &'static str,
+        #[source]
+        source: EncodeError,
+    },
 }
 
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> RegistryError + 'a {
@@ -209,7 +216,11 @@ impl Runtime {
     /// Writes the record durably (temp, fsync, rename, fsync dir).
     pub fn write_registration(&self, reg: &Registration) -> Result<(), RegistryError> {
         let path = self.record_path(reg.id);
-        durable::write_atomic(&path, &reg.encode(), 0o600).map_err(io_err("write", &path))
+        let bytes = reg.encode().map_err(|source| RegistryError::Refused {
+            what: "registration record",
+            source,
+        })?;
+        durable::write_atomic(&path, &bytes, 0o600).map_err(io_err("write", &path))
     }
 
     /// Records `req` unless a request for the same registration is already recorded (the first
@@ -218,7 +229,11 @@ impl Runtime {
     pub fn write_stop_request(&self, req: &StopRequest) -> Result<(), RegistryError> {
         let path = self.stop_request_path(req.id);
         let tmp = path.with_extension(format!("stop.{}.tmp", std::process::id()));
-        durable::write_atomic(&tmp, &req.encode(), 0o600).map_err(io_err("write", &tmp))?;
+        let bytes = req.encode().map_err(|source| RegistryError::Refused {
+            what: "stop request",
+            source,
+        })?;
+        durable::write_atomic(&tmp, &bytes, 0o600).map_err(io_err("write", &tmp))?;
         let linked = fs::hard_link(&tmp, &path);
         let _ = fs::remove_file(&tmp);
         match linked {
@@ -231,7 +246,11 @@ impl Runtime {
     /// Records the engine's result: written whole under a temporary name and renamed into place,
     /// not fsynced (display only: after a crash it may be missing, and nothing depends on it).
     pub fn write_result(&self, rec: &LaunchResultRecord) -> Result<(), RegistryError> {
-        write_replacing(&self.result_path(rec.id), "result", &rec.encode())
+        let bytes = rec.encode().map_err(|source| RegistryError::Refused {
+            what: "launch result",
+            source,
+        })?;
+        write_replacing(&self.result_path(rec.id), "result", &bytes)
     }
 
     /// The engine's recorded result of `id`, if any.
@@ -251,7 +270,11 @@ impl Runtime {
     /// Records the stall watch's status of a scope, like [`Runtime::write_result`] (display
     /// only: not fsynced).
     pub fn write_stall(&self, rec: &StallRecord) -> Result<(), RegistryError> {
-        write_replacing(&self.stall_path(rec.id), "stall", &rec.encode())
+        let bytes = rec.encode().map_err(|source| RegistryError::Refused {
+            what: "stall record",
+            source,
+        })?;
+        write_replacing(&self.stall_path(rec.id), "stall", &bytes)
     }
 
     /// The stall watch's last recorded status of `id`, if any.
