@@ -8,6 +8,7 @@ mod cli_support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use cli_support::*;
 use refine_tests::wait_until;
@@ -294,4 +295,152 @@ fn reap_ends_residue_and_orphans_and_refuses_while_a_workload_works_there() {
     assert_eq!(code, 0, "{doc}");
     assert_eq!(holders(&home, dir.path()).0, 0);
     kill_witness(u64::from(o2), o2s, rustix::process::Signal::KILL);
+}
+
+/// `serve` with the stall watch's flags in short units; killed when dropped.
+struct Serve(Child);
+
+impl Serve {
+    fn start(home: &Home, flags: &[&str]) -> Serve {
+        let mut args = vec!["serve", "--maintenance-every", "200ms"];
+        args.extend_from_slice(flags);
+        let child = home
+            .command(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn serve");
+        let sock = home.run_dir().join("supervisor.sock");
+        let svc = Serve(child);
+        assert!(
+            wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(&sock).is_ok()),
+            "serve did not come up"
+        );
+        svc
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Lines of the service log that mention `id` and `what`.
+fn log_lines(home: &Home, id: &str, what: &str) -> Vec<String> {
+    std::fs::read_to_string(home.run_dir().join("service.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(id) && l.contains(what))
+        .map(str::to_owned)
+        .collect()
+}
+
+const WATCH_DEADLINE: Duration = Duration::from_secs(120);
+
+/// A busy shell loop that prints nothing until `trigger` exists, then does `then`.
+fn busy_loop(home: &Home, trigger: &Path, then: &str) -> String {
+    let script = format!(
+        "while :; do if [ -e '{}' ]; then {then}; fi; done",
+        trigger.display()
+    );
+    launch(home, "leave", &["sh", "-c", &script]).1
+}
+
+/// Waits until `ps` shows `id` with `signal` open (`open`) or not.
+fn wait_signal(home: &Home, id: &str, signal: &str, open: bool) -> Value {
+    let mut row = Value::Null;
+    let ok = wait_until(WATCH_DEADLINE, || {
+        row = home.row(id);
+        row[signal].is_object() == open
+    });
+    assert!(ok, "{id}: {signal} never became {open}: {row}");
+    row
+}
+
+// Thresholds are low (10 % of a core, calm under 5 %) because the machine is shared: a busy
+// loop gets far more than that, a sleeping one nothing.
+const WATCH: [&str; 8] = [
+    "--stall-period",
+    "300ms",
+    "--stall-cpu",
+    "10",
+    "--stall-samples",
+    "3",
+    "--silent-samples",
+    "0",
+];
+
+#[test]
+fn a_busy_loop_that_prints_nothing_becomes_stalled_and_clears_when_it_writes() {
+    let home = Home::new();
+    let _svc = Serve::start(&home, &WATCH);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let go = dir.path().join("go");
+    let id = busy_loop(&home, &go, "echo working");
+    let row = wait_signal(&home, &id, "stalled", true);
+    let incident = &row["stalled"];
+    assert!(incident["samples"].as_u64().unwrap() >= 3, "{row}");
+    assert!(incident["cpu_permille"].as_u64().unwrap() >= 100, "{row}");
+    let table = String::from_utf8_lossy(&home.cli(&["ps"]).stdout).into_owned();
+    assert!(
+        table.lines().any(|l| l.starts_with(&id) && l.contains("stalled")),
+        "{table}"
+    );
+    let show = show(&home, &id);
+    assert!(show["watch"]["stalled"].is_object(), "{show}");
+    assert_eq!(log_lines(&home, &id, "stall watch: began").len(), 1);
+
+    std::fs::write(&go, b"").unwrap();
+    wait_signal(&home, &id, "stalled", false);
+    let cleared = log_lines(&home, &id, "stall watch: cleared");
+    assert_eq!(cleared.len(), 1, "{cleared:?}");
+    assert!(cleared[0].contains("wrote"), "{cleared:?}");
+    assert_eq!(log_lines(&home, &id, "stall watch: began").len(), 1, "told once");
+    let out = home.cli(&["stop", &id]);
+    assert!(out.status.success(), "{}", describe(&["stop"], &out));
+}
+
+#[test]
+fn a_busy_loop_becomes_stalled_and_clears_when_it_calms_down() {
+    let home = Home::new();
+    let _svc = Serve::start(&home, &WATCH);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let calm = dir.path().join("calm");
+    let id = busy_loop(&home, &calm, "exec sleep 1000");
+    wait_signal(&home, &id, "stalled", true);
+    std::fs::write(&calm, b"").unwrap();
+    wait_signal(&home, &id, "stalled", false);
+    let cleared = log_lines(&home, &id, "stall watch: cleared");
+    assert_eq!(cleared.len(), 1, "{cleared:?}");
+    assert!(cleared[0].contains("calm"), "{cleared:?}");
+    let out = home.cli(&["stop", &id]);
+    assert!(out.status.success(), "{}", describe(&["stop"], &out));
+}
+
+#[test]
+fn a_sleeping_scope_becomes_silent() {
+    let home = Home::new();
+    let _svc = Serve::start(
+        &home,
+        &[
+            "--stall-period",
+            "300ms",
+            "--stall-samples",
+            "0",
+            "--silent-samples",
+            "3",
+        ],
+    );
+    let (_l, id) = launch(&home, "leave", &["sleep", "1000"]);
+    let row = wait_signal(&home, &id, "silent", true);
+    assert!(row["silent"]["samples"].as_u64().unwrap() >= 3, "{row}");
+    assert!(row["stalled"].is_null(), "stalled is off: {row}");
+    assert_eq!(log_lines(&home, &id, "stall watch: began").len(), 1);
+    let out = home.cli(&["stop", &id]);
+    assert!(out.status.success(), "{}", describe(&["stop"], &out));
+    // An ended scope takes its incident with it: the status file is gone with the next pass.
+    let stall_file = home.run_dir().join("logs").join(format!("{id}.stall"));
+    assert!(wait_until(DEADLINE, || !stall_file.exists()));
 }
