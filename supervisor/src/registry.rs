@@ -8,7 +8,9 @@
 //! run/P/logs/ID.stdout|.stderr|.stdin, ID.capture   artifacts and capture receipt
 //! run/P/locks/ID.lock         per-registration lock; stable inode while the record exists
 //! run/P/locks/stop.lock       runtime fence serializing tree stops
+//! run/P/locks/service.lock    held by the port's one service
 //! run/P/supervisor.sock       service socket
+//! run/P/service.log           the service's log
 //! ```
 //!
 //! The home is derived from the running executable ([`default_home`]), never from the caller's
@@ -206,6 +208,14 @@ impl Runtime {
     }
     pub fn socket_path(&self) -> PathBuf {
         self.dir.join("supervisor.sock")
+    }
+    /// The lock the port's one service holds while it runs.
+    pub fn service_lock_path(&self) -> PathBuf {
+        self.dir.join("locks").join("service.lock")
+    }
+    /// The service's log.
+    pub fn service_log_path(&self) -> PathBuf {
+        self.dir.join("service.log")
     }
 
     /// A fresh random registration id.

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use refine_supervisor::assess::KERNEL_BOOT;
-use refine_supervisor::guardian::launch_registered;
+use refine_supervisor::launch::launch_registered;
 use refine_supervisor::holders::{self, Registrations, Target};
 use refine_supervisor::procfs;
 use refine_supervisor::registry::Runtime;
