@@ -118,6 +118,16 @@ pub enum Cleared {
     LateSample,
 }
 
+/// `wrote`, `calm`, `below_threshold`, `late_sample`.
+pub fn cleared_name(reason: Cleared) -> &'static str {
+    match reason {
+        Cleared::Wrote => "wrote",
+        Cleared::Calm => "calm",
+        Cleared::BelowThreshold => "below_threshold",
+        Cleared::LateSample => "late_sample",
+    }
+}
+
 /// What a sample changed.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 #[serde(rename_all = "snake_case", tag = "event")]

@@ -313,7 +313,8 @@ impl Serve {
         let sock = home.run_dir().join("supervisor.sock");
         let svc = Serve(child);
         assert!(
-            wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(&sock).is_ok()),
+            wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(&sock)
+                .is_ok()),
             "serve did not come up"
         );
         svc
@@ -385,7 +386,9 @@ fn a_busy_loop_that_prints_nothing_becomes_stalled_and_clears_when_it_writes() {
     assert!(incident["cpu_permille"].as_u64().unwrap() >= 100, "{row}");
     let table = String::from_utf8_lossy(&home.cli(&["ps"]).stdout).into_owned();
     assert!(
-        table.lines().any(|l| l.starts_with(&id) && l.contains("stalled")),
+        table
+            .lines()
+            .any(|l| l.starts_with(&id) && l.contains("stalled")),
         "{table}"
     );
     let show = show(&home, &id);
@@ -397,7 +400,11 @@ fn a_busy_loop_that_prints_nothing_becomes_stalled_and_clears_when_it_writes() {
     let cleared = log_lines(&home, &id, "stall watch: cleared");
     assert_eq!(cleared.len(), 1, "{cleared:?}");
     assert!(cleared[0].contains("wrote"), "{cleared:?}");
-    assert_eq!(log_lines(&home, &id, "stall watch: began").len(), 1, "told once");
+    assert_eq!(
+        log_lines(&home, &id, "stall watch: began").len(),
+        1,
+        "told once"
+    );
     let out = home.cli(&["stop", &id]);
     assert!(out.status.success(), "{}", describe(&["stop"], &out));
 }
@@ -443,4 +450,54 @@ fn a_sleeping_scope_becomes_silent() {
     // An ended scope takes its incident with it: the status file is gone with the next pass.
     let stall_file = home.run_dir().join("logs").join(format!("{id}.stall"));
     assert!(wait_until(DEADLINE, || !stall_file.exists()));
+}
+
+#[test]
+fn an_orphan_adopted_by_a_pid_namespace_init_is_reaped_and_the_init_is_not() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: creating a pid namespace needs root");
+        return;
+    }
+    let home = Home::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().display().to_string();
+    // Inside a new pid namespace: a detached sleep in DIR whose parent exits, so the
+    // namespace's init (a sleep elsewhere) adopts it.
+    let script =
+        format!("(cd '{d}'; setsid sleep 1000 </dev/null >/dev/null 2>&1 &); exec sleep 1000");
+    let mut init = Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("unshare");
+    let mut doc = Value::Null;
+    let adopted = wait_until(DEADLINE, || {
+        doc = holders(&home, dir.path()).1;
+        doc["holders"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|h| h["orphaned"]["adopter"] == "namespace_init")
+        })
+    });
+    assert!(adopted, "no holder adopted by the namespace init: {doc}");
+    let orphan = doc["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["orphaned"]["adopter"] == "namespace_init")
+        .cloned()
+        .unwrap();
+    let ns_init = orphan["ppid"].as_u64().unwrap();
+    let (code, doc) = reap(&home, dir.path());
+    assert_eq!(code, 0, "{doc}");
+    let (pid, start) = (
+        orphan["pid"].as_u64().unwrap(),
+        orphan["start_time"].as_u64().unwrap(),
+    );
+    assert!(wait_until(DEADLINE, || !alive(pid, start)), "{doc}");
+    assert!(
+        std::fs::metadata(format!("/proc/{ns_init}")).is_ok(),
+        "the namespace's init is not under DIR and stays"
+    );
+    let _ = init.kill();
+    let _ = init.wait();
 }

@@ -74,6 +74,18 @@ pub fn artifact_bytes(runtime: &Runtime, reg: &Registration) -> u64 {
         .sum()
 }
 
+/// Time since boot including suspend (`CLOCK_BOOTTIME`): the watch's clock, so a sample after
+/// a suspend is seen as late (`CLOCK_MONOTONIC`, behind [`std::time::Instant`], stops while
+/// suspended).
+#[doc(alias = "CLOCK_BOOTTIME")]
+pub fn boottime() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}
+
 /// The service's side of the watch: one [`Watch`] per live registration of a runtime, fed one
 /// sample each per [`Watcher::pass`], with each status written beside the registration
 /// ([`Runtime::write_stall`]) for `ps` and `show`.

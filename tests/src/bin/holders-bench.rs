@@ -11,16 +11,16 @@
 //!
 //! Prints medians, min and max. Stops the tree through the one stop at the end.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use refine_supervisor::assess::KERNEL_BOOT;
-use refine_supervisor::launch::launch_registered;
 use refine_supervisor::holders::{self, Registrations, Target};
+use refine_supervisor::launch::launch_registered;
 use refine_supervisor::procfs;
 use refine_supervisor::registry::Runtime;
-use refine_tests::stopkit::{self, GuardianScope};
+use refine_tests::stopkit::{self, BenchArgs, GuardianScope};
 
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
@@ -43,22 +43,20 @@ fn summary(what: &str, mut v: Vec<Duration>) {
 }
 
 fn main() {
-    let mut iterations = 15;
-    let (mut sessions, mut groups, mut leaves) = (10u32, 10u32, 19u32);
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let v: u32 = args.next().and_then(|v| v.parse().ok()).expect("number");
-        match a.as_str() {
-            "--iterations" => iterations = v as usize,
-            "--sessions" => sessions = v,
-            "--groups" => groups = v,
-            "--leaves" => leaves = v,
-            other => panic!("unknown argument {other}"),
-        }
+    let BenchArgs {
+        iterations,
+        sessions,
+        groups,
+        leaves,
+    } = BenchArgs {
+        iterations: 15,
+        sessions: 10,
+        groups: 10,
+        leaves: 19,
     }
+    .parse();
     let exe = std::env::current_exe().expect("current_exe");
-    let tree_builder: PathBuf = exe.with_file_name("tree-builder");
-    assert!(tree_builder.exists(), "build the test binaries first");
+    let tree_builder = BenchArgs::tree_builder();
     let home = tempfile::tempdir().expect("tempdir");
     let held = tempfile::tempdir().expect("tempdir");
     let free = tempfile::tempdir().expect("tempdir");
