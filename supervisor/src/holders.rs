@@ -2,7 +2,8 @@
 //! files or mapped files lie under a path — managed or not — and who owns it.
 //!
 //! One pass over `/proc`: for each process, `readlink` of `cwd` and `root`, of every entry of
-//! `fd/`, and the path column of `maps`, stopping at the first hit per kind. A directory or file
+//! `fd/`, and the path column of `maps`, cheapest first, stopping at the first hit ([`Via`] says
+//! which). A directory or file
 //! that was removed is reported by the kernel as `"/path (deleted)"`: that suffix is stripped
 //! before comparing, so a removed checkout is still matched (the path need not exist).
 //!

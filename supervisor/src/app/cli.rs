@@ -493,7 +493,7 @@ fn holders_cmd(home: &Path, args: HoldersArgs) -> Result<ExitCode, CliError> {
     if !args.json && doc.unreadable > 0 {
         writeln!(
             out(),
-            "({} processes could not be read: run as root to see them)",
+            "({} processes could not be read (permission denied): they may hold it too)",
             doc.unreadable
         )
         .map_err(CliError::Output)?;
