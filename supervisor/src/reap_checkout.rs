@@ -42,6 +42,9 @@ pub enum ReapError {
     Boot(#[source] crate::procfs::ProcfsError),
     #[error("cannot take the stop fence")]
     Fence(#[source] crate::registry::RegistryError),
+    /// Every daemon init adopted works under `/`: that is not a checkout.
+    #[error("refusing to reap under / (every orphaned daemon works there): name a checkout")]
+    Root,
 }
 
 /// How a residue scope's stop ended.
@@ -120,6 +123,9 @@ pub fn reap_checkout(
     boot: &dyn BootSource,
 ) -> Result<ReapReport, ReapError> {
     let target = Target::resolve(path)?;
+    if target.path() == Path::new("/") {
+        return Err(ReapError::Root);
+    }
     let regs = Registrations::load(home, boot);
     let found = holders::holders(&target, &regs)?;
     let mut report = ReapReport {

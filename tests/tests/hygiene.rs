@@ -291,6 +291,10 @@ fn reap_ends_residue_and_orphans_and_refuses_while_a_workload_works_there() {
     assert_eq!(home.state(&residue), "exited");
 
     end(kept);
+    // `/` is not a checkout: every daemon init adopted works there.
+    let args = ["reap", "--checkout", "/"];
+    let err = assert_one_line_error(&args, &home.cli(&args));
+    assert!(err.contains("refusing"), "{err}");
     let (code, doc) = reap(&home, dir.path());
     assert_eq!(code, 0, "{doc}");
     assert_eq!(holders(&home, dir.path()).0, 0);
