@@ -15,6 +15,8 @@
 //! - [`capacity`]: admission (C1–C3). [`retention`]: log retirement (R1–R3).
 //! - [`child_signals`]: a clean `SIGCHLD` for processes that wait for children (the crate's
 //!   only `unsafe`, allowed there alone).
+//! - [`holders`]: who holds a path (H1); [`reap_checkout`]: reap by checkout (H2);
+//!   [`stall`]: the stall watch's state machine (H3).
 //!
 //! [`app`] is the application on top of them (the operator CLI, the foreground `run`, `serve`
 //! and its client), built on them; no mechanism module imports it, and only its entry points
@@ -31,14 +33,17 @@ pub mod durable;
 pub mod env_policy;
 pub mod fence;
 pub mod guardian;
+pub mod holders;
 pub mod launch;
 pub mod limits;
 pub mod procfs;
 pub mod pty;
+pub mod reap_checkout;
 pub mod recover;
 pub mod registry;
 pub mod retention;
 pub mod signal;
+pub mod stall;
 pub mod stop;
 pub mod tree;
 

@@ -843,3 +843,56 @@ fn quiesce(
         }
     }
 }
+
+/// What [`kill_unowned`] did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct UnownedKill {
+    /// Every signal sent, in order.
+    pub signalled: Vec<Sent>,
+    /// Processes killed (quiesced first, then SIGKILL through their pidfds).
+    pub killed: Vec<ProcessWitness>,
+    /// Killed processes that had not exited when the budget ran out.
+    pub left: Vec<ProcessWitness>,
+}
+
+/// Kills processes that belong to no live scope (`reap --checkout`'s orphans): the roots'
+/// witnessed trees are quiesced and killed like a scope's, children before parents, every
+/// signal through a verified pidfd; then waits (within `budget`) for each to exit. There is no
+/// guardian and no receipt: exit is observed on the pidfds. The caller serializes with other
+/// stops (the runtime's stop fence) and has made sure no live guardian is among the roots' trees.
+pub fn kill_unowned(
+    roots: &Roots,
+    boot: BootId,
+    budget: Duration,
+) -> Result<UnownedKill, StopError> {
+    let deadline = Instant::now() + budget;
+    let mut signalled = Vec::new();
+    let mut rounds = 0;
+    let held = quiesce(roots, boot, deadline, &mut signalled, &mut rounds)?;
+    let mut killed = Vec::new();
+    for v in held.iter().rev() {
+        match v.signal(Signal::KILL) {
+            Ok(()) => {
+                killed.push(v.witness());
+                signalled.push(Sent {
+                    target: Target::Process(v.witness()),
+                    signal: Signal::KILL.as_raw(),
+                });
+            }
+            Err(SignalError::Gone(_)) => {}
+            Err(e) => return Err(StopError::Signal(e)),
+        }
+    }
+    let mut left = Vec::new();
+    for v in &held {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        if !v.wait_exit(Some(wait)).map_err(StopError::Signal)? {
+            left.push(v.witness());
+        }
+    }
+    Ok(UnownedKill {
+        signalled,
+        killed,
+        left,
+    })
+}

@@ -9,12 +9,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use refine_protocol::api::{LaunchAsk, ScopeView};
+use refine_protocol::record::StallRecord;
 use refine_protocol::{Kind, Receipt, Registration, RegistrationId, StopCause};
 
 use super::docs::{
     utc, ArtifactDoc, ArtifactsDoc, AssessmentDoc, ReceiptDoc, RecordDoc, RecoverAction,
     RecoverDoc, RecoverEntryDoc, ResultDoc, ShowDoc, State, StatusFields, StopDetail, StopDoc,
-    StopOutcomeDoc, StopTimingsDoc,
+    StopOutcomeDoc, StopTimingsDoc, WatchDoc,
 };
 use super::error::{CliError, ServiceError};
 use crate::capacity::{self, HostProbe, HostSample};
@@ -54,6 +55,7 @@ pub fn assess(rt: &Runtime, reg: &Registration) -> Assessed {
 
 /// One registration as `ps` shows it.
 fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
+    let watch = stall_record(rt, reg, a.state);
     // Display only; an unreadable result record shows as none.
     let result = rt.read_result(reg.id).ok().flatten();
     let reported = result.as_ref().map(|r| r.workload_status);
@@ -76,6 +78,8 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
         argv: reg.argv.clone(),
         stdout: reg.stdout_path.clone(),
         stderr: reg.stderr_path.clone(),
+        stalled: watch.as_ref().and_then(|w| w.stalled),
+        silent: watch.and_then(|w| w.silent),
     }
 }
 
@@ -99,6 +103,8 @@ fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeV
         argv: Vec::new(),
         stdout: rt.log_path(id, Stream::Stdout).display().to_string(),
         stderr: rt.log_path(id, Stream::Stderr).display().to_string(),
+        stalled: None,
+        silent: None,
     }
 }
 
@@ -121,6 +127,14 @@ pub fn list_views(rt: &Runtime, all: bool) -> Result<Vec<ScopeView>, RegistryErr
     }
     rows.sort_by_key(|r| (r.started_at_unix_ms, r.id.clone()));
     Ok(rows)
+}
+
+/// The stall watch's status of a live scope (display only; an unreadable one shows as none).
+fn stall_record(rt: &Runtime, reg: &Registration, state: State) -> Option<StallRecord> {
+    if state != State::Live {
+        return None;
+    }
+    rt.read_stall(reg.id).ok().flatten()
 }
 
 /// The `show --json` document: record, receipt, assessment.
@@ -153,6 +167,7 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
             stdout: ArtifactDoc::of(Path::new(&reg.stdout_path)),
             stderr: ArtifactDoc::of(Path::new(&reg.stderr_path)),
         },
+        watch: stall_record(rt, &reg, a.state).map(|r| WatchDoc::of(&r)),
     })
 }
 

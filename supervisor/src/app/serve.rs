@@ -32,6 +32,7 @@ use crate::fence;
 use crate::launch::Supervisor;
 use crate::registry::{RegistryError, Runtime};
 use crate::retention;
+use crate::stall::{self, sample::Watcher, StallConfig};
 
 /// Launches for the service: the engine keeps running on its own thread; the handle is not
 /// awaited (the record and the receipt carry the result), so the service holds no per-launch
@@ -70,6 +71,7 @@ pub fn serve(
     port: u16,
     maintenance_every: Duration,
     retain: Duration,
+    watch: StallConfig,
 ) -> Result<(), ServiceError> {
     let rt = Runtime::open(home, port)?;
     let lock = rt.service_lock_path();
@@ -109,7 +111,7 @@ pub fn serve(
         .enable_all()
         .build()
         .map_err(io_err("start the async runtime"))?;
-    let result = runtime.block_on(serve_async(state.clone(), maintenance_every, retain));
+    let result = runtime.block_on(serve_async(state.clone(), maintenance_every, retain, watch));
     // Guardians are not waited for: they outlive the service by design.
     runtime.shutdown_background();
     let _ = std::fs::remove_file(state.rt.socket_path());
@@ -157,6 +159,7 @@ async fn serve_async(
     state: Arc<Service>,
     every: Duration,
     retain: Duration,
+    watch: StallConfig,
 ) -> Result<(), ServiceError> {
     use tokio::signal::unix::{signal, SignalKind};
     let listener = bind_socket(&state.rt.socket_path())?;
@@ -173,6 +176,32 @@ async fn serve_async(
                 tick.tick().await;
                 let st = state.clone();
                 let _ = tokio::task::spawn_blocking(move || maintenance(&st, retain)).await;
+            }
+        })
+    };
+
+    let stall = {
+        let rt = state.rt.clone();
+        tokio::spawn(async move {
+            let watcher = Arc::new(Mutex::new(Watcher::new(watch)));
+            let mut tick = tokio::time::interval(watch.period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let (rt, watcher) = (rt.clone(), watcher.clone());
+                let _ = tokio::task::spawn_blocking(move || {
+                    let Ok(mut w) = watcher.lock() else { return };
+                    let events = w.pass(
+                        &rt,
+                        &crate::assess::KERNEL_BOOT,
+                        stall::sample::boottime(),
+                        crate::deadline::unix_ms(),
+                    );
+                    for (id, event) in events {
+                        log_stall(id, &event);
+                    }
+                })
+                .await;
             }
         })
     };
@@ -195,7 +224,30 @@ async fn serve_async(
         }
     }
     maint.abort();
+    stall.abort();
     Ok(())
+}
+
+/// One line in the service log when a stall watch incident begins, and one when it clears.
+fn log_stall(id: RegistrationId, event: &stall::Event) {
+    match event {
+        stall::Event::Began(i) => tracing::warn!(
+            %id,
+            signal = stall::signal_name(i.signal),
+            samples = i.samples,
+            cpu_percent = f64::from(i.cpu_permille) / 10.0,
+            last_write = %super::docs::utc(i.last_write_unix_ms),
+            "stall watch: began"
+        ),
+        stall::Event::Ended { incident, reason } => tracing::info!(
+            %id,
+            signal = stall::signal_name(incident.signal),
+            since = %super::docs::utc(incident.since_unix_ms),
+            samples = incident.samples,
+            reason = stall::cleared_name(*reason),
+            "stall watch: cleared"
+        ),
+    }
 }
 
 async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io::Result<()> {
