@@ -868,26 +868,41 @@ pub fn kill_unowned(
     let deadline = Instant::now() + budget;
     let mut signalled = Vec::new();
     let mut rounds = 0;
-    let held = quiesce(roots, boot, deadline, &mut signalled, &mut rounds)?;
+    // A member the kernel refuses to signal (EPERM) is left out and reported as left.
+    let mut refused = Vec::new();
+    let held = quiesce(
+        roots,
+        boot,
+        deadline,
+        &mut signalled,
+        &mut rounds,
+        &mut refused,
+    )?;
     let mut killed = Vec::new();
     for v in held.iter().rev() {
         match v.signal(Signal::KILL) {
             Ok(()) => {
-                killed.push(v.witness());
+                killed.push(v.witness);
                 signalled.push(Sent {
-                    target: Target::Process(v.witness()),
+                    target: Target::Process(v.witness),
                     signal: Signal::KILL.as_raw(),
                 });
             }
-            Err(SignalError::Gone(_)) => {}
+            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => {}
+            Err(e) if is_refused(&e) => refused.push(v.witness),
             Err(e) => return Err(StopError::Signal(e)),
         }
     }
-    let mut left = Vec::new();
+    let mut left = refused;
     for v in &held {
         let wait = deadline.saturating_duration_since(Instant::now());
-        if !v.wait_exit(Some(wait)).map_err(StopError::Signal)? {
-            left.push(v.witness());
+        let exited = match v.with(|p| p.wait_exit(Some(wait))) {
+            Ok(exited) => exited,
+            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => true,
+            Err(e) => return Err(StopError::Signal(e)),
+        };
+        if !exited {
+            left.push(v.witness);
         }
     }
     Ok(UnownedKill {
