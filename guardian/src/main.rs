@@ -154,6 +154,8 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
         reaped: out.reaped,
         workload_exited_at_ns: out.exited_at_ns,
         written_at_ns: sys::realtime_ns(),
+        // H4: ECHILD said every process of the tree was waited for: their cost is all here.
+        usage: Some(sys::children_usage()),
     };
     proof.write(&receipt)?;
     chan.send(&Frame::ScopeExited(receipt));

@@ -200,6 +200,9 @@ pub struct ScopeView {
     /// An open `silent` incident; `null` when none.
     #[serde(default)]
     pub silent: Option<crate::record::StallIncident>,
+    /// What the whole tree cost (H4), from a version-2 receipt; `null` before the receipt.
+    #[serde(default)]
+    pub usage: Option<crate::TreeUsage>,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -51,6 +51,11 @@ fn receipt() -> Receipt {
         reaped: 4,
         workload_exited_at_ns: 5,
         written_at_ns: 6,
+        usage: Some(refine_protocol::TreeUsage {
+            user_us: 7,
+            system_us: 8,
+            max_rss_kib: 9,
+        }),
     }
 }
 
@@ -569,8 +574,9 @@ fn launch_encoder_enforces_the_decoders_domain() {
 }
 
 fn reseal_receipt(v: &mut [u8]) {
-    let crc = refine_protocol::codec::crc32(&v[..136]);
-    v[136..140].copy_from_slice(&crc.to_le_bytes());
+    let at = v.len() - 8;
+    let crc = refine_protocol::codec::crc32(&v[..at]);
+    v[at..at + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// xorshift64*: deterministic, dependency-free randomness for the fuzz loop.

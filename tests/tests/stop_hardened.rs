@@ -145,6 +145,7 @@ fn a_receipt_forged_by_a_live_workload_is_live() {
         reaped: 1,
         workload_exited_at_ns: 1,
         written_at_ns: 2,
+        usage: Some(refine_protocol::TreeUsage::default()),
     };
     let mut f = std::fs::OpenOptions::new()
         .write(true)

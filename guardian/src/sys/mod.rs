@@ -729,6 +729,31 @@ pub fn realtime_ns() -> u64 {
     clock_ns(libc::CLOCK_REALTIME)
 }
 
+/// `getrusage(RUSAGE_CHILDREN)`: what every child this process waited for cost, each with the
+/// children it waited for in turn (H4). Zeros if the call fails (it cannot, with a valid buffer).
+#[doc(alias = "getrusage")]
+pub fn children_usage() -> refine_protocol::TreeUsage {
+    // SAFETY: rusage is plain old data; all-zero is a valid value.
+    let mut ru: libc::rusage = unsafe { core::mem::zeroed() };
+    // SAFETY: RUSAGE_CHILDREN with a pointer to a live, writable rusage.
+    let r = unsafe {
+        syscall!(
+            libc::SYS_getrusage,
+            libc::RUSAGE_CHILDREN,
+            &mut ru as *mut libc::rusage
+        )
+    };
+    if r < 0 {
+        return refine_protocol::TreeUsage::default();
+    }
+    let us = |t: libc::timeval| (t.tv_sec.max(0) as u64) * 1_000_000 + t.tv_usec.max(0) as u64;
+    refine_protocol::TreeUsage {
+        user_us: us(ru.ru_utime),
+        system_us: us(ru.ru_stime),
+        max_rss_kib: ru.ru_maxrss.max(0) as u64,
+    }
+}
+
 /// `CLOCK_MONOTONIC` in ms (for deadlines).
 pub fn monotonic_ms() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC) / 1_000_000

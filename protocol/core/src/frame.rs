@@ -46,7 +46,7 @@
 use core::ffi::CStr;
 
 use crate::codec::{envelope_open, envelope_seal, envelope_start, Reader, Writer};
-use crate::receipt::{Receipt, WorkloadStatus, RECEIPT_LEN};
+use crate::receipt::{Receipt, WorkloadStatus};
 use crate::{
     BootId, DecodeError, EncodeError, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId,
 };
@@ -446,7 +446,7 @@ impl Frame<'_> {
                 status: WorkloadStatus::decode(&mut r)?,
                 at_ns: r.u64()?,
             },
-            kind::SCOPE_EXITED => Frame::ScopeExited(Receipt::decode(r.bytes(RECEIPT_LEN)?)?),
+            kind::SCOPE_EXITED => Frame::ScopeExited(Receipt::decode(r.bytes(r.remaining())?)?),
             kind::SIGNAL => Frame::Signal { signo: r.i32()? },
             kind::GUARDIAN_FAILED => Frame::GuardianFailed {
                 code: r.u16()?,

@@ -116,6 +116,8 @@ pub(crate) struct ReceiptDoc {
     pub reaped: u32,
     pub workload_exited_at_ns: u64,
     pub written_at_ns: u64,
+    /// The whole tree's CPU time and largest peak RSS (H4); `null` in a version-1 receipt.
+    pub usage: Option<refine_protocol::TreeUsage>,
 }
 
 /// A proof file's identity, with its path where the record names it.
@@ -152,6 +154,7 @@ impl ReceiptDoc {
             reaped: r.reaped,
             workload_exited_at_ns: r.workload_exited_at_ns,
             written_at_ns: r.written_at_ns,
+            usage: r.usage,
         }
     }
 }

@@ -80,6 +80,7 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
         stderr: reg.stderr_path.clone(),
         stalled: watch.as_ref().and_then(|w| w.stalled),
         silent: watch.and_then(|w| w.silent),
+        usage: a.receipt.and_then(|r| r.usage),
     }
 }
 
@@ -105,6 +106,7 @@ fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeV
         stderr: rt.log_path(id, Stream::Stderr).display().to_string(),
         stalled: None,
         silent: None,
+        usage: None,
     }
 }
 
