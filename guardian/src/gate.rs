@@ -21,10 +21,11 @@
 //! stopped with `SIGSTOP` can delay a launch by at most its start bound, never hang the guardian.
 //! - before the hello (the ready byte): abort, a closed channel, a termination signal or the
 //!   start bound end the wait, and the launch is aborted;
-//! - after *start* (the exec report): the launcher's `Signal` frames and forwarded signals reach
-//!   the child; abort, a termination signal or the bound (the start bound again) `SIGKILL` it; a
-//!   closed channel sends it the parent-death signal (G7). The wait then goes on until the report
-//!   says how it ended.
+//! - after *start* (the exec report): the launcher's `Signal` frames and forwarded signals wait
+//!   for the exec and are then delivered to the program (a direct launch would have delivered
+//!   them to it, not to a child that never ran it); abort or the bound (the start bound again)
+//!   `SIGKILL` it; a closed channel sends it the parent-death signal (G7). The wait then goes on
+//!   until the report says how it ended.
 //!
 //! Between `fork` and `execve` the child makes only async-signal-safe calls, allocates nothing
 //! and formats nothing: argv and envp are pointer arrays built before the fork into the frame
@@ -335,19 +336,20 @@ impl Workload {
         let mut errno = [0u8; 4];
         let mut got = 0;
         let mut deadline = Some(deadline_in(timeout_ms));
+        // Signals for the workload that arrive while it execs wait for the exec: sent earlier,
+        // they would end a child that never ran its program (reported never started), where a
+        // direct launch would have delivered them to the program. Signals coalesce (a mask).
+        let mut pending: u64 = 0;
         while got < errno.len() {
             match next_event(&self.report, chan, signals, deadline) {
                 Ok(Event::Report) => match sys::read(&self.report, &mut errno[got..]) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => got += n,
                 },
-                Ok(Event::Signal(sig)) if Signals::is_termination(sig) => {
-                    self.signal(libc::SIGKILL)
-                }
-                Ok(Event::Signal(sig)) if Signals::is_forwarded(sig) => self.signal(sig),
+                Ok(Event::Signal(sig)) if Signals::is_forwarded(sig) => pending |= bit(sig),
                 Ok(Event::Signal(_)) => {}
                 Ok(Event::Control(Control::Signal(signo))) if (1..=64).contains(&signo) => {
-                    self.signal(signo)
+                    pending |= bit(signo)
                 }
                 Ok(Event::Control(Control::Abort)) => self.signal(libc::SIGKILL),
                 Ok(Event::Control(Control::Closed)) => self.signal(match pdeath_signal {
@@ -368,7 +370,14 @@ impl Workload {
         }
         match got {
             0 => match crate::identity::never_exec_d(self.pid) {
-                Ok(false) => Release::Started,
+                Ok(false) => {
+                    for sig in 1..=64 {
+                        if pending & bit(sig) != 0 {
+                            self.signal(sig);
+                        }
+                    }
+                    Release::Started
+                }
                 Ok(true) => Release::NeverExecuted,
                 Err(e) => Release::Failed(Error::ExecUnknown(e)),
             },
@@ -391,6 +400,11 @@ impl Workload {
             let _ = sys::pidfd_send_signal(fd, signo);
         }
     }
+}
+
+/// A signal's bit in a pending mask (signals 1..=64).
+fn bit(sig: i32) -> u64 {
+    1u64 << ((sig - 1) & 63)
 }
 
 // ---------------------------------------------------------------------------------------------
