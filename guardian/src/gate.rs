@@ -21,10 +21,11 @@
 //! stopped with `SIGSTOP` can delay a launch by at most its start bound, never hang the guardian.
 //! - before the hello (the ready byte): abort, a closed channel, a termination signal or the
 //!   start bound end the wait, and the launch is aborted;
-//! - after *start* (the exec report): the launcher's `Signal` frames and forwarded signals wait
-//!   for the exec and are then delivered to the program (a direct launch would have delivered
-//!   them to it, not to a child that never ran it); abort or the bound (the start bound again)
-//!   `SIGKILL` it; a closed channel sends it the parent-death signal (G7). The wait then goes on
+//! - after *start* (the exec report): the launcher's `Signal` frames and other forwarded signals
+//!   wait for the exec and are then delivered to the program (a direct launch would have
+//!   delivered them to it, not to a child that never ran it); abort, a termination signal to the
+//!   guardian or the bound (the start bound again) `SIGKILL` it; a closed channel sends it the
+//!   parent-death signal (G7). The wait then goes on
 //!   until the report says how it ended.
 //!
 //! Between `fork` and `execve` the child makes only async-signal-safe calls, allocates nothing
@@ -346,6 +347,11 @@ impl Workload {
                     Ok(0) | Err(_) => break,
                     Ok(n) => got += n,
                 },
+                // A termination signal to the guardian itself while the child execs asks the
+                // scope to end: the program has not run, and now never will.
+                Ok(Event::Signal(sig)) if Signals::is_termination(sig) => {
+                    self.signal(libc::SIGKILL)
+                }
                 Ok(Event::Signal(sig)) if Signals::is_forwarded(sig) => pending |= bit(sig),
                 Ok(Event::Signal(_)) => {}
                 Ok(Event::Control(Control::Signal(signo))) if (1..=64).contains(&signo) => {
