@@ -103,6 +103,23 @@ pub enum UnverifiedReason {
     MixedBootIds { registration: BootId, other: BootId },
 }
 
+impl UnverifiedReason {
+    /// The check that failed, by name (the variant's serialized name, without its fields).
+    pub fn name(&self) -> &'static str {
+        match self {
+            UnverifiedReason::ProofMissing => "proof_missing",
+            UnverifiedReason::ProofUnreadable { .. } => "proof_unreadable",
+            UnverifiedReason::ProofReplaced { .. } => "proof_replaced",
+            UnverifiedReason::ReceiptCorrupt { .. } => "receipt_corrupt",
+            UnverifiedReason::FieldMismatch { .. } => "field_mismatch",
+            UnverifiedReason::GuardianGoneWithoutReceipt => "guardian_gone_without_receipt",
+            UnverifiedReason::BootIdMissing => "boot_id_missing",
+            UnverifiedReason::CurrentBootUnknown => "current_boot_unknown",
+            UnverifiedReason::MixedBootIds { .. } => "mixed_boot_ids",
+        }
+    }
+}
+
 fn display<S: serde::Serializer>(e: &DecodeError, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(e)
 }

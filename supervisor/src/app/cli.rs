@@ -137,6 +137,9 @@ pub struct ServeArgs {
     /// Retention age limit used by the maintenance loop.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "7d")]
     pub retain: Duration,
+    /// Serve Prometheus metrics on http://ADDR/metrics (e.g. 127.0.0.1:9411); no authentication.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Args)]
@@ -285,7 +288,13 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Run(args) => run(&home, port, args),
         Command::Serve(args) => {
-            serve::serve(&home, port, args.maintenance_every, args.retain)?;
+            serve::serve(
+                &home,
+                port,
+                args.maintenance_every,
+                args.retain,
+                args.metrics,
+            )?;
             Ok(0)
         }
         Command::Ps(args) => ps(&home, port, args),
