@@ -162,21 +162,36 @@ pub fn serve(
 /// The soft `RLIMIT_NOFILE` this process started with, kept for workloads (G8).
 static ORIGINAL_NOFILE: std::sync::OnceLock<rustix::process::Rlimit> = std::sync::OnceLock::new();
 
-/// The service holds a few descriptors per launch (channel, capture pipes, control): raise the
-/// soft descriptor limit to the hard one. Workloads get the original back ([`original_nofile`]).
+/// The most descriptors the service asks for (the kernel's default `fs.nr_open`).
+const MAX_NOFILE: u64 = 1 << 20;
+
+/// The service holds six descriptors per live launch (guardian channel, two capture pipes, two
+/// artifacts, the registration lock): raise the soft descriptor limit to the hard one, and both
+/// to the kernel's ceiling (`fs.nr_open`, at most [`MAX_NOFILE`]) where this process may
+/// (`CAP_SYS_RESOURCE`). Workloads get the original limits back ([`original_nofile`]).
 fn raise_nofile() {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let orig = getrlimit(Resource::Nofile);
     let _ = ORIGINAL_NOFILE.set(orig);
-    if orig.current != orig.maximum {
-        let raised = Rlimit {
-            current: orig.maximum,
-            maximum: orig.maximum,
-        };
-        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+    let ceiling = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map(|c| c.min(MAX_NOFILE));
+    let both = |n: Option<u64>| Rlimit {
+        current: n,
+        maximum: n,
+    };
+    let raised = match (orig.maximum, ceiling) {
+        (Some(hard), Some(c)) if c > hard => setrlimit(Resource::Nofile, both(Some(c))).is_ok(),
+        _ => false,
+    };
+    if !raised && orig.current != orig.maximum {
+        if let Err(e) = setrlimit(Resource::Nofile, both(orig.maximum)) {
             tracing::warn!(error = %e, "cannot raise the descriptor limit");
         }
     }
+    let now = getrlimit(Resource::Nofile);
+    tracing::info!(soft = ?now.current, hard = ?now.maximum, "descriptor limit");
 }
 
 /// The original descriptor limit as a launch rlimit, when [`raise_nofile`] changed it.

@@ -432,7 +432,7 @@ impl Supervisor {
             capture,
             deadlines,
             output_limit: req.output_limit,
-            control: control_rx,
+            control: Some(control_rx),
             policy,
             owner,
         };
