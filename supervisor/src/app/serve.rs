@@ -165,8 +165,8 @@ static ORIGINAL_NOFILE: std::sync::OnceLock<rustix::process::Rlimit> = std::sync
 /// The most descriptors the service asks for (the kernel's default `fs.nr_open`).
 const MAX_NOFILE: u64 = 1 << 20;
 
-/// The service holds six descriptors per live launch (guardian channel, two capture pipes, two
-/// artifacts, the registration lock): raise the soft descriptor limit to the hard one, and both
+/// The service holds four descriptors per live launch (guardian channel, two capture pipes, the
+/// registration lock; its artifacts too while output flows): raise the soft descriptor limit to the hard one, and both
 /// to the kernel's ceiling (`fs.nr_open`, at most [`MAX_NOFILE`]) where this process may
 /// (`CAP_SYS_RESOURCE`). Workloads get the original limits back ([`original_nofile`]).
 fn raise_nofile() {
