@@ -312,3 +312,30 @@ fn foreign_receipt_boot(reg: &Registration) -> Option<BootId> {
     let bytes = crate::registry::read_bounded(Path::new(&reg.proof_path), RECEIPT_LEN + 1).ok()?;
     Receipt::decode(&bytes).ok().map(|r| r.boot_id)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `name` is the variant's serialized name (the metrics label and the JSON key agree).
+    #[test]
+    fn reason_names_are_the_serialized_names() {
+        let serialized = |r: &UnverifiedReason| match serde_json::to_value(r).unwrap() {
+            serde_json::Value::String(s) => s,
+            serde_json::Value::Object(m) => m.keys().next().unwrap().clone(),
+            other => panic!("unexpected {other}"),
+        };
+        for r in [
+            UnverifiedReason::ProofMissing,
+            UnverifiedReason::ProofUnreadable { errno: Some(13) },
+            UnverifiedReason::FieldMismatch {
+                field: BoundField::Proof,
+            },
+            UnverifiedReason::GuardianGoneWithoutReceipt,
+            UnverifiedReason::BootIdMissing,
+            UnverifiedReason::CurrentBootUnknown,
+        ] {
+            assert_eq!(r.name(), serialized(&r), "{r:?}");
+        }
+    }
+}
