@@ -189,13 +189,14 @@ impl Metrics {
         self.requests.with_label_values(&[result.name()]).inc();
     }
 
-    /// Counts a launch's result (called on its engine thread) and observes its own stop.
+    /// Counts a launch's result (called on its engine thread) and observes its own stop, the
+    /// stop first: a scrape that sees the outcome sees its stop too.
     pub fn launch_ended(&self, result: &LaunchResult) {
         let outcome = result.outcome.name();
-        self.launches.with_label_values(&[outcome]).inc();
         if let Some(report) = &result.stop_report {
             self.stopped(outcome, report.timings.total);
         }
+        self.launches.with_label_values(&[outcome]).inc();
     }
 
     /// The hook that feeds [`Metrics::launch_ended`], for the service's engine.
