@@ -260,10 +260,14 @@ impl CaptureResult {
     }
 }
 
-/// Writes the artifact, honouring the cap.
+/// Writes the artifact, honouring the cap. The artifact is open only while its stream has
+/// bytes to write: a quiet stream (a detached `sleep`) holds no descriptor for it, which is
+/// what lets one service hold thousands of scopes under its descriptor limit.
 #[derive(Debug)]
 struct Sink {
-    file: File,
+    /// Open while bytes are flowing; reopened (append) for the next ones.
+    file: Option<File>,
+    path: PathBuf,
     written: u64,
     cap: Option<u64>,
     capped: bool,
@@ -288,11 +292,34 @@ impl Sink {
         if take == 0 {
             return;
         }
-        match self.file.write_all(&bytes[..take]) {
+        let file = match &mut self.file {
+            Some(f) => f,
+            None => match reopen_artifact(&self.path) {
+                Ok(f) => self.file.insert(f),
+                Err(e) => {
+                    self.failed = Some(e.raw_os_error().unwrap_or(libc::EIO));
+                    return;
+                }
+            },
+        };
+        match file.write_all(&bytes[..take]) {
             Ok(()) => self.written += take as u64,
             Err(e) => self.failed = Some(e.raw_os_error().unwrap_or(libc::EIO)),
         }
     }
+
+    /// The stream has nothing more for now: close the artifact until it has.
+    fn idle(&mut self) {
+        self.file = None;
+    }
+}
+
+/// The artifact [`open_artifact`] created, opened again to append the next bytes.
+fn reopen_artifact(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
 }
 
 #[derive(Debug)]
@@ -318,8 +345,22 @@ enum ReadOutcome {
 }
 
 impl Reader {
-    /// Reads up to [`READS_PER_WAKE`] chunks.
+    /// Reads up to [`READS_PER_WAKE`] chunks; closes the artifact when the stream has nothing
+    /// more for now.
     fn read_batch(
+        &mut self,
+        buf: &mut [u8],
+        keep_max: usize,
+        on: impl FnMut(Stream, &[u8]),
+    ) -> ReadOutcome {
+        let outcome = self.read_chunks(buf, keep_max, on);
+        if !matches!(outcome, ReadOutcome::More) {
+            self.sink.idle();
+        }
+        outcome
+    }
+
+    fn read_chunks(
         &mut self,
         buf: &mut [u8],
         keep_max: usize,
@@ -460,14 +501,16 @@ impl Capture {
                 // Fewer wake-ups per byte; the system limit may refuse, which is harmless.
                 let _ = rustix::pipe::fcntl_setpipe_size(&src.fd, PIPE_SIZE);
             }
-            let file = open_artifact(&src.artifact)?;
+            // Created (and truncated) now; written through a reopened handle when bytes come.
+            drop(open_artifact(&src.artifact)?);
             readers.push(Reader {
                 stream: src.stream,
                 fd: Some(src.fd),
                 pty: src.pty,
-                artifact: src.artifact,
+                artifact: src.artifact.clone(),
                 sink: Sink {
-                    file,
+                    file: None,
+                    path: src.artifact,
                     written: 0,
                     cap: config.log_cap,
                     capped: false,

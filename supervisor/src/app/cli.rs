@@ -160,6 +160,9 @@ pub struct ServeArgs {
     /// Stall watch: samples without output before a live scope is `silent` (0: off).
     #[arg(long, value_name = "M", default_value_t = stall::DEFAULT_SILENT_SAMPLES)]
     pub silent_samples: u32,
+    /// Serve Prometheus metrics on http://ADDR/metrics (e.g. 127.0.0.1:9411); no authentication.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl ServeArgs {
@@ -343,7 +346,14 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Run(args) => run(&home, port, args),
         Command::Serve(args) => {
             let watch = args.stall().validate().map_err(CliError::Stall)?;
-            serve::serve(&home, port, args.maintenance_every, args.retain, watch)?;
+            serve::serve(
+                &home,
+                port,
+                args.maintenance_every,
+                args.retain,
+                watch,
+                args.metrics,
+            )?;
             Ok(0)
         }
         Command::Ps(args) => ps(&home, port, args),

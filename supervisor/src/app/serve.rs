@@ -16,6 +16,7 @@
 
 use std::collections::HashSet;
 use std::io;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,8 +24,9 @@ use std::time::{Duration, Instant};
 use refine_protocol::api::{self, ErrorKind, LaunchAsk, Reply, Request, Response, MAX_MESSAGE};
 use refine_protocol::{Registration, RegistrationId, StopCause};
 
-use super::docs::{json_line, to_value, RecoverAction, State};
+use super::docs::{json_line, to_value, RecoverAction, State, StopDetail, StopDoc};
 use super::error::{io_err, CliError, ServiceError};
+use super::metrics::{self, Metrics, RequestResult};
 use super::ops::{self, admit, assess_one, launch_request, recover_all, retire, stop_one};
 use crate::deadline::{instant_of_unix_ms, Deadlines, Expired};
 use crate::error_chain;
@@ -52,6 +54,19 @@ fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<RegistrationId, 
     Ok(handle.id())
 }
 
+/// How a launch request ended, for the metrics.
+fn request_result(r: &Result<RegistrationId, Response>) -> RequestResult {
+    let kind = match r {
+        Ok(_) => return RequestResult::Started,
+        Err(resp) => resp.error.as_ref().map(|e| e.kind),
+    };
+    match kind {
+        Some(ErrorKind::NoCapacity) => RequestResult::NoCapacity,
+        Some(ErrorKind::LaunchFailed) => RequestResult::Failed,
+        _ => RequestResult::Rejected,
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Service.
 
@@ -63,6 +78,25 @@ struct Service {
     launched: Mutex<HashSet<RegistrationId>>,
     /// When retention last ran (it runs at most every [`RETENTION_EVERY`]).
     last_retention: Mutex<Option<Instant>>,
+    /// Counters and gauges for `--metrics` (kept whether or not they are served).
+    metrics: Arc<Metrics>,
+}
+
+impl Service {
+    /// The shared stop, observed by the metrics when it returned a report.
+    fn stop(&self, reg: &Registration, cause: StopCause) -> StopDoc {
+        let doc = stop_one(&self.rt, reg, cause);
+        if let StopDetail::Done { timings_ms, .. } = &doc.detail {
+            let name = match cause {
+                StopCause::Operator => "operator",
+                StopCause::CompletionDeadline => "completion_deadline",
+                StopCause::IdleDeadline => "idle_deadline",
+            };
+            let took = Duration::from_secs_f64(timings_ms.total.max(0.0) / 1e3);
+            self.metrics.stopped(name, took);
+        }
+        doc
+    }
 }
 
 /// Runs the service in the foreground until SIGTERM or SIGINT.
@@ -72,6 +106,7 @@ pub fn serve(
     maintenance_every: Duration,
     retain: Duration,
     watch: StallConfig,
+    metrics_addr: Option<SocketAddr>,
 ) -> Result<(), ServiceError> {
     let rt = Runtime::open(home, port)?;
     let lock = rt.service_lock_path();
@@ -98,12 +133,14 @@ pub fn serve(
         Err(e) => tracing::error!(error = %error_chain(&e), "recovery at start failed"),
     }
 
-    crate::limits::raise_nofile_limit();
+    crate::limits::raise_nofile_ceiling();
+    let metrics = Arc::new(Metrics::new());
     let state = Arc::new(Service {
-        sup: Supervisor::new(rt.clone()),
+        sup: Supervisor::new(rt.clone()).with_result_hook(metrics.result_hook()),
         rt,
         launched: Mutex::new(HashSet::new()),
         last_retention: Mutex::new(None),
+        metrics,
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -111,7 +148,13 @@ pub fn serve(
         .enable_all()
         .build()
         .map_err(io_err("start the async runtime"))?;
-    let result = runtime.block_on(serve_async(state.clone(), maintenance_every, retain, watch));
+    let result = runtime.block_on(serve_async(
+        state.clone(),
+        maintenance_every,
+        retain,
+        watch,
+        metrics_addr,
+    ));
     // Guardians are not waited for: they outlive the service by design.
     runtime.shutdown_background();
     let _ = std::fs::remove_file(state.rt.socket_path());
@@ -160,9 +203,25 @@ async fn serve_async(
     every: Duration,
     retain: Duration,
     watch: StallConfig,
+    metrics_addr: Option<SocketAddr>,
 ) -> Result<(), ServiceError> {
     use tokio::signal::unix::{signal, SignalKind};
     let listener = bind_socket(&state.rt.socket_path())?;
+    let exposition = match metrics_addr {
+        Some(addr) => {
+            let l = metrics::bind(addr)
+                .await
+                .map_err(|source| ServiceError::MetricsBind { addr, source })?;
+            tracing::info!(addr = %addr, "metrics on /metrics");
+            let (m, rt) = (state.metrics.clone(), state.rt.clone());
+            Some(tokio::spawn(async move {
+                if let Err(e) = metrics::serve(l, m, rt).await {
+                    tracing::error!(error = %e, "metrics listener failed");
+                }
+            }))
+        }
+        None => None,
+    };
     let mut term = signal(SignalKind::terminate()).map_err(io_err("install SIGTERM handler"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(io_err("install SIGINT handler"))?;
     tracing::info!(socket = %state.rt.socket_path().display(), "listening");
@@ -225,6 +284,9 @@ async fn serve_async(
     }
     maint.abort();
     stall.abort();
+    if let Some(task) = exposition {
+        task.abort();
+    }
     Ok(())
 }
 
@@ -294,7 +356,12 @@ fn handle(state: &Service, req: Request) -> Response {
         })
     };
     let result = match req {
-        Request::Launch(spec) => launch_detached(&state.sup, spec).map(|id| {
+        Request::Launch(spec) => {
+            let launched = launch_detached(&state.sup, spec);
+            state.metrics.request(request_result(&launched));
+            launched
+        }
+        .map(|id| {
             if let Ok(mut l) = state.launched.lock() {
                 l.insert(id);
             }
@@ -314,7 +381,7 @@ fn handle(state: &Service, req: Request) -> Response {
         }),
         Request::Stop { id } => parse(&id).and_then(|id| {
             let reg = rt.read_registration(id).map_err(registry_response)?;
-            let doc = stop_one(rt, &reg, StopCause::Operator);
+            let doc = state.stop(&reg, StopCause::Operator);
             tracing::info!(%id, result = %json_line(&doc), "stop");
             Ok(Reply::Stop(to_value(&doc)))
         }),
@@ -349,7 +416,7 @@ fn maintenance(state: &Service, retain: Duration) {
             };
             if let Some(cause) = deadline_passed(&reg) {
                 if assess_one(rt, &reg).state == State::Live {
-                    let doc = stop_one(rt, &reg, cause);
+                    let doc = state.stop(&reg, cause);
                     tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
                 }
             }

@@ -220,13 +220,27 @@ fn io_op(op: &'static str) -> impl FnOnce(io::Error) -> LaunchError {
     move |source| LaunchError::Io { op, source }
 }
 
+/// Called on the engine thread with every result of a [`Supervisor`]'s launches, before the
+/// result goes to [`LaunchHandle::wait`] (a service that never waits counts outcomes with it).
+pub type ResultHook = Arc<dyn Fn(&LaunchResult) + Send + Sync>;
+
 /// The launch engine of one runtime.
-#[derive(Debug)]
 pub struct Supervisor {
     runtime: Runtime,
     login: Arc<LoginEnv>,
     daemon_env: EnvMap,
     guardian_exe: Option<PathBuf>,
+    on_result: Option<ResultHook>,
+}
+
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("runtime", &self.runtime)
+            .field("guardian_exe", &self.guardian_exe)
+            .field("on_result", &self.on_result.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Supervisor {
@@ -237,7 +251,14 @@ impl Supervisor {
             login: Arc::new(LoginEnv::from_env()),
             daemon_env: env_policy::daemon_env(),
             guardian_exe: None,
+            on_result: None,
         }
+    }
+
+    /// Calls `hook` with the result of every launch, on the launch's engine thread.
+    pub fn with_result_hook(mut self, hook: ResultHook) -> Self {
+        self.on_result = Some(hook);
+        self
     }
 
     /// Uses this login environment (a fixed one in tests, or a shared cache).
@@ -411,13 +432,20 @@ impl Supervisor {
             capture,
             deadlines,
             output_limit: req.output_limit,
-            control: control_rx,
+            control: Some(control_rx),
             policy,
             owner,
         };
+        let on_result = self.on_result.clone();
         let thread = std::thread::Builder::new()
             .name(format!("refine-launch-{}", &id.to_string()[..8]))
-            .spawn(move || engine.run())
+            .spawn(move || {
+                let result = engine.run();
+                if let Some(hook) = on_result {
+                    hook(&result);
+                }
+                result
+            })
             .map_err(io_op("start the launch thread"))?;
         Ok(LaunchHandle {
             id,
