@@ -241,13 +241,14 @@ async fn serve_async(
 
     let stall = {
         let rt = state.rt.clone();
+        let metrics = state.metrics.clone();
         tokio::spawn(async move {
             let watcher = Arc::new(Mutex::new(Watcher::new(watch)));
             let mut tick = tokio::time::interval(watch.period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                let (rt, watcher) = (rt.clone(), watcher.clone());
+                let (rt, watcher, metrics) = (rt.clone(), watcher.clone(), metrics.clone());
                 let _ = tokio::task::spawn_blocking(move || {
                     let Ok(mut w) = watcher.lock() else { return };
                     let events = w.pass(
@@ -259,6 +260,8 @@ async fn serve_async(
                     for (id, event) in events {
                         log_stall(id, &event);
                     }
+                    let (stalled, silent) = w.counts();
+                    metrics.set_watch(stalled, silent);
                 })
                 .await;
             }
