@@ -105,6 +105,14 @@ pub struct RunArgs {
     /// Print the result object at the end instead of streaming output.
     #[arg(long)]
     pub json: bool,
+    /// After a SIGINT, SIGTERM or SIGHUP (forwarded to the workload), how long the workload has
+    /// to end by itself before its whole scope is stopped (a second such signal: at once).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10s")]
+    pub stop_grace: Duration,
+    /// Byte cap of each output artifact (e.g. 10M, 1GiB; 0: none); past it the stream is
+    /// incomplete ("log cap") and the pipe is still drained.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "1GiB")]
+    pub log_cap: u64,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -242,6 +250,31 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{text:?} is out of range"))
 }
 
+/// A byte size: a number with an optional unit, `K`/`M`/`G`/`T` (powers of 1024, also spelt
+/// `KiB`, `KB`, `k`...) or `B`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (examples: 0, 512K, 10M, 1GiB)"))?;
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?} (use K, M, G or T)"
+            ))
+        }
+    };
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text:?} is out of range"))
+}
+
 fn parse_kv(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
@@ -314,6 +347,7 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
         idle_timeout: args.idle_timeout,
         pty: args.pty,
         wait_for_slot: args.wait_for_slot,
+        log_cap_bytes: Some(args.log_cap),
     };
     if args.detach {
         let rt = Runtime::open(home, port)?;
@@ -331,7 +365,14 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
         };
     }
     let rt = Runtime::open(home, port)?;
-    run::run_embedded(&rt, spec, args.json)
+    run::run_embedded(
+        &rt,
+        spec,
+        run::RunOptions {
+            json: args.json,
+            stop_grace: args.stop_grace,
+        },
+    )
 }
 
 fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {

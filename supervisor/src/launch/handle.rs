@@ -62,6 +62,16 @@ impl Canceller {
     pub fn operator_stop(&self) {
         self.control.send(CTL_OPERATOR_STOP);
     }
+    /// Asks the guardian to forward `signo` to the workload (counts as activity); see
+    /// [`LaunchHandle::signal`].
+    pub fn signal(&self, signo: i32) -> Result<(), LaunchError> {
+        let byte = u8::try_from(signo)
+            .ok()
+            .filter(|s| (1..=64).contains(s))
+            .ok_or(LaunchError::BadSignal(signo))?;
+        self.control.send_msg(&[CTL_SIGNAL, byte]);
+        Ok(())
+    }
 }
 
 /// A running launch.
@@ -129,12 +139,7 @@ impl LaunchHandle {
     /// ignored once the workload has exited. To end a launch use [`Canceller`], which stops the
     /// whole tree.
     pub fn signal(&self, signo: i32) -> Result<(), LaunchError> {
-        let byte = u8::try_from(signo)
-            .ok()
-            .filter(|s| (1..=64).contains(s))
-            .ok_or(LaunchError::BadSignal(signo))?;
-        self.control.send_msg(&[CTL_SIGNAL, byte]);
-        Ok(())
+        self.canceller().signal(signo)
     }
 
     /// Closes a piped stdin (the workload reads EOF).
@@ -164,6 +169,16 @@ impl InputWriter {
     /// Writes to the workload's stdin (PTY or pipe; counts as activity), waiting at most
     /// [`INPUT_TIMEOUT`] for it to accept the bytes.
     pub fn write_input(&self, bytes: &[u8]) -> Result<(), LaunchError> {
+        self.deliver(bytes, Some(INPUT_TIMEOUT))
+    }
+
+    /// Writes to the workload's stdin as a pipe would: waits as long as the workload does not
+    /// read (a relay of this process's own stdin, W1). Fails once the workload has closed it.
+    pub fn feed_input(&self, bytes: &[u8]) -> Result<(), LaunchError> {
+        self.deliver(bytes, None)
+    }
+
+    fn deliver(&self, bytes: &[u8], timeout: Option<Duration>) -> Result<(), LaunchError> {
         let input = self.inner.input.lock().unwrap_or_else(|p| p.into_inner());
         let fd = match input.as_ref() {
             Some(Input::Pty(fd)) | Some(Input::Pipe(fd)) => fd,
@@ -173,7 +188,7 @@ impl InputWriter {
             rustix::io::ioctl_fionbio(fd, true)
                 .map_err(|e| io_op("make stdin nonblocking")(e.into()))?;
         }
-        pty::write_input(fd.as_fd(), bytes, INPUT_TIMEOUT)?;
+        pty::write_input(fd.as_fd(), bytes, timeout)?;
         self.inner.control.send(CTL_ACTIVITY);
         if let Some(log) = self
             .inner

@@ -31,7 +31,7 @@ pub use engine::shared_stop;
 use engine::Engine;
 pub use handle::{Canceller, InputWriter, LaunchHandle, INPUT_TIMEOUT};
 pub use register::{launch_registered, RegisteredLaunch};
-pub use request::{default_scope_policy, LaunchRequest, StdinMode};
+pub use request::{default_scope_policy, LaunchRequest, StdinMode, DEFAULT_LOG_CAP};
 
 use std::fs::File;
 use std::io;
@@ -300,6 +300,7 @@ impl Supervisor {
                     fd: capture_end,
                     artifact: stdout_path,
                     pty: true,
+                    forward: req.forward_stdout.take(),
                 }];
                 (Stdio::Pty(p.slave), sources, Some(Input::Pty(p.master)))
             }
@@ -315,6 +316,15 @@ impl Supervisor {
                         let (r, w) = pipe()?;
                         (r, Some(Input::Pipe(w)))
                     }
+                    StdinMode::Inherit => match rustix::io::fcntl_dupfd_cloexec(io::stdin(), 3) {
+                        Ok(fd) => (fd, None),
+                        Err(_) => (
+                            OwnedFd::from(
+                                File::open("/dev/null").map_err(io_op("open /dev/null"))?,
+                            ),
+                            None,
+                        ),
+                    },
                 };
                 let sources = vec![
                     StreamSource {
@@ -322,12 +332,14 @@ impl Supervisor {
                         fd: out_r,
                         artifact: stdout_path,
                         pty: false,
+                        forward: req.forward_stdout.take(),
                     },
                     StreamSource {
                         stream: Stream::Stderr,
                         fd: err_r,
                         artifact: stderr_path,
                         pty: false,
+                        forward: req.forward_stderr.take(),
                     },
                 ];
                 (Stdio::Fds([stdin, out_w, err_w]), sources, input)
