@@ -12,10 +12,12 @@
 //! # Caveats
 //! The home comes from the executable ([`crate::registry::default_home`]), never from the cwd.
 
+use std::ffi::OsString;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand};
 use refine_protocol::api::{LaunchAsk, Reply, Request, ScopeView};
 use refine_protocol::{Receipt, RegistrationId};
@@ -87,9 +89,9 @@ pub struct RunArgs {
     /// Working directory of the workload (default: this one).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Extra environment variable for the workload (repeatable).
-    #[arg(long = "env", value_name = "K=V", value_parser = parse_kv)]
-    pub env: Vec<(String, String)>,
+    /// Extra environment variable for the workload (repeatable; the value may be any bytes).
+    #[arg(long = "env", value_name = "K=V", value_parser = clap::builder::OsStringValueParser::new().try_map(parse_env))]
+    pub env: Vec<(OsString, OsString)>,
     /// Purpose metadata stored in the record (repeatable).
     #[arg(long = "meta", value_name = "K=V", value_parser = parse_kv)]
     pub meta: Vec<(String, String)>,
@@ -114,8 +116,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "1GiB")]
     pub log_cap: u64,
     /// The command and its arguments, after `--`.
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    /// Passed as bytes: arguments need not be UTF-8.
+    #[arg(last = true, required = true, value_name = "CMD", value_parser = clap::value_parser!(OsString))]
+    pub command: Vec<OsString>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -275,6 +278,19 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{text:?} is out of range"))
 }
 
+/// `K=V` for `--env`: the name is text, the value any bytes.
+fn parse_env(text: OsString) -> Result<(OsString, OsString), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = text.as_bytes();
+    match bytes.iter().position(|&b| b == b'=') {
+        Some(i) if i > 0 => Ok((
+            std::ffi::OsStr::from_bytes(&bytes[..i]).to_owned(),
+            std::ffi::OsStr::from_bytes(&bytes[i + 1..]).to_owned(),
+        )),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
+}
+
 fn parse_kv(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
@@ -336,12 +352,15 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
 // Commands.
 
 fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
+    // The service's launch request is JSON text: it carries the arguments and environment as
+    // UTF-8 (lossily); an embedded run passes the bytes themselves.
+    let lossy = |s: &OsString| s.to_string_lossy().into_owned();
     let spec = LaunchAsk {
-        argv: args.command,
+        argv: args.command.iter().map(lossy).collect(),
         kind: args.kind.kind(),
         label: args.label,
         cwd: args.cwd.as_ref().map(|p| p.display().to_string()),
-        env: args.env.into_iter().collect(),
+        env: args.env.iter().map(|(k, v)| (lossy(k), lossy(v))).collect(),
         meta: args.meta.into_iter().collect(),
         timeout: args.timeout,
         idle_timeout: args.idle_timeout,
@@ -350,6 +369,17 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
         log_cap_bytes: Some(args.log_cap),
     };
     if args.detach {
+        let not_text = args.command.iter().any(|a| a.to_str().is_none())
+            || args
+                .env
+                .iter()
+                .any(|(k, v)| k.to_str().is_none() || v.to_str().is_none());
+        if not_text {
+            return Err(ServiceError::BadSpec(
+                "run --detach passes arguments and environment values as UTF-8 text; run without --detach passes any bytes".into(),
+            )
+            .into());
+        }
         let rt = Runtime::open(home, port)?;
         let resp = client::request(&rt, &Request::Launch(spec))?;
         return match resp {
@@ -371,6 +401,8 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
         run::RunOptions {
             json: args.json,
             stop_grace: args.stop_grace,
+            argv: args.command,
+            env: args.env,
         },
     )
 }

@@ -18,6 +18,7 @@
 //! - **pipes** (W3): stdout and stderr are forwarded at the reader's pace
 //!   ([`crate::capture::Forward`]); a reader that goes away breaks the workload's stream.
 
+use std::ffi::OsString;
 use std::io;
 use std::os::fd::AsFd;
 use std::time::Duration;
@@ -36,13 +37,17 @@ use crate::launch::{
 use crate::registry::{Runtime, Stream};
 
 /// How `run` itself behaves around the workload.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RunOptions {
     /// Print the result document instead of streaming the output.
     pub json: bool,
     /// After a forwarded `SIGINT`/`SIGTERM`/`SIGHUP`, how long the workload has to end by
     /// itself before the shared stop ends the scope.
     pub stop_grace: Duration,
+    /// The command as bytes (W6; the ask's `argv` is its text form, for documents).
+    pub argv: Vec<OsString>,
+    /// `--env` as bytes.
+    pub env: Vec<(OsString, OsString)>,
 }
 
 /// Forwards the operator's keys and window resizes to an interactive launch's terminal, on two
@@ -245,6 +250,8 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
             source: e,
         })?;
     let mut req = launch_request(&spec)?;
+    req.argv = opts.argv;
+    req.env = opts.env.into_iter().map(|(k, v)| (k, Some(v))).collect();
     if !opts.json {
         req.forward_stdout = forward_of(io::stdout().as_fd());
         req.forward_stderr = forward_of(io::stderr().as_fd());
