@@ -111,6 +111,12 @@ pub enum Reply {
     Launched {
         id: String,
     },
+    /// The registration was made but the workload never ran: `execve` (or the working
+    /// directory) failed with `errno`.
+    SpawnFailed {
+        id: String,
+        errno: i32,
+    },
     List(Vec<ScopeView>),
     /// The `show --json` document.
     Show(serde_json::Value),

@@ -490,3 +490,45 @@ fn arguments_and_env_values_that_are_not_utf8_pass_through() {
     assert!(out.status.success(), "{}", describe(&["run"], &out));
     assert_eq!(out.stdout, b"a\xffb|c\xfed");
 }
+
+/// `run --detach` of a program that cannot run reports it (one line, 127) instead of an id.
+#[test]
+fn detached_spawn_failure_is_reported_not_an_id() {
+    let home = Home::new();
+    let mut serve = home
+        .command(&["serve", "--maintenance-every", "200ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let sock = home.run_dir().join("supervisor.sock");
+    let up = wait_until(DEADLINE, || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok()
+    });
+    let result = std::panic::catch_unwind(|| {
+        assert!(up, "serve did not come up");
+        let args = ["run", "--detach", "--", "/nonexistent"];
+        let out = home.cli(&args);
+        assert_eq!(out.status.code(), Some(127), "{}", describe(&args, &out));
+        assert!(out.stdout.is_empty(), "{}", describe(&args, &out));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr).trim_end(),
+            "refine-supervisor: /nonexistent: No such file or directory"
+        );
+        let args = ["run", "--detach", "--json", "--", "/nonexistent"];
+        let out = home.cli(&args);
+        let doc = parse(&args, &out);
+        assert_eq!(doc["outcome"], "spawn_failed", "{doc}");
+        assert_eq!(doc["errno"], libc::ENOENT, "{doc}");
+        // Negative control: a program that runs still prints its id and exits 0.
+        let args = ["run", "--detach", "--", "true"];
+        let out = home.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim().len(), 32);
+    });
+    let _ = serve.kill();
+    let _ = serve.wait();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

@@ -24,7 +24,8 @@ use refine_protocol::{Receipt, RegistrationId};
 use serde::Serialize;
 
 use super::docs::{
-    utc, CapacityDoc, GcDoc, LaunchedDoc, PsDoc, ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, State,
+    utc, CapacityDoc, DetachedSpawnFailedDoc, GcDoc, LaunchedDoc, PsDoc, ReceiptDoc,
+    ReceiptVerdictDoc, RecoverDoc, State,
 };
 use super::error::{CliError, ServiceError};
 use super::ops::{self, assess, list_views, out, print_json, show_doc};
@@ -381,7 +382,7 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
             .into());
         }
         let rt = Runtime::open(home, port)?;
-        let resp = client::request(&rt, &Request::Launch(spec))?;
+        let resp = client::request(&rt, &Request::Launch(spec.clone()))?;
         return match resp {
             Reply::Launched { id } => {
                 if args.json {
@@ -390,6 +391,18 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
                     writeln!(out(), "{id}").map_err(CliError::Output)?;
                 }
                 Ok(0)
+            }
+            Reply::SpawnFailed { id, errno } => {
+                if args.json {
+                    print_json(&DetachedSpawnFailedDoc {
+                        id,
+                        outcome: "spawn_failed",
+                        errno,
+                    })?;
+                } else {
+                    eprintln!("refine-supervisor: {}", run::spawn_failure(&spec, errno));
+                }
+                Ok(run::spawn_failure_code(errno))
             }
             other => Err(ServiceError::Unexpected(format!("{other:?}")).into()),
         };

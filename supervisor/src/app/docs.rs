@@ -189,6 +189,15 @@ pub(crate) struct LaunchedDoc {
     pub id: String,
 }
 
+/// `run --detach --json` when the workload never ran: `outcome` is `spawn_failed`, as in
+/// `run --json`.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct DetachedSpawnFailedDoc {
+    pub id: String,
+    pub outcome: &'static str,
+    pub errno: i32,
+}
+
 /// `ps --json`.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct PsDoc {

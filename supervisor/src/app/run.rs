@@ -328,7 +328,7 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
 
 /// One line for a launch that never ran (W5): the directory when `--cwd` is what failed (it is
 /// not a directory this process can enter), the program otherwise, and the error.
-fn spawn_failure(spec: &LaunchAsk, errno: i32) -> String {
+pub(crate) fn spawn_failure(spec: &LaunchAsk, errno: i32) -> String {
     let error = io::Error::from_raw_os_error(errno).to_string();
     let error = match error.rfind(" (os error") {
         Some(i) => error[..i].to_owned(),
@@ -361,9 +361,17 @@ fn scope_name(s: &ScopeState) -> RunScope {
 fn exit_code(r: &LaunchResult) -> i32 {
     match (r.outcome, r.status.shell_code()) {
         (_, Some(c)) => c,
-        (LaunchOutcome::SpawnFailed { errno }, None) if errno == libc::ENOENT => 127,
-        (LaunchOutcome::SpawnFailed { .. }, None) => 126,
+        (LaunchOutcome::SpawnFailed { errno }, None) => spawn_failure_code(errno),
         _ => 1,
+    }
+}
+
+/// 127 when the program (or directory) was not found, 126 otherwise, as a shell says.
+pub(crate) fn spawn_failure_code(errno: i32) -> i32 {
+    if errno == libc::ENOENT {
+        127
+    } else {
+        126
     }
 }
 

@@ -48,8 +48,19 @@ fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<RegistrationId, 
     let handle = sup
         .launch(req)
         .map_err(|e| Response::err(ErrorKind::LaunchFailed, error_chain(&e)))?;
+    // The caller learns a spawn failure now rather than an id of something that never ran.
+    if let Some(Err(errno)) = handle.wait_spawned(SPAWN_WORD_WAIT) {
+        return Err(Response::ok(Reply::SpawnFailed {
+            id: handle.id().to_string(),
+            errno,
+        }));
+    }
     Ok(handle.id())
 }
+
+/// How long a detached launch waits for the guardian's word on the `execve` (it comes within
+/// milliseconds of *start*).
+const SPAWN_WORD_WAIT: Duration = Duration::from_secs(5);
 
 // ---------------------------------------------------------------------------------------------
 // Service.

@@ -59,6 +59,8 @@ pub(super) struct Engine {
     pub(super) output_limit: Option<u64>,
     pub(super) control: OwnedFd,
     pub(super) policy: ScopePolicy,
+    /// Told once whether the workload exec'd (`Ok`) or failed to (`Err(errno)`).
+    pub(super) spawned: Option<mpsc::SyncSender<Result<(), i32>>>,
 }
 
 #[derive(Default)]
@@ -178,8 +180,15 @@ impl Engine {
     fn on_event(&mut self, st: &mut State, ev: GuardianEvent) {
         let now = Instant::now();
         match ev {
-            GuardianEvent::Started => {}
+            GuardianEvent::Started => {
+                if let Some(tx) = self.spawned.take() {
+                    let _ = tx.try_send(Ok(()));
+                }
+            }
             GuardianEvent::SpawnFailed { errno } => {
+                if let Some(tx) = self.spawned.take() {
+                    let _ = tx.try_send(Err(errno));
+                }
                 st.spawn_errno = Some(errno);
                 st.status.get_or_insert(WorkloadStatus::NeverStarted);
                 self.capture.begin_drain(now);

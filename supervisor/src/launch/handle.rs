@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -80,6 +80,8 @@ pub struct LaunchHandle {
     pub(super) id: RegistrationId,
     pub(super) registration: Registration,
     pub(super) thread: Option<JoinHandle<LaunchResult>>,
+    /// Whether the workload exec'd, once the guardian says so.
+    pub(super) spawned: Mutex<mpsc::Receiver<Result<(), i32>>>,
     pub(super) control: Arc<Control>,
     pub(super) input: InputWriter,
 }
@@ -107,6 +109,14 @@ impl LaunchHandle {
     /// The durable registration (written before the workload could start).
     pub fn registration(&self) -> &Registration {
         &self.registration
+    }
+
+    /// Waits at most `timeout` for the guardian's word on the `execve`: `Some(Ok(()))` the
+    /// workload runs, `Some(Err(errno))` it never ran (a spawn failure), `None` no word (the
+    /// bound passed, or the guardian was lost before it).
+    pub fn wait_spawned(&self, timeout: Duration) -> Option<Result<(), i32>> {
+        let rx = self.spawned.lock().unwrap_or_else(|p| p.into_inner());
+        rx.recv_timeout(timeout).ok()
     }
 
     pub fn canceller(&self) -> Canceller {

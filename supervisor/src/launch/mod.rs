@@ -416,6 +416,7 @@ impl Supervisor {
         )
         .map_err(|e| io_op("create the control channel")(e.into()))?;
         let control = Arc::new(Control(control_tx));
+        let (spawned_tx, spawned_rx) = mpsc::sync_channel(1);
         let engine = Engine {
             runtime: rt.clone(),
             registration: registration.clone(),
@@ -426,6 +427,7 @@ impl Supervisor {
             control: control_rx,
             policy,
             owner,
+            spawned: Some(spawned_tx),
         };
         let thread = std::thread::Builder::new()
             .name(format!("refine-launch-{}", &id.to_string()[..8]))
@@ -435,6 +437,7 @@ impl Supervisor {
             id,
             registration,
             thread: Some(thread),
+            spawned: Mutex::new(spawned_rx),
             control: control.clone(),
             input: InputWriter {
                 inner: Arc::new(InputInner {
