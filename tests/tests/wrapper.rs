@@ -532,3 +532,41 @@ fn detached_spawn_failure_is_reported_not_an_id() {
         std::panic::resume_unwind(e);
     }
 }
+
+fn proc_state(pid: u64) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rfind(')')
+        .and_then(|i| stat[i + 1..].trim_start().chars().next())
+        .unwrap_or('?')
+}
+
+/// Ctrl-Z: SIGTSTP stops the workload, then `run` itself; `fg` (SIGCONT to `run`) continues
+/// both.
+#[test]
+fn sigtstp_stops_the_workload_then_run_and_sigcont_continues_both() {
+    let home = Home::new();
+    let (mut child, out) = trapping_run(&home, &[], "trap 'exit 0' TERM");
+    let row = home.ps().into_iter().next().expect("a registration");
+    let workload = row["pid"].as_u64().expect("pid");
+    let run = u64::from(child.id());
+    signal(&child, libc::SIGTSTP);
+    assert!(
+        wait_until(DEADLINE, || proc_state(workload) == 'T'
+            && proc_state(run) == 'T'),
+        "after SIGTSTP: workload {}, run {}",
+        proc_state(workload),
+        proc_state(run)
+    );
+    signal(&child, libc::SIGCONT);
+    assert!(
+        wait_until(DEADLINE, || proc_state(workload) != 'T'
+            && proc_state(run) != 'T'),
+        "after SIGCONT: workload {}, run {}",
+        proc_state(workload),
+        proc_state(run)
+    );
+    signal(&child, libc::SIGTERM);
+    let st = wait_bounded(&mut child, DEADLINE, "run after SIGTERM");
+    let doc = json_of(&out.join().unwrap());
+    assert_eq!(doc["outcome"], "completed", "{st}: {doc}");
+}
