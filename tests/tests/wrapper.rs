@@ -489,6 +489,25 @@ fn arguments_and_env_values_that_are_not_utf8_pass_through() {
     let out = output_of(cmd);
     assert!(out.status.success(), "{}", describe(&["run"], &out));
     assert_eq!(out.stdout, b"a\xffb|c\xfed");
+    // The record keeps the bytes (`argv_bytes`, numbers in JSON) beside the lossy text.
+    let row = home.ps().into_iter().next().expect("a registration");
+    let rec = show(&home, row["id"].as_str().unwrap())["record"].clone();
+    let last = rec["argv_bytes"].as_array().and_then(|a| a.last().cloned());
+    let bytes: Vec<u8> = last
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|b| b.as_u64().unwrap() as u8)
+        .collect();
+    assert_eq!(bytes, b"a\xffb", "{rec}");
+    assert_eq!(
+        rec["argv"].as_array().unwrap().last().unwrap(),
+        "a\u{fffd}b"
+    );
+    // Negative control: a UTF-8 command records no bytes.
+    let (_, doc) = home.run_json(&["true"]);
+    let rec = show(&home, doc["id"].as_str().unwrap())["record"].clone();
+    assert!(rec["argv_bytes"].is_null(), "{rec}");
 }
 
 /// `run --detach` of a program that cannot run reports it (one line, 127) instead of an id.

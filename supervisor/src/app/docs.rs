@@ -273,7 +273,12 @@ pub(crate) struct RecordDoc {
     pub label: String,
     pub owner: String,
     pub purpose: BTreeMap<String, String>,
+    /// The command as text (U+FFFD where it is not UTF-8).
     pub argv: Vec<String>,
+    /// The command's exact bytes, each argument an array of numbers; present only when an
+    /// argument is not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argv_bytes: Option<Vec<Vec<u8>>>,
     pub cwd: String,
     pub stdout: String,
     pub stderr: String,
@@ -315,6 +320,7 @@ impl RecordDoc {
             owner: reg.owner.clone(),
             purpose: reg.purpose.clone(),
             argv: reg.argv.clone(),
+            argv_bytes: reg.argv_bytes.clone(),
             cwd: reg.cwd.clone(),
             stdout: reg.stdout_path.clone(),
             stderr: reg.stderr_path.clone(),

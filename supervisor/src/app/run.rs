@@ -141,6 +141,9 @@ fn relay_stdin(input: InputWriter, terminal: bool) -> Result<(), CliError> {
     Ok(())
 }
 
+/// How long `run` waits for the engine to pass a job-control signal on before it stops itself.
+const CONFIRM_WAIT: Duration = Duration::from_secs(1);
+
 /// How often a stdin relay on a terminal looks whether `run` is back in the foreground.
 const BACKGROUND_RECHECK: Duration = Duration::from_millis(100);
 
@@ -212,7 +215,9 @@ fn relay_signals(
                             });
                     }
                     libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
-                        let _ = canceller.signal(sig);
+                        // Stopping ourselves stops the engine too: only once it has passed the
+                        // signal on.
+                        let _ = canceller.signal_confirmed(sig, CONFIRM_WAIT);
                         let _ =
                             rustix::process::kill_process(rustix::process::getpid(), Signal::STOP);
                     }

@@ -11,7 +11,7 @@ use refine_protocol::record::{Registration, ScopePolicy, StopCause};
 use refine_protocol::{Receipt, WorkloadStatus};
 use rustix::net::RecvFlags;
 
-use super::handle::{CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL};
+use super::handle::{CTL_ACK, CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL, CTL_SIGNAL_ACKED};
 use super::{LaunchOutcome, LaunchResult, ScopeEnded, ScopeState, ScopeWatch, StopFailure};
 use crate::capture::{Capture, CaptureError, CaptureFailure};
 use crate::deadline::{Deadlines, Expired};
@@ -235,11 +235,18 @@ impl Engine {
                 Ok((n, _)) => match buf[..n.min(buf.len())] {
                     [CTL_CANCEL] => self.stop(st, LaunchOutcome::Cancelled),
                     [CTL_OPERATOR_STOP] => self.stop(st, LaunchOutcome::Stopped),
-                    [CTL_SIGNAL, signo] => {
+                    [op @ (CTL_SIGNAL | CTL_SIGNAL_ACKED), signo] => {
                         if !st.workload_over() && !st.channel_closed {
                             if let Err(e) = self.link.signal(i32::from(signo)) {
                                 tracing::warn!(id = %self.registration.id, signo, error = %e, "cannot forward a signal");
                             }
+                        }
+                        if op == CTL_SIGNAL_ACKED {
+                            let _ = rustix::net::send(
+                                &self.control,
+                                &[CTL_ACK],
+                                rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
+                            );
                         }
                         self.deadlines.activity(Instant::now());
                     }
