@@ -465,6 +465,11 @@ pub(crate) fn launch_request(spec: &LaunchAsk) -> Result<LaunchRequest, ServiceE
     req.purpose = spec.meta.clone();
     req.completion_timeout = spec.timeout;
     req.idle_timeout = spec.idle_timeout;
+    match spec.log_cap_bytes {
+        None => {}
+        Some(0) => req.log_cap = None,
+        Some(n) => req.log_cap = Some(n),
+    }
     if spec.pty {
         req.pty = Some(WindowSize::default());
     }

@@ -51,18 +51,33 @@ fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<RegistrationId, 
         .launch(req)
         .map_err(|e| Response::err(ErrorKind::LaunchFailed, error_chain(&e)))?;
     drop(slot);
+    // The caller learns a spawn failure now rather than an id of something that never ran.
+    if let Some(Err(errno)) = handle.wait_spawned(SPAWN_WORD_WAIT) {
+        return Err(Response::ok(Reply::SpawnFailed {
+            id: handle.id().to_string(),
+            errno,
+        }));
+    }
     Ok(handle.id())
 }
+
+/// How long a detached launch waits for the guardian's word on the `execve` (it comes within
+/// milliseconds of *start*).
+const SPAWN_WORD_WAIT: Duration = Duration::from_secs(5);
 
 /// How a launch request ended, for the metrics.
 fn request_result(r: &Result<RegistrationId, Response>) -> RequestResult {
     let kind = match r {
         Ok(_) => return RequestResult::Started,
-        Err(resp) => resp.error.as_ref().map(|e| e.kind),
+        // A reply without an error: the spawn failed (`Reply::SpawnFailed`).
+        Err(resp) => match &resp.error {
+            None => return RequestResult::Failed,
+            Some(e) => e.kind,
+        },
     };
     match kind {
-        Some(ErrorKind::NoCapacity) => RequestResult::NoCapacity,
-        Some(ErrorKind::LaunchFailed) => RequestResult::Failed,
+        ErrorKind::NoCapacity => RequestResult::NoCapacity,
+        ErrorKind::LaunchFailed => RequestResult::Failed,
         _ => RequestResult::Rejected,
     }
 }

@@ -11,7 +11,7 @@ use refine_protocol::record::{Registration, ScopePolicy, StopCause};
 use refine_protocol::{Receipt, WorkloadStatus};
 use rustix::net::RecvFlags;
 
-use super::handle::{CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL};
+use super::handle::{CTL_ACK, CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL, CTL_SIGNAL_ACKED};
 use super::{LaunchOutcome, LaunchResult, ScopeEnded, ScopeState, ScopeWatch, StopFailure};
 use crate::capture::{Capture, CaptureError, CaptureFailure};
 use crate::deadline::{Deadlines, Expired};
@@ -61,6 +61,8 @@ pub(super) struct Engine {
     /// descriptor for a control channel nobody can write to.
     pub(super) control: Option<OwnedFd>,
     pub(super) policy: ScopePolicy,
+    /// Told once whether the workload exec'd (`Ok`) or failed to (`Err(errno)`).
+    pub(super) spawned: Option<mpsc::SyncSender<Result<(), i32>>>,
 }
 
 #[derive(Default)]
@@ -177,8 +179,15 @@ impl Engine {
     fn on_event(&mut self, st: &mut State, ev: GuardianEvent) {
         let now = Instant::now();
         match ev {
-            GuardianEvent::Started => {}
+            GuardianEvent::Started => {
+                if let Some(tx) = self.spawned.take() {
+                    let _ = tx.try_send(Ok(()));
+                }
+            }
             GuardianEvent::SpawnFailed { errno } => {
+                if let Some(tx) = self.spawned.take() {
+                    let _ = tx.try_send(Err(errno));
+                }
                 st.spawn_errno = Some(errno);
                 st.status.get_or_insert(WorkloadStatus::NeverStarted);
                 self.capture.begin_drain(now);
@@ -227,11 +236,18 @@ impl Engine {
                 Ok((n, _)) => match buf[..n.min(buf.len())] {
                     [CTL_CANCEL] => self.stop(st, LaunchOutcome::Cancelled),
                     [CTL_OPERATOR_STOP] => self.stop(st, LaunchOutcome::Stopped),
-                    [CTL_SIGNAL, signo] => {
+                    [op @ (CTL_SIGNAL | CTL_SIGNAL_ACKED), signo] => {
                         if !st.workload_over() && !st.channel_closed {
                             if let Err(e) = self.link.signal(i32::from(signo)) {
                                 tracing::warn!(id = %self.registration.id, signo, error = %e, "cannot forward a signal");
                             }
+                        }
+                        if let (CTL_SIGNAL_ACKED, Some(control)) = (op, &self.control) {
+                            let _ = rustix::net::send(
+                                control,
+                                &[CTL_ACK],
+                                rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
+                            );
                         }
                         self.deadlines.activity(Instant::now());
                     }

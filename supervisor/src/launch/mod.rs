@@ -31,7 +31,7 @@ pub use engine::shared_stop;
 use engine::Engine;
 pub use handle::{Canceller, InputWriter, LaunchHandle, INPUT_TIMEOUT};
 pub use register::{launch_registered, RegisteredLaunch};
-pub use request::{default_scope_policy, LaunchRequest, StdinMode};
+pub use request::{default_scope_policy, LaunchRequest, StdinMode, DEFAULT_LOG_CAP};
 
 use std::fs::File;
 use std::io;
@@ -321,6 +321,7 @@ impl Supervisor {
                     fd: capture_end,
                     artifact: stdout_path,
                     pty: true,
+                    forward: req.forward_stdout.take(),
                 }];
                 (Stdio::Pty(p.slave), sources, Some(Input::Pty(p.master)))
             }
@@ -336,6 +337,15 @@ impl Supervisor {
                         let (r, w) = pipe()?;
                         (r, Some(Input::Pipe(w)))
                     }
+                    StdinMode::Inherit => match rustix::io::fcntl_dupfd_cloexec(io::stdin(), 3) {
+                        Ok(fd) => (fd, None),
+                        Err(_) => (
+                            OwnedFd::from(
+                                File::open("/dev/null").map_err(io_op("open /dev/null"))?,
+                            ),
+                            None,
+                        ),
+                    },
                 };
                 let sources = vec![
                     StreamSource {
@@ -343,12 +353,14 @@ impl Supervisor {
                         fd: out_r,
                         artifact: stdout_path,
                         pty: false,
+                        forward: req.forward_stdout.take(),
                     },
                     StreamSource {
                         stream: Stream::Stderr,
                         fd: err_r,
                         artifact: stderr_path,
                         pty: false,
+                        forward: req.forward_stderr.take(),
                     },
                 ];
                 (Stdio::Fds([stdin, out_w, err_w]), sources, input)
@@ -425,6 +437,7 @@ impl Supervisor {
         )
         .map_err(|e| io_op("create the control channel")(e.into()))?;
         let control = Arc::new(Control(control_tx));
+        let (spawned_tx, spawned_rx) = mpsc::sync_channel(1);
         let engine = Engine {
             runtime: rt.clone(),
             registration: registration.clone(),
@@ -435,6 +448,7 @@ impl Supervisor {
             control: Some(control_rx),
             policy,
             owner,
+            spawned: Some(spawned_tx),
         };
         let on_result = self.on_result.clone();
         let thread = std::thread::Builder::new()
@@ -451,6 +465,7 @@ impl Supervisor {
             id,
             registration,
             thread: Some(thread),
+            spawned: Mutex::new(spawned_rx),
             control: control.clone(),
             input: InputWriter {
                 inner: Arc::new(InputInner {
