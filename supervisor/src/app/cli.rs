@@ -57,7 +57,9 @@ pub enum Command {
     /// Show one registration: the record, the decoded receipt, the assessment and its reason.
     Show(IdArgs),
     /// Stop a registration's whole tree through the shared stop; exit 0 only when exit is proven.
-    Stop(IdArgs),
+    /// With --grace, the workload's process group gets SIGTERM (or --signal) first and that long
+    /// to end by itself (docker stop -t); then the rest is killed.
+    Stop(StopArgs),
     /// Print a registration's stdout (or stderr) artifact.
     Logs(LogsArgs),
     /// Decode and verify a receipt, by registration id or proof-file path; exit 0 only if it verifies.
@@ -159,6 +161,22 @@ pub struct IdArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct StopArgs {
+    /// Registration id (32 hex digits).
+    pub id: String,
+    /// Send the polite signal to the workload's process group first and wait this long for the
+    /// scope to end by itself before the kill (the runtime's stop fence is not held meanwhile).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub grace: Option<Duration>,
+    /// The polite signal of --grace (name or number: TERM, INT, HUP, USR1, 15, ...).
+    #[arg(long, value_name = "SIG", value_parser = parse_signal, default_value = "TERM", requires = "grace")]
+    pub signal: crate::signal::Signal,
+    /// One JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct LogsArgs {
     /// Registration id (32 hex digits).
     pub id: String,
@@ -240,6 +258,31 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     n.checked_mul(mult_ms)
         .map(Duration::from_millis)
         .ok_or_else(|| format!("{text:?} is out of range"))
+}
+
+/// Parses a signal name (`TERM`, `SIGTERM`, `term`) or number (`15`).
+pub fn parse_signal(text: &str) -> Result<crate::signal::Signal, String> {
+    use crate::signal::Signal;
+    let t = text.trim();
+    let upper = t.to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    let raw = match name {
+        "HUP" => libc::SIGHUP,
+        "INT" => libc::SIGINT,
+        "QUIT" => libc::SIGQUIT,
+        "KILL" => libc::SIGKILL,
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        "ALRM" => libc::SIGALRM,
+        "TERM" => libc::SIGTERM,
+        "CONT" => libc::SIGCONT,
+        "STOP" => libc::SIGSTOP,
+        "WINCH" => libc::SIGWINCH,
+        n => n.parse().unwrap_or(0),
+    };
+    Signal::from_named_raw(raw).ok_or_else(|| {
+        format!("{text:?} is not a signal (examples: TERM, INT, HUP, USR1, 15)")
+    })
 }
 
 fn parse_kv(text: &str) -> Result<(String, String), String> {
@@ -392,11 +435,12 @@ fn show(home: &Path, port: u16, args: IdArgs) -> Result<ExitCode, CliError> {
     Ok(0)
 }
 
-fn stop(home: &Path, port: u16, args: IdArgs) -> Result<ExitCode, CliError> {
+fn stop(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliError> {
     let id = parse_id(&args.id)?;
     let rt = runtime_for(home, port, id)?;
     let reg = rt.read_registration(id)?;
-    let doc = ops::stop_one(&rt, &reg, refine_protocol::StopCause::Operator);
+    let grace = args.grace.map(|g| (g, args.signal));
+    let doc = ops::stop_one(&rt, &reg, refine_protocol::StopCause::Operator, grace);
     let proven = doc.state == State::Exited;
     let failure = format!("stop of {id} not proven");
     print_verdict(&doc, args.json, proven, &failure, doc.reason.as_deref())

@@ -374,6 +374,8 @@ pub(crate) enum StopDetail {
 /// The stop's phases, in milliseconds.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub(crate) struct StopTimingsDoc {
+    /// The grace phase (polite signal and wait, outside the fence); 0 without `--grace`.
+    pub grace: f64,
     pub fence_wait: f64,
     pub quiesce: f64,
     pub kill_to_exit: f64,

@@ -265,12 +265,22 @@ fn reason_text(reason: &impl serde::Serialize) -> String {
     }
 }
 
-/// The shared stop for one registration; the `stop --json` document.
-pub fn stop_one(rt: &Runtime, reg: &Registration, cause: StopCause) -> StopDoc {
-    let opts = stop::StopOptions {
+/// The shared stop for one registration, with an optional grace (its length and polite
+/// signal, T7); the `stop --json` document.
+pub fn stop_one(
+    rt: &Runtime,
+    reg: &Registration,
+    cause: StopCause,
+    grace: Option<(Duration, crate::signal::Signal)>,
+) -> StopDoc {
+    let mut opts = stop::StopOptions {
         cause: Some(cause),
+        grace: grace.map(|(g, _)| g),
         ..stop::StopOptions::default()
     };
+    if let Some((_, sig)) = grace {
+        opts.grace_signal = sig;
+    }
     match stop::stop(rt, reg, &opts) {
         Ok(report) => {
             let a = flatten(&report.assessment);
@@ -284,6 +294,7 @@ pub fn stop_one(rt: &Runtime, reg: &Registration, cause: StopCause) -> StopDoc {
                     killed: report.killed,
                     signalled: report.signalled.len(),
                     timings_ms: StopTimingsDoc {
+                        grace: ms(report.timings.grace),
                         fence_wait: ms(report.timings.fence_wait),
                         quiesce: ms(report.timings.quiesce),
                         kill_to_exit: ms(report.timings.kill_to_exit),

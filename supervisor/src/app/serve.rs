@@ -293,7 +293,7 @@ fn handle(state: &Service, req: Request) -> Response {
         }),
         Request::Stop { id } => parse(&id).and_then(|id| {
             let reg = rt.read_registration(id).map_err(registry_response)?;
-            let doc = stop_one(rt, &reg, StopCause::Operator);
+            let doc = stop_one(rt, &reg, StopCause::Operator, None);
             tracing::info!(%id, result = %json_line(&doc), "stop");
             Ok(Reply::Stop(to_value(&doc)))
         }),
@@ -328,7 +328,7 @@ fn maintenance(state: &Service, retain: Duration) {
             };
             if let Some(cause) = deadline_passed(&reg) {
                 if assess_one(rt, &reg).state == State::Live {
-                    let doc = stop_one(rt, &reg, cause);
+                    let doc = stop_one(rt, &reg, cause, None);
                     tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
                 }
             }

@@ -56,8 +56,9 @@ pub struct LaunchRequest {
     pub on_output: Option<OutputCallback>,
     /// Put the workload in its own session (a PTY launch always is).
     pub new_session: bool,
-    /// What the guardian sends the workload if this process goes away (0: `SIGKILL`).
-    pub pdeath_signal: i32,
+    /// What the guardian sends the workload if this process goes away (default `SIGKILL`);
+    /// `None`: nothing, the workload outlives this process (the service's launches).
+    pub pdeath_signal: Option<crate::signal::Signal>,
 }
 
 impl std::fmt::Debug for LaunchRequest {
@@ -95,7 +96,7 @@ impl LaunchRequest {
             keep_max: DEFAULT_KEEP,
             on_output: None,
             new_session: false,
-            pdeath_signal: 0,
+            pdeath_signal: Some(crate::signal::Signal::KILL),
         }
     }
 }
