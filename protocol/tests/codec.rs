@@ -276,6 +276,7 @@ fn registration() -> Registration {
             idle_timeout_ms: None,
             log_cap_bytes: None,
             rlimits: vec![],
+            kill_after_ms: Some(5_000),
         },
         scope_policy: ScopePolicy::Stop,
         started_at_unix_ms: 1_700_000_000_000,
@@ -317,6 +318,7 @@ fn launch_result() -> LaunchResultRecord {
         outcome: "stopped".into(),
         workload_status: WorkloadStatus::Signaled(9),
         written_at_unix_ms: 1_764_000_000_123,
+        stop_failure: None,
     }
 }
 
@@ -494,7 +496,11 @@ fn receipt_flags_and_reserved_bytes_must_be_zero() {
 #[test]
 fn launch_encoder_enforces_the_decoders_domain() {
     use refine_protocol::frame::MAX_START_TIMEOUT_MS;
-    fn params(flags: u32, pdeath_signal: Option<u32>, start_timeout_ms: u32) -> LaunchParams<'static> {
+    fn params(
+        flags: u32,
+        pdeath_signal: Option<u32>,
+        start_timeout_ms: u32,
+    ) -> LaunchParams<'static> {
         const ARGV: [&[u8]; 1] = [b"/bin/true"];
         LaunchParams {
             flags,
@@ -514,10 +520,16 @@ fn launch_encoder_enforces_the_decoders_domain() {
     assert!(encode_launch(&params(0, Some(9), MAX_START_TIMEOUT_MS), &mut out).is_ok());
     assert!(encode_launch(&params(0, None, 1000), &mut out).is_ok());
     for (p, what) in [
-        (params(0, Some(9), MAX_START_TIMEOUT_MS + 1), "start timeout"),
+        (
+            params(0, Some(9), MAX_START_TIMEOUT_MS + 1),
+            "start timeout",
+        ),
         (params(0, Some(9), 0), "zero start timeout"),
         (params(0, Some(65), 1000), "signal 65"),
-        (params(0, Some(0), 1000), "signal 0 (none is None, not a magic 0)"),
+        (
+            params(0, Some(0), 1000),
+            "signal 0 (none is None, not a magic 0)",
+        ),
         (params(1 << 31, Some(9), 1000), "unknown flag"),
         (
             params(refine_protocol::frame::FLAG_NO_PDEATH_SIGNAL, Some(9), 1000),
@@ -559,7 +571,10 @@ fn launch_without_a_parent_death_signal() {
         panic!("not a launch frame")
     };
     assert_eq!(spec.pdeath_signal, None);
-    assert_eq!(spec.flags, FLAG_NEW_SESSION, "the wire-only bit is not a launch flag");
+    assert_eq!(
+        spec.flags, FLAG_NEW_SESSION,
+        "the wire-only bit is not a launch flag"
+    );
     // Flags at payload offset 0, the signal at 4 (header: 16 bytes); reseal the CRC.
     let reseal = |v: &mut Vec<u8>| {
         let len = v.len();

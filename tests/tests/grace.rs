@@ -54,7 +54,10 @@ fn stop_with_grace_lets_the_workload_exit_by_itself() {
     let t = Instant::now();
     let out = home.cli(&args);
     assert!(out.status.success(), "{}", describe(&args, &out));
-    assert!(t.elapsed() < Duration::from_secs(15), "the grace was waited out");
+    assert!(
+        t.elapsed() < Duration::from_secs(15),
+        "the grace was waited out"
+    );
     let doc = parse(&args, &out);
     assert_eq!(doc["state"], "exited", "{doc}");
     // The workload's own status: the trap ran and exited 0.
@@ -109,7 +112,10 @@ fn grace_escalates_to_the_kill_for_a_term_ignorer() {
     assert!(t.elapsed() >= Duration::from_millis(500));
     assert_eq!(parse(&args, &out)["state"], "exited");
     assert_eq!(wait_child(&mut child).code(), Some(137));
-    assert!(stdout_of(&home, &id).contains("term"), "the polite signal came first");
+    assert!(
+        stdout_of(&home, &id).contains("term"),
+        "the polite signal came first"
+    );
 }
 
 /// The grace wait does not hold the runtime's stop fence: another stop finishes while the first
@@ -146,7 +152,15 @@ fn the_grace_wait_does_not_hold_the_stop_fence() {
 fn kill_after_gives_a_deadline_a_grace_and_keeps_its_outcome() {
     let home = Home::new();
     let argv = trapper("TERM");
-    let mut args = vec!["run", "--json", "--timeout", "1s", "--kill-after", "20s", "--"];
+    let mut args = vec![
+        "run",
+        "--json",
+        "--timeout",
+        "1s",
+        "--kill-after",
+        "20s",
+        "--",
+    ];
     args.extend(strs(&argv));
     let t = Instant::now();
     let out = home.cli(&args);
@@ -292,7 +306,10 @@ fn a_failed_residue_stop_is_shown_and_does_not_hang() {
     let row = home.row(&id);
     assert_eq!(row["state"], "live", "{row}");
     assert_eq!(row["outcome"], "stop_failed", "{row}");
-    assert!(row["reason"].as_str().is_some_and(|r| !r.is_empty()), "{row}");
+    assert!(
+        row["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "{row}"
+    );
     let show = show(&home, &id);
     assert_eq!(show["result"]["outcome"], "stop_failed", "{show}");
     drop(fence);

@@ -50,7 +50,9 @@ pub struct Cli {
 pub enum Command {
     /// Launch one managed command in this process, stream its output, exit with its status.
     Run(RunArgs),
-    /// Run the service for this port (foreground; SIGTERM/SIGINT stop it, guardians outlive it).
+    /// Run the service for this port in the foreground. SIGTERM/SIGINT stop it and its own
+    /// launches: SIGTERM to each, up to --shutdown-grace for them to end, then the shared stop,
+    /// each with a receipt. A killed service leaves its launches running for the next recovery.
     Serve(ServeArgs),
     /// List registrations: id, kind, label, state, workload status, start, age, pid, cwd, outputs.
     Ps(PsArgs),
@@ -83,9 +85,13 @@ pub struct RunArgs {
     /// Completion deadline from the start (e.g. 30s, 5m, 2h, 7d).
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
-    /// Idle deadline: no output, input or signal activity for this long.
+    /// Idle deadline: no output, input, resize or signal activity for this long.
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub idle_timeout: Option<Duration>,
+    /// When a deadline passes, SIGTERM the workload's process group first and kill the scope
+    /// only this much later (coreutils `timeout -k`); the outcome stays the deadline's.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub kill_after: Option<Duration>,
     /// Working directory of the workload (default: this one).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
@@ -139,6 +145,10 @@ pub struct ServeArgs {
     /// Retention age limit used by the maintenance loop.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "7d")]
     pub retain: Duration,
+    /// On SIGTERM/SIGINT: how long the service's launches get to end after their SIGTERM before
+    /// the shared stop kills what is left.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10s")]
+    pub shutdown_grace: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -280,9 +290,8 @@ pub fn parse_signal(text: &str) -> Result<crate::signal::Signal, String> {
         "WINCH" => libc::SIGWINCH,
         n => n.parse().unwrap_or(0),
     };
-    Signal::from_named_raw(raw).ok_or_else(|| {
-        format!("{text:?} is not a signal (examples: TERM, INT, HUP, USR1, 15)")
-    })
+    Signal::from_named_raw(raw)
+        .ok_or_else(|| format!("{text:?} is not a signal (examples: TERM, INT, HUP, USR1, 15)"))
 }
 
 fn parse_kv(text: &str) -> Result<(String, String), String> {
@@ -328,7 +337,13 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Run(args) => run(&home, port, args),
         Command::Serve(args) => {
-            serve::serve(&home, port, args.maintenance_every, args.retain)?;
+            serve::serve(
+                &home,
+                port,
+                args.maintenance_every,
+                args.retain,
+                args.shutdown_grace,
+            )?;
             Ok(0)
         }
         Command::Ps(args) => ps(&home, port, args),
@@ -355,6 +370,7 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
         meta: args.meta.into_iter().collect(),
         timeout: args.timeout,
         idle_timeout: args.idle_timeout,
+        kill_after: args.kill_after,
         pty: args.pty,
         wait_for_slot: args.wait_for_slot,
     };

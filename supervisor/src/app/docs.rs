@@ -225,6 +225,9 @@ pub(crate) enum ResultDoc {
         #[serde(flatten)]
         status: StatusFields,
         written_at: String,
+        /// Why the stop of the scope's residue failed (outcome `stop_failed`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stop_failure: Option<String>,
     },
     Unreadable {
         error: String,

@@ -57,13 +57,15 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
     // Display only; an unreadable result record shows as none.
     let result = rt.read_result(reg.id).ok().flatten();
     let reported = result.as_ref().map(|r| r.workload_status);
+    // A failed residue stop explains a scope that is still live (W7).
+    let stop_failure = result.as_ref().and_then(|r| r.stop_failure.clone());
     let status = StatusFields::of(a.receipt.map(|r| r.status).or(reported));
     ScopeView {
         id: reg.id.to_string(),
         kind: reg.kind.as_str().to_owned(),
         label: reg.label.clone(),
         state: a.state.name().to_owned(),
-        reason: a.reason,
+        reason: a.reason.or(stop_failure),
         status: status.status_string(),
         exit_code: status.exit_code,
         signal: status.signal,
@@ -132,6 +134,7 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
             outcome: r.outcome,
             status: StatusFields::of(Some(r.workload_status)),
             written_at: utc(r.written_at_unix_ms),
+            stop_failure: r.stop_failure,
         }),
         Ok(None) => None,
         Err(e) => Some(ResultDoc::Unreadable {
@@ -405,6 +408,7 @@ pub(crate) fn launch_request(spec: &LaunchAsk) -> Result<LaunchRequest, ServiceE
     req.purpose = spec.meta.clone();
     req.completion_timeout = spec.timeout;
     req.idle_timeout = spec.idle_timeout;
+    req.kill_after = spec.kill_after;
     if spec.pty {
         req.pty = Some(WindowSize::default());
     }

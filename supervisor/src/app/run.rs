@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 use std::os::fd::AsFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use refine_protocol::api::LaunchAsk;
 
@@ -122,11 +122,14 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, json_out: bool) -> Result<i32
     let _ = forwarder.join();
     let mut result = result?;
     let code = exit_code(&result);
-    // The `stop` scope policy (quality) is ending the scope on the engine's watch thread: see it
-    // through before this process exits, or the stop would die with us.
+    // The `stop` scope policy (quality), or the completion deadline, which bounds the whole
+    // scope (W7), ends the residue on the engine's watch thread: see it through before this
+    // process exits, or the stop would die with us.
     let mut doc = run_doc(&result);
     if result.scope == ScopeState::Stopping {
-        match result.scope_watch.wait(POLICY_STOP_WAIT) {
+        let at = result.scope_watch.stop_at().unwrap_or_else(Instant::now);
+        let wait = (at + RESIDUE_STOP_WAIT).saturating_duration_since(Instant::now());
+        match result.scope_watch.wait(wait) {
             Some(end) if end.receipt.is_some() => doc.scope = RunScope::Exited,
             Some(end) => {
                 doc.scope = RunScope::Unknown;
@@ -147,8 +150,9 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, json_out: bool) -> Result<i32
     Ok(code)
 }
 
-/// How long `run` waits for the `stop` scope policy to prove the scope's end.
-const POLICY_STOP_WAIT: Duration = Duration::from_secs(10);
+/// How long `run` waits, from the residue stop's time, for it to prove the scope's end (its
+/// retries included).
+const RESIDUE_STOP_WAIT: Duration = Duration::from_secs(20);
 
 fn scope_name(s: &ScopeState) -> RunScope {
     match s {

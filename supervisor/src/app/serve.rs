@@ -8,9 +8,16 @@
 //! service did not launch (through the one shared stop), runs retention, and samples capacity.
 //! Logs go through `tracing` to `run/P/service.log`.
 //!
+//! # Shutdown (SPEC W8)
+//! SIGTERM/SIGINT end the service and its own launches, like `docker stop` on each: the service
+//! stops accepting, sends SIGTERM to each launch's process group (the shared stop's grace
+//! signal), waits up to `--shutdown-grace` (default 10 s) for their scopes to end, ends the rest
+//! through the shared stop, and waits (bounded) for their engines to record their results. Every
+//! one ends `exited` with the guardian's receipt. A service that is SIGKILLed cannot do this: its
+//! launches ask for no parent-death signal, so they keep running, `live`, and the next service's
+//! recovery pass (or `recover`) stops them.
+//!
 //! # Caveats
-//! SIGTERM/SIGINT end the service, not the workloads: the guardians it launched outlive it (their
-//! launch asks for no parent-death signal) and the next service's recovery pass finds them.
 //! Requests are handled on tokio's blocking pool: the engine, the stop and the assessment are
 //! blocking by design, and the supervisor never reaps anything but its own guardians by pid.
 
@@ -26,17 +33,19 @@ use refine_protocol::{Registration, RegistrationId, StopCause};
 use super::docs::{json_line, to_value, RecoverAction, State};
 use super::error::{io_err, CliError, ServiceError};
 use super::ops::{self, admit, assess_one, launch_request, recover_all, retire, stop_one};
-use crate::deadline::{instant_of_unix_ms, Deadlines, Expired};
+use crate::deadline::{expired_on_record, Expired};
 use crate::error_chain;
 use crate::fence;
-use crate::launch::Supervisor;
+use crate::launch::{LaunchHandle, Supervisor};
 use crate::registry::{RegistryError, Runtime};
 use crate::retention;
+use crate::signal::Signal;
+use crate::stop;
 
 /// Launches for the service: the engine keeps running on its own thread; the handle is not
 /// awaited (the record and the receipt carry the result), so the service holds no per-launch
 /// state beyond the id.
-fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<RegistrationId, Response> {
+fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<LaunchHandle, Response> {
     let rt = sup.runtime();
     admit(rt, &spec).map_err(|e| match e {
         ServiceError::NoCapacity { .. } => Response::err(ErrorKind::NoCapacity, e.to_string()),
@@ -45,10 +54,11 @@ fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<RegistrationId, 
     let mut req =
         launch_request(&spec).map_err(|e| Response::err(ErrorKind::BadRequest, e.to_string()))?;
     req.rlimits.extend(original_nofile());
-    let handle = sup
-        .launch(req)
-        .map_err(|e| Response::err(ErrorKind::LaunchFailed, error_chain(&e)))?;
-    Ok(handle.id())
+    // The service ends its launches itself when it stops (W8); when it is killed, they outlive
+    // it until recovery rather than die with no receipt reader.
+    req.pdeath_signal = None;
+    sup.launch(req)
+        .map_err(|e| Response::err(ErrorKind::LaunchFailed, error_chain(&e)))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -60,16 +70,21 @@ struct Service {
     sup: Supervisor,
     /// Registrations this service launched (it enforces their deadlines through their handles).
     launched: Mutex<HashSet<RegistrationId>>,
+    /// The engines of launches whose workload still runs (finished ones are dropped by the
+    /// maintenance pass); joined at shutdown so their results are recorded.
+    engines: Mutex<Vec<LaunchHandle>>,
     /// When retention last ran (it runs at most every [`RETENTION_EVERY`]).
     last_retention: Mutex<Option<Instant>>,
 }
 
-/// Runs the service in the foreground until SIGTERM or SIGINT.
+/// Runs the service in the foreground until SIGTERM or SIGINT, then ends its launches (see the
+/// module docs: [`shutdown`]).
 pub fn serve(
     home: &Path,
     port: u16,
     maintenance_every: Duration,
     retain: Duration,
+    shutdown_grace: Duration,
 ) -> Result<(), ServiceError> {
     let rt = Runtime::open(home, port)?;
     let lock = rt.service_lock_path();
@@ -101,6 +116,7 @@ pub fn serve(
         sup: Supervisor::new(rt.clone()),
         rt,
         launched: Mutex::new(HashSet::new()),
+        engines: Mutex::new(Vec::new()),
         last_retention: Mutex::new(None),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -110,7 +126,7 @@ pub fn serve(
         .build()
         .map_err(io_err("start the async runtime"))?;
     let result = runtime.block_on(serve_async(state.clone(), maintenance_every, retain));
-    // Guardians are not waited for: they outlive the service by design.
+    shutdown(&state, shutdown_grace);
     runtime.shutdown_background();
     let _ = std::fs::remove_file(state.rt.socket_path());
     tracing::info!("service stopped");
@@ -273,9 +289,14 @@ fn handle(state: &Service, req: Request) -> Response {
         })
     };
     let result = match req {
-        Request::Launch(spec) => launch_detached(&state.sup, spec).map(|id| {
+        Request::Launch(spec) => launch_detached(&state.sup, spec).map(|handle| {
+            let id = handle.id();
             if let Ok(mut l) = state.launched.lock() {
                 l.insert(id);
+            }
+            if let Ok(mut e) = state.engines.lock() {
+                e.retain(|h| !h.is_finished());
+                e.push(handle);
             }
             tracing::info!(%id, "launched");
             Reply::Launched { id: id.to_string() }
@@ -310,6 +331,69 @@ fn registry_response(e: RegistryError) -> Response {
     Response::err(kind, e.to_string())
 }
 
+/// How long shutdown waits for its launches' engines to record their results after the stops.
+const ENGINES_AT_SHUTDOWN: Duration = Duration::from_secs(10);
+
+/// W8: SIGTERM to every live launch of this service, the grace, then the shared stop for the
+/// rest; then the engines are joined (bounded) so each result is on disk.
+fn shutdown(state: &Service, grace: Duration) {
+    let rt = &state.rt;
+    let ids: Vec<RegistrationId> = state
+        .launched
+        .lock()
+        .map(|l| l.iter().copied().collect())
+        .unwrap_or_default();
+    let live: Vec<Registration> = ids
+        .into_iter()
+        .filter_map(|id| rt.read_registration(id).ok())
+        .filter(|reg| assess_one(rt, reg).state == State::Live)
+        .collect();
+    tracing::info!(
+        launches = live.len(),
+        grace_ms = grace.as_millis() as u64,
+        "shutdown: SIGTERM to the service's launches"
+    );
+    let polite = stop::StopOptions {
+        cause: Some(StopCause::Operator),
+        ..stop::StopOptions::default()
+    };
+    for reg in &live {
+        if let Err(e) = stop::signal_politely(rt, reg, Signal::TERM, &polite) {
+            tracing::warn!(id = %reg.id, error = %error_chain(&e), "shutdown: cannot send SIGTERM");
+        }
+    }
+    let end = Instant::now() + grace;
+    let mut left = live;
+    loop {
+        left.retain(|reg| assess_one(rt, reg).state == State::Live);
+        if left.is_empty() || Instant::now() >= end {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for reg in &left {
+        let doc = stop_one(rt, reg, StopCause::Operator, None);
+        tracing::info!(id = %reg.id, result = %json_line(&doc), "shutdown: stopped after the grace");
+    }
+    let engines = std::mem::take(&mut *state.engines.lock().unwrap_or_else(|p| p.into_inner()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let joiner = std::thread::spawn(move || {
+        for h in engines {
+            let _ = h.wait();
+        }
+        let _ = tx.send(());
+    });
+    if rx.recv_timeout(ENGINES_AT_SHUTDOWN).is_ok() {
+        let _ = joiner.join();
+    } else {
+        tracing::warn!("shutdown: launch engines still running; leaving them");
+    }
+    tracing::info!(
+        stopped_after_grace = left.len(),
+        "shutdown: the service's launches ended"
+    );
+}
+
 /// Retention runs at start and then at most this often (its limit is days, not seconds).
 const RETENTION_EVERY: Duration = Duration::from_secs(600);
 
@@ -328,7 +412,8 @@ fn maintenance(state: &Service, retain: Duration) {
             };
             if let Some(cause) = deadline_passed(&reg) {
                 if assess_one(rt, &reg).state == State::Live {
-                    let doc = stop_one(rt, &reg, cause, None);
+                    let grace = reg.limits.kill_after_ms.map(Duration::from_millis);
+                    let doc = stop_one(rt, &reg, cause, grace.map(|g| (g, Signal::TERM)));
                     tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
                 }
             }
@@ -383,20 +468,9 @@ fn sample_capacity(rt: &Runtime) {
     }
 }
 
-/// Which deadline of `reg` has passed, if any: completion from the original start; idle from the
-/// last artifact write (falling back to the start).
+/// Which deadline of `reg` has passed, if any (the one definition of activity, W7).
 fn deadline_passed(reg: &Registration) -> Option<StopCause> {
-    let mut deadlines = Deadlines::new(&reg.limits, instant_of_unix_ms(reg.started_at_unix_ms));
-    for p in [&reg.stdout_path, &reg.stderr_path] {
-        if let Some(written) = std::fs::metadata(p)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        {
-            deadlines.activity(instant_of_unix_ms(written.as_millis() as u64));
-        }
-    }
-    deadlines.expired(Instant::now()).map(|e| match e {
+    expired_on_record(reg, Instant::now()).map(|e| match e {
         Expired::Completion => StopCause::CompletionDeadline,
         Expired::Idle => StopCause::IdleDeadline,
     })

@@ -40,6 +40,9 @@ pub struct LaunchRequest {
     pub completion_timeout: Option<Duration>,
     /// Idle deadline from the last output, input, resize or signal.
     pub idle_timeout: Option<Duration>,
+    /// A deadline's grace (T7, `timeout -k`): SIGTERM to the workload's group when a deadline
+    /// passes, the shared stop this much later. `None`: the stop at once.
+    pub kill_after: Option<Duration>,
     /// Per-artifact byte cap (S10).
     pub log_cap: Option<u64>,
     /// A hard budget on output bytes (all streams): past it the launch is stopped and its
@@ -87,6 +90,7 @@ impl LaunchRequest {
             purpose: BTreeMap::new(),
             completion_timeout: None,
             idle_timeout: None,
+            kill_after: None,
             log_cap: None,
             output_limit: None,
             scope_policy: None,
