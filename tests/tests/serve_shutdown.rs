@@ -168,3 +168,46 @@ fn a_detached_launch_deadline_ends_its_residue() {
     svc.signal(rustix::process::Signal::TERM);
     assert!(svc.wait().success());
 }
+
+/// W7: the service's idle deadline (for a registration it did not launch) counts input and
+/// signals as activity, as the launching engine does: a launch that only takes input, then only
+/// signals, each for longer than its idle deadline, completes. The negative control, with
+/// neither, is ended as `idle_timeout`.
+#[test]
+fn the_services_idle_deadline_counts_input_and_signals() {
+    use refine_protocol::Kind;
+    use refine_supervisor::launch::{LaunchOutcome, LaunchRequest, StdinMode, Supervisor};
+    use refine_supervisor::registry::Runtime;
+
+    let home = Home::new();
+    let rt = Runtime::open(home.path(), home.port).expect("runtime");
+    let sup = Supervisor::new(rt).with_guardian_exe(refine_tests::bin("refine-guardian"));
+    let mut svc = Service::start(&home, &[]);
+    let launch = |active: bool| {
+        let mut r = LaunchRequest::new(Kind::Command, ["sh", "-c", "while read l; do :; done"]);
+        r.idle_timeout = Some(Duration::from_millis(1500));
+        r.stdin = StdinMode::Pipe;
+        let h = sup.launch(r).expect("launch");
+        let pace = Duration::from_millis(250);
+        if active {
+            // Pacing, not synchronization: the activity itself is what is tested.
+            for _ in 0..10 {
+                h.write_input(b"x\n").expect("input");
+                std::thread::sleep(pace);
+            }
+            for _ in 0..10 {
+                h.signal(libc::SIGWINCH).expect("signal");
+                std::thread::sleep(pace);
+            }
+            h.close_input();
+        }
+        let id = h.id();
+        (id, h.wait().expect("result"))
+    };
+    let (id, active) = launch(true);
+    assert_eq!(active.outcome, LaunchOutcome::Completed, "{id}: {active:?}");
+    let (_, idle) = launch(false);
+    assert_eq!(idle.outcome, LaunchOutcome::IdleTimeout);
+    svc.signal(rustix::process::Signal::TERM);
+    assert!(svc.wait().success());
+}
