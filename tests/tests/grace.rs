@@ -318,3 +318,42 @@ fn a_failed_residue_stop_is_shown_and_does_not_hang() {
     assert!(out.status.success(), "{}", describe(&["stop"], &out));
     home.wait_state(&id, "exited");
 }
+
+/// A foreground `run` that holds a residue until its completion deadline still answers SIGINT:
+/// the residue is ended at once through the shared stop, and `run` exits.
+#[test]
+fn sigint_ends_the_residue_a_foreground_run_holds_for_its_deadline() {
+    let home = Home::new();
+    let mut child = home
+        .command(&[
+            "run",
+            "--timeout",
+            "120s",
+            "--",
+            "sh",
+            "-c",
+            "sleep 1000 & echo ready; exit 0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn run");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("read ready");
+    assert_eq!(line.trim(), "ready");
+    let id = home.ps()[0]["id"].as_str().expect("id").to_owned();
+    // The workload has exited and `run` holds the residue (the registration stays live).
+    assert!(wait_until(DEADLINE, || home.row(&id)["outcome"] == "completed"));
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
+    let fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).expect("pidfd");
+    rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::INT).expect("SIGINT");
+    let t = Instant::now();
+    let status = wait_child(&mut child);
+    assert!(t.elapsed() < Duration::from_secs(25), "{:?}", t.elapsed());
+    assert_eq!(status.code(), Some(0), "the workload's own status");
+    home.wait_state(&id, "exited");
+}

@@ -112,15 +112,26 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, json_out: bool) -> Result<i32
         source: e,
     })?;
     let sig_handle = signals.handle();
+    // Every such signal cancels (a no-op once the engine has returned) and is passed on, so a
+    // residue held for its deadline below is ended at once too.
+    let (sig_tx, sig_rx) = std::sync::mpsc::channel();
     let forwarder = std::thread::spawn(move || {
-        if signals.forever().next().is_some() {
+        for _ in signals.forever() {
             canceller.cancel();
+            if sig_tx.send(()).is_err() {
+                break;
+            }
         }
     });
     let result = handle.wait().map_err(ServiceError::Launch);
-    sig_handle.close();
-    let _ = forwarder.join();
-    let mut result = result?;
+    let mut result = match result {
+        Ok(r) => r,
+        Err(e) => {
+            sig_handle.close();
+            let _ = forwarder.join();
+            return Err(e.into());
+        }
+    };
     let code = exit_code(&result);
     // The `stop` scope policy (quality), or the completion deadline, which bounds the whole
     // scope (W7), ends the residue on the engine's watch thread: see it through before this
@@ -128,8 +139,22 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, json_out: bool) -> Result<i32
     let mut doc = run_doc(&result);
     if result.scope == ScopeState::Stopping {
         let at = result.scope_watch.stop_at().unwrap_or_else(Instant::now);
-        let wait = (at + RESIDUE_STOP_WAIT).saturating_duration_since(Instant::now());
-        match result.scope_watch.wait(wait) {
+        let mut end = at + RESIDUE_STOP_WAIT;
+        let mut ended = None;
+        while ended.is_none() && Instant::now() < end {
+            let slice = end
+                .saturating_duration_since(Instant::now())
+                .min(SIGNAL_POLL);
+            ended = result.scope_watch.wait(slice).is_some().then_some(());
+            if ended.is_none() && sig_rx.try_recv().is_ok() {
+                // SIGINT/SIGTERM/SIGHUP: the residue is not held to its deadline any longer.
+                if let Err(e) = crate::launch::shared_stop(rt, &result.registration) {
+                    tracing::warn!(id = %result.id, error = %error_chain(&e), "residue stop failed");
+                }
+                end = end.min(Instant::now() + RESIDUE_STOP_WAIT);
+            }
+        }
+        match result.scope_watch.wait(Duration::ZERO) {
             Some(end) if end.receipt.is_some() => doc.scope = RunScope::Exited,
             Some(end) => {
                 doc.scope = RunScope::Unknown;
@@ -138,6 +163,8 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, json_out: bool) -> Result<i32
             None => doc.scope = RunScope::Stopping,
         }
     }
+    sig_handle.close();
+    let _ = forwarder.join();
     if json_out {
         print_json(&doc)?;
     } else if let Some(f) = doc.stop_failure {
@@ -153,6 +180,8 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, json_out: bool) -> Result<i32
 /// How long `run` waits, from the residue stop's time, for it to prove the scope's end (its
 /// retries included).
 const RESIDUE_STOP_WAIT: Duration = Duration::from_secs(20);
+/// How often the residue wait looks for a signal to `run`.
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
 fn scope_name(s: &ScopeState) -> RunScope {
     match s {
