@@ -331,7 +331,7 @@ impl Workload {
         &mut self,
         chan: &mut Channel,
         signals: &Signals,
-        pdeath_signal: u32,
+        pdeath_signal: Option<u32>,
         timeout_ms: u32,
     ) -> Release {
         let mut errno = [0u8; 4];
@@ -358,10 +358,11 @@ impl Workload {
                     pending |= bit(signo)
                 }
                 Ok(Event::Control(Control::Abort)) => self.signal(libc::SIGKILL),
-                Ok(Event::Control(Control::Closed)) => self.signal(match pdeath_signal {
-                    0 => libc::SIGKILL,
-                    s => s as i32,
-                }),
+                Ok(Event::Control(Control::Closed)) => {
+                    if let Some(sig) = pdeath_signal {
+                        self.signal(sig as i32)
+                    }
+                }
                 Ok(Event::Control(_)) => {}
                 Ok(Event::Timeout) => {
                     // Killed, it reports by end of file; no further bound is needed.

@@ -6,8 +6,9 @@
 //!   descendants (adopted through the subreaper bit) hold the scope.
 //! - Termination/terminal signals to the guardian are forwarded to the unreaped workload (G9);
 //!   so is a `Signal` frame from the launcher.
-//! - Channel end of file = launcher lost (G7): the launch's parent-death signal (0: `SIGKILL`) is
-//!   sent to the unreaped workload, once; reaping goes on.
+//! - Channel end of file = launcher lost (G7): the launch's parent-death signal, if it asked for
+//!   one, is sent to the unreaped workload, once; reaping goes on. A launch without one (the
+//!   service's: its launches outlive it until recovery) is left running.
 //!
 //! Nothing here allocates.
 //!
@@ -60,7 +61,7 @@ pub fn until_empty(
     w: &mut Workload,
     chan: &mut Channel,
     signals: &Signals,
-    pdeath_signal: u32,
+    pdeath_signal: Option<u32>,
     exec: Exec,
 ) -> Result<Outcome, Error> {
     let mut out = Outcome {
@@ -138,10 +139,11 @@ pub fn until_empty(
         if chan.is_open() && sys::ready(&fds[1]) {
             match chan.recv_control() {
                 Control::Signal(signo) if (1..=64).contains(&signo) => w.signal(signo),
-                Control::Closed => w.signal(match pdeath_signal {
-                    0 => libc::SIGKILL,
-                    s => s as i32,
-                }),
+                Control::Closed => {
+                    if let Some(s) = pdeath_signal {
+                        w.signal(s as i32)
+                    }
+                }
                 _ => {}
             }
         }

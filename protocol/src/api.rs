@@ -45,6 +45,9 @@ pub struct LaunchAsk {
     /// Idle deadline.
     #[serde(rename = "idle_timeout_ms", default, with = "millis")]
     pub idle_timeout: Option<Duration>,
+    /// A deadline's grace: SIGTERM first, the kill this much later (`timeout -k`).
+    #[serde(rename = "kill_after_ms", default, with = "millis")]
+    pub kill_after: Option<Duration>,
     pub pty: bool,
     /// For `agent` launches when no slot is free: wait (up to this long) instead of refusing.
     #[serde(rename = "wait_for_slot_ms", default, with = "millis")]
@@ -66,6 +69,7 @@ impl LaunchAsk {
             meta: BTreeMap::new(),
             timeout: None,
             idle_timeout: None,
+            kill_after: None,
             pty: false,
             wait_for_slot: None,
             log_cap_bytes: None,

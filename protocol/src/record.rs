@@ -99,6 +99,9 @@ pub struct Limits {
     /// Per-artifact byte cap.
     pub log_cap_bytes: Option<u64>,
     pub rlimits: Vec<Rlimit>,
+    /// A deadline's grace (`--kill-after`, T7): the workload's group gets SIGTERM when a deadline
+    /// passes and this long to end before the kill. `None`: the kill at once.
+    pub kill_after_ms: Option<u64>,
 }
 
 /// The durable registration record (SPEC S2), written and fsynced before *start*.
@@ -209,6 +212,8 @@ pub struct LaunchResultRecord {
     pub outcome: String,
     pub workload_status: WorkloadStatus,
     pub written_at_unix_ms: u64,
+    /// Why the stop of the scope's residue failed, when it did (outcome `stop_failed`).
+    pub stop_failure: Option<String>,
 }
 
 /// A stall watch signal (SPEC H3).

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use refine_protocol::api;
-use refine_protocol::frame::{encode_launch, launch_len, FLAG_PTY, MAX_FRAME};
+use refine_protocol::frame::{encode_launch, launch_len, FLAG_NEW_SESSION, FLAG_PTY, MAX_FRAME};
 use refine_protocol::record::{
     CaptureReceipt, Kind, LaunchResultRecord, Limits, Registration, ScopePolicy, StopCause,
     StopRequest, StreamEnd, StreamReceipt,
@@ -69,7 +69,7 @@ fn launch_bytes() -> Vec<u8> {
     }];
     let params = LaunchParams {
         flags: FLAG_PTY,
-        pdeath_signal: 15,
+        pdeath_signal: Some(15),
         start_timeout_ms: 5000,
         stdio_fds: 3,
         registration: RegistrationId([1; 16]),
@@ -119,7 +119,7 @@ fn launch_round_trip() {
         panic!("not a launch frame")
     };
     assert_eq!(spec.flags, FLAG_PTY);
-    assert_eq!(spec.pdeath_signal, 15);
+    assert_eq!(spec.pdeath_signal, Some(15));
     assert_eq!(spec.start_timeout_ms, 5000);
     assert_eq!(spec.stdio_fds, 3);
     assert_eq!(spec.proof_path.to_bytes(), b"/run/x/proofs/0101");
@@ -224,7 +224,7 @@ fn launch_rejects_strings_without_nul_and_bad_fields() {
     let err = encode_launch(
         &LaunchParams {
             flags: 0,
-            pdeath_signal: 9,
+            pdeath_signal: Some(9),
             start_timeout_ms: 1000,
             stdio_fds: 0,
             registration: RegistrationId::default(),
@@ -242,7 +242,7 @@ fn launch_rejects_strings_without_nul_and_bad_fields() {
     let n = encode_launch(
         &LaunchParams {
             flags: 0,
-            pdeath_signal: 9,
+            pdeath_signal: Some(9),
             start_timeout_ms: 1000,
             stdio_fds: 0,
             registration: RegistrationId::default(),
@@ -282,6 +282,7 @@ fn registration() -> Registration {
             idle_timeout_ms: None,
             log_cap_bytes: None,
             rlimits: vec![],
+            kill_after_ms: Some(5_000),
         },
         scope_policy: ScopePolicy::Stop,
         started_at_unix_ms: 1_700_000_000_000,
@@ -323,6 +324,7 @@ fn launch_result() -> LaunchResultRecord {
         outcome: "stopped".into(),
         workload_status: WorkloadStatus::Signaled(9),
         written_at_unix_ms: 1_764_000_000_123,
+        stop_failure: None,
     }
 }
 
@@ -540,7 +542,11 @@ fn receipt_flags_and_reserved_bytes_must_be_zero() {
 #[test]
 fn launch_encoder_enforces_the_decoders_domain() {
     use refine_protocol::frame::MAX_START_TIMEOUT_MS;
-    fn params(flags: u32, pdeath_signal: u32, start_timeout_ms: u32) -> LaunchParams<'static> {
+    fn params(
+        flags: u32,
+        pdeath_signal: Option<u32>,
+        start_timeout_ms: u32,
+    ) -> LaunchParams<'static> {
         const ARGV: [&[u8]; 1] = [b"/bin/true"];
         LaunchParams {
             flags,
@@ -557,12 +563,24 @@ fn launch_encoder_enforces_the_decoders_domain() {
         }
     }
     let mut out = vec![0u8; MAX_FRAME];
-    assert!(encode_launch(&params(0, 9, MAX_START_TIMEOUT_MS), &mut out).is_ok());
+    assert!(encode_launch(&params(0, Some(9), MAX_START_TIMEOUT_MS), &mut out).is_ok());
+    assert!(encode_launch(&params(0, None, 1000), &mut out).is_ok());
     for (p, what) in [
-        (params(0, 9, MAX_START_TIMEOUT_MS + 1), "start timeout"),
-        (params(0, 9, 0), "zero start timeout"),
-        (params(0, 65, 1000), "signal 65"),
-        (params(1 << 31, 9, 1000), "unknown flag"),
+        (
+            params(0, Some(9), MAX_START_TIMEOUT_MS + 1),
+            "start timeout",
+        ),
+        (params(0, Some(9), 0), "zero start timeout"),
+        (params(0, Some(65), 1000), "signal 65"),
+        (
+            params(0, Some(0), 1000),
+            "signal 0 (none is None, not a magic 0)",
+        ),
+        (params(1 << 31, Some(9), 1000), "unknown flag"),
+        (
+            params(refine_protocol::frame::FLAG_NO_PDEATH_SIGNAL, Some(9), 1000),
+            "the wire-only flag from a caller",
+        ),
     ] {
         assert!(
             matches!(
@@ -572,6 +590,58 @@ fn launch_encoder_enforces_the_decoders_domain() {
             "{what} encoded"
         );
     }
+}
+
+/// "No parent-death signal" is its own wire encoding (a flag bit, the field 0), decoded as `None`;
+/// the flag with a signal, or a 0 without the flag, are refused.
+#[test]
+fn launch_without_a_parent_death_signal() {
+    use refine_protocol::frame::FLAG_NO_PDEATH_SIGNAL;
+    const ARGV: [&[u8]; 1] = [b"/bin/true"];
+    let p = |pdeath_signal| LaunchParams {
+        flags: FLAG_NEW_SESSION,
+        pdeath_signal,
+        start_timeout_ms: 1000,
+        stdio_fds: 0,
+        registration: RegistrationId([1; 16]),
+        runtime: RuntimeId([2; 16]),
+        proof_path: b"/p",
+        cwd: b"",
+        argv: &ARGV,
+        env: &[],
+        rlimits: &[],
+    };
+    let mut out = vec![0u8; MAX_FRAME];
+    let n = encode_launch(&p(None), &mut out).unwrap();
+    let Frame::Launch(spec) = Frame::decode(&out[..n]).unwrap() else {
+        panic!("not a launch frame")
+    };
+    assert_eq!(spec.pdeath_signal, None);
+    assert_eq!(
+        spec.flags, FLAG_NEW_SESSION,
+        "the wire-only bit is not a launch flag"
+    );
+    // Flags at payload offset 0, the signal at 4 (header: 16 bytes); reseal the CRC.
+    let reseal = |v: &mut Vec<u8>| {
+        let len = v.len();
+        let mut crc_in = v[..12].to_vec();
+        crc_in.extend_from_slice(&v[16..len]);
+        let crc = refine_protocol::codec::crc32(&crc_in);
+        v[12..16].copy_from_slice(&crc.to_le_bytes());
+    };
+    let mut both = out[..n].to_vec();
+    both[20..24].copy_from_slice(&9u32.to_le_bytes());
+    reseal(&mut both);
+    assert!(Frame::decode(&both).is_err(), "flag and a signal decoded");
+    let m = encode_launch(&p(Some(9)), &mut out).unwrap();
+    let mut zero = out[..m].to_vec();
+    zero[20..24].copy_from_slice(&0u32.to_le_bytes());
+    reseal(&mut zero);
+    assert!(Frame::decode(&zero).is_err(), "a magic 0 decoded");
+    let mut fixed = zero.clone();
+    fixed[16..20].copy_from_slice(&(FLAG_NEW_SESSION | FLAG_NO_PDEATH_SIGNAL).to_le_bytes());
+    reseal(&mut fixed);
+    assert!(Frame::decode(&fixed).is_ok());
 }
 
 fn reseal_receipt(v: &mut [u8]) {

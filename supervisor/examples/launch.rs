@@ -57,7 +57,7 @@ fn main() -> anyhow::Result<()> {
             new_session: false,
             limits: Limits::default(),
             scope_policy: ScopePolicy::Keep,
-            pdeath_signal: libc::SIGTERM,
+            pdeath_signal: Some(refine_supervisor::signal::Signal::TERM),
             start_timeout: guardian::DEFAULT_START_TIMEOUT,
             guardian_exe: None,
         },

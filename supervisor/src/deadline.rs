@@ -7,6 +7,12 @@
 //! them with their original values. The engine keeps them on the monotonic clock; the wall clock
 //! is only used to translate the recorded start into it.
 //!
+//! Activity has one definition for the engine and for a later process (the service enforcing a
+//! registration it did not launch): output, input, resize and signal. The engine sees it live;
+//! on disk it is the latest modification time of the launch's artifacts ([`recorded_activity`]):
+//! output and input are appended to them, and the engine stamps resizes and forwarded signals on
+//! the stdout artifact ([`stamp_activity`]).
+//!
 //! # Caveats
 //! A wall-clock step between the original start and a resume shifts the resumed deadlines by the
 //! step (the record cannot hold a monotonic time across processes meaningfully). Activity is not
@@ -90,6 +96,53 @@ impl Deadlines {
         }
         None
     }
+}
+
+/// The latest recorded activity of `reg` (see the module docs), in Unix milliseconds.
+pub fn recorded_activity(reg: &Registration) -> Option<u64> {
+    [
+        Some(&reg.stdout_path),
+        Some(&reg.stderr_path),
+        reg.stdin_path.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+    .filter_map(|t| t.duration_since(UNIX_EPOCH).ok())
+    .map(|d| d.as_millis() as u64)
+    .max()
+}
+
+/// Records activity that writes no artifact (a resize, a forwarded signal) for
+/// [`recorded_activity`]: the stdout artifact's modification time becomes now. Best effort.
+pub fn stamp_activity(reg: &Registration) {
+    use rustix::fs::{Timespec, Timestamps, UTIME_NOW, UTIME_OMIT};
+    let times = Timestamps {
+        last_access: Timespec {
+            tv_sec: 0,
+            tv_nsec: UTIME_OMIT,
+        },
+        last_modification: Timespec {
+            tv_sec: 0,
+            tv_nsec: UTIME_NOW,
+        },
+    };
+    let _ = rustix::fs::utimensat(
+        rustix::fs::CWD,
+        reg.stdout_path.as_str(),
+        &times,
+        rustix::fs::AtFlags::empty(),
+    );
+}
+
+/// Which deadline of `reg` has passed at `now`, if any, from the record alone: completion from
+/// the original start, idle from the [`recorded_activity`] (falling back to the start).
+pub fn expired_on_record(reg: &Registration, now: Instant) -> Option<Expired> {
+    let mut deadlines = Deadlines::new(&reg.limits, instant_of_unix_ms(reg.started_at_unix_ms));
+    if let Some(at) = recorded_activity(reg) {
+        deadlines.activity(instant_of_unix_ms(at));
+    }
+    deadlines.expired(now)
 }
 
 /// The wall clock (`CLOCK_REALTIME`) since the Unix epoch; zero before it. The one reading of

@@ -71,8 +71,9 @@ pub struct LaunchConfig {
     pub stdio: Stdio,
     /// Put the workload in a new session (always so for PTY); otherwise a new process group.
     pub new_session: bool,
-    /// Signal the guardian forwards to the workload if this launcher goes away (0: SIGKILL).
-    pub pdeath_signal: i32,
+    /// Signal the guardian forwards to the workload if this launcher goes away; `None`: none
+    /// (the workload outlives its launcher, and recovery finds the scope).
+    pub pdeath_signal: Option<crate::signal::Signal>,
     /// How long the guardian waits for *start* before it aborts.
     pub start_timeout: Duration,
     /// The guardian executable; `None`: [`guardian_exe`].
@@ -212,7 +213,7 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
     let rlimits = crate::limits::with_original_nofile(&config.rlimits);
     let params = LaunchParams {
         flags,
-        pdeath_signal: config.pdeath_signal.max(0) as u32,
+        pdeath_signal: config.pdeath_signal.map(|s| s.as_raw() as u32),
         start_timeout_ms: config
             .start_timeout
             .as_millis()

@@ -1,10 +1,11 @@
 //! The one stop (SPEC T1–T4), for every caller: operator stop, deadlines, capture faults, recovery.
 //!
 //! ```text
+//! grace      optional, outside the fence: SIGTERM (or the chosen signal) to the workload's
+//!            process group (only with a verified member), then wait up to the grace period
+//!            for the guardian to exit (T7)
 //! fence      locks/stop.lock (bounded wait): overlapping stops of a runtime are serialized
 //! assess     already exited -> report that; an earlier/unknown boot -> nothing is signalled
-//! grace      optional: SIGTERM to the workload's process group (only with a verified member),
-//!            then wait up to the grace period for the guardian to exit
 //! quiesce    discover the scope, SIGSTOP each witnessed process through a verified pidfd,
 //!            re-scan until two scans agree and every member is stopped
 //! kill       SIGKILL every member through its pidfd; the guardian (never signalled) reaps them,
@@ -18,7 +19,9 @@
 //! parked and re-verified before each later signal ([`Held`]).
 //!
 //! One monotonic budget (default 2 s, [`StopOptions::budget`]) covers coordination and proof; an
-//! optional grace period is added to it. If quiescence cannot finish within the budget, exactly
+//! optional grace period comes before it. The grace wait does not hold the runtime's fence: a
+//! polite stop that waits ten seconds for a workload's trap must not delay every other stop of
+//! the runtime; only the quiesce, kill and proof phase is serialized. If quiescence cannot finish within the budget, exactly
 //! the processes this attempt stopped are resumed (SIGCONT), and the evidence is returned in
 //! [`StopError::Quiescence`].
 //!
@@ -54,8 +57,11 @@ pub const DEFAULT_BUDGET: Duration = Duration::from_secs(2);
 /// How to stop.
 #[derive(Clone, Copy)]
 pub struct StopOptions<'a> {
-    /// Optional graceful phase: SIGTERM to the workload's group, then wait this long.
+    /// Optional graceful phase: [`StopOptions::grace_signal`] to the workload's group, then
+    /// wait this long (outside the fence) before the quiesce.
     pub grace: Option<Duration>,
+    /// The polite signal of the graceful phase (`docker stop --signal`); SIGTERM by default.
+    pub grace_signal: Signal,
     /// Budget for coordination (fence, quiescence) and proof; the grace period is added to it.
     pub budget: Duration,
     /// The current boot id's source ([`KERNEL_BOOT`] in production).
@@ -70,6 +76,7 @@ impl Default for StopOptions<'static> {
     fn default() -> Self {
         StopOptions {
             grace: None,
+            grace_signal: Signal::TERM,
             budget: DEFAULT_BUDGET,
             boot: &KERNEL_BOOT,
             cause: None,
@@ -81,6 +88,7 @@ impl std::fmt::Debug for StopOptions<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StopOptions")
             .field("grace", &self.grace)
+            .field("grace_signal", &self.grace_signal)
             .field("budget", &self.budget)
             .field("cause", &self.cause)
             .finish_non_exhaustive()
@@ -197,17 +205,24 @@ pub enum StopError {
     },
 }
 
-/// Stops `reg`'s scope: takes the runtime stop fence (bounded by the budget), then see the module
-/// docs.
+/// Stops `reg`'s scope: the optional grace phase (without the fence), then the runtime stop
+/// fence (bounded by the budget) for the quiesce, kill and proof; see the module docs.
 pub fn stop(
     runtime: &Runtime,
     reg: &Registration,
     opts: &StopOptions<'_>,
 ) -> Result<StopReport, StopError> {
     let start = Instant::now();
-    let budget = opts.budget + opts.grace.unwrap_or_default();
-    let fence = runtime.stop_fence(budget).map_err(StopError::Fence)?;
-    let report = run(runtime, reg, opts, start, start.elapsed());
+    let pre = match opts.grace {
+        Some(grace) => match grace_phase(runtime, reg, opts, grace, start)? {
+            Graced::Done(report) => return Ok(report),
+            Graced::Go(pre) => pre,
+        },
+        None => Prelude::default(),
+    };
+    let t = Instant::now();
+    let fence = runtime.stop_fence(opts.budget).map_err(StopError::Fence)?;
+    let report = run(runtime, reg, opts, start, t, pre);
     drop(fence);
     report
 }
@@ -228,52 +243,73 @@ fn record_request(runtime: &Runtime, reg: &Registration, cause: Option<StopCause
     }
 }
 
-/// [`stop`] for a caller that already holds the runtime stop fence (recovery).
+/// [`stop`] for a caller that already holds the runtime stop fence (recovery). A grace, if
+/// asked for, is waited out holding it.
 pub fn stop_fenced(
     runtime: &Runtime,
     reg: &Registration,
     opts: &StopOptions<'_>,
     _fence: &Fence,
 ) -> Result<StopReport, StopError> {
-    run(runtime, reg, opts, Instant::now(), Duration::ZERO)
+    let start = Instant::now();
+    let pre = match opts.grace {
+        Some(grace) => match grace_phase(runtime, reg, opts, grace, start)? {
+            Graced::Done(report) => return Ok(report),
+            Graced::Go(pre) => pre,
+        },
+        None => Prelude::default(),
+    };
+    run(runtime, reg, opts, start, Instant::now(), pre)
 }
 
-fn run(
+/// The polite signal alone, T7's first step, for a caller that waits on its own terms (the
+/// engine's `--kill-after`, the service's shutdown) and then calls [`stop`]: records
+/// [`StopOptions::cause`], then sends `sig` to the workload's process group through a verified
+/// member. Returns what was sent: nothing when the scope is over or no member of the group is
+/// left.
+pub fn signal_politely(
+    runtime: &Runtime,
+    reg: &Registration,
+    sig: Signal,
+    opts: &StopOptions<'_>,
+) -> Result<Vec<Sent>, StopError> {
+    let mut sent = Vec::new();
+    if let Opened::Scope { roots, boot, .. } = open_scope(runtime, reg, opts, true)? {
+        graceful(reg, &roots, boot, sig, &mut sent)?;
+    }
+    Ok(sent)
+}
+
+/// The scope as a stop finds it: nothing to do, or its roots and its guardian held by pidfd.
+enum Opened {
+    Over(StopOutcome, Assessment),
+    Scope {
+        guardian: Option<Verified>,
+        roots: Roots,
+        boot: BootId,
+    },
+}
+
+/// Assesses `reg` and, for a scope of this boot, opens its guardian (recording the stop's cause
+/// first when `record`).
+fn open_scope(
     runtime: &Runtime,
     reg: &Registration,
     opts: &StopOptions<'_>,
-    start: Instant,
-    fence_wait: Duration,
-) -> Result<StopReport, StopError> {
-    let deadline = start + opts.budget + opts.grace.unwrap_or_default();
-    let mut timings = StopTimings {
-        fence_wait,
-        ..StopTimings::default()
-    };
-    let finish = |outcome, assessment, signalled, killed, mut timings: StopTimings| {
-        timings.total = start.elapsed();
-        Ok(StopReport {
-            id: reg.id,
-            outcome,
-            assessment,
-            signalled,
-            killed,
-            timings,
-        })
-    };
-
+    record: bool,
+) -> Result<Opened, StopError> {
     let first = assess::assess(runtime, reg, opts.boot);
     let current = opts.boot.boot_id().map_err(StopError::Boot)?;
     let same_boot = reg.boot_id() != BootId::default() && reg.boot_id() == current;
     let guardian = match &first {
-        Assessment::Exited { .. } => {
-            return finish(StopOutcome::AlreadyExited, first, Vec::new(), 0, timings)
-        }
+        Assessment::Exited { .. } => return Ok(Opened::Over(StopOutcome::AlreadyExited, first)),
         Assessment::Unverified { .. } if !same_boot => {
-            return finish(StopOutcome::NotSignalled, first, Vec::new(), 0, timings)
+            return Ok(Opened::Over(StopOutcome::NotSignalled, first))
         }
         Assessment::Live => {
-            record_request(runtime, reg, opts.cause);
+            if record {
+                record_request(runtime, reg, opts.cause);
+            }
             match Verified::open(reg.hello.guardian) {
                 Ok(g) => Some(g),
                 // Gone between the assessment and now: treat as a guardian-less scope.
@@ -297,7 +333,136 @@ fn run(
         // reports only, never a kill target: the marker scan covers guardian-less scopes only.
         owner: guardian.is_none().then_some(reg.id),
     };
+    Ok(Opened::Scope {
+        guardian,
+        roots,
+        boot: current,
+    })
+}
+
+/// What the grace phase leaves for the fenced phase.
+#[derive(Default)]
+struct Prelude {
+    signalled: Vec<Sent>,
+    timings: StopTimings,
+    /// The cause was recorded already (once: the engine compares its time with the exit's).
+    recorded: bool,
+}
+
+enum Graced {
+    /// The scope ended within the grace (or was over already).
+    Done(StopReport),
+    /// Go on with the quiesce.
+    Go(Prelude),
+}
+
+/// T7: the polite signal to the workload's group, then the wait, without the fence.
+fn grace_phase(
+    runtime: &Runtime,
+    reg: &Registration,
+    opts: &StopOptions<'_>,
+    grace: Duration,
+    start: Instant,
+) -> Result<Graced, StopError> {
+    let t = Instant::now();
+    let (guardian, roots, boot) = match open_scope(runtime, reg, opts, true)? {
+        Opened::Over(outcome, assessment) => {
+            return Ok(Graced::Done(StopReport {
+                id: reg.id,
+                outcome,
+                assessment,
+                signalled: Vec::new(),
+                killed: 0,
+                timings: StopTimings {
+                    total: start.elapsed(),
+                    ..StopTimings::default()
+                },
+            }))
+        }
+        Opened::Scope {
+            guardian,
+            roots,
+            boot,
+        } => (guardian, roots, boot),
+    };
     let mut signalled = Vec::new();
+    graceful(reg, &roots, boot, opts.grace_signal, &mut signalled)?;
+    let until = t + grace;
+    let exited = match &guardian {
+        Some(g) => g
+            .wait_exit(Some(until.saturating_duration_since(Instant::now())))
+            .map_err(StopError::Signal)?,
+        None => wait_scope_empty(&roots, boot, until)?,
+    };
+    let timings = StopTimings {
+        grace: t.elapsed(),
+        ..StopTimings::default()
+    };
+    match (exited, &guardian) {
+        (true, Some(g)) => StopAttempt {
+            runtime,
+            reg,
+            opts,
+            start,
+            deadline: Instant::now() + opts.budget,
+            signalled,
+            killed: 0,
+            timings,
+        }
+        .prove(g, None)
+        .map(Graced::Done),
+        _ => Ok(Graced::Go(Prelude {
+            signalled,
+            timings,
+            recorded: true,
+        })),
+    }
+}
+
+/// The fenced phase: quiesce, kill, proof. `budget_from` starts the budget (before the fence
+/// wait, after any grace).
+fn run(
+    runtime: &Runtime,
+    reg: &Registration,
+    opts: &StopOptions<'_>,
+    start: Instant,
+    budget_from: Instant,
+    pre: Prelude,
+) -> Result<StopReport, StopError> {
+    let deadline = budget_from + opts.budget;
+    let mut timings = StopTimings {
+        fence_wait: budget_from.elapsed(),
+        ..pre.timings
+    };
+    let finish = |outcome, assessment, signalled, killed, mut timings: StopTimings| {
+        timings.total = start.elapsed();
+        Ok(StopReport {
+            id: reg.id,
+            outcome,
+            assessment,
+            signalled,
+            killed,
+            timings,
+        })
+    };
+
+    let mut signalled = pre.signalled;
+    let (guardian, roots, current) = match open_scope(runtime, reg, opts, !pre.recorded)? {
+        // Exited within the grace, or before: the grace's signals are still reported.
+        Opened::Over(outcome, assessment) => {
+            let outcome = if signalled.is_empty() {
+                outcome
+            } else {
+                StopOutcome::Stopped
+            };
+            return finish(outcome, assessment, signalled, 0, timings);
+        }
+        Opened::Scope {
+            guardian,
+            roots,
+            boot,
+        } => (guardian, roots, boot),
+    };
     let attempt = |signalled, killed, timings| StopAttempt {
         runtime,
         reg,
@@ -308,23 +473,6 @@ fn run(
         killed,
         timings,
     };
-
-    if let Some(grace) = opts.grace {
-        let t = Instant::now();
-        graceful(reg, &roots, current, &mut signalled)?;
-        let until = (t + grace).min(deadline);
-        let exited = match &guardian {
-            Some(g) => g
-                .wait_exit(Some(until.saturating_duration_since(Instant::now())))
-                .map_err(StopError::Signal)?,
-            None => wait_scope_empty(&roots, current, until)?,
-        };
-        timings.grace = t.elapsed();
-        if let (true, Some(g)) = (exited, &guardian) {
-            return attempt(signalled, 0, timings).prove(g, None);
-        }
-    }
-
     let t = Instant::now();
     // T6: members that refuse our signals (EPERM). The rest is still stopped and killed; the
     // stop then stays unproven unless the guardian proves the scope ended after all.
@@ -575,12 +723,13 @@ impl StopAttempt<'_> {
     }
 }
 
-/// SIGTERM to the workload's process group, only through a verified member of that group, never
-/// the guardian's own group, never a group id of 1 or less.
+/// `sig` (SIGTERM by default) to the workload's process group, only through a verified member of
+/// that group, never the guardian's own group, never a group id of 1 or less.
 fn graceful(
     reg: &Registration,
     roots: &Roots,
     boot: BootId,
+    sig: Signal,
     signalled: &mut Vec<Sent>,
 ) -> Result<(), StopError> {
     let pgid = reg.hello.workload_pgid as i32;
@@ -595,14 +744,14 @@ fn graceful(
         let Ok(member) = Verified::open(m.witness) else {
             continue;
         };
-        match signal::signal_group(&member, pgid, Signal::TERM) {
+        match signal::signal_group(&member, pgid, sig) {
             Ok(()) => {
                 signalled.push(Sent {
                     target: Target::Group {
                         pgid,
                         member: m.witness,
                     },
-                    signal: Signal::TERM.as_raw(),
+                    signal: sig.as_raw(),
                 });
                 return Ok(());
             }

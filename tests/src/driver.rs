@@ -54,7 +54,7 @@ pub enum Msg {
 #[derive(Debug, Clone)]
 pub struct Launch {
     pub flags: u32,
-    pub pdeath_signal: u32,
+    pub pdeath_signal: Option<u32>,
     pub start_timeout_ms: u32,
     pub registration: RegistrationId,
     pub runtime: RuntimeId,
@@ -89,7 +89,7 @@ impl Launch {
         path_var.extend_from_slice(path.as_bytes());
         Launch {
             flags: 0,
-            pdeath_signal: 0,
+            pdeath_signal: Some(libc::SIGKILL as u32),
             start_timeout_ms: 30_000,
             registration: fresh_id(),
             runtime: RuntimeId([0x5a; 16]),

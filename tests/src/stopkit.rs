@@ -104,7 +104,7 @@ pub fn request(argv: Vec<OsString>, out: OwnedFd) -> RegisteredLaunch {
         new_session: false,
         limits: Limits::default(),
         scope_policy: ScopePolicy::Keep,
-        pdeath_signal: 0,
+        pdeath_signal: Some(rustix::process::Signal::KILL),
         start_timeout: Duration::from_secs(30),
         guardian_exe: None,
     }

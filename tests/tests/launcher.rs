@@ -28,7 +28,7 @@ fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
         new_session: false,
         limits: Limits::default(),
         scope_policy: ScopePolicy::Keep,
-        pdeath_signal: 9,
+        pdeath_signal: Some(refine_supervisor::signal::Signal::KILL),
         start_timeout: Duration::from_secs(30),
         guardian_exe: Some(bin("refine-guardian")),
     }

@@ -30,8 +30,9 @@
 //!
 //! ```text
 //! u32 flags (bit 0: PTY: the workload gets a new session and the stdin fd as controlling tty;
-//!            bit 1: new session without a tty; otherwise a new process group)
-//! u32 parent-death signal to forward on launcher loss (0: SIGKILL)
+//!            bit 1: new session without a tty; otherwise a new process group;
+//!            bit 2: no parent-death signal: launcher loss is not forwarded to the workload)
+//! u32 parent-death signal to forward on launcher loss: 1..=64, or 0 exactly when bit 2 is set
 //! u32 start timeout in ms (bounded to MAX_START_TIMEOUT_MS)
 //! u32 number of descriptors sent with SCM_RIGHTS (0 or 3: stdin, stdout, stderr)
 //! [16] registration id, [16] runtime id
@@ -65,6 +66,10 @@ pub const MAX_START_TIMEOUT_MS: u32 = 10 * 60 * 1000;
 
 pub const FLAG_PTY: u32 = 1 << 0;
 pub const FLAG_NEW_SESSION: u32 = 1 << 1;
+/// On the wire only: the launch asks for no parent-death signal (`pdeath_signal: None` in
+/// [`LaunchParams`] and [`LaunchSpec`]; the encoder sets it, the decoder takes it out of `flags`).
+pub const FLAG_NO_PDEATH_SIGNAL: u32 = 1 << 2;
+/// The flags a caller passes in [`LaunchParams::flags`].
 const KNOWN_FLAGS: u32 = FLAG_PTY | FLAG_NEW_SESSION;
 
 mod kind {
@@ -124,7 +129,9 @@ pub struct Rlimit {
 #[derive(Debug, Clone, Copy)]
 pub struct LaunchParams<'a> {
     pub flags: u32,
-    pub pdeath_signal: u32,
+    /// What the guardian sends the workload when the launcher goes away (1..=64); `None`:
+    /// nothing (the workload outlives its launcher; the scope is recovered later).
+    pub pdeath_signal: Option<u32>,
     pub start_timeout_ms: u32,
     pub stdio_fds: u32,
     pub registration: RegistrationId,
@@ -140,7 +147,8 @@ pub struct LaunchParams<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct LaunchSpec<'a> {
     pub flags: u32,
-    pub pdeath_signal: u32,
+    /// 1..=64, or `None`: no parent-death signal.
+    pub pdeath_signal: Option<u32>,
     pub start_timeout_ms: u32,
     pub stdio_fds: u32,
     pub registration: RegistrationId,
@@ -322,11 +330,15 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
             field: "launch flags",
         });
     }
-    if p.pdeath_signal > 64 {
-        return Err(EncodeError::InvalidField {
-            field: "parent-death signal",
-        });
-    }
+    let (pdeath_flag, pdeath_signal) = match p.pdeath_signal {
+        None => (FLAG_NO_PDEATH_SIGNAL, 0),
+        Some(s @ 1..=64) => (0, s),
+        Some(_) => {
+            return Err(EncodeError::InvalidField {
+                field: "parent-death signal",
+            })
+        }
+    };
     if p.start_timeout_ms == 0 || p.start_timeout_ms > MAX_START_TIMEOUT_MS {
         return Err(EncodeError::InvalidField {
             field: "start timeout",
@@ -339,8 +351,8 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
     }
     let mut w = Writer::new(out);
     start_frame(&mut w, kind::LAUNCH)?;
-    w.u32(p.flags)?;
-    w.u32(p.pdeath_signal)?;
+    w.u32(p.flags | pdeath_flag)?;
+    w.u32(pdeath_signal)?;
     w.u32(p.start_timeout_ms)?;
     w.u32(p.stdio_fds)?;
     w.bytes(&p.registration.0)?;
@@ -497,17 +509,21 @@ fn get_list<'a>(
 
 fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
     let flags = r.u32()?;
-    if flags & !KNOWN_FLAGS != 0 {
+    if flags & !(KNOWN_FLAGS | FLAG_NO_PDEATH_SIGNAL) != 0 {
         return Err(DecodeError::InvalidField {
             field: "launch flags",
         });
     }
-    let pdeath_signal = r.u32()?;
-    if pdeath_signal > 64 {
-        return Err(DecodeError::InvalidField {
-            field: "parent-death signal",
-        });
-    }
+    let pdeath_signal = match (flags & FLAG_NO_PDEATH_SIGNAL != 0, r.u32()?) {
+        (true, 0) => None,
+        (false, s @ 1..=64) => Some(s),
+        _ => {
+            return Err(DecodeError::InvalidField {
+                field: "parent-death signal",
+            })
+        }
+    };
+    let flags = flags & KNOWN_FLAGS;
     let start_timeout_ms = r.u32()?;
     if start_timeout_ms == 0 || start_timeout_ms > MAX_START_TIMEOUT_MS {
         return Err(DecodeError::InvalidField {

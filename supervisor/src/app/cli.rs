@@ -57,14 +57,18 @@ pub struct Cli {
 pub enum Command {
     /// Launch one managed command in this process, stream its output, exit with its status.
     Run(RunArgs),
-    /// Run the service for this port (foreground; SIGTERM/SIGINT stop it, guardians outlive it).
+    /// Run the service for this port in the foreground. SIGTERM/SIGINT stop it and its own
+    /// launches: SIGTERM to each, up to --shutdown-grace for them to end, then the shared stop,
+    /// each with a receipt. A killed service leaves its launches running for the next recovery.
     Serve(ServeArgs),
     /// List registrations: id, kind, label, state, workload status, start, age, pid, cwd, outputs.
     Ps(PsArgs),
     /// Show one registration: the record, the decoded receipt, the assessment and its reason.
     Show(IdArgs),
     /// Stop a registration's whole tree through the shared stop; exit 0 only when exit is proven.
-    Stop(IdArgs),
+    /// With --grace, the workload's process group gets SIGTERM (or --signal) first and that long
+    /// to end by itself (docker stop -t); then the rest is killed.
+    Stop(StopArgs),
     /// Print a registration's stdout (or stderr) artifact.
     Logs(LogsArgs),
     /// Decode and verify a receipt, by registration id or proof-file path; exit 0 only if it verifies.
@@ -94,9 +98,13 @@ pub struct RunArgs {
     /// Completion deadline from the start (e.g. 30s, 5m, 2h, 7d).
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
-    /// Idle deadline: no output, input or signal activity for this long.
+    /// Idle deadline: no output, input, resize or signal activity for this long.
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub idle_timeout: Option<Duration>,
+    /// When a deadline passes, SIGTERM the workload's process group first and kill the scope
+    /// only this much later (coreutils `timeout -k`); the outcome stays the deadline's.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub kill_after: Option<Duration>,
     /// Working directory of the workload (default: this one).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
@@ -174,6 +182,10 @@ pub struct ServeArgs {
     /// Serve Prometheus metrics on http://ADDR/metrics (e.g. 127.0.0.1:9411); no authentication.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// On SIGTERM/SIGINT: how long the service's launches get to end after their SIGTERM before
+    /// the shared stop kills what is left.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10s")]
+    pub shutdown_grace: Duration,
 }
 
 impl ServeArgs {
@@ -224,6 +236,22 @@ pub struct PsArgs {
 pub struct IdArgs {
     /// Registration id (32 hex digits).
     pub id: String,
+    /// One JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    /// Registration id (32 hex digits).
+    pub id: String,
+    /// Send the polite signal to the workload's process group first and wait this long for the
+    /// scope to end by itself before the kill (the runtime's stop fence is not held meanwhile).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub grace: Option<Duration>,
+    /// The polite signal of --grace (name or number: TERM, INT, HUP, USR1, 15, ...).
+    #[arg(long, value_name = "SIG", value_parser = parse_signal, default_value = "TERM", requires = "grace")]
+    pub signal: crate::signal::Signal,
     /// One JSON document.
     #[arg(long)]
     pub json: bool,
@@ -351,6 +379,30 @@ fn parse_env(text: OsString) -> Result<(OsString, OsString), String> {
     }
 }
 
+/// Parses a signal name (`TERM`, `SIGTERM`, `term`) or number (`15`).
+pub fn parse_signal(text: &str) -> Result<crate::signal::Signal, String> {
+    use crate::signal::Signal;
+    let t = text.trim();
+    let upper = t.to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    let raw = match name {
+        "HUP" => libc::SIGHUP,
+        "INT" => libc::SIGINT,
+        "QUIT" => libc::SIGQUIT,
+        "KILL" => libc::SIGKILL,
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        "ALRM" => libc::SIGALRM,
+        "TERM" => libc::SIGTERM,
+        "CONT" => libc::SIGCONT,
+        "STOP" => libc::SIGSTOP,
+        "WINCH" => libc::SIGWINCH,
+        n => n.parse().unwrap_or(0),
+    };
+    Signal::from_named_raw(raw)
+        .ok_or_else(|| format!("{text:?} is not a signal (examples: TERM, INT, HUP, USR1, 15)"))
+}
+
 fn parse_kv(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
@@ -402,6 +454,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
                 args.retain,
                 watch,
                 args.metrics,
+                args.shutdown_grace,
             )?;
             Ok(0)
         }
@@ -434,6 +487,7 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
         meta: args.meta.into_iter().collect(),
         timeout: args.timeout,
         idle_timeout: args.idle_timeout,
+        kill_after: args.kill_after,
         pty: args.pty,
         wait_for_slot: args.wait_for_slot,
         log_cap_bytes: Some(args.log_cap),
@@ -563,11 +617,12 @@ fn show(home: &Path, port: u16, args: IdArgs) -> Result<ExitCode, CliError> {
     Ok(0)
 }
 
-fn stop(home: &Path, port: u16, args: IdArgs) -> Result<ExitCode, CliError> {
+fn stop(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliError> {
     let id = parse_id(&args.id)?;
     let rt = runtime_for(home, port, id)?;
     let reg = rt.read_registration(id)?;
-    let doc = ops::stop_one(&rt, &reg, refine_protocol::StopCause::Operator);
+    let grace = args.grace.map(|g| (g, args.signal));
+    let doc = ops::stop_one(&rt, &reg, refine_protocol::StopCause::Operator, grace);
     let proven = doc.state == State::Exited;
     let failure = format!("stop of {id} not proven");
     print_verdict(&doc, args.json, proven, &failure, doc.reason.as_deref())

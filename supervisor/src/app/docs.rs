@@ -287,6 +287,9 @@ pub(crate) enum ResultDoc {
         #[serde(flatten)]
         status: StatusFields,
         written_at: String,
+        /// Why the stop of the scope's residue failed (outcome `stop_failed`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stop_failure: Option<String>,
     },
     Unreadable {
         error: String,
@@ -442,6 +445,8 @@ pub(crate) enum StopDetail {
 /// The stop's phases, in milliseconds.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub(crate) struct StopTimingsDoc {
+    /// The grace phase (polite signal and wait, outside the fence); 0 without `--grace`.
+    pub grace: f64,
     pub fence_wait: f64,
     pub quiesce: f64,
     pub kill_to_exit: f64,

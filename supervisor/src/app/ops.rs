@@ -59,13 +59,15 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
     // Display only; an unreadable result record shows as none.
     let result = rt.read_result(reg.id).ok().flatten();
     let reported = result.as_ref().map(|r| r.workload_status);
+    // A failed residue stop explains a scope that is still live (W7).
+    let stop_failure = result.as_ref().and_then(|r| r.stop_failure.clone());
     let status = StatusFields::of(a.receipt.map(|r| r.status).or(reported));
     ScopeView {
         id: reg.id.to_string(),
         kind: reg.kind.as_str().to_owned(),
         label: reg.label.clone(),
         state: a.state.name().to_owned(),
-        reason: a.reason,
+        reason: a.reason.or(stop_failure),
         status: status.status_string(),
         exit_code: status.exit_code,
         signal: status.signal,
@@ -148,6 +150,7 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
             outcome: r.outcome,
             status: StatusFields::of(Some(r.workload_status)),
             written_at: utc(r.written_at_unix_ms),
+            stop_failure: r.stop_failure,
         }),
         Ok(None) => None,
         Err(e) => Some(ResultDoc::Unreadable {
@@ -336,12 +339,22 @@ fn reason_text(reason: &impl serde::Serialize) -> String {
     }
 }
 
-/// The shared stop for one registration; the `stop --json` document.
-pub fn stop_one(rt: &Runtime, reg: &Registration, cause: StopCause) -> StopDoc {
-    let opts = stop::StopOptions {
+/// The shared stop for one registration, with an optional grace (its length and polite
+/// signal, T7); the `stop --json` document.
+pub fn stop_one(
+    rt: &Runtime,
+    reg: &Registration,
+    cause: StopCause,
+    grace: Option<(Duration, crate::signal::Signal)>,
+) -> StopDoc {
+    let mut opts = stop::StopOptions {
         cause: Some(cause),
+        grace: grace.map(|(g, _)| g),
         ..stop::StopOptions::default()
     };
+    if let Some((_, sig)) = grace {
+        opts.grace_signal = sig;
+    }
     match stop::stop(rt, reg, &opts) {
         Ok(report) => {
             let a = flatten(&report.assessment);
@@ -355,6 +368,7 @@ pub fn stop_one(rt: &Runtime, reg: &Registration, cause: StopCause) -> StopDoc {
                     killed: report.killed,
                     signalled: report.signalled.len(),
                     timings_ms: StopTimingsDoc {
+                        grace: ms(report.timings.grace),
                         fence_wait: ms(report.timings.fence_wait),
                         quiesce: ms(report.timings.quiesce),
                         kill_to_exit: ms(report.timings.kill_to_exit),
@@ -470,6 +484,7 @@ pub(crate) fn launch_request(spec: &LaunchAsk) -> Result<LaunchRequest, ServiceE
         Some(0) => req.log_cap = None,
         Some(n) => req.log_cap = Some(n),
     }
+    req.kill_after = spec.kill_after;
     if spec.pty {
         req.pty = Some(WindowSize::default());
     }

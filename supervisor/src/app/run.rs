@@ -21,7 +21,7 @@
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::AsFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use refine_protocol::api::LaunchAsk;
 use rustix::process::Signal;
@@ -188,6 +188,7 @@ fn relay_signals(
     canceller: Canceller,
     grace: Duration,
     resizes_pty: bool,
+    ends: std::sync::mpsc::Sender<()>,
 ) -> Result<(), CliError> {
     std::thread::Builder::new()
         .name("refine-signals".into())
@@ -198,6 +199,7 @@ fn relay_signals(
                     libc::SIGCHLD => {}
                     libc::SIGWINCH if resizes_pty => {}
                     libc::SIGINT | libc::SIGTERM | libc::SIGHUP => {
+                        let _ = ends.send(());
                         if asked_to_end {
                             canceller.cancel();
                             continue;
@@ -294,14 +296,40 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     if relay {
         relay_stdin(handle.input_writer(), stdin_is_terminal)?;
     }
-    relay_signals(signals, handle.canceller(), opts.stop_grace, interactive)?;
+    // SIGINT/SIGTERM/SIGHUP are also told here: a residue held for its deadline below ends at
+    // once at such a signal (W7).
+    let (sig_tx, sig_rx) = std::sync::mpsc::channel();
+    relay_signals(
+        signals,
+        handle.canceller(),
+        opts.stop_grace,
+        interactive,
+        sig_tx,
+    )?;
     let mut result = handle.wait().map_err(ServiceError::Launch)?;
     let code = exit_code(&result);
-    // The `stop` scope policy (quality) is ending the scope on the engine's watch thread: see it
-    // through before this process exits, or the stop would die with us.
+    // The `stop` scope policy (quality), or the completion deadline, which bounds the whole
+    // scope (W7), ends the residue on the engine's watch thread: see it through before this
+    // process exits, or the stop would die with us.
     let mut doc = run_doc(&result);
     if result.scope == ScopeState::Stopping {
-        match result.scope_watch.wait(POLICY_STOP_WAIT) {
+        let at = result.scope_watch.stop_at().unwrap_or_else(Instant::now);
+        let mut end = at + RESIDUE_STOP_WAIT;
+        let mut ended = None;
+        while ended.is_none() && Instant::now() < end {
+            let slice = end
+                .saturating_duration_since(Instant::now())
+                .min(SIGNAL_POLL);
+            ended = result.scope_watch.wait(slice).is_some().then_some(());
+            if ended.is_none() && sig_rx.try_recv().is_ok() {
+                // SIGINT/SIGTERM/SIGHUP: the residue is not held to its deadline any longer.
+                if let Err(e) = crate::launch::shared_stop(rt, &result.registration) {
+                    tracing::warn!(id = %result.id, error = %error_chain(&e), "residue stop failed");
+                }
+                end = end.min(Instant::now() + RESIDUE_STOP_WAIT);
+            }
+        }
+        match result.scope_watch.wait(Duration::ZERO) {
             Some(end) if end.receipt.is_some() => doc.scope = RunScope::Exited,
             Some(end) => {
                 doc.scope = RunScope::Unknown;
@@ -352,8 +380,11 @@ pub(crate) fn spawn_failure(spec: &LaunchAsk, errno: i32) -> String {
     format!("{what}: {error}")
 }
 
-/// How long `run` waits for the `stop` scope policy to prove the scope's end.
-const POLICY_STOP_WAIT: Duration = Duration::from_secs(10);
+/// How long `run` waits, from the residue stop's time, for it to prove the scope's end (its
+/// retries included).
+const RESIDUE_STOP_WAIT: Duration = Duration::from_secs(20);
+/// How often the residue wait looks for a signal to `run`.
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
 fn scope_name(s: &ScopeState) -> RunScope {
     match s {

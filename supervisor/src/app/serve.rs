@@ -8,9 +8,16 @@
 //! service did not launch (through the one shared stop), runs retention, and samples capacity.
 //! Logs go through `tracing` to `run/P/service.log`.
 //!
+//! # Shutdown (SPEC W8)
+//! SIGTERM/SIGINT end the service and its own launches, like `docker stop` on each: the service
+//! stops accepting, sends SIGTERM to each launch's process group (the shared stop's grace
+//! signal), waits up to `--shutdown-grace` (default 10 s) for their scopes to end, ends the rest
+//! through the shared stop, and waits (bounded) for their engines to record their results. Every
+//! one ends `exited` with the guardian's receipt. A service that is SIGKILLed cannot do this: its
+//! launches ask for no parent-death signal, so they keep running, `live`, and the next service's
+//! recovery pass (or `recover`) stops them.
+//!
 //! # Caveats
-//! SIGTERM/SIGINT end the service, not the workloads: the guardians it launched outlive it (their
-//! launch asks for no parent-death signal) and the next service's recovery pass finds them.
 //! Requests are handled on tokio's blocking pool: the engine, the stop and the assessment are
 //! blocking by design, and the supervisor never reaps anything but its own guardians by pid.
 
@@ -28,25 +35,30 @@ use super::docs::{json_line, to_value, RecoverAction, State, StopDetail, StopDoc
 use super::error::{io_err, CliError, ServiceError};
 use super::metrics::{self, Metrics, RequestResult};
 use super::ops::{self, admit, assess_one, launch_request, recover_all, retire, stop_one};
-use crate::deadline::{instant_of_unix_ms, Deadlines, Expired};
+use crate::deadline::{expired_on_record, Expired};
 use crate::error_chain;
 use crate::fence;
-use crate::launch::Supervisor;
+use crate::launch::{LaunchHandle, Supervisor};
 use crate::registry::{RegistryError, Runtime};
 use crate::retention;
+use crate::signal::Signal;
 use crate::stall::{self, sample::Watcher, StallConfig};
+use crate::stop;
 
 /// Launches for the service: the engine keeps running on its own thread; the handle is not
 /// awaited (the record and the receipt carry the result), so the service holds no per-launch
 /// state beyond the id.
-fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<RegistrationId, Response> {
+fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<LaunchHandle, Response> {
     let rt = sup.runtime();
     let slot = admit(rt, &spec).map_err(|e| match e {
         ServiceError::NoCapacity { .. } => Response::err(ErrorKind::NoCapacity, e.to_string()),
         other => Response::err(ErrorKind::BadRequest, other.to_string()),
     })?;
-    let req =
+    let mut req =
         launch_request(&spec).map_err(|e| Response::err(ErrorKind::BadRequest, e.to_string()))?;
+    // The service ends its launches itself when it stops (W8); when it is killed, they outlive
+    // it until recovery rather than die with no receipt reader.
+    req.pdeath_signal = None;
     let handle = sup
         .launch(req)
         .map_err(|e| Response::err(ErrorKind::LaunchFailed, error_chain(&e)))?;
@@ -58,7 +70,7 @@ fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<RegistrationId, 
             errno,
         }));
     }
-    Ok(handle.id())
+    Ok(handle)
 }
 
 /// How long a detached launch waits for the guardian's word on the `execve` (it comes within
@@ -66,7 +78,7 @@ fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<RegistrationId, 
 const SPAWN_WORD_WAIT: Duration = Duration::from_secs(5);
 
 /// How a launch request ended, for the metrics.
-fn request_result(r: &Result<RegistrationId, Response>) -> RequestResult {
+fn request_result(r: &Result<LaunchHandle, Response>) -> RequestResult {
     let kind = match r {
         Ok(_) => return RequestResult::Started,
         // A reply without an error: the spawn failed (`Reply::SpawnFailed`).
@@ -91,6 +103,9 @@ struct Service {
     sup: Supervisor,
     /// Registrations this service launched (it enforces their deadlines through their handles).
     launched: Mutex<HashSet<RegistrationId>>,
+    /// The engines of launches whose workload still runs (finished ones are dropped by the
+    /// maintenance pass); joined at shutdown so their results are recorded.
+    engines: Mutex<Vec<LaunchHandle>>,
     /// When retention last ran (it runs at most every [`RETENTION_EVERY`]).
     last_retention: Mutex<Option<Instant>>,
     /// Counters and gauges for `--metrics` (kept whether or not they are served).
@@ -99,8 +114,13 @@ struct Service {
 
 impl Service {
     /// The shared stop, observed by the metrics when it returned a report.
-    fn stop(&self, reg: &Registration, cause: StopCause) -> StopDoc {
-        let doc = stop_one(&self.rt, reg, cause);
+    fn stop(
+        &self,
+        reg: &Registration,
+        cause: StopCause,
+        grace: Option<(Duration, Signal)>,
+    ) -> StopDoc {
+        let doc = stop_one(&self.rt, reg, cause, grace);
         if let StopDetail::Done { timings_ms, .. } = &doc.detail {
             let name = match cause {
                 StopCause::Operator => "operator",
@@ -114,7 +134,8 @@ impl Service {
     }
 }
 
-/// Runs the service in the foreground until SIGTERM or SIGINT.
+/// Runs the service in the foreground until SIGTERM or SIGINT, then ends its launches (see the
+/// module docs: [`shutdown`]).
 pub fn serve(
     home: &Path,
     port: u16,
@@ -122,6 +143,7 @@ pub fn serve(
     retain: Duration,
     watch: StallConfig,
     metrics_addr: Option<SocketAddr>,
+    shutdown_grace: Duration,
 ) -> Result<(), ServiceError> {
     let rt = Runtime::open(home, port)?;
     let lock = rt.service_lock_path();
@@ -154,6 +176,7 @@ pub fn serve(
         sup: Supervisor::new(rt.clone()).with_result_hook(metrics.result_hook()),
         rt,
         launched: Mutex::new(HashSet::new()),
+        engines: Mutex::new(Vec::new()),
         last_retention: Mutex::new(None),
         metrics,
     });
@@ -170,7 +193,7 @@ pub fn serve(
         watch,
         metrics_addr,
     ));
-    // Guardians are not waited for: they outlive the service by design.
+    shutdown(&state, shutdown_grace);
     runtime.shutdown_background();
     let _ = std::fs::remove_file(state.rt.socket_path());
     tracing::info!("service stopped");
@@ -379,9 +402,14 @@ fn handle(state: &Service, req: Request) -> Response {
             state.metrics.request(request_result(&launched));
             launched
         }
-        .map(|id| {
+        .map(|handle| {
+            let id = handle.id();
             if let Ok(mut l) = state.launched.lock() {
                 l.insert(id);
+            }
+            if let Ok(mut e) = state.engines.lock() {
+                e.retain(|h| !h.is_finished());
+                e.push(handle);
             }
             tracing::info!(%id, "launched");
             Reply::Launched { id: id.to_string() }
@@ -399,7 +427,7 @@ fn handle(state: &Service, req: Request) -> Response {
         }),
         Request::Stop { id } => parse(&id).and_then(|id| {
             let reg = rt.read_registration(id).map_err(registry_response)?;
-            let doc = state.stop(&reg, StopCause::Operator);
+            let doc = state.stop(&reg, StopCause::Operator, None);
             tracing::info!(%id, result = %json_line(&doc), "stop");
             Ok(Reply::Stop(to_value(&doc)))
         }),
@@ -414,6 +442,69 @@ fn registry_response(e: RegistryError) -> Response {
         _ => ErrorKind::Internal,
     };
     Response::err(kind, e.to_string())
+}
+
+/// How long shutdown waits for its launches' engines to record their results after the stops.
+const ENGINES_AT_SHUTDOWN: Duration = Duration::from_secs(10);
+
+/// W8: SIGTERM to every live launch of this service, the grace, then the shared stop for the
+/// rest; then the engines are joined (bounded) so each result is on disk.
+fn shutdown(state: &Service, grace: Duration) {
+    let rt = &state.rt;
+    let ids: Vec<RegistrationId> = state
+        .launched
+        .lock()
+        .map(|l| l.iter().copied().collect())
+        .unwrap_or_default();
+    let live: Vec<Registration> = ids
+        .into_iter()
+        .filter_map(|id| rt.read_registration(id).ok())
+        .filter(|reg| assess_one(rt, reg).state == State::Live)
+        .collect();
+    tracing::info!(
+        launches = live.len(),
+        grace_ms = grace.as_millis() as u64,
+        "shutdown: SIGTERM to the service's launches"
+    );
+    let polite = stop::StopOptions {
+        cause: Some(StopCause::Operator),
+        ..stop::StopOptions::default()
+    };
+    for reg in &live {
+        if let Err(e) = stop::signal_politely(rt, reg, Signal::TERM, &polite) {
+            tracing::warn!(id = %reg.id, error = %error_chain(&e), "shutdown: cannot send SIGTERM");
+        }
+    }
+    let end = Instant::now() + grace;
+    let mut left = live;
+    loop {
+        left.retain(|reg| assess_one(rt, reg).state == State::Live);
+        if left.is_empty() || Instant::now() >= end {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for reg in &left {
+        let doc = stop_one(rt, reg, StopCause::Operator, None);
+        tracing::info!(id = %reg.id, result = %json_line(&doc), "shutdown: stopped after the grace");
+    }
+    let engines = std::mem::take(&mut *state.engines.lock().unwrap_or_else(|p| p.into_inner()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let joiner = std::thread::spawn(move || {
+        for h in engines {
+            let _ = h.wait();
+        }
+        let _ = tx.send(());
+    });
+    if rx.recv_timeout(ENGINES_AT_SHUTDOWN).is_ok() {
+        let _ = joiner.join();
+    } else {
+        tracing::warn!("shutdown: launch engines still running; leaving them");
+    }
+    tracing::info!(
+        stopped_after_grace = left.len(),
+        "shutdown: the service's launches ended"
+    );
 }
 
 /// Retention runs at start and then at most this often (its limit is days, not seconds).
@@ -434,7 +525,8 @@ fn maintenance(state: &Service, retain: Duration) {
             };
             if let Some(cause) = deadline_passed(&reg) {
                 if assess_one(rt, &reg).state == State::Live {
-                    let doc = state.stop(&reg, cause);
+                    let grace = reg.limits.kill_after_ms.map(Duration::from_millis);
+                    let doc = state.stop(&reg, cause, grace.map(|g| (g, Signal::TERM)));
                     tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
                 }
             }
@@ -489,20 +581,9 @@ fn sample_capacity(rt: &Runtime) {
     }
 }
 
-/// Which deadline of `reg` has passed, if any: completion from the original start; idle from the
-/// last artifact write (falling back to the start).
+/// Which deadline of `reg` has passed, if any (the one definition of activity, W7).
 fn deadline_passed(reg: &Registration) -> Option<StopCause> {
-    let mut deadlines = Deadlines::new(&reg.limits, instant_of_unix_ms(reg.started_at_unix_ms));
-    for p in [&reg.stdout_path, &reg.stderr_path] {
-        if let Some(written) = std::fs::metadata(p)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        {
-            deadlines.activity(instant_of_unix_ms(written.as_millis() as u64));
-        }
-    }
-    deadlines.expired(Instant::now()).map(|e| match e {
+    expired_on_record(reg, Instant::now()).map(|e| match e {
         Expired::Completion => StopCause::CompletionDeadline,
         Expired::Idle => StopCause::IdleDeadline,
     })

@@ -28,11 +28,30 @@ pub fn shared_stop(
     runtime: &Runtime,
     registration: &Registration,
 ) -> Result<StopReport, StopFailure> {
-    crate::stop::stop(runtime, registration, &StopOptions::default()).map_err(|e| StopFailure {
+    stop_scope(runtime, registration, None, None)
+}
+
+/// The shared stop with a recorded cause and a grace (the scope watcher's deadline stop).
+fn stop_scope(
+    runtime: &Runtime,
+    registration: &Registration,
+    cause: Option<StopCause>,
+    grace: Option<Duration>,
+) -> Result<StopReport, StopFailure> {
+    let opts = StopOptions {
+        cause,
+        grace,
+        ..StopOptions::default()
+    };
+    crate::stop::stop(runtime, registration, &opts).map_err(|e| StopFailure {
         id: registration.id,
         error: Arc::new(e),
     })
 }
+
+/// Attempts at the stop of a scope's residue (the `stop` policy, a deadline) before it is
+/// reported failed and the registration lock is let go (W7).
+const RESIDUE_ATTEMPTS: u32 = 3;
 
 /// Attempts at the shared stop for one cause while the workload keeps running.
 pub(super) const STOP_ATTEMPTS: u32 = 5;
@@ -79,6 +98,10 @@ pub(super) struct State {
     pub(super) retry_stop_at: Option<Instant>,
     pub(super) stop_report: Option<StopReport>,
     pub(super) stop_failure: Option<StopFailure>,
+    /// A deadline's polite signal went out (`--kill-after`, T7).
+    pub(super) polite: bool,
+    /// When that grace ends and the shared stop follows.
+    pub(super) grace_until: Option<Instant>,
 }
 
 impl State {
@@ -125,10 +148,19 @@ impl Engine {
                     self.stop(&mut st, cause);
                 }
             }
+            if let (Some(at), Some(cause)) = (st.grace_until, st.cause) {
+                if now >= at && !st.workload_over() {
+                    st.grace_until = None;
+                    self.stop(&mut st, cause);
+                }
+            }
             let wake = if st.cause.is_none() && !st.workload_over() {
                 self.deadlines.next()
             } else if !st.workload_over() {
-                st.retry_stop_at
+                match (st.retry_stop_at, st.grace_until) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
             } else {
                 None
             };
@@ -249,14 +281,21 @@ impl Engine {
                                 rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
                             );
                         }
-                        self.deadlines.activity(Instant::now());
+                        self.activity();
                     }
-                    _ => self.deadlines.activity(Instant::now()),
+                    _ => self.activity(),
                 },
                 Err(rustix::io::Errno::INTR) => {}
                 Err(_) => return,
             }
         }
+    }
+
+    /// Input, a resize or a signal: activity for the idle deadline, here and on disk (the one
+    /// definition a later process reads, [`crate::deadline::recorded_activity`]).
+    fn activity(&mut self) {
+        self.deadlines.activity(Instant::now());
+        crate::deadline::stamp_activity(&self.registration);
     }
 
     /// A stop asked for from outside this engine (an operator's `stop ID`, the service's
@@ -289,6 +328,24 @@ impl Engine {
         if st.stopped || st.receipt.is_some() {
             return;
         }
+        // T7: a deadline with a grace sends the polite signal first; the loop calls this again
+        // when the grace is over (a cancel meanwhile stops at once).
+        let deadline = matches!(cause, LaunchOutcome::TimedOut | LaunchOutcome::IdleTimeout);
+        if let (Some(ms), false, true) =
+            (self.registration.limits.kill_after_ms, st.polite, deadline)
+        {
+            st.polite = true;
+            st.grace_until = Some(Instant::now() + Duration::from_millis(ms));
+            let opts = StopOptions::default();
+            let sig = crate::signal::Signal::TERM;
+            if let Err(e) =
+                crate::stop::signal_politely(&self.runtime, &self.registration, sig, &opts)
+            {
+                tracing::warn!(id = %self.registration.id, error = %e, "cannot send the deadline's polite signal");
+            }
+            return;
+        }
+        st.grace_until = None;
         st.stopped = true;
         st.stop_attempts += 1;
         match shared_stop(&self.runtime, &self.registration) {
@@ -370,12 +427,35 @@ impl Engine {
         if st.receipt.is_none() && !st.channel_closed {
             self.drain_events(&mut st);
         }
+        // What ends a residue (S9, W7): the `stop` policy, a deadline that passed while the
+        // workload ran (its grace is over: the workload has ended), or else the completion
+        // deadline, which holds for the whole scope.
+        let deadline_passed = matches!(
+            st.cause,
+            Some(LaunchOutcome::TimedOut | LaunchOutcome::IdleTimeout)
+        );
+        let residue_stop = if !st.stopped && (self.policy == ScopePolicy::Stop || deadline_passed) {
+            Some(ResidueStop {
+                at: Instant::now(),
+                cause: None,
+                grace: None,
+            })
+        } else {
+            self.deadlines.completion_at().map(|at| ResidueStop {
+                at,
+                cause: Some(StopCause::CompletionDeadline),
+                grace: self
+                    .registration
+                    .limits
+                    .kill_after_ms
+                    .map(Duration::from_millis),
+            })
+        };
         let Engine {
             runtime,
             registration,
             mut link,
             capture,
-            policy,
             owner,
             ..
         } = self;
@@ -385,6 +465,7 @@ impl Engine {
             outcome: outcome.name().to_owned(),
             workload_status: status,
             written_at_unix_ms: crate::deadline::unix_ms(),
+            stop_failure: None,
         };
         if let Err(e) = runtime.write_result(&result) {
             tracing::warn!(%id, error = %e, "cannot record the launch result");
@@ -428,15 +509,14 @@ impl Engine {
                 }),
             )
         } else {
-            let stop = policy == ScopePolicy::Stop && !st.stopped;
-            let state = if stop {
+            let state = if residue_stop.is_some() {
                 ScopeState::Stopping
             } else {
                 ScopeState::Live
             };
             (
                 state,
-                watch_scope(runtime, registration.clone(), link, owner, stop),
+                watch_scope(runtime, registration.clone(), link, owner, residue_stop),
             )
         };
         LaunchResult {
@@ -471,50 +551,118 @@ impl Engine {
     }
 }
 
-/// Hands the link to a thread that (for the `stop` policy) stops the scope through the shared
-/// stop, then waits for the receipt and reaps the guardian.
+/// When and how the scope watcher stops a residue.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ResidueStop {
+    pub(super) at: Instant,
+    /// Recorded as the stop's cause (a deadline the watcher enforces); `None`: the engine's own.
+    pub(super) cause: Option<StopCause>,
+    pub(super) grace: Option<Duration>,
+}
+
+/// Hands the link to a thread that follows the scope to its receipt and reaps the guardian;
+/// with `stop`, it stops the scope at that time through the shared stop, retrying a failed stop
+/// [`RESIDUE_ATTEMPTS`] times. A stop that still fails is logged, recorded as the launch's
+/// outcome `stop_failed` with its reason (`ps`, `show`), reported to the [`ScopeWatch`], and the
+/// registration lock is let go (recovery or an operator may end the scope); the watcher still
+/// reads the receipt when it comes.
 pub(super) fn watch_scope(
     runtime: Runtime,
     registration: Registration,
     mut link: GuardianLink,
     owner: Fence,
-    stop: bool,
+    stop: Option<ResidueStop>,
 ) -> ScopeWatch {
+    let stop_at = stop.map(|s| s.at);
     let (tx, rx) = mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name("refine-scope-watch".into())
         .spawn(move || {
-            let (stop_report, stop_failure) = if stop {
-                match shared_stop(&runtime, &registration) {
-                    Ok(r) => (Some(r), None),
-                    Err(e) => (None, Some(e)),
-                }
-            } else {
-                (None, None)
-            };
+            let id = registration.id;
+            let mut owner = Some(owner);
+            let mut tx = Some(tx);
+            let mut next = stop;
+            let (mut attempts, mut stop_report, mut stop_failure) = (0, None, None);
             let mut receipt = None;
             loop {
-                match link.next_event(None) {
+                let wait = next.map(|s| s.at.saturating_duration_since(Instant::now()));
+                match link.next_event(wait) {
                     Ok(Some(GuardianEvent::ScopeExited(r))) => {
                         receipt = Some(r);
                         break;
                     }
                     Ok(Some(GuardianEvent::ChannelClosed)) | Err(_) => break,
-                    Ok(_) => {}
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        let Some(s) = next.take() else { continue };
+                        attempts += 1;
+                        match stop_scope(&runtime, &registration, s.cause, s.grace) {
+                            Ok(r) => {
+                                stop_report = Some(r);
+                                stop_failure = None;
+                            }
+                            Err(e) => {
+                                let error = crate::error_chain(&e);
+                                tracing::warn!(%id, attempts, %error, "residue stop failed");
+                                if attempts < RESIDUE_ATTEMPTS {
+                                    next = Some(ResidueStop {
+                                        at: Instant::now() + STOP_RETRY,
+                                        grace: None,
+                                        ..s
+                                    });
+                                } else {
+                                    tracing::error!(%id, %error, "residue stop failed; the scope stays live");
+                                    record_stop_failure(&runtime, id, &error);
+                                    drop(owner.take());
+                                    if let Some(tx) = tx.take() {
+                                        let _ = tx.send(ScopeEnded {
+                                            receipt: None,
+                                            stop_report: None,
+                                            stop_failure: Some(e.clone()),
+                                        });
+                                    }
+                                }
+                                stop_failure = Some(e);
+                            }
+                        }
+                    }
                 }
             }
             let _ = link.wait_guardian();
             drop(owner);
-            let _ = tx.send(ScopeEnded {
-                receipt,
-                stop_report,
-                stop_failure,
-            });
+            if let Some(tx) = tx {
+                let _ = tx.send(ScopeEnded {
+                    receipt,
+                    stop_report,
+                    stop_failure,
+                });
+            }
         });
     if let Err(e) = spawned {
         tracing::error!(error = %e, "cannot start the scope watcher");
     }
-    ScopeWatch { rx, done: None }
+    ScopeWatch {
+        rx,
+        done: None,
+        stop_at,
+    }
+}
+
+/// Records a residue stop that failed in the launch's result (outcome `stop_failed`, the
+/// reason), for `ps` and `show`; the workload's own status is kept.
+fn record_stop_failure(runtime: &Runtime, id: refine_protocol::RegistrationId, error: &str) {
+    let previous = runtime.read_result(id).ok().flatten();
+    let result = refine_protocol::LaunchResultRecord {
+        id,
+        runtime: runtime.id(),
+        outcome: "stop_failed".to_owned(),
+        workload_status: previous.map_or(WorkloadStatus::Unknown, |r| r.workload_status),
+        written_at_unix_ms: crate::deadline::unix_ms(),
+        stop_failure: Some(error.to_owned()),
+    };
+    if let Err(e) = runtime.write_result(&result) {
+        tracing::warn!(%id, error = %e, "cannot record the failed stop");
+    }
 }
 
 /// The monotonic instant of the guardian's `CLOCK_REALTIME` exit stamp, never in the future and

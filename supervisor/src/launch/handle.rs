@@ -198,6 +198,12 @@ impl LaunchHandle {
         self.input.close_input()
     }
 
+    /// Whether the engine has returned its result (the workload ended; a kept scope is followed
+    /// by its own watcher).
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
     /// Waits for the result: the workload exited and the final drain ended (or it never ran).
     pub fn wait(mut self) -> Result<LaunchResult, LaunchError> {
         let thread = self.thread.take().ok_or(LaunchError::EngineDied)?;

@@ -105,7 +105,9 @@ pub enum ScopeState {
     Exited(Receipt),
     /// A descendant holds the scope and the policy keeps it: capacity held, receipt later.
     Live,
-    /// A descendant holds the scope and the shared stop is ending it.
+    /// A descendant holds the scope and the shared stop ends it: now (the `stop` policy, a
+    /// deadline that passed) or at the completion deadline, which holds for the whole scope
+    /// (W7); see [`ScopeWatch::stop_at`].
     Stopping,
     /// The guardian is gone without a receipt: evidence is unverified.
     Unknown,
@@ -136,6 +138,8 @@ pub struct ScopeEnded {
 pub struct ScopeWatch {
     rx: mpsc::Receiver<ScopeEnded>,
     done: Option<ScopeEnded>,
+    /// When the watcher stops the residue (the `stop` policy, a deadline), if it does.
+    stop_at: Option<std::time::Instant>,
 }
 
 impl ScopeWatch {
@@ -144,7 +148,13 @@ impl ScopeWatch {
         ScopeWatch {
             rx,
             done: Some(end),
+            stop_at: None,
         }
+    }
+
+    /// When the watcher stops the scope's residue, if it does ([`ScopeState::Stopping`]).
+    pub fn stop_at(&self) -> Option<std::time::Instant> {
+        self.stop_at
     }
 
     /// Waits up to `timeout` for the scope's end.
@@ -384,6 +394,7 @@ impl Supervisor {
             idle_timeout_ms: req.idle_timeout.map(|d| d.as_millis() as u64),
             log_cap_bytes: req.log_cap,
             rlimits: req.rlimits.clone(),
+            kill_after_ms: req.kill_after.map(|d| d.as_millis() as u64),
         };
         // The launcher owns the registration for the scope's whole life: recovery and retention
         // take this lock first and leave a scope whose owner is alive to it. It is taken before

@@ -32,7 +32,8 @@ pub struct RegisteredLaunch {
     pub new_session: bool,
     pub limits: Limits,
     pub scope_policy: ScopePolicy,
-    pub pdeath_signal: i32,
+    /// What the guardian sends the workload on launcher loss; `None`: nothing.
+    pub pdeath_signal: Option<crate::signal::Signal>,
     pub start_timeout: Duration,
     pub guardian_exe: Option<PathBuf>,
 }

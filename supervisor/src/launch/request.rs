@@ -47,6 +47,9 @@ pub struct LaunchRequest {
     pub completion_timeout: Option<Duration>,
     /// Idle deadline from the last output, input, resize or signal.
     pub idle_timeout: Option<Duration>,
+    /// A deadline's grace (T7, `timeout -k`): SIGTERM to the workload's group when a deadline
+    /// passes, the shared stop this much later. `None`: the stop at once.
+    pub kill_after: Option<Duration>,
     /// Per-artifact byte cap (S10, W4); [`DEFAULT_LOG_CAP`] unless set, `None` for no cap.
     pub log_cap: Option<u64>,
     /// A hard budget on output bytes (all streams): past it the launch is stopped and its
@@ -68,8 +71,9 @@ pub struct LaunchRequest {
     pub forward_stderr: Option<Forward>,
     /// Put the workload in its own session (a PTY launch always is).
     pub new_session: bool,
-    /// What the guardian sends the workload if this process goes away (0: `SIGKILL`).
-    pub pdeath_signal: i32,
+    /// What the guardian sends the workload if this process goes away (default `SIGKILL`);
+    /// `None`: nothing, the workload outlives this process (the service's launches).
+    pub pdeath_signal: Option<crate::signal::Signal>,
 }
 
 impl std::fmt::Debug for LaunchRequest {
@@ -98,6 +102,7 @@ impl LaunchRequest {
             purpose: BTreeMap::new(),
             completion_timeout: None,
             idle_timeout: None,
+            kill_after: None,
             log_cap: Some(DEFAULT_LOG_CAP),
             output_limit: None,
             scope_policy: None,
@@ -109,7 +114,7 @@ impl LaunchRequest {
             forward_stdout: None,
             forward_stderr: None,
             new_session: false,
-            pdeath_signal: 0,
+            pdeath_signal: Some(crate::signal::Signal::KILL),
         }
     }
 }

@@ -58,7 +58,7 @@ fn guardian_launch(exe: &Path, dir: &Path, n: u64, argv: &[&str], stdio: Stdio) 
         rlimits: vec![],
         stdio,
         new_session: false,
-        pdeath_signal: 9,
+        pdeath_signal: Some(refine_supervisor::signal::Signal::KILL),
         start_timeout: Duration::from_secs(30),
         guardian_exe: Some(exe.to_owned()),
     })

@@ -4,8 +4,8 @@
 //!
 //! - `wait`: waits for the scope's receipt, then exits (an `exited` registration).
 //! - `hold`: stays, holding the registration lock as a live launcher does, until it is killed.
-//! - `leave`: exits at once; the workload gets SIGCONT as its parent-death signal (a no-op), so
-//!   the scope stays live with its guardian and no launcher.
+//! - `leave`: exits at once; the launch asks for no parent-death signal, so the scope stays
+//!   live with its guardian and no launcher.
 //!
 //! `CLI_LAUNCH_TIMEOUT_MS`, if set, is recorded as the completion deadline (nobody in this
 //! process enforces it: the service's maintenance loop does).
@@ -68,7 +68,7 @@ fn main() {
                 ..Limits::default()
             },
             scope_policy: ScopePolicy::Keep,
-            pdeath_signal: if mode == "leave" { libc::SIGCONT } else { 0 },
+            pdeath_signal: (mode != "leave").then_some(rustix::process::Signal::KILL),
             start_timeout: guardian::DEFAULT_START_TIMEOUT,
             guardian_exe: None,
         },

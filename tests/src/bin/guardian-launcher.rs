@@ -53,7 +53,7 @@ fn ignore_signals() {
 
 fn main() {
     let mut args = std::env::args_os().skip(1);
-    let mut pdeath = 0u32;
+    let mut pdeath = libc::SIGKILL as u32;
     let mut leak = false;
     let mut proof = None;
     while let Some(a) = args.next() {
@@ -73,7 +73,7 @@ fn main() {
     let argv: Vec<_> = args.collect();
     let proof = proof.expect("usage: guardian-launcher [opts] PROOF -- ARGV...");
     let mut l = Launch::new(&proof, &argv);
-    l.pdeath_signal = pdeath;
+    l.pdeath_signal = Some(pdeath);
 
     let exe = std::env::current_exe().expect("current_exe");
     let guardian_exe = exe.with_file_name("refine-guardian");
