@@ -105,7 +105,7 @@ struct Service {
     launched: Mutex<HashSet<RegistrationId>>,
     /// The engines of launches whose workload still runs (finished ones are dropped by the
     /// maintenance pass); joined at shutdown so their results are recorded.
-    engines: Mutex<Vec<LaunchHandle>>,
+    engines: Mutex<Vec<crate::launch::EngineThread>>,
     /// When retention last ran (it runs at most every [`RETENTION_EVERY`]).
     last_retention: Mutex<Option<Instant>>,
     /// Counters and gauges for `--metrics` (kept whether or not they are served).
@@ -409,7 +409,9 @@ fn handle(state: &Service, req: Request) -> Response {
             }
             if let Ok(mut e) = state.engines.lock() {
                 e.retain(|h| !h.is_finished());
-                e.push(handle);
+                // Only the engine: a handle would keep the control channel open (a descriptor
+                // per detached scope for nothing).
+                e.push(handle.into_engine());
             }
             tracing::info!(%id, "launched");
             Reply::Launched { id: id.to_string() }

@@ -204,9 +204,32 @@ impl LaunchHandle {
         self.thread.as_ref().is_none_or(|t| t.is_finished())
     }
 
+    /// Only the engine, to be joined later: the handle's control channel and input side are let
+    /// go (the engine then closes its end of the control channel: a detached scope holds no
+    /// descriptor for it).
+    pub fn into_engine(mut self) -> EngineThread {
+        EngineThread(self.thread.take())
+    }
+
     /// Waits for the result: the workload exited and the final drain ended (or it never ran).
     pub fn wait(mut self) -> Result<LaunchResult, LaunchError> {
         let thread = self.thread.take().ok_or(LaunchError::EngineDied)?;
+        thread.join().map_err(|_| LaunchError::EngineDied)
+    }
+}
+
+/// A launch's engine thread without its handle ([`LaunchHandle::into_engine`]).
+#[derive(Debug)]
+pub struct EngineThread(Option<JoinHandle<LaunchResult>>);
+
+impl EngineThread {
+    pub fn is_finished(&self) -> bool {
+        self.0.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// Waits for the engine's result.
+    pub fn wait(mut self) -> Result<LaunchResult, LaunchError> {
+        let thread = self.0.take().ok_or(LaunchError::EngineDied)?;
         thread.join().map_err(|_| LaunchError::EngineDied)
     }
 }

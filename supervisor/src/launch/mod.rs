@@ -29,7 +29,7 @@ mod request;
 
 pub use engine::shared_stop;
 use engine::Engine;
-pub use handle::{Canceller, InputWriter, LaunchHandle, INPUT_TIMEOUT};
+pub use handle::{Canceller, EngineThread, InputWriter, LaunchHandle, INPUT_TIMEOUT};
 pub use register::{launch_registered, RegisteredLaunch};
 pub use request::{default_scope_policy, LaunchRequest, StdinMode, DEFAULT_LOG_CAP};
 
