@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use refine_protocol::api::{self, ErrorKind, LaunchAsk, Reply, Request, Response, MAX_MESSAGE};
 use refine_protocol::{Registration, RegistrationId, StopCause};
 
+use super::cli::LogFormat;
 use super::docs::{json_line, to_value, RecoverAction, State};
 use super::error::{io_err, CliError, ServiceError};
 use super::ops::{self, admit, assess_one, launch_request, recover_all, retire, stop_one};
@@ -70,6 +71,7 @@ pub fn serve(
     port: u16,
     maintenance_every: Duration,
     retain: Duration,
+    log_format: LogFormat,
 ) -> Result<(), ServiceError> {
     let rt = Runtime::open(home, port)?;
     let lock = rt.service_lock_path();
@@ -77,7 +79,7 @@ pub fn serve(
         port,
         lock: lock.clone(),
     })?;
-    init_tracing(&rt)?;
+    init_tracing(&rt, log_format)?;
     tracing::info!(port, home = %home.display(), pid = std::process::id(), "service starting");
 
     let t = std::time::Instant::now();
@@ -148,7 +150,9 @@ fn original_nofile() -> Option<refine_protocol::Rlimit> {
     })
 }
 
-fn init_tracing(rt: &Runtime) -> Result<(), ServiceError> {
+/// The service log: `run/P/service.log`, filtered by `RUST_LOG` (default `info`), as text or
+/// JSON lines.
+fn init_tracing(rt: &Runtime, format: LogFormat) -> Result<(), ServiceError> {
     let path = rt.service_log_path();
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -156,10 +160,16 @@ fn init_tracing(rt: &Runtime) -> Result<(), ServiceError> {
         .open(&path)
         .map_err(io_err("open the service log"))?;
     // A second init (tests calling serve twice in one process) keeps the first subscriber.
-    let _ = tracing_subscriber::fmt()
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
         .with_writer(Mutex::new(file))
-        .with_ansi(false)
-        .try_init();
+        .with_ansi(false);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
     Ok(())
 }
 
