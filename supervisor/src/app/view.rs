@@ -361,7 +361,12 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
             continue;
         }
         writeln!(o)?;
-        writeln!(o, "Last {} lines of {stream}:", tail.len())?;
+        let n = tail.len();
+        writeln!(
+            o,
+            "Last {n} line{} of {stream}:",
+            if n == 1 { "" } else { "s" }
+        )?;
         for l in tail {
             writeln!(o, "  {l}")?;
         }
