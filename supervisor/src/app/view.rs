@@ -472,6 +472,9 @@ pub fn tail_lines(path: &Path, n: usize) -> io::Result<Vec<String>> {
 /// The offset where the last `n` lines of the first `len` bytes of `f` start.
 pub fn tail_offset(f: &mut std::fs::File, len: u64, n: usize) -> io::Result<u64> {
     const CHUNK: u64 = 16 * 1024;
+    if n == 0 {
+        return Ok(len);
+    }
     let mut pos = len;
     let mut newlines = 0usize;
     let mut buf = vec![0u8; CHUNK as usize];
