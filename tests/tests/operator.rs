@@ -403,7 +403,7 @@ fn durations_read_like_humantime() {
     let args = ["run", "--json", "--timeout", "1.5s", "--", "sleep", "60"];
     let doc = parse(&args, &home.cli(&args));
     assert_eq!(doc["outcome"], "timed_out", "{doc}");
-    for d in ["1h30m", "500ms", "5", "7d", "0s"] {
+    for d in ["1h30m", "500ms", "5", "7d", "0s", "1.5h"] {
         let args = ["gc", "--older-than", d, "--dry-run"];
         let out = home.cli(&args);
         assert!(out.status.success(), "{}", describe(&args, &out));
