@@ -393,7 +393,7 @@ pub fn usage(pid: Pid) -> Result<Usage, ProcfsError> {
             .ok_or_else(malformed)
     };
     let ticks = num(11)?.saturating_add(num(12)?);
-    let hz = u64::from(rustix::param::clock_ticks_per_second()).max(1);
+    let hz = rustix::param::clock_ticks_per_second().max(1);
     Ok(Usage {
         cpu: std::time::Duration::from_millis(ticks.saturating_mul(1000) / hz),
         rss_bytes: num(21)?.saturating_mul(rustix::param::page_size() as u64),

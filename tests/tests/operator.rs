@@ -524,3 +524,33 @@ fn completions_man_page_and_rust_log() {
     assert!(out.status.success());
     assert!(text(&out.stderr).contains("DEBUG"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn serve_logs_json_lines_filtered_by_rust_log() {
+    let home = Home::new();
+    let mut serve = home
+        .command(&["serve", "--log-format", "json"])
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let sock = home.run_dir().join("supervisor.sock");
+    let up = wait_until(DEADLINE, || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok()
+    });
+    // Ended through a pidfd: it is our own unreaped child, so the pid is still its own.
+    let pid = rustix::process::Pid::from_raw(serve.id() as i32).expect("pid");
+    let fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).unwrap();
+    rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::TERM).unwrap();
+    let status = serve.wait().unwrap();
+    assert!(up, "serve did not come up ({status})");
+    let log = fs::read_to_string(home.run_dir().join("service.log")).unwrap();
+    assert!(log.lines().count() >= 2, "{log}");
+    for line in log.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(v["level"].is_string() && v["fields"].is_object(), "{line}");
+    }
+    assert!(log.contains("\"level\":\"DEBUG\""), "RUST_LOG=debug: {log}");
+}
