@@ -642,15 +642,16 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
     Ok(0)
 }
 
-/// The exit code `wait` reports for a workload status: its code, 128+N for signal N, 127 for a
-/// workload that never started, 255 when nothing says.
+/// What `wait` prints and exits with for a workload status: its code, 128+N for signal N, 127
+/// for a workload that never started; when nothing says, `-1` is printed (as `podman wait`
+/// does) and the exit code is 255.
 fn wait_code(status: Option<refine_protocol::WorkloadStatus>) -> (i32, String) {
     use refine_protocol::WorkloadStatus as W;
     match status {
         Some(W::Exited(c)) => (c, c.to_string()),
         Some(W::Signaled(s)) => (128 + s, (128 + s).to_string()),
         Some(W::NeverStarted) => (127, "127".into()),
-        Some(W::Unknown) | None => (255, "unknown".into()),
+        Some(W::Unknown) | None => (255, "-1".into()),
     }
 }
 
