@@ -525,17 +525,24 @@ fn completions_man_page_and_rust_log() {
     assert!(text(&out.stderr).contains("DEBUG"), "{}", text(&out.stderr));
 }
 
-#[test]
-fn serve_logs_json_lines_filtered_by_rust_log() {
-    let home = Home::new();
-    let mut serve = home
-        .command(&["serve", "--log-format", "json"])
-        .env("RUST_LOG", "debug")
+/// Runs `serve ARGS` with `RUST_LOG` (or without), until it listens, then ends it with SIGTERM;
+/// returns what it wrote to its log.
+fn serve_once(home: &Home, args: &[&str], rust_log: Option<&str>) -> String {
+    let log = home.run_dir().join("service.log");
+    let sock = home.run_dir().join("supervisor.sock");
+    // A stale socket of an earlier run must not look like this one listening.
+    let _ = fs::remove_file(&log);
+    let _ = fs::remove_file(&sock);
+    let mut cmd = home.command(&[&["serve"], args].concat());
+    cmd.env_remove("RUST_LOG");
+    if let Some(filter) = rust_log {
+        cmd.env("RUST_LOG", filter);
+    }
+    let mut serve = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn serve");
-    let sock = home.run_dir().join("supervisor.sock");
     let up = wait_until(DEADLINE, || {
         std::os::unix::net::UnixStream::connect(&sock).is_ok()
     });
@@ -544,13 +551,27 @@ fn serve_logs_json_lines_filtered_by_rust_log() {
     let fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).unwrap();
     rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::TERM).unwrap();
     let status = serve.wait().unwrap();
-    assert!(up, "serve did not come up ({status})");
-    let log = fs::read_to_string(home.run_dir().join("service.log")).unwrap();
+    assert!(
+        up && status.success(),
+        "serve did not come up or end well ({status})"
+    );
+    fs::read_to_string(&log).unwrap_or_default()
+}
+
+#[test]
+fn serve_logs_json_lines_filtered_by_rust_log() {
+    let home = Home::new();
+    let log = serve_once(&home, &["--log-format", "json"], None);
     assert!(log.lines().count() >= 2, "{log}");
     for line in log.lines() {
         let v: serde_json::Value =
             serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
         assert!(v["level"].is_string() && v["fields"].is_object(), "{line}");
     }
-    assert!(log.contains("\"level\":\"DEBUG\""), "RUST_LOG=debug: {log}");
+    assert!(
+        log.contains("\"level\":\"INFO\""),
+        "default filter is info: {log}"
+    );
+    let quiet = serve_once(&home, &[], Some("warn"));
+    assert!(!quiet.contains("INFO"), "RUST_LOG=warn: {quiet}");
 }
