@@ -720,9 +720,16 @@ fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
 }
 
 fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliError> {
-    let is_path = args.target.contains('/') || Path::new(&args.target).exists();
-    let doc = if !is_path {
-        let (rt, id) = runtime_and_id(home, port, &args.target)?;
+    // A path has a slash; a bare word is an id, prefix or label, else a file of that name here.
+    let by_id = if args.target.contains('/') {
+        None
+    } else {
+        match runtime_and_id(home, port, &args.target) {
+            Err(CliError::UnknownId(_)) if Path::new(&args.target).is_file() => None,
+            other => Some(other?),
+        }
+    };
+    let doc = if let Some((rt, id)) = by_id {
         let reg = rt.read_registration(id)?;
         let a = assess(&rt, &reg);
         ReceiptVerdictDoc {
