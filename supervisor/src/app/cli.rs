@@ -43,7 +43,7 @@ pub struct Cli {
     /// created if missing.
     #[arg(long, global = true, value_name = "DIR", env = "REFINE_HOME")]
     pub home: Option<PathBuf>,
-    /// Runtime port: state lives in <home>/run/<port>.
+    /// Runtime port: state lives in HOME/run/PORT.
     #[arg(long, global = true, value_name = "P", default_value_t = registry::DEFAULT_PORT)]
     pub port: u16,
     #[command(subcommand)]
