@@ -601,7 +601,7 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
         let start = if args.since.is_some_and(|since| written_ms < since) {
             len
         } else if let Some(n) = args.tail {
-            view::tail_offset(&mut file, len, n).map_err(artifact)?
+            view::tail_offset(&mut file, 0, len, n).map_err(artifact)?
         } else {
             0
         };

@@ -454,14 +454,16 @@ fn verified_receipt(r: &ReceiptDoc) -> String {
     )
 }
 
-/// The last `n` lines of a file (reads backwards from the end, bounded by the lines asked for).
+/// The last `n` lines of a file, for display: at most the last 64 KiB of it (a workload that
+/// writes one endless line does not fill the screen or the memory of `show`).
 pub fn tail_lines(path: &Path, n: usize) -> io::Result<Vec<String>> {
+    const SHOWN: u64 = 64 * 1024;
     if n == 0 {
         return Ok(Vec::new());
     }
     let mut f = std::fs::File::open(path)?;
     let len = f.seek(SeekFrom::End(0))?;
-    let start = tail_offset(&mut f, len, n)?;
+    let start = tail_offset(&mut f, len.saturating_sub(SHOWN), len, n)?;
     f.seek(SeekFrom::Start(start))?;
     let mut buf = Vec::new();
     f.take(len - start).read_to_end(&mut buf)?;
@@ -469,8 +471,9 @@ pub fn tail_lines(path: &Path, n: usize) -> io::Result<Vec<String>> {
     Ok(text.lines().map(str::to_owned).collect())
 }
 
-/// The offset where the last `n` lines of the first `len` bytes of `f` start.
-pub fn tail_offset(f: &mut std::fs::File, len: u64, n: usize) -> io::Result<u64> {
+/// The offset where the last `n` lines of the bytes `floor..len` of `f` start (`floor` when
+/// there are fewer).
+pub fn tail_offset(f: &mut std::fs::File, floor: u64, len: u64, n: usize) -> io::Result<u64> {
     const CHUNK: u64 = 16 * 1024;
     if n == 0 {
         return Ok(len);
@@ -480,8 +483,8 @@ pub fn tail_offset(f: &mut std::fs::File, len: u64, n: usize) -> io::Result<u64>
     let mut buf = vec![0u8; CHUNK as usize];
     // A final newline ends the last line rather than starting an empty one.
     let mut skip_last = true;
-    while pos > 0 {
-        let step = CHUNK.min(pos);
+    while pos > floor {
+        let step = CHUNK.min(pos - floor);
         pos -= step;
         f.seek(SeekFrom::Start(pos))?;
         let chunk = &mut buf[..step as usize];
@@ -501,7 +504,7 @@ pub fn tail_offset(f: &mut std::fs::File, len: u64, n: usize) -> io::Result<u64>
             }
         }
     }
-    Ok(0)
+    Ok(floor)
 }
 
 /// `receipt`: one line.
@@ -667,6 +670,20 @@ mod tests {
             r"sh -c 'echo it'\''s'"
         );
         assert_eq!(shell_join(&v(&["sleep", "30"])), "sleep 30");
+    }
+
+    #[test]
+    fn tails_count_lines_from_the_end() {
+        let mut f = tempfile::tempfile().unwrap();
+        let text = "one\ntwo\nthree\n";
+        f.write_all(text.as_bytes()).unwrap();
+        let len = text.len() as u64;
+        let at = |f: &mut std::fs::File, floor, n| tail_offset(f, floor, len, n).unwrap() as usize;
+        assert_eq!(&text[at(&mut f, 0, 1)..], "three\n");
+        assert_eq!(&text[at(&mut f, 0, 2)..], "two\nthree\n");
+        assert_eq!(at(&mut f, 0, 9), 0);
+        assert_eq!(at(&mut f, 0, 0), text.len());
+        assert_eq!(at(&mut f, 6, 9), 6, "never before the floor");
     }
 
     #[test]
