@@ -3,7 +3,7 @@
 //! [`refine_supervisor::app`].
 
 use clap::Parser;
-use refine_supervisor::app::{self as cli, Cli};
+use refine_supervisor::app::{self as cli, Cli, Command};
 
 /// Exit code of every failed command (clap's usage errors exit 2).
 const FAILURE: i32 = 1;
@@ -14,20 +14,16 @@ fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            if matches!(
-                e.kind(),
-                ErrorKind::DisplayHelp
-                    | ErrorKind::DisplayVersion
-                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-            ) {
-                e.exit();
-            }
-            eprintln!("refine-supervisor: {}", one_line_usage_error(&e, &args));
-            std::process::exit(2);
-        }
+        Err(e) => usage_error(e, &args),
     };
+    // `RUST_LOG` traces a command on stderr; unset, nothing is installed (the service installs
+    // its own subscriber, writing its log file).
+    if !matches!(cli.command, Command::Serve(_)) && std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     match cli::dispatch(cli) {
         Ok(code) => std::process::exit(code),
         // The reader went away (`... | head`): not an error of this command, and nothing more
@@ -36,25 +32,26 @@ fn main() {
             std::process::exit(0)
         }
         Err(e) => {
-            let e = anyhow::Error::new(e);
-            // `{:#}` joins the error chain on one line.
-            eprintln!("refine-supervisor: error: {e:#}");
+            eprintln!("refine-supervisor: error: {}", cli::one_line(&e));
             std::process::exit(FAILURE);
         }
     }
 }
 
-/// clap's message reduced to one line; `run` without `--` gets a message that says so.
-fn one_line_usage_error(e: &clap::Error, args: &[std::ffi::OsString]) -> String {
+/// clap's own message, whole (argument names, suggestions, usage); `run` without `--` first
+/// says that is what is missing.
+fn usage_error(e: clap::Error, args: &[std::ffi::OsString]) -> ! {
+    use clap::error::ErrorKind;
     let is_run = args.iter().skip(1).any(|a| a == "run");
     let has_dashes = args.iter().any(|a| a == "--");
-    if is_run && !has_dashes {
-        return "error: run: missing `--` before the command (usage: refine-supervisor run [OPTIONS] -- CMD [ARGS]...)".to_owned();
+    let shown = matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if is_run && !has_dashes && !shown {
+        eprintln!("refine-supervisor: run: missing `--` before the command (usage: refine-supervisor run [OPTIONS] -- CMD [ARGS]...)");
     }
-    let text = e.render().to_string();
-    let first = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("invalid arguments");
-    format!("{} (see --help)", first.trim())
+    e.exit()
 }

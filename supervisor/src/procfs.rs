@@ -501,3 +501,58 @@ mod tests {
         assert_eq!(find_marker(b""), None);
     }
 }
+
+/// What a process costs now (`/proc/PID/stat` fields 14, 15 and 24): CPU time spent in user and
+/// kernel mode, and resident memory. For operator views; never an identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    pub cpu: std::time::Duration,
+    pub rss_bytes: u64,
+}
+
+/// Reads a process's [`Usage`].
+pub fn usage(pid: Pid) -> Result<Usage, ProcfsError> {
+    let path = proc_path(pid, "stat");
+    let text = fs::read_to_string(&path).map_err(|e| classify(pid, "read", &path, e))?;
+    let malformed = || ProcfsError::Malformed {
+        path: path.clone(),
+        field: "stat",
+    };
+    let close = text.rfind(')').ok_or_else(malformed)?;
+    // Index 0 is field 3 (state): utime is field 14, stime 15, rss (pages) 24.
+    let fields: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
+    let num = |i: usize| -> Result<u64, ProcfsError> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(malformed)
+    };
+    let ticks = num(11)?.saturating_add(num(12)?);
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    Ok(Usage {
+        cpu: std::time::Duration::from_millis(ticks.saturating_mul(1000) / hz),
+        rss_bytes: num(21)?.saturating_mul(rustix::param::page_size() as u64),
+    })
+}
+
+/// The program and arguments of a process (`/proc/PID/exe`'s file name, else `comm`; the
+/// NUL-separated `cmdline`). Empty for a kernel thread or a zombie.
+pub fn program_and_args(pid: Pid) -> (String, Vec<String>) {
+    let exe = fs::read_link(proc_path(pid, "exe"))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let program = exe.unwrap_or_else(|| {
+        fs::read_to_string(proc_path(pid, "comm"))
+            .map(|c| c.trim_end().to_owned())
+            .unwrap_or_default()
+    });
+    let args = fs::read(proc_path(pid, "cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    (program, args)
+}

@@ -70,8 +70,14 @@ fn cores_limit_slots_and_percent_is_configurable() {
         (c["cpu_slots"].as_u64(), c["slots"].as_u64()),
         (Some(4), Some(4))
     );
+    // A usage error: clap's whole message, naming the flag and the range, exit 2.
     let bad = home.cli(&["capacity", "--limit-percent", "0"]);
-    assert_one_line_error(&["capacity", "--limit-percent", "0"], &bad);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--limit-percent") && err.contains("1..=100"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -388,7 +388,7 @@ fn a_busy_loop_that_prints_nothing_becomes_stalled_and_clears_when_it_writes() {
     let incident = &row["stalled"];
     assert!(incident["samples"].as_u64().unwrap() >= 3, "{row}");
     assert!(incident["cpu_permille"].as_u64().unwrap() >= 100, "{row}");
-    let table = String::from_utf8_lossy(&home.cli(&["ps"]).stdout).into_owned();
+    let table = String::from_utf8_lossy(&home.cli(&["ps", "--no-trunc"]).stdout).into_owned();
     assert!(
         table
             .lines()

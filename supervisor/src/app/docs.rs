@@ -229,6 +229,27 @@ pub(crate) struct ShowDoc {
     pub artifacts: ArtifactsDoc,
     /// The service's stall watch (H3), while an incident of this live scope is open.
     pub watch: Option<WatchDoc>,
+    /// The scope's processes now (below the guardian, or carrying its owner marker), while it
+    /// is live; empty otherwise.
+    pub processes: Vec<ProcessDoc>,
+}
+
+/// One process of a live scope, as `show` lists it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ProcessDoc {
+    pub pid: u32,
+    pub ppid: i32,
+    pub start_time: u64,
+    /// `running`, `sleeping`, `stopped`, `zombie`, ...
+    pub state: String,
+    /// The executable's file name (else `comm`).
+    pub program: String,
+    pub args: Vec<String>,
+    /// User plus system CPU time.
+    pub cpu_ms: u64,
+    pub rss_bytes: u64,
+    /// `descendant` (below the guardian) or `owner_marker` (carries `REFINE_OWNER`).
+    pub found: String,
 }
 
 /// The stall watch's open incidents of a scope, as `show` prints them.
@@ -457,6 +478,9 @@ pub(crate) struct StopTimingsDoc {
 /// registration, its `id`, the `action` taken, and the `state` and `reason` afterwards.
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct RecoverDoc {
+    /// `recover --dry-run`: the actions are what recovery would do; nothing was done.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<BTreeMap<RecoverAction, usize>>,
     pub registrations: Vec<RecoverEntryDoc>,
@@ -480,6 +504,13 @@ pub(crate) enum RecoverAction {
     StopFailed,
     Owned,
     Corrupt,
+    /// `--dry-run`: live and stale, recovery would stop it.
+    WouldStop,
+    /// `--dry-run`: exited, recovery would release it.
+    WouldRelease,
+    /// `--dry-run`: unverified, recovery would keep it (and kill what is still witnessed for it
+    /// if its guardian is gone).
+    WouldKeep,
 }
 
 /// `receipt --json`: whether the receipt verifies against its registration.
@@ -509,26 +540,13 @@ pub(crate) fn to_value(doc: &impl Serialize) -> serde_json::Value {
     serde_json::to_value(doc).unwrap_or_else(|e| serde_json::Value::String(e.to_string()))
 }
 
-/// `YYYY-MM-DDTHH:MM:SSZ` for a Unix time in milliseconds (civil-from-days, proleptic Gregorian).
+/// `YYYY-MM-DDTHH:MM:SSZ` for a Unix time in milliseconds.
 pub(crate) fn utc(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    i64::try_from(unix_ms)
+        .ok()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_else(|| format!("{unix_ms} ms after the epoch"))
 }
 
 #[cfg(test)]

@@ -17,8 +17,20 @@ pub enum CliError {
     NoHome(#[source] io::Error),
     #[error(transparent)]
     Registry(#[from] RegistryError),
-    #[error("invalid registration id {0:?} (expected 32 hex digits)")]
-    BadId(String),
+    #[error(
+        "no registration matches {0:?} (give an id, a unique prefix of 4+ hex digits, or a label)"
+    )]
+    UnknownId(String),
+    #[error("{text:?} is ambiguous; it matches:\n{candidates}")]
+    AmbiguousId { text: String, candidates: String },
+    #[error("timed out after {after}; still live: {live}")]
+    WaitTimeout { after: String, live: String },
+    #[error("cannot create the home {path}")]
+    CreateHome {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("no receipt at {path}: {source}")]
     ReceiptRead {
         path: PathBuf,

@@ -7,6 +7,7 @@
 //! - `serve`: the per-port service; `client`: its socket client.
 //! - `metrics`: the service's Prometheus exposition (`serve --metrics`).
 //! - `ops`: what the CLI and the service share (assessment views, documents, capacity).
+//! - `view`: the human views drawn from the documents; `resolve`: ids, prefixes and labels.
 //! - `error`: the application's errors.
 
 mod cli;
@@ -15,8 +16,16 @@ mod docs;
 mod error;
 mod metrics;
 mod ops;
+mod resolve;
 mod run;
 mod serve;
+mod view;
 
-pub use cli::{dispatch, Cli, ExitCode};
+pub use cli::{dispatch, Cli, Command, ExitCode};
+
+/// An error and its causes on one line, each cause once (a message that already quotes its
+/// cause does not repeat it).
+pub fn one_line(e: &CliError) -> String {
+    crate::error_chain(e)
+}
 pub use error::{CliError, ServiceError};

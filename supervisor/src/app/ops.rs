@@ -13,9 +13,9 @@ use refine_protocol::record::StallRecord;
 use refine_protocol::{Kind, Receipt, Registration, RegistrationId, StopCause};
 
 use super::docs::{
-    utc, ArtifactDoc, ArtifactsDoc, AssessmentDoc, ReceiptDoc, RecordDoc, RecoverAction,
-    RecoverDoc, RecoverEntryDoc, ResultDoc, ShowDoc, State, StatusFields, StopDetail, StopDoc,
-    StopOutcomeDoc, StopTimingsDoc, WatchDoc,
+    utc, ArtifactDoc, ArtifactsDoc, AssessmentDoc, ProcessDoc, ReceiptDoc, RecordDoc,
+    RecoverAction, RecoverDoc, RecoverEntryDoc, ResultDoc, ShowDoc, State, StatusFields,
+    StopDetail, StopDoc, StopOutcomeDoc, StopTimingsDoc, WatchDoc,
 };
 use super::error::{CliError, ServiceError};
 use crate::capacity::{self, HostProbe, HostSample};
@@ -23,7 +23,7 @@ use crate::error_chain;
 use crate::launch::LaunchRequest;
 use crate::pty::WindowSize;
 use crate::registry::{RegistryError, Runtime, Stream};
-use crate::{assess, recover, retention, stop};
+use crate::{assess, procfs, recover, retention, stop, tree};
 
 /// Standard output, locked.
 pub(crate) fn out() -> io::StdoutLock<'static> {
@@ -129,7 +129,8 @@ pub fn list_views(rt: &Runtime, all: bool) -> Result<Vec<ScopeView>, RegistryErr
         };
         rows.push(row);
     }
-    rows.sort_by_key(|r| (r.started_at_unix_ms, r.id.clone()));
+    // Newest first, as `podman ps` lists.
+    rows.sort_by(|a, b| (b.started_at_unix_ms, &b.id).cmp(&(a.started_at_unix_ms, &a.id)));
     Ok(rows)
 }
 
@@ -173,7 +174,51 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
             stderr: ArtifactDoc::of(Path::new(&reg.stderr_path)),
         },
         watch: stall_record(rt, &reg, a.state).map(|r| WatchDoc::of(&r)),
+        processes: if a.state == State::Live {
+            processes(&reg)
+        } else {
+            Vec::new()
+        },
     })
+}
+
+/// The live scope's processes: below the guardian, and those carrying its owner marker.
+/// For display: a process that ends during the scan is left out.
+fn processes(reg: &Registration) -> Vec<ProcessDoc> {
+    let Ok(boot) = assess::BootSource::boot_id(&assess::KERNEL_BOOT) else {
+        return Vec::new();
+    };
+    let roots = tree::Roots {
+        guardian: Some(reg.hello.guardian),
+        members: Vec::new(),
+        owner: Some(reg.id),
+    };
+    let Ok(scope) = tree::discover(&roots, boot) else {
+        return Vec::new();
+    };
+    scope
+        .members
+        .iter()
+        .filter_map(|m| {
+            let pid = procfs::pid_of(&m.witness)?;
+            let usage = procfs::usage(pid).ok()?;
+            let (program, args) = procfs::program_and_args(pid);
+            Some(ProcessDoc {
+                pid: m.witness.pid,
+                ppid: m.ppid,
+                start_time: m.witness.start_time,
+                state: format!("{:?}", m.state).to_lowercase(),
+                program,
+                args,
+                cpu_ms: usage.cpu.as_millis() as u64,
+                rss_bytes: usage.rss_bytes,
+                found: serde_json::to_value(m.found)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+            })
+        })
+        .collect()
 }
 
 /// The host probe: sysinfo, or the fixed figures of the test seam
@@ -431,6 +476,44 @@ pub fn recover_all(rt: &Runtime) -> Result<RecoverDoc, ServiceError> {
         });
     }
     Ok(RecoverDoc {
+        dry_run: false,
+        summary: Some(counts),
+        registrations: entries,
+    })
+}
+
+/// What the recovery pass would do now (`recover --dry-run`): the same assessment, the same
+/// lock test (a held lock is an owner), and nothing signalled, released or written.
+pub fn recover_plan(rt: &Runtime) -> Result<RecoverDoc, RegistryError> {
+    let mut counts: BTreeMap<RecoverAction, usize> = BTreeMap::new();
+    let mut entries = Vec::new();
+    for id in rt.list_ids()? {
+        let lock = rt.lock(id, recover::DEFAULT_LOCK_WAIT);
+        let (action, after) = match (lock, rt.read_registration(id)) {
+            (Err(RegistryError::Fence(crate::fence::FenceError::Timeout { .. })), Ok(reg)) => {
+                (RecoverAction::Owned, assess_one(rt, &reg))
+            }
+            (_, Err(err)) => (RecoverAction::Corrupt, corrupt(&err)),
+            (_, Ok(reg)) => {
+                let a = assess_one(rt, &reg);
+                let action = match a.state {
+                    State::Live => RecoverAction::WouldStop,
+                    State::Exited => RecoverAction::WouldRelease,
+                    State::Unverified | State::Corrupt => RecoverAction::WouldKeep,
+                };
+                (action, a)
+            }
+        };
+        *counts.entry(action).or_default() += 1;
+        entries.push(RecoverEntryDoc {
+            id: id.to_string(),
+            action,
+            state: after.state,
+            reason: after.reason,
+        });
+    }
+    Ok(RecoverDoc {
+        dry_run: true,
         summary: Some(counts),
         registrations: entries,
     })

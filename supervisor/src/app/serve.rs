@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use refine_protocol::api::{self, ErrorKind, LaunchAsk, Reply, Request, Response, MAX_MESSAGE};
 use refine_protocol::{Registration, RegistrationId, StopCause};
 
+use super::cli::LogFormat;
 use super::docs::{json_line, to_value, RecoverAction, State, StopDetail, StopDoc};
 use super::error::{io_err, CliError, ServiceError};
 use super::metrics::{self, Metrics, RequestResult};
@@ -134,24 +135,35 @@ impl Service {
     }
 }
 
+/// How `serve` runs: its loops' periods, the stall watch, the metrics address, the shutdown
+/// grace and the log format (the `serve` flags).
+pub struct ServeConfig {
+    pub maintenance_every: Duration,
+    pub retain: Duration,
+    pub watch: StallConfig,
+    pub metrics_addr: Option<SocketAddr>,
+    pub shutdown_grace: Duration,
+    pub log_format: LogFormat,
+}
+
 /// Runs the service in the foreground until SIGTERM or SIGINT, then ends its launches (see the
 /// module docs: [`shutdown`]).
-pub fn serve(
-    home: &Path,
-    port: u16,
-    maintenance_every: Duration,
-    retain: Duration,
-    watch: StallConfig,
-    metrics_addr: Option<SocketAddr>,
-    shutdown_grace: Duration,
-) -> Result<(), ServiceError> {
+pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceError> {
+    let ServeConfig {
+        maintenance_every,
+        retain,
+        watch,
+        metrics_addr,
+        shutdown_grace,
+        log_format,
+    } = config;
     let rt = Runtime::open(home, port)?;
     let lock = rt.service_lock_path();
     let _held = fence::try_acquire(&lock)?.ok_or_else(|| ServiceError::AlreadyRunning {
         port,
         lock: lock.clone(),
     })?;
-    init_tracing(&rt)?;
+    init_tracing(&rt, log_format)?;
     tracing::info!(port, home = %home.display(), pid = std::process::id(), "service starting");
 
     let t = std::time::Instant::now();
@@ -200,7 +212,9 @@ pub fn serve(
     result
 }
 
-fn init_tracing(rt: &Runtime) -> Result<(), ServiceError> {
+/// The service log: `run/P/service.log`, filtered by `RUST_LOG` (default `info`), as text or
+/// JSON lines.
+fn init_tracing(rt: &Runtime, format: LogFormat) -> Result<(), ServiceError> {
     let path = rt.service_log_path();
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -208,10 +222,16 @@ fn init_tracing(rt: &Runtime) -> Result<(), ServiceError> {
         .open(&path)
         .map_err(io_err("open the service log"))?;
     // A second init (tests calling serve twice in one process) keeps the first subscriber.
-    let _ = tracing_subscriber::fmt()
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
         .with_writer(Mutex::new(file))
-        .with_ansi(false)
-        .try_init();
+        .with_ansi(false);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
     Ok(())
 }
 

@@ -1,0 +1,715 @@
+//! The human views (SPEC O6, O7, O10): `show` as `systemctl status` reads, the `ps` table that
+//! fits the terminal, one-line verdicts for `stop`, tables for `recover` and `gc`. Every view is
+//! drawn from the typed document `--json` prints ([`super::docs`]): a key added there is shown
+//! here by adding one line, and the JSON contract never depends on the human layout.
+//!
+//! Conventions: times are local (`jiff`, the system time zone, looked up only when a time is
+//! printed) with their age; sizes are binary units; durations go through `humantime`.
+//!
+//! Tables are the small aligned-column writer below rather than a table crate: the only elastic
+//! column is the last one (a command line), which is cut to the terminal width with `…`. Table
+//! crates that fit a width wrap cells onto several lines, which breaks `grep`/`awk` over `ps`.
+
+use std::fmt::Write as _;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use refine_protocol::api::ScopeView;
+
+use super::docs::{
+    GcDoc, ProcessDoc, ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, ResultDoc, ShowDoc, State,
+    StatusFields, StatusName, StopDetail, StopDoc,
+};
+use crate::capacity::human_bytes;
+use crate::retention;
+
+// ---------------------------------------------------------------------------------------------
+// Conventions.
+
+/// Parses a duration: anything `humantime` reads (`1h30m`, `1.5s`, `500ms`, `7d`, `0s`), or a
+/// bare number, which is seconds (as `sleep 5` and `timeout 5` read it).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return t
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| format!("{text:?} is out of range"));
+    }
+    if let Some(secs) = t.strip_suffix('s').and_then(|n| n.parse::<f64>().ok()) {
+        // humantime takes no fractions; `1.5s` is too common to refuse.
+        return Duration::try_from_secs_f64(secs).map_err(|e| format!("{text:?}: {e}"));
+    }
+    humantime::parse_duration(t)
+        .map_err(|e| format!("{text:?} is not a duration ({e}; examples: 1h30m, 1.5s, 500ms, 7d)"))
+}
+
+/// A point in time given as `DUR` (that long ago), an RFC 3339 timestamp, or a local
+/// `YYYY-MM-DD[ HH:MM[:SS]]`; as Unix milliseconds.
+pub fn parse_since(text: &str) -> Result<u64, String> {
+    let now = crate::deadline::unix_ms();
+    if let Ok(d) = parse_duration(text) {
+        return Ok(now.saturating_sub(d.as_millis() as u64));
+    }
+    let ts = text
+        .parse::<jiff::Timestamp>()
+        .or_else(|_| {
+            let dt = text
+                .parse::<jiff::civil::DateTime>()
+                .or_else(|_| text.parse::<jiff::civil::Date>().map(|d| d.to_datetime(jiff::civil::Time::midnight())))?;
+            dt.to_zoned_datetime(jiff::tz::TimeZone::system()).map(|z| z.timestamp())
+        })
+        .map_err(|e| {
+            format!("{text:?} is neither a duration nor a time (e.g. 10m, 2026-01-31 12:00, 2026-01-31T12:00:00Z): {e}")
+        })?;
+    Ok(ts.as_millisecond().max(0) as u64)
+}
+
+fn zoned(unix_ms: u64) -> Option<jiff::ZonedDateTime> {
+    let ts = jiff::Timestamp::from_millisecond(i64::try_from(unix_ms).ok()?).ok()?;
+    Some(ts.to_zoned_datetime(jiff::tz::TimeZone::system()))
+}
+
+/// `2026-12-01 12:00:01 CET` in the system time zone.
+pub fn local_time(unix_ms: u64) -> String {
+    zoned(unix_ms)
+        .map(|z| z.strftime("%Y-%m-%d %H:%M:%S %Z").to_string())
+        .unwrap_or_else(|| "-".into())
+}
+
+/// `12:00:01` today, else the date too.
+fn short_time(unix_ms: u64) -> String {
+    let today = zoned(crate::deadline::unix_ms()).map(|z| z.date());
+    match zoned(unix_ms) {
+        Some(z) if Some(z.date()) == today => z.strftime("%H:%M:%S").to_string(),
+        Some(z) => z.strftime("%Y-%m-%d %H:%M:%S").to_string(),
+        None => "-".into(),
+    }
+}
+
+/// An age at a glance: `45s`, `12m`, `3h 5m`, `2days 4h`.
+pub fn age(d: Duration) -> String {
+    let s = d.as_secs();
+    let rounded = match s {
+        s if s < 120 => s,
+        s if s < 3600 => s / 60 * 60,
+        s if s < 172_800 => s / 60 * 60,
+        s => s / 3600 * 3600,
+    };
+    let text = humantime::format_duration(Duration::from_secs(rounded)).to_string();
+    // Two units are enough to read an age.
+    text.split(' ').take(2).collect::<Vec<_>>().join(" ")
+}
+
+fn age_since(unix_ms: u64) -> String {
+    age(Duration::from_millis(
+        crate::deadline::unix_ms().saturating_sub(unix_ms),
+    ))
+}
+
+/// An argv as a shell would need it typed (single quotes where needed).
+pub fn shell_join(argv: &[String]) -> String {
+    let quote = |a: &String| {
+        let plain = !a.is_empty()
+            && a.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+        if plain {
+            a.clone()
+        } else {
+            format!("'{}'", a.replace('\'', r"'\''"))
+        }
+    };
+    argv.iter().map(quote).collect::<Vec<_>>().join(" ")
+}
+
+/// The workload's status in words: `exit 0`, `signal 9 (KILL)`, `never started`, `unknown`.
+fn status_words(s: &StatusFields) -> Option<String> {
+    Some(match s.status? {
+        StatusName::Exited => format!("exit {}", s.exit_code.unwrap_or_default()),
+        StatusName::Signaled => {
+            let n = s.signal.unwrap_or_default();
+            match signal_name(n) {
+                Some(name) => format!("signal {n} ({name})"),
+                None => format!("signal {n}"),
+            }
+        }
+        StatusName::NeverStarted => "never started".into(),
+        StatusName::Unknown => "unknown".into(),
+    })
+}
+
+fn signal_name(n: i32) -> Option<&'static str> {
+    Some(match n {
+        1 => "HUP",
+        2 => "INT",
+        3 => "QUIT",
+        6 => "ABRT",
+        9 => "KILL",
+        11 => "SEGV",
+        13 => "PIPE",
+        14 => "ALRM",
+        15 => "TERM",
+        _ => return None,
+    })
+}
+
+/// Rows as columns aligned on the widest cell. With `width`, the last column is cut so that
+/// every line fits (`…` marks the cut).
+pub fn table_lines(rows: &[Vec<String>], width: Option<usize>) -> Vec<String> {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widest = vec![0usize; cols];
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widest[i] = widest[i].max(c.chars().count());
+        }
+    }
+    rows.iter()
+        .map(|r| {
+            let mut line = String::new();
+            for (i, c) in r.iter().enumerate() {
+                if i + 1 == r.len() {
+                    line.push_str(c);
+                } else {
+                    line.push_str(c);
+                    line.extend(std::iter::repeat_n(' ', widest[i] - c.chars().count() + 2));
+                }
+            }
+            let line = line.trim_end().to_owned();
+            match width {
+                Some(w) if line.chars().count() > w && w > 1 => {
+                    let mut cut: String = line.chars().take(w - 1).collect();
+                    cut.push('…');
+                    cut
+                }
+                _ => line,
+            }
+        })
+        .collect()
+}
+
+/// The terminal's width when stdout is one, else `$COLUMNS`, else unlimited.
+pub fn terminal_width() -> Option<usize> {
+    let stdout = io::stdout();
+    if let Ok(ws) = rustix::termios::tcgetwinsize(&stdout) {
+        if ws.ws_col > 0 {
+            return Some(usize::from(ws.ws_col));
+        }
+    }
+    std::env::var("COLUMNS")
+        .ok()?
+        .parse()
+        .ok()
+        .filter(|&w| w > 0)
+}
+
+fn write_lines(o: &mut impl Write, lines: &[String]) -> io::Result<()> {
+    for l in lines {
+        writeln!(o, "{l}")?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// ps.
+
+/// The workload's status and the outcome when it is not a plain completion.
+fn ps_status(r: &ScopeView) -> String {
+    let status = match (r.status.as_deref(), r.exit_code, r.signal) {
+        (_, Some(c), _) => format!("exit {c}"),
+        (_, _, Some(s)) => format!("signal {s}"),
+        (Some(s), _, _) => s.replace('_', " "),
+        (None, _, _) => if r.state == "live" { "running" } else { "-" }.to_owned(),
+    };
+    match r.outcome.as_deref() {
+        None | Some("completed") => status,
+        Some(o) => format!("{status}, {}", o.replace('_', " ")),
+    }
+}
+
+/// The state, with the stall watch's open incidents (`live (stalled)`).
+fn ps_state(r: &ScopeView) -> String {
+    let open: Vec<&str> = [
+        ("stalled", r.stalled.is_some()),
+        ("silent", r.silent.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, open)| open.then_some(name))
+    .collect();
+    if open.is_empty() {
+        r.state.clone()
+    } else {
+        format!("{} ({})", r.state, open.join(", "))
+    }
+}
+
+/// The `ps` table: newest first (the rows' order), the command last and cut to `width`.
+pub fn ps_table(
+    o: &mut impl Write,
+    rows: &[ScopeView],
+    width: Option<usize>,
+    full_ids: bool,
+) -> io::Result<()> {
+    let mut table = vec![[
+        "ID", "KIND", "STATE", "STATUS", "PID", "AGE", "LABEL", "COMMAND",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for r in rows {
+        let id = if full_ids {
+            r.id.clone()
+        } else {
+            r.id.chars().take(12).collect()
+        };
+        table.push(vec![
+            id,
+            r.kind.clone(),
+            ps_state(r),
+            ps_status(r),
+            r.pid.to_string(),
+            if r.started_at_unix_ms == 0 {
+                "-".into()
+            } else {
+                age(Duration::from_secs(r.age_secs))
+            },
+            if r.label.is_empty() {
+                "-".into()
+            } else {
+                r.label.clone()
+            },
+            shell_join(&r.argv),
+        ]);
+    }
+    write_lines(o, &table_lines(&table, width))
+}
+
+// ---------------------------------------------------------------------------------------------
+// show.
+
+/// `show ID` as `systemctl status` reads: headline, state, command, processes, receipt, output.
+pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -> io::Result<()> {
+    let rec = &doc.record;
+    let dot = match doc.state {
+        State::Live => "●",
+        State::Exited => "○",
+        State::Unverified | State::Corrupt => "×",
+    };
+    let label = if rec.label.is_empty() {
+        "(no label)"
+    } else {
+        &rec.label
+    };
+    writeln!(o, "{dot} {}  {label}  ({})", doc.id, rec.kind)?;
+
+    let mut lines: Vec<(&str, String)> = Vec::new();
+    // State, its reason and since when.
+    let since = match (&doc.state, &doc.receipt) {
+        (State::Exited, Some(r)) if r.workload_exited_at_ns > 0 || r.written_at_ns > 0 => {
+            r.written_at_ns / 1_000_000
+        }
+        _ => rec.started_at_unix_ms,
+    };
+    let mut state = format!(
+        "{} since {} ({} ago)",
+        doc.state.name(),
+        local_time(since),
+        age_since(since)
+    );
+    if let Some(reason) = &doc.reason {
+        let _ = write!(state, ": {reason}");
+    }
+    lines.push(("State", state));
+    lines.push((
+        "Started",
+        format!(
+            "{} ({} ago)",
+            local_time(rec.started_at_unix_ms),
+            age_since(rec.started_at_unix_ms)
+        ),
+    ));
+    lines.push(("Command", shell_join(&rec.argv)));
+    lines.push(("Cwd", rec.cwd.clone()));
+    lines.push(("Main PID", main_pid(doc)));
+    if let Some(ResultDoc::Written { outcome, .. }) = &doc.result {
+        lines.push(("Outcome", outcome.replace('_', " ")));
+    }
+    lines.push(("Receipt", receipt_line(doc)));
+    for (name, a) in [
+        ("stdout", &doc.artifacts.stdout),
+        ("stderr", &doc.artifacts.stderr),
+    ] {
+        let size = if a.exists {
+            human_bytes(a.bytes)
+        } else {
+            "missing".into()
+        };
+        lines.push((
+            if name == "stdout" { "Stdout" } else { "Stderr" },
+            format!("{} ({size})", a.path.display()),
+        ));
+    }
+    if !rec.purpose.is_empty() {
+        let meta: Vec<String> = rec
+            .purpose
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        lines.push(("Purpose", meta.join(" ")));
+    }
+    for (k, v) in &lines {
+        writeln!(o, "{k:>10}: {v}")?;
+    }
+    if !doc.processes.is_empty() {
+        writeln!(o, "{:>10}:", "Processes")?;
+        let mut rows = vec![["PID", "PPID", "STATE", "CPU", "RSS", "PROGRAM", "ARGS"]
+            .map(String::from)
+            .to_vec()];
+        for p in &doc.processes {
+            rows.push(process_row(p));
+        }
+        let width = terminal_width().map(|w| w.saturating_sub(12));
+        for l in table_lines(&rows, width) {
+            writeln!(o, "            {l}")?;
+        }
+    }
+    for (stream, tail) in tail {
+        if tail.is_empty() {
+            continue;
+        }
+        writeln!(o)?;
+        let n = tail.len();
+        writeln!(
+            o,
+            "Last {n} line{} of {stream}:",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for l in tail {
+            writeln!(o, "  {l}")?;
+        }
+    }
+    Ok(())
+}
+
+fn process_row(p: &ProcessDoc) -> Vec<String> {
+    let mut program = p.program.clone();
+    if p.found == "owner_marker" {
+        program.push_str(" (marker)");
+    }
+    vec![
+        p.pid.to_string(),
+        p.ppid.to_string(),
+        p.state.clone(),
+        format!("{:.2}s", p.cpu_ms as f64 / 1000.0),
+        human_bytes(p.rss_bytes),
+        program,
+        shell_join(&p.args),
+    ]
+}
+
+/// `1234 (sh): running`, or the workload's status once it ended; the guardian's pid beside it.
+fn main_pid(doc: &ShowDoc) -> String {
+    let w = &doc.record.workload;
+    let program = doc
+        .record
+        .argv
+        .first()
+        .map(|a| {
+            Path::new(a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| a.clone())
+        })
+        .unwrap_or_default();
+    let running = doc
+        .processes
+        .iter()
+        .any(|p| p.pid == w.pid && p.start_time == w.start_time);
+    let status = if running {
+        "running".to_owned()
+    } else {
+        let from_receipt = doc.receipt.as_ref().map(|r| r.status);
+        let from_result = match &doc.result {
+            Some(ResultDoc::Written { status, .. }) => Some(*status),
+            _ => None,
+        };
+        from_receipt
+            .or(from_result)
+            .and_then(|s| status_words(&s))
+            .map(|s| format!("ended, {s}"))
+            .unwrap_or_else(|| "ended, status not known yet".into())
+    };
+    format!(
+        "{} ({program}): {status}; guardian {}",
+        w.pid, doc.record.guardian.pid
+    )
+}
+
+/// `verified, 3 processes reaped, written 12:00:01`, or why there is none.
+fn receipt_line(doc: &ShowDoc) -> String {
+    match (&doc.state, &doc.receipt) {
+        (State::Exited, Some(r)) => verified_receipt(r),
+        (State::Exited, None) => "none needed: its boot has ended".into(),
+        (State::Live, _) => "not yet: the guardian is alive and still reaping".into(),
+        (_, _) => format!(
+            "none verifies{}",
+            doc.reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        ),
+    }
+}
+
+fn verified_receipt(r: &ReceiptDoc) -> String {
+    let status = status_words(&r.status).unwrap_or_else(|| "status unknown".into());
+    format!(
+        "verified, {} process{} reaped, workload {status}, written {}",
+        r.reaped,
+        if r.reaped == 1 { "" } else { "es" },
+        short_time(r.written_at_ns / 1_000_000)
+    )
+}
+
+/// The last `n` lines of a file, for display: at most the last 64 KiB of it (a workload that
+/// writes one endless line does not fill the screen or the memory of `show`).
+pub fn tail_lines(path: &Path, n: usize) -> io::Result<Vec<String>> {
+    const SHOWN: u64 = 64 * 1024;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let mut f = std::fs::File::open(path)?;
+    let len = f.seek(SeekFrom::End(0))?;
+    let start = tail_offset(&mut f, len.saturating_sub(SHOWN), len, n)?;
+    f.seek(SeekFrom::Start(start))?;
+    let mut buf = Vec::new();
+    f.take(len - start).read_to_end(&mut buf)?;
+    let text = String::from_utf8_lossy(&buf);
+    Ok(text.lines().map(str::to_owned).collect())
+}
+
+/// The offset where the last `n` lines of the bytes `floor..len` of `f` start (`floor` when
+/// there are fewer).
+pub fn tail_offset(f: &mut std::fs::File, floor: u64, len: u64, n: usize) -> io::Result<u64> {
+    const CHUNK: u64 = 16 * 1024;
+    if n == 0 {
+        return Ok(len);
+    }
+    let mut pos = len;
+    let mut newlines = 0usize;
+    let mut buf = vec![0u8; CHUNK as usize];
+    // A final newline ends the last line rather than starting an empty one.
+    let mut skip_last = true;
+    while pos > floor {
+        let step = CHUNK.min(pos - floor);
+        pos -= step;
+        f.seek(SeekFrom::Start(pos))?;
+        let chunk = &mut buf[..step as usize];
+        f.read_exact(chunk)?;
+        for i in (0..chunk.len()).rev() {
+            if chunk[i] != b'\n' {
+                skip_last = false;
+                continue;
+            }
+            if skip_last {
+                skip_last = false;
+                continue;
+            }
+            newlines += 1;
+            if newlines == n {
+                return Ok(pos + i as u64 + 1);
+            }
+        }
+    }
+    Ok(floor)
+}
+
+/// `receipt`: one line.
+pub fn receipt_verdict(doc: &ReceiptVerdictDoc) -> String {
+    match (&doc.receipt, doc.verified) {
+        (Some(r), true) => format!("{}: receipt {}", doc.id, verified_receipt(r)),
+        (_, _) => format!(
+            "{}: receipt does not verify{} ({})",
+            doc.id,
+            doc.state
+                .map(|s| format!(", scope {}", s.name()))
+                .unwrap_or_default(),
+            doc.reason.as_deref().unwrap_or("no receipt")
+        ),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// stop, recover, gc.
+
+/// `stop`: one line.
+pub fn stop_line(doc: &StopDoc) -> String {
+    match &doc.detail {
+        StopDetail::Done {
+            killed,
+            timings_ms,
+            receipt,
+            ..
+        } => {
+            let proof = match receipt {
+                Some(r) if doc.state == State::Exited => format!("receipt {}", verified_receipt(r)),
+                _ => format!(
+                    "{}{}",
+                    doc.state.name(),
+                    doc.reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                ),
+            };
+            format!(
+                "{}: {} ({killed} killed, {:.0} ms); {proof}",
+                doc.id,
+                serde_json::to_value(doc.outcome)
+                    .ok()
+                    .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+                    .unwrap_or_default(),
+                timings_ms.total,
+            )
+        }
+        StopDetail::Failed { error } => format!("{}: stop failed: {error}", doc.id),
+    }
+}
+
+fn name_of(v: &impl serde::Serialize) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+        .unwrap_or_default()
+}
+
+/// `recover` (and `recover --dry-run`): one row per registration and a summary line.
+pub fn recover(o: &mut impl Write, doc: &RecoverDoc) -> io::Result<()> {
+    if doc.registrations.is_empty() {
+        return writeln!(o, "nothing to recover");
+    }
+    let mut rows = vec![["ID", "ACTION", "STATE", "REASON"]
+        .map(String::from)
+        .to_vec()];
+    for e in &doc.registrations {
+        rows.push(vec![
+            e.id.clone(),
+            name_of(&e.action),
+            e.state.name().to_owned(),
+            e.reason.clone().unwrap_or_default(),
+        ]);
+    }
+    write_lines(o, &table_lines(&rows, None))?;
+    let summary: Vec<String> = doc
+        .summary
+        .iter()
+        .flatten()
+        .map(|(a, n)| format!("{n} {}", name_of(a)))
+        .collect();
+    let head = if doc.dry_run {
+        "dry run, nothing done: "
+    } else {
+        ""
+    };
+    writeln!(o, "{head}{}", summary.join(", "))
+}
+
+/// `gc`: one row per registration considered, sizes in binary units, and a total.
+pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
+    let mut rows = vec![["ID", "ACTION", "FILES", "SIZE", "REASON"]
+        .map(String::from)
+        .to_vec()];
+    for e in &report.entries {
+        rows.push(vec![
+            e.id.clone(),
+            name_of(&e.action),
+            e.files.len().to_string(),
+            human_bytes(e.bytes),
+            e.reason.clone(),
+        ]);
+    }
+    if rows.len() > 1 {
+        write_lines(o, &table_lines(&rows, None))?;
+    }
+    let (files, bytes) = report
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.action,
+                retention::Action::Deleted | retention::Action::WouldDelete
+            )
+        })
+        .fold((0, 0), |(f, b), e| (f + e.files.len(), b + e.bytes));
+    writeln!(
+        o,
+        "{} {files} files, {}",
+        if report.dry_run {
+            "would delete"
+        } else {
+            "deleted"
+        },
+        human_bytes(bytes)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        let d = |s| parse_duration(s);
+        assert_eq!(d("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(d("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(d("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(d("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(d("7d"), Ok(Duration::from_secs(604_800)));
+        assert_eq!(d("0s"), Ok(Duration::ZERO));
+        assert_eq!(d("5"), Ok(Duration::from_secs(5)));
+        for bad in ["", "s", "5x", "-1s", "99999999999999999999d", "1.5.5s"] {
+            assert!(d(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ages_read_at_a_glance() {
+        assert_eq!(age(Duration::from_secs(45)), "45s");
+        assert_eq!(age(Duration::from_secs(754)), "12m");
+        assert_eq!(age(Duration::from_secs(3 * 3600 + 5 * 60 + 7)), "3h 5m");
+    }
+
+    #[test]
+    fn shell_quoting() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            shell_join(&v(&["sh", "-c", "echo it's"])),
+            r"sh -c 'echo it'\''s'"
+        );
+        assert_eq!(shell_join(&v(&["sleep", "30"])), "sleep 30");
+    }
+
+    #[test]
+    fn tails_count_lines_from_the_end() {
+        let mut f = tempfile::tempfile().unwrap();
+        let text = "one\ntwo\nthree\n";
+        f.write_all(text.as_bytes()).unwrap();
+        let len = text.len() as u64;
+        let at = |f: &mut std::fs::File, floor, n| tail_offset(f, floor, len, n).unwrap() as usize;
+        assert_eq!(&text[at(&mut f, 0, 1)..], "three\n");
+        assert_eq!(&text[at(&mut f, 0, 2)..], "two\nthree\n");
+        assert_eq!(at(&mut f, 0, 9), 0);
+        assert_eq!(at(&mut f, 0, 0), text.len());
+        assert_eq!(at(&mut f, 6, 9), 6, "never before the floor");
+    }
+
+    #[test]
+    fn tables_fit_the_width() {
+        let rows = vec![
+            vec!["A".to_owned(), "COMMAND".to_owned()],
+            vec!["x".to_owned(), "a very long command line indeed".to_owned()],
+        ];
+        for l in table_lines(&rows, Some(12)) {
+            assert!(l.chars().count() <= 12, "{l}");
+        }
+    }
+}

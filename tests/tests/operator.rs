@@ -1,0 +1,577 @@
+//! The operator's view (SPEC O5–O11), driven as a user types it: ids by prefix and label,
+//! `show` of a live scope, `ps` filters, `logs -n/--since/-f`, `wait`, `recover --dry-run`,
+//! durations, error texts, the home, completions, `RUST_LOG`. Human output is checked by
+//! content, never by exact layout.
+
+mod cli_support;
+
+use std::fs;
+use std::process::Stdio;
+
+use cli_support::*;
+use refine_tests::wait_until;
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `run --label LABEL -- ARGV` to its end; the id from `ps` (newest first).
+fn run_labelled(home: &Home, label: &str, argv: &[&str]) -> String {
+    let mut args = vec!["run", "--label", label, "--json", "--"];
+    args.extend_from_slice(argv);
+    let out = home.cli(&args);
+    parse(&args, &out)["id"].as_str().expect("id").to_owned()
+}
+
+/// A failed command's stderr, which must be one line.
+fn one_line_error(home: &Home, args: &[&str]) -> String {
+    assert_one_line_error(args, &home.cli(args))
+}
+
+#[test]
+fn ids_by_unique_prefix_and_label_ambiguous_and_unknown() {
+    let home = Home::new();
+    let solo = run_labelled(&home, "solo", &["sh", "-c", "echo hi"]);
+    let twin_a = run_labelled(&home, "twin", &["true"]);
+    let twin_b = run_labelled(&home, "twin", &["true"]);
+
+    // A unique prefix and a label work wherever an id is taken.
+    for t in [&solo[..8], "solo"] {
+        let doc = home.json(&["show", t, "--json"]);
+        assert_eq!(doc["id"], solo.as_str(), "{t}: {doc}");
+        let args = ["logs", t];
+        let out = home.cli(&args);
+        assert_eq!(text(&out.stdout), "hi\n", "{}", describe(&args, &out));
+        let args = ["receipt", t];
+        assert!(home.cli(&args).status.success(), "receipt {t}");
+        let args = ["wait", t];
+        let out = home.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+    }
+
+    // An ambiguous label lists the candidates: id, label, state, start.
+    let args = ["show", "twin"];
+    let out = home.cli(&args);
+    assert!(!out.status.success(), "{}", describe(&args, &out));
+    let err = text(&out.stderr);
+    assert!(err.contains("ambiguous"), "{err}");
+    for id in [&twin_a, &twin_b] {
+        let line = err
+            .lines()
+            .find(|l| l.contains(id.as_str()))
+            .unwrap_or_else(|| panic!("{id} not listed: {err}"));
+        assert!(line.contains("twin") && line.contains("exited"), "{line}");
+        assert!(line.contains(':'), "start time missing: {line}");
+    }
+    assert!(!err.contains(&solo), "{err}");
+
+    // Unknown: one line, for ids, prefixes and labels alike; too short a prefix is no prefix.
+    let unknown_prefix = if solo.starts_with("ffff") {
+        "eeee0"
+    } else {
+        "ffff0"
+    };
+    for t in [unknown_prefix, "no-such-label", &solo[..3]] {
+        for cmd in ["show", "stop", "logs", "wait"] {
+            let err = one_line_error(&home, &[cmd, t]);
+            assert!(err.contains("no registration matches"), "{cmd} {t}: {err}");
+        }
+    }
+}
+
+#[test]
+fn show_of_a_live_scope_lists_its_detached_descendant() {
+    let home = Home::new();
+    let args = [
+        "run",
+        "--label",
+        "holder",
+        "--",
+        "sh",
+        "-c",
+        "sleep 600 & echo child $!; echo done",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let child: u32 = text(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("child "))
+        .and_then(|p| p.trim().parse().ok())
+        .expect("child pid");
+    let id = home.ps()[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(home.state(&id), "live");
+
+    let args = ["show", "holder"];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let view = text(&out.stdout);
+    // Headline, state, command, processes (the descendant by pid and program), output.
+    for want in [
+        id.as_str(),
+        "holder",
+        "command",
+        "live since",
+        "sleep 600 & echo child",
+        "Processes",
+        &format!("{child} "),
+        "sleep",
+        "exit 0",
+        "Last 2 lines of stdout",
+        "done",
+    ] {
+        assert!(view.contains(want), "{want:?} missing:\n{view}");
+    }
+    let row = view
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{child} ")))
+        .expect("process row");
+    assert!(row.contains("sleep") && row.contains("600"), "{row}");
+    // --json keeps its keys and adds the processes.
+    let doc = show(&home, &id);
+    for k in [
+        "id",
+        "state",
+        "reason",
+        "assessment",
+        "record",
+        "result",
+        "receipt",
+        "artifacts",
+        "processes",
+    ] {
+        assert!(doc.get(k).is_some(), "{k} missing: {doc}");
+    }
+    assert!(
+        doc["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["pid"] == child && p["program"] == "sleep"),
+        "{doc}"
+    );
+
+    // Stopped: the receipt in one line, no processes.
+    let args = ["stop", &id[..6]];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert!(
+        text(&out.stdout).contains("verified"),
+        "{}",
+        describe(&args, &out)
+    );
+    assert_eq!(text(&out.stdout).trim_end().lines().count(), 1);
+    let view = text(&home.cli(&["show", &id, "-n", "1"]).stdout);
+    assert!(view.contains("exited since"), "{view}");
+    let receipt = view
+        .lines()
+        .find(|l| l.contains("Receipt:"))
+        .unwrap_or_else(|| panic!("{view}"));
+    assert!(
+        receipt.contains("verified") && receipt.contains("reaped") && receipt.contains("written"),
+        "{receipt}"
+    );
+    assert!(
+        view.contains("Last 1 line of stdout") && !view.contains(&format!("child {child}")),
+        "{view}"
+    );
+    assert!(!view.contains("Processes"), "{view}");
+}
+
+#[test]
+fn ps_filters_quiet_newest_first_and_width() {
+    let home = Home::new();
+    let first = run_labelled(&home, "one", &["true"]);
+    let quality = {
+        let args = ["run", "--kind", "quality", "--json", "--", "true"];
+        parse(&args, &home.cli(&args))["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let long = "x".repeat(200);
+    let live_args = ["sh", "-c", &format!("sleep 600 & echo {long}")];
+    let live = run_labelled(&home, "bg", &live_args);
+
+    let ids = |args: &[&str]| -> Vec<String> {
+        let out = home.cli(args);
+        assert!(out.status.success(), "{}", describe(args, &out));
+        text(&out.stdout).lines().map(str::to_owned).collect()
+    };
+    assert_eq!(ids(&["ps", "-q"]), vec![live.clone()]);
+    assert_eq!(
+        ids(&["ps", "-q", "--all"]),
+        vec![live.clone(), quality.clone(), first.clone()],
+        "newest first"
+    );
+    assert_eq!(
+        ids(&["ps", "-q", "--state", "exited"]),
+        vec![quality.clone(), first.clone()]
+    );
+    assert_eq!(
+        ids(&["ps", "-q", "--all", "--kind", "quality"]),
+        vec![quality.clone()]
+    );
+    assert_eq!(
+        ids(&["ps", "-q", "--all", "--label", "one"]),
+        vec![first.clone()]
+    );
+    assert!(ids(&["ps", "-q", "--state", "unverified"]).is_empty());
+
+    // The table has a command column and fits the width; --no-trunc shows everything.
+    let mut c = home.command(&["ps", "--all"]);
+    c.env("COLUMNS", "72");
+    let out = output_of(c);
+    let table = text(&out.stdout);
+    assert!(table.lines().next().unwrap().contains("COMMAND"), "{table}");
+    assert_eq!(table.lines().count(), 4, "{table}");
+    for l in table.lines() {
+        assert!(l.chars().count() <= 72, "too wide: {l}");
+    }
+    assert!(
+        table.contains(&live[..12]) && table.contains("live"),
+        "{table}"
+    );
+    let mut c = home.command(&["ps", "--no-trunc"]);
+    c.env("COLUMNS", "72");
+    let full = text(&output_of(c).stdout);
+    assert!(full.contains(&long) && full.contains(&live), "{full}");
+    assert!(home.cli(&["stop", &live]).status.success());
+}
+
+#[test]
+fn logs_tail_since_all_and_follow() {
+    let home = Home::new();
+    let id = run_labelled(
+        &home,
+        "lines",
+        &[
+            "sh",
+            "-c",
+            "for i in $(seq 1 20); do echo $i; done; echo oops >&2",
+        ],
+    );
+    let logs = |args: &[&str]| {
+        let out = home.cli(args);
+        assert!(out.status.success(), "{}", describe(args, &out));
+        out
+    };
+    assert_eq!(
+        text(&logs(&["logs", "lines", "-n", "3"]).stdout),
+        "18\n19\n20\n"
+    );
+    assert_eq!(text(&logs(&["logs", &id, "--tail", "0"]).stdout), "");
+    let both = logs(&["logs", &id, "--all", "-n", "1"]);
+    assert_eq!(text(&both.stdout), "20\n");
+    assert_eq!(text(&both.stderr), "oops\n");
+    assert_eq!(text(&logs(&["logs", &id, "--stderr"]).stdout), "oops\n");
+    assert_eq!(
+        text(&logs(&["logs", &id, "--since", "1h"]).stdout)
+            .lines()
+            .count(),
+        20
+    );
+    assert_eq!(
+        text(&logs(&["logs", &id, "--since", "2099-01-01 00:00"]).stdout),
+        "",
+        "nothing was written since then"
+    );
+    let args = ["logs", &id, "--since", "soonish"];
+    let out = home.cli(&args);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
+    assert!(
+        text(&out.stderr).contains("soonish"),
+        "{}",
+        describe(&args, &out)
+    );
+
+    // -f -n 1: the last line, then what comes, and it ends when the scope has exited.
+    let gate = home.path().join("gate");
+    let script = format!(
+        "echo old; echo ready; while [ ! -e {} ]; do sleep 0.05; done; echo new",
+        gate.display()
+    );
+    let (mut run, live) = home.run_until_ready(&["sh", "-c", &script]);
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let mut follow = home
+        .command(&["logs", "-f", "-n", "1", &live])
+        .stdout(out.reopen().unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(DEADLINE, || {
+        fs::read_to_string(out.path()).unwrap_or_default() == "ready\n"
+    }));
+    fs::write(&gate, "").unwrap();
+    let mut status = None;
+    assert!(wait_until(DEADLINE, || {
+        status = follow.try_wait().unwrap();
+        status.is_some()
+    }));
+    assert!(status.unwrap().success());
+    assert_eq!(fs::read_to_string(out.path()).unwrap(), "ready\nnew\n");
+    run.wait().unwrap();
+}
+
+#[test]
+fn wait_for_several_ids_prints_and_exits_with_the_status() {
+    let home = Home::new();
+    let three = run_labelled(&home, "three", &["sh", "-c", "exit 3"]);
+    let killed = run_labelled(&home, "killed", &["sh", "-c", "kill -9 $$"]);
+    let args = ["wait", &three, "killed"];
+    let out = home.cli(&args);
+    assert_eq!(out.status.code(), Some(137), "{}", describe(&args, &out));
+    assert_eq!(text(&out.stdout), "3\n137\n");
+    let args = ["wait", &killed[..10], "three"];
+    let out = home.cli(&args);
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&args, &out));
+
+    // A live scope: --timeout gives up (124, naming it); without, wait blocks until it ends.
+    let live = run_labelled(&home, "bg", &["sh", "-c", "sleep 600 & exit 4"]);
+    let args = ["wait", "--timeout", "300ms", "bg", "three"];
+    let out = home.cli(&args);
+    assert_eq!(out.status.code(), Some(124), "{}", describe(&args, &out));
+    assert!(
+        text(&out.stderr).contains(&live),
+        "{}",
+        describe(&args, &out)
+    );
+    let done = tempfile::NamedTempFile::new().unwrap();
+    let mut waiter = home
+        .command(&["wait", "bg"])
+        .stdout(done.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    assert!(
+        waiter.try_wait().unwrap().is_none(),
+        "wait returned while live"
+    );
+    assert!(home.cli(&["stop", &live]).status.success());
+    let status = waiter.wait().unwrap();
+    assert_eq!(status.code(), Some(4));
+    assert_eq!(fs::read_to_string(done.path()).unwrap(), "4\n");
+}
+
+#[test]
+fn recover_dry_run_changes_nothing() {
+    let home = Home::new();
+    let (mut run, id) = home.run_until_ready(&["sh", "-c", "sleep 600 & echo ready; wait"]);
+    let pid = run.id() as u64;
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let start: u64 = stat[stat.rfind(')').unwrap() + 1..]
+        .split_ascii_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(kill_witness(pid, start, rustix::process::Signal::KILL));
+    run.wait().unwrap();
+    assert_eq!(home.state(&id), "live");
+    let [guardian, _] = witnesses(&home, &id);
+
+    let before = snapshot(&home.run_dir());
+    let doc = home.json(&["recover", "--dry-run", "--json"]);
+    assert_eq!(doc["dry_run"], true, "{doc}");
+    assert_eq!(doc["registrations"][0]["action"], "would_stop", "{doc}");
+    let args = ["recover", "--dry-run"];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let human = text(&out.stdout);
+    assert!(
+        human.contains("would stop") && human.contains(&id),
+        "{human}"
+    );
+    assert!(human.contains("dry run"), "{human}");
+    assert_eq!(
+        snapshot(&home.run_dir()),
+        before,
+        "a dry run wrote or removed files"
+    );
+    // The workload got its parent-death signal with the launcher; the guardian and the
+    // detached sleep hold the scope.
+    assert!(alive(guardian.0, guardian.1));
+    assert_eq!(home.state(&id), "live");
+
+    let out = home.cli(&["recover"]);
+    let human = text(&out.stdout);
+    assert!(human.contains("stopped") && human.contains(&id), "{human}");
+    assert_eq!(home.state(&id), "exited");
+}
+
+#[test]
+fn durations_read_like_humantime() {
+    let home = Home::new();
+    let args = ["run", "--json", "--timeout", "1.5s", "--", "sleep", "60"];
+    let doc = parse(&args, &home.cli(&args));
+    assert_eq!(doc["outcome"], "timed_out", "{doc}");
+    for d in ["1h30m", "500ms", "5", "7d", "0s", "1.5h"] {
+        let args = ["gc", "--older-than", d, "--dry-run"];
+        let out = home.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+    }
+    let args = ["gc", "--older-than", "5x"];
+    let out = home.cli(&args);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
+    assert!(
+        text(&out.stderr).contains("--older-than"),
+        "{}",
+        describe(&args, &out)
+    );
+}
+
+#[test]
+fn errors_name_the_missing_argument_suggest_and_say_each_cause_once() {
+    let home = Home::new();
+    let args = ["show"];
+    let out = home.cli(&args);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("<ID>"),
+        "{}",
+        describe(&args, &out)
+    );
+    let args = ["ps", "--jsno"];
+    let out = home.cli(&args);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--json"),
+        "{}",
+        describe(&args, &out)
+    );
+
+    let missing = home.path().join("nowhere").join("proof");
+    let err = one_line_error(&home, &["receipt", missing.to_str().unwrap()]);
+    assert_eq!(err.matches("os error 2").count(), 1, "{err}");
+    let garbage = home.path().join("garbage");
+    fs::write(&garbage, [0x5a_u8; 128]).unwrap();
+    let err = one_line_error(&home, &["receipt", garbage.to_str().unwrap()]);
+    assert!(err.contains("magic"), "{err}");
+    assert_eq!(err.matches("magic").count(), 1, "{err}");
+}
+
+#[test]
+fn home_from_flag_or_env_is_created_and_said() {
+    let home = Home::new();
+    let fresh = home.path().join("a").join("fresh");
+    let out = output_of({
+        let mut c = std::process::Command::new(refine_tests::bin("refine-supervisor"));
+        c.arg("--home").arg(&fresh).arg("ps");
+        c
+    });
+    assert!(out.status.success(), "{}", describe(&["ps"], &out));
+    assert!(fresh.is_dir());
+    assert!(
+        text(&out.stderr).contains(fresh.to_str().unwrap()),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let by_env = home.path().join("by-env");
+    let out = output_of({
+        let mut c = std::process::Command::new(refine_tests::bin("refine-supervisor"));
+        c.env("REFINE_HOME", &by_env).args(["run", "--", "true"]);
+        c
+    });
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
+    assert!(by_env
+        .join("run")
+        .join("7411")
+        .join("registrations")
+        .is_dir());
+    // Said once, only when created.
+    let out = output_of({
+        let mut c = std::process::Command::new(refine_tests::bin("refine-supervisor"));
+        c.env("REFINE_HOME", &by_env).args(["ps", "-q", "--all"]);
+        c
+    });
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).lines().count(), 1);
+}
+
+#[test]
+fn completions_man_page_and_rust_log() {
+    let home = Home::new();
+    for (shell, marker) in [
+        ("bash", "complete"),
+        ("zsh", "#compdef"),
+        ("fish", "complete -c"),
+    ] {
+        let args = ["completions", shell];
+        let out = home.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+        let script = text(&out.stdout);
+        assert!(
+            script.contains(marker) && script.contains("refine-supervisor"),
+            "{shell}"
+        );
+        assert!(
+            script.contains("recover") && script.contains("dry-run"),
+            "{shell}"
+        );
+    }
+    let out = home.cli(&["man"]);
+    assert!(out.status.success());
+    let page = text(&out.stdout);
+    assert!(
+        page.contains(".TH") && page.contains("refine-supervisor"),
+        "{page}"
+    );
+
+    let quiet = home.cli(&["ps"]);
+    assert!(quiet.stderr.is_empty(), "{}", text(&quiet.stderr));
+    let mut c = home.command(&["ps"]);
+    c.env("RUST_LOG", "debug");
+    let out = output_of(c);
+    assert!(out.status.success());
+    assert!(text(&out.stderr).contains("DEBUG"), "{}", text(&out.stderr));
+}
+
+/// Runs `serve ARGS` with `RUST_LOG` (or without), until it listens, then ends it with SIGTERM;
+/// returns what it wrote to its log.
+fn serve_once(home: &Home, args: &[&str], rust_log: Option<&str>) -> String {
+    let log = home.run_dir().join("service.log");
+    let sock = home.run_dir().join("supervisor.sock");
+    // A stale socket of an earlier run must not look like this one listening.
+    let _ = fs::remove_file(&log);
+    let _ = fs::remove_file(&sock);
+    let mut cmd = home.command(&[&["serve"], args].concat());
+    cmd.env_remove("RUST_LOG");
+    if let Some(filter) = rust_log {
+        cmd.env("RUST_LOG", filter);
+    }
+    let mut serve = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let up = wait_until(DEADLINE, || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok()
+    });
+    // Ended through a pidfd: it is our own unreaped child, so the pid is still its own.
+    let pid = rustix::process::Pid::from_raw(serve.id() as i32).expect("pid");
+    let fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).unwrap();
+    rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::TERM).unwrap();
+    let status = serve.wait().unwrap();
+    assert!(
+        up && status.success(),
+        "serve did not come up or end well ({status})"
+    );
+    fs::read_to_string(&log).unwrap_or_default()
+}
+
+#[test]
+fn serve_logs_json_lines_filtered_by_rust_log() {
+    let home = Home::new();
+    let log = serve_once(&home, &["--log-format", "json"], None);
+    assert!(log.lines().count() >= 2, "{log}");
+    for line in log.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(v["level"].is_string() && v["fields"].is_object(), "{line}");
+    }
+    assert!(
+        log.contains("\"level\":\"INFO\""),
+        "default filter is info: {log}"
+    );
+    let quiet = serve_once(&home, &[], Some("warn"));
+    assert!(!quiet.contains("INFO"), "RUST_LOG=warn: {quiet}");
+}
