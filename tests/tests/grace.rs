@@ -92,10 +92,12 @@ fn stop_grace_with_a_chosen_signal() {
     assert!(out.status.success(), "{}", describe(&args, &out));
     assert_eq!(wait_child(&mut child).code(), Some(0));
     assert!(stdout_of(&home, &id).contains("bye"));
-    // A bad signal name is one line, and nothing is stopped.
+    // A bad signal name is a usage error (clap's message, naming it), and nothing is stopped.
     let (mut other, id2) = home.run_until_ready(&["sh", "-c", "echo ready; exec sleep 600"]);
     let bad = ["stop", &id2, "--grace", "1s", "--signal", "NOPE"];
-    assert_one_line_error(&bad, &home.cli(&bad));
+    let out = home.cli(&bad);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&bad, &out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"NOPE\" is not a signal"));
     assert_eq!(home.state(&id2), "live");
     let _ = home.cli(&["stop", &id2]);
     wait_child(&mut other);
