@@ -13,6 +13,7 @@
 //! - [`launch`]: the one launch API (the engine); [`capture`], [`pty`], [`deadline`],
 //!   [`env_policy`]: its building blocks.
 //! - [`capacity`]: admission (C1–C3). [`retention`]: log retirement (R1–R3).
+//!   [`open_index`]: where open scopes are (F1).
 //! - [`cli`]: the operator command line. [`service`]: `serve` and the socket API.
 #![forbid(unsafe_code)]
 
@@ -26,6 +27,7 @@ pub mod env_policy;
 pub mod fence;
 pub mod guardian;
 pub mod launch;
+pub mod open_index;
 pub mod procfs;
 pub mod pty;
 pub mod recover;
