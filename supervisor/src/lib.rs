@@ -13,7 +13,8 @@
 //! - [`launch`]: the one launch API (the engine); [`capture`], [`pty`], [`deadline`],
 //!   [`env_policy`]: its building blocks.
 //! - [`capacity`]: admission (C1–C3). [`retention`]: log retirement (R1–R3).
-//!   [`open_index`]: where open scopes are (F1).
+//!   [`forget`]: removing whole exited registrations (R4). [`open_index`]: where open
+//!   scopes are (F1).
 //! - [`cli`]: the operator command line. [`service`]: `serve` and the socket API.
 #![forbid(unsafe_code)]
 
@@ -25,6 +26,7 @@ pub mod deadline;
 pub mod durable;
 pub mod env_policy;
 pub mod fence;
+pub mod forget;
 pub mod guardian;
 pub mod launch;
 pub mod open_index;

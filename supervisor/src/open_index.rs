@@ -138,12 +138,8 @@ pub fn settle_all(rt: &Runtime, boot: &dyn BootSource) -> Result<SettleCounts, R
 /// Puts back into the index every record without a marker that the assessment does not call
 /// `exited` (see the module caveats). O(history): run by `gc`, never by `ps`. Adding a marker
 /// needs no lock: it only asks the next passes to look. Returns the ids re-indexed.
-pub fn reindex(
-    rt: &Runtime,
-    boot: &dyn BootSource,
-) -> Result<Vec<RegistrationId>, RegistryError> {
-    let open: std::collections::BTreeSet<RegistrationId> =
-        rt.open_ids()?.into_iter().collect();
+pub fn reindex(rt: &Runtime, boot: &dyn BootSource) -> Result<Vec<RegistrationId>, RegistryError> {
+    let open: std::collections::BTreeSet<RegistrationId> = rt.open_ids()?.into_iter().collect();
     let mut added = Vec::new();
     for id in rt.list_ids()? {
         if open.contains(&id) {

@@ -265,6 +265,11 @@ impl Runtime {
     pub fn socket_path(&self) -> PathBuf {
         self.dir.join("supervisor.sock")
     }
+    /// Where forgetting moves a record while it removes the rest of the registration
+    /// ([`crate::forget`]): not an id, so no listing or lookup finds it.
+    pub fn forget_intent_path(&self, id: RegistrationId) -> PathBuf {
+        self.dir.join("registrations").join(format!(".forget-{id}"))
+    }
     /// The open index (see the module docs).
     pub fn open_dir(&self) -> PathBuf {
         self.dir.join("open")
@@ -315,7 +320,11 @@ impl Runtime {
     /// caller has just assessed the registration `exited` under it (or found no record, see
     /// [`crate::open_index`]). Not fsynced: a marker that comes back after a crash is only
     /// assessed again. Returns whether a marker was removed.
-    pub fn remove_open_marker(&self, id: RegistrationId, held: &Fence) -> Result<bool, RegistryError> {
+    pub fn remove_open_marker(
+        &self,
+        id: RegistrationId,
+        held: &Fence,
+    ) -> Result<bool, RegistryError> {
         let lock = self.lock_path(id);
         if held.path() != lock {
             return Err(RegistryError::NotLocked(id));
@@ -445,7 +454,9 @@ impl Runtime {
     /// Every registration id with a record file, sorted.
     pub fn list_ids(&self) -> Result<Vec<RegistrationId>, RegistryError> {
         let dir = self.dir.join("registrations");
-        Ok(sorted_ids(fs::read_dir(&dir).map_err(io_err("list", &dir))?))
+        Ok(sorted_ids(
+            fs::read_dir(&dir).map_err(io_err("list", &dir))?,
+        ))
     }
 
     /// The registration's lock, waiting at most `wait`.

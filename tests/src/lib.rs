@@ -9,6 +9,7 @@
 //! exports its path as `REFINE_GUARDIAN`, which [`bin`] and the supervisor both honour.
 
 pub mod driver;
+pub mod history;
 
 use std::path::{Path, PathBuf};
 
