@@ -3,31 +3,37 @@
 //!
 //! - [`frame`]: the guardian handshake, one frame per `SOCK_SEQPACKET` message.
 //! - [`receipt`]: the fixed-layout scope-exit receipt the guardian writes into the proof file.
-//! - [`record`] (feature `std`): the durable registration record and the capture receipt.
-//! - [`api`] (feature `std`): the service socket's requests and responses (JSON lines).
+//! - [`record`]: the durable registration record, the capture receipt, stop and result records.
+//! - [`api`]: the service socket's requests and responses (JSON lines).
 //!
-//! The core ([`codec`], [`frame`], [`receipt`], [`ids`]) is `no_std` and allocation-free:
-//! `encode_into(&mut [u8])` and `decode(&[u8])`. Every decoder returns a typed [`DecodeError`] for
-//! truncated, oversized, wrong-magic, wrong-version, bad-checksum or trailing input and never panics;
-//! no length field is trusted before it has been checked against the input and a fixed maximum.
-#![cfg_attr(not(feature = "std"), no_std)]
+//! The allocation-free core ([`codec`], [`frame`], [`receipt`], [`ids`], the errors) lives in
+//! `refine-protocol-core` (`protocol/core/`), the only protocol crate the `no_std` guardian links.
+//! This crate compiles the same source files as its own modules, so that it can add the serde
+//! implementations the records and the supervisor's JSON documents need (`serde_impls.rs`): Rust
+//! allows a serde implementation only in the crate of the type (or of serde), and the core must
+//! not depend on serde (a workspace build turns on serde's `std` feature, which would bring `std`
+//! into the guardian). One source, two compilations; the bytes are the same by construction.
 #![forbid(unsafe_code)]
 
-#[cfg(feature = "std")]
-pub mod api;
+#[path = "../core/src/codec.rs"]
 pub mod codec;
+#[path = "../core/src/error.rs"]
 mod error;
+#[path = "../core/src/frame.rs"]
 pub mod frame;
+#[path = "../core/src/ids.rs"]
 pub mod ids;
+#[path = "../core/src/receipt.rs"]
 pub mod receipt;
-#[cfg(feature = "std")]
+
+pub mod api;
 pub mod record;
+mod serde_impls;
 
 pub use error::{DecodeError, EncodeError};
 pub use frame::{Frame, Hello, LaunchParams, LaunchSpec, Rlimit};
 pub use ids::{BootId, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId};
 pub use receipt::{is_unwritten, Receipt, ScopeEnd, WorkloadStatus};
-#[cfg(feature = "std")]
 pub use record::{
     CaptureReceipt, Kind, LaunchResultRecord, Limits, Registration, ScopePolicy, StopCause,
     StopRequest, StreamEnd, StreamReceipt,

@@ -16,8 +16,8 @@
 //! ```
 //!
 //! A newer reader rejects a version it does not know ([`DecodeError::UnsupportedVersion`]); the
-//! payload length is checked against the input and [`MAX_RECORD`] before anything is decoded, and
-//! bincode's own allocation limit is set to the payload length.
+//! payload length is checked against the input and [`MAX_RECORD`] before anything is decoded.
+//! Encoders refuse a record whose file would exceed [`MAX_RECORD`]: everything written decodes.
 
 use std::collections::BTreeMap;
 
@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec::{envelope_open, envelope_seal, envelope_start, Writer};
 use crate::frame::{Hello, Rlimit};
 use crate::receipt::WorkloadStatus;
-use crate::{BootId, DecodeError, ProofIdentity, RegistrationId, RuntimeId};
+use crate::{BootId, DecodeError, EncodeError, ProofIdentity, RegistrationId, RuntimeId};
 
 pub const REGISTRATION_MAGIC: [u8; 8] = *b"RFNREG\0\0";
 pub const CAPTURE_MAGIC: [u8; 8] = *b"RFNCAP\0\0";
@@ -200,8 +200,19 @@ pub struct LaunchResultRecord {
     pub written_at_unix_ms: u64,
 }
 
+/// Largest payload an encoder accepts: a record file never exceeds [`MAX_RECORD`].
+pub const MAX_PAYLOAD: usize = MAX_RECORD - ENVELOPE_LEN;
+
+/// bincode's decode limit. bincode charges against it more than the bytes it reads (each string or
+/// byte vector is charged its length plus 8 for the length word, whose varint encoding takes one
+/// byte), so a limit equal to the payload bound refuses records the encoder produced (116,420
+/// empty-ish argv entries fit in 1 MiB of payload but charge 9 bytes each). Nine times the payload
+/// bound covers every record an encoder accepts; what is allocated is still bounded by the input,
+/// because every charged string's bytes must be present in the (at most 1 MiB) payload.
+const DECODE_LIMIT: usize = 16 * MAX_RECORD;
+
 fn config() -> impl bincode::config::Config {
-    bincode::config::standard().with_limit::<MAX_RECORD>()
+    bincode::config::standard().with_limit::<DECODE_LIMIT>()
 }
 
 fn seal(magic: [u8; 8], payload: Vec<u8>) -> Vec<u8> {
@@ -231,10 +242,21 @@ fn open(magic: [u8; 8], buf: &[u8]) -> Result<&[u8], DecodeError> {
     Ok(payload)
 }
 
-fn encode_payload<T: Serialize>(value: &T) -> Vec<u8> {
-    // Serializing plain structs into a Vec cannot fail except past the size limit, which the
-    // records' bounded fields stay far below; an empty payload would then fail to decode loudly.
-    bincode::serde::encode_to_vec(value, config()).unwrap_or_default()
+/// Encodes a record and refuses one its decoder would refuse: bincode checks its limit only while
+/// decoding, so the bound is enforced here, before anything is written.
+fn encode_record<T: Serialize>(magic: [u8; 8], value: &T) -> Result<Vec<u8>, EncodeError> {
+    let payload =
+        bincode::serde::encode_to_vec(value, config()).map_err(|_| EncodeError::Oversized {
+            len: DECODE_LIMIT,
+            max: MAX_PAYLOAD,
+        })?;
+    if payload.len() > MAX_PAYLOAD {
+        return Err(EncodeError::Oversized {
+            len: ENVELOPE_LEN + payload.len(),
+            max: MAX_RECORD,
+        });
+    }
+    Ok(seal(magic, payload))
 }
 
 fn decode_payload<T: for<'de> Deserialize<'de>>(
@@ -252,8 +274,9 @@ fn decode_payload<T: for<'de> Deserialize<'de>>(
 }
 
 impl Registration {
-    pub fn encode(&self) -> Vec<u8> {
-        seal(REGISTRATION_MAGIC, encode_payload(self))
+    /// Encodes the record; refuses one larger than [`MAX_RECORD`] (which could not be read back).
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        encode_record(REGISTRATION_MAGIC, self)
     }
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         decode_payload(open(REGISTRATION_MAGIC, buf)?, "registration record")
@@ -261,8 +284,9 @@ impl Registration {
 }
 
 impl CaptureReceipt {
-    pub fn encode(&self) -> Vec<u8> {
-        seal(CAPTURE_MAGIC, encode_payload(self))
+    /// Encodes the record; refuses one larger than [`MAX_RECORD`] (which could not be read back).
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        encode_record(CAPTURE_MAGIC, self)
     }
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         decode_payload(open(CAPTURE_MAGIC, buf)?, "capture receipt")
@@ -270,8 +294,9 @@ impl CaptureReceipt {
 }
 
 impl StopRequest {
-    pub fn encode(&self) -> Vec<u8> {
-        seal(STOP_MAGIC, encode_payload(self))
+    /// Encodes the record; refuses one larger than [`MAX_RECORD`] (which could not be read back).
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        encode_record(STOP_MAGIC, self)
     }
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         decode_payload(open(STOP_MAGIC, buf)?, "stop request")
@@ -279,8 +304,9 @@ impl StopRequest {
 }
 
 impl LaunchResultRecord {
-    pub fn encode(&self) -> Vec<u8> {
-        seal(RESULT_MAGIC, encode_payload(self))
+    /// Encodes the record; refuses one larger than [`MAX_RECORD`] (which could not be read back).
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        encode_record(RESULT_MAGIC, self)
     }
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         decode_payload(open(RESULT_MAGIC, buf)?, "launch result")

@@ -10,8 +10,8 @@ use refine_protocol::record::{
     StopRequest, StreamEnd, StreamReceipt,
 };
 use refine_protocol::{
-    BootId, DecodeError, Frame, Hello, LaunchParams, ProcessWitness, ProofIdentity, Receipt,
-    RegistrationId, Rlimit, RuntimeId, ScopeEnd, WorkloadStatus,
+    BootId, DecodeError, EncodeError, Frame, Hello, LaunchParams, ProcessWitness, ProofIdentity,
+    Receipt, RegistrationId, Rlimit, RuntimeId, ScopeEnd, WorkloadStatus,
 };
 
 fn hello() -> Hello {
@@ -323,22 +323,22 @@ fn launch_result() -> LaunchResultRecord {
 #[test]
 fn records_round_trip_and_reject_damage() {
     let r = registration();
-    let bytes = r.encode();
+    let bytes = r.encode().unwrap();
     assert_eq!(Registration::decode(&bytes).unwrap(), r);
     let c = capture_receipt();
-    assert_eq!(CaptureReceipt::decode(&c.encode()).unwrap(), c);
+    assert_eq!(CaptureReceipt::decode(&c.encode().unwrap()).unwrap(), c);
     // A capture receipt is not a registration.
     assert_eq!(
-        Registration::decode(&c.encode()).unwrap_err(),
+        Registration::decode(&c.encode().unwrap()).unwrap_err(),
         DecodeError::BadMagic
     );
     let s = stop_request();
-    assert_eq!(StopRequest::decode(&s.encode()).unwrap(), s);
+    assert_eq!(StopRequest::decode(&s.encode().unwrap()).unwrap(), s);
     assert_eq!(
-        StopRequest::decode(&c.encode()).unwrap_err(),
+        StopRequest::decode(&c.encode().unwrap()).unwrap_err(),
         DecodeError::BadMagic
     );
-    let mut v = s.encode();
+    let mut v = s.encode().unwrap();
     let last = v.len() - 1;
     v[last] ^= 1;
     assert!(matches!(
@@ -346,9 +346,9 @@ fn records_round_trip_and_reject_damage() {
         Err(DecodeError::BadChecksum { .. })
     ));
     let l = launch_result();
-    assert_eq!(LaunchResultRecord::decode(&l.encode()).unwrap(), l);
+    assert_eq!(LaunchResultRecord::decode(&l.encode().unwrap()).unwrap(), l);
     assert_eq!(
-        LaunchResultRecord::decode(&s.encode()).unwrap_err(),
+        LaunchResultRecord::decode(&s.encode().unwrap()).unwrap_err(),
         DecodeError::BadMagic
     );
     assert!(matches!(
@@ -380,6 +380,157 @@ fn records_round_trip_and_reject_damage() {
         Registration::decode(&v),
         Err(DecodeError::Oversized { .. })
     ));
+}
+
+/// P4: every record the encoder accepts decodes, also at the limits; one past the limit is
+/// refused by the encoder, naming the size and the limit, before anything could be written.
+#[test]
+fn records_at_their_limits_round_trip_or_are_refused_by_the_encoder() {
+    use refine_protocol::record::MAX_RECORD;
+    // Many tiny strings: bincode charges 8 bytes per length against its limit, more than the
+    // one byte each takes; these once encoded but did not decode.
+    let mut r = registration();
+    r.argv = vec!["a".to_owned(); 116_420];
+    let bytes = r.encode().unwrap();
+    assert_eq!(Registration::decode(&bytes).unwrap(), r);
+    let mut r = registration();
+    r.purpose = (0..52_608)
+        .map(|i| (format!("{i:x}"), String::new()))
+        .collect();
+    let bytes = r.encode().unwrap();
+    assert_eq!(Registration::decode(&bytes).unwrap(), r);
+    // Filled to the byte: the largest label that fits still round-trips...
+    let mut r = registration();
+    r.label = String::new();
+    let base = r.encode().unwrap().len();
+    let room = MAX_RECORD - base;
+    // The label's length prefix grows from 1 to 5 bytes (varint) once it is long.
+    r.label = "x".repeat(room - 4);
+    let bytes = r.encode().unwrap();
+    assert_eq!(bytes.len(), MAX_RECORD);
+    assert_eq!(Registration::decode(&bytes).unwrap(), r);
+    // ...and one byte more is refused by the encoder, with both sizes in the message.
+    r.label.push('x');
+    let err = r.encode().unwrap_err();
+    assert_eq!(
+        err,
+        EncodeError::Oversized {
+            len: MAX_RECORD + 1,
+            max: MAX_RECORD
+        }
+    );
+    assert!(err.to_string().contains(&MAX_RECORD.to_string()));
+    // Ten 120 KiB metadata values (the reproduced 1.2 MiB launch): refused.
+    let mut r = registration();
+    r.purpose = (0..10)
+        .map(|i| (format!("k{i}"), "v".repeat(120 * 1024)))
+        .collect();
+    assert!(matches!(r.encode(), Err(EncodeError::Oversized { .. })));
+}
+
+/// P4: a status no kernel reports is neither written nor read; arithmetic on a decoded status
+/// cannot overflow.
+#[test]
+fn statuses_outside_the_kernels_domain_are_refused() {
+    assert_eq!(WorkloadStatus::Signaled(i32::MAX).shell_code(), None);
+    assert_eq!(WorkloadStatus::Signaled(0).shell_code(), None);
+    assert_eq!(WorkloadStatus::Signaled(64).shell_code(), Some(192));
+    assert_eq!(WorkloadStatus::Exited(-1).shell_code(), None);
+    for bad in [
+        WorkloadStatus::Signaled(0),
+        WorkloadStatus::Signaled(65),
+        WorkloadStatus::Signaled(i32::MAX),
+        WorkloadStatus::Exited(256),
+        WorkloadStatus::Exited(-1),
+    ] {
+        let r = Receipt {
+            status: bad,
+            ..receipt()
+        };
+        let mut buf = [0u8; refine_protocol::receipt::RECEIPT_LEN];
+        assert!(
+            matches!(
+                r.encode_into(&mut buf),
+                Err(EncodeError::InvalidField { .. })
+            ),
+            "{bad:?} encoded"
+        );
+        // A forged receipt that carries it (checksum recomputed) does not decode.
+        let mut v = Receipt {
+            status: WorkloadStatus::Exited(0),
+            ..receipt()
+        }
+        .encode();
+        let (tag, value) = match bad {
+            WorkloadStatus::Exited(c) => (0u8, c),
+            WorkloadStatus::Signaled(s) => (1u8, s),
+            _ => unreachable!(),
+        };
+        v[104] = tag;
+        v[108..112].copy_from_slice(&value.to_le_bytes());
+        reseal_receipt(&mut v);
+        assert!(
+            matches!(Receipt::decode(&v), Err(DecodeError::InvalidField { .. })),
+            "{bad:?} decoded"
+        );
+    }
+}
+
+/// P4: the receipt's flags and reserved fields are checked, not skipped.
+#[test]
+fn receipt_flags_and_reserved_bytes_must_be_zero() {
+    for at in [12usize, 13, 14, 15, 106, 107] {
+        let mut v = receipt().encode();
+        v[at] = 1;
+        reseal_receipt(&mut v);
+        assert!(
+            matches!(Receipt::decode(&v), Err(DecodeError::InvalidField { .. })),
+            "byte {at} ignored"
+        );
+    }
+}
+
+/// P4: a launch frame the guardian would refuse is refused by the encoder.
+#[test]
+fn launch_encoder_enforces_the_decoders_domain() {
+    use refine_protocol::frame::MAX_START_TIMEOUT_MS;
+    fn params(flags: u32, pdeath_signal: u32, start_timeout_ms: u32) -> LaunchParams<'static> {
+        const ARGV: [&[u8]; 1] = [b"/bin/true"];
+        LaunchParams {
+            flags,
+            pdeath_signal,
+            start_timeout_ms,
+            stdio_fds: 0,
+            registration: RegistrationId([1; 16]),
+            runtime: RuntimeId([2; 16]),
+            proof_path: b"/run/x/proofs/0101",
+            cwd: b"/",
+            argv: &ARGV,
+            env: &[],
+            rlimits: &[],
+        }
+    }
+    let mut out = vec![0u8; MAX_FRAME];
+    assert!(encode_launch(&params(0, 9, MAX_START_TIMEOUT_MS), &mut out).is_ok());
+    for (p, what) in [
+        (params(0, 9, MAX_START_TIMEOUT_MS + 1), "start timeout"),
+        (params(0, 9, 0), "zero start timeout"),
+        (params(0, 65, 1000), "signal 65"),
+        (params(1 << 31, 9, 1000), "unknown flag"),
+    ] {
+        assert!(
+            matches!(
+                encode_launch(&p, &mut out),
+                Err(EncodeError::InvalidField { .. })
+            ),
+            "{what} encoded"
+        );
+    }
+}
+
+fn reseal_receipt(v: &mut [u8]) {
+    let crc = refine_protocol::codec::crc32(&v[..136]);
+    v[136..140].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// xorshift64*: deterministic, dependency-free randomness for the fuzz loop.
@@ -444,10 +595,10 @@ fn fuzz_every_decoder() {
     let mut seeds: Vec<Vec<u8>> = small_frames().iter().map(encode).collect();
     seeds.push(launch_bytes());
     let receipt_seed = receipt().encode().to_vec();
-    let reg_seed = registration().encode();
-    let cap_seed = capture_receipt().encode();
-    let stop_seed = stop_request().encode();
-    let result_seed = launch_result().encode();
+    let reg_seed = registration().encode().unwrap();
+    let cap_seed = capture_receipt().encode().unwrap();
+    let stop_seed = stop_request().encode().unwrap();
+    let result_seed = launch_result().encode().unwrap();
     let api_seeds: Vec<Vec<u8>> = [
         api::Request::List { all: true },
         api::Request::Stop { id: "0".repeat(32) },
@@ -468,11 +619,23 @@ fn fuzz_every_decoder() {
             let _ =
                 spec.argv.iter().count() + spec.env.iter().count() + spec.rlimits.iter().count();
         }
-        let _ = Receipt::decode(&mutate(&mut rng, &receipt_seed));
-        let _ = Registration::decode(&mutate(&mut rng, &reg_seed));
-        let _ = CaptureReceipt::decode(&mutate(&mut rng, &cap_seed));
+        // Whatever decodes is usable (no arithmetic on it overflows) and encodes back to what
+        // decodes to the same value.
+        if let Ok(r) = Receipt::decode(&mutate(&mut rng, &receipt_seed)) {
+            let _ = r.status.shell_code();
+            assert_eq!(Receipt::decode(&r.encode()), Ok(r));
+        }
+        if let Ok(r) = Registration::decode(&mutate(&mut rng, &reg_seed)) {
+            assert_eq!(Registration::decode(&r.encode().unwrap()).unwrap(), r);
+        }
+        if let Ok(c) = CaptureReceipt::decode(&mutate(&mut rng, &cap_seed)) {
+            let _ = c.workload_status.and_then(|s| s.shell_code());
+            assert_eq!(CaptureReceipt::decode(&c.encode().unwrap()).unwrap(), c);
+        }
         let _ = StopRequest::decode(&mutate(&mut rng, &stop_seed));
-        let _ = LaunchResultRecord::decode(&mutate(&mut rng, &result_seed));
+        if let Ok(l) = LaunchResultRecord::decode(&mutate(&mut rng, &result_seed)) {
+            let _ = l.workload_status.shell_code();
+        }
         let line = mutate(&mut rng, &api_seeds[i % api_seeds.len()]);
         let _ = api::decode_request(&line);
         let _ = api::decode_response(&line);

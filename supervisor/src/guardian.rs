@@ -23,7 +23,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use refine_protocol::frame::{encode_launch, launch_len, FLAG_NEW_SESSION, FLAG_PTY, MAX_FRAME};
+use refine_protocol::frame::{
+    encode_launch, launch_len, FLAG_NEW_SESSION, FLAG_PTY, MAX_FRAME, MAX_START_TIMEOUT_MS,
+};
 use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
 use refine_protocol::{
     Frame, Hello, LaunchParams, Receipt, RegistrationId, Rlimit, RuntimeId, WorkloadStatus,
@@ -210,7 +212,10 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, LaunchError> {
     let params = LaunchParams {
         flags,
         pdeath_signal: config.pdeath_signal.max(0) as u32,
-        start_timeout_ms: config.start_timeout.as_millis().clamp(1, u32::MAX as u128) as u32,
+        start_timeout_ms: config
+            .start_timeout
+            .as_millis()
+            .clamp(1, u128::from(MAX_START_TIMEOUT_MS)) as u32,
         stdio_fds,
         registration: config.registration,
         runtime: config.runtime,

@@ -1068,7 +1068,11 @@ impl Engine {
         } else {
             let path = runtime.capture_receipt_path(id);
             let receipt = capture.receipt(id, runtime.id(), Some(status));
-            match crate::durable::write_atomic(&path, &receipt.encode(), 0o600) {
+            let written = receipt
+                .encode()
+                .map_err(std::io::Error::other)
+                .and_then(|bytes| crate::durable::write_atomic(&path, &bytes, 0o600));
+            match written {
                 Ok(()) => Some(path),
                 Err(e) => {
                     tracing::error!(%id, error = %e, "cannot write the capture receipt");

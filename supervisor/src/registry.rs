@@ -49,7 +49,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use refine_protocol::record::{LaunchResultRecord, Registration, StopRequest};
-use refine_protocol::{DecodeError, RegistrationId, RuntimeId};
+use refine_protocol::{DecodeError, EncodeError, RegistrationId, RuntimeId};
 
 use crate::durable;
 use crate::fence::{self, Fence, FenceError};
@@ -101,6 +101,13 @@ pub enum RegistryError {
     Fence(#[from] FenceError),
     #[error("registration {0}: its lock is not held by the caller")]
     NotLocked(RegistrationId),
+    /// The record would not be readable back (larger than the record limit): nothing is written.
+    #[error("{what} refused: {source}")]
+    Refused {
+        what: &'static str,
+        #[source]
+        source: EncodeError,
+    },
 }
 
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> RegistryError + 'a {
@@ -287,9 +294,13 @@ impl Runtime {
     /// Writes the record durably (temp, fsync, rename, fsync dir), after its open-index marker
     /// is durable (see the module docs: a record never exists without its marker).
     pub fn write_registration(&self, reg: &Registration) -> Result<(), RegistryError> {
-        self.add_open_marker(reg.id)?;
         let path = self.record_path(reg.id);
-        durable::write_atomic(&path, &reg.encode(), 0o600).map_err(io_err("write", &path))
+        let bytes = reg.encode().map_err(|source| RegistryError::Refused {
+            what: "registration record",
+            source,
+        })?;
+        self.add_open_marker(reg.id)?;
+        durable::write_atomic(&path, &bytes, 0o600).map_err(io_err("write", &path))
     }
 
     /// Ids with an open-index marker, sorted: the registrations not yet proven exited (and
@@ -343,7 +354,11 @@ impl Runtime {
     pub fn write_stop_request(&self, req: &StopRequest) -> Result<(), RegistryError> {
         let path = self.stop_request_path(req.id);
         let tmp = path.with_extension(format!("stop.{}.tmp", std::process::id()));
-        durable::write_atomic(&tmp, &req.encode(), 0o600).map_err(io_err("write", &tmp))?;
+        let bytes = req.encode().map_err(|source| RegistryError::Refused {
+            what: "stop request",
+            source,
+        })?;
+        durable::write_atomic(&tmp, &bytes, 0o600).map_err(io_err("write", &tmp))?;
         let linked = fs::hard_link(&tmp, &path);
         let _ = fs::remove_file(&tmp);
         match linked {
@@ -358,7 +373,11 @@ impl Runtime {
     pub fn write_result(&self, rec: &LaunchResultRecord) -> Result<(), RegistryError> {
         let path = self.result_path(rec.id);
         let tmp = path.with_extension(format!("result.{}.tmp", std::process::id()));
-        fs::write(&tmp, rec.encode()).map_err(io_err("write", &tmp))?;
+        let bytes = rec.encode().map_err(|source| RegistryError::Refused {
+            what: "launch result",
+            source,
+        })?;
+        fs::write(&tmp, bytes).map_err(io_err("write", &tmp))?;
         fs::rename(&tmp, &path).map_err(|e| {
             let _ = fs::remove_file(&tmp);
             io_err("rename", &path)(e)

@@ -101,7 +101,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
     if f.durable {
         rt.write_registration(&reg).expect("write registration");
     } else {
-        fs::write(rt.record_path(id), reg.encode()).expect("write record");
+        fs::write(rt.record_path(id), reg.encode().expect("encode")).expect("write record");
     }
     if f.receipt {
         let receipt = Receipt {

@@ -4,11 +4,12 @@
 //! `refine-supervisor` first: the README's test command (`scripts/test`) builds every binary, and
 //! [`bin`] finds them beside the test executable, failing with "build the binaries first" otherwise.
 //!
-//! The guardian under test is the product build: `scripts/test` builds `refine-guardian` on its
-//! own (a workspace build would hand it a `std` protocol through feature unification) and
-//! exports its path as `REFINE_GUARDIAN`, which [`bin`] and the supervisor both honour.
+//! Every build of the guardian is the product (static, no C library: its only dependencies are
+//! `refine-protocol-core` and `libc`), so the one beside the tests is the one that ships;
+//! `REFINE_GUARDIAN` can still point the tests and the supervisor at another.
 
 pub mod driver;
+pub mod elf;
 pub mod history;
 
 use std::path::{Path, PathBuf};

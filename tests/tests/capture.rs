@@ -164,7 +164,7 @@ fn capture_receipt_round_trips_with_bounded_prefixes() {
     let receipt = run
         .result
         .receipt(id, RuntimeId([9; 16]), Some(WorkloadStatus::Exited(0)));
-    let back = CaptureReceipt::decode(&receipt.encode()).unwrap();
+    let back = CaptureReceipt::decode(&receipt.encode().unwrap()).unwrap();
     assert_eq!(back, receipt);
     let out = &back.streams[0];
     assert_eq!(out.name, "stdout");

@@ -44,44 +44,6 @@ fn run(l: &Launch) -> (Hello, Vec<Msg>, Receipt) {
     (hello, frames, receipt)
 }
 
-/// The program headers' types of a 64-bit little-endian ELF executable.
-fn elf_segment_types(bytes: &[u8]) -> Vec<u32> {
-    assert_eq!(
-        &bytes[..6],
-        b"\x7fELF\x02\x01",
-        "a 64-bit little-endian ELF file"
-    );
-    let u16_at = |o: usize| u16::from_le_bytes([bytes[o], bytes[o + 1]]) as usize;
-    let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap()) as usize;
-    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
-    (0..phnum)
-        .map(|i| {
-            let o = phoff + i * phentsize;
-            u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap())
-        })
-        .collect()
-}
-
-#[test]
-fn the_shipped_guardian_is_static_and_needs_no_loader() {
-    // Only the product build (`scripts/test` builds it alone and names it); a workspace build
-    // links the std variant, which is dynamic on purpose.
-    let Some(exe) = std::env::var_os("REFINE_GUARDIAN") else {
-        eprintln!("skipped: REFINE_GUARDIAN is not set (run scripts/test)");
-        return;
-    };
-    let bytes = fs::read(&exe).unwrap();
-    let types = elf_segment_types(&bytes);
-    const PT_INTERP: u32 = 3;
-    assert!(
-        !types.contains(&PT_INTERP),
-        "a loader is requested: {types:?}"
-    );
-    // Negative control: a dynamically linked program does request one.
-    let sh = fs::read("/bin/sh").unwrap();
-    assert!(elf_segment_types(&sh).contains(&PT_INTERP));
-}
-
 fn sh(dir: &Path, script: &str) -> Launch {
     Launch::new(&dir.join("proof"), &["sh", "-c", script])
 }

@@ -86,7 +86,6 @@ impl Drop for OwnedFd {
 // ---------------------------------------------------------------------------------------------
 // Panics and exit (the entry point is in `raw`).
 
-#[cfg(not(protocol_std))]
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     write_stderr(b"refine-guardian: internal error (panic)\n");
@@ -95,7 +94,6 @@ fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
 
 /// Dies by `SIGABRT` (as C's `abort`): default disposition, unblocked, raised; if that somehow
 /// returns, exits 134.
-#[cfg(not(protocol_std))]
 fn abort() -> ! {
     let dfl = [0u64; 4];
     let abrt: u64 = 1 << (libc::SIGABRT - 1);
@@ -124,7 +122,6 @@ fn abort() -> ! {
 /// The precompiled `core` refers to this symbol from its unwind tables even though the guardian
 /// is built with `panic = "abort"` and never unwinds (an abort needs no personality routine).
 /// `std` would provide it; without `std` this stub satisfies the linker and is never called.
-#[cfg(not(protocol_std))]
 #[no_mangle]
 pub extern "C" fn rust_eh_personality() {}
 

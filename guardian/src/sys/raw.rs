@@ -7,10 +7,6 @@
 //! system calls and formats nothing. Without a C library it starts in the time the kernel takes
 //! to map it, and its binary and private memory are a few pages.
 //!
-//! When Cargo's feature unification hands the guardian a `std` build of the protocol (a
-//! workspace build), `std` brings glibc along; then glibc's start-up calls [`main`] and glibc
-//! provides the memory routines, and only the system calls below are used.
-//!
 //! # Safety
 //! [`call`] passes integers to the kernel; every caller (all in `sys`) states why the
 //! pointers among them are valid. `_start` runs before anything else, on the kernel's initial
@@ -100,9 +96,9 @@ macro_rules! syscall {
 pub(crate) use syscall;
 
 // ---------------------------------------------------------------------------------------------
-// Entry point (no C library only).
+// Entry point.
 
-#[cfg(all(not(protocol_std), target_arch = "x86_64"))]
+#[cfg(target_arch = "x86_64")]
 core::arch::global_asm!(
     ".globl _start",
     ".type _start,@function",
@@ -115,7 +111,7 @@ core::arch::global_asm!(
     entry = sym entry,
 );
 
-#[cfg(all(not(protocol_std), target_arch = "aarch64"))]
+#[cfg(target_arch = "aarch64")]
 core::arch::global_asm!(
     ".globl _start",
     ".type _start,%function",
@@ -130,26 +126,17 @@ core::arch::global_asm!(
 
 /// Where `_start` lands, on the kernel's initial stack (argc, argv, envp, auxv above it: the
 /// guardian reads none of them, its launch arrives over stdin).
-#[cfg(not(protocol_std))]
 extern "C" fn entry(_initial_stack: *const usize) -> ! {
     crate::sys::exit(crate::run())
 }
 
-/// glibc's start-up calls this when `std` brought glibc along (see the module docs).
-#[cfg(protocol_std)]
-#[no_mangle]
-pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
-    crate::run()
-}
-
 // ---------------------------------------------------------------------------------------------
-// The memory routines `core` and the compiler call (no C library only). On x86_64 copies and
+// The memory routines `core` and the compiler call. On x86_64 copies and
 // fills are the string instructions (`rep movsb`/`rep stosb`, fast on every current CPU);
 // elsewhere, and for overlapping moves and compares, byte loops with volatile accesses, so the
 // optimizer cannot turn them back into calls to themselves. The guardian moves a few kilobytes
 // per launch at most.
 
-#[cfg(not(protocol_std))]
 mod mem {
     use core::ffi::c_int;
     use core::ptr::{read_volatile, write_volatile};

@@ -6,14 +6,10 @@
 
 use core::fmt;
 
-#[cfg(feature = "std")]
-use serde::{Deserialize, Serialize};
-
 macro_rules! id16 {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
         #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-        #[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
         pub struct $name(pub [u8; 16]);
 
         impl $name {
@@ -38,8 +34,7 @@ macro_rules! id16 {
             }
         }
 
-        #[cfg(feature = "std")]
-        impl std::str::FromStr for $name {
+        impl core::str::FromStr for $name {
             type Err = crate::DecodeError;
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 Self::parse(s).ok_or(crate::DecodeError::InvalidField { field: stringify!($name) })
@@ -92,7 +87,6 @@ fn parse_hex16(text: &str) -> Option<[u8; 16]> {
 
 /// A process as the kernel knows it: pid plus start time (`/proc/PID/stat` field 22).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
 pub struct ProcessWitness {
     pub pid: u32,
     /// Clock ticks after boot at which the process started.
@@ -101,7 +95,6 @@ pub struct ProcessWitness {
 
 /// The proof file's `(st_dev, st_ino)`: a replaced file (new inode) no longer matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
 pub struct ProofIdentity {
     pub dev: u64,
     pub ino: u64,

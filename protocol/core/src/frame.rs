@@ -109,7 +109,6 @@ pub const fn guardian_failure(code: u16) -> &'static str {
 
 /// A resource limit for `setrlimit` in the workload. `u64::MAX` is `RLIM_INFINITY`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct Rlimit {
     pub resource: u32,
     pub soft: u64,
@@ -227,7 +226,6 @@ impl<'a> RlimitList<'a> {
 
 /// What the guardian reports once the workload is forked (and gated).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct Hello {
     pub guardian: ProcessWitness,
     pub boot_id: BootId,
@@ -312,6 +310,27 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
         return Err(EncodeError::Oversized {
             len: p.rlimits.len(),
             max: MAX_RLIMITS,
+        });
+    }
+    // The decoder's domain checks, so that nothing is sent that the guardian would refuse.
+    if p.flags & !KNOWN_FLAGS != 0 {
+        return Err(EncodeError::InvalidField {
+            field: "launch flags",
+        });
+    }
+    if p.pdeath_signal > 64 {
+        return Err(EncodeError::InvalidField {
+            field: "parent-death signal",
+        });
+    }
+    if p.start_timeout_ms == 0 || p.start_timeout_ms > MAX_START_TIMEOUT_MS {
+        return Err(EncodeError::InvalidField {
+            field: "start timeout",
+        });
+    }
+    if p.stdio_fds != 0 && p.stdio_fds != 3 {
+        return Err(EncodeError::InvalidField {
+            field: "descriptor count",
         });
     }
     let mut w = Writer::new(out);

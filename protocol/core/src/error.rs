@@ -65,8 +65,7 @@ impl fmt::Display for DecodeError {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for DecodeError {}
+impl core::error::Error for DecodeError {}
 
 /// Why a value could not be encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +78,9 @@ pub enum EncodeError {
     InteriorNul { field: &'static str },
     /// [`crate::Frame::Launch`] is encoded from its parts with [`crate::frame::encode_launch`].
     UseEncodeLaunch,
+    /// A field holds a value its decoder would reject (a signal outside 1..=64, a start timeout
+    /// past the guardian's bound, ...): nothing is written that cannot be read back.
+    InvalidField { field: &'static str },
 }
 
 impl fmt::Display for EncodeError {
@@ -94,9 +96,11 @@ impl fmt::Display for EncodeError {
             EncodeError::UseEncodeLaunch => {
                 f.write_str("launch frames are encoded with encode_launch")
             }
+            EncodeError::InvalidField { field } => {
+                write!(f, "{field} holds a value its reader would reject")
+            }
         }
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for EncodeError {}
+impl core::error::Error for EncodeError {}

@@ -40,12 +40,11 @@ use crate::{
     BootId, DecodeError, EncodeError, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId,
 };
 
-#[cfg(feature = "std")]
-use serde::{Deserialize, Serialize};
-
 pub const RECEIPT_MAGIC: [u8; 8] = *b"RFNRCPT\0";
 pub const RECEIPT_VERSION: u16 = 1;
 pub const RECEIPT_LEN: usize = 144;
+/// Largest signal number the kernel delivers (`SIGRTMAX` on Linux).
+pub const MAX_SIGNAL: i32 = 64;
 const CRC_AT: usize = 136;
 
 /// What a proof file holds before its receipt: the guardian reserves the receipt's block with
@@ -64,8 +63,6 @@ pub fn is_unwritten(content: &[u8]) -> bool {
 /// How the workload (the guardian's direct child) ended. Never a made-up code: when the guardian
 /// could not observe it, it says [`WorkloadStatus::Unknown`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "std", serde(rename_all = "snake_case"))]
 pub enum WorkloadStatus {
     Exited(i32),
     Signaled(i32),
@@ -74,12 +71,24 @@ pub enum WorkloadStatus {
 }
 
 impl WorkloadStatus {
-    /// The shell's view: the exit code, or 128 + signal. `None` if it never ran or is unknown.
+    /// The shell's view: the exit code, or 128 + signal. `None` if it never ran, is unknown, or
+    /// holds a value no kernel reports (a status decoded from a damaged record): the arithmetic
+    /// never overflows.
     pub fn shell_code(&self) -> Option<i32> {
         match *self {
-            WorkloadStatus::Exited(c) => Some(c),
-            WorkloadStatus::Signaled(s) => Some(128 + s),
+            WorkloadStatus::Exited(c) if (0..=255).contains(&c) => Some(c),
+            WorkloadStatus::Signaled(s) if (1..=MAX_SIGNAL).contains(&s) => Some(128 + s),
             _ => None,
+        }
+    }
+
+    /// Whether the value is one the kernel can report: an exit code in 0..=255, a signal in
+    /// 1..=[`MAX_SIGNAL`].
+    pub fn is_valid(&self) -> bool {
+        match *self {
+            WorkloadStatus::Exited(c) => (0..=255).contains(&c),
+            WorkloadStatus::Signaled(s) => (1..=MAX_SIGNAL).contains(&s),
+            WorkloadStatus::NeverStarted | WorkloadStatus::Unknown => true,
         }
     }
 
@@ -93,9 +102,14 @@ impl WorkloadStatus {
     }
 
     fn from_wire(tag: u8, value: i32) -> Result<Self, DecodeError> {
-        Ok(match tag {
+        let status = match tag {
             0 => WorkloadStatus::Exited(value),
             1 => WorkloadStatus::Signaled(value),
+            2 | 3 if value != 0 => {
+                return Err(DecodeError::InvalidField {
+                    field: "workload status value",
+                })
+            }
             2 => WorkloadStatus::NeverStarted,
             3 => WorkloadStatus::Unknown,
             _ => {
@@ -103,10 +117,21 @@ impl WorkloadStatus {
                     field: "workload status",
                 })
             }
-        })
+        };
+        if !status.is_valid() {
+            return Err(DecodeError::InvalidField {
+                field: "workload status value",
+            });
+        }
+        Ok(status)
     }
 
     pub(crate) fn encode(self, w: &mut Writer<'_>) -> Result<(), EncodeError> {
+        if !self.is_valid() {
+            return Err(EncodeError::InvalidField {
+                field: "workload status",
+            });
+        }
         let (tag, value) = self.to_wire();
         w.u8(tag)?;
         w.i32(value)
@@ -121,8 +146,6 @@ impl WorkloadStatus {
 
 /// Why the scope ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "std", serde(rename_all = "snake_case"))]
 pub enum ScopeEnd {
     /// The workload started; every process of the scope has been reaped.
     Completed,
@@ -152,7 +175,6 @@ impl ScopeEnd {
 
 /// The decoded receipt. See the module docs for its layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
 pub struct Receipt {
     pub registration: RegistrationId,
     pub runtime: RuntimeId,
@@ -194,6 +216,11 @@ impl Receipt {
         w.u64(self.workload.start_time)?;
         w.u64(self.proof.dev)?;
         w.u64(self.proof.ino)?;
+        if !self.status.is_valid() {
+            return Err(EncodeError::InvalidField {
+                field: "workload status",
+            });
+        }
         let (tag, value) = self.status.to_wire();
         w.u8(tag)?;
         w.u8(self.end.to_wire())?;
@@ -268,7 +295,11 @@ impl Receipt {
         if stored != computed {
             return Err(DecodeError::BadChecksum { stored, computed });
         }
-        let _flags = r.u32()?;
+        if r.u32()? != 0 {
+            return Err(DecodeError::InvalidField {
+                field: "receipt flags",
+            });
+        }
         let registration = RegistrationId(r.array()?);
         let runtime = RuntimeId(r.array()?);
         let boot_id = BootId(r.array()?);
@@ -282,7 +313,11 @@ impl Receipt {
         };
         let tag = r.u8()?;
         let end = ScopeEnd::from_wire(r.u8()?)?;
-        let _reserved = r.u16()?;
+        if r.u16()? != 0 {
+            return Err(DecodeError::InvalidField {
+                field: "receipt reserved",
+            });
+        }
         let status = WorkloadStatus::from_wire(tag, r.i32()?)?;
         let spawn_errno = r.i32()?;
         let reaped = r.u32()?;
