@@ -92,8 +92,10 @@ fn launcher_killed_mid_flight_then_two_concurrent_recoveries() {
     }
     let report = format!("{actions:#?}");
     for (name, id) in &ids {
-        let acts = &actions[id];
-        assert_eq!(acts.len(), 2, "{name}: {report}");
+        // Each run reads the open index when it starts: a scope the other run already proved
+        // exited has left it, so it may be seen by one run only.
+        let acts = actions.get(id).cloned().unwrap_or_default();
+        assert!((1..=2).contains(&acts.len()), "{name}: {report}");
         let stopped = acts.iter().filter(|a| a.starts_with("stopped")).count();
         // Nobody double-acts: at most one run stops a scope, the other finds it exited.
         assert!(stopped <= 1, "{name} stopped twice: {report}");
@@ -101,7 +103,7 @@ fn launcher_killed_mid_flight_then_two_concurrent_recoveries() {
             acts.iter().any(|a| a != "owned"),
             "{name}: neither run acted: {report}"
         );
-        for a in acts {
+        for a in &acts {
             // `owned`: the other run held the lock while acting on it.
             assert!(
                 a == "stopped Stopped" || a == "released exited" || a == "owned",
