@@ -174,7 +174,7 @@ impl Runtime {
     /// Builds `open/` once for a runtime that has none (see the module docs): a marker for every
     /// record, in a temporary folder that is fsynced and renamed into place without replacing an
     /// index another process built meanwhile. Idempotent; a no-op when `open/` exists.
-    fn ensure_open_index(&self) -> Result<(), RegistryError> {
+    pub fn ensure_open_index(&self) -> Result<(), RegistryError> {
         let open = self.open_dir();
         if open.is_dir() {
             return Ok(());
