@@ -16,36 +16,79 @@
 //! Ids travel as 32 lowercase hex digits (the file names under `run/P`), not as byte arrays.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::record::Kind;
 use crate::DecodeError;
 
 pub const API_VERSION: u16 = 1;
 /// Largest accepted message line, newline included.
 pub const MAX_MESSAGE: usize = 1024 * 1024;
 
-/// A launch asked of the service (`run --detach`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LaunchSpec {
+/// What the caller of a launch asks (`run`, `run --detach`, the service's `launch` request): the
+/// kind as a [`Kind`], the deadlines as [`Duration`]s. On the wire the kind is its lowercase name
+/// and the durations are whole milliseconds (`timeout_ms`, `idle_timeout_ms`,
+/// `wait_for_slot_ms`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchAsk {
     pub argv: Vec<String>,
-    /// `agent`, `quality`, `command` or `terminal`.
-    pub kind: String,
+    pub kind: Kind,
     pub label: String,
     pub cwd: Option<String>,
     pub env: BTreeMap<String, String>,
     pub meta: BTreeMap<String, String>,
-    pub timeout_ms: Option<u64>,
-    pub idle_timeout_ms: Option<u64>,
+    /// Completion deadline from the start.
+    #[serde(rename = "timeout_ms", default, with = "millis")]
+    pub timeout: Option<Duration>,
+    /// Idle deadline.
+    #[serde(rename = "idle_timeout_ms", default, with = "millis")]
+    pub idle_timeout: Option<Duration>,
     pub pty: bool,
     /// For `agent` launches when no slot is free: wait (up to this long) instead of refusing.
-    pub wait_for_slot_ms: Option<u64>,
+    #[serde(rename = "wait_for_slot_ms", default, with = "millis")]
+    pub wait_for_slot: Option<Duration>,
+}
+
+impl LaunchAsk {
+    /// An ask with no label, environment, metadata, deadlines or terminal.
+    pub fn new(kind: Kind, argv: Vec<String>) -> Self {
+        LaunchAsk {
+            argv,
+            kind,
+            label: String::new(),
+            cwd: None,
+            env: BTreeMap::new(),
+            meta: BTreeMap::new(),
+            timeout: None,
+            idle_timeout: None,
+            pty: false,
+            wait_for_slot: None,
+        }
+    }
+}
+
+/// An optional [`Duration`] as whole milliseconds on the wire.
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        d.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
-    Launch(LaunchSpec),
+    Launch(LaunchAsk),
     List {
         #[serde(default)]
         all: bool,
@@ -222,12 +265,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_launch_ask_keeps_its_wire_form() {
+        let ask = LaunchAsk {
+            wait_for_slot: Some(Duration::from_secs(2)),
+            ..LaunchAsk::new(Kind::Agent, vec!["true".into()])
+        };
+        let line = String::from_utf8(encode_request(&Request::Launch(ask))).unwrap();
+        assert!(line.contains(r#""kind":"agent""#), "{line}");
+        assert!(line.contains(r#""wait_for_slot_ms":2000"#), "{line}");
+        assert!(line.contains(r#""timeout_ms":null"#), "{line}");
+        let old = br#"{"v":1,"op":"launch","argv":["true"],"kind":"quality","label":"","cwd":null,"env":{},"meta":{},"timeout_ms":250,"idle_timeout_ms":null,"pty":false,"wait_for_slot_ms":null}"#;
+        let Request::Launch(back) = decode_request(old).unwrap() else {
+            panic!("not a launch");
+        };
+        assert_eq!(back.kind, Kind::Quality);
+        assert_eq!(back.timeout, Some(Duration::from_millis(250)));
+    }
+
+    #[test]
     fn requests_round_trip_and_are_versioned() {
         let reqs = [
-            Request::Launch(LaunchSpec {
-                argv: vec!["sleep".into(), "1".into()],
-                kind: "command".into(),
-                ..LaunchSpec::default()
+            Request::Launch(LaunchAsk {
+                timeout: Some(Duration::from_millis(1500)),
+                ..LaunchAsk::new(Kind::Command, vec!["sleep".into(), "1".into()])
             }),
             Request::List { all: true },
             Request::Show { id: "ab".into() },

@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use refine_protocol::record::{Kind, Limits, ScopePolicy};
 use refine_protocol::Receipt;
-use refine_supervisor::guardian::{self, GuardianEvent, RegisteredLaunch, Stdio};
+use refine_supervisor::guardian::{self, GuardianEvent, Stdio};
+use refine_supervisor::launch::{launch_registered, RegisteredLaunch};
 use refine_supervisor::registry::{self, Runtime, DEFAULT_PORT};
 
 fn main() -> anyhow::Result<()> {
@@ -39,7 +40,7 @@ fn main() -> anyhow::Result<()> {
     };
     let rt = Runtime::open(&home, DEFAULT_PORT)?;
     let id = rt.new_id()?;
-    let (reg, mut link) = guardian::launch_registered(
+    let (reg, mut link) = launch_registered(
         &rt,
         id,
         RegisteredLaunch {

@@ -536,9 +536,14 @@ impl Capture {
         self.readers.iter().all(|r| r.fd.is_none())
     }
 
+    /// The final drain has ended (it started and its deadline passed).
+    pub fn drain_over(&self, now: Instant) -> bool {
+        self.drain_deadline.is_some_and(|d| now >= d)
+    }
+
     /// Capture is over: every stream closed, or the final drain has ended.
     pub fn is_done(&self, now: Instant) -> bool {
-        self.all_closed() || self.drain_deadline.is_some_and(|d| now >= d)
+        self.all_closed() || self.drain_over(now)
     }
 
     /// Waits until a stream or one of `extra` is readable (or `deadline`, or the drain's end),
@@ -550,7 +555,7 @@ impl Capture {
         deadline: Option<Instant>,
     ) -> Result<Ready, CaptureError> {
         let now = Instant::now();
-        if self.drain_deadline.is_some_and(|d| now >= d) {
+        if self.drain_over(now) {
             // The drain is over: report the control descriptors without waiting.
             return poll_extra(extra, Some(now));
         }

@@ -4,8 +4,8 @@
 //! stdin (the inherited channel), sends the launch spec with the workload's stdio descriptors
 //! (`SCM_RIGHTS`), and returns a [`GuardianLink`] once the guardian's `Hello` arrived: the workload
 //! is then forked but gated. The caller makes the registration durable, then calls
-//! [`GuardianLink::start`]. Events ([`GuardianEvent`]) follow on the channel. [`launch_registered`]
-//! is that whole sequence with the registration written through [`Runtime`].
+//! [`GuardianLink::start`]. Events ([`GuardianEvent`]) follow on the channel. The launch engine's
+//! [`crate::launch::launch_registered`] is that whole sequence with the registration written.
 //!
 //! # Caveats
 //! The guardian is this process's child, so this process reaps *the guardian* (and only it, by
@@ -13,7 +13,6 @@
 //! the guardian is reaped by the guardian. If this process dies, the channel closes: the guardian
 //! forwards the parent-death signal, reaps, writes its receipt, and exits.
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
@@ -26,7 +25,6 @@ use std::time::{Duration, Instant};
 use refine_protocol::frame::{
     encode_launch, launch_len, FLAG_NEW_SESSION, FLAG_PTY, MAX_FRAME, MAX_START_TIMEOUT_MS,
 };
-use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
 use refine_protocol::{
     Frame, Hello, LaunchParams, Receipt, RegistrationId, Rlimit, RuntimeId, WorkloadStatus,
 };
@@ -36,7 +34,7 @@ use rustix::net::{
     SendFlags, SocketFlags, SocketType,
 };
 
-use crate::registry::{RegistryError, Runtime, Stream};
+use crate::registry::RegistryError;
 
 /// How long the guardian may take to answer the launch frame with `Hello`.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -98,7 +96,7 @@ pub enum GuardianEvent {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum LaunchError {
+pub enum HandshakeError {
     #[error("guardian executable not found ({0}): build it with `cargo build --release -p refine-guardian` (or set REFINE_GUARDIAN)")]
     GuardianMissing(PathBuf),
     #[error("cannot {op}")]
@@ -132,8 +130,8 @@ fn errno_text(errno: i32) -> String {
     }
 }
 
-fn io_op(op: &'static str) -> impl FnOnce(rustix::io::Errno) -> LaunchError {
-    move |e| LaunchError::Io {
+fn io_op(op: &'static str) -> impl FnOnce(rustix::io::Errno) -> HandshakeError {
+    move |e| HandshakeError::Io {
         op,
         source: e.into(),
     }
@@ -170,10 +168,10 @@ pub fn guardian_exe() -> PathBuf {
 }
 
 /// Spawns the guardian, sends the launch spec, and waits (bounded) for its `Hello`.
-pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, LaunchError> {
+pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
     let exe = config.guardian_exe.clone().unwrap_or_else(guardian_exe);
     if !exe.is_file() {
-        return Err(LaunchError::GuardianMissing(exe));
+        return Err(HandshakeError::GuardianMissing(exe));
     }
     let (ours, theirs) = socketpair(
         AddressFamily::UNIX,
@@ -228,7 +226,7 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, LaunchError> {
     // Sized to this launch (a few hundred bytes, usually), capped at the largest frame: a
     // bigger launch fails to encode exactly as before.
     let mut frame = vec![0u8; launch_len(&params).min(MAX_FRAME)];
-    let len = encode_launch(&params, &mut frame).map_err(LaunchError::Encode)?;
+    let len = encode_launch(&params, &mut frame).map_err(HandshakeError::Encode)?;
 
     // The guardian lives as long as the scope. When the workload gets its own stdio, the
     // guardian keeps none of this process's: an inherited stderr would hold a caller's pipe open
@@ -247,7 +245,7 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, LaunchError> {
         .stdin(std::process::Stdio::from(theirs))
         .stdout(own())
         .stderr(own());
-    let child = command.spawn().map_err(|source| LaunchError::Io {
+    let child = command.spawn().map_err(|source| HandshakeError::Io {
         op: "spawn the guardian",
         source,
     })?;
@@ -282,7 +280,7 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, LaunchError> {
     drop(config.stdio);
     if let Err(e) = sent {
         link.close_and_reap();
-        return Err(LaunchError::Io {
+        return Err(HandshakeError::Io {
             op: "send the launch spec",
             source: e.into(),
         });
@@ -296,12 +294,12 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, LaunchError> {
         other => {
             link.close_and_reap();
             Err(match other {
-                Ok(None) => LaunchError::HelloTimeout(HELLO_TIMEOUT),
-                Ok(Some(Received::Closed)) => LaunchError::ClosedBeforeHello,
+                Ok(None) => HandshakeError::HelloTimeout(HELLO_TIMEOUT),
+                Ok(Some(Received::Closed)) => HandshakeError::ClosedBeforeHello,
                 Ok(Some(Received::Event(GuardianEvent::GuardianFailed { code, errno }))) => {
-                    LaunchError::GuardianFailed { code, errno }
+                    HandshakeError::GuardianFailed { code, errno }
                 }
-                Ok(Some(_)) => LaunchError::Unexpected("event before hello"),
+                Ok(Some(_)) => HandshakeError::Unexpected("event before hello"),
                 Err(e) => e,
             })
         }
@@ -332,24 +330,26 @@ impl GuardianLink {
     }
 
     /// Tells the guardian the registration is durable: the workload may exec.
-    pub fn start(&mut self) -> Result<(), LaunchError> {
+    pub fn start(&mut self) -> Result<(), HandshakeError> {
         self.send(Frame::Start, "send start")
     }
 
     /// Tells the guardian not to start: it kills and reaps the gated workload, writes an
     /// aborted receipt and exits.
-    pub fn abort(&mut self) -> Result<(), LaunchError> {
+    pub fn abort(&mut self) -> Result<(), HandshakeError> {
         self.send(Frame::Abort, "send abort")
     }
 
     /// Asks the guardian to forward `signo` to the workload.
-    pub fn signal(&mut self, signo: i32) -> Result<(), LaunchError> {
+    pub fn signal(&mut self, signo: i32) -> Result<(), HandshakeError> {
         self.send(Frame::Signal { signo }, "send a signal request")
     }
 
-    fn send(&mut self, frame: Frame<'_>, op: &'static str) -> Result<(), LaunchError> {
+    fn send(&mut self, frame: Frame<'_>, op: &'static str) -> Result<(), HandshakeError> {
         let mut buf = [0u8; 64];
-        let n = frame.encode_into(&mut buf).map_err(LaunchError::Encode)?;
+        let n = frame
+            .encode_into(&mut buf)
+            .map_err(HandshakeError::Encode)?;
         rustix::net::send(&self.channel, &buf[..n], SendFlags::NOSIGNAL).map_err(io_op(op))?;
         Ok(())
     }
@@ -358,16 +358,19 @@ impl GuardianLink {
     pub fn next_event(
         &mut self,
         timeout: Option<Duration>,
-    ) -> Result<Option<GuardianEvent>, LaunchError> {
+    ) -> Result<Option<GuardianEvent>, HandshakeError> {
         match self.recv_frame(timeout)? {
             None => Ok(None),
             Some(Received::Event(e)) => Ok(Some(e)),
             Some(Received::Closed) => Ok(Some(GuardianEvent::ChannelClosed)),
-            Some(Received::Hello(_)) => Err(LaunchError::Unexpected("second hello")),
+            Some(Received::Hello(_)) => Err(HandshakeError::Unexpected("second hello")),
         }
     }
 
-    fn recv_frame(&mut self, timeout: Option<Duration>) -> Result<Option<Received>, LaunchError> {
+    fn recv_frame(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Received>, HandshakeError> {
         if self.closed {
             return Ok(Some(Received::Closed));
         }
@@ -384,7 +387,7 @@ impl GuardianLink {
                 Ok(_) => break,
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => {
-                    return Err(LaunchError::Io {
+                    return Err(HandshakeError::Io {
                         op: "poll the guardian channel",
                         source: e.into(),
                     })
@@ -401,7 +404,7 @@ impl GuardianLink {
             Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => return Ok(None),
             Err(rustix::io::Errno::CONNRESET) => (0, 0),
             Err(e) => {
-                return Err(LaunchError::Io {
+                return Err(HandshakeError::Io {
                     op: "read the guardian channel",
                     source: e.into(),
                 })
@@ -412,14 +415,14 @@ impl GuardianLink {
             return Ok(Some(Received::Closed));
         }
         if full > buf.len() {
-            return Err(LaunchError::Decode(
+            return Err(HandshakeError::Decode(
                 refine_protocol::DecodeError::Oversized {
                     len: full,
                     max: buf.len(),
                 },
             ));
         }
-        let frame = Frame::decode(&buf[..full]).map_err(LaunchError::Decode)?;
+        let frame = Frame::decode(&buf[..full]).map_err(HandshakeError::Decode)?;
         Ok(Some(match frame {
             Frame::Hello(h) => Received::Hello(h),
             Frame::Started => Received::Event(GuardianEvent::Started),
@@ -432,7 +435,7 @@ impl GuardianLink {
                 Received::Event(GuardianEvent::GuardianFailed { code, errno })
             }
             Frame::Launch(_) | Frame::Start | Frame::Abort | Frame::Signal { .. } => {
-                return Err(LaunchError::Unexpected(
+                return Err(HandshakeError::Unexpected(
                     "launcher-side frame from the guardian",
                 ))
             }
@@ -484,116 +487,4 @@ impl Drop for GuardianLink {
                 });
         }
     }
-}
-
-/// A launch for [`launch_registered`]: what the registration records, plus how to run it.
-#[derive(Debug)]
-pub struct RegisteredLaunch {
-    pub kind: Kind,
-    pub label: String,
-    pub owner: String,
-    pub purpose: BTreeMap<String, String>,
-    pub argv: Vec<OsString>,
-    /// The prepared environment; `REFINE_OWNER=<id>` is set on top of it.
-    pub env: Vec<(OsString, OsString)>,
-    pub cwd: Option<PathBuf>,
-    pub stdio: Stdio,
-    /// Where input written to the workload is recorded (`logs/ID.stdin`), if it takes any.
-    pub stdin_path: Option<PathBuf>,
-    pub pty: bool,
-    pub new_session: bool,
-    pub limits: Limits,
-    pub scope_policy: ScopePolicy,
-    pub pdeath_signal: i32,
-    pub start_timeout: Duration,
-    pub guardian_exe: Option<PathBuf>,
-}
-
-/// The minimal managed launch: spawn the guardian, receive its identities, write the registration
-/// durably, and only then say *start*. Returns the record and the link (events follow on it).
-/// If the registration cannot be written, the guardian is told to abort: no workload code runs
-/// unregistered.
-pub fn launch_registered(
-    rt: &Runtime,
-    id: RegistrationId,
-    req: RegisteredLaunch,
-) -> Result<(Registration, GuardianLink), LaunchError> {
-    let owner_entry = {
-        let mut e = OsString::from(OWNER_VAR);
-        e.push("=");
-        e.push(id.to_string());
-        e
-    };
-    let mut env: Vec<OsString> = req
-        .env
-        .iter()
-        .filter(|(k, _)| k.as_bytes() != OWNER_VAR.as_bytes())
-        .map(|(k, v)| {
-            let mut e = k.clone();
-            e.push("=");
-            e.push(v);
-            e
-        })
-        .collect();
-    env.push(owner_entry);
-    let cwd_text = match &req.cwd {
-        Some(c) => c.to_string_lossy().into_owned(),
-        None => std::env::current_dir()
-            .map(|c| c.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-    };
-    let proof_path = rt.proof_path(id);
-    let mut link = spawn(LaunchConfig {
-        registration: id,
-        runtime: rt.id(),
-        proof_path: proof_path.clone(),
-        argv: req.argv.clone(),
-        env,
-        cwd: req.cwd.clone(),
-        rlimits: req.limits.rlimits.clone(),
-        stdio: req.stdio,
-        new_session: req.new_session,
-        pdeath_signal: req.pdeath_signal,
-        start_timeout: req.start_timeout,
-        guardian_exe: req.guardian_exe,
-    })?;
-    let started_at_unix_ms = crate::deadline::unix_ms();
-    let registration = Registration {
-        id,
-        runtime: rt.id(),
-        kind: req.kind,
-        label: req.label,
-        owner: req.owner,
-        purpose: req.purpose,
-        argv: req
-            .argv
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        cwd: cwd_text,
-        stdout_path: rt
-            .log_path(id, Stream::Stdout)
-            .to_string_lossy()
-            .into_owned(),
-        stderr_path: rt
-            .log_path(id, Stream::Stderr)
-            .to_string_lossy()
-            .into_owned(),
-        stdin_path: req
-            .stdin_path
-            .as_ref()
-            .map(|p| p.to_string_lossy().into_owned()),
-        pty: req.pty,
-        limits: req.limits,
-        scope_policy: req.scope_policy,
-        started_at_unix_ms,
-        hello: *link.hello(),
-        proof_path: proof_path.to_string_lossy().into_owned(),
-    };
-    if let Err(e) = rt.write_registration(&registration) {
-        let _ = link.abort();
-        return Err(LaunchError::Registry(e));
-    }
-    link.start()?;
-    Ok((registration, link))
 }

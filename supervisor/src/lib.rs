@@ -15,13 +15,16 @@
 //! - [`capacity`]: admission (C1–C3). [`retention`]: log retirement (R1–R3).
 //!   [`forget`]: removing whole exited registrations (R4). [`open_index`]: where open
 //!   scopes are (F1).
-//! - [`cli`]: the operator command line. [`service`]: `serve` and the socket API.
+//!
+//! [`app`] is the application on top of them (the operator CLI, the foreground `run`, `serve`
+//! and its client), built on them; no mechanism module imports it, and only its entry points
+//! ([`app::Cli`], [`app::dispatch`], [`app::CliError`]) are public.
 #![forbid(unsafe_code)]
 
+pub mod app;
 pub mod assess;
 pub mod capacity;
 pub mod capture;
-pub mod cli;
 pub mod deadline;
 pub mod durable;
 pub mod env_policy;
@@ -35,7 +38,6 @@ pub mod pty;
 pub mod recover;
 pub mod registry;
 pub mod retention;
-pub mod service;
 pub mod signal;
 pub mod stop;
 pub mod tree;

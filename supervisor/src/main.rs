@@ -1,9 +1,9 @@
 //! `refine-supervisor`: the operator CLI and the service. `main` only parses, dispatches and
 //! turns an error into one line on stderr and a non-zero exit; everything else is in
-//! [`refine_supervisor::cli`].
+//! [`refine_supervisor::app`].
 
 use clap::Parser;
-use refine_supervisor::cli::{self, Cli};
+use refine_supervisor::app::{self as cli, Cli};
 
 /// Exit code of every failed command (clap's usage errors exit 2).
 const FAILURE: i32 = 1;

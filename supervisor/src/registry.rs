@@ -8,8 +8,10 @@
 //! run/P/logs/ID.stdout|.stderr|.stdin, ID.capture   artifacts and capture receipt
 //! run/P/locks/ID.lock         per-registration lock; stable inode while the record exists
 //! run/P/locks/stop.lock       runtime fence serializing tree stops
+//! run/P/locks/service.lock    held by the port's one service
 //! run/P/open/ID               open index: an empty marker per registration not yet proven exited
 //! run/P/supervisor.sock       service socket
+//! run/P/service.log           the service's log
 //! ```
 //!
 //! The home is derived from the running executable ([`default_home`]), never from the caller's
@@ -284,6 +286,14 @@ impl Runtime {
     /// The open-index marker of `id`.
     pub fn open_marker_path(&self, id: RegistrationId) -> PathBuf {
         self.open_dir().join(id.to_string())
+    }
+    /// The lock the port's one service holds while it runs.
+    pub fn service_lock_path(&self) -> PathBuf {
+        self.dir.join("locks").join("service.lock")
+    }
+    /// The service's log.
+    pub fn service_log_path(&self) -> PathBuf {
+        self.dir.join("service.log")
     }
 
     /// A fresh random registration id.

@@ -282,6 +282,16 @@ fn run(
         owner: Some(reg.id),
     };
     let mut signalled = Vec::new();
+    let attempt = |signalled, killed, timings| StopAttempt {
+        runtime,
+        reg,
+        opts,
+        start,
+        deadline,
+        signalled,
+        killed,
+        timings,
+    };
 
     if let Some(grace) = opts.grace {
         let t = Instant::now();
@@ -295,9 +305,7 @@ fn run(
         };
         timings.grace = t.elapsed();
         if let (true, Some(g)) = (exited, &guardian) {
-            return prove(
-                runtime, reg, opts, g, signalled, 0, timings, start, deadline, None,
-            );
+            return attempt(signalled, 0, timings).prove(g, None);
         }
     }
 
@@ -331,18 +339,7 @@ fn run(
     }
     let held = held;
     match &guardian {
-        Some(g) => prove(
-            runtime,
-            reg,
-            opts,
-            g,
-            signalled,
-            killed,
-            timings,
-            start,
-            deadline,
-            Some(t),
-        ),
+        Some(g) => attempt(signalled, killed, timings).prove(g, Some(t)),
         None => {
             // No guardian to reap and prove: wait until every killed witness has exited.
             for v in &held {
@@ -363,50 +360,59 @@ fn run(
     }
 }
 
-/// Waits for the guardian to exit (its pidfd), then the assessment must be `exited`.
-#[allow(clippy::too_many_arguments)]
-fn prove(
-    runtime: &Runtime,
-    reg: &Registration,
-    opts: &StopOptions<'_>,
-    guardian: &Verified,
-    signalled: Vec<Sent>,
-    killed: usize,
-    mut timings: StopTimings,
+/// One stop that has signalled what it could and must now prove the scope's end: what it stops,
+/// under which options, its start and deadline, and what it has done so far.
+struct StopAttempt<'a> {
+    runtime: &'a Runtime,
+    reg: &'a Registration,
+    opts: &'a StopOptions<'a>,
     start: Instant,
     deadline: Instant,
-    kill_at: Option<Instant>,
-) -> Result<StopReport, StopError> {
-    // The pidfd held since the assessment: readable once the guardian has exited.
-    let exited = guardian
-        .wait_exit(Some(deadline.saturating_duration_since(Instant::now())))
-        .map_err(StopError::Signal)?;
-    if let Some(t) = kill_at {
-        timings.kill_to_exit = t.elapsed();
-    }
-    let assessment = assess::assess(runtime, reg, opts.boot);
-    if assessment.is_exited() {
-        timings.total = start.elapsed();
-        return Ok(StopReport {
-            id: reg.id,
-            outcome: StopOutcome::Stopped,
-            assessment,
-            signalled,
-            killed,
-            timings,
-        });
-    }
-    if exited {
-        Err(StopError::Unproven {
-            assessment: Box::new(assessment),
-            signalled,
-        })
-    } else {
-        Err(StopError::ProofTimeout {
-            elapsed: start.elapsed(),
-            assessment: Box::new(assessment),
-            signalled,
-        })
+    signalled: Vec<Sent>,
+    killed: usize,
+    timings: StopTimings,
+}
+
+impl StopAttempt<'_> {
+    /// Waits for the guardian to exit (its pidfd), then the assessment must be `exited`.
+    /// `kill_at` is when the SIGKILLs went out (none after a graceful exit).
+    fn prove(
+        mut self,
+        guardian: &Verified,
+        kill_at: Option<Instant>,
+    ) -> Result<StopReport, StopError> {
+        // The pidfd held since the assessment: readable once the guardian has exited.
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let exited = guardian.wait_exit(Some(left)).map_err(StopError::Signal)?;
+        if let Some(t) = kill_at {
+            self.timings.kill_to_exit = t.elapsed();
+        }
+        let assessment = assess::assess(self.runtime, self.reg, self.opts.boot);
+        if assessment.is_exited() {
+            self.timings.total = self.start.elapsed();
+            return Ok(StopReport {
+                id: self.reg.id,
+                outcome: StopOutcome::Stopped,
+                assessment,
+                signalled: self.signalled,
+                killed: self.killed,
+                timings: self.timings,
+            });
+        }
+        let assessment = Box::new(assessment);
+        let signalled = self.signalled;
+        if exited {
+            Err(StopError::Unproven {
+                assessment,
+                signalled,
+            })
+        } else {
+            Err(StopError::ProofTimeout {
+                elapsed: self.start.elapsed(),
+                assessment,
+                signalled,
+            })
+        }
     }
 }
 

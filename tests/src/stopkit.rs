@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
 use refine_protocol::ProcessWitness;
-use refine_supervisor::guardian::{
-    launch_registered, GuardianLink, RegisteredLaunch, Stdio as GuardianStdio,
-};
+use refine_supervisor::guardian::{GuardianLink, Stdio as GuardianStdio};
+use refine_supervisor::launch::{launch_registered, RegisteredLaunch};
 use refine_supervisor::registry::Runtime;
 use refine_supervisor::tree::{self, Member, Roots};
 use refine_supervisor::{assess, procfs, stop};
@@ -37,7 +36,7 @@ pub fn scan(reg: &Registration) -> Vec<Member> {
 }
 
 /// A scope behind the real `refine-guardian`, launched through
-/// `refine_supervisor::guardian::launch_registered` (registration durable before *start*).
+/// `refine_supervisor::launch::launch_registered` (registration durable before *start*).
 pub struct GuardianScope {
     pub runtime: Runtime,
     pub link: GuardianLink,

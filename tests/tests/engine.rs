@@ -18,7 +18,7 @@ use refine_supervisor::assess;
 use refine_supervisor::capture::{Incomplete, StreamState, Utf8Chunks};
 use refine_supervisor::env_policy::{EnvMap, LoginEnv};
 use refine_supervisor::launch::{
-    LaunchRequest, LaunchResult, Outcome, ScopeState, StdinMode, Supervisor,
+    LaunchOutcome, LaunchRequest, LaunchResult, ScopeState, StdinMode, Supervisor,
 };
 use refine_supervisor::pty::WindowSize;
 use refine_supervisor::registry::{Runtime, Stream};
@@ -161,7 +161,7 @@ fn nothing_left(r: &LaunchResult) {
 fn true_completes_with_registration_and_receipt() {
     let f = fixture();
     let mut r = f.sup.run(req(Kind::Command, &["/bin/true"])).unwrap();
-    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(r.outcome, LaunchOutcome::Completed, "{}", describe(&r));
     assert_eq!(r.status, WorkloadStatus::Exited(0));
     assert!(r.capture.is_complete());
     assert!(r.capture_receipt.is_none());
@@ -184,7 +184,7 @@ fn missing_program_is_a_typed_spawn_failure() {
         .unwrap();
     assert_eq!(
         r.outcome,
-        Outcome::SpawnFailed {
+        LaunchOutcome::SpawnFailed {
             errno: libc::ENOENT
         },
         "{}",
@@ -207,7 +207,7 @@ fn a_detached_sleeper_holding_stdout_does_not_hold_the_result() {
         .unwrap();
     let took = t0.elapsed();
     assert!(took < SLACK, "took {took:?}: {}", describe(&r));
-    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(r.outcome, LaunchOutcome::Completed, "{}", describe(&r));
     assert_eq!(r.status, WorkloadStatus::Exited(0));
     let out = r.capture.stream(Stream::Stdout).unwrap();
     assert_eq!(out.kept(), b"done\n");
@@ -239,7 +239,7 @@ fn a_writer_after_exit_cannot_delay_the_result() {
     let t0 = Instant::now();
     let mut r = f.sup.run(q).unwrap();
     assert!(t0.elapsed() < SLACK, "{}", describe(&r));
-    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(r.outcome, LaunchOutcome::Completed, "{}", describe(&r));
     assert!(matches!(
         r.capture.stream(Stream::Stdout).unwrap().state,
         StreamState::Incomplete(_)
@@ -267,7 +267,7 @@ fn forty_mib_through_the_engine() {
         }
     }));
     let r = f.sup.run(q).unwrap();
-    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(r.outcome, LaunchOutcome::Completed, "{}", describe(&r));
     let out = r.capture.stream(Stream::Stdout).unwrap();
     assert_eq!(out.kept().len(), 16 * MIB);
     assert!(matches!(
@@ -330,7 +330,7 @@ fn early_closed_stdout_and_split_utf8() {
     assert_eq!(first, b"caf\xc3");
     h.write_input(b"x").unwrap();
     let r = h.wait().unwrap();
-    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(r.outcome, LaunchOutcome::Completed, "{}", describe(&r));
     assert_eq!(*text.lock().unwrap(), "café!\n");
     assert_eq!(
         r.complete_output(Stream::Stdout).unwrap(),
@@ -351,7 +351,7 @@ fn completion_timeout_stops_the_whole_tree() {
     let mut q = req(Kind::Command, &["sh", "-c", "sleep 600 & sleep 600"]);
     q.completion_timeout = Some(Duration::from_millis(500));
     let mut r = f.sup.run(q).unwrap();
-    assert_eq!(r.outcome, Outcome::TimedOut, "{}", describe(&r));
+    assert_eq!(r.outcome, LaunchOutcome::TimedOut, "{}", describe(&r));
     assert_eq!(r.registration.limits.completion_timeout_ms, Some(500));
     expect_receipt(&mut r);
     nothing_left(&r);
@@ -373,7 +373,7 @@ fn idle_timeout_stops_the_whole_tree() {
     q.idle_timeout = Some(Duration::from_millis(500));
     let h = f.sup.launch(q).unwrap();
     let mut r = h.wait().unwrap();
-    assert_eq!(r.outcome, Outcome::IdleTimeout, "{}", describe(&r));
+    assert_eq!(r.outcome, LaunchOutcome::IdleTimeout, "{}", describe(&r));
     assert_eq!(r.registration.limits.idle_timeout_ms, Some(500));
     expect_receipt(&mut r);
     nothing_left(&r);
@@ -388,7 +388,7 @@ fn quality_stops_a_setsid_daemon_after_the_result() {
         .sup
         .run(req(Kind::Quality, &["sh", "-c", DAEMON]))
         .unwrap();
-    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(r.outcome, LaunchOutcome::Completed, "{}", describe(&r));
     assert_eq!(r.status, WorkloadStatus::Exited(0));
     assert_eq!(r.complete_output(Stream::Stdout).unwrap(), b"started\n");
     assert_eq!(r.registration.scope_policy, ScopePolicy::Stop);
@@ -413,7 +413,7 @@ fn keep_leaves_a_setsid_daemon_live_until_it_exits() {
     let mut q = req(Kind::Quality, &["sh", "-c", DAEMON]);
     q.scope_policy = Some(ScopePolicy::Keep);
     let mut r = f.sup.run(q).unwrap();
-    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(r.outcome, LaunchOutcome::Completed, "{}", describe(&r));
     assert_eq!(r.scope, ScopeState::Live);
     // `setsid` may still be between fork and its own session when the result returns.
     let leads_session = |pid: i32| {
@@ -452,7 +452,7 @@ fn log_cap_of_one_mib_on_ten() {
     let mut q = req(Kind::Command, &[PRODUCER, "bytes", &(10 * MIB).to_string()]);
     q.log_cap = Some(MIB as u64);
     let r = f.sup.run(q).unwrap();
-    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(r.outcome, LaunchOutcome::Completed, "{}", describe(&r));
     assert_eq!(
         r.status,
         WorkloadStatus::Exited(0),
@@ -473,7 +473,7 @@ fn output_limit_is_its_own_outcome() {
     let mut q = req(Kind::Command, &[PRODUCER, "flood"]);
     q.output_limit = Some(2 * MIB as u64);
     let mut r = f.sup.run(q).unwrap();
-    assert_eq!(r.outcome, Outcome::OutputLimit, "{}", describe(&r));
+    assert_eq!(r.outcome, LaunchOutcome::OutputLimit, "{}", describe(&r));
     expect_receipt(&mut r);
     nothing_left(&r);
 }
@@ -485,7 +485,7 @@ fn cancel_from_another_thread() {
     let c = h.canceller();
     std::thread::spawn(move || c.cancel()).join().unwrap();
     let mut r = h.wait().unwrap();
-    assert_eq!(r.outcome, Outcome::Cancelled, "{}", describe(&r));
+    assert_eq!(r.outcome, LaunchOutcome::Cancelled, "{}", describe(&r));
     assert_eq!(r.status, WorkloadStatus::Signaled(libc::SIGKILL));
     expect_receipt(&mut r);
     nothing_left(&r);
@@ -638,7 +638,7 @@ fn a_forwarded_signal_reaches_the_workload() {
     ));
     h.signal(libc::SIGTERM).unwrap();
     let mut r = h.wait().unwrap();
-    assert_eq!(r.outcome, Outcome::Completed, "{}", describe(&r));
+    assert_eq!(r.outcome, LaunchOutcome::Completed, "{}", describe(&r));
     assert_eq!(r.status, WorkloadStatus::Signaled(libc::SIGTERM));
     expect_receipt(&mut r);
 }

@@ -84,7 +84,7 @@ fn a_dropped_handle_leaves_an_engine_that_sleeps_and_still_finishes_the_scope() 
 
 #[test]
 fn recovery_leaves_a_scope_whose_launcher_is_alive_to_it() {
-    use refine_supervisor::launch::Outcome;
+    use refine_supervisor::launch::LaunchOutcome;
     use refine_supervisor::recover::{recover_one, RecoverOptions, RecoveryAction};
 
     let home = tempfile::tempdir().unwrap();
@@ -103,7 +103,7 @@ fn recovery_leaves_a_scope_whose_launcher_is_alive_to_it() {
     let result = handle.wait().expect("wait");
     assert_eq!(
         result.outcome,
-        Outcome::Cancelled,
+        LaunchOutcome::Cancelled,
         "the workload should have been alive to cancel"
     );
 

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use refine_protocol::record::{Kind, Limits, ScopePolicy};
 use refine_protocol::{Receipt, ScopeEnd, WorkloadStatus};
-use refine_supervisor::guardian::{self, GuardianEvent, LaunchError, RegisteredLaunch, Stdio};
+use refine_supervisor::guardian::{self, GuardianEvent, HandshakeError, Stdio};
+use refine_supervisor::launch::{launch_registered, RegisteredLaunch};
 use refine_supervisor::registry::Runtime;
 use refine_tests::{bin, wait_until};
 
@@ -69,8 +70,7 @@ fn registration_is_durable_before_start_and_the_receipt_binds_to_it() {
     );
     let mut env = path_env();
     env.push(("REFINE_OWNER".into(), "inherited-and-wrong".into()));
-    let (reg, mut link) =
-        guardian::launch_registered(&rt, id, request(&script, env)).expect("launch");
+    let (reg, mut link) = launch_registered(&rt, id, request(&script, env)).expect("launch");
 
     assert_eq!(rt.read_registration(id).expect("record"), reg);
     let (events, receipt) = events_until_receipt(&mut link);
@@ -110,9 +110,8 @@ fn failed_registration_aborts_the_gated_workload() {
     std::fs::create_dir(rt.record_path(id)).unwrap();
     let ran = home.path().join("ran");
     let script = format!("touch {}", ran.display());
-    let err =
-        guardian::launch_registered(&rt, id, request(&script, path_env())).expect_err("must fail");
-    assert!(matches!(err, LaunchError::Registry(_)), "{err:?}");
+    let err = launch_registered(&rt, id, request(&script, path_env())).expect_err("must fail");
+    assert!(matches!(err, HandshakeError::Registry(_)), "{err:?}");
 
     let proof = rt.proof_path(id);
     let aborted = wait_until(Duration::from_secs(30), || {
@@ -134,8 +133,8 @@ fn missing_guardian_is_a_typed_error() {
     let rt = Runtime::open(home.path(), 1).unwrap();
     let mut req = request("true", path_env());
     req.guardian_exe = Some(Path::new("/nonexistent/refine-guardian").to_owned());
-    let err = guardian::launch_registered(&rt, rt.new_id().unwrap(), req).expect_err("must fail");
-    assert!(matches!(err, LaunchError::GuardianMissing(_)), "{err:?}");
+    let err = launch_registered(&rt, rt.new_id().unwrap(), req).expect_err("must fail");
+    assert!(matches!(err, HandshakeError::GuardianMissing(_)), "{err:?}");
 }
 
 #[test]
@@ -145,10 +144,9 @@ fn a_guardian_failure_before_hello_is_typed_and_readable() {
     let id = rt.new_id().unwrap();
     // The proof file must be new (O_EXCL): an existing one is refused before anything is forked.
     std::fs::write(rt.proof_path(id), b"someone else's").unwrap();
-    let err =
-        guardian::launch_registered(&rt, id, request("true", path_env())).expect_err("must fail");
+    let err = launch_registered(&rt, id, request("true", path_env())).expect_err("must fail");
     assert!(
-        matches!(err, LaunchError::GuardianFailed { code: 14, errno } if errno == libc::EEXIST),
+        matches!(err, HandshakeError::GuardianFailed { code: 14, errno } if errno == libc::EEXIST),
         "{err:?}"
     );
     let text = err.to_string();

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use refine_protocol::record::Kind;
 use refine_supervisor::env_policy::LoginEnv;
-use refine_supervisor::launch::{LaunchRequest, Outcome, ScopeState, Supervisor};
+use refine_supervisor::launch::{LaunchOutcome, LaunchRequest, ScopeState, Supervisor};
 use refine_supervisor::registry::{Runtime, Stream};
 
 fn main() {
@@ -89,7 +89,7 @@ fn capture(guardian: &Path, work: &Path, bytes: u64, rounds: usize) {
         let t = Instant::now();
         let r = sup.run(req).expect("managed launch");
         let engine = t.elapsed();
-        assert_eq!(r.outcome, Outcome::Completed);
+        assert_eq!(r.outcome, LaunchOutcome::Completed);
         let out = r.capture.stream(Stream::Stdout).expect("stdout");
         assert_eq!(out.artifact_bytes, bytes, "{:?}", out.state);
         std::fs::remove_file(&out.artifact).expect("remove artifact");
@@ -147,7 +147,7 @@ fn launch(guardian: &Path, work: &Path, runs: usize) {
             .run(LaunchRequest::new(Kind::Command, ["/bin/true"]))
             .expect("managed launch");
         managed.push(t.elapsed());
-        assert_eq!(r.outcome, Outcome::Completed);
+        assert_eq!(r.outcome, LaunchOutcome::Completed);
         if !matches!(r.scope, ScopeState::Exited(_)) {
             not_exited += 1;
         }

@@ -1,5 +1,5 @@
 //! `cli-launch HOME PORT MODE -- CMD ARGS...`: makes one real managed scope for the CLI tests
-//! through the launcher API (`guardian::launch_registered`), with the workload's stdout/stderr
+//! through the launcher API (`launch::launch_registered`), with the workload's stdout/stderr
 //! opened directly on its artifact files under `run/P/logs/`. Prints the registration id.
 //!
 //! - `wait`: waits for the scope's receipt, then exits (an `exited` registration).
@@ -18,7 +18,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use refine_protocol::{Kind, Limits, ScopePolicy};
-use refine_supervisor::guardian::{self, GuardianEvent, RegisteredLaunch, Stdio};
+use refine_supervisor::guardian::{self, GuardianEvent, Stdio};
+use refine_supervisor::launch::{launch_registered, RegisteredLaunch};
 use refine_supervisor::registry::{Runtime, Stream};
 
 fn main() {
@@ -45,7 +46,7 @@ fn main() {
             .into()
     };
     let stdin: OwnedFd = File::open("/dev/null").expect("/dev/null").into();
-    let (_reg, mut link) = guardian::launch_registered(
+    let (_reg, mut link) = launch_registered(
         &rt,
         id,
         RegisteredLaunch {

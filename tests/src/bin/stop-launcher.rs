@@ -1,5 +1,5 @@
 //! `stop-launcher HOME PORT TREE_BUILDER`: a launcher process for the recovery test. Starts three
-//! managed workloads through `refine_supervisor::guardian::launch_registered`, holding each
+//! managed workloads through `refine_supervisor::launch::launch_registered`, holding each
 //! registration's lock as a live launcher does:
 //!
 //! 1. `exits`: exits normally (waits for its scope's receipt),
@@ -12,7 +12,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use refine_supervisor::guardian::{launch_registered, GuardianEvent};
+use refine_supervisor::guardian::GuardianEvent;
+use refine_supervisor::launch::launch_registered;
 use refine_supervisor::registry::Runtime;
 use refine_tests::stopkit;
 

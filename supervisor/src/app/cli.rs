@@ -2,8 +2,9 @@
 //!
 //! Thin over the engine: every command works from the files under `run/P` with the same locks the
 //! service uses, so `ps`, `show`, `stop`, `logs`, `receipt`, `gc`, `capacity` and `recover` need no
-//! service. `run` launches in this process; `run --detach` asks the service. Every command has
-//! `--json`, which prints exactly one JSON document; human output is an aligned table.
+//! service. `run` launches in this process ([`super::run`]); `run --detach` asks the service
+//! ([`super::client`]). Every command has `--json`, which prints exactly one JSON document; human
+//! output is an aligned table.
 //!
 //! Errors are typed ([`CliError`]); `main` prints them as one line on stderr and exits non-zero.
 //! No error path deletes anything.
@@ -11,19 +12,24 @@
 //! # Caveats
 //! The home comes from the executable ([`crate::registry::default_home`]), never from the cwd.
 
-use std::collections::BTreeMap;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use refine_protocol::api::{self, LaunchSpec, Reply, Request, ScopeView};
-use refine_protocol::{Receipt, Registration, RegistrationId, WorkloadStatus};
-use serde_json::json;
+use refine_protocol::api::{LaunchAsk, Reply, Request, ScopeView};
+use refine_protocol::{Receipt, RegistrationId};
+use serde::Serialize;
 
-use crate::capacity::{self, HostProbe, HostSample};
-use crate::registry::{self, RegistryError, Runtime, Stream};
-use crate::{retention, service};
+use super::docs::{
+    utc, CapacityDoc, GcDoc, LaunchedDoc, PsDoc, ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, State,
+};
+use super::error::{CliError, ServiceError};
+use super::ops::{self, assess, list_views, out, print_json, show_doc};
+use super::{client, run, serve};
+use crate::capacity;
+use crate::registry::{self, RegistryError, Runtime};
+use crate::retention;
 
 /// Process supervision with kernel proof: launch commands through a subreaping guardian, see what
 /// runs and why, stop whole trees, and read the receipt that proves they ended.
@@ -203,47 +209,6 @@ pub struct CapacityArgs {
     pub json: bool,
 }
 
-/// Everything a command can fail with. `main` prints it on one line.
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    #[error("cannot derive the home from the executable ({0}); pass --home DIR")]
-    NoHome(#[source] io::Error),
-    #[error(transparent)]
-    Registry(#[from] RegistryError),
-    #[error("invalid registration id {0:?} (expected 32 hex digits)")]
-    BadId(String),
-    #[error("no receipt at {path}: {source}")]
-    ReceiptRead {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{path} holds no receipt yet: its guardian has not proven the scope empty")]
-    ReceiptUnwritten { path: PathBuf },
-    #[error("receipt {path} does not decode: {source}")]
-    ReceiptCorrupt {
-        path: PathBuf,
-        #[source]
-        source: refine_protocol::DecodeError,
-    },
-    #[error("cannot read {path}: {source}")]
-    Artifact {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error(transparent)]
-    Retention(#[from] retention::RetentionError),
-    #[error(transparent)]
-    Service(#[from] service::ServiceError),
-    #[error("cannot write output")]
-    Output(#[source] io::Error),
-    /// A verdict that is not an error of the tool but must exit non-zero (stop not proven,
-    /// receipt not verified); the document was already printed.
-    #[error("{0}")]
-    Verdict(String),
-}
-
 /// What `main` should exit with after a command succeeded.
 pub type ExitCode = i32;
 
@@ -310,17 +275,6 @@ fn runtime_for(home: &Path, port: u16, id: RegistrationId) -> Result<Runtime, Cl
     open_runtime(home, port)?.ok_or(CliError::Registry(RegistryError::NotFound(id)))
 }
 
-fn out() -> io::StdoutLock<'static> {
-    io::stdout().lock()
-}
-
-fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
-    let mut o = out();
-    serde_json::to_writer_pretty(&mut o, value)
-        .map_err(|e| CliError::Output(io::Error::other(e)))?;
-    writeln!(o).map_err(CliError::Output)
-}
-
 /// Runs one parsed command; returns the process exit code.
 pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     let home = home(&cli)?;
@@ -331,7 +285,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Run(args) => run(&home, port, args),
         Command::Serve(args) => {
-            service::serve(&home, port, args.maintenance_every, args.retain)?;
+            serve::serve(&home, port, args.maintenance_every, args.retain)?;
             Ok(0)
         }
         Command::Ps(args) => ps(&home, port, args),
@@ -346,132 +300,38 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Assessment, as the CLI shows it.
-
-/// The shared assessment's verdict, flattened for display.
-#[derive(Debug, Clone)]
-pub struct Assessed {
-    pub state: &'static str,
-    pub reason: Option<String>,
-    pub receipt: Option<Receipt>,
-}
-
-/// Runs the one shared assessment (A1) for `reg`.
-pub fn assess(rt: &Runtime, reg: &Registration) -> Assessed {
-    service::assess_one(rt, reg)
-}
-
-fn status_fields(status: Option<WorkloadStatus>) -> (Option<String>, Option<i32>, Option<i32>) {
-    match status {
-        None => (None, None, None),
-        Some(WorkloadStatus::Exited(c)) => (Some("exited".into()), Some(c), None),
-        Some(WorkloadStatus::Signaled(s)) => (Some("signaled".into()), None, Some(s)),
-        Some(WorkloadStatus::NeverStarted) => (Some("never_started".into()), None, None),
-        Some(WorkloadStatus::Unknown) => (Some("unknown".into()), None, None),
-    }
-}
-
-/// One registration as `ps` shows it.
-pub fn view(rt: &Runtime, reg: &Registration) -> ScopeView {
-    let a = assess(rt, reg);
-    // Display only; an unreadable result record shows as none.
-    let result = rt.read_result(reg.id).ok().flatten();
-    let reported = result.as_ref().map(|r| r.workload_status);
-    let (status, exit_code, signal) = status_fields(a.receipt.map(|r| r.status).or(reported));
-    ScopeView {
-        id: reg.id.to_string(),
-        kind: reg.kind.as_str().to_owned(),
-        label: reg.label.clone(),
-        state: a.state.to_owned(),
-        reason: a.reason,
-        status,
-        exit_code,
-        signal,
-        outcome: result.map(|r| r.outcome),
-        started_at_unix_ms: reg.started_at_unix_ms,
-        age_secs: crate::deadline::unix_ms().saturating_sub(reg.started_at_unix_ms) / 1000,
-        pid: reg.hello.workload.pid,
-        guardian_pid: reg.hello.guardian.pid,
-        cwd: reg.cwd.clone(),
-        argv: reg.argv.clone(),
-        stdout: reg.stdout_path.clone(),
-        stderr: reg.stderr_path.clone(),
-    }
-}
-
-/// A row for a record that does not decode: shown, never guessed at, never deleted.
-fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeView {
-    ScopeView {
-        id: id.to_string(),
-        kind: "?".into(),
-        label: String::new(),
-        state: "corrupt".into(),
-        reason: Some(err.to_string()),
-        status: None,
-        exit_code: None,
-        signal: None,
-        outcome: None,
-        started_at_unix_ms: 0,
-        age_secs: 0,
-        pid: 0,
-        guardian_pid: 0,
-        cwd: String::new(),
-        argv: Vec::new(),
-        stdout: rt.log_path(id, Stream::Stdout).display().to_string(),
-        stderr: rt.log_path(id, Stream::Stderr).display().to_string(),
-    }
-}
-
-/// Every registration's view (the `ps` rows); exited ones only with `all`.
-pub fn list_views(rt: &Runtime, all: bool) -> Result<Vec<ScopeView>, RegistryError> {
-    let mut rows = Vec::new();
-    for id in rt.list_ids()? {
-        let row = match rt.read_registration(id) {
-            Ok(reg) => view(rt, &reg),
-            Err(RegistryError::NotFound(_)) => continue,
-            Err(e) => corrupt_view(rt, id, &e),
-        };
-        if all || row.state != "exited" {
-            rows.push(row);
-        }
-    }
-    rows.sort_by_key(|r| (r.started_at_unix_ms, r.id.clone()));
-    Ok(rows)
-}
-
-// ---------------------------------------------------------------------------------------------
 // Commands.
 
 fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
-    let spec = LaunchSpec {
-        argv: args.command.clone(),
-        kind: args.kind.kind().as_str().to_owned(),
-        label: args.label.clone(),
+    let spec = LaunchAsk {
+        argv: args.command,
+        kind: args.kind.kind(),
+        label: args.label,
         cwd: args.cwd.as_ref().map(|p| p.display().to_string()),
-        env: args.env.iter().cloned().collect(),
-        meta: args.meta.iter().cloned().collect(),
-        timeout_ms: args.timeout.map(|d| d.as_millis() as u64),
-        idle_timeout_ms: args.idle_timeout.map(|d| d.as_millis() as u64),
+        env: args.env.into_iter().collect(),
+        meta: args.meta.into_iter().collect(),
+        timeout: args.timeout,
+        idle_timeout: args.idle_timeout,
         pty: args.pty,
-        wait_for_slot_ms: args.wait_for_slot.map(|d| d.as_millis() as u64),
+        wait_for_slot: args.wait_for_slot,
     };
     if args.detach {
         let rt = Runtime::open(home, port)?;
-        let resp = service::request(&rt, &Request::Launch(spec))?;
+        let resp = client::request(&rt, &Request::Launch(spec))?;
         return match resp {
             Reply::Launched { id } => {
                 if args.json {
-                    print_json(&json!({ "id": id }))?;
+                    print_json(&LaunchedDoc { id })?;
                 } else {
                     writeln!(out(), "{id}").map_err(CliError::Output)?;
                 }
                 Ok(0)
             }
-            other => Err(service::ServiceError::Unexpected(format!("{other:?}")).into()),
+            other => Err(ServiceError::Unexpected(format!("{other:?}")).into()),
         };
     }
     let rt = Runtime::open(home, port)?;
-    service::run_embedded(&rt, spec, args.json)
+    run::run_embedded(&rt, spec, args.json)
 }
 
 fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {
@@ -480,7 +340,10 @@ fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {
         None => Vec::new(),
     };
     if args.json {
-        print_json(&json!({ "port": port, "registrations": rows }))?;
+        print_json(&PsDoc {
+            port,
+            registrations: rows,
+        })?;
         return Ok(0);
     }
     let mut table = vec![[
@@ -525,127 +388,45 @@ fn show(home: &Path, port: u16, args: IdArgs) -> Result<ExitCode, CliError> {
     let id = parse_id(&args.id)?;
     let rt = runtime_for(home, port, id)?;
     let doc = show_doc(&rt, id)?;
-    if args.json {
-        print_json(&doc)?;
-    } else {
-        print_tree(&doc)?;
-    }
+    print_doc(&doc, args.json)?;
     Ok(0)
-}
-
-/// The `show --json` document: record, receipt, assessment.
-pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<serde_json::Value, CliError> {
-    let reg = rt.read_registration(id)?;
-    let a = assess(rt, &reg);
-    Ok(json!({
-        "id": id.to_string(),
-        "state": a.state,
-        "reason": a.reason,
-        "assessment": { "state": a.state, "reason": a.reason },
-        "record": record_json(&reg),
-        "result": match rt.read_result(id) {
-            Ok(Some(r)) => {
-                let (status, exit_code, signal) = status_fields(Some(r.workload_status));
-                json!({ "outcome": r.outcome, "status": status, "exit_code": exit_code,
-                        "signal": signal, "written_at": utc(r.written_at_unix_ms) })
-            }
-            Ok(None) => serde_json::Value::Null,
-            Err(e) => json!({ "error": e.to_string() }),
-        },
-        "receipt": a.receipt.as_ref().map(receipt_json),
-        "artifacts": {
-            "stdout": artifact_json(Path::new(&reg.stdout_path)),
-            "stderr": artifact_json(Path::new(&reg.stderr_path)),
-        },
-    }))
-}
-
-fn artifact_json(p: &Path) -> serde_json::Value {
-    match std::fs::metadata(p) {
-        Ok(m) => json!({ "path": p, "exists": true, "bytes": m.len() }),
-        Err(_) => json!({ "path": p, "exists": false, "bytes": 0 }),
-    }
-}
-
-fn record_json(reg: &Registration) -> serde_json::Value {
-    let h = &reg.hello;
-    json!({
-        "id": reg.id.to_string(),
-        "runtime": reg.runtime.to_string(),
-        "kind": reg.kind.as_str(),
-        "label": reg.label,
-        "owner": reg.owner,
-        "purpose": reg.purpose,
-        "argv": reg.argv,
-        "cwd": reg.cwd,
-        "stdout": reg.stdout_path,
-        "stderr": reg.stderr_path,
-        "stdin": reg.stdin_path,
-        "pty": reg.pty,
-        "scope_policy": format!("{:?}", reg.scope_policy).to_lowercase(),
-        "limits": {
-            "completion_timeout_ms": reg.limits.completion_timeout_ms,
-            "idle_timeout_ms": reg.limits.idle_timeout_ms,
-            "log_cap_bytes": reg.limits.log_cap_bytes,
-        },
-        "started_at_unix_ms": reg.started_at_unix_ms,
-        "started": utc(reg.started_at_unix_ms),
-        "boot_id": h.boot_id.to_string(),
-        "guardian": { "pid": h.guardian.pid, "start_time": h.guardian.start_time },
-        "workload": { "pid": h.workload.pid, "start_time": h.workload.start_time,
-                      "pgid": h.workload_pgid, "sid": h.workload_sid },
-        "proof": { "path": reg.proof_path, "dev": h.proof.dev, "ino": h.proof.ino },
-    })
-}
-
-pub fn receipt_json(r: &Receipt) -> serde_json::Value {
-    let (status, exit_code, signal) = status_fields(Some(r.status));
-    json!({
-        "registration": r.registration.to_string(),
-        "runtime": r.runtime.to_string(),
-        "boot_id": r.boot_id.to_string(),
-        "guardian": { "pid": r.guardian.pid, "start_time": r.guardian.start_time },
-        "workload": { "pid": r.workload.pid, "start_time": r.workload.start_time },
-        "proof": { "dev": r.proof.dev, "ino": r.proof.ino },
-        "status": status,
-        "exit_code": exit_code,
-        "signal": signal,
-        "end": format!("{:?}", r.end).to_lowercase(),
-        "spawn_errno": r.spawn_errno,
-        "reaped": r.reaped,
-        "workload_exited_at_ns": r.workload_exited_at_ns,
-        "written_at_ns": r.written_at_ns,
-    })
 }
 
 fn stop(home: &Path, port: u16, args: IdArgs) -> Result<ExitCode, CliError> {
     let id = parse_id(&args.id)?;
     let rt = runtime_for(home, port, id)?;
     let reg = rt.read_registration(id)?;
-    let doc = service::stop_one(&rt, &reg, refine_protocol::StopCause::Operator);
-    let proven = doc["state"] == "exited";
-    print_verdict(&doc, args.json, proven, &format!("stop of {id} not proven"))
+    let doc = ops::stop_one(&rt, &reg, refine_protocol::StopCause::Operator);
+    let proven = doc.state == State::Exited;
+    let failure = format!("stop of {id} not proven");
+    print_verdict(&doc, args.json, proven, &failure, doc.reason.as_deref())
+}
+
+/// A document as JSON (`--json`) or as indented `key: value` lines.
+fn print_doc(doc: &impl Serialize, json: bool) -> Result<(), CliError> {
+    if json {
+        print_json(doc)
+    } else {
+        print_tree(doc)
+    }
 }
 
 /// Prints a document, then exits 0 only if `ok`; otherwise the verdict (with the document's
 /// reason) is the one-line error.
 fn print_verdict(
-    doc: &serde_json::Value,
+    doc: &impl Serialize,
     json: bool,
     ok: bool,
     failure: &str,
+    reason: Option<&str>,
 ) -> Result<ExitCode, CliError> {
-    if json {
-        print_json(doc)?;
-    } else {
-        print_tree(doc)?;
-    }
+    print_doc(doc, json)?;
     if ok {
         Ok(0)
     } else {
         Err(CliError::Verdict(format!(
             "{failure}: {}",
-            doc["reason"].as_str().unwrap_or("no verified receipt")
+            reason.unwrap_or("no verified receipt")
         )))
     }
 }
@@ -682,7 +463,7 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
         }
         o.flush().map_err(CliError::Output)?;
         // Follow ends once the scope has exited and everything written before that was read.
-        if assess(&rt, &reg).state != "live" {
+        if assess(&rt, &reg).state != State::Live {
             let pos = file.stream_position().map_err(CliError::Output)?;
             let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(pos);
             if pos >= len {
@@ -698,22 +479,18 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
 }
 
 fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliError> {
-    let (doc, verified) = if let Some(id) = RegistrationId::parse(&args.target) {
+    let doc = if let Some(id) = RegistrationId::parse(&args.target) {
         let rt = runtime_for(home, port, id)?;
         let reg = rt.read_registration(id)?;
         let a = assess(&rt, &reg);
-        let verified = a.state == "exited" && a.receipt.is_some();
-        (
-            json!({
-                "id": id.to_string(),
-                "path": reg.proof_path,
-                "verified": verified,
-                "state": a.state,
-                "reason": a.reason,
-                "receipt": a.receipt.as_ref().map(receipt_json),
-            }),
-            verified,
-        )
+        ReceiptVerdictDoc {
+            id: id.to_string(),
+            path: PathBuf::from(&reg.proof_path),
+            verified: a.state == State::Exited && a.receipt.is_some(),
+            state: Some(a.state),
+            reason: a.reason,
+            receipt: a.receipt.as_ref().map(ReceiptDoc::of),
+        }
     } else {
         let path = PathBuf::from(&args.target);
         let bytes =
@@ -745,7 +522,7 @@ fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliErr
                         "receipt is not the one the registration's proof file holds".into()
                     }))
                 };
-                (same && a.state == "exited", Some(a.state), reason)
+                (same && a.state == State::Exited, Some(a.state), reason)
             }
             _ => (
                 false,
@@ -756,31 +533,31 @@ fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliErr
                 )),
             ),
         };
-        (
-            json!({
-                "id": r.registration.to_string(),
-                "path": path,
-                "verified": verified,
-                "state": state,
-                "reason": reason,
-                "receipt": receipt_json(&r),
-            }),
+        ReceiptVerdictDoc {
+            id: r.registration.to_string(),
+            path,
             verified,
-        )
+            state,
+            reason,
+            receipt: Some(ReceiptDoc::of(&r)),
+        }
     };
-    print_verdict(&doc, args.json, verified, "receipt does not verify")
+    let reason = doc.reason.as_deref();
+    print_verdict(
+        &doc,
+        args.json,
+        doc.verified,
+        "receipt does not verify",
+        reason,
+    )
 }
 
 fn recover(home: &Path, port: u16, args: JsonArgs) -> Result<ExitCode, CliError> {
     let doc = match open_runtime(home, port)? {
-        Some(rt) => service::recover_all(&rt)?,
-        None => json!({ "registrations": [] }),
+        Some(rt) => ops::recover_all(&rt)?,
+        None => RecoverDoc::default(),
     };
-    if args.json {
-        print_json(&doc)?;
-    } else {
-        print_tree(&doc)?;
-    }
+    print_doc(&doc, args.json)?;
     Ok(0)
 }
 
@@ -789,8 +566,8 @@ fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {
         older_than: args.older_than,
         dry_run: args.dry_run,
     };
-    let report = match open_runtime(home, port)? {
-        Some(rt) => service::retire(&rt, opts)?,
+    let report: GcDoc = match open_runtime(home, port)? {
+        Some(rt) => ops::retire(&rt, opts)?,
         None => retention::Report {
             older_than_secs: opts.older_than.as_secs(),
             dry_run: opts.dry_run,
@@ -840,73 +617,13 @@ fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {
     Ok(0)
 }
 
-/// The host probe: sysinfo, or the fixed figures of the test seam
-/// (`REFINE_CAPACITY_MEMORY=<bytes>|unavailable`, `REFINE_CAPACITY_CORES=<n>`).
-pub fn probe() -> Box<dyn HostProbe + Send> {
-    let mem = std::env::var("REFINE_CAPACITY_MEMORY").ok();
-    let cores = std::env::var("REFINE_CAPACITY_CORES")
-        .ok()
-        .and_then(|c| c.parse().ok());
-    if mem.is_none() && cores.is_none() {
-        return Box::new(capacity::SysinfoProbe::new());
-    }
-    let mut real = capacity::SysinfoProbe::new().host();
-    if let Some(c) = cores {
-        real.logical_cores = c;
-    }
-    if let Some(m) = mem {
-        real.available_memory = m.parse().ok();
-    }
-    Box::new(capacity::FixedProbe(HostSample {
-        logical_cores: real.logical_cores,
-        available_memory: real.available_memory,
-    }))
-}
-
-/// The capacity report for `run/P` (live and unverified scopes counted from current evidence).
-pub fn capacity_report(
-    rt: Option<&Runtime>,
-    policy: capacity::Policy,
-    probe: &mut dyn HostProbe,
-) -> Result<capacity::CapacityReport, CliError> {
-    let (mut live, mut unverified) = (0, 0);
-    let mut agents = Vec::new();
-    if let Some(rt) = rt {
-        for id in rt.list_ids()? {
-            let Ok(reg) = rt.read_registration(id) else {
-                // A corrupt record: nothing proves its scope ended; it holds a slot (C3).
-                unverified += 1;
-                continue;
-            };
-            match assess(rt, &reg).state {
-                "live" => {
-                    live += 1;
-                    if reg.kind == refine_protocol::Kind::Agent {
-                        let g = reg.hello.guardian;
-                        agents.push((id.to_string(), (g.pid, g.start_time)));
-                    }
-                }
-                "exited" => {}
-                _ => unverified += 1,
-            }
-        }
-    }
-    let roots: Vec<(u32, u64)> = agents.iter().map(|(_, r)| *r).collect();
-    let samples: BTreeMap<String, capacity::TreeSample> = agents
-        .into_iter()
-        .map(|(id, _)| id)
-        .zip(probe.trees(&roots))
-        .collect();
-    Ok(policy.admit(probe.host(), &samples, live, unverified))
-}
-
 fn capacity_cmd(home: &Path, port: u16, args: CapacityArgs) -> Result<ExitCode, CliError> {
     let policy = capacity::Policy {
         limit_percent: args.limit_percent,
         ..capacity::Policy::default()
     };
     let rt = open_runtime(home, port)?;
-    let report = capacity_report(rt.as_ref(), policy, &mut *probe())?;
+    let report: CapacityDoc = ops::capacity_report(rt.as_ref(), policy, &mut *ops::probe())?;
     if args.json {
         print_json(&report)?;
         return Ok(0);
@@ -974,7 +691,7 @@ fn write_table(rows: &[Vec<String>]) -> Result<(), CliError> {
 }
 
 /// Prints a JSON document as indented `key: value` lines (the human form of show/stop/recover).
-fn print_tree(doc: &serde_json::Value) -> Result<(), CliError> {
+fn print_tree(doc: &impl Serialize) -> Result<(), CliError> {
     fn walk(v: &serde_json::Value, indent: usize, key: &str, o: &mut impl Write) -> io::Result<()> {
         let pad = " ".repeat(indent);
         match v {
@@ -1014,7 +731,8 @@ fn print_tree(doc: &serde_json::Value) -> Result<(), CliError> {
             other => other.to_string(),
         }
     }
-    walk(doc, 0, "", &mut out()).map_err(CliError::Output)
+    let doc = serde_json::to_value(doc).map_err(|e| CliError::Output(io::Error::other(e)))?;
+    walk(&doc, 0, "", &mut out()).map_err(CliError::Output)
 }
 
 fn human_age(secs: u64) -> String {
@@ -1025,37 +743,6 @@ fn human_age(secs: u64) -> String {
         s => format!("{}d", s / 86_400),
     }
 }
-
-/// `YYYY-MM-DDTHH:MM:SSZ` for a Unix time in milliseconds (civil-from-days, proleptic Gregorian).
-pub fn utc(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Writes a launch result for `run --json` (the contract fields: id, outcome, exit_code or
-/// signal, stdout/stderr with `complete` and `path`).
-pub fn print_run_result(doc: &serde_json::Value) -> Result<(), CliError> {
-    print_json(doc)
-}
-
-/// Re-exported for the service: the API version the client speaks.
-pub const API_VERSION: u16 = api::API_VERSION;
 
 #[cfg(test)]
 mod tests {
@@ -1072,13 +759,6 @@ mod tests {
         for bad in ["", "s", "5x", "-1s", "1.5h", "99999999999999999999d"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn utc_dates() {
-        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00Z");
-        assert_eq!(utc(1_795_981_266_000), "2026-11-29T19:41:06Z");
     }
 
     #[test]

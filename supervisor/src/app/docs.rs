@@ -1,0 +1,471 @@
+//! Every JSON document the application prints or serves, in one place: the contract of
+//! `run --json`, `ps --json`, `show --json`, `stop --json`, `recover --json`, `receipt --json`,
+//! `gc --json` and `capacity --json` (and the `show`/`stop` replies of the socket API, which carry
+//! the same documents). A key added, renamed or removed here is a change for every caller.
+//!
+//! The state a document reports is a [`State`], decided on as an enum and written as its
+//! lowercase name. Key order follows the field order below.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use refine_protocol::api::ScopeView;
+use refine_protocol::{Receipt, Registration, WorkloadStatus};
+use serde::Serialize;
+
+use crate::{capacity, retention};
+
+/// What the evidence says about a registration's scope, as every document shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum State {
+    /// The guardian is alive: the scope may still hold processes.
+    Live,
+    /// A verified receipt (or an ended boot) proves every process of the scope ended.
+    Exited,
+    /// Neither proven alive nor proven ended.
+    Unverified,
+    /// The registration record does not decode: shown, never guessed at.
+    Corrupt,
+}
+
+impl State {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            State::Live => "live",
+            State::Exited => "exited",
+            State::Unverified => "unverified",
+            State::Corrupt => "corrupt",
+        }
+    }
+}
+
+/// How the workload ended, as `status` (`exited`, `signaled`, `never_started`, `unknown`) with
+/// `exit_code` or `signal`.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum StatusName {
+    Exited,
+    Signaled,
+    NeverStarted,
+    Unknown,
+}
+
+/// The three status keys every document that reports a workload status carries.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub(crate) struct StatusFields {
+    pub status: Option<StatusName>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl StatusFields {
+    pub(crate) fn of(status: Option<WorkloadStatus>) -> Self {
+        let (status, exit_code, signal) = match status {
+            None => (None, None, None),
+            Some(WorkloadStatus::Exited(c)) => (Some(StatusName::Exited), Some(c), None),
+            Some(WorkloadStatus::Signaled(s)) => (Some(StatusName::Signaled), None, Some(s)),
+            Some(WorkloadStatus::NeverStarted) => (Some(StatusName::NeverStarted), None, None),
+            Some(WorkloadStatus::Unknown) => (Some(StatusName::Unknown), None, None),
+        };
+        StatusFields {
+            status,
+            exit_code,
+            signal,
+        }
+    }
+
+    /// The status name for the socket API's `ScopeView` (a string there).
+    pub(crate) fn status_string(&self) -> Option<String> {
+        self.status
+            .and_then(|s| serde_json::to_value(s).ok())
+            .and_then(|v| v.as_str().map(str::to_owned))
+    }
+}
+
+/// A process witness: `{pid, start_time}`.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct WitnessDoc {
+    pub pid: u32,
+    pub start_time: u64,
+}
+
+impl From<refine_protocol::ProcessWitness> for WitnessDoc {
+    fn from(w: refine_protocol::ProcessWitness) -> Self {
+        WitnessDoc {
+            pid: w.pid,
+            start_time: w.start_time,
+        }
+    }
+}
+
+/// A decoded receipt (`show`, `stop`, `receipt`).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ReceiptDoc {
+    pub registration: String,
+    pub runtime: String,
+    pub boot_id: String,
+    pub guardian: WitnessDoc,
+    pub workload: WitnessDoc,
+    pub proof: ProofDoc,
+    #[serde(flatten)]
+    pub status: StatusFields,
+    pub end: String,
+    pub spawn_errno: i32,
+    pub reaped: u32,
+    pub workload_exited_at_ns: u64,
+    pub written_at_ns: u64,
+}
+
+/// A proof file's identity, with its path where the record names it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ProofDoc {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl ReceiptDoc {
+    pub(crate) fn of(r: &Receipt) -> Self {
+        ReceiptDoc {
+            registration: r.registration.to_string(),
+            runtime: r.runtime.to_string(),
+            boot_id: r.boot_id.to_string(),
+            guardian: r.guardian.into(),
+            workload: r.workload.into(),
+            proof: ProofDoc {
+                path: None,
+                dev: r.proof.dev,
+                ino: r.proof.ino,
+            },
+            status: StatusFields::of(Some(r.status)),
+            end: format!("{:?}", r.end).to_lowercase(),
+            spawn_errno: r.spawn_errno,
+            reaped: r.reaped,
+            workload_exited_at_ns: r.workload_exited_at_ns,
+            written_at_ns: r.written_at_ns,
+        }
+    }
+}
+
+/// `run --json`: the launch's result as its engine returned it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct RunDoc {
+    pub id: String,
+    pub outcome: &'static str,
+    pub errno: Option<i32>,
+    #[serde(flatten)]
+    pub status: StatusFields,
+    pub stdout: StreamDoc,
+    pub stderr: StreamDoc,
+    pub scope: RunScope,
+    pub capture_receipt: Option<PathBuf>,
+    pub stop_failure: Option<String>,
+}
+
+/// The scope when `run` returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RunScope {
+    Exited,
+    Live,
+    Stopping,
+    Unknown,
+}
+
+/// One captured stream of a `run`.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct StreamDoc {
+    pub complete: bool,
+    pub path: Option<PathBuf>,
+    pub bytes: u64,
+    pub end: String,
+}
+
+/// `run --detach --json`.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct LaunchedDoc {
+    pub id: String,
+}
+
+/// `ps --json`.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct PsDoc {
+    pub port: u16,
+    /// The rows, as the socket API's `List` reply carries them.
+    pub registrations: Vec<ScopeView>,
+}
+
+/// `show --json`: record, result, receipt, assessment, artifacts.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ShowDoc {
+    pub id: String,
+    pub state: State,
+    pub reason: Option<String>,
+    pub assessment: AssessmentDoc,
+    pub record: RecordDoc,
+    pub result: Option<ResultDoc>,
+    pub receipt: Option<ReceiptDoc>,
+    pub artifacts: ArtifactsDoc,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct AssessmentDoc {
+    pub state: State,
+    pub reason: Option<String>,
+}
+
+/// The launch result record (`logs/ID.result`), or why it cannot be read.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub(crate) enum ResultDoc {
+    Written {
+        outcome: String,
+        #[serde(flatten)]
+        status: StatusFields,
+        written_at: String,
+    },
+    Unreadable {
+        error: String,
+    },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ArtifactsDoc {
+    pub stdout: ArtifactDoc,
+    pub stderr: ArtifactDoc,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ArtifactDoc {
+    pub path: PathBuf,
+    pub exists: bool,
+    pub bytes: u64,
+}
+
+impl ArtifactDoc {
+    pub(crate) fn of(p: &Path) -> Self {
+        let bytes = std::fs::metadata(p).map(|m| m.len());
+        ArtifactDoc {
+            path: p.to_owned(),
+            exists: bytes.is_ok(),
+            bytes: bytes.unwrap_or(0),
+        }
+    }
+}
+
+/// The registration record as `show` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct RecordDoc {
+    pub id: String,
+    pub runtime: String,
+    pub kind: &'static str,
+    pub label: String,
+    pub owner: String,
+    pub purpose: BTreeMap<String, String>,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub stdout: String,
+    pub stderr: String,
+    pub stdin: Option<String>,
+    pub pty: bool,
+    pub scope_policy: String,
+    pub limits: LimitsDoc,
+    pub started_at_unix_ms: u64,
+    pub started: String,
+    pub boot_id: String,
+    pub guardian: WitnessDoc,
+    pub workload: WorkloadDoc,
+    pub proof: ProofDoc,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct LimitsDoc {
+    pub completion_timeout_ms: Option<u64>,
+    pub idle_timeout_ms: Option<u64>,
+    pub log_cap_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct WorkloadDoc {
+    pub pid: u32,
+    pub start_time: u64,
+    pub pgid: u32,
+    pub sid: u32,
+}
+
+impl RecordDoc {
+    pub(crate) fn of(reg: &Registration) -> Self {
+        let h = &reg.hello;
+        RecordDoc {
+            id: reg.id.to_string(),
+            runtime: reg.runtime.to_string(),
+            kind: reg.kind.as_str(),
+            label: reg.label.clone(),
+            owner: reg.owner.clone(),
+            purpose: reg.purpose.clone(),
+            argv: reg.argv.clone(),
+            cwd: reg.cwd.clone(),
+            stdout: reg.stdout_path.clone(),
+            stderr: reg.stderr_path.clone(),
+            stdin: reg.stdin_path.clone(),
+            pty: reg.pty,
+            scope_policy: format!("{:?}", reg.scope_policy).to_lowercase(),
+            limits: LimitsDoc {
+                completion_timeout_ms: reg.limits.completion_timeout_ms,
+                idle_timeout_ms: reg.limits.idle_timeout_ms,
+                log_cap_bytes: reg.limits.log_cap_bytes,
+            },
+            started_at_unix_ms: reg.started_at_unix_ms,
+            started: utc(reg.started_at_unix_ms),
+            boot_id: h.boot_id.to_string(),
+            guardian: h.guardian.into(),
+            workload: WorkloadDoc {
+                pid: h.workload.pid,
+                start_time: h.workload.start_time,
+                pgid: h.workload_pgid,
+                sid: h.workload_sid,
+            },
+            proof: ProofDoc {
+                path: Some(reg.proof_path.clone()),
+                dev: h.proof.dev,
+                ino: h.proof.ino,
+            },
+        }
+    }
+}
+
+/// `stop --json` (and the socket API's `Stop` reply). `state` is `exited` only when a verified
+/// receipt proves it. A stop that failed has `outcome: "failed"` and `error` instead of the
+/// figures.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct StopDoc {
+    pub id: String,
+    pub outcome: StopOutcomeDoc,
+    pub state: State,
+    pub reason: Option<String>,
+    #[serde(flatten)]
+    pub detail: StopDetail,
+}
+
+/// The stop's own outcome, or `failed`.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(untagged)]
+pub(crate) enum StopOutcomeDoc {
+    Stopped(crate::stop::StopOutcome),
+    Failed(&'static str),
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub(crate) enum StopDetail {
+    Done {
+        killed: usize,
+        signalled: usize,
+        timings_ms: StopTimingsDoc,
+        receipt: Option<Box<ReceiptDoc>>,
+    },
+    Failed {
+        error: String,
+    },
+}
+
+/// The stop's phases, in milliseconds.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct StopTimingsDoc {
+    pub fence_wait: f64,
+    pub quiesce: f64,
+    pub kill_to_exit: f64,
+    pub total: f64,
+}
+
+/// `recover --json`: a `summary` of actions (absent when nothing ran on the port) and, per
+/// registration, its `id`, the `action` taken, and the `state` and `reason` afterwards.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct RecoverDoc {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<BTreeMap<RecoverAction, usize>>,
+    pub registrations: Vec<RecoverEntryDoc>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct RecoverEntryDoc {
+    pub id: String,
+    pub action: RecoverAction,
+    pub state: State,
+    pub reason: Option<String>,
+}
+
+/// What recovery did with one registration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RecoverAction {
+    Stopped,
+    Released,
+    Kept,
+    StopFailed,
+    Owned,
+    Corrupt,
+}
+
+/// `receipt --json`: whether the receipt verifies against its registration.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ReceiptVerdictDoc {
+    pub id: String,
+    pub path: PathBuf,
+    pub verified: bool,
+    pub state: Option<State>,
+    pub reason: Option<String>,
+    pub receipt: Option<ReceiptDoc>,
+}
+
+/// `gc --json`: the retention report, as the library returns it.
+pub(crate) type GcDoc = retention::Report;
+
+/// `capacity --json`: the admission figures, as the library returns them.
+pub(crate) type CapacityDoc = capacity::CapacityReport;
+
+/// A document as one compact JSON line (for the service log).
+pub(crate) fn json_line(doc: &impl Serialize) -> String {
+    serde_json::to_string(doc).unwrap_or_else(|e| format!("unserializable document: {e}"))
+}
+
+/// A document as the socket API's `show`/`stop` reply carries it.
+pub(crate) fn to_value(doc: &impl Serialize) -> serde_json::Value {
+    serde_json::to_value(doc).unwrap_or_else(|e| serde_json::Value::String(e.to_string()))
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for a Unix time in milliseconds (civil-from-days, proleptic Gregorian).
+pub(crate) fn utc(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_795_981_266_000), "2026-11-29T19:41:06Z");
+    }
+}

@@ -1,0 +1,99 @@
+//! The application's errors: [`CliError`] for a command, [`ServiceError`] for the service, its
+//! client and the launches they make. `main` prints a [`CliError`] on one line.
+
+use std::io;
+use std::path::PathBuf;
+
+use refine_protocol::api::ErrorKind;
+
+use crate::fence::FenceError;
+use crate::registry::RegistryError;
+use crate::{recover, retention};
+
+/// Everything a command can fail with. `main` prints it on one line.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("cannot derive the home from the executable ({0}); pass --home DIR")]
+    NoHome(#[source] io::Error),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("invalid registration id {0:?} (expected 32 hex digits)")]
+    BadId(String),
+    #[error("no receipt at {path}: {source}")]
+    ReceiptRead {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} holds no receipt yet: its guardian has not proven the scope empty")]
+    ReceiptUnwritten { path: PathBuf },
+    #[error("receipt {path} does not decode: {source}")]
+    ReceiptCorrupt {
+        path: PathBuf,
+        #[source]
+        source: refine_protocol::DecodeError,
+    },
+    #[error("cannot read {path}: {source}")]
+    Artifact {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Retention(#[from] retention::RetentionError),
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    #[error("cannot write output")]
+    Output(#[source] io::Error),
+    /// A verdict that is not an error of the tool but must exit non-zero (stop not proven,
+    /// receipt not verified); the document was already printed.
+    #[error("{0}")]
+    Verdict(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("a service is already running for port {port} (lock {lock} is held)")]
+    AlreadyRunning { port: u16, lock: PathBuf },
+    #[error("no service is running for port {port} (no socket at {socket}): start `refine-supervisor serve`")]
+    NotRunning {
+        port: u16,
+        socket: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("service request failed: {op}")]
+    Io {
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("service sent a malformed response")]
+    Decode(#[source] refine_protocol::DecodeError),
+    #[error("service refused ({kind:?}): {message}")]
+    Refused { kind: ErrorKind, message: String },
+    #[error("service sent an unexpected reply: {0}")]
+    Unexpected(String),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Fence(#[from] FenceError),
+    #[error("invalid launch: {0}")]
+    BadSpec(String),
+    #[error("launch failed")]
+    Launch(#[source] crate::launch::LaunchError),
+    #[error("capacity sampling failed: {0}")]
+    Capacity(String),
+    #[error("no capacity slot free for an agent ({slots} slots, {live} live, {unverified} unverified); retry later or pass --wait-for-slot DUR")]
+    NoCapacity {
+        slots: usize,
+        live: usize,
+        unverified: usize,
+    },
+    #[error("recovery failed")]
+    Recover(#[from] recover::RecoverError),
+}
+
+pub(crate) fn io_err(op: &'static str) -> impl FnOnce(io::Error) -> ServiceError {
+    move |source| ServiceError::Io { op, source }
+}

@@ -1,0 +1,506 @@
+//! The engine loop: one thread per launch polls the output streams, the guardian channel and
+//! the control socket, enforces the deadlines and the output limit, stops the tree through the
+//! shared stop, and returns the [`LaunchResult`].
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use refine_protocol::record::{Registration, ScopePolicy, StopCause};
+use refine_protocol::{Receipt, WorkloadStatus};
+use rustix::net::RecvFlags;
+
+use super::handle::{CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL};
+use super::{LaunchOutcome, LaunchResult, ScopeEnded, ScopeState, ScopeWatch, StopFailure};
+use crate::capture::{Capture, CaptureError, CaptureFailure};
+use crate::deadline::{Deadlines, Expired};
+use crate::fence::Fence;
+use crate::guardian::{GuardianEvent, GuardianLink};
+use crate::registry::Runtime;
+use crate::stop::{StopOptions, StopReport};
+
+/// The shared stop (SPEC T) for this engine: deadlines, cancel, capture faults and the `stop`
+/// scope policy all end the tree through [`crate::stop::stop`] (fence, quiesce, kill, proof by
+/// the guardian's receipt). The guardian's link stays open meanwhile: its receipt frame is read
+/// afterwards.
+pub fn shared_stop(
+    runtime: &Runtime,
+    registration: &Registration,
+) -> Result<StopReport, StopFailure> {
+    crate::stop::stop(runtime, registration, &StopOptions::default()).map_err(|e| StopFailure {
+        id: registration.id,
+        error: Arc::new(e),
+    })
+}
+
+/// Attempts at the shared stop for one cause while the workload keeps running.
+pub(super) const STOP_ATTEMPTS: u32 = 5;
+/// Pause between stop attempts.
+pub(super) const STOP_RETRY: Duration = Duration::from_secs(1);
+
+/// How long the engine waits for the guardian's receipt after a stop it made.
+pub(super) const RECEIPT_AFTER_STOP: Duration = Duration::from_secs(10);
+
+/// Which of the engine's own descriptors woke it.
+struct Woken {
+    channel: bool,
+    control: bool,
+}
+
+pub(super) struct Engine {
+    /// The registration lock, held while this process owns the scope.
+    pub(super) owner: Fence,
+    pub(super) runtime: Runtime,
+    pub(super) registration: Registration,
+    pub(super) link: GuardianLink,
+    pub(super) capture: Capture,
+    pub(super) deadlines: Deadlines,
+    pub(super) output_limit: Option<u64>,
+    pub(super) control: OwnedFd,
+    pub(super) policy: ScopePolicy,
+}
+
+#[derive(Default)]
+pub(super) struct State {
+    pub(super) status: Option<WorkloadStatus>,
+    pub(super) receipt: Option<Receipt>,
+    pub(super) channel_closed: bool,
+    /// Every handle and canceller is gone: the control socket is at EOF and leaves the poll set
+    /// (a hung-up socket polls readable forever).
+    pub(super) control_closed: bool,
+    pub(super) guardian_failed: bool,
+    pub(super) spawn_errno: Option<i32>,
+    /// The first cause that made this engine stop the tree.
+    pub(super) cause: Option<LaunchOutcome>,
+    pub(super) stopped: bool,
+    pub(super) stop_attempts: u32,
+    pub(super) retry_stop_at: Option<Instant>,
+    pub(super) stop_report: Option<StopReport>,
+    pub(super) stop_failure: Option<StopFailure>,
+}
+
+impl State {
+    fn workload_over(&self) -> bool {
+        self.status.is_some()
+    }
+}
+
+impl Engine {
+    pub(super) fn run(mut self) -> LaunchResult {
+        let mut st = State::default();
+        loop {
+            let now = Instant::now();
+            if st.workload_over() {
+                // Done when the drain is over, or earlier when every stream is closed and the
+                // scope's end is known (its receipt usually follows the exit within ms).
+                let scope_known = st.receipt.is_some() || st.channel_closed;
+                if self.capture.is_done(now) && (scope_known || self.capture.drain_over(now)) {
+                    break;
+                }
+            }
+            if st.cause.is_none() && !st.workload_over() {
+                let cause = if let Some(e) = self.deadlines.expired(now) {
+                    Some(match e {
+                        Expired::Completion => LaunchOutcome::TimedOut,
+                        Expired::Idle => LaunchOutcome::IdleTimeout,
+                    })
+                } else if self
+                    .output_limit
+                    .is_some_and(|l| self.capture.total_read() > l)
+                {
+                    Some(LaunchOutcome::OutputLimit)
+                } else {
+                    self.capture.failure().map(LaunchOutcome::CaptureFault)
+                };
+                if let Some(cause) = cause {
+                    self.stop(&mut st, cause);
+                }
+            }
+            if let (Some(at), Some(cause)) = (st.retry_stop_at, st.cause) {
+                if now >= at && !st.workload_over() {
+                    st.retry_stop_at = None;
+                    st.stopped = false;
+                    self.stop(&mut st, cause);
+                }
+            }
+            let wake = if st.cause.is_none() && !st.workload_over() {
+                self.deadlines.next()
+            } else if !st.workload_over() {
+                st.retry_stop_at
+            } else {
+                None
+            };
+            let woken = match self.poll(&st, wake) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    tracing::error!(id = %self.registration.id, error = %e, "capture poll failed");
+                    None
+                }
+            };
+            let Some(woken) = woken else {
+                // poll itself failed: nothing more can be observed; stop and give up capture.
+                self.stop(
+                    &mut st,
+                    LaunchOutcome::CaptureFault(CaptureFailure::Read { errno: 0 }),
+                );
+                self.await_workload(&mut st);
+                break;
+            };
+            if let Some(t) = self.capture.last_output() {
+                self.deadlines.activity(t);
+            }
+            if woken.channel {
+                self.drain_events(&mut st);
+            }
+            if woken.control {
+                self.read_control(&mut st);
+            }
+        }
+        self.finish(st)
+    }
+
+    /// Reads every pending guardian event without blocking.
+    fn drain_events(&mut self, st: &mut State) {
+        while !st.channel_closed {
+            match self.link.next_event(Some(Duration::ZERO)) {
+                Ok(Some(ev)) => self.on_event(st, ev),
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::error!(id = %self.registration.id, error = %e, "guardian channel failed");
+                    self.on_event(st, GuardianEvent::ChannelClosed);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_event(&mut self, st: &mut State, ev: GuardianEvent) {
+        let now = Instant::now();
+        match ev {
+            GuardianEvent::Started => {}
+            GuardianEvent::SpawnFailed { errno } => {
+                st.spawn_errno = Some(errno);
+                st.status.get_or_insert(WorkloadStatus::NeverStarted);
+                self.capture.begin_drain(now);
+            }
+            GuardianEvent::WorkloadExited { status, at_ns } => {
+                if st.status.is_none() {
+                    self.adopt_requested_stop(st, at_ns);
+                }
+                st.status.get_or_insert(status);
+                self.capture.begin_drain(exit_instant(at_ns, now));
+            }
+            GuardianEvent::ScopeExited(receipt) => {
+                if st.status.is_none() {
+                    self.adopt_requested_stop(st, receipt.workload_exited_at_ns);
+                }
+                st.status.get_or_insert(receipt.status);
+                st.receipt = Some(receipt);
+                self.capture.begin_drain(now);
+            }
+            GuardianEvent::GuardianFailed { code, errno } => {
+                tracing::error!(id = %self.registration.id, code, errno, "guardian failed");
+                st.guardian_failed = true;
+            }
+            GuardianEvent::ChannelClosed => {
+                st.channel_closed = true;
+                if st.status.is_none() {
+                    st.guardian_failed = true;
+                    st.status = Some(WorkloadStatus::Unknown);
+                    self.capture.begin_drain(now);
+                }
+            }
+        }
+    }
+
+    fn read_control(&mut self, st: &mut State) {
+        let mut buf = [0u8; 8];
+        loop {
+            match rustix::net::recv(&self.control, &mut buf, RecvFlags::DONTWAIT) {
+                // Every message is at least one byte: zero is end of file.
+                Ok((0, _)) => {
+                    st.control_closed = true;
+                    return;
+                }
+                Ok((n, _)) => match buf[..n.min(buf.len())] {
+                    [CTL_CANCEL] => self.stop(st, LaunchOutcome::Cancelled),
+                    [CTL_OPERATOR_STOP] => self.stop(st, LaunchOutcome::Stopped),
+                    [CTL_SIGNAL, signo] => {
+                        if !st.workload_over() && !st.channel_closed {
+                            if let Err(e) = self.link.signal(i32::from(signo)) {
+                                tracing::warn!(id = %self.registration.id, signo, error = %e, "cannot forward a signal");
+                            }
+                        }
+                        self.deadlines.activity(Instant::now());
+                    }
+                    _ => self.deadlines.activity(Instant::now()),
+                },
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// A stop asked for from outside this engine (an operator's `stop ID`, the service's
+    /// deadline enforcement) that was recorded before the workload ended is what ended it: its
+    /// cause becomes the outcome (S7), unless this engine already had one.
+    fn adopt_requested_stop(&self, st: &mut State, exited_at_unix_ns: u64) {
+        if st.cause.is_some() {
+            return;
+        }
+        match self.runtime.read_stop_request(self.registration.id) {
+            Ok(Some(req)) if req.requested_at_unix_ns <= exited_at_unix_ns => {
+                st.cause = Some(match req.cause {
+                    StopCause::Operator => LaunchOutcome::Stopped,
+                    StopCause::CompletionDeadline => LaunchOutcome::TimedOut,
+                    StopCause::IdleDeadline => LaunchOutcome::IdleTimeout,
+                });
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(id = %self.registration.id, error = %e, "unreadable stop request")
+            }
+        }
+    }
+
+    /// Stops the tree through the shared stop; the first cause is kept as the outcome.
+    fn stop(&mut self, st: &mut State, cause: LaunchOutcome) {
+        if st.cause.is_none() && !st.workload_over() {
+            st.cause = Some(cause);
+        }
+        if st.stopped || st.receipt.is_some() {
+            return;
+        }
+        st.stopped = true;
+        st.stop_attempts += 1;
+        match shared_stop(&self.runtime, &self.registration) {
+            Ok(report) => {
+                st.stop_report = Some(report);
+                st.stop_failure = None;
+                st.retry_stop_at = None;
+            }
+            Err(e) => {
+                tracing::warn!(id = %self.registration.id, error = %e, attempt = st.stop_attempts, "stop failed");
+                st.stop_failure = Some(e);
+                // The failure modes (fence held, quiescence not reached) are transient: try again
+                // while the workload runs, a bounded number of times.
+                if st.stop_attempts < STOP_ATTEMPTS {
+                    st.retry_stop_at = Some(Instant::now() + STOP_RETRY);
+                }
+            }
+        }
+    }
+
+    /// The engine's poll set: the output streams (held by the capture), the guardian channel and
+    /// the control socket while each is open. Waits until one is ready or `wake`, reads what the
+    /// streams hold, and says which of the engine's own descriptors woke it.
+    fn poll(&mut self, st: &State, wake: Option<Instant>) -> Result<Woken, CaptureError> {
+        let mine = [
+            (self.link.channel(), !st.channel_closed),
+            (self.control.as_fd(), !st.control_closed),
+        ];
+        let mut open = [mine[0].0; 2];
+        let mut n = 0;
+        for (fd, is_open) in mine {
+            if is_open {
+                open[n] = fd;
+                n += 1;
+            }
+        }
+        let ready = self.capture.pump(&open[..n], wake)?;
+        let mut slot = 0;
+        let mut woke = |is_open: bool| {
+            let set = is_open && ready.is_set(slot);
+            slot += usize::from(is_open);
+            set
+        };
+        Ok(Woken {
+            channel: woke(mine[0].1),
+            control: woke(mine[1].1),
+        })
+    }
+
+    /// After poll failed: wait (bounded) for the workload's status from the guardian alone.
+    fn await_workload(&mut self, st: &mut State) {
+        self.wait_events(st, RECEIPT_AFTER_STOP, |st| st.status.is_some());
+        st.status.get_or_insert(WorkloadStatus::Unknown);
+    }
+
+    fn finish(mut self, mut st: State) -> LaunchResult {
+        let id = self.registration.id;
+        let status = st.status.unwrap_or(WorkloadStatus::Unknown);
+        let outcome = if let Some(errno) = st.spawn_errno {
+            LaunchOutcome::SpawnFailed { errno }
+        } else if let Some(cause) = st.cause {
+            cause
+        } else if let Some(f) = self.capture.failure() {
+            LaunchOutcome::CaptureFault(f)
+        } else if st.guardian_failed && st.receipt.is_none() {
+            LaunchOutcome::GuardianLost
+        } else {
+            LaunchOutcome::Completed
+        };
+        // A stop this engine made already: its receipt is due shortly; take it if it comes.
+        if st.stopped && st.receipt.is_none() && !st.channel_closed {
+            self.wait_events(&mut st, RECEIPT_AFTER_STOP, |st| st.receipt.is_some());
+        }
+        // Any events already queued (the receipt often follows the exit immediately).
+        if st.receipt.is_none() && !st.channel_closed {
+            self.drain_events(&mut st);
+        }
+        let Engine {
+            runtime,
+            registration,
+            mut link,
+            capture,
+            policy,
+            owner,
+            ..
+        } = self;
+        let result = refine_protocol::LaunchResultRecord {
+            id,
+            runtime: runtime.id(),
+            outcome: outcome.name().to_owned(),
+            workload_status: status,
+            written_at_unix_ms: crate::deadline::unix_ms(),
+        };
+        if let Err(e) = runtime.write_result(&result) {
+            tracing::warn!(%id, error = %e, "cannot record the launch result");
+        }
+        let capture = capture.finish();
+        let capture_receipt = if capture.is_complete() {
+            None
+        } else {
+            let path = runtime.capture_receipt_path(id);
+            let receipt = capture.receipt(id, runtime.id(), Some(status));
+            let written = receipt
+                .encode()
+                .map_err(std::io::Error::other)
+                .and_then(|bytes| crate::durable::write_atomic(&path, &bytes, 0o600));
+            match written {
+                Ok(()) => Some(path),
+                Err(e) => {
+                    tracing::error!(%id, error = %e, "cannot write the capture receipt");
+                    None
+                }
+            }
+        };
+        let (scope, scope_watch) = if let Some(r) = st.receipt {
+            let _ = link.wait_guardian();
+            (
+                ScopeState::Exited(r),
+                ScopeWatch::ready(ScopeEnded {
+                    receipt: Some(r),
+                    stop_report: None,
+                    stop_failure: None,
+                }),
+            )
+        } else if st.channel_closed {
+            let _ = link.wait_guardian();
+            (
+                ScopeState::Unknown,
+                ScopeWatch::ready(ScopeEnded {
+                    receipt: None,
+                    stop_report: None,
+                    stop_failure: st.stop_failure.clone(),
+                }),
+            )
+        } else {
+            let stop = policy == ScopePolicy::Stop && !st.stopped;
+            let state = if stop {
+                ScopeState::Stopping
+            } else {
+                ScopeState::Live
+            };
+            (
+                state,
+                watch_scope(runtime, registration.clone(), link, owner, stop),
+            )
+        };
+        LaunchResult {
+            id,
+            registration,
+            outcome,
+            status,
+            capture,
+            capture_receipt,
+            scope,
+            scope_watch,
+            stop_report: st.stop_report,
+            stop_failure: st.stop_failure,
+        }
+    }
+
+    /// Takes the guardian's events for at most `bound`, until `done` holds or the channel has
+    /// closed: the one bounded wait on the guardian alone.
+    fn wait_events(&mut self, st: &mut State, bound: Duration, done: fn(&State) -> bool) {
+        let end = Instant::now() + bound;
+        while !done(st) && !st.channel_closed {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            match self.link.next_event(Some(left)) {
+                Ok(Some(ev)) => self.on_event(st, ev),
+                Ok(None) => return,
+                Err(_) => self.on_event(st, GuardianEvent::ChannelClosed),
+            }
+        }
+    }
+}
+
+/// Hands the link to a thread that (for the `stop` policy) stops the scope through the shared
+/// stop, then waits for the receipt and reaps the guardian.
+pub(super) fn watch_scope(
+    runtime: Runtime,
+    registration: Registration,
+    mut link: GuardianLink,
+    owner: Fence,
+    stop: bool,
+) -> ScopeWatch {
+    let (tx, rx) = mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("refine-scope-watch".into())
+        .spawn(move || {
+            let (stop_report, stop_failure) = if stop {
+                match shared_stop(&runtime, &registration) {
+                    Ok(r) => (Some(r), None),
+                    Err(e) => (None, Some(e)),
+                }
+            } else {
+                (None, None)
+            };
+            let mut receipt = None;
+            loop {
+                match link.next_event(None) {
+                    Ok(Some(GuardianEvent::ScopeExited(r))) => {
+                        receipt = Some(r);
+                        break;
+                    }
+                    Ok(Some(GuardianEvent::ChannelClosed)) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+            let _ = link.wait_guardian();
+            drop(owner);
+            let _ = tx.send(ScopeEnded {
+                receipt,
+                stop_report,
+                stop_failure,
+            });
+        });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start the scope watcher");
+    }
+    ScopeWatch { rx, done: None }
+}
+
+/// The monotonic instant of the guardian's `CLOCK_REALTIME` exit stamp, never in the future and
+/// never earlier than one drain before `now` (a clock step cannot shorten the drain to nothing).
+pub(super) fn exit_instant(at_ns: u64, now: Instant) -> Instant {
+    let age = crate::deadline::unix_time()
+        .saturating_sub(Duration::from_nanos(at_ns))
+        .min(crate::capture::FINAL_DRAIN);
+    now.checked_sub(age).unwrap_or(now)
+}

@@ -1,0 +1,198 @@
+//! A running launch as its caller holds it: [`LaunchHandle`] (wait, cancel, stop, signal,
+//! input), [`Canceller`] and [`InputWriter`] for other threads, and the control messages they
+//! send the engine thread.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use refine_protocol::record::Registration;
+use refine_protocol::RegistrationId;
+use rustix::net::SendFlags;
+
+use super::{io_op, LaunchError, LaunchResult};
+use crate::pty::{self, WindowSize};
+
+/// How long [`LaunchHandle::write_input`] waits for the workload to accept input.
+pub const INPUT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Control messages to the engine thread (one byte each).
+pub(super) const CTL_CANCEL: u8 = b'c';
+pub(super) const CTL_OPERATOR_STOP: u8 = b's';
+pub(super) const CTL_ACTIVITY: u8 = b'a';
+/// Followed by the signal number in the same message.
+pub(super) const CTL_SIGNAL: u8 = b'k';
+
+#[derive(Debug)]
+pub(super) struct Control(pub(super) OwnedFd);
+
+impl Control {
+    fn send(&self, byte: u8) {
+        self.send_msg(&[byte]);
+    }
+
+    fn send_msg(&self, msg: &[u8]) {
+        // One message per request (SOCK_SEQPACKET). Best effort: once the engine has finished,
+        // nobody listens (EPIPE, no SIGPIPE); a full buffer already holds a pending request.
+        let _ = rustix::net::send(&self.0, msg, SendFlags::NOSIGNAL | SendFlags::DONTWAIT);
+    }
+}
+
+#[derive(Debug)]
+pub(super) enum Input {
+    Pty(OwnedFd),
+    Pipe(OwnedFd),
+}
+
+/// Cancels a launch from any thread.
+#[derive(Debug, Clone)]
+pub struct Canceller {
+    pub(super) control: Arc<Control>,
+}
+
+impl Canceller {
+    /// The caller no longer wants the result: the tree is stopped, the outcome is `Cancelled`.
+    pub fn cancel(&self) {
+        self.control.send(CTL_CANCEL);
+    }
+    /// An operator stops the launch: the tree is stopped, the outcome is `Stopped`.
+    pub fn operator_stop(&self) {
+        self.control.send(CTL_OPERATOR_STOP);
+    }
+}
+
+/// A running launch.
+#[derive(Debug)]
+pub struct LaunchHandle {
+    pub(super) id: RegistrationId,
+    pub(super) registration: Registration,
+    pub(super) thread: Option<JoinHandle<LaunchResult>>,
+    pub(super) control: Arc<Control>,
+    pub(super) input: InputWriter,
+}
+
+/// The input side of a launch (stdin pipe or PTY master, window size), shareable with other
+/// threads — a terminal forwarder, say — while [`LaunchHandle::wait`] blocks.
+#[derive(Debug, Clone)]
+pub struct InputWriter {
+    pub(super) inner: Arc<InputInner>,
+}
+
+#[derive(Debug)]
+pub(super) struct InputInner {
+    pub(super) control: Arc<Control>,
+    pub(super) input: Mutex<Option<Input>>,
+    /// The `logs/ID.stdin` artifact: every byte delivered to the workload is appended to it.
+    pub(super) log: Mutex<Option<File>>,
+}
+
+impl LaunchHandle {
+    pub fn id(&self) -> RegistrationId {
+        self.id
+    }
+
+    /// The durable registration (written before the workload could start).
+    pub fn registration(&self) -> &Registration {
+        &self.registration
+    }
+
+    pub fn canceller(&self) -> Canceller {
+        Canceller {
+            control: self.control.clone(),
+        }
+    }
+
+    pub fn cancel(&self) {
+        self.canceller().cancel()
+    }
+
+    /// Resizes the PTY (counts as activity).
+    pub fn resize(&self, size: WindowSize) -> Result<(), LaunchError> {
+        self.input.resize(size)
+    }
+
+    /// Writes to the workload's stdin (PTY or pipe; counts as activity), waiting at most
+    /// [`INPUT_TIMEOUT`] for it to accept the bytes.
+    pub fn write_input(&self, bytes: &[u8]) -> Result<(), LaunchError> {
+        self.input.write_input(bytes)
+    }
+
+    /// The input side, for a thread that forwards a terminal while this handle waits.
+    pub fn input_writer(&self) -> InputWriter {
+        self.input.clone()
+    }
+
+    /// Asks the guardian to forward `signo` to the workload (counts as activity). Best effort:
+    /// ignored once the workload has exited. To end a launch use [`Canceller`], which stops the
+    /// whole tree.
+    pub fn signal(&self, signo: i32) -> Result<(), LaunchError> {
+        let byte = u8::try_from(signo)
+            .ok()
+            .filter(|s| (1..=64).contains(s))
+            .ok_or(LaunchError::BadSignal(signo))?;
+        self.control.send_msg(&[CTL_SIGNAL, byte]);
+        Ok(())
+    }
+
+    /// Closes a piped stdin (the workload reads EOF).
+    pub fn close_input(&self) {
+        self.input.close_input()
+    }
+
+    /// Waits for the result: the workload exited and the final drain ended (or it never ran).
+    pub fn wait(mut self) -> Result<LaunchResult, LaunchError> {
+        let thread = self.thread.take().ok_or(LaunchError::EngineDied)?;
+        thread.join().map_err(|_| LaunchError::EngineDied)
+    }
+}
+
+impl InputWriter {
+    /// Resizes the PTY (counts as activity).
+    pub fn resize(&self, size: WindowSize) -> Result<(), LaunchError> {
+        let input = self.inner.input.lock().unwrap_or_else(|p| p.into_inner());
+        match input.as_ref() {
+            Some(Input::Pty(master)) => pty::resize(master.as_fd(), size)?,
+            _ => return Err(LaunchError::NotAvailable("terminal")),
+        }
+        self.inner.control.send(CTL_ACTIVITY);
+        Ok(())
+    }
+
+    /// Writes to the workload's stdin (PTY or pipe; counts as activity), waiting at most
+    /// [`INPUT_TIMEOUT`] for it to accept the bytes.
+    pub fn write_input(&self, bytes: &[u8]) -> Result<(), LaunchError> {
+        let input = self.inner.input.lock().unwrap_or_else(|p| p.into_inner());
+        let fd = match input.as_ref() {
+            Some(Input::Pty(fd)) | Some(Input::Pipe(fd)) => fd,
+            None => return Err(LaunchError::NotAvailable("input")),
+        };
+        if matches!(input.as_ref(), Some(Input::Pipe(_))) {
+            rustix::io::ioctl_fionbio(fd, true)
+                .map_err(|e| io_op("make stdin nonblocking")(e.into()))?;
+        }
+        pty::write_input(fd.as_fd(), bytes, INPUT_TIMEOUT)?;
+        self.inner.control.send(CTL_ACTIVITY);
+        if let Some(log) = self
+            .inner
+            .log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            log.write_all(bytes)
+                .map_err(io_op("record input in the stdin artifact"))?;
+        }
+        Ok(())
+    }
+
+    /// Closes a piped stdin (the workload reads EOF).
+    pub fn close_input(&self) {
+        let mut input = self.inner.input.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(input.as_ref(), Some(Input::Pipe(_))) {
+            *input = None;
+        }
+    }
+}

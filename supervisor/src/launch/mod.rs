@@ -1,0 +1,445 @@
+//! The launch engine (SPEC S1–S11): the one API every caller uses to run a managed command of any
+//! kind (`agent`, `quality`, `command`, `terminal`).
+//!
+//! [`Supervisor::launch`] prepares the environment ([`crate::env_policy`]), the output pipes or a
+//! PTY ([`crate::pty`]) and the artifacts, starts the guardian, makes the registration durable and
+//! only then says *start* (all through [`launch_registered`]). A thread per launch then
+//! runs one `poll` loop over the output streams ([`crate::capture`]), the guardian channel and a
+//! control socket (cancel, operator stop, activity from input and resize), enforcing the deadlines
+//! ([`crate::deadline`]). [`LaunchHandle::wait`] returns a [`LaunchResult`] with a typed
+//! [`LaunchOutcome`] as soon as the workload has exited and the fixed final drain has ended.
+//!
+//! A scope that outlives its workload (S9) is kept (listed live, receipt later) or stopped through
+//! the shared stop after the drain; either way the result does not wait for it, and
+//! [`ScopeWatch`] follows it to its receipt.
+//!
+//! # Caveats
+//! - This process never calls `waitpid(-1)`: it reaps only the guardian, by pid; the guardian
+//!   reaps the workload's whole tree (S11).
+//! - If this process dies, the guardian sees its channel close, forwards the parent-death signal
+//!   to the workload, reaps, and writes its receipt; the kept output tails die with us.
+//! - Deadlines, cancel, capture faults and the `stop` scope policy terminate through the one
+//!   shared stop ([`crate::stop::stop`], called from [`shared_stop`]); the stop proves the end by
+//!   the guardian's receipt, which the engine then also reads from the channel.
+
+mod engine;
+mod handle;
+mod register;
+mod request;
+
+pub use engine::shared_stop;
+use engine::Engine;
+pub use handle::{Canceller, InputWriter, LaunchHandle, INPUT_TIMEOUT};
+pub use register::{launch_registered, RegisteredLaunch};
+pub use request::{default_scope_policy, LaunchRequest, StdinMode};
+
+use std::fs::File;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use refine_protocol::record::{Kind, Limits, Registration};
+use refine_protocol::{Receipt, RegistrationId, WorkloadStatus};
+
+use crate::capture::{
+    Capture, CaptureConfig, CaptureError, CaptureFailure, CaptureResult, StreamSource,
+};
+use crate::deadline::Deadlines;
+use crate::env_policy::{self, EnvInputs, EnvMap, LoginEnv};
+use crate::guardian::{self, Stdio};
+use crate::pty::{self, PtyError};
+use crate::registry::{RegistryError, Runtime, Stream};
+use crate::stop::{StopError, StopReport};
+use handle::{Control, Input, InputInner};
+
+/// How a launch ended (S7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaunchOutcome {
+    /// The workload ran and exited on its own (any status).
+    Completed,
+    /// The completion deadline passed; the tree was stopped (by this engine, or by the
+    /// service enforcing the registration's deadline).
+    TimedOut,
+    /// The idle deadline passed; the tree was stopped (likewise).
+    IdleTimeout,
+    /// The caller cancelled; the tree was stopped.
+    Cancelled,
+    /// The output budget was exceeded; the tree was stopped.
+    OutputLimit,
+    /// `execve` failed with this errno; the workload never ran.
+    SpawnFailed { errno: i32 },
+    /// Capture failed (a read or an artifact write); the tree was stopped.
+    CaptureFault(CaptureFailure),
+    /// An operator stopped it: through this launch's handle, or with the shared stop from
+    /// anywhere (`stop ID` in another process), which records its request first.
+    Stopped,
+    /// The guardian reported a fatal error or vanished; the workload's status is unknown.
+    GuardianLost,
+}
+
+impl LaunchOutcome {
+    /// The outcome's name in documents and records (`run --json`, `ps`, the launch result).
+    pub fn name(&self) -> &'static str {
+        match self {
+            LaunchOutcome::Completed => "completed",
+            LaunchOutcome::TimedOut => "timed_out",
+            LaunchOutcome::IdleTimeout => "idle_timeout",
+            LaunchOutcome::Cancelled => "cancelled",
+            LaunchOutcome::OutputLimit => "output_limit",
+            LaunchOutcome::SpawnFailed { .. } => "spawn_failed",
+            LaunchOutcome::CaptureFault(_) => "capture_fault",
+            LaunchOutcome::Stopped => "stopped",
+            LaunchOutcome::GuardianLost => "guardian_lost",
+        }
+    }
+}
+
+/// The scope (workload and every descendant) when the result was returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScopeState {
+    /// The guardian's receipt arrived: nothing of the tree is left.
+    Exited(Receipt),
+    /// A descendant holds the scope and the policy keeps it: capacity held, receipt later.
+    Live,
+    /// A descendant holds the scope and the shared stop is ending it.
+    Stopping,
+    /// The guardian is gone without a receipt: evidence is unverified.
+    Unknown,
+}
+
+/// A stop that did not prove its end.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("stop of {id} failed")]
+pub struct StopFailure {
+    pub id: RegistrationId,
+    #[source]
+    pub error: Arc<StopError>,
+}
+
+/// What a scope came to, once it ended.
+#[derive(Debug, Clone)]
+pub struct ScopeEnded {
+    /// The guardian's receipt (`None`: the guardian vanished without one).
+    pub receipt: Option<Receipt>,
+    /// The policy's stop, if the `stop` policy ended the scope.
+    pub stop_report: Option<StopReport>,
+    /// The stop's failure, if the policy stopped the scope and the stop failed.
+    pub stop_failure: Option<StopFailure>,
+}
+
+/// Follows a scope that outlived its workload to its receipt.
+#[derive(Debug)]
+pub struct ScopeWatch {
+    rx: mpsc::Receiver<ScopeEnded>,
+    done: Option<ScopeEnded>,
+}
+
+impl ScopeWatch {
+    fn ready(end: ScopeEnded) -> Self {
+        let (_tx, rx) = mpsc::channel();
+        ScopeWatch {
+            rx,
+            done: Some(end),
+        }
+    }
+
+    /// Waits up to `timeout` for the scope's end.
+    pub fn wait(&mut self, timeout: Duration) -> Option<&ScopeEnded> {
+        if self.done.is_none() {
+            self.done = self.rx.recv_timeout(timeout).ok();
+        }
+        self.done.as_ref()
+    }
+}
+
+/// The result of one launch.
+#[derive(Debug)]
+pub struct LaunchResult {
+    pub id: RegistrationId,
+    pub registration: Registration,
+    pub outcome: LaunchOutcome,
+    /// The workload's own status (`NeverStarted` for a spawn failure, `Unknown` if the guardian
+    /// was lost).
+    pub status: WorkloadStatus,
+    /// Per-stream capture state, kept bytes and artifact paths.
+    pub capture: CaptureResult,
+    /// Where the capture receipt was written (incomplete capture only).
+    pub capture_receipt: Option<PathBuf>,
+    /// The scope at return.
+    pub scope: ScopeState,
+    /// Follows the scope to its receipt (already done when `scope` is `Exited`).
+    pub scope_watch: ScopeWatch,
+    /// The stop this launch made before returning (deadline, cancel, fault, output limit).
+    pub stop_report: Option<StopReport>,
+    /// That stop's failure.
+    pub stop_failure: Option<StopFailure>,
+}
+
+impl LaunchResult {
+    /// The one accessor for output parsers: complete output or a refusal (see
+    /// [`CaptureResult::complete_output`]).
+    pub fn complete_output(
+        &self,
+        stream: Stream,
+    ) -> Result<&[u8], crate::capture::IncompleteCapture> {
+        self.capture.complete_output(stream)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("empty argv")]
+    EmptyArgv,
+    #[error("cannot {op}")]
+    Io {
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Pty(#[from] PtyError),
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    #[error("guardian launch failed")]
+    Guardian(#[from] guardian::HandshakeError),
+    #[error("the launch thread died")]
+    EngineDied,
+    #[error("this launch has no {0}")]
+    NotAvailable(&'static str),
+    #[error("{0} is not a signal number")]
+    BadSignal(i32),
+}
+
+fn io_op(op: &'static str) -> impl FnOnce(io::Error) -> LaunchError {
+    move |source| LaunchError::Io { op, source }
+}
+
+/// The launch engine of one runtime.
+#[derive(Debug)]
+pub struct Supervisor {
+    runtime: Runtime,
+    login: Arc<LoginEnv>,
+    daemon_env: EnvMap,
+    guardian_exe: Option<PathBuf>,
+}
+
+impl Supervisor {
+    /// An engine for `runtime`; the login environment is captured from `$SHELL` on first need.
+    pub fn new(runtime: Runtime) -> Self {
+        Supervisor {
+            runtime,
+            login: Arc::new(LoginEnv::from_env()),
+            daemon_env: env_policy::daemon_env(),
+            guardian_exe: None,
+        }
+    }
+
+    /// Uses this login environment (a fixed one in tests, or a shared cache).
+    pub fn with_login_env(mut self, login: Arc<LoginEnv>) -> Self {
+        self.login = login;
+        self
+    }
+
+    /// Uses this as the daemon environment instead of this process's own.
+    pub fn with_daemon_env(mut self, env: EnvMap) -> Self {
+        self.daemon_env = env;
+        self
+    }
+
+    pub fn with_guardian_exe(mut self, exe: PathBuf) -> Self {
+        self.guardian_exe = Some(exe);
+        self
+    }
+
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// Launches and waits for the result.
+    pub fn run(&self, req: LaunchRequest) -> Result<LaunchResult, LaunchError> {
+        self.launch(req)?.wait()
+    }
+
+    /// Launches: returns once the registration is durable and the workload was told to start.
+    pub fn launch(&self, mut req: LaunchRequest) -> Result<LaunchHandle, LaunchError> {
+        if req.argv.is_empty() {
+            return Err(LaunchError::EmptyArgv);
+        }
+        let rt = &self.runtime;
+        let id = rt.new_id()?;
+        let needs_login = matches!(req.kind, Kind::Agent | Kind::Quality);
+        let env = env_policy::build(EnvInputs {
+            kind: req.kind,
+            daemon: &self.daemon_env,
+            login: if needs_login { self.login.get() } else { None },
+            managed_git: req.managed_git,
+            overrides: &req.env,
+            owner: id,
+        });
+        let pty_size = match req.kind {
+            Kind::Terminal => Some(req.pty.unwrap_or_default()),
+            _ => req.pty,
+        };
+
+        // Streams: the workload's ends go to the guardian, ours to capture.
+        let stdout_path = rt.log_path(id, Stream::Stdout);
+        let stderr_path = rt.log_path(id, Stream::Stderr);
+        let (stdio, sources, input) = match pty_size {
+            Some(size) => {
+                let p = pty::open(size)?;
+                let capture_end = rustix::io::fcntl_dupfd_cloexec(&p.master, 3)
+                    .map_err(|e| io_op("duplicate the PTY master")(e.into()))?;
+                let sources = vec![StreamSource {
+                    stream: Stream::Stdout,
+                    fd: capture_end,
+                    artifact: stdout_path,
+                    pty: true,
+                }];
+                (Stdio::Pty(p.slave), sources, Some(Input::Pty(p.master)))
+            }
+            None => {
+                let (out_r, out_w) = pipe()?;
+                let (err_r, err_w) = pipe()?;
+                let (stdin, input) = match req.stdin {
+                    StdinMode::Null => (
+                        OwnedFd::from(File::open("/dev/null").map_err(io_op("open /dev/null"))?),
+                        None,
+                    ),
+                    StdinMode::Pipe => {
+                        let (r, w) = pipe()?;
+                        (r, Some(Input::Pipe(w)))
+                    }
+                };
+                let sources = vec![
+                    StreamSource {
+                        stream: Stream::Stdout,
+                        fd: out_r,
+                        artifact: stdout_path,
+                        pty: false,
+                    },
+                    StreamSource {
+                        stream: Stream::Stderr,
+                        fd: err_r,
+                        artifact: stderr_path,
+                        pty: false,
+                    },
+                ];
+                (Stdio::Fds([stdin, out_w, err_w]), sources, input)
+            }
+        };
+        let capture = Capture::new(
+            sources,
+            CaptureConfig {
+                keep_max: req.keep_max,
+                log_cap: req.log_cap,
+                ..CaptureConfig::default()
+            },
+            req.on_output.take(),
+        )?;
+
+        let policy = req
+            .scope_policy
+            .unwrap_or_else(|| default_scope_policy(req.kind));
+        let limits = Limits {
+            completion_timeout_ms: req.completion_timeout.map(|d| d.as_millis() as u64),
+            idle_timeout_ms: req.idle_timeout.map(|d| d.as_millis() as u64),
+            log_cap_bytes: req.log_cap,
+            rlimits: req.rlimits.clone(),
+        };
+        // The launcher owns the registration for the scope's whole life: recovery and retention
+        // take this lock first and leave a scope whose owner is alive to it. It is taken before
+        // the record exists and handed on until the receipt arrives (or this process dies).
+        let owner = rt.lock(id, OWNER_LOCK_WAIT)?;
+        // Input the workload takes is recorded beside its output (`logs/ID.stdin`).
+        let stdin_path = input.as_ref().map(|_| rt.log_path(id, Stream::Stdin));
+        let input_log = match &stdin_path {
+            Some(p) => Some(
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .mode(0o600)
+                    .open(p)
+                    .map_err(io_op("create the stdin artifact"))?,
+            ),
+            None => None,
+        };
+        let (registration, link) = launch_registered(
+            rt,
+            id,
+            RegisteredLaunch {
+                kind: req.kind,
+                label: req.label,
+                owner: req.owner,
+                purpose: req.purpose,
+                argv: req.argv,
+                env: env.into_iter().collect(),
+                cwd: req.cwd,
+                stdio,
+                stdin_path,
+                pty: pty_size.is_some(),
+                new_session: req.new_session || pty_size.is_some(),
+                limits,
+                scope_policy: policy,
+                pdeath_signal: req.pdeath_signal,
+                start_timeout: guardian::DEFAULT_START_TIMEOUT,
+                guardian_exe: self.guardian_exe.clone(),
+            },
+        )?;
+        let deadlines = Deadlines::resume(&registration);
+        // A fresh launch had its first activity at its start, not at this call.
+        let mut deadlines = deadlines;
+        deadlines.activity(deadlines.start());
+
+        let (control_tx, control_rx) = rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC | rustix::net::SocketFlags::NONBLOCK,
+            None,
+        )
+        .map_err(|e| io_op("create the control channel")(e.into()))?;
+        let control = Arc::new(Control(control_tx));
+        let engine = Engine {
+            runtime: rt.clone(),
+            registration: registration.clone(),
+            link,
+            capture,
+            deadlines,
+            output_limit: req.output_limit,
+            control: control_rx,
+            policy,
+            owner,
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("refine-launch-{}", &id.to_string()[..8]))
+            .spawn(move || engine.run())
+            .map_err(io_op("start the launch thread"))?;
+        Ok(LaunchHandle {
+            id,
+            registration,
+            thread: Some(thread),
+            control: control.clone(),
+            input: InputWriter {
+                inner: Arc::new(InputInner {
+                    control,
+                    input: Mutex::new(input),
+                    log: Mutex::new(input_log),
+                }),
+            },
+        })
+    }
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| io_op("create a pipe")(e.into()))
+}
+
+/// How long a launch waits for its own, new registration lock (only a stale holder of the same
+/// random id could delay it).
+const OWNER_LOCK_WAIT: Duration = Duration::from_secs(5);

@@ -1,0 +1,127 @@
+//! Registration: spawn the guardian (the handshake in [`crate::guardian`]), receive its
+//! identities, write the registration durably, and only then say *start*.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
+use refine_protocol::RegistrationId;
+
+use crate::guardian::{spawn, HandshakeError, LaunchConfig, OWNER_VAR};
+use crate::guardian::{GuardianLink, Stdio};
+use crate::registry::{Runtime, Stream};
+use std::os::unix::ffi::OsStrExt;
+
+/// A launch for [`launch_registered`]: what the registration records, plus how to run it.
+#[derive(Debug)]
+pub struct RegisteredLaunch {
+    pub kind: Kind,
+    pub label: String,
+    pub owner: String,
+    pub purpose: BTreeMap<String, String>,
+    pub argv: Vec<OsString>,
+    /// The prepared environment; `REFINE_OWNER=<id>` is set on top of it.
+    pub env: Vec<(OsString, OsString)>,
+    pub cwd: Option<PathBuf>,
+    pub stdio: Stdio,
+    /// Where input written to the workload is recorded (`logs/ID.stdin`), if it takes any.
+    pub stdin_path: Option<PathBuf>,
+    pub pty: bool,
+    pub new_session: bool,
+    pub limits: Limits,
+    pub scope_policy: ScopePolicy,
+    pub pdeath_signal: i32,
+    pub start_timeout: Duration,
+    pub guardian_exe: Option<PathBuf>,
+}
+
+/// The minimal managed launch: spawn the guardian, receive its identities, write the registration
+/// durably, and only then say *start*. Returns the record and the link (events follow on it).
+/// If the registration cannot be written, the guardian is told to abort: no workload code runs
+/// unregistered.
+pub fn launch_registered(
+    rt: &Runtime,
+    id: RegistrationId,
+    req: RegisteredLaunch,
+) -> Result<(Registration, GuardianLink), HandshakeError> {
+    let owner_entry = {
+        let mut e = OsString::from(OWNER_VAR);
+        e.push("=");
+        e.push(id.to_string());
+        e
+    };
+    let mut env: Vec<OsString> = req
+        .env
+        .iter()
+        .filter(|(k, _)| k.as_bytes() != OWNER_VAR.as_bytes())
+        .map(|(k, v)| {
+            let mut e = k.clone();
+            e.push("=");
+            e.push(v);
+            e
+        })
+        .collect();
+    env.push(owner_entry);
+    let cwd_text = match &req.cwd {
+        Some(c) => c.to_string_lossy().into_owned(),
+        None => std::env::current_dir()
+            .map(|c| c.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    };
+    let proof_path = rt.proof_path(id);
+    let mut link = spawn(LaunchConfig {
+        registration: id,
+        runtime: rt.id(),
+        proof_path: proof_path.clone(),
+        argv: req.argv.clone(),
+        env,
+        cwd: req.cwd.clone(),
+        rlimits: req.limits.rlimits.clone(),
+        stdio: req.stdio,
+        new_session: req.new_session,
+        pdeath_signal: req.pdeath_signal,
+        start_timeout: req.start_timeout,
+        guardian_exe: req.guardian_exe,
+    })?;
+    let started_at_unix_ms = crate::deadline::unix_ms();
+    let registration = Registration {
+        id,
+        runtime: rt.id(),
+        kind: req.kind,
+        label: req.label,
+        owner: req.owner,
+        purpose: req.purpose,
+        argv: req
+            .argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        cwd: cwd_text,
+        stdout_path: rt
+            .log_path(id, Stream::Stdout)
+            .to_string_lossy()
+            .into_owned(),
+        stderr_path: rt
+            .log_path(id, Stream::Stderr)
+            .to_string_lossy()
+            .into_owned(),
+        stdin_path: req
+            .stdin_path
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned()),
+        pty: req.pty,
+        limits: req.limits,
+        scope_policy: req.scope_policy,
+        started_at_unix_ms,
+        hello: *link.hello(),
+        proof_path: proof_path.to_string_lossy().into_owned(),
+    };
+    if let Err(e) = rt.write_registration(&registration) {
+        let _ = link.abort();
+        return Err(HandshakeError::Registry(e));
+    }
+    link.start()?;
+    Ok((registration, link))
+}

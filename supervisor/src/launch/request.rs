@@ -1,0 +1,109 @@
+//! What the caller of a launch asks: [`LaunchRequest`] (kind, command, deadlines as
+//! [`Duration`]s, terminal, stdin, limits) and the kind's default scope policy.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use refine_protocol::record::{Kind, ScopePolicy};
+use refine_protocol::Rlimit;
+
+use crate::capture::{OutputCallback, DEFAULT_KEEP};
+use crate::env_policy::Override;
+use crate::pty::WindowSize;
+
+/// What the workload's stdin is (standard launches; a PTY launch reads the terminal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StdinMode {
+    /// `/dev/null`.
+    #[default]
+    Null,
+    /// A pipe fed by [`LaunchHandle::write_input`](super::LaunchHandle::write_input) and closed by [`LaunchHandle::close_input`](super::LaunchHandle::close_input).
+    Pipe,
+}
+
+/// One managed launch, of any kind.
+pub struct LaunchRequest {
+    pub kind: Kind,
+    pub argv: Vec<OsString>,
+    /// `None`: this process's working directory.
+    pub cwd: Option<PathBuf>,
+    /// Explicit environment changes, applied last (they survive the git filter).
+    pub env: Vec<Override>,
+    /// A `command` that is a managed git command (git redirection is removed for it).
+    pub managed_git: bool,
+    pub label: String,
+    pub owner: String,
+    pub purpose: BTreeMap<String, String>,
+    /// Completion deadline from the original start.
+    pub completion_timeout: Option<Duration>,
+    /// Idle deadline from the last output, input, resize or signal.
+    pub idle_timeout: Option<Duration>,
+    /// Per-artifact byte cap (S10).
+    pub log_cap: Option<u64>,
+    /// A hard budget on output bytes (all streams): past it the launch is stopped and its
+    /// outcome is [`LaunchOutcome::OutputLimit`](super::LaunchOutcome::OutputLimit).
+    pub output_limit: Option<u64>,
+    /// `None`: the kind's default (`quality` stops, the others keep).
+    pub scope_policy: Option<ScopePolicy>,
+    /// A PTY with this window size (always for `terminal`; default size if `None` there).
+    pub pty: Option<WindowSize>,
+    pub stdin: StdinMode,
+    pub rlimits: Vec<Rlimit>,
+    /// Bytes kept in memory per stream ([`DEFAULT_KEEP`]).
+    pub keep_max: usize,
+    pub on_output: Option<OutputCallback>,
+    /// Put the workload in its own session (a PTY launch always is).
+    pub new_session: bool,
+    /// What the guardian sends the workload if this process goes away (0: `SIGKILL`).
+    pub pdeath_signal: i32,
+}
+
+impl std::fmt::Debug for LaunchRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaunchRequest")
+            .field("kind", &self.kind)
+            .field("argv", &self.argv)
+            .field("cwd", &self.cwd)
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LaunchRequest {
+    /// A request with the defaults: no deadlines, no caps, the kind's scope policy, stdin from
+    /// `/dev/null` (a PTY for `terminal`).
+    pub fn new(kind: Kind, argv: impl IntoIterator<Item = impl Into<OsString>>) -> Self {
+        LaunchRequest {
+            kind,
+            argv: argv.into_iter().map(Into::into).collect(),
+            cwd: None,
+            env: Vec::new(),
+            managed_git: false,
+            label: String::new(),
+            owner: String::new(),
+            purpose: BTreeMap::new(),
+            completion_timeout: None,
+            idle_timeout: None,
+            log_cap: None,
+            output_limit: None,
+            scope_policy: None,
+            pty: (kind == Kind::Terminal).then(WindowSize::default),
+            stdin: StdinMode::Null,
+            rlimits: Vec::new(),
+            keep_max: DEFAULT_KEEP,
+            on_output: None,
+            new_session: false,
+            pdeath_signal: 0,
+        }
+    }
+}
+
+/// The scope policy a kind gets when the request does not say (S9).
+pub fn default_scope_policy(kind: Kind) -> ScopePolicy {
+    match kind {
+        Kind::Quality => ScopePolicy::Stop,
+        Kind::Agent | Kind::Command | Kind::Terminal => ScopePolicy::Keep,
+    }
+}
