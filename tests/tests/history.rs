@@ -316,3 +316,158 @@ fn recovery_reads_only_the_open_index_and_settles_it() {
     let again = recover(&rt, &RecoverOptions::default()).unwrap();
     assert!(again.entries.is_empty(), "{again:#?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Through the built binary.
+
+mod cli_support;
+
+use cli_support::{assert_one_line_error, Home};
+
+/// The runtime of a CLI test home, opened the way the binary opens it.
+fn cli_runtime(home: &Home) -> Runtime {
+    Runtime::open(home.path(), home.port).unwrap()
+}
+
+fn listed(rows: &serde_json::Value, id: RegistrationId) -> Option<serde_json::Value> {
+    rows["registrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id.to_string())
+        .cloned()
+}
+
+#[test]
+fn gc_forgets_old_exited_registrations_and_retires_capture_receipts() {
+    let home = Home::new();
+    let rt = cli_runtime(&home);
+    let old = ago(40 * DAY);
+    let gone = fabricate(&rt, Fabricate::exited(old));
+    let young = fabricate(&rt, Fabricate::exited(ago(10 * DAY)));
+    fs::write(rt.capture_receipt_path(young.id), b"prefixes").unwrap();
+    backdate(&rt, young.id, ago(10 * DAY));
+    let live = fabricate(
+        &rt,
+        Fabricate {
+            receipt: false,
+            guardian_alive: true,
+            durable: true,
+            ..Fabricate::exited(old)
+        },
+    );
+    let unverified = fabricate(
+        &rt,
+        Fabricate {
+            receipt: false,
+            durable: true,
+            ..Fabricate::exited(old)
+        },
+    );
+    let gc = home.json(&[
+        "gc",
+        "--older-than",
+        "7d",
+        "--forget-after",
+        "30d",
+        "--json",
+    ]);
+    // Retention: the young one's artifacts and capture receipt are past 7 days.
+    assert!(!rt.capture_receipt_path(young.id).exists(), "{gc:#}");
+    assert!(!rt
+        .log_path(young.id, refine_supervisor::registry::Stream::Stdout)
+        .exists());
+    assert!(rt.record_path(young.id).exists());
+    // Forgetting: only the old exited one, wholly.
+    assert_eq!(gc["forget"]["forgotten"], 1, "{gc:#}");
+    assert_eq!(exists(&rt, gone.id), Vec::<String>::new());
+    for id in [young.id, live.id, unverified.id] {
+        assert!(rt.record_path(id).exists(), "{id}: {gc:#}");
+        assert!(rt.proof_path(id).exists(), "{id}: {gc:#}");
+    }
+    let all = home.json(&["ps", "--all", "--json"]);
+    assert!(listed(&all, gone.id).is_none(), "{all:#}");
+    assert!(listed(&all, live.id).is_some(), "{all:#}");
+    let args = ["show", &gone.id.to_string()];
+    let out = home.cli(&args);
+    let err = assert_one_line_error(&args, &out);
+    assert!(err.contains("forgotten"), "{err}");
+}
+
+#[test]
+fn ps_reads_the_open_index_and_ps_all_the_history() {
+    let home = Home::new();
+    let rt = cli_runtime(&home);
+    let live = fabricate(
+        &rt,
+        Fabricate {
+            receipt: false,
+            guardian_alive: true,
+            durable: true,
+            ..Fabricate::exited(ago(DAY))
+        },
+    );
+    // History, proven exited once, whose record is now corrupt: `ps` does not even read it.
+    let history = fabricate(&rt, Fabricate::exited(ago(DAY)));
+    fs::write(rt.record_path(history.id), b"not a record").unwrap();
+    let ps = home.json(&["ps", "--json"]);
+    assert!(listed(&ps, history.id).is_none(), "{ps:#}");
+    assert_eq!(listed(&ps, live.id).unwrap()["state"], "live", "{ps:#}");
+    let all = home.json(&["ps", "--all", "--json"]);
+    assert_eq!(
+        listed(&all, history.id).unwrap()["state"],
+        "corrupt",
+        "{all:#}"
+    );
+    assert_eq!(listed(&all, live.id).unwrap()["state"], "live", "{all:#}");
+}
+
+#[test]
+fn a_proven_exited_launch_leaves_the_open_index() {
+    let home = Home::new();
+    let (out, doc) = home.run_json(&["true"]);
+    assert!(out.status.success(), "{doc}");
+    let id = RegistrationId::parse(doc["id"].as_str().unwrap()).unwrap();
+    let rt = cli_runtime(&home);
+    assert!(rt.record_path(id).exists());
+    assert!(
+        !rt.open_marker_path(id).exists(),
+        "the launch's engine proved it exited but left it open"
+    );
+    assert!(rt.open_ids().unwrap().is_empty());
+}
+
+#[test]
+fn crash_states_of_the_index_are_handled() {
+    let home = Home::new();
+    let rt = cli_runtime(&home);
+    // A marker whose launch died before it wrote the record, long ago.
+    let unwritten = rt.new_id().unwrap();
+    rt.add_open_marker(unwritten).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(rt.open_marker_path(unwritten))
+        .unwrap()
+        .set_modified(ago(UNWRITTEN_AFTER * 2))
+        .unwrap();
+    // A record whose marker is gone (settled): exited, shown by `ps --all` only.
+    let settled = fabricate(&rt, Fabricate::exited(ago(DAY)));
+    // An exited record still indexed (its settle was lost in a crash).
+    let unsettled = fabricate(
+        &rt,
+        Fabricate {
+            durable: true,
+            ..Fabricate::exited(ago(DAY))
+        },
+    );
+    let ps = home.json(&["ps", "--json"]);
+    assert_eq!(ps["registrations"].as_array().unwrap().len(), 0, "{ps:#}");
+    let all = home.json(&["ps", "--all", "--json"]);
+    for id in [settled.id, unsettled.id] {
+        assert_eq!(listed(&all, id).unwrap()["state"], "exited", "{all:#}");
+    }
+    assert!(listed(&all, unwritten).is_none(), "{all:#}");
+    let rec = home.json(&["recover", "--json"]);
+    assert!(rt.open_ids().unwrap().is_empty(), "{rec:#}");
+    assert!(rt.record_path(settled.id).exists() && rt.record_path(unsettled.id).exists());
+}

@@ -29,7 +29,7 @@ use super::ops::{self, assess, list_views, out, print_json, show_doc};
 use super::{client, run, serve};
 use crate::capacity;
 use crate::registry::{self, RegistryError, Runtime};
-use crate::retention;
+use crate::{forget, retention};
 
 /// Process supervision with kernel proof: launch commands through a subreaping guardian, see what
 /// runs and why, stop whole trees, and read the receipt that proves they ended.
@@ -137,6 +137,9 @@ pub struct ServeArgs {
     /// Retention age limit used by the maintenance loop.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "7d")]
     pub retain: Duration,
+    /// The maintenance loop forgets whole exited registrations older than this.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30d")]
+    pub forget_after: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -188,9 +191,12 @@ pub struct JsonArgs {
 
 #[derive(Debug, Args)]
 pub struct GcArgs {
-    /// Age limit (e.g. 0s, 12h, 7d).
+    /// Age limit of the artifacts and capture receipts (e.g. 0s, 12h, 7d).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "7d")]
     pub older_than: Duration,
+    /// Forget whole exited registrations (record, proof, artifacts, lock) older than this.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30d")]
+    pub forget_after: Duration,
     /// Check everything, delete nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -285,7 +291,15 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Run(args) => run(&home, port, args),
         Command::Serve(args) => {
-            serve::serve(&home, port, args.maintenance_every, args.retain)?;
+            serve::serve(
+                &home,
+                port,
+                args.maintenance_every,
+                serve::Housekeeping {
+                    retain: args.retain,
+                    forget_after: args.forget_after,
+                },
+            )?;
             Ok(0)
         }
         Command::Ps(args) => ps(&home, port, args),
@@ -566,12 +580,24 @@ fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {
         older_than: args.older_than,
         dry_run: args.dry_run,
     };
+    let forget_opts = forget::Options {
+        after: args.forget_after,
+        dry_run: args.dry_run,
+    };
     let report: GcDoc = match open_runtime(home, port)? {
-        Some(rt) => ops::retire(&rt, opts)?,
-        None => retention::Report {
-            older_than_secs: opts.older_than.as_secs(),
-            dry_run: opts.dry_run,
-            ..Default::default()
+        Some(rt) => ops::gc(&rt, opts, forget_opts)?,
+        None => GcDoc {
+            retention: retention::Report {
+                older_than_secs: opts.older_than.as_secs(),
+                dry_run: opts.dry_run,
+                ..Default::default()
+            },
+            forget: forget::Report {
+                forget_after_secs: forget_opts.after.as_secs(),
+                dry_run: forget_opts.dry_run,
+                ..Default::default()
+            },
+            reindexed: Vec::new(),
         },
     };
     if args.json {
@@ -581,20 +607,27 @@ fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {
     let mut table = vec![["ID", "ACTION", "FILES", "BYTES", "REASON"]
         .map(String::from)
         .to_vec()];
-    for e in &report.entries {
+    for e in &report.retention.entries {
         table.push(vec![
             e.id.clone(),
-            serde_json::to_value(&e.action)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default(),
+            snake_name(&e.action),
             e.files.len().to_string(),
             e.bytes.to_string(),
             e.reason.clone(),
         ]);
     }
+    for e in &report.forget.entries {
+        table.push(vec![
+            e.id.clone(),
+            snake_name(&e.action),
+            "-".into(),
+            "-".into(),
+            e.reason.clone(),
+        ]);
+    }
     write_table(&table)?;
     let (files, bytes) = report
+        .retention
         .entries
         .iter()
         .filter(|e| {
@@ -607,14 +640,41 @@ fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {
     writeln!(
         out(),
         "{} {files} files, {bytes} bytes",
-        if report.dry_run {
+        if report.retention.dry_run {
             "would delete"
         } else {
             "deleted"
         },
     )
     .map_err(CliError::Output)?;
+    let would = report
+        .forget
+        .entries
+        .iter()
+        .filter(|e| e.action == forget::Action::WouldForget)
+        .count();
+    writeln!(
+        out(),
+        "{} {} registrations (exited, older than {}s); {} younger kept",
+        if report.forget.dry_run {
+            "would forget"
+        } else {
+            "forgot"
+        },
+        report.forget.forgotten + report.forget.resumed + would,
+        report.forget.forget_after_secs,
+        report.forget.young,
+    )
+    .map_err(CliError::Output)?;
     Ok(0)
+}
+
+/// A unit enum's serde name (`would_delete`, `forgotten`).
+fn snake_name(action: &impl Serialize) -> String {
+    serde_json::to_value(action)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 fn capacity_cmd(home: &Path, port: u16, args: CapacityArgs) -> Result<ExitCode, CliError> {

@@ -12,7 +12,7 @@ use refine_protocol::api::{LaunchAsk, ScopeView};
 use refine_protocol::{Kind, Receipt, Registration, RegistrationId, StopCause};
 
 use super::docs::{
-    utc, ArtifactDoc, ArtifactsDoc, AssessmentDoc, ReceiptDoc, RecordDoc, RecoverAction,
+    utc, ArtifactDoc, ArtifactsDoc, AssessmentDoc, GcDoc, ReceiptDoc, RecordDoc, RecoverAction,
     RecoverDoc, RecoverEntryDoc, ResultDoc, ShowDoc, State, StatusFields, StopDetail, StopDoc,
     StopOutcomeDoc, StopTimingsDoc,
 };
@@ -22,18 +22,21 @@ use crate::error_chain;
 use crate::launch::LaunchRequest;
 use crate::pty::WindowSize;
 use crate::registry::{RegistryError, Runtime, Stream};
-use crate::{assess, recover, retention, stop};
+use crate::{assess, forget, open_index, recover, retention, stop};
 
 /// Standard output, locked.
 pub(crate) fn out() -> io::StdoutLock<'static> {
     io::stdout().lock()
 }
 
+/// Prints one JSON document, buffered (standard output is line-buffered: unbuffered, a
+/// `ps --all --json` of a long history would make one `write` per line).
 pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
-    let mut o = out();
+    let mut o = io::BufWriter::with_capacity(64 * 1024, out());
     serde_json::to_writer_pretty(&mut o, value)
         .map_err(|e| CliError::Output(io::Error::other(e)))?;
-    writeln!(o).map_err(CliError::Output)
+    writeln!(o).map_err(CliError::Output)?;
+    o.flush().map_err(CliError::Output)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -102,18 +105,26 @@ fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeV
     }
 }
 
-/// Every registration's view (the `ps` rows); exited ones only with `all`.
+/// The `ps` rows: with `all`, every registration of the history; without, only those in the
+/// open index (not yet proven exited: O(open), F1), and of those the ones not `exited` now.
 pub fn list_views(rt: &Runtime, all: bool) -> Result<Vec<ScopeView>, RegistryError> {
+    let ids = if all { rt.list_ids()? } else { rt.open_ids()? };
     let mut rows = Vec::new();
-    for id in rt.list_ids()? {
+    for id in ids {
         let row = match rt.read_registration(id) {
             Ok(reg) => {
                 let a = assess(rt, &reg);
                 if !all && a.state == State::Exited {
                     continue;
                 }
+                // Forgotten while it was read (forget moves the record aside before the proof
+                // goes): not a row, never a momentary `unverified`.
+                if a.state == State::Unverified && !rt.record_path(id).exists() {
+                    continue;
+                }
                 view(rt, &reg, a)
             }
+            // Forgotten meanwhile, or an open marker whose record is not written yet.
             Err(RegistryError::NotFound(_)) => continue,
             Err(e) => corrupt_view(rt, id, &e),
         };
@@ -188,11 +199,17 @@ pub fn capacity_report(
     let (mut live, mut unverified) = (0, 0);
     let mut agents = Vec::new();
     if let Some(rt) = rt {
-        for id in rt.list_ids()? {
-            let Ok(reg) = rt.read_registration(id) else {
+        // Only what is not yet proven exited can hold a slot (the open index, F1).
+        for id in rt.open_ids()? {
+            let reg = match rt.read_registration(id) {
+                Ok(reg) => reg,
+                // A marker whose record is not written yet (or was forgotten).
+                Err(RegistryError::NotFound(_)) => continue,
                 // A corrupt record: nothing proves its scope ended; it holds a slot (C3).
-                unverified += 1;
-                continue;
+                Err(_) => {
+                    unverified += 1;
+                    continue;
+                }
             };
             match assess(rt, &reg).state {
                 State::Live => {
@@ -308,6 +325,8 @@ pub fn stop_one(rt: &Runtime, reg: &Registration, cause: StopCause) -> StopDoc {
 /// The recovery pass (A4); the `recover --json` document.
 pub fn recover_all(rt: &Runtime) -> Result<RecoverDoc, ServiceError> {
     use recover::RecoveryAction as A;
+    // A runtime written before the open index existed gets it now (once).
+    rt.ensure_open_index()?;
     let report = recover::recover(rt, &recover::RecoverOptions::default())?;
     let mut counts: BTreeMap<RecoverAction, usize> = BTreeMap::new();
     let mut entries = Vec::with_capacity(report.entries.len());
@@ -348,6 +367,7 @@ pub fn recover_all(rt: &Runtime) -> Result<RecoverDoc, ServiceError> {
     Ok(RecoverDoc {
         summary: Some(counts),
         registrations: entries,
+        unwritten_dropped: report.unwritten_dropped,
     })
 }
 
@@ -357,6 +377,33 @@ fn corrupt(err: &RegistryError) -> Assessed {
         reason: Some(error_chain(err)),
         receipt: None,
     }
+}
+
+/// `gc`: retention, then forgetting, then (unless a dry run) re-indexing of records that lost
+/// their open-index marker but are not proven exited. O(history): an operator's pass.
+pub(crate) fn gc(
+    rt: &Runtime,
+    opts: retention::Options,
+    forget_opts: forget::Options,
+) -> Result<GcDoc, CliError> {
+    if !opts.dry_run {
+        rt.ensure_open_index()?;
+    }
+    let retention = retire(rt, opts)?;
+    let forget = forget::forget(rt, forget_opts, &assess::KERNEL_BOOT)?;
+    let reindexed = if opts.dry_run {
+        Vec::new()
+    } else {
+        open_index::reindex(rt, &assess::KERNEL_BOOT)?
+            .into_iter()
+            .map(|id| id.to_string())
+            .collect()
+    };
+    Ok(GcDoc {
+        retention,
+        forget,
+        reindexed,
+    })
 }
 
 /// One retention pass with the shared assessment as the evidence.

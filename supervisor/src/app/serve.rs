@@ -5,8 +5,10 @@
 //! listens on the Unix socket `run/P/supervisor.sock` (created with mode 0600; every connection's
 //! peer credentials are checked: same uid or root). Requests and responses are JSON lines defined
 //! in [`refine_protocol::api`]. A maintenance loop enforces the deadlines of registrations this
-//! service did not launch (through the one shared stop), runs retention, and samples capacity.
-//! Logs go through `tracing` to `run/P/service.log`.
+//! service did not launch (through the one shared stop), settles the open index and samples
+//! capacity — all over the open index only, so a pass costs O(open registrations), not
+//! O(history) (F1) — and, every [`RETENTION_EVERY`], runs housekeeping over the history:
+//! retention and forgetting (R4). Logs go through `tracing` to `run/P/service.log`.
 //!
 //! # Caveats
 //! SIGTERM/SIGINT end the service, not the workloads: the guardians it launched outlive it (their
@@ -30,8 +32,18 @@ use crate::deadline::{instant_of_unix_ms, Deadlines, Expired};
 use crate::error_chain;
 use crate::fence;
 use crate::launch::Supervisor;
+use crate::open_index::{self, Settled};
 use crate::registry::{RegistryError, Runtime};
-use crate::retention;
+use crate::{assess, forget, retention};
+
+/// What the maintenance loop's housekeeping keeps and forgets.
+#[derive(Debug, Clone, Copy)]
+pub struct Housekeeping {
+    /// Retention's age limit for artifacts and capture receipts.
+    pub retain: Duration,
+    /// Forgetting's horizon for whole exited registrations.
+    pub forget_after: Duration,
+}
 
 /// Launches for the service: the engine keeps running on its own thread; the handle is not
 /// awaited (the record and the receipt carry the result), so the service holds no per-launch
@@ -69,7 +81,7 @@ pub fn serve(
     home: &Path,
     port: u16,
     maintenance_every: Duration,
-    retain: Duration,
+    keep: Housekeeping,
 ) -> Result<(), ServiceError> {
     let rt = Runtime::open(home, port)?;
     let lock = rt.service_lock_path();
@@ -109,7 +121,7 @@ pub fn serve(
         .enable_all()
         .build()
         .map_err(io_err("start the async runtime"))?;
-    let result = runtime.block_on(serve_async(state.clone(), maintenance_every, retain));
+    let result = runtime.block_on(serve_async(state.clone(), maintenance_every, keep));
     // Guardians are not waited for: they outlive the service by design.
     runtime.shutdown_background();
     let _ = std::fs::remove_file(state.rt.socket_path());
@@ -187,7 +199,7 @@ fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener, ServiceError> {
 async fn serve_async(
     state: Arc<Service>,
     every: Duration,
-    retain: Duration,
+    keep: Housekeeping,
 ) -> Result<(), ServiceError> {
     use tokio::signal::unix::{signal, SignalKind};
     let listener = bind_socket(&state.rt.socket_path())?;
@@ -203,7 +215,7 @@ async fn serve_async(
             loop {
                 tick.tick().await;
                 let st = state.clone();
-                let _ = tokio::task::spawn_blocking(move || maintenance(&st, retain)).await;
+                let _ = tokio::task::spawn_blocking(move || maintenance(&st, keep)).await;
             }
         })
     };
@@ -313,27 +325,55 @@ fn registry_response(e: RegistryError) -> Response {
 /// Retention runs at start and then at most this often (its limit is days, not seconds).
 const RETENTION_EVERY: Duration = Duration::from_secs(600);
 
-/// One maintenance pass: deadlines of registrations this service did not launch, retention,
-/// capacity sampling. Every failure is logged and the loop goes on.
-fn maintenance(state: &Service, retain: Duration) {
+/// One maintenance pass over the open index (O(open), F1): deadlines of registrations this
+/// service did not launch, settling what the assessment proves exited (under each lock), and
+/// capacity sampling; then, when due, housekeeping over the history. Every failure is logged
+/// and the loop goes on.
+fn maintenance(state: &Service, keep: Housekeeping) {
     let rt = &state.rt;
+    let started = Instant::now();
     let ours = state.launched.lock().map(|l| l.clone()).unwrap_or_default();
-    if let Ok(ids) = rt.list_ids() {
+    let (mut open, mut settled) = (0usize, 0usize);
+    if let Ok(ids) = rt.open_ids() {
         for id in ids {
+            open += 1;
+            // This service's own launches: their engines enforce deadlines and settle.
             if ours.contains(&id) {
                 continue;
             }
-            let Ok(reg) = rt.read_registration(id) else {
-                continue;
-            };
-            if let Some(cause) = deadline_passed(&reg) {
-                if assess_one(rt, &reg).state == State::Live {
-                    let doc = stop_one(rt, &reg, cause);
-                    tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
+            let reg = match rt.read_registration(id) {
+                Ok(reg) => reg,
+                // A marker whose launch may still be writing its record, or died before it.
+                Err(RegistryError::NotFound(_)) => {
+                    if let Ok(Some(Settled::Unwritten { dropped: true })) =
+                        open_index::settle_if_free(rt, id, &assess::KERNEL_BOOT)
+                    {
+                        settled += 1;
+                    }
+                    continue;
                 }
+                Err(_) => continue,
+            };
+            match assess_one(rt, &reg).state {
+                State::Live => {
+                    if let Some(cause) = deadline_passed(&reg) {
+                        let doc = stop_one(rt, &reg, cause);
+                        tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
+                    }
+                }
+                State::Exited => {
+                    if let Ok(Some(Settled::Closed(_))) =
+                        open_index::settle_if_free(rt, id, &assess::KERNEL_BOOT)
+                    {
+                        settled += 1;
+                    }
+                }
+                State::Unverified | State::Corrupt => {}
             }
         }
     }
+    sample_capacity(rt);
+    let elapsed_us = started.elapsed().as_micros() as u64;
     let due = state
         .last_retention
         .lock()
@@ -346,13 +386,23 @@ fn maintenance(state: &Service, retain: Duration) {
         })
         .unwrap_or(false);
     if !due {
-        sample_capacity(rt);
+        tracing::debug!(elapsed_us, open, settled, "maintenance pass");
         return;
     }
+    // Logged at info with housekeeping (at start, then every RETENTION_EVERY), not every pass.
+    tracing::info!(elapsed_us, open, settled, "maintenance pass");
+    housekeeping(state, keep);
+}
+
+/// Retention and forgetting over the whole history (R1–R4); the only O(history) part of the
+/// service, run at start and then every [`RETENTION_EVERY`].
+fn housekeeping(state: &Service, keep: Housekeeping) {
+    let rt = &state.rt;
+    let started = Instant::now();
     match retire(
         rt,
         retention::Options {
-            older_than: retain,
+            older_than: keep.retain,
             dry_run: false,
         },
     ) {
@@ -366,7 +416,26 @@ fn maintenance(state: &Service, retain: Duration) {
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "retention failed"),
     }
-    sample_capacity(rt);
+    let opts = forget::Options {
+        after: keep.forget_after,
+        dry_run: false,
+    };
+    match forget::forget(rt, opts, &assess::KERNEL_BOOT) {
+        Ok(r) => tracing::info!(
+            forgotten = r.forgotten,
+            resumed = r.resumed,
+            kept = r.entries.len().saturating_sub(r.forgotten),
+            young = r.young,
+            "forget"
+        ),
+        Err(e) => tracing::warn!(error = %error_chain(&e), "forgetting failed"),
+    }
+    // Launches of this service that left the open index need no tracking any more.
+    if let Ok(mut l) = state.launched.lock() {
+        l.retain(|id| rt.open_marker_path(*id).exists());
+    }
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    tracing::info!(elapsed_ms, "housekeeping");
 }
 
 fn sample_capacity(rt: &Runtime) {

@@ -388,6 +388,7 @@ impl Engine {
         };
         let (scope, scope_watch) = if let Some(r) = st.receipt {
             let _ = link.wait_guardian();
+            settle_own(&runtime, id, &owner);
             (
                 ScopeState::Exited(r),
                 ScopeWatch::ready(ScopeEnded {
@@ -398,6 +399,7 @@ impl Engine {
             )
         } else if st.channel_closed {
             let _ = link.wait_guardian();
+            settle_own(&runtime, id, &owner);
             (
                 ScopeState::Unknown,
                 ScopeWatch::ready(ScopeEnded {
@@ -450,6 +452,15 @@ impl Engine {
     }
 }
 
+/// The launch's own end, with its registration lock still held and its guardian reaped: the one
+/// assessment decides whether the registration leaves the open index (F1); if it does not (no
+/// receipt), it stays for the maintenance pass and recovery.
+fn settle_own(runtime: &Runtime, id: refine_protocol::RegistrationId, owner: &Fence) {
+    if let Err(e) = crate::open_index::settle(runtime, id, owner, &crate::assess::KERNEL_BOOT) {
+        tracing::warn!(%id, error = %e, "cannot settle the open index");
+    }
+}
+
 /// Hands the link to a thread that (for the `stop` policy) stops the scope through the shared
 /// stop, then waits for the receipt and reaps the guardian.
 pub(super) fn watch_scope(
@@ -483,6 +494,7 @@ pub(super) fn watch_scope(
                 }
             }
             let _ = link.wait_guardian();
+            settle_own(&runtime, registration.id, &owner);
             drop(owner);
             let _ = tx.send(ScopeEnded {
                 receipt,
