@@ -525,14 +525,9 @@ fn create_marker(path: &Path) -> Result<(), RegistryError> {
 /// Reads at most `max` bytes; a larger file is an error rather than an unbounded allocation.
 pub fn read_bounded(path: &Path, max: usize) -> io::Result<Vec<u8>> {
     let f = fs::File::open(path)?;
-    // Sized from the file (bounded by `max`), so a whole record takes one read plus the EOF read
-    // (`ps --all` reads a few files per registration of the whole history).
-    let hint = f
-        .metadata()
-        .map(|m| m.len())
-        .unwrap_or(0)
-        .min(max as u64 + 1);
-    let mut buf = Vec::with_capacity(hint as usize + 1);
+    // Room for a typical record up front, so it takes one read plus the end-of-file read and no
+    // `stat` (`ps --all` reads a few files per registration of the whole history).
+    let mut buf = Vec::with_capacity((max + 1).min(8 * 1024));
     f.take(max as u64 + 1).read_to_end(&mut buf)?;
     if buf.len() > max {
         return Err(io::Error::new(

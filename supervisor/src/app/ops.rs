@@ -130,7 +130,7 @@ pub fn list_views(rt: &Runtime, all: bool) -> Result<Vec<ScopeView>, RegistryErr
         };
         rows.push(row);
     }
-    rows.sort_by_key(|r| (r.started_at_unix_ms, r.id.clone()));
+    rows.sort_by(|a, b| (a.started_at_unix_ms, &a.id).cmp(&(b.started_at_unix_ms, &b.id)));
     Ok(rows)
 }
 
