@@ -45,7 +45,7 @@ use serde::Serialize;
 use crate::assess::{self, BootSource};
 use crate::durable;
 use crate::fence::Fence;
-use crate::registry::{RegistryError, Runtime, Stream};
+use crate::registry::{RegistryError, Runtime};
 
 /// Default horizon: 30 days.
 pub const DEFAULT_AFTER: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -285,18 +285,9 @@ fn finish(
     Ok(done.len())
 }
 
-/// Everything of `id` that step 3 removes, the lock file last.
-fn files(rt: &Runtime, id: RegistrationId) -> [PathBuf; 8] {
-    [
-        rt.proof_path(id),
-        rt.log_path(id, Stream::Stdout),
-        rt.log_path(id, Stream::Stderr),
-        rt.log_path(id, Stream::Stdin),
-        rt.capture_receipt_path(id),
-        rt.result_path(id),
-        rt.stop_request_path(id),
-        rt.lock_path(id),
-    ]
+/// Everything of `id` that step 3 removes (all but the record), the lock file last.
+fn files(rt: &Runtime, id: RegistrationId) -> impl Iterator<Item = PathBuf> {
+    rt.registration_files(id).into_iter().skip(1)
 }
 
 /// Ids with a `.forget-ID` intent left by an interrupted pass.
@@ -326,8 +317,12 @@ fn newest_mtime(
     let mut newest = receipt
         .map(|r| UNIX_EPOCH + Duration::from_nanos(r.written_at_ns))
         .unwrap_or(UNIX_EPOCH);
-    let paths = std::iter::once(rt.record_path(id)).chain(files(rt, id).into_iter().take(7));
-    for p in paths.take(if all { 8 } else { 2 }) {
+    // Record, proof, artifacts, result and stop request: all but the lock file.
+    for p in rt
+        .registration_files(id)
+        .into_iter()
+        .take(if all { 8 } else { 2 })
+    {
         if let Ok(t) = fs::metadata(&p).and_then(|m| m.modified()) {
             newest = newest.max(t);
         }

@@ -274,6 +274,21 @@ impl Runtime {
     pub fn socket_path(&self) -> PathBuf {
         self.dir.join("supervisor.sock")
     }
+    /// Every file that belongs to registration `id`, whether it exists or not: the record
+    /// first, the lock file last (the order forgetting removes them in, [`crate::forget`]).
+    pub fn registration_files(&self, id: RegistrationId) -> [PathBuf; 9] {
+        [
+            self.record_path(id),
+            self.proof_path(id),
+            self.log_path(id, Stream::Stdout),
+            self.log_path(id, Stream::Stderr),
+            self.log_path(id, Stream::Stdin),
+            self.capture_receipt_path(id),
+            self.result_path(id),
+            self.stop_request_path(id),
+            self.lock_path(id),
+        ]
+    }
     /// Where forgetting moves a record while it removes the rest of the registration
     /// ([`crate::forget`]): not an id, so no listing or lookup finds it.
     pub fn forget_intent_path(&self, id: RegistrationId) -> PathBuf {

@@ -43,6 +43,31 @@ impl Fabricate {
             guardian_alive: false,
         }
     }
+
+    /// Exited, but still in the open index (written as a launch writes, not yet settled).
+    pub fn indexed(ended: SystemTime) -> Self {
+        Fabricate {
+            durable: true,
+            ..Self::exited(ended)
+        }
+    }
+
+    /// Live: indexed, no receipt, and its guardian witness is this (living) process.
+    pub fn live(started: SystemTime) -> Self {
+        Fabricate {
+            receipt: false,
+            guardian_alive: true,
+            ..Self::indexed(started)
+        }
+    }
+
+    /// Unverified: indexed, no receipt, guardian gone.
+    pub fn unverified(ended: SystemTime) -> Self {
+        Fabricate {
+            receipt: false,
+            ..Self::indexed(ended)
+        }
+    }
 }
 
 /// A guardian witness that names no live process (pid 1 never has start time 1): the guardian
@@ -141,17 +166,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
 
 /// Every file of `id` under `run/P`, whether it exists or not.
 pub fn files_of(rt: &Runtime, id: RegistrationId) -> Vec<PathBuf> {
-    vec![
-        rt.record_path(id),
-        rt.proof_path(id),
-        rt.log_path(id, Stream::Stdout),
-        rt.log_path(id, Stream::Stderr),
-        rt.log_path(id, Stream::Stdin),
-        rt.capture_receipt_path(id),
-        rt.result_path(id),
-        rt.stop_request_path(id),
-        rt.lock_path(id),
-    ]
+    rt.registration_files(id).to_vec()
 }
 
 /// Sets the modification time of every existing file of `id` to `when`.

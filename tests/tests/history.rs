@@ -40,42 +40,15 @@ fn forgetting_removes_exactly_the_old_exited_registrations() {
     let old = ago(40 * DAY);
     // Old and exited: settled history, and one still indexed (durable, marker present).
     let settled = fabricate(&rt, Fabricate::exited(old));
-    let indexed = fabricate(
-        &rt,
-        Fabricate {
-            durable: true,
-            ..Fabricate::exited(old)
-        },
-    );
+    let indexed = fabricate(&rt, Fabricate::indexed(old));
     // Exited but young.
     let young = fabricate(&rt, Fabricate::exited(ago(DAY)));
     // Old, but live (its guardian witness is this process, no receipt) and unverified (gone
     // without a receipt): never forgotten, however old.
-    let live = fabricate(
-        &rt,
-        Fabricate {
-            receipt: false,
-            guardian_alive: true,
-            durable: true,
-            ..Fabricate::exited(old)
-        },
-    );
-    let unverified = fabricate(
-        &rt,
-        Fabricate {
-            receipt: false,
-            durable: true,
-            ..Fabricate::exited(old)
-        },
-    );
+    let live = fabricate(&rt, Fabricate::live(old));
+    let unverified = fabricate(&rt, Fabricate::unverified(old));
     // Old and corrupt: nothing proves it ended.
-    let corrupt = fabricate(
-        &rt,
-        Fabricate {
-            durable: true,
-            ..Fabricate::exited(old)
-        },
-    );
+    let corrupt = fabricate(&rt, Fabricate::indexed(old));
     fs::write(rt.record_path(corrupt.id), b"not a record").unwrap();
     backdate(&rt, corrupt.id, old);
     assert!(assess(&rt, &live, &KERNEL_BOOT).is_live());
@@ -172,22 +145,8 @@ fn a_held_lock_keeps_the_registration() {
 fn the_open_index_holds_what_is_not_proven_exited() {
     let (_home, rt) = runtime();
     // write_registration creates the marker before the record.
-    let exited = fabricate(
-        &rt,
-        Fabricate {
-            durable: true,
-            ..Fabricate::exited(ago(Duration::from_secs(5)))
-        },
-    );
-    let live = fabricate(
-        &rt,
-        Fabricate {
-            durable: true,
-            receipt: false,
-            guardian_alive: true,
-            ..Fabricate::exited(ago(Duration::from_secs(5)))
-        },
-    );
+    let exited = fabricate(&rt, Fabricate::indexed(ago(Duration::from_secs(5))));
+    let live = fabricate(&rt, Fabricate::live(ago(Duration::from_secs(5))));
     // History: settled, no marker.
     let settled = fabricate(&rt, Fabricate::exited(ago(DAY)));
     let mut open = rt.open_ids().unwrap();
@@ -283,13 +242,7 @@ fn a_runtime_without_the_index_is_migrated_once() {
 #[test]
 fn recovery_reads_only_the_open_index_and_settles_it() {
     let (_home, rt) = runtime();
-    let exited = fabricate(
-        &rt,
-        Fabricate {
-            durable: true,
-            ..Fabricate::exited(ago(Duration::from_secs(5)))
-        },
-    );
+    let exited = fabricate(&rt, Fabricate::indexed(ago(Duration::from_secs(5))));
     // History with a corrupt record and no marker: recovery does not read it.
     let history = fabricate(&rt, Fabricate::exited(ago(DAY)));
     fs::write(rt.record_path(history.id), b"not a record").unwrap();
@@ -347,23 +300,8 @@ fn gc_forgets_old_exited_registrations_and_retires_capture_receipts() {
     let young = fabricate(&rt, Fabricate::exited(ago(10 * DAY)));
     fs::write(rt.capture_receipt_path(young.id), b"prefixes").unwrap();
     backdate(&rt, young.id, ago(10 * DAY));
-    let live = fabricate(
-        &rt,
-        Fabricate {
-            receipt: false,
-            guardian_alive: true,
-            durable: true,
-            ..Fabricate::exited(old)
-        },
-    );
-    let unverified = fabricate(
-        &rt,
-        Fabricate {
-            receipt: false,
-            durable: true,
-            ..Fabricate::exited(old)
-        },
-    );
+    let live = fabricate(&rt, Fabricate::live(old));
+    let unverified = fabricate(&rt, Fabricate::unverified(old));
     let gc = home.json(&[
         "gc",
         "--older-than",
@@ -398,15 +336,7 @@ fn gc_forgets_old_exited_registrations_and_retires_capture_receipts() {
 fn ps_reads_the_open_index_and_ps_all_the_history() {
     let home = Home::new();
     let rt = cli_runtime(&home);
-    let live = fabricate(
-        &rt,
-        Fabricate {
-            receipt: false,
-            guardian_alive: true,
-            durable: true,
-            ..Fabricate::exited(ago(DAY))
-        },
-    );
+    let live = fabricate(&rt, Fabricate::live(ago(DAY)));
     // History, proven exited once, whose record is now corrupt: `ps` does not even read it.
     let history = fabricate(&rt, Fabricate::exited(ago(DAY)));
     fs::write(rt.record_path(history.id), b"not a record").unwrap();
@@ -453,13 +383,7 @@ fn crash_states_of_the_index_are_handled() {
     // A record whose marker is gone (settled): exited, shown by `ps --all` only.
     let settled = fabricate(&rt, Fabricate::exited(ago(DAY)));
     // An exited record still indexed (its settle was lost in a crash).
-    let unsettled = fabricate(
-        &rt,
-        Fabricate {
-            durable: true,
-            ..Fabricate::exited(ago(DAY))
-        },
-    );
+    let unsettled = fabricate(&rt, Fabricate::indexed(ago(DAY)));
     let ps = home.json(&["ps", "--json"]);
     assert_eq!(ps["registrations"].as_array().unwrap().len(), 0, "{ps:#}");
     let all = home.json(&["ps", "--all", "--json"]);
