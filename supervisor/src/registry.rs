@@ -325,7 +325,11 @@ impl Runtime {
             source,
         })?;
         self.add_open_marker(reg.id)?;
-        durable::write_atomic(&path, &bytes, 0o600).map_err(io_err("write", &path))
+        durable::write_atomic(&path, &bytes, 0o600).map_err(|e| {
+            // No record was written: the marker would only wait out the start timeout.
+            let _ = fs::remove_file(self.open_marker_path(reg.id));
+            io_err("write", &path)(e)
+        })
     }
 
     /// Ids with an open-index marker, sorted: the registrations not yet proven exited (and

@@ -166,6 +166,23 @@ fn retire_one(
         entry.reason = "no artifacts".to_owned();
         return entry;
     }
+    // A first look without the lock: an artifact written within the limit is young whatever
+    // the scope's state (its age only grows until it is written again), so the lock and the
+    // assessment are spent only on candidates (the service runs this over the whole history).
+    let now = SystemTime::now();
+    let young = files.iter().find_map(|(p, _)| {
+        let t = fs::metadata(p).and_then(|m| m.modified()).ok()?;
+        let age = now.duration_since(t).unwrap_or(Duration::ZERO);
+        (age < opts.older_than).then_some(age)
+    });
+    if let Some(age) = young {
+        entry.reason = format!(
+            "only {}s old (limit {}s)",
+            age.as_secs(),
+            opts.older_than.as_secs()
+        );
+        return entry;
+    }
     // Everything below is re-checked under the registration lock (R1).
     let _lock = match rt.lock(id, LOCK_WAIT) {
         Ok(l) => l,
