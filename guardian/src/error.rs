@@ -45,6 +45,15 @@ pub enum Error {
     Wait(Errno),
     /// Writing or syncing the receipt failed.
     ReceiptWrite(Errno),
+    /// Reading the signalfd failed (after the fork: the scope is still reaped).
+    SignalRead(Errno),
+    /// `poll` failed (after the fork: the scope is still reaped).
+    Poll(Errno),
+    /// The report pipe closed, but whether the child had exec'd could not be read from
+    /// `/proc/PID/stat`.
+    ExecUnknown(Errno),
+    /// Leaving the launcher's process group, `PR_SET_DUMPABLE` or `chdir("/")` failed.
+    Isolate(Errno),
 }
 
 impl Error {
@@ -84,6 +93,10 @@ impl Error {
             Error::Fork(_) => 17,
             Error::Wait(_) => 19,
             Error::ReceiptWrite(_) => 20,
+            Error::SignalRead(_) => 21,
+            Error::Poll(_) => 22,
+            Error::ExecUnknown(_) => 23,
+            Error::Isolate(_) => 24,
         }
     }
 
@@ -106,7 +119,11 @@ impl Error {
             | Error::Pipe(e)
             | Error::Fork(e)
             | Error::Wait(e)
-            | Error::ReceiptWrite(e) => e.0,
+            | Error::ReceiptWrite(e)
+            | Error::SignalRead(e)
+            | Error::Poll(e)
+            | Error::ExecUnknown(e)
+            | Error::Isolate(e) => e.0,
             _ => 0,
         }
     }

@@ -8,8 +8,25 @@
 //!   the guardian died) makes it `_exit` without executing anything;
 //! - the *report* pipe (child -> guardian): for a new session, one ready byte once the child's
 //!   session is set (a process group the guardian sets from its side and does not wait for),
-//!   then either end of file (the pipe closed on a successful `execve`) or the 4-byte errno of a
-//!   failed setup or exec.
+//!   then either end of file or the 4-byte errno of a failed setup or exec.
+//!
+//! End of file on the report pipe has two causes: the pipe closed on a successful `execve`, or
+//! the child died before it (a `SIGKILL` from outside between *start* and `execve`). The guardian
+//! tells them apart by the child's `PF_FORKNOEXEC` flag in `/proc/PID/stat` (set by `fork`,
+//! cleared by `execve` before it closes the close-on-exec descriptors, kept by a zombie until it
+//! is reaped, see [`crate::identity::never_exec_d`]): a child that never exec'd is reported never
+//! started, whatever its exit status.
+//!
+//! Every wait here is bounded and watches the channel and the signalfd too (G14): a gated child
+//! stopped with `SIGSTOP` can delay a launch by at most its start bound, never hang the guardian.
+//! - before the hello (the ready byte): abort, a closed channel, a termination signal or the
+//!   start bound end the wait, and the launch is aborted;
+//! - after *start* (the exec report): the launcher's `Signal` frames and other forwarded signals
+//!   wait for the exec and are then delivered to the program (a direct launch would have
+//!   delivered them to it, not to a child that never ran it); abort, a termination signal to the
+//!   guardian or the bound (the start bound again) `SIGKILL` it; a closed channel sends it the
+//!   parent-death signal (G7). The wait then goes on
+//!   until the report says how it ended.
 //!
 //! Between `fork` and `execve` the child makes only async-signal-safe calls, allocates nothing
 //! and formats nothing: argv and envp are pointer arrays built before the fork into the frame
@@ -19,7 +36,8 @@
 //! # Caveats
 //! A setup failure in the child (chdir, setrlimit, the controlling tty) is reported exactly like
 //! an exec failure, with its errno: the workload never ran. If the gated child is killed from
-//! outside before *start*, the release fails and the workload is reported never started.
+//! outside before *start*, the release fails and the workload is reported never started. A
+//! stopped child keeps a non-`SIGKILL` signal pending: it acts only once the child continues.
 
 use core::ffi::{c_char, CStr};
 
@@ -94,6 +112,9 @@ pub struct Workload {
     /// The child reached the gate (its session/group is set) and its identity is known; if
     /// not, the launch is aborted.
     pub ready: bool,
+    /// A system call failed while the child was gated (the launch is aborted, and the receipt
+    /// names the error).
+    pub failure: Option<Error>,
     gate: Option<OwnedFd>,
     report: OwnedFd,
 }
@@ -102,6 +123,8 @@ pub struct Workload {
 pub enum Decision {
     Start,
     Abort,
+    /// Waiting failed (poll or signalfd): the launch is aborted and the receipt names the error.
+    Failed(Error),
 }
 
 /// How the release went.
@@ -109,16 +132,78 @@ pub enum Release {
     Started,
     /// The setup or `execve` failed with this errno; the child exits 126/127.
     SpawnFailed(Errno),
-    /// The gated child was already gone.
-    Vanished,
+    /// The child never exec'd: it was already gone, or died (was killed) before `execve`.
+    NeverExecuted,
+    /// Whether it exec'd cannot be known (the wait or `/proc` failed); the status is unknown.
+    Failed(Error),
 }
 
-/// Forks the workload and waits until it is at the gate. `stdio` descriptors are closed in the
-/// guardian afterwards (so the scope's readers see EOF when the workload side closes them).
+/// One thing a bounded gate wait saw.
+enum Event {
+    /// The report pipe is readable (data or end of file).
+    Report,
+    /// The deadline passed.
+    Timeout,
+    Signal(i32),
+    Control(Control),
+}
+
+/// Waits for the report pipe, a signal or a channel frame, until `deadline` (monotonic ms;
+/// `None`: no bound).
+fn next_event(
+    report: &OwnedFd,
+    chan: &mut Channel,
+    signals: &Signals,
+    deadline: Option<u64>,
+) -> Result<Event, Error> {
+    loop {
+        let timeout = match deadline {
+            Some(d) => {
+                let now = sys::monotonic_ms();
+                if now >= d {
+                    return Ok(Event::Timeout);
+                }
+                (d - now).min(i32::MAX as u64) as i32
+            }
+            None => -1,
+        };
+        let mut fds = [
+            sys::poll_in(report),
+            sys::poll_in(signals.fd()),
+            sys::poll_none(),
+        ];
+        if chan.is_open() {
+            fds[2] = sys::poll_in(chan.fd());
+        }
+        sys::poll(&mut fds, timeout).map_err(Error::Poll)?;
+        if sys::ready(&fds[1]) {
+            if let Some(sig) = signals.take()? {
+                return Ok(Event::Signal(sig));
+            }
+        }
+        if chan.is_open() && sys::ready(&fds[2]) {
+            return Ok(Event::Control(chan.recv_control()));
+        }
+        if sys::ready(&fds[0]) {
+            return Ok(Event::Report);
+        }
+    }
+}
+
+/// The deadline `ms` from now.
+fn deadline_in(ms: u32) -> u64 {
+    sys::monotonic_ms() + ms as u64
+}
+
+/// Forks the workload and waits (bounded by the start timeout, watching the channel and
+/// signals) until it is at the gate. `stdio` descriptors are closed in the guardian afterwards
+/// (so the scope's readers see EOF when the workload side closes them).
 pub fn fork_gated(
     spec: &LaunchSpec<'static>,
     plan: &ExecPlan,
     stdio: [Option<OwnedFd>; 3],
+    chan: &mut Channel,
+    signals: &Signals,
 ) -> Result<Workload, Error> {
     let (gate_r, gate_w) = sys::pipe().map_err(Error::Pipe)?;
     let (report_r, report_w) = sys::pipe().map_err(Error::Pipe)?;
@@ -141,13 +226,13 @@ pub fn fork_gated(
                 pgid: 0,
                 sid: 0,
                 ready: false,
+                failure: None,
                 gate: Some(gate_w),
                 report: report_r,
             };
             let at_gate = if new_session(spec) {
-                // Only the child can make its session: wait until it has.
-                let mut byte = [0u8; 1];
-                matches!(sys::read(&w.report, &mut byte), Ok(1)) && byte[0] == READY_BYTE
+                // Only the child can make its session: wait (bounded) until it has.
+                w.await_ready(chan, signals, deadline_in(spec.start_timeout_ms))
             } else {
                 // A process group can be set from this side (the child sets it too; whichever
                 // runs first wins, both agree): once it is, the hello need not wait for the
@@ -175,36 +260,36 @@ fn new_session(spec: &LaunchSpec<'static>) -> bool {
 
 /// Waits for *start* within `timeout_ms`. Abort, the timeout, the channel closing or a
 /// termination signal all mean: do not start. Other signals are not forwarded to a gated child.
-pub fn await_start(
-    chan: &mut Channel,
-    signals: &Signals,
-    timeout_ms: u32,
-) -> Result<Decision, Error> {
-    let deadline = sys::monotonic_ms() + timeout_ms as u64;
+pub fn await_start(chan: &mut Channel, signals: &Signals, timeout_ms: u32) -> Decision {
+    let deadline = deadline_in(timeout_ms);
     while chan.is_open() {
         let now = sys::monotonic_ms();
         if now >= deadline {
-            return Ok(Decision::Abort);
+            return Decision::Abort;
         }
         let mut fds = [sys::poll_in(chan.fd()), sys::poll_in(signals.fd())];
-        sys::poll(&mut fds, (deadline - now).min(i32::MAX as u64) as i32)
-            .map_err(Error::ChannelIo)?;
+        if let Err(e) = sys::poll(&mut fds, (deadline - now).min(i32::MAX as u64) as i32) {
+            return Decision::Failed(Error::Poll(e));
+        }
         if sys::ready(&fds[1]) {
-            while let Some(sig) = signals.take()? {
-                if Signals::is_termination(sig) {
-                    return Ok(Decision::Abort);
+            loop {
+                match signals.take() {
+                    Ok(Some(sig)) if Signals::is_termination(sig) => return Decision::Abort,
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(e) => return Decision::Failed(e),
                 }
             }
         }
         if sys::ready(&fds[0]) {
             match chan.recv_control() {
-                Control::Start => return Ok(Decision::Start),
-                Control::Abort | Control::Closed => return Ok(Decision::Abort),
+                Control::Start => return Decision::Start,
+                Control::Abort | Control::Closed => return Decision::Abort,
                 Control::Signal(_) | Control::Ignored => {}
             }
         }
     }
-    Ok(Decision::Abort)
+    Decision::Abort
 }
 
 impl Workload {
@@ -217,19 +302,91 @@ impl Workload {
         }
     }
 
+    /// Before the hello, for a new session: waits (until `deadline`) for the ready byte. Abort,
+    /// a closed channel, a termination signal, the deadline or an error: not ready.
+    fn await_ready(&mut self, chan: &mut Channel, signals: &Signals, deadline: u64) -> bool {
+        loop {
+            match next_event(&self.report, chan, signals, Some(deadline)) {
+                Ok(Event::Report) => {
+                    let mut byte = [0u8; 1];
+                    return matches!(sys::read(&self.report, &mut byte), Ok(1))
+                        && byte[0] == READY_BYTE;
+                }
+                Ok(Event::Signal(sig)) if !Signals::is_termination(sig) => {}
+                Ok(Event::Control(Control::Signal(_) | Control::Ignored)) => {}
+                Ok(_) => return false,
+                Err(e) => {
+                    self.failure = Some(e);
+                    return false;
+                }
+            }
+        }
+    }
+
     /// After [`Workload::open_gate`]: waits for the report pipe to say whether `execve`
-    /// succeeded (end of file: the pipe closed on exec) or failed (an errno).
-    pub fn exec_result(&mut self) -> Release {
+    /// succeeded or failed (an errno), watching the channel and signals (see the module docs);
+    /// `timeout_ms` bounds how long a child that neither execs nor fails may take before it is
+    /// killed. End of file is an exec only if the child's `PF_FORKNOEXEC` is clear.
+    pub fn exec_result(
+        &mut self,
+        chan: &mut Channel,
+        signals: &Signals,
+        pdeath_signal: u32,
+        timeout_ms: u32,
+    ) -> Release {
         let mut errno = [0u8; 4];
         let mut got = 0;
+        let mut deadline = Some(deadline_in(timeout_ms));
+        // Signals for the workload that arrive while it execs wait for the exec: sent earlier,
+        // they would end a child that never ran its program (reported never started), where a
+        // direct launch would have delivered them to the program. Signals coalesce (a mask).
+        let mut pending: u64 = 0;
         while got < errno.len() {
-            match sys::read(&self.report, &mut errno[got..]) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => got += n,
+            match next_event(&self.report, chan, signals, deadline) {
+                Ok(Event::Report) => match sys::read(&self.report, &mut errno[got..]) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got += n,
+                },
+                // A termination signal to the guardian itself while the child execs asks the
+                // scope to end: the program has not run, and now never will.
+                Ok(Event::Signal(sig)) if Signals::is_termination(sig) => {
+                    self.signal(libc::SIGKILL)
+                }
+                Ok(Event::Signal(sig)) if Signals::is_forwarded(sig) => pending |= bit(sig),
+                Ok(Event::Signal(_)) => {}
+                Ok(Event::Control(Control::Signal(signo))) if (1..=64).contains(&signo) => {
+                    pending |= bit(signo)
+                }
+                Ok(Event::Control(Control::Abort)) => self.signal(libc::SIGKILL),
+                Ok(Event::Control(Control::Closed)) => self.signal(match pdeath_signal {
+                    0 => libc::SIGKILL,
+                    s => s as i32,
+                }),
+                Ok(Event::Control(_)) => {}
+                Ok(Event::Timeout) => {
+                    // Killed, it reports by end of file; no further bound is needed.
+                    self.signal(libc::SIGKILL);
+                    deadline = None;
+                }
+                Err(e) => {
+                    self.signal(libc::SIGKILL);
+                    return Release::Failed(e);
+                }
             }
         }
         match got {
-            0 => Release::Started,
+            0 => match crate::identity::never_exec_d(self.pid) {
+                Ok(false) => {
+                    for sig in 1..=64 {
+                        if pending & bit(sig) != 0 {
+                            self.signal(sig);
+                        }
+                    }
+                    Release::Started
+                }
+                Ok(true) => Release::NeverExecuted,
+                Err(e) => Release::Failed(Error::ExecUnknown(e)),
+            },
             4 => Release::SpawnFailed(Errno(i32::from_ne_bytes(errno))),
             _ => Release::SpawnFailed(Errno(libc::EIO)),
         }
@@ -249,6 +406,11 @@ impl Workload {
             let _ = sys::pidfd_send_signal(fd, signo);
         }
     }
+}
+
+/// A signal's bit in a pending mask (signals 1..=64).
+fn bit(sig: i32) -> u64 {
+    1u64 << ((sig - 1) & 63)
 }
 
 // ---------------------------------------------------------------------------------------------

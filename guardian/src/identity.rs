@@ -18,12 +18,12 @@ fn bad() -> Error {
     Error::Identity(Errno(libc::EINVAL))
 }
 
-/// The start time from the text of a `/proc/PID/stat` file.
-fn parse_start_time(stat: &[u8]) -> Option<u64> {
+/// Field `n` (1-based, as in proc(5); `n >= 3`) of a `/proc/PID/stat` text, as a number.
+fn parse_field(stat: &[u8], n: usize) -> Option<u64> {
     let close = stat.iter().rposition(|&b| b == b')')?;
-    // After ") " comes field 3 (state); field 22 is the 20th from there.
+    // After ") " comes field 3 (state).
     let rest = stat.get(close + 2..)?;
-    let field = rest.split(|&b| b == b' ').nth(19)?;
+    let field = rest.split(|&b| b == b' ').nth(n.checked_sub(3)?)?;
     let mut v: u64 = 0;
     if field.is_empty() {
         return None;
@@ -37,20 +37,46 @@ fn parse_start_time(stat: &[u8]) -> Option<u64> {
     Some(v)
 }
 
+/// The start time (field 22) from the text of a `/proc/PID/stat` file.
+fn parse_start_time(stat: &[u8]) -> Option<u64> {
+    parse_field(stat, 22)
+}
+
 fn start_time_at(path: &CStr) -> Result<u64, Error> {
     let mut buf = [0u8; 1024];
     let n = sys::read_file(path, &mut buf).map_err(Error::Identity)?;
     parse_start_time(&buf[..n]).ok_or_else(bad)
 }
 
-/// The start time of `pid` (which must be our unreaped child, or ourselves).
-pub fn start_time(pid: Pid) -> Result<u64, Error> {
+/// Reads `/proc/PID/stat` of `pid` into `buf`; returns the length.
+fn read_stat(pid: Pid, buf: &mut [u8]) -> Result<usize, Error> {
     let mut path = Line::new();
     path.push(b"/proc/");
     path.push_u64(pid.as_u32() as u64);
     path.push(b"/stat\0");
     let path = CStr::from_bytes_with_nul(path.as_bytes()).map_err(|_| bad())?;
-    start_time_at(path)
+    sys::read_file(path, buf).map_err(Error::Identity)
+}
+
+/// The start time of `pid` (which must be our unreaped child, or ourselves).
+pub fn start_time(pid: Pid) -> Result<u64, Error> {
+    let mut buf = [0u8; 1024];
+    let n = read_stat(pid, &mut buf)?;
+    parse_start_time(&buf[..n]).ok_or_else(bad)
+}
+
+/// `PF_FORKNOEXEC` in `task->flags`: set by `fork`, cleared by a successful `execve`.
+const PF_FORKNOEXEC: u64 = 0x40;
+
+/// Whether our unreaped child `pid` has never exec'd: `PF_FORKNOEXEC` in field 9 (flags) of
+/// its `/proc/PID/stat`. The kernel clears the flag in `execve` *before* it closes the
+/// close-on-exec descriptors, and a zombie keeps its flags until it is reaped, so once the
+/// report pipe reads end of file this tells an exec from a death before exec.
+pub fn never_exec_d(pid: Pid) -> Result<bool, Errno> {
+    let mut buf = [0u8; 1024];
+    let n = read_stat(pid, &mut buf).map_err(|e| Errno(e.errno()))?;
+    let flags = parse_field(&buf[..n], 9).ok_or(Errno(libc::EINVAL))?;
+    Ok(flags & PF_FORKNOEXEC != 0)
 }
 
 /// The guardian's own witness.

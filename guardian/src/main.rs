@@ -1,4 +1,4 @@
-//! `refine-guardian`: the per-launch subreaper between a launcher and its workload (SPEC G1–G10).
+//! `refine-guardian`: the per-launch subreaper between a launcher and its workload (SPEC G1–G14).
 //!
 //! The launcher starts it with one end of a `SOCK_SEQPACKET` socketpair as stdin and sends the
 //! launch spec over it (see `refine_protocol::frame`). The guardian becomes a child subreaper,
@@ -17,6 +17,7 @@ mod channel;
 mod error;
 mod gate;
 mod identity;
+mod isolate;
 mod reap;
 mod receipt;
 mod signals;
@@ -24,11 +25,12 @@ mod subreaper;
 mod sys;
 
 use refine_protocol::frame::{MAX_ARGS, MAX_FRAME};
-use refine_protocol::{Frame, Hello, Receipt, ScopeEnd, WorkloadStatus};
+use refine_protocol::{Frame, Hello, Receipt, ScopeEnd};
 
 use channel::Channel;
 use error::Error;
 use gate::{Decision, Release};
+use reap::Exec;
 use signals::Signals;
 
 /// The launch frame plus, after 8-byte alignment, the argv and envp pointer arrays.
@@ -57,7 +59,9 @@ pub fn run() -> i32 {
 }
 
 fn supervise(chan: &mut Channel) -> Result<(), Error> {
-    // Before anything can be forked: signals are only ever read from the signalfd.
+    // G13: out of the launcher's process group, not dumpable.
+    isolate::leave_launcher()?;
+    // G11, G12: every inherited disposition reset; signals are only ever read from the signalfd.
     let signals = Signals::block_all()?;
     let region = sys::map_region(REGION_LEN).map_err(Error::Memory)?;
 
@@ -75,8 +79,10 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     let boot_id = identity::boot_id()?;
     let plan = gate::ExecPlan::build(&spec, argv, envp);
 
-    // G3: fork behind the gate, report, and wait for *start*.
-    let mut workload = gate::fork_gated(&spec, &plan, launch.stdio)?;
+    // G3: fork behind the gate, report, and wait for *start*. From the fork on, every path
+    // ends in a receipt (G14): errors are recorded, not returned.
+    let mut workload = gate::fork_gated(&spec, &plan, launch.stdio, chan, &signals)?;
+    isolate::release_cwd();
     let decision = if workload.ready {
         chan.send(&Frame::Hello(Hello {
             guardian,
@@ -89,33 +95,49 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
             workload_sid: workload.sid,
             proof: proof.identity,
         }));
-        gate::await_start(chan, &signals, spec.start_timeout_ms)?
+        gate::await_start(chan, &signals, spec.start_timeout_ms)
     } else {
-        Decision::Abort
+        match workload.failure {
+            Some(e) => Decision::Failed(e),
+            None => Decision::Abort,
+        }
     };
-    let (end, spawn_errno) = match decision {
-        Decision::Start => match release(&mut workload, &proof) {
+    let mut failure = None;
+    let (end, spawn_errno, exec) = match decision {
+        Decision::Start => match release(&mut workload, &proof, chan, &signals, &spec) {
             Release::Started => {
                 chan.send(&Frame::Started);
-                (ScopeEnd::Completed, 0)
+                (ScopeEnd::Completed, 0, Exec::Yes)
             }
             Release::SpawnFailed(errno) => {
                 chan.send(&Frame::SpawnFailed { errno: errno.0 });
-                (ScopeEnd::SpawnFailed, errno.0)
+                (ScopeEnd::SpawnFailed, errno.0, Exec::No)
             }
-            Release::Vanished => (ScopeEnd::Aborted, 0),
+            Release::NeverExecuted => (ScopeEnd::Aborted, 0, Exec::No),
+            Release::Failed(e) => {
+                failure = Some(e);
+                (ScopeEnd::Aborted, 0, Exec::Unknown)
+            }
         },
         Decision::Abort => {
             workload.kill_gated();
-            (ScopeEnd::Aborted, 0)
+            (ScopeEnd::Aborted, 0, Exec::No)
+        }
+        Decision::Failed(e) => {
+            workload.kill_gated();
+            failure = Some(e);
+            (ScopeEnd::Aborted, 0, Exec::No)
         }
     };
 
     // G5-G9: reap until ECHILD.
-    let started = end == ScopeEnd::Completed;
-    let out = reap::until_empty(&mut workload, chan, &signals, spec.pdeath_signal, started)?;
+    let out = reap::until_empty(&mut workload, chan, &signals, spec.pdeath_signal, exec)?;
 
-    // G5: the receipt, only now.
+    // G5: the receipt, only now; G14: an error on the way is named in it.
+    let (end, spawn_errno) = match failure.or(out.failure) {
+        Some(e) => (ScopeEnd::GuardianError { code: e.code() }, e.errno()),
+        None => (end, spawn_errno),
+    };
     let receipt = Receipt {
         registration: spec.registration,
         runtime: spec.runtime,
@@ -126,16 +148,14 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
             start_time: workload.start_time,
         },
         proof: proof.identity,
-        status: if started {
-            out.status
-        } else {
-            WorkloadStatus::NeverStarted
-        },
+        status: out.status,
         end,
         spawn_errno,
         reaped: out.reaped,
         workload_exited_at_ns: out.exited_at_ns,
         written_at_ns: sys::realtime_ns(),
+        // H4: ECHILD said every process of the tree was waited for: their cost is all here.
+        usage: Some(sys::children_usage()),
     };
     proof.write(&receipt)?;
     chan.send(&Frame::ScopeExited(receipt));
@@ -143,11 +163,17 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
 }
 
 /// Opens the gate and, while the child execs, reserves the receipt's block (so the receipt is an
-/// in-place write); then learns how the exec went.
-fn release(workload: &mut gate::Workload, proof: &receipt::ProofFile) -> Release {
+/// in-place write); then learns (bounded, see `gate`) how the exec went.
+fn release(
+    workload: &mut gate::Workload,
+    proof: &receipt::ProofFile,
+    chan: &mut Channel,
+    signals: &Signals,
+    spec: &refine_protocol::LaunchSpec<'static>,
+) -> Release {
     if !workload.open_gate() {
-        return Release::Vanished;
+        return Release::NeverExecuted;
     }
     proof.reserve();
-    workload.exec_result()
+    workload.exec_result(chan, signals, spec.pdeath_signal, spec.start_timeout_ms)
 }

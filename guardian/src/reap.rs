@@ -11,6 +11,12 @@
 //!
 //! Nothing here allocates.
 //!
+//! An error after the fork (the signalfd, `poll`, `waitpid`) does not end the guardian (G14): it
+//! is remembered, the unreaped workload is killed, and the loop goes on without the signalfd,
+//! waking every [`DEGRADED_TICK_MS`] to reap, until `ECHILD`; the receipt then names the error.
+//! Only a `waitpid` that keeps failing ([`WAIT_RETRIES`] times) gives up without a receipt:
+//! nothing else can prove the scope empty.
+//!
 //! # Caveats
 //! Signals are forwarded to the workload process only, not to its group or adopted orphans:
 //! stopping a whole tree is the supervisor's job (SPEC T). Once the workload is reaped its pidfd
@@ -24,65 +30,108 @@ use crate::gate::Workload;
 use crate::signals::Signals;
 use crate::sys::{self, Reaped};
 
+/// How often the loop wakes to reap once the signalfd is no longer trusted.
+pub const DEGRADED_TICK_MS: i32 = 100;
+/// Consecutive `waitpid` failures after which the guardian gives up.
+pub const WAIT_RETRIES: u32 = 50;
+
+/// Whether the workload exec'd, as the gate learned it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Exec {
+    Yes,
+    /// Never: its status is `NeverStarted`, whatever the kernel reports for the gated child.
+    No,
+    /// Cannot be known: its status is `Unknown`.
+    Unknown,
+}
+
 /// What the loop observed.
 pub struct Outcome {
     pub status: WorkloadStatus,
     /// `CLOCK_REALTIME` when the workload was reaped; 0 if it never ran.
     pub exited_at_ns: u64,
     pub reaped: u32,
+    /// The first error after which the loop went on degraded (the receipt names it).
+    pub failure: Option<Error>,
 }
 
-/// Reaps until `ECHILD`. `started`: the workload exec'd (otherwise its status is
-/// `NeverStarted`, whatever the kernel reports for the gated child).
+/// Reaps until `ECHILD`.
 pub fn until_empty(
     w: &mut Workload,
     chan: &mut Channel,
     signals: &Signals,
     pdeath_signal: u32,
-    started: bool,
+    exec: Exec,
 ) -> Result<Outcome, Error> {
     let mut out = Outcome {
         status: WorkloadStatus::Unknown,
         exited_at_ns: 0,
         reaped: 0,
+        failure: None,
     };
+    let mut wait_errors = 0u32;
     loop {
         // Drain every exited child, then sleep until the next signal or frame.
         loop {
-            match sys::reap_one().map_err(Error::Wait)? {
-                Reaped::Child(pid, raw) => {
+            match sys::reap_one() {
+                Ok(Reaped::Child(pid, raw)) => {
+                    wait_errors = 0;
                     out.reaped = out.reaped.saturating_add(1);
                     if pid == w.pid {
                         w.pidfd = None;
-                        out.status = if started {
-                            status_of(raw)
-                        } else {
-                            WorkloadStatus::NeverStarted
+                        out.status = match exec {
+                            // Killed by us after an error: not the workload's own end.
+                            Exec::Yes if out.failure.is_some() => WorkloadStatus::Unknown,
+                            Exec::Yes => status_of(raw),
+                            Exec::No => WorkloadStatus::NeverStarted,
+                            Exec::Unknown => WorkloadStatus::Unknown,
                         };
-                        out.exited_at_ns = if started { sys::realtime_ns() } else { 0 };
+                        out.exited_at_ns = if exec == Exec::Yes {
+                            sys::realtime_ns()
+                        } else {
+                            0
+                        };
                         chan.send(&Frame::WorkloadExited {
                             status: out.status,
                             at_ns: out.exited_at_ns,
                         });
                     }
                 }
-                Reaped::None => break,
-                Reaped::NoChildren => return Ok(out),
+                Ok(Reaped::None) => break,
+                Ok(Reaped::NoChildren) => return Ok(out),
+                Err(e) => {
+                    wait_errors += 1;
+                    if wait_errors >= WAIT_RETRIES {
+                        return Err(Error::Wait(e));
+                    }
+                    degrade(&mut out, w, Error::Wait(e));
+                    break;
+                }
             }
         }
-        let mut fds = [sys::poll_in(signals.fd()), sys::poll_none()];
+        let degraded = out.failure.is_some();
+        let mut fds = [sys::poll_none(), sys::poll_none()];
+        if !degraded {
+            fds[0] = sys::poll_in(signals.fd());
+        }
         if chan.is_open() {
             fds[1] = sys::poll_in(chan.fd());
         }
-        if sys::poll(&mut fds, -1).is_err() {
-            // Only ENOMEM is possible here, and it is transient: never leave the scope
-            // unreaped over it; drain again and retry.
+        let tick = if degraded { DEGRADED_TICK_MS } else { -1 };
+        if let Err(e) = sys::poll(&mut fds, tick) {
+            degrade(&mut out, w, Error::Poll(e));
             continue;
         }
-        if sys::ready(&fds[0]) {
-            while let Some(sig) = signals.take()? {
-                if Signals::is_forwarded(sig) {
-                    w.signal(sig);
+        if !degraded && sys::ready(&fds[0]) {
+            loop {
+                match signals.take() {
+                    Ok(Some(sig)) if Signals::is_forwarded(sig) => w.signal(sig),
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(e) => {
+                        degrade(&mut out, w, e);
+                        break;
+                    }
                 }
             }
         }
@@ -96,6 +145,15 @@ pub fn until_empty(
                 _ => {}
             }
         }
+    }
+}
+
+/// After an error: remember the first one and kill the unreaped workload (the rest of the scope
+/// is reaped as it exits).
+fn degrade(out: &mut Outcome, w: &mut Workload, e: Error) {
+    if out.failure.is_none() {
+        out.failure = Some(e);
+        w.signal(libc::SIGKILL);
     }
 }
 

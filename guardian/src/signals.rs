@@ -1,9 +1,16 @@
-//! Signals, taken synchronously: every signal but the synchronous faults is blocked from the
-//! start and read from a signalfd polled alongside the channel. No handlers, no work in signal
-//! context. The guardian therefore dies only by `SIGKILL` (G9).
+//! Signals, taken synchronously (G9, G11, G12): at start every inherited disposition is reset
+//! to `SIG_DFL` and every signal is blocked (a fresh mask, `SIG_SETMASK`: nothing depends on the
+//! mask the launcher left), then read from a signalfd polled alongside the channel. No handlers,
+//! no work in signal context.
 //!
-//! Terminal and termination signals are forwarded to the workload while it is unreaped (through
-//! its pidfd). The forked child resets the mask and every disposition before `execve`.
+//! What another process sends is either forwarded to the workload (termination, terminal and
+//! user signals, through its pidfd, while it is unreaped) or absorbed: `SIGCHLD` only means
+//! "reap now", and everything else — the fault signals `SEGV`, `BUS`, `ILL`, `FPE`, `TRAP`,
+//! `SYS`, `ABRT` sent with `kill`, `SIGPIPE`, the real-time signals — is read and dropped. So
+//! only `SIGKILL` ends the guardian (and `SIGSTOP` pauses it). A *real* fault in the guardian
+//! still ends it: the kernel delivers a synchronous fault with `force_sig`, which unblocks the
+//! signal and restores its default action first; blocking the fault signals cannot hang it. The
+//! forked child resets the mask and every disposition before `execve`.
 //!
 //! # Caveats
 //! Signals coalesce: two `SIGTERM`s before a read are one. `SIGCHLD` only means "reap now"; the
@@ -12,25 +19,16 @@
 use crate::error::Error;
 use crate::sys::{self, OwnedFd};
 
-/// Faults the kernel raises synchronously; blocking them would hang or kill us obscurely.
-const UNBLOCKED: [i32; 7] = [
-    libc::SIGSEGV,
-    libc::SIGBUS,
-    libc::SIGILL,
-    libc::SIGFPE,
-    libc::SIGTRAP,
-    libc::SIGSYS,
-    libc::SIGABRT,
-];
-
 pub struct Signals {
     fd: OwnedFd,
 }
 
 impl Signals {
-    /// Blocks signals and opens the signalfd. Call before anything can be forked.
+    /// Resets every inherited disposition, blocks every signal and opens the signalfd. Call
+    /// before anything can be forked.
     pub fn block_all() -> Result<Signals, Error> {
-        let fd = sys::block_signals_to_signalfd(&UNBLOCKED).map_err(Error::Signals)?;
+        sys::reset_dispositions();
+        let fd = sys::block_signals_to_signalfd(&[]).map_err(Error::Signals)?;
         Ok(Signals { fd })
     }
 
@@ -40,7 +38,7 @@ impl Signals {
 
     /// The next pending signal, if any.
     pub fn take(&self) -> Result<Option<i32>, Error> {
-        sys::read_signal(&self.fd).map_err(Error::Signals)
+        sys::read_signal(&self.fd).map_err(Error::SignalRead)
     }
 
     /// Signals that ask the guardian's scope to end.
@@ -51,7 +49,8 @@ impl Signals {
         )
     }
 
-    /// Signals forwarded to the workload (termination, terminal and user signals).
+    /// Signals forwarded to the workload (termination, terminal and user signals); every other
+    /// one is absorbed.
     pub fn is_forwarded(sig: i32) -> bool {
         Self::is_termination(sig)
             || matches!(

@@ -193,6 +193,16 @@ pub struct ScopeView {
     pub argv: Vec<String>,
     pub stdout: String,
     pub stderr: String,
+    /// The service's stall watch (H3): an open `stalled` incident of this live scope, with
+    /// its figures; `null` when none (or no service watches).
+    #[serde(default)]
+    pub stalled: Option<crate::record::StallIncident>,
+    /// An open `silent` incident; `null` when none.
+    #[serde(default)]
+    pub silent: Option<crate::record::StallIncident>,
+    /// What the whole tree cost (H4), from a version-2 receipt; `null` before the receipt.
+    #[serde(default)]
+    pub usage: Option<crate::TreeUsage>,
 }
 
 #[derive(Serialize, Deserialize)]

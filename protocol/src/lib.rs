@@ -33,7 +33,7 @@ mod serde_impls;
 pub use error::{DecodeError, EncodeError};
 pub use frame::{Frame, Hello, LaunchParams, LaunchSpec, Rlimit};
 pub use ids::{BootId, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId};
-pub use receipt::{is_unwritten, Receipt, ScopeEnd, WorkloadStatus};
+pub use receipt::{is_unwritten, Receipt, ScopeEnd, TreeUsage, WorkloadStatus};
 pub use record::{
     CaptureReceipt, Kind, LaunchResultRecord, Limits, Registration, ScopePolicy, StopCause,
     StopRequest, StreamEnd, StreamReceipt,

@@ -7,7 +7,8 @@
 //! ```text
 //! off size field
 //!   0    8 magic (b"RFNREG\0\0" registration, b"RFNCAP\0\0" capture receipt,
-//!                 b"RFNSTOP\0" stop request, b"RFNRSLT\0" launch result)
+//!                 b"RFNSTOP\0" stop request, b"RFNRSLT\0" launch result,
+//!                 b"RFNSTAL\0" stall watch status)
 //!   8    2 version (1)
 //!  10    2 reserved (0)
 //!  12    4 payload length (<= MAX_RECORD - 20)
@@ -32,6 +33,7 @@ pub const REGISTRATION_MAGIC: [u8; 8] = *b"RFNREG\0\0";
 pub const CAPTURE_MAGIC: [u8; 8] = *b"RFNCAP\0\0";
 pub const STOP_MAGIC: [u8; 8] = *b"RFNSTOP\0";
 pub const RESULT_MAGIC: [u8; 8] = *b"RFNRSLT\0";
+pub const STALL_MAGIC: [u8; 8] = *b"RFNSTAL\0";
 pub const RECORD_VERSION: u16 = 1;
 pub const ENVELOPE_LEN: usize = crate::codec::envelope_len(REGISTRATION_MAGIC.len());
 /// Largest record file accepted.
@@ -200,6 +202,42 @@ pub struct LaunchResultRecord {
     pub written_at_unix_ms: u64,
 }
 
+/// A stall watch signal (SPEC H3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StallSignal {
+    /// The tree burned CPU for N samples in a row while none of its artifacts grew.
+    Stalled,
+    /// Nothing was written for M samples while the scope was alive.
+    Silent,
+}
+
+/// An open stall watch incident and its figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StallIncident {
+    pub signal: StallSignal,
+    /// When the incident began (wall clock of the sample that raised it).
+    pub since_unix_ms: u64,
+    /// Busy samples in a row (stalled) or samples without a write (silent).
+    pub samples: u32,
+    /// The tree's average CPU over the last N samples, in thousandths of one core.
+    pub cpu_permille: u32,
+    /// The last sample at which an artifact changed (or the watch's first sample).
+    pub last_write_unix_ms: u64,
+}
+
+/// What the service's stall watch says of a live scope, written at each sample that changes it
+/// so that `ps` and `show` (other processes) print it. Display only: nothing is decided from it,
+/// and the watch never signals anything.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StallRecord {
+    pub id: RegistrationId,
+    pub runtime: RuntimeId,
+    pub sampled_at_unix_ms: u64,
+    pub stalled: Option<StallIncident>,
+    pub silent: Option<StallIncident>,
+}
+
 /// Largest payload an encoder accepts: a record file never exceeds [`MAX_RECORD`].
 pub const MAX_PAYLOAD: usize = MAX_RECORD - ENVELOPE_LEN;
 
@@ -300,6 +338,16 @@ impl StopRequest {
     }
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         decode_payload(open(STOP_MAGIC, buf)?, "stop request")
+    }
+}
+
+impl StallRecord {
+    /// Encodes the record; refuses one larger than [`MAX_RECORD`] (which could not be read back).
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        encode_record(STALL_MAGIC, self)
+    }
+    pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
+        decode_payload(open(STALL_MAGIC, buf)?, "stall record")
     }
 }
 

@@ -52,6 +52,7 @@ mod mirror {
         Completed,
         Aborted,
         SpawnFailed,
+        GuardianError { code: u16 },
     }
 
     #[derive(Serialize, Deserialize)]
@@ -69,6 +70,17 @@ mod mirror {
         pub reaped: u32,
         pub workload_exited_at_ns: u64,
         pub written_at_ns: u64,
+        /// Absent from version-1 receipts (and from documents written before it existed).
+        #[serde(default)]
+        pub usage: Option<crate::TreeUsage>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(remote = "crate::TreeUsage")]
+    pub struct TreeUsage {
+        pub user_us: u64,
+        pub system_us: u64,
+        pub max_rss_kib: u64,
     }
 
     #[derive(Serialize, Deserialize)]
@@ -117,6 +129,7 @@ through_mirror!(
     WorkloadStatus,
     ScopeEnd,
     Receipt,
+    TreeUsage,
     Rlimit,
     Hello,
 );

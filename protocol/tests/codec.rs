@@ -51,6 +51,11 @@ fn receipt() -> Receipt {
         reaped: 4,
         workload_exited_at_ns: 5,
         written_at_ns: 6,
+        usage: Some(refine_protocol::TreeUsage {
+            user_us: 7,
+            system_us: 8,
+            max_rss_kib: 9,
+        }),
     }
 }
 
@@ -320,6 +325,46 @@ fn launch_result() -> LaunchResultRecord {
     }
 }
 
+fn stall_record() -> refine_protocol::record::StallRecord {
+    use refine_protocol::record::{StallIncident, StallRecord, StallSignal};
+    StallRecord {
+        id: RegistrationId([7; 16]),
+        runtime: RuntimeId([8; 16]),
+        sampled_at_unix_ms: 1_764_000_060_000,
+        stalled: Some(StallIncident {
+            signal: StallSignal::Stalled,
+            since_unix_ms: 1_764_000_000_000,
+            samples: 5,
+            cpu_permille: 987,
+            last_write_unix_ms: 1_763_999_700_000,
+        }),
+        silent: None,
+    }
+}
+
+#[test]
+fn stall_records_round_trip_and_reject_damage() {
+    use refine_protocol::record::StallRecord;
+    let r = stall_record();
+    let bytes = r.encode().unwrap();
+    assert_eq!(StallRecord::decode(&bytes).unwrap(), r);
+    assert_eq!(
+        StallRecord::decode(&launch_result().encode().unwrap()).unwrap_err(),
+        DecodeError::BadMagic
+    );
+    let mut v = bytes.clone();
+    let last = v.len() - 1;
+    v[last] ^= 1;
+    assert!(matches!(
+        StallRecord::decode(&v),
+        Err(DecodeError::BadChecksum { .. })
+    ));
+    assert!(matches!(
+        StallRecord::decode(&bytes[..bytes.len() - 1]),
+        Err(DecodeError::Truncated { .. })
+    ));
+}
+
 #[test]
 fn records_round_trip_and_reject_damage() {
     let r = registration();
@@ -529,8 +574,9 @@ fn launch_encoder_enforces_the_decoders_domain() {
 }
 
 fn reseal_receipt(v: &mut [u8]) {
-    let crc = refine_protocol::codec::crc32(&v[..136]);
-    v[136..140].copy_from_slice(&crc.to_le_bytes());
+    let at = v.len() - 8;
+    let crc = refine_protocol::codec::crc32(&v[..at]);
+    v[at..at + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// xorshift64*: deterministic, dependency-free randomness for the fuzz loop.
@@ -599,6 +645,7 @@ fn fuzz_every_decoder() {
     let cap_seed = capture_receipt().encode().unwrap();
     let stop_seed = stop_request().encode().unwrap();
     let result_seed = launch_result().encode().unwrap();
+    let stall_seed = stall_record().encode().unwrap();
     let api_seeds: Vec<Vec<u8>> = [
         api::Request::List { all: true },
         api::Request::Stop { id: "0".repeat(32) },
@@ -636,6 +683,7 @@ fn fuzz_every_decoder() {
         if let Ok(l) = LaunchResultRecord::decode(&mutate(&mut rng, &result_seed)) {
             let _ = l.workload_status.shell_code();
         }
+        let _ = refine_protocol::record::StallRecord::decode(&mutate(&mut rng, &stall_seed));
         let line = mutate(&mut rng, &api_seeds[i % api_seeds.len()]);
         let _ = api::decode_request(&line);
         let _ = api::decode_response(&line);

@@ -6,8 +6,10 @@
 //! 1. **Receipt** (A2): the proof file at the registered path must be the registered
 //!    `(st_dev, st_ino)`, hold exactly one receipt that decodes (magic, version, length, CRC-32),
 //!    and every bound field must equal the registration: registration id, runtime id, boot id,
-//!    guardian witness, workload witness, proof identity. A verified receipt is `exited`: the
-//!    guardian writes it only after `waitpid` said `ECHILD`.
+//!    guardian witness, workload witness, proof identity. A verified receipt is `exited` once its
+//!    writer is gone (A6): the guardian writes it only after `waitpid` said `ECHILD`, then exits;
+//!    while the witnessed guardian still runs (same boot), the scope is `live` whatever the file
+//!    says, since a workload of the same uid can write a receipt that verifies.
 //! 2. **Boot** (A3): the registration's boot id is compared with the current one
 //!    ([`BootSource`], injectable for tests). Same boot: a guardian that is alive (pid with the
 //!    recorded start time, not a zombie) is `live`; a gone guardian without a verified receipt is
@@ -261,17 +263,25 @@ pub fn guardian_alive(reg: &Registration) -> Result<bool, ProcfsError> {
 /// Assesses `reg` from current evidence (A1–A3).
 pub fn assess(runtime: &Runtime, reg: &Registration, boot: &dyn BootSource) -> Assessment {
     let proof = check_proof(runtime, reg);
+    let registered_boot = reg.boot_id();
+    let current = boot.boot_id();
     if let ProofState::Verified(receipt) = proof {
+        // A6: a receipt is final only once its writer is gone. The guardian writes it last and
+        // then exits; while the witnessed guardian (pid and start time) still runs, a verified
+        // receipt may be a forgery by a workload of the same uid.
+        let same_boot = current.as_ref().is_ok_and(|c| *c == registered_boot);
+        if same_boot && guardian_alive(reg).unwrap_or(true) {
+            return Assessment::Live;
+        }
         return Assessment::Exited {
             proof: ExitProof::Receipt(receipt),
         };
     }
     let unverified = |reason| Assessment::Unverified { reason };
-    let registered_boot = reg.boot_id();
     if registered_boot == BootId::default() {
         return unverified(UnverifiedReason::BootIdMissing);
     }
-    let Ok(current) = boot.boot_id() else {
+    let Ok(current) = current else {
         return unverified(UnverifiedReason::CurrentBootUnknown);
     };
     if current == registered_boot {

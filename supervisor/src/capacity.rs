@@ -12,14 +12,20 @@
 //!
 //! Admission counts the scopes observed `live` or `unverified` right now (C3), never durable
 //! reservations: an unverified scope may still hold its memory, an exited one holds nothing.
+//! Check and reserve happen under one runtime lock ([`admission_lock`], C4); the formula is on
+//! [`Policy::admit`].
 //!
 //! # Caveats
 //! Available memory moves under our feet; a sample is a snapshot. A tree can fork between the two
 //! scans of a stability check: that sample is then incomplete and keeps the floor (the safe side).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use serde::Serialize;
+
+use crate::fence::{self, Fence, FenceError};
+use crate::registry::Runtime;
 
 /// The reservation floor per workload: 2 GiB.
 pub const DEFAULT_FLOOR: u64 = 2 * 1024 * 1024 * 1024;
@@ -157,7 +163,18 @@ impl Policy {
         (best, source)
     }
 
-    /// Slots, and free slots given the scopes observed `live` and `unverified` (C1–C3).
+    /// Slots, and free slots given the scopes observed `live` and `unverified` (C1–C3, C4).
+    ///
+    /// ```text
+    /// busy         = live + unverified                      (scopes that may hold resources)
+    /// cpu_slots    = ⌊limit% × logical cores⌋               (counts every workload, busy ones too)
+    /// memory_slots = ⌊limit% × available memory / reservation⌋
+    ///                (workloads that fit *besides* the busy ones: available memory already
+    ///                 excludes what running workloads use, so they are not subtracted again)
+    /// slots        = max(1, min(cpu_slots, memory_slots + busy))
+    ///                (1 when memory telemetry is unavailable)
+    /// free         = slots − busy   (never below 0)
+    /// ```
     pub fn admit(
         &self,
         host: HostSample,
@@ -172,14 +189,15 @@ impl Policy {
             let budget = (u128::from(avail) * u128::from(pct) / 100) as u64;
             (budget / reservation.max(1)) as usize
         });
+        let busy = live + unverified;
         let slots = match memory_slots {
             // C2: no memory telemetry, one slot.
             None => 1,
-            Some(m) => cpu_slots.min(m).max(1),
+            // C4: memory in use by busy scopes is already missing from `available`.
+            Some(m) => cpu_slots.min(m.saturating_add(busy)).max(1),
         };
-        let busy = live + unverified;
         let derivation = format!(
-            "reservation {} ({}); slots = max(1, min({}% of {} cores = {}, {}))",
+            "reservation {} ({}); slots = max(1, min({}% of {} cores = {}, {} + {busy} busy))",
             human_bytes(reservation),
             match source {
                 ReservationSource::Floor => "floor: no complete, stable sample above it",
@@ -217,6 +235,20 @@ impl Policy {
                 .collect(),
         }
     }
+}
+
+/// How long an admission waits for another one to finish its check-and-reserve.
+pub const ADMISSION_LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// The runtime's admission lock (C4), `locks/admission.lock`. An admission holds it from its
+/// check until its registration is durable (the registration is the reservation: later checks
+/// count it `live`), so concurrent launches never overshoot the slots. It is not held while an
+/// admission waits for a slot to free up.
+pub fn admission_lock(rt: &Runtime) -> Result<Fence, FenceError> {
+    fence::acquire(
+        &rt.dir().join("locks").join("admission.lock"),
+        ADMISSION_LOCK_WAIT,
+    )
 }
 
 /// `1.5 GiB`-style rendering for humans.
@@ -407,10 +439,24 @@ mod tests {
     fn floor_limits_slots_by_memory() {
         let p = Policy::default();
         // 10 GiB * 70 % = 7 GiB / 2 GiB = 3 slots; 16 cores * 70 % = 11.
-        let r = p.admit(host(16, Some(10 * GIB)), &BTreeMap::new(), 1, 1);
+        let r = p.admit(host(16, Some(10 * GIB)), &BTreeMap::new(), 0, 0);
         assert_eq!((r.memory_slots, r.cpu_slots, r.slots), (Some(3), 11, 3));
-        assert_eq!(r.free, 1);
+        assert_eq!(r.free, 3);
         assert_eq!(r.reservation_source, ReservationSource::Floor);
+    }
+
+    #[test]
+    fn memory_in_use_by_busy_scopes_is_not_counted_twice() {
+        let p = Policy::default();
+        // C4: the 10 GiB available already exclude what the two busy scopes use; 3 more fit.
+        let r = p.admit(host(16, Some(10 * GIB)), &BTreeMap::new(), 1, 1);
+        assert_eq!((r.memory_slots, r.slots, r.free), (Some(3), 5, 3));
+        // Cores count every workload, busy ones too: 4 cores * 70 % = 2, both busy.
+        let r = p.admit(host(4, Some(10 * GIB)), &BTreeMap::new(), 2, 0);
+        assert_eq!((r.cpu_slots, r.slots, r.free), (2, 2, 0));
+        // One slot without telemetry, taken by the one busy scope.
+        let r = p.admit(host(16, None), &BTreeMap::new(), 1, 0);
+        assert_eq!((r.slots, r.free), (1, 0));
     }
 
     #[test]

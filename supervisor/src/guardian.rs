@@ -18,6 +18,7 @@ use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
@@ -207,6 +208,8 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
         ),
         Stdio::Pty(_) => (FLAG_PTY, 3),
     };
+    // The workload gets the descriptor limit this process started with (T6: it raised its own).
+    let rlimits = crate::limits::with_original_nofile(&config.rlimits);
     let params = LaunchParams {
         flags,
         pdeath_signal: config.pdeath_signal.max(0) as u32,
@@ -221,11 +224,20 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
         cwd,
         argv: &argv,
         env: &env,
-        rlimits: &config.rlimits,
+        rlimits: &rlimits,
     };
     // Sized to this launch (a few hundred bytes, usually), capped at the largest frame: a
     // bigger launch fails to encode exactly as before.
-    let mut frame = vec![0u8; launch_len(&params).min(MAX_FRAME)];
+    let need = launch_len(&params);
+    if need > MAX_FRAME {
+        return Err(HandshakeError::Encode(
+            refine_protocol::EncodeError::Oversized {
+                len: need,
+                max: MAX_FRAME,
+            },
+        ));
+    }
+    let mut frame = vec![0u8; need];
     let len = encode_launch(&params, &mut frame).map_err(HandshakeError::Encode)?;
 
     // The guardian lives as long as the scope. When the workload gets its own stdio, the
@@ -241,7 +253,10 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
         }
     };
     let mut command = Command::new(&exe);
+    // G13: a process group of its own from the first instruction (the guardian also calls
+    // setpgid itself, for other launchers): a group kill aimed at this launcher spares it.
     command
+        .process_group(0)
         .stdin(std::process::Stdio::from(theirs))
         .stdout(own())
         .stderr(own());

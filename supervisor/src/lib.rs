@@ -15,30 +15,39 @@
 //! - [`capacity`]: admission (C1–C3). [`retention`]: log retirement (R1–R3).
 //!   [`forget`]: removing whole exited registrations (R4). [`open_index`]: where open
 //!   scopes are (F1).
+//! - [`child_signals`]: a clean `SIGCHLD` for processes that wait for children (the crate's
+//!   only `unsafe`, allowed there alone).
+//! - [`holders`]: who holds a path (H1); [`reap_checkout`]: reap by checkout (H2);
+//!   [`stall`]: the stall watch's state machine (H3).
 //!
 //! [`app`] is the application on top of them (the operator CLI, the foreground `run`, `serve`
 //! and its client), built on them; no mechanism module imports it, and only its entry points
 //! ([`app::Cli`], [`app::dispatch`], [`app::CliError`]) are public.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod app;
 pub mod assess;
 pub mod capacity;
 pub mod capture;
+pub mod child_signals;
 pub mod deadline;
 pub mod durable;
 pub mod env_policy;
 pub mod fence;
 pub mod forget;
 pub mod guardian;
+pub mod holders;
 pub mod launch;
+pub mod limits;
 pub mod open_index;
 pub mod procfs;
 pub mod pty;
+pub mod reap_checkout;
 pub mod recover;
 pub mod registry;
 pub mod retention;
 pub mod signal;
+pub mod stall;
 pub mod stop;
 pub mod tree;
 
@@ -53,3 +62,5 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     }
     text
 }
+
+pub use limits::raise_nofile_limit;

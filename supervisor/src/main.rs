@@ -9,6 +9,8 @@ use refine_supervisor::app::{self as cli, Cli};
 const FAILURE: i32 = 1;
 
 fn main() {
+    refine_supervisor::child_signals::reset(); // G11: before any thread, any child
+    refine_supervisor::raise_nofile_limit(); // T6
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,

@@ -8,6 +8,8 @@
 //!   kernel does not provide it, so callers fall back to a full ppid scan over [`all_pids`].
 //! - [`owner_marker`] looks up `REFINE_OWNER=<registration id>` in `/proc/PID/environ`.
 //! - [`boot_id`] reads `/proc/sys/kernel/random/boot_id`.
+//! - [`stat_cpu`] adds the CPU times (fields 14–17, [`CpuTicks`]); [`uptime`] and
+//!   [`ticks_per_second`] turn start times and ticks into durations.
 //!
 //! A pid that disappears while it is being read is a normal outcome ([`ProcfsError::Vanished`]),
 //! never a panic.
@@ -145,13 +147,52 @@ fn classify(pid: Pid, op: &'static str, path: &Path, e: io::Error) -> ProcfsErro
 }
 
 /// Reads and parses `/proc/PID/stat`.
+///
+/// The state is the process's, not only its main thread's (SPEC T5): a thread-group leader that
+/// called `pthread_exit` reads `Z` while its other threads still run. Such a leader gets the
+/// state of its live threads ([`State::Stopped`] once all of them are stopped, else the state of
+/// the first one that is not), so it stays a member that can be stopped and killed; it is
+/// [`State::Zombie`] only once no thread is left.
 pub fn stat(pid: Pid) -> Result<Stat, ProcfsError> {
     let path = proc_path(pid, "stat");
     let text = fs::read_to_string(&path).map_err(|e| classify(pid, "read", &path, e))?;
-    parse_stat(pid, &text).ok_or(ProcfsError::Malformed {
+    let mut s = parse_stat(pid, &text).ok_or(ProcfsError::Malformed {
         path,
         field: "stat",
-    })
+    })?;
+    if s.state == State::Zombie {
+        if let Some(live) = live_thread_state(pid) {
+            s.state = live;
+        }
+    }
+    Ok(s)
+}
+
+/// The state of the live threads of a zombie thread-group leader, `None` if it has none (or they
+/// cannot be read: the leader then counts as exited, as before).
+fn live_thread_state(pid: Pid) -> Option<State> {
+    let leader = pid.as_raw_nonzero().get();
+    let mut stopped = None;
+    for task in fs::read_dir(proc_path(pid, "task")).ok()?.flatten() {
+        let tid: i32 = task.file_name().to_str()?.parse().ok()?;
+        if tid == leader {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let Some(t) = Pid::from_raw(tid).and_then(|p| parse_stat(p, &text)) else {
+            continue;
+        };
+        if t.state.is_exited() {
+            continue;
+        }
+        if !t.state.is_stopped() {
+            return Some(t.state);
+        }
+        stopped = Some(t.state);
+    }
+    stopped
 }
 
 /// Reads the stat of a witness's pid; `None` if the pid is gone or now names another process.
@@ -196,6 +237,18 @@ pub fn parse_stat(pid: Pid, text: &str) -> Option<Stat> {
         sid,
         start_time,
     })
+}
+
+/// `/proc/PID/comm` without its newline; `None` once the process is gone.
+pub fn comm(pid: Pid) -> Result<Option<String>, ProcfsError> {
+    let path = proc_path(pid, "comm");
+    match fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text.trim_end_matches('\n').to_owned())),
+        Err(e) => match classify(pid, "read", &path, e) {
+            e if e.is_vanished() => Ok(None),
+            e => Err(e),
+        },
+    }
 }
 
 /// The children of every thread of `pid`, from `/proc/PID/task/*/children`. `Ok(None)` when the
@@ -319,6 +372,81 @@ pub fn boot_id() -> Result<BootId, ProcfsError> {
     })
 }
 
+/// CPU time of a process from `/proc/PID/stat` fields 14–17, in clock ticks
+/// ([`ticks_per_second`]): its own user and system time, and that of the children it has
+/// waited for (a reaped descendant's time is folded into the parent that reaped it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CpuTicks {
+    pub user: u64,
+    pub system: u64,
+    pub children_user: u64,
+    pub children_system: u64,
+}
+
+impl CpuTicks {
+    /// The process's own user + system time.
+    pub fn own(&self) -> u64 {
+        self.user.saturating_add(self.system)
+    }
+    /// Own time plus that of the children it reaped.
+    pub fn with_children(&self) -> u64 {
+        self.own()
+            .saturating_add(self.children_user)
+            .saturating_add(self.children_system)
+    }
+}
+
+/// Reads `/proc/PID/stat` once: the stat fields and the CPU times.
+pub fn stat_cpu(pid: Pid) -> Result<(Stat, CpuTicks), ProcfsError> {
+    let path = proc_path(pid, "stat");
+    let text = fs::read_to_string(&path).map_err(|e| classify(pid, "read", &path, e))?;
+    match (parse_stat(pid, &text), parse_cpu_ticks(&text)) {
+        (Some(s), Some(c)) => Ok((s, c)),
+        _ => Err(ProcfsError::Malformed {
+            path,
+            field: "stat",
+        }),
+    }
+}
+
+/// Parses fields 14–17 (utime, stime, cutime, cstime) of a stat line.
+pub fn parse_cpu_ticks(text: &str) -> Option<CpuTicks> {
+    let close = text.rfind(')')?;
+    // After the last `)`: field 3 is the first; utime (14) is the twelfth.
+    let mut fields = text.get(close + 1..)?.split_ascii_whitespace().skip(11);
+    let mut next = || fields.next()?.parse::<i64>().ok().map(|v| v.max(0) as u64);
+    Some(CpuTicks {
+        user: next()?,
+        system: next()?,
+        children_user: next()?,
+        children_system: next()?,
+    })
+}
+
+/// The kernel's clock tick rate (`sysconf(_SC_CLK_TCK)`): the unit of stat's times.
+pub fn ticks_per_second() -> u64 {
+    rustix::param::clock_ticks_per_second().max(1)
+}
+
+/// Time since boot (`/proc/uptime`), comparable with a stat start time.
+pub fn uptime() -> Result<std::time::Duration, ProcfsError> {
+    let path = Path::new("/proc/uptime");
+    let text = fs::read_to_string(path).map_err(|source| ProcfsError::Io {
+        op: "read",
+        path: path.to_owned(),
+        source,
+    })?;
+    text.split_ascii_whitespace()
+        .next()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(std::time::Duration::from_secs_f64)
+        .ok_or(ProcfsError::Malformed {
+            path: path.to_owned(),
+            field: "uptime",
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,6 +467,13 @@ mod tests {
         assert!(parse_stat(pid(1), "1 (x) S 0 1").is_none());
         assert!(parse_stat(pid(1), "garbage").is_none());
         assert!(parse_stat(pid(1), "").is_none());
+        let cpu = parse_cpu_ticks(line).unwrap();
+        assert_eq!(
+            (cpu.user, cpu.system, cpu.children_user, cpu.children_system),
+            (1, 2, 0, 0)
+        );
+        assert_eq!(cpu.with_children(), 3);
+        assert!(parse_cpu_ticks("1 (x) S 0 1").is_none());
     }
 
     #[test]

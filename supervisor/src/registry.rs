@@ -50,7 +50,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use refine_protocol::record::{LaunchResultRecord, Registration, StopRequest};
+use refine_protocol::record::{LaunchResultRecord, Registration, StallRecord, StopRequest};
 use refine_protocol::{DecodeError, EncodeError, RegistrationId, RuntimeId};
 
 use crate::durable;
@@ -104,7 +104,7 @@ pub enum RegistryError {
     #[error("registration {0}: its lock is not held by the caller")]
     NotLocked(RegistrationId),
     /// The record would not be readable back (larger than the record limit): nothing is written.
-    #[error("{what} refused: {source}")]
+    #[error("{what} refused")]
     Refused {
         what: &'static str,
         #[source]
@@ -265,6 +265,10 @@ impl Runtime {
     pub fn result_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("logs").join(format!("{id}.result"))
     }
+    /// The stall watch's status of a live scope (written by the service, H3).
+    pub fn stall_path(&self, id: RegistrationId) -> PathBuf {
+        self.dir.join("logs").join(format!("{id}.stall"))
+    }
     pub fn lock_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("locks").join(format!("{id}.lock"))
     }
@@ -400,17 +404,11 @@ impl Runtime {
     /// Records the engine's result: written whole under a temporary name and renamed into place,
     /// not fsynced (display only: after a crash it may be missing, and nothing depends on it).
     pub fn write_result(&self, rec: &LaunchResultRecord) -> Result<(), RegistryError> {
-        let path = self.result_path(rec.id);
-        let tmp = path.with_extension(format!("result.{}.tmp", std::process::id()));
         let bytes = rec.encode().map_err(|source| RegistryError::Refused {
             what: "launch result",
             source,
         })?;
-        fs::write(&tmp, bytes).map_err(io_err("write", &tmp))?;
-        fs::rename(&tmp, &path).map_err(|e| {
-            let _ = fs::remove_file(&tmp);
-            io_err("rename", &path)(e)
-        })
+        write_replacing(&self.result_path(rec.id), "result", &bytes)
     }
 
     /// The engine's recorded result of `id`, if any.
@@ -422,6 +420,27 @@ impl Runtime {
             &self.result_path(id),
             "launch result",
             LaunchResultRecord::decode,
+            |r| (r.id, r.runtime),
+            id,
+        )
+    }
+
+    /// Records the stall watch's status of a scope, like [`Runtime::write_result`] (display
+    /// only: not fsynced).
+    pub fn write_stall(&self, rec: &StallRecord) -> Result<(), RegistryError> {
+        let bytes = rec.encode().map_err(|source| RegistryError::Refused {
+            what: "stall record",
+            source,
+        })?;
+        write_replacing(&self.stall_path(rec.id), "stall", &bytes)
+    }
+
+    /// The stall watch's last recorded status of `id`, if any.
+    pub fn read_stall(&self, id: RegistrationId) -> Result<Option<StallRecord>, RegistryError> {
+        self.read_side_record(
+            &self.stall_path(id),
+            "stall record",
+            StallRecord::decode,
             |r| (r.id, r.runtime),
             id,
         )
@@ -539,6 +558,17 @@ fn create_marker(path: &Path) -> Result<(), RegistryError> {
         .open(path)
         .map(drop)
         .map_err(io_err("create", path))
+}
+
+/// Writes `bytes` whole under a temporary name beside `path` and renames it into place (readers
+/// see the old or the new file, never a part); not fsynced.
+fn write_replacing(path: &Path, ext: &str, bytes: &[u8]) -> Result<(), RegistryError> {
+    let tmp = path.with_extension(format!("{ext}.{}.tmp", std::process::id()));
+    fs::write(&tmp, bytes).map_err(io_err("write", &tmp))?;
+    fs::rename(&tmp, path).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        io_err("rename", path)(e)
+    })
 }
 
 /// Reads at most `max` bytes; a larger file is an error rather than an unbounded allocation.

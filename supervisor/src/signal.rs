@@ -73,6 +73,12 @@ pub struct Verified {
 impl Verified {
     /// Opens a pidfd for `witness.pid`, then verifies the start time (see the module docs).
     pub fn open(witness: ProcessWitness) -> Result<Verified, SignalError> {
+        Verified::open_with_stat(witness).map(|(v, _)| v)
+    }
+
+    /// [`Verified::open`], also returning the stat read for the verification (the process's
+    /// state right after the pidfd was opened), so a caller need not read it again.
+    pub fn open_with_stat(witness: ProcessWitness) -> Result<(Verified, Stat), SignalError> {
         let pid = procfs::pid_of(&witness).ok_or(SignalError::InvalidPid(witness))?;
         let pidfd = match pidfd_open(pid, PidfdFlags::empty()) {
             Ok(fd) => fd,
@@ -97,11 +103,14 @@ impl Verified {
                 found: found.start_time,
             });
         }
-        Ok(Verified {
-            pidfd,
-            pid,
-            witness,
-        })
+        Ok((
+            Verified {
+                pidfd,
+                pid,
+                witness,
+            },
+            found,
+        ))
     }
 
     pub fn witness(&self) -> ProcessWitness {

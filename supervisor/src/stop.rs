@@ -12,6 +12,11 @@
 //! proof      wait for the guardian's exit on its pidfd, then the assessment must say `exited`
 //! ```
 //!
+//! A member that refuses a signal (EPERM) is reported and left out: the others are still stopped
+//! and killed, and the stop ends in [`StopError::Refused`] unless the guardian's receipt proves
+//! the scope ended after all (T6). A member whose pidfd cannot be held (descriptor limit) is
+//! parked and re-verified before each later signal ([`Held`]).
+//!
 //! One monotonic budget (default 2 s, [`StopOptions::budget`]) covers coordination and proof; an
 //! optional grace period is added to it. If quiescence cannot finish within the budget, exactly
 //! the processes this attempt stopped are resumed (SIGCONT), and the evidence is returned in
@@ -177,6 +182,14 @@ pub enum StopError {
         assessment: Box<Assessment>,
         signalled: Vec<Sent>,
     },
+    /// T6: these members refused our signals (EPERM); every other member was killed, but the
+    /// scope is not proven ended.
+    #[error("{} member(s) refused the stop's signals (first: pid {}); the others were killed; no proof: assessment {}", .refused.len(), .refused.first().map_or(0, |w| w.pid), .assessment.name())]
+    Refused {
+        refused: Vec<ProcessWitness>,
+        assessment: Box<Assessment>,
+        signalled: Vec<Sent>,
+    },
     #[error("the guardian exited but the receipt does not verify: {assessment:?}")]
     Unproven {
         assessment: Box<Assessment>,
@@ -279,7 +292,10 @@ fn run(
         } else {
             Vec::new()
         },
-        owner: Some(reg.id),
+        // A7: while its guardian lives, a process that carries the owner marker but is outside
+        // the guardian's tree (an `at` job that inherited the environment) is a witness for
+        // reports only, never a kill target: the marker scan covers guardian-less scopes only.
+        owner: guardian.is_none().then_some(reg.id),
     };
     let mut signalled = Vec::new();
     let attempt = |signalled, killed, timings| StopAttempt {
@@ -310,44 +326,73 @@ fn run(
     }
 
     let t = Instant::now();
+    // T6: members that refuse our signals (EPERM). The rest is still stopped and killed; the
+    // stop then stays unproven unless the guardian proves the scope ended after all.
+    let mut refused: Vec<ProcessWitness> = Vec::new();
     let held = quiesce(
         &roots,
         current,
         deadline,
         &mut signalled,
         &mut timings.rounds,
+        &mut refused,
     )?;
     timings.quiesce = t.elapsed();
 
     let t = Instant::now();
     let mut killed = 0;
+    // T5: nested guardians are not killed with the rest (see [`NestedGuardians`]).
+    let nested_id = guardian
+        .as_ref()
+        .map(|g| NestedGuardians::like(g.witness()));
+    let mut nested: Vec<&Held> = Vec::new();
     // Children before parents (reverse discovery order): a stopped process group whose last
     // outside parent exits is orphaned, and the kernel sends it SIGHUP + SIGCONT, which would
     // resume a SIGHUP-ignoring member before its SIGKILL. Killed first, it is not stopped then.
-    for v in held.iter().rev() {
-        match v.signal(Signal::KILL) {
+    for h in held.iter().rev() {
+        if nested_id.as_ref().is_some_and(|n| n.is_one(&h.witness)) {
+            nested.push(h);
+            continue;
+        }
+        match h.signal(Signal::KILL) {
             Ok(()) => {
                 killed += 1;
                 signalled.push(Sent {
-                    target: Target::Process(v.witness()),
+                    target: Target::Process(h.witness),
                     signal: Signal::KILL.as_raw(),
                 });
             }
-            Err(SignalError::Gone(_)) => {}
+            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => {}
+            Err(e) if is_refused(&e) => refused.push(h.witness),
             Err(e) => return Err(StopError::Signal(e)),
         }
     }
+    if !nested.is_empty() {
+        killed += let_nested_guardians_finish(&nested, deadline, &mut signalled, &mut refused)?;
+    }
     let held = held;
     match &guardian {
-        Some(g) => attempt(signalled, killed, timings).prove(g, Some(t)),
+        Some(g) => attempt(signalled, killed, timings)
+            .prove(g, Some(t))
+            .map_err(|e| with_refused(e, refused)),
         None => {
             // No guardian to reap and prove: wait until every killed witness has exited.
-            for v in &held {
+            for h in &held {
                 let left = deadline.saturating_duration_since(Instant::now());
-                v.wait_exit(Some(left)).map_err(StopError::Signal)?;
+                match h.with(|v| v.wait_exit(Some(left))) {
+                    Ok(_) | Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => {}
+                    Err(e) => return Err(StopError::Signal(e)),
+                }
             }
             timings.kill_to_exit = t.elapsed();
             let after = assess::assess(runtime, reg, opts.boot);
+            if !refused.is_empty() && after.receipt().is_none() {
+                return Err(StopError::Refused {
+                    refused,
+                    assessment: Box::new(after),
+                    signalled,
+                });
+            }
             // A guardian that exited between the first assessment and the pidfd may still have
             // written its receipt: then the stop is proven after all.
             let outcome = if after.receipt().is_some() {
@@ -357,6 +402,120 @@ fn run(
             };
             finish(outcome, after, signalled, killed, timings)
         }
+    }
+}
+
+/// How a nested guardian (a managed command that itself launches through a guardian, T5) is
+/// recognised: a member whose `comm` is the outer guardian's and, where `/proc/PID/exe` is
+/// readable for both (root, or a dumpable guardian), whose executable is the same file.
+///
+/// The rule errs on the side of a process that merely looks like a guardian (a workload can set
+/// its `comm`): such a process is spared only until it fails to exit within half the remaining
+/// budget, then killed like any member ([`let_nested_guardians_finish`]).
+struct NestedGuardians {
+    comm: Option<String>,
+    exe: Option<(u64, u64)>,
+}
+
+impl NestedGuardians {
+    fn like(outer: ProcessWitness) -> NestedGuardians {
+        let pid = procfs::pid_of(&outer);
+        NestedGuardians {
+            comm: pid.and_then(|p| procfs::comm(p).ok().flatten()),
+            exe: pid.and_then(exe_identity),
+        }
+    }
+
+    fn is_one(&self, w: &ProcessWitness) -> bool {
+        let Some(pid) = procfs::pid_of(w) else {
+            return false;
+        };
+        let same_comm = self.comm.is_some() && procfs::comm(pid).ok().flatten() == self.comm;
+        same_comm
+            && match (self.exe, exe_identity(pid)) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+    }
+}
+
+/// `(st_dev, st_ino)` of `/proc/PID/exe`, when readable.
+fn exe_identity(pid: rustix::process::Pid) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(format!("/proc/{}/exe", pid.as_raw_nonzero())).ok()?;
+    Some((m.dev(), m.ino()))
+}
+
+/// T5: every other member is killed; each nested guardian is resumed, reaps its (now killed)
+/// scope, writes its receipt and exits. One that has not exited within half the remaining budget
+/// is killed (its scope then stays `unverified`, as before). Returns how many were killed.
+fn let_nested_guardians_finish(
+    nested: &[&Held],
+    deadline: Instant,
+    signalled: &mut Vec<Sent>,
+    refused: &mut Vec<ProcessWitness>,
+) -> Result<usize, StopError> {
+    for h in nested {
+        match h.signal(Signal::CONT) {
+            Ok(()) => signalled.push(Sent {
+                target: Target::Process(h.witness),
+                signal: Signal::CONT.as_raw(),
+            }),
+            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => {}
+            Err(e) if is_refused(&e) => refused.push(h.witness),
+            Err(e) => return Err(StopError::Signal(e)),
+        }
+    }
+    let until = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;
+    let mut killed = 0;
+    for h in nested {
+        let left = until.saturating_duration_since(Instant::now());
+        let exited = match h.with(|v| v.wait_exit(Some(left))) {
+            Ok(exited) => exited,
+            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => true,
+            Err(e) => return Err(StopError::Signal(e)),
+        };
+        if exited {
+            continue;
+        }
+        match h.signal(Signal::KILL) {
+            Ok(()) => {
+                killed += 1;
+                signalled.push(Sent {
+                    target: Target::Process(h.witness),
+                    signal: Signal::KILL.as_raw(),
+                });
+            }
+            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => {}
+            Err(e) if is_refused(&e) => refused.push(h.witness),
+            Err(e) => return Err(StopError::Signal(e)),
+        }
+    }
+    Ok(killed)
+}
+
+/// Whether a signal failed because the kernel refused it (EPERM: another user's process, an LSM).
+fn is_refused(e: &SignalError) -> bool {
+    matches!(e, SignalError::Os { source, .. } if *source == rustix::io::Errno::PERM)
+}
+
+/// A failed proof of a scope with refused members is reported as [`StopError::Refused`].
+fn with_refused(e: StopError, refused: Vec<ProcessWitness>) -> StopError {
+    match e {
+        StopError::ProofTimeout {
+            assessment,
+            signalled,
+            ..
+        }
+        | StopError::Unproven {
+            assessment,
+            signalled,
+        } if !refused.is_empty() => StopError::Refused {
+            refused,
+            assessment,
+            signalled,
+        },
+        other => other,
     }
 }
 
@@ -488,6 +647,36 @@ fn in_vfork_wait(s: &Stat) -> bool {
         })
 }
 
+/// Descriptors a stop leaves free for everything but member pidfds (`/proc` reads, the fence,
+/// other threads of a service).
+const DESCRIPTOR_RESERVE: usize = 64;
+
+/// A quiesced member (T6): held by its pidfd while descriptors allow, else parked (pidfd
+/// closed). A parked member is re-opened and re-verified (start time after `pidfd_open`) for each
+/// later signal, exactly as at discovery, so a pid reused meanwhile is never signalled; a tree
+/// with more members than this process may hold descriptors still stops.
+struct Held {
+    witness: ProcessWitness,
+    pidfd: Option<Verified>,
+}
+
+impl Held {
+    /// Runs `f` on the held pidfd, or on a freshly opened and verified one.
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&Verified) -> Result<T, SignalError>,
+    ) -> Result<T, SignalError> {
+        match &self.pidfd {
+            Some(v) => f(v),
+            None => f(&Verified::open(self.witness)?),
+        }
+    }
+
+    fn signal(&self, sig: Signal) -> Result<(), SignalError> {
+        self.with(|v| v.signal(sig))
+    }
+}
+
 /// SIGSTOPs every witnessed member and re-scans until membership is stable and every member is
 /// stopped (or exited). Returns the verified members, held by pidfd. On failure, resumes exactly
 /// what this attempt stopped.
@@ -497,9 +686,12 @@ fn quiesce(
     deadline: Instant,
     signalled: &mut Vec<Sent>,
     rounds: &mut u32,
-) -> Result<Vec<Verified>, StopError> {
+    refused: &mut Vec<ProcessWitness>,
+) -> Result<Vec<Held>, StopError> {
     let start = Instant::now();
-    let mut held: BTreeMap<(u32, u64), Verified> = BTreeMap::new();
+    let mut held: BTreeMap<(u32, u64), Held> = BTreeMap::new();
+    // Pidfds this attempt may keep open; past it, members are parked (see [`Held`]).
+    let mut fds_left = crate::limits::descriptors_left(DESCRIPTOR_RESERVE);
     // Discovery order: parents before their descendants.
     let mut order: Vec<(u32, u64)> = Vec::new();
     // Held members not yet seen stopped.
@@ -537,20 +729,20 @@ fn quiesce(
         }
         for m in scope.live() {
             let key = (m.witness.pid, m.witness.start_time);
-            if held.contains_key(&key) {
+            if held.contains_key(&key) || refused.contains(&m.witness) {
                 continue;
             }
-            let v = match Verified::open(m.witness) {
-                Ok(v) => v,
+            let (v, now) = match Verified::open_with_stat(m.witness) {
+                Ok(opened) => opened,
                 // Exited (or its pid reused) since the scan: nothing to stop.
                 Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => continue,
                 Err(e) => return Err((Some(StopError::Signal(e)), None)),
             };
-            let already = match v.stat() {
-                Ok(Some(s)) => s.state.is_stopped(),
-                Ok(None) => continue,
-                Err(e) => return Err((Some(StopError::Signal(e)), None)),
+            let v = Held {
+                witness: m.witness,
+                pidfd: Some(v),
             };
+            let already = now.state.is_stopped();
             if already {
                 found_stopped.push(m.witness);
             } else {
@@ -563,9 +755,22 @@ fn quiesce(
                         });
                     }
                     Err(SignalError::Gone(_)) => continue,
+                    // Not held, not waited for: it cannot be stopped, and must not keep the
+                    // others from being killed.
+                    Err(e) if is_refused(&e) => {
+                        refused.push(m.witness);
+                        continue;
+                    }
                     Err(e) => return Err((Some(StopError::Signal(e)), None)),
                 }
             }
+            let v = match fds_left.checked_sub(1) {
+                Some(left) => {
+                    fds_left = left;
+                    v
+                }
+                None => Held { pidfd: None, ..v },
+            };
             held.insert(key, v);
             order.push(key);
             pending.push(key);
@@ -578,7 +783,7 @@ fn quiesce(
             let mut still = Vec::new();
             for key in pending.drain(..) {
                 let Some(v) = held.get(&key) else { continue };
-                match v.stat() {
+                match procfs::stat_of(&v.witness).map_err(SignalError::from) {
                     Ok(Some(s)) if s.state == State::DiskSleep && in_vfork_wait(&s) => {}
                     Ok(Some(s)) if !s.state.is_stopped() && !s.state.is_exited() => still.push(key),
                     Ok(_) => {}
@@ -637,4 +842,72 @@ fn quiesce(
             })))
         }
     }
+}
+
+/// What [`kill_unowned`] did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct UnownedKill {
+    /// Every signal sent, in order.
+    pub signalled: Vec<Sent>,
+    /// Processes killed (quiesced first, then SIGKILL through their pidfds).
+    pub killed: Vec<ProcessWitness>,
+    /// Killed processes that had not exited when the budget ran out.
+    pub left: Vec<ProcessWitness>,
+}
+
+/// Kills processes that belong to no live scope (`reap --checkout`'s orphans): the roots'
+/// witnessed trees are quiesced and killed like a scope's, children before parents, every
+/// signal through a verified pidfd; then waits (within `budget`) for each to exit. There is no
+/// guardian and no receipt: exit is observed on the pidfds. The caller serializes with other
+/// stops (the runtime's stop fence) and has made sure no live guardian is among the roots' trees.
+pub fn kill_unowned(
+    roots: &Roots,
+    boot: BootId,
+    budget: Duration,
+) -> Result<UnownedKill, StopError> {
+    let deadline = Instant::now() + budget;
+    let mut signalled = Vec::new();
+    let mut rounds = 0;
+    // A member the kernel refuses to signal (EPERM) is left out and reported as left.
+    let mut refused = Vec::new();
+    let held = quiesce(
+        roots,
+        boot,
+        deadline,
+        &mut signalled,
+        &mut rounds,
+        &mut refused,
+    )?;
+    let mut killed = Vec::new();
+    for v in held.iter().rev() {
+        match v.signal(Signal::KILL) {
+            Ok(()) => {
+                killed.push(v.witness);
+                signalled.push(Sent {
+                    target: Target::Process(v.witness),
+                    signal: Signal::KILL.as_raw(),
+                });
+            }
+            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => {}
+            Err(e) if is_refused(&e) => refused.push(v.witness),
+            Err(e) => return Err(StopError::Signal(e)),
+        }
+    }
+    let mut left = refused;
+    for v in &held {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let exited = match v.with(|p| p.wait_exit(Some(wait))) {
+            Ok(exited) => exited,
+            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => true,
+            Err(e) => return Err(StopError::Signal(e)),
+        };
+        if !exited {
+            left.push(v.witness);
+        }
+    }
+    Ok(UnownedKill {
+        signalled,
+        killed,
+        left,
+    })
 }

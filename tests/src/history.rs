@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use refine_protocol::{
     BootId, Hello, Kind, LaunchResultRecord, Limits, ProcessWitness, ProofIdentity, Receipt,
-    Registration, RegistrationId, ScopeEnd, ScopePolicy, WorkloadStatus,
+    Registration, RegistrationId, ScopeEnd, ScopePolicy, TreeUsage, WorkloadStatus,
 };
 use refine_supervisor::registry::{Runtime, Stream};
 
@@ -142,6 +142,11 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
             reaped: 1,
             workload_exited_at_ns: ended_ns.as_nanos() as u64,
             written_at_ns: ended_ns.as_nanos() as u64,
+            usage: Some(TreeUsage {
+                user_us: 700,
+                system_us: 300,
+                max_rss_kib: 1024,
+            }),
         };
         use std::io::Write;
         (&proof)

@@ -158,3 +158,43 @@ pub fn home() -> tempfile::TempDir {
 pub fn runtime(home: &Path) -> Runtime {
     Runtime::open(home, 7000).expect("runtime")
 }
+
+/// The tree benchmarks' command line: `[--iterations N] [--sessions S] [--groups G]
+/// [--leaves L]`, over the given defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct BenchArgs {
+    pub iterations: usize,
+    pub sessions: u32,
+    pub groups: u32,
+    pub leaves: u32,
+}
+
+impl BenchArgs {
+    /// Parses this process's arguments over `self` (the defaults); panics on a bad one.
+    pub fn parse(mut self) -> BenchArgs {
+        let mut args = std::env::args().skip(1);
+        while let Some(a) = args.next() {
+            let v: u32 = args.next().and_then(|v| v.parse().ok()).expect("number");
+            match a.as_str() {
+                "--iterations" => self.iterations = v as usize,
+                "--sessions" => self.sessions = v,
+                "--groups" => self.groups = v,
+                "--leaves" => self.leaves = v,
+                other => panic!("unknown argument {other}"),
+            }
+        }
+        self
+    }
+
+    /// `tree-builder`, beside the running benchmark.
+    pub fn tree_builder() -> std::path::PathBuf {
+        let exe = std::env::current_exe().expect("current_exe");
+        let path = exe.with_file_name("tree-builder");
+        assert!(
+            path.exists(),
+            "{} missing: build the test binaries",
+            path.display()
+        );
+        path
+    }
+}

@@ -472,6 +472,31 @@ pub fn set_child_subreaper() -> Result<(), Errno> {
     Ok(())
 }
 
+/// `setpgid(0, 0)`: a process group of our own, so a `kill(-pgid)` aimed at the launcher's
+/// group does not reach us. `EPERM` (we lead a session already) leaves us out of any other group
+/// anyway and is not an error.
+pub fn leave_process_group() -> Result<(), Errno> {
+    // SAFETY: plain integer arguments (0, 0: own pid, own pgid).
+    match cvt(unsafe { syscall!(libc::SYS_setpgid, 0, 0) }) {
+        Ok(_) | Err(Errno(libc::EPERM)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// `PR_SET_DUMPABLE 0`: `/proc/<us>/fd`, `mem`, `environ` become reachable only with
+/// `CAP_SYS_PTRACE`, and no core dump is written.
+#[doc(alias = "PR_SET_DUMPABLE")]
+pub fn set_not_dumpable() -> Result<(), Errno> {
+    // SAFETY: PR_SET_DUMPABLE takes one integer flag.
+    cvt(unsafe { syscall!(libc::SYS_prctl, libc::PR_SET_DUMPABLE, 0usize, 0, 0, 0) }).map(drop)
+}
+
+/// `chdir("/")`: the guardian pins no directory (a checkout) while it holds a scope.
+pub fn chdir_root() -> Result<(), Errno> {
+    // SAFETY: the path is a NUL-terminated literal.
+    cvt(unsafe { syscall!(libc::SYS_chdir, c"/".as_ptr()) }).map(drop)
+}
+
 pub fn getpid() -> Pid {
     // SAFETY: getpid has no preconditions.
     Pid(unsafe { syscall!(libc::SYS_getpid) } as libc::pid_t)
@@ -575,7 +600,7 @@ fn set_signal_mask(set: KernelSigset) -> Result<(), Errno> {
     .map(drop)
 }
 
-/// Blocks every signal except the synchronous faults and returns a non-blocking,
+/// Blocks every signal except `unblocked` and returns a non-blocking,
 /// close-on-exec signalfd for all blocked signals.
 pub fn block_signals_to_signalfd(unblocked: &[c_int]) -> Result<OwnedFd, Errno> {
     let mut set = KernelSigset::MAX;
@@ -594,6 +619,31 @@ pub fn block_signals_to_signalfd(unblocked: &[c_int]) -> Result<OwnedFd, Errno> 
         )
     })
     .map(OwnedFd)
+}
+
+/// Every disposition back to `SIG_DFL`: ignored ones survive `execve` (an inherited `SIG_IGN`
+/// for `SIGCHLD` makes the kernel reap children itself, with no status and no wake-up). The raw
+/// `rt_sigaction` is used so that the signals libc keeps for itself (32, 33) are reset too; an
+/// all-zero kernel `struct sigaction` is `SIG_DFL`, no flags, empty mask. `SIGKILL`/`SIGSTOP`
+/// are skipped (the kernel refuses them; they cannot be ignored anyway).
+pub fn reset_dispositions() {
+    let dfl = [0u64; 4]; // larger than the kernel's struct sigaction on every Linux arch
+    for sig in 1..=64 as c_int {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: dfl is a live, zeroed buffer at least the size of the kernel's struct
+        // sigaction; the old action is not requested; sigsetsize is the kernel's (8).
+        unsafe {
+            syscall!(
+                libc::SYS_rt_sigaction,
+                sig,
+                dfl.as_ptr(),
+                0usize,
+                SIGSET_SIZE
+            )
+        };
+    }
 }
 
 /// Takes one pending signal from a non-blocking signalfd; `None` when none is pending.
@@ -679,6 +729,31 @@ pub fn realtime_ns() -> u64 {
     clock_ns(libc::CLOCK_REALTIME)
 }
 
+/// `getrusage(RUSAGE_CHILDREN)`: what every child this process waited for cost, each with the
+/// children it waited for in turn (H4). Zeros if the call fails (it cannot, with a valid buffer).
+#[doc(alias = "getrusage")]
+pub fn children_usage() -> refine_protocol::TreeUsage {
+    // SAFETY: rusage is plain old data; all-zero is a valid value.
+    let mut ru: libc::rusage = unsafe { core::mem::zeroed() };
+    // SAFETY: RUSAGE_CHILDREN with a pointer to a live, writable rusage.
+    let r = unsafe {
+        syscall!(
+            libc::SYS_getrusage,
+            libc::RUSAGE_CHILDREN,
+            &mut ru as *mut libc::rusage
+        )
+    };
+    if r < 0 {
+        return refine_protocol::TreeUsage::default();
+    }
+    let us = |t: libc::timeval| (t.tv_sec.max(0) as u64) * 1_000_000 + t.tv_usec.max(0) as u64;
+    refine_protocol::TreeUsage {
+        user_us: us(ru.ru_utime),
+        system_us: us(ru.ru_stime),
+        max_rss_kib: ru.ru_maxrss.max(0) as u64,
+    }
+}
+
 /// `CLOCK_MONOTONIC` in ms (for deadlines).
 pub fn monotonic_ms() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC) / 1_000_000
@@ -714,25 +789,9 @@ pub mod child {
         cvt(unsafe { syscall!(libc::SYS_ioctl, 0, libc::TIOCSCTTY, 0) }).map(drop)
     }
 
-    /// Every disposition back to `SIG_DFL` (ignored ones survive `execve` otherwise), then an
-    /// empty mask. The raw `rt_sigaction` is used so that the signals libc keeps for itself (32,
-    /// 33) are reset too; an all-zero kernel `struct sigaction` is `SIG_DFL`, no flags, empty
-    /// mask. The kernel refuses `SIGKILL`/`SIGSTOP`, which cannot be ignored anyway.
+    /// Every disposition back to `SIG_DFL` ([`super::reset_dispositions`]), then an empty mask.
     pub fn reset_signals() -> Result<(), Errno> {
-        let dfl = [0u64; 4]; // larger than the kernel's struct sigaction on every Linux arch
-        for sig in 1..=64 as c_int {
-            // SAFETY: dfl is a live, zeroed buffer at least the size of the kernel's struct
-            // sigaction; the old action is not requested; sigsetsize is the kernel's (8).
-            unsafe {
-                syscall!(
-                    libc::SYS_rt_sigaction,
-                    sig,
-                    dfl.as_ptr(),
-                    0usize,
-                    SIGSET_SIZE
-                )
-            };
-        }
+        super::reset_dispositions();
         set_signal_mask(0)
     }
 

@@ -46,7 +46,7 @@
 use core::ffi::CStr;
 
 use crate::codec::{envelope_open, envelope_seal, envelope_start, Reader, Writer};
-use crate::receipt::{Receipt, WorkloadStatus, RECEIPT_LEN};
+use crate::receipt::{Receipt, WorkloadStatus};
 use crate::{
     BootId, DecodeError, EncodeError, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId,
 };
@@ -103,6 +103,10 @@ pub const fn guardian_failure(code: u16) -> &'static str {
         17 => "cannot fork the workload",
         19 => "waitpid failed",
         20 => "cannot write the receipt",
+        21 => "cannot read the signalfd",
+        22 => "poll failed",
+        23 => "cannot tell whether the workload executed",
+        24 => "cannot leave the launcher's process group, become undumpable or leave the cwd",
         _ => "unknown guardian failure",
     }
 }
@@ -442,7 +446,7 @@ impl Frame<'_> {
                 status: WorkloadStatus::decode(&mut r)?,
                 at_ns: r.u64()?,
             },
-            kind::SCOPE_EXITED => Frame::ScopeExited(Receipt::decode(r.bytes(RECEIPT_LEN)?)?),
+            kind::SCOPE_EXITED => Frame::ScopeExited(Receipt::decode(r.bytes(r.remaining())?)?),
             kind::SIGNAL => Frame::Signal { signo: r.i32()? },
             kind::GUARDIAN_FAILED => Frame::GuardianFailed {
                 code: r.u16()?,

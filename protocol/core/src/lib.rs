@@ -25,4 +25,4 @@ pub mod receipt;
 pub use error::{DecodeError, EncodeError};
 pub use frame::{Frame, Hello, LaunchParams, LaunchSpec, Rlimit};
 pub use ids::{BootId, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId};
-pub use receipt::{is_unwritten, Receipt, ScopeEnd, WorkloadStatus};
+pub use receipt::{is_unwritten, Receipt, ScopeEnd, TreeUsage, WorkloadStatus};

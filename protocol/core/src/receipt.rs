@@ -1,13 +1,17 @@
 //! The scope-exit receipt: written by the guardian into the proof file only after `waitpid`
 //! returned `ECHILD` (no child of the guardian is left), then `fdatasync`ed.
 //!
-//! # Layout (version 1, [`RECEIPT_LEN`] = 144 bytes, little-endian)
+//! # Layout (version 2, [`RECEIPT_LEN`] = 168 bytes, little-endian)
+//!
+//! Version 1 (144 bytes) is the same up to offset 136, where its CRC-32 of bytes 0..136 and a
+//! reserved u32 end it; it carries no usage. Both decode; this crate writes version 2 whenever
+//! the receipt has a usage (the guardian's always does), version 1 otherwise.
 //!
 //! ```text
 //! off  size  field
 //!   0     8  magic  b"RFNRCPT\0"
-//!   8     2  version (1)
-//!  10     2  length (144)
+//!   8     2  version (2)
+//!  10     2  length (168)
 //!  12     4  flags (reserved, 0)
 //!  16    16  registration id
 //!  32    16  runtime id
@@ -19,16 +23,26 @@
 //!  88     8  proof st_dev
 //!  96     8  proof st_ino
 //! 104     1  workload status tag (0 exited, 1 signaled, 2 never started, 3 unknown)
-//! 105     1  scope end (0 completed, 1 aborted: no start, 2 spawn failed)
-//! 106     2  reserved (0)
+//! 105     1  scope end (0 completed, 1 aborted: no start, 2 spawn failed, 3 guardian error)
+//! 106     2  guardian failure code (scope end 3 only, else 0; `frame::guardian_failure`)
 //! 108     4  status value (exit code, or signal number; 0 otherwise)
-//! 112     4  spawn errno (0 unless spawn failed)
+//! 112     4  errno (of the failed spawn, or behind a guardian error; 0 otherwise)
 //! 116     4  processes reaped by the guardian
 //! 120     8  workload exit, CLOCK_REALTIME ns (0 if it never ran)
 //! 128     8  receipt written, CLOCK_REALTIME ns
-//! 136     4  CRC-32 of bytes 0..136
-//! 140     4  reserved (0)
+//! 136     8  user CPU time of the whole tree, microseconds   } `getrusage(RUSAGE_CHILDREN)`
+//! 144     8  system CPU time of the whole tree, microseconds } once `waitpid` said ECHILD
+//! 152     8  largest peak RSS of any process of the tree, KiB }
+//! 160     4  CRC-32 of bytes 0..160
+//! 164     4  reserved (0)
 //! ```
+//!
+//! Why `RUSAGE_CHILDREN` covers the whole tree: it sums every child the guardian waited for, and
+//! each of those had folded in the usage of the children it waited for in turn. A process whose
+//! parent exited without waiting for it was re-parented to the guardian (a subreaper) and waited
+//! for by it. So once `waitpid` says ECHILD, every process of the tree is counted exactly once.
+//! (A descendant that ignored SIGCHLD had its children auto-reaped, which the kernel does not
+//! account to anyone: their usage is missing. The figures are a lower bound.)
 //!
 //! # Caveats
 //! A receipt proves what its guardian observed; whether it belongs to a given registration is the
@@ -41,11 +55,42 @@ use crate::{
 };
 
 pub const RECEIPT_MAGIC: [u8; 8] = *b"RFNRCPT\0";
-pub const RECEIPT_VERSION: u16 = 1;
-pub const RECEIPT_LEN: usize = 144;
+pub const RECEIPT_VERSION: u16 = 2;
+/// Length of a version-2 receipt, the largest this crate reads.
+pub const RECEIPT_LEN: usize = 168;
+/// Length of a version-1 receipt (no usage), still read.
+pub const RECEIPT_V1_LEN: usize = 144;
 /// Largest signal number the kernel delivers (`SIGRTMAX` on Linux).
 pub const MAX_SIGNAL: i32 = 64;
-const CRC_AT: usize = 136;
+
+/// A receipt's encoding: [`RECEIPT_LEN`] bytes, or [`RECEIPT_V1_LEN`] for one without usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncodedReceipt {
+    buf: [u8; RECEIPT_LEN],
+    len: usize,
+}
+
+impl core::ops::Deref for EncodedReceipt {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl core::ops::DerefMut for EncodedReceipt {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[..self.len]
+    }
+}
+
+/// What the whole tree of a scope cost, as the kernel accounted it (H4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TreeUsage {
+    pub user_us: u64,
+    pub system_us: u64,
+    /// The largest peak resident set of any one process of the tree (`ru_maxrss`), KiB.
+    pub max_rss_kib: u64,
+}
 
 /// What a proof file holds before its receipt: the guardian reserves the receipt's block with
 /// `RECEIPT_LEN` zero bytes and syncs them while the workload starts, so the receipt itself is an
@@ -57,7 +102,9 @@ pub const RESERVED: [u8; RECEIPT_LEN] = [0; RECEIPT_LEN];
 /// reserved) or exactly the guardian's zero reservation. Anything else is a receipt to decode,
 /// and a torn or damaged one fails to decode.
 pub fn is_unwritten(content: &[u8]) -> bool {
-    content.is_empty() || content == RESERVED
+    content.is_empty()
+        || ((content.len() == RECEIPT_LEN || content.len() == RECEIPT_V1_LEN)
+            && content.iter().all(|&b| b == 0))
 }
 
 /// How the workload (the guardian's direct child) ended. Never a made-up code: when the guardian
@@ -153,21 +200,28 @@ pub enum ScopeEnd {
     Aborted,
     /// `execve` failed; [`Receipt::spawn_errno`] says why.
     SpawnFailed,
+    /// A system call failed after the workload was forked (`code` as in
+    /// [`crate::frame::guardian_failure`], the errno in [`Receipt::spawn_errno`]). The guardian
+    /// still reaped until `ECHILD`; the workload status may be unknown.
+    GuardianError { code: u16 },
 }
 
 impl ScopeEnd {
-    fn to_wire(self) -> u8 {
+    /// The scope-end byte and the guardian failure code beside it.
+    fn to_wire(self) -> (u8, u16) {
         match self {
-            ScopeEnd::Completed => 0,
-            ScopeEnd::Aborted => 1,
-            ScopeEnd::SpawnFailed => 2,
+            ScopeEnd::Completed => (0, 0),
+            ScopeEnd::Aborted => (1, 0),
+            ScopeEnd::SpawnFailed => (2, 0),
+            ScopeEnd::GuardianError { code } => (3, code),
         }
     }
-    fn from_wire(v: u8) -> Result<Self, DecodeError> {
-        Ok(match v {
-            0 => ScopeEnd::Completed,
-            1 => ScopeEnd::Aborted,
-            2 => ScopeEnd::SpawnFailed,
+    fn from_wire(v: u8, code: u16) -> Result<Self, DecodeError> {
+        Ok(match (v, code) {
+            (0, 0) => ScopeEnd::Completed,
+            (1, 0) => ScopeEnd::Aborted,
+            (2, 0) => ScopeEnd::SpawnFailed,
+            (3, code) if code != 0 => ScopeEnd::GuardianError { code },
             _ => return Err(DecodeError::InvalidField { field: "scope end" }),
         })
     }
@@ -188,24 +242,31 @@ pub struct Receipt {
     pub reaped: u32,
     pub workload_exited_at_ns: u64,
     pub written_at_ns: u64,
+    /// The tree's CPU time and peak RSS (version 2); `None` in a version-1 receipt.
+    pub usage: Option<TreeUsage>,
 }
 
 impl Receipt {
-    /// Encodes into exactly [`RECEIPT_LEN`] bytes.
-    pub fn encode(&self) -> [u8; RECEIPT_LEN] {
-        let mut out = [0u8; RECEIPT_LEN];
-        // The buffer is exactly RECEIPT_LEN bytes and the layout below writes exactly that many,
-        // so no write can fail; a failure would be a layout bug caught by the round-trip tests.
-        let _ = self.encode_into(&mut out);
-        out
+    /// Encodes into [`RECEIPT_LEN`] bytes (version 2), or [`RECEIPT_V1_LEN`] (version 1) when
+    /// the receipt carries no usage.
+    pub fn encode(&self) -> EncodedReceipt {
+        let mut buf = [0u8; RECEIPT_LEN];
+        // The buffer is RECEIPT_LEN bytes, enough for either version, so only an invalid field
+        // can fail (an empty encoding then fails to decode loudly).
+        let len = self.encode_into(&mut buf).unwrap_or(0);
+        EncodedReceipt { buf, len }
     }
 
     /// Encodes into `out` (at least [`RECEIPT_LEN`] bytes); returns the length written.
     pub fn encode_into(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
+        let (version, len) = match self.usage {
+            Some(_) => (RECEIPT_VERSION, RECEIPT_LEN),
+            None => (1, RECEIPT_V1_LEN),
+        };
         let mut w = Writer::new(out);
         w.bytes(&RECEIPT_MAGIC)?;
-        w.u16(RECEIPT_VERSION)?;
-        w.u16(RECEIPT_LEN as u16)?;
+        w.u16(version)?;
+        w.u16(len as u16)?;
         w.u32(0)?;
         w.bytes(&self.registration.0)?;
         w.bytes(&self.runtime.0)?;
@@ -223,13 +284,19 @@ impl Receipt {
         }
         let (tag, value) = self.status.to_wire();
         w.u8(tag)?;
-        w.u8(self.end.to_wire())?;
-        w.u16(0)?;
+        let (end, failure) = self.end.to_wire();
+        w.u8(end)?;
+        w.u16(failure)?;
         w.i32(value)?;
         w.i32(self.spawn_errno)?;
         w.u32(self.reaped)?;
         w.u64(self.workload_exited_at_ns)?;
         w.u64(self.written_at_ns)?;
+        if let Some(u) = self.usage {
+            w.u64(u.user_us)?;
+            w.u64(u.system_us)?;
+            w.u64(u.max_rss_kib)?;
+        }
         let crc = crc32(w.written());
         w.u32(crc)?;
         w.u32(0)?;
@@ -267,31 +334,39 @@ impl Receipt {
             });
         }
         let len = r.u16()? as usize;
-        if len != RECEIPT_LEN {
-            return Err(if len > RECEIPT_LEN {
-                DecodeError::Oversized {
-                    len,
-                    max: RECEIPT_LEN,
-                }
+        let expected = if version == 1 {
+            RECEIPT_V1_LEN
+        } else {
+            RECEIPT_LEN
+        };
+        if len != expected {
+            return Err(if len > expected {
+                DecodeError::Oversized { len, max: expected }
             } else {
                 DecodeError::InvalidField {
                     field: "receipt length",
                 }
             });
         }
-        if buf.len() < RECEIPT_LEN {
+        if buf.len() < expected {
             return Err(DecodeError::Truncated {
-                need: RECEIPT_LEN,
+                need: expected,
                 have: buf.len(),
             });
         }
+        if buf.len() > expected {
+            return Err(DecodeError::TrailingBytes {
+                extra: buf.len() - expected,
+            });
+        }
+        let crc_at = expected - 8;
         let stored = u32::from_le_bytes([
-            buf[CRC_AT],
-            buf[CRC_AT + 1],
-            buf[CRC_AT + 2],
-            buf[CRC_AT + 3],
+            buf[crc_at],
+            buf[crc_at + 1],
+            buf[crc_at + 2],
+            buf[crc_at + 3],
         ]);
-        let computed = crc32(&buf[..CRC_AT]);
+        let computed = crc32(&buf[..crc_at]);
         if stored != computed {
             return Err(DecodeError::BadChecksum { stored, computed });
         }
@@ -312,17 +387,22 @@ impl Receipt {
             ino: r.u64()?,
         };
         let tag = r.u8()?;
-        let end = ScopeEnd::from_wire(r.u8()?)?;
-        if r.u16()? != 0 {
-            return Err(DecodeError::InvalidField {
-                field: "receipt reserved",
-            });
-        }
+        let end = r.u8()?;
+        let end = ScopeEnd::from_wire(end, r.u16()?)?;
         let status = WorkloadStatus::from_wire(tag, r.i32()?)?;
         let spawn_errno = r.i32()?;
         let reaped = r.u32()?;
         let workload_exited_at_ns = r.u64()?;
         let written_at_ns = r.u64()?;
+        let usage = if version >= 2 {
+            Some(TreeUsage {
+                user_us: r.u64()?,
+                system_us: r.u64()?,
+                max_rss_kib: r.u64()?,
+            })
+        } else {
+            None
+        };
         let _crc = r.u32()?;
         if r.u32()? != 0 {
             return Err(DecodeError::InvalidField {
@@ -348,6 +428,7 @@ impl Receipt {
             reaped,
             workload_exited_at_ns,
             written_at_ns,
+            usage,
         })
     }
 }
@@ -379,7 +460,32 @@ mod tests {
             reaped: 7,
             workload_exited_at_ns: 1_700_000_000_000_000_000,
             written_at_ns: 1_700_000_000_100_000_000,
+            usage: Some(TreeUsage {
+                user_us: 1_234_567,
+                system_us: 89_000,
+                max_rss_kib: 40_960,
+            }),
         }
+    }
+
+    #[test]
+    fn a_version_1_receipt_still_decodes_without_usage() {
+        let old = Receipt {
+            usage: None,
+            ..sample()
+        };
+        let bytes = old.encode();
+        assert_eq!(bytes.len(), RECEIPT_V1_LEN);
+        assert_eq!(&bytes[8..10], &1u16.to_le_bytes());
+        assert_eq!(Receipt::decode(&bytes), Ok(old));
+        assert!(is_unwritten(&[0u8; RECEIPT_V1_LEN]));
+        let new = sample().encode();
+        assert_eq!(new.len(), RECEIPT_LEN);
+        assert_eq!(Receipt::decode(&new), Ok(sample()));
+        // A version-1 header on a version-2 body (and the reverse) is refused.
+        let mut mixed = new;
+        mixed[8] = 1;
+        assert!(Receipt::decode(&mixed).is_err());
     }
 
     #[test]
@@ -395,6 +501,7 @@ mod tests {
                 ScopeEnd::Completed,
                 ScopeEnd::Aborted,
                 ScopeEnd::SpawnFailed,
+                ScopeEnd::GuardianError { code: 19 },
             ] {
                 let r = Receipt {
                     status,
@@ -421,10 +528,10 @@ mod tests {
         bad[0] = b'X';
         assert_eq!(Receipt::decode(&bad), Err(DecodeError::BadMagic));
         let mut bad = good;
-        bad[8] = 2;
+        bad[8] = 3;
         assert!(matches!(
             Receipt::decode(&bad),
-            Err(DecodeError::UnsupportedVersion { got: 2, max: 1 })
+            Err(DecodeError::UnsupportedVersion { got: 3, max: 2 })
         ));
         let mut bad = good;
         bad[10] = 0xff;

@@ -22,13 +22,18 @@ use refine_protocol::{Receipt, RegistrationId};
 use serde::Serialize;
 
 use super::docs::{
-    utc, CapacityDoc, GcDoc, LaunchedDoc, PsDoc, ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, State,
+    utc, CapacityDoc, GcDoc, HoldersDoc, LaunchedDoc, PsDoc, ReapDoc, ReceiptDoc,
+    ReceiptVerdictDoc, RecoverDoc, State,
 };
 use super::error::{CliError, ServiceError};
 use super::ops::{self, assess, list_views, out, print_json, show_doc};
 use super::{client, run, serve};
+use crate::assess::KERNEL_BOOT;
 use crate::capacity;
+use crate::holders::{self, Holder, Registrations, Target, Via};
+use crate::reap_checkout::{self, Why};
 use crate::registry::{self, RegistryError, Runtime};
+use crate::stall::{self, StallConfig};
 use crate::{forget, retention};
 
 /// Process supervision with kernel proof: launch commands through a subreaping guardian, see what
@@ -68,6 +73,12 @@ pub enum Command {
     Gc(GcArgs),
     /// Capacity admission figures: cores, memory, reservation, slots, live/unverified, free.
     Capacity(CapacityArgs),
+    /// Every process whose cwd, root, open or mapped files lie under PATH, with its owner; exit 1
+    /// when something holds PATH.
+    Holders(HoldersArgs),
+    /// End what works under a checkout and has no live owner (residue of exited workloads
+    /// through the shared stop, orphans); exit 1 when something stays.
+    Reap(ReapArgs),
 }
 
 #[derive(Debug, Args)]
@@ -140,6 +151,52 @@ pub struct ServeArgs {
     /// The maintenance loop forgets whole exited registrations older than this.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30d")]
     pub forget_after: Duration,
+    /// Stall watch: time between two samples of each live scope's tree CPU and output.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "60s")]
+    pub stall_period: Duration,
+    /// Stall watch: CPU threshold, percent of one core (calm is under half of it).
+    #[arg(long, value_name = "PERCENT", default_value_t = 75, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub stall_cpu: u32,
+    /// Stall watch: busy samples in a row without output before a scope is `stalled` (0: off).
+    #[arg(long, value_name = "N", default_value_t = stall::DEFAULT_STALLED_SAMPLES)]
+    pub stall_samples: u32,
+    /// Stall watch: samples without output before a live scope is `silent` (0: off).
+    #[arg(long, value_name = "M", default_value_t = stall::DEFAULT_SILENT_SAMPLES)]
+    pub silent_samples: u32,
+}
+
+impl ServeArgs {
+    /// The stall watch's settings.
+    pub fn stall(&self) -> StallConfig {
+        StallConfig {
+            period: self.stall_period,
+            threshold: f64::from(self.stall_cpu) / 100.0,
+            stalled_samples: self.stall_samples,
+            silent_samples: self.silent_samples,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct HoldersArgs {
+    /// A directory or file; it need not exist any more (a removed checkout is matched too).
+    pub path: PathBuf,
+    /// One JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReapArgs {
+    /// The checkout (a directory; it need not exist any more).
+    #[arg(long, value_name = "PATH")]
+    pub checkout: PathBuf,
+    /// Budget of each stop, for coordination and proof.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "2s")]
+    pub budget: Duration,
+    /// One JSON document.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -291,6 +348,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Run(args) => run(&home, port, args),
         Command::Serve(args) => {
+            let watch = args.stall().validate().map_err(CliError::Stall)?;
             serve::serve(
                 &home,
                 port,
@@ -299,6 +357,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
                     retain: args.retain,
                     forget_after: args.forget_after,
                 },
+                watch,
             )?;
             Ok(0)
         }
@@ -310,6 +369,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Recover(args) => recover(&home, port, args),
         Command::Gc(args) => gc(&home, port, args),
         Command::Capacity(args) => capacity_cmd(&home, port, args),
+        Command::Holders(args) => holders_cmd(&home, args),
+        Command::Reap(args) => reap(&home, port, args),
     }
 }
 
@@ -369,7 +430,7 @@ fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {
         table.push(vec![
             r.id.clone(),
             r.kind.clone(),
-            r.state.clone(),
+            state_text(r),
             status_text(r),
             r.pid.to_string(),
             utc(r.started_at_unix_ms),
@@ -381,6 +442,22 @@ fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {
     }
     write_table(&table)?;
     Ok(0)
+}
+
+/// The state, with the stall watch's open incidents (`live (stalled)`).
+fn state_text(r: &ScopeView) -> String {
+    let open: Vec<&str> = [
+        ("stalled", r.stalled.is_some()),
+        ("silent", r.silent.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, open)| open.then_some(name))
+    .collect();
+    if open.is_empty() {
+        r.state.clone()
+    } else {
+        format!("{} ({})", r.state, open.join(", "))
+    }
 }
 
 /// The workload's status, and the outcome when it is not a plain completion
@@ -414,6 +491,121 @@ fn stop(home: &Path, port: u16, args: IdArgs) -> Result<ExitCode, CliError> {
     let proven = doc.state == State::Exited;
     let failure = format!("stop of {id} not proven");
     print_verdict(&doc, args.json, proven, &failure, doc.reason.as_deref())
+}
+
+/// `holders PATH` (H1): exit 0 when nothing holds PATH, 1 when something does.
+fn holders_cmd(home: &Path, args: HoldersArgs) -> Result<ExitCode, CliError> {
+    let target = Target::resolve(&args.path)?;
+    let regs = Registrations::load(home, &KERNEL_BOOT);
+    let doc: HoldersDoc = holders::holders(&target, &regs)?;
+    if args.json {
+        print_json(&doc)?;
+    } else if doc.holders.is_empty() {
+        writeln!(out(), "nothing holds {}", doc.path.display()).map_err(CliError::Output)?;
+    } else {
+        holders_table(&doc.holders, None)?;
+    }
+    if !args.json && doc.unreadable > 0 {
+        writeln!(
+            out(),
+            "({} processes could not be read (permission denied): they may hold it too)",
+            doc.unreadable
+        )
+        .map_err(CliError::Output)?;
+    }
+    Ok(ExitCode::from(!doc.holders.is_empty()))
+}
+
+/// The holders table; `why` adds a column (the reason a holder was left by `reap`).
+fn holders_table(rows: &[Holder], why: Option<&[String]>) -> Result<(), CliError> {
+    let mut head = vec!["PID", "PROGRAM", "CPU", "AGE", "VIA", "OWNER", "PATH"];
+    if why.is_some() {
+        head.push("WHY");
+    }
+    let mut table = vec![head.into_iter().map(String::from).collect::<Vec<_>>()];
+    for (i, h) in rows.iter().enumerate() {
+        let owner = match &h.owner {
+            Some(o) => format!("{} ({})", o.id, o.state.name()),
+            None => "no owner".to_owned(),
+        };
+        let via = match h.via {
+            Via::Cwd => "cwd",
+            Via::Root => "root",
+            Via::OpenFile => "open file",
+            Via::MappedFile => "mapped file",
+        };
+        let mut row = vec![
+            h.witness.pid.to_string(),
+            h.program.clone(),
+            format!("{:.2}s", h.cpu_ms as f64 / 1000.0),
+            human_age(h.age_ms / 1000),
+            via.to_owned(),
+            owner,
+            h.path.clone(),
+        ];
+        if let Some(why) = why {
+            row.push(why.get(i).cloned().unwrap_or_default());
+        }
+        table.push(row);
+    }
+    write_table(&table)
+}
+
+/// `reap --checkout PATH` (H2): exit 0 only when nothing holds PATH afterwards.
+fn reap(home: &Path, port: u16, args: ReapArgs) -> Result<ExitCode, CliError> {
+    let rt = open_runtime(home, port)?;
+    let doc: ReapDoc =
+        reap_checkout::reap_checkout(home, rt.as_ref(), &args.checkout, args.budget, &KERNEL_BOOT)?;
+    let code = ExitCode::from(!doc.clean());
+    if args.json {
+        print_json(&doc)?;
+        return Ok(code);
+    }
+    let mut o = out();
+    if !doc.refused.is_empty() {
+        writeln!(
+            o,
+            "refused: a live workload works in {} (end it first); nothing was signalled",
+            doc.path.display()
+        )
+        .map_err(CliError::Output)?;
+        drop(o);
+        holders_table(&doc.refused, None)?;
+        return Ok(code);
+    }
+    for s in &doc.stopped {
+        let verdict = match (&s.outcome, s.receipt_verified, &s.error) {
+            (_, true, _) => "stopped, receipt verified".to_owned(),
+            (_, _, Some(e)) => format!("stop failed: {e}"),
+            (Some(outcome), false, None) => format!("{outcome:?}, no receipt").to_lowercase(),
+            (None, false, None) => "not stopped".to_owned(),
+        };
+        writeln!(o, "scope {}: {verdict}", s.id).map_err(CliError::Output)?;
+    }
+    writeln!(o, "orphans killed: {}", doc.killed.len()).map_err(CliError::Output)?;
+    if let Some(e) = &doc.error {
+        writeln!(o, "kill failed: {e}").map_err(CliError::Output)?;
+    }
+    if doc.left.is_empty() {
+        writeln!(o, "nothing holds {} any more", doc.path.display()).map_err(CliError::Output)?;
+        return Ok(code);
+    }
+    writeln!(o, "still holding {}:", doc.path.display()).map_err(CliError::Output)?;
+    drop(o);
+    let why: Vec<String> = doc.left.iter().map(|l| why_text(&l.why)).collect();
+    let rows: Vec<Holder> = doc.left.into_iter().map(|l| l.holder).collect();
+    holders_table(&rows, Some(&why))?;
+    Ok(code)
+}
+
+fn why_text(why: &Why) -> String {
+    match why {
+        Why::LiveWorkload => "its workload is live".to_owned(),
+        Why::ResidueSurvived => "its scope's stop did not end it".to_owned(),
+        Why::NotOrphan { ppid, parent } => format!("not an orphan (parent {ppid} {parent})"),
+        Why::GuardianBelow => "a live scope's guardian is below it".to_owned(),
+        Why::Survived => "survived SIGKILL within the budget".to_owned(),
+    }
 }
 
 /// A document as JSON (`--json`) or as indented `key: value` lines.

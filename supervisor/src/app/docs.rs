@@ -1,6 +1,6 @@
 //! Every JSON document the application prints or serves, in one place: the contract of
 //! `run --json`, `ps --json`, `show --json`, `stop --json`, `recover --json`, `receipt --json`,
-//! `gc --json` and `capacity --json` (and the `show`/`stop` replies of the socket API, which carry
+//! `gc --json`, `capacity --json`, `holders --json` and `reap --json` (and the `show`/`stop` replies of the socket API, which carry
 //! the same documents). A key added, renamed or removed here is a change for every caller.
 //!
 //! The state a document reports is a [`State`], decided on as an enum and written as its
@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use refine_protocol::api::ScopeView;
+use refine_protocol::record::{StallIncident, StallRecord};
 use refine_protocol::{Receipt, Registration, WorkloadStatus};
 use serde::Serialize;
 
@@ -115,6 +116,8 @@ pub(crate) struct ReceiptDoc {
     pub reaped: u32,
     pub workload_exited_at_ns: u64,
     pub written_at_ns: u64,
+    /// The whole tree's CPU time and largest peak RSS (H4); `null` in a version-1 receipt.
+    pub usage: Option<refine_protocol::TreeUsage>,
 }
 
 /// A proof file's identity, with its path where the record names it.
@@ -140,11 +143,18 @@ impl ReceiptDoc {
                 ino: r.proof.ino,
             },
             status: StatusFields::of(Some(r.status)),
-            end: format!("{:?}", r.end).to_lowercase(),
+            end: match r.end {
+                refine_protocol::ScopeEnd::GuardianError { code } => format!(
+                    "guardian_error {code}: {}",
+                    refine_protocol::frame::guardian_failure(code)
+                ),
+                other => format!("{other:?}").to_lowercase(),
+            },
             spawn_errno: r.spawn_errno,
             reaped: r.reaped,
             workload_exited_at_ns: r.workload_exited_at_ns,
             written_at_ns: r.written_at_ns,
+            usage: r.usage,
         }
     }
 }
@@ -208,7 +218,50 @@ pub(crate) struct ShowDoc {
     pub result: Option<ResultDoc>,
     pub receipt: Option<ReceiptDoc>,
     pub artifacts: ArtifactsDoc,
+    /// The service's stall watch (H3), while an incident of this live scope is open.
+    pub watch: Option<WatchDoc>,
 }
+
+/// The stall watch's open incidents of a scope, as `show` prints them.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct WatchDoc {
+    pub sampled_at: String,
+    pub stalled: Option<IncidentDoc>,
+    pub silent: Option<IncidentDoc>,
+}
+
+/// One incident: since when, and its figures.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct IncidentDoc {
+    pub since: String,
+    /// Busy samples in a row (stalled) or samples without a write (silent).
+    pub samples: u32,
+    /// The tree's average CPU over the last samples, percent of one core.
+    pub cpu_percent: f64,
+    pub last_write: String,
+}
+
+impl WatchDoc {
+    pub(crate) fn of(r: &StallRecord) -> WatchDoc {
+        let incident = |i: &StallIncident| IncidentDoc {
+            since: utc(i.since_unix_ms),
+            samples: i.samples,
+            cpu_percent: f64::from(i.cpu_permille) / 10.0,
+            last_write: utc(i.last_write_unix_ms),
+        };
+        WatchDoc {
+            sampled_at: utc(r.sampled_at_unix_ms),
+            stalled: r.stalled.as_ref().map(incident),
+            silent: r.silent.as_ref().map(incident),
+        }
+    }
+}
+
+/// `holders --json` (H1): the library's answer, as it is.
+pub(crate) type HoldersDoc = crate::holders::Holders;
+
+/// `reap --checkout --json` (H2): the library's answer, as it is.
+pub(crate) type ReapDoc = crate::reap_checkout::ReapReport;
 
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct AssessmentDoc {

@@ -47,6 +47,12 @@ pub enum CliError {
     Service(#[from] ServiceError),
     #[error("cannot write output")]
     Output(#[source] io::Error),
+    #[error(transparent)]
+    Holders(#[from] crate::holders::HoldersError),
+    #[error(transparent)]
+    Reap(#[from] crate::reap_checkout::ReapError),
+    #[error("invalid stall watch settings")]
+    Stall(#[source] crate::stall::StallConfigError),
     /// A verdict that is not an error of the tool but must exit non-zero (stop not proven,
     /// receipt not verified); the document was already printed.
     #[error("{0}")]

@@ -9,12 +9,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use refine_protocol::api::{LaunchAsk, ScopeView};
+use refine_protocol::record::StallRecord;
 use refine_protocol::{Kind, Receipt, Registration, RegistrationId, StopCause};
 
 use super::docs::{
     utc, ArtifactDoc, ArtifactsDoc, AssessmentDoc, GcDoc, ReceiptDoc, RecordDoc, RecoverAction,
     RecoverDoc, RecoverEntryDoc, ResultDoc, ShowDoc, State, StatusFields, StopDetail, StopDoc,
-    StopOutcomeDoc, StopTimingsDoc,
+    StopOutcomeDoc, StopTimingsDoc, WatchDoc,
 };
 use super::error::{CliError, ServiceError};
 use crate::capacity::{self, HostProbe, HostSample};
@@ -57,6 +58,7 @@ pub fn assess(rt: &Runtime, reg: &Registration) -> Assessed {
 
 /// One registration as `ps` shows it.
 fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
+    let watch = stall_record(rt, reg, a.state);
     // Display only; an unreadable result record shows as none.
     let result = rt.read_result(reg.id).ok().flatten();
     let reported = result.as_ref().map(|r| r.workload_status);
@@ -79,6 +81,9 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
         argv: reg.argv.clone(),
         stdout: reg.stdout_path.clone(),
         stderr: reg.stderr_path.clone(),
+        stalled: watch.as_ref().and_then(|w| w.stalled),
+        silent: watch.and_then(|w| w.silent),
+        usage: a.receipt.and_then(|r| r.usage),
     }
 }
 
@@ -102,6 +107,9 @@ fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeV
         argv: Vec::new(),
         stdout: rt.log_path(id, Stream::Stdout).display().to_string(),
         stderr: rt.log_path(id, Stream::Stderr).display().to_string(),
+        stalled: None,
+        silent: None,
+        usage: None,
     }
 }
 
@@ -134,6 +142,14 @@ pub fn list_views(rt: &Runtime, all: bool) -> Result<Vec<ScopeView>, RegistryErr
     Ok(rows)
 }
 
+/// The stall watch's status of a live scope (display only; an unreadable one shows as none).
+fn stall_record(rt: &Runtime, reg: &Registration, state: State) -> Option<StallRecord> {
+    if state != State::Live {
+        return None;
+    }
+    rt.read_stall(reg.id).ok().flatten()
+}
+
 /// The `show --json` document: record, receipt, assessment.
 pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
     let reg = rt.read_registration(id)?;
@@ -164,6 +180,7 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
             stdout: ArtifactDoc::of(Path::new(&reg.stdout_path)),
             stderr: ArtifactDoc::of(Path::new(&reg.stderr_path)),
         },
+        watch: stall_record(rt, &reg, a.state).map(|r| WatchDoc::of(&r)),
     })
 }
 
@@ -447,20 +464,27 @@ pub(crate) fn launch_request(spec: &LaunchAsk) -> Result<LaunchRequest, ServiceE
     Ok(req)
 }
 
-/// Capacity admission for `agent` launches (C1–C3): `Ok` when a slot is free now or frees up
-/// within the ask's `wait_for_slot`.
-pub(crate) fn admit(rt: &Runtime, spec: &LaunchAsk) -> Result<(), ServiceError> {
+/// Capacity admission for `agent` launches (C1–C4): `Ok` when a slot is free now or frees up
+/// within the ask's `wait_for_slot`, with the admission lock held: the caller keeps it until the
+/// launch's registration is durable (C4), so concurrent launches never overshoot the slots.
+pub(crate) fn admit(
+    rt: &Runtime,
+    spec: &LaunchAsk,
+) -> Result<Option<crate::fence::Fence>, ServiceError> {
     if spec.kind != Kind::Agent {
-        return Ok(());
+        return Ok(None);
     }
     let deadline = Instant::now() + spec.wait_for_slot.unwrap_or_default();
     let mut probe = probe();
     loop {
+        let lock =
+            capacity::admission_lock(rt).map_err(|e| ServiceError::Capacity(e.to_string()))?;
         let report = capacity_report(Some(rt), capacity::Policy::default(), &mut *probe)
             .map_err(|e| ServiceError::Capacity(e.to_string()))?;
         if report.free > 0 {
-            return Ok(());
+            return Ok(Some(lock));
         }
+        drop(lock);
         if Instant::now() >= deadline {
             return Err(ServiceError::NoCapacity {
                 slots: report.slots,

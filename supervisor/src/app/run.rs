@@ -65,7 +65,8 @@ fn forward_terminal(input: crate::launch::InputWriter) -> Result<(), CliError> {
 }
 
 pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, json_out: bool) -> Result<i32, CliError> {
-    admit(rt, &spec)?;
+    // C4: the admission lock is held from the check until the registration is durable.
+    let slot = admit(rt, &spec)?;
     let mut req = launch_request(&spec)?;
     if !json_out {
         req.on_output = Some(Box::new(|stream, bytes| {
@@ -88,6 +89,7 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, json_out: bool) -> Result<i32
     }
     let sup = Supervisor::new(rt.clone());
     let handle = sup.launch(req).map_err(ServiceError::Launch)?;
+    drop(slot);
     let _raw = if interactive {
         let raw =
             crate::pty::RawMode::enter(io::stdin().as_fd()).map_err(|e| ServiceError::Io {

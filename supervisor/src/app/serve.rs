@@ -34,6 +34,7 @@ use crate::fence;
 use crate::launch::Supervisor;
 use crate::open_index::{self, Settled};
 use crate::registry::{RegistryError, Runtime};
+use crate::stall::{self, sample::Watcher, StallConfig};
 use crate::{assess, forget, retention};
 
 /// What the maintenance loop's housekeeping keeps and forgets.
@@ -50,16 +51,16 @@ pub struct Housekeeping {
 /// state beyond the id.
 fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<RegistrationId, Response> {
     let rt = sup.runtime();
-    admit(rt, &spec).map_err(|e| match e {
+    let slot = admit(rt, &spec).map_err(|e| match e {
         ServiceError::NoCapacity { .. } => Response::err(ErrorKind::NoCapacity, e.to_string()),
         other => Response::err(ErrorKind::BadRequest, other.to_string()),
     })?;
-    let mut req =
+    let req =
         launch_request(&spec).map_err(|e| Response::err(ErrorKind::BadRequest, e.to_string()))?;
-    req.rlimits.extend(original_nofile());
     let handle = sup
         .launch(req)
         .map_err(|e| Response::err(ErrorKind::LaunchFailed, error_chain(&e)))?;
+    drop(slot);
     Ok(handle.id())
 }
 
@@ -82,6 +83,7 @@ pub fn serve(
     port: u16,
     maintenance_every: Duration,
     keep: Housekeeping,
+    watch: StallConfig,
 ) -> Result<(), ServiceError> {
     let rt = Runtime::open(home, port)?;
     let lock = rt.service_lock_path();
@@ -108,7 +110,7 @@ pub fn serve(
         Err(e) => tracing::error!(error = %error_chain(&e), "recovery at start failed"),
     }
 
-    raise_nofile();
+    crate::limits::raise_nofile_limit();
     let state = Arc::new(Service {
         sup: Supervisor::new(rt.clone()),
         rt,
@@ -121,43 +123,12 @@ pub fn serve(
         .enable_all()
         .build()
         .map_err(io_err("start the async runtime"))?;
-    let result = runtime.block_on(serve_async(state.clone(), maintenance_every, keep));
+    let result = runtime.block_on(serve_async(state.clone(), maintenance_every, keep, watch));
     // Guardians are not waited for: they outlive the service by design.
     runtime.shutdown_background();
     let _ = std::fs::remove_file(state.rt.socket_path());
     tracing::info!("service stopped");
     result
-}
-
-/// The soft `RLIMIT_NOFILE` this process started with, kept for workloads (G8).
-static ORIGINAL_NOFILE: std::sync::OnceLock<rustix::process::Rlimit> = std::sync::OnceLock::new();
-
-/// The service holds a few descriptors per launch (channel, capture pipes, control): raise the
-/// soft descriptor limit to the hard one. Workloads get the original back ([`original_nofile`]).
-fn raise_nofile() {
-    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-    let orig = getrlimit(Resource::Nofile);
-    let _ = ORIGINAL_NOFILE.set(orig);
-    if orig.current != orig.maximum {
-        let raised = Rlimit {
-            current: orig.maximum,
-            maximum: orig.maximum,
-        };
-        if let Err(e) = setrlimit(Resource::Nofile, raised) {
-            tracing::warn!(error = %e, "cannot raise the descriptor limit");
-        }
-    }
-}
-
-/// The original descriptor limit as a launch rlimit, when [`raise_nofile`] changed it.
-fn original_nofile() -> Option<refine_protocol::Rlimit> {
-    let orig = ORIGINAL_NOFILE.get()?;
-    let now = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-    (now.current != orig.current).then(|| refine_protocol::Rlimit {
-        resource: libc::RLIMIT_NOFILE,
-        soft: orig.current.unwrap_or(u64::MAX),
-        hard: orig.maximum.unwrap_or(u64::MAX),
-    })
 }
 
 fn init_tracing(rt: &Runtime) -> Result<(), ServiceError> {
@@ -200,6 +171,7 @@ async fn serve_async(
     state: Arc<Service>,
     every: Duration,
     keep: Housekeeping,
+    watch: StallConfig,
 ) -> Result<(), ServiceError> {
     use tokio::signal::unix::{signal, SignalKind};
     let listener = bind_socket(&state.rt.socket_path())?;
@@ -216,6 +188,32 @@ async fn serve_async(
                 tick.tick().await;
                 let st = state.clone();
                 let _ = tokio::task::spawn_blocking(move || maintenance(&st, keep)).await;
+            }
+        })
+    };
+
+    let stall = {
+        let rt = state.rt.clone();
+        tokio::spawn(async move {
+            let watcher = Arc::new(Mutex::new(Watcher::new(watch)));
+            let mut tick = tokio::time::interval(watch.period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let (rt, watcher) = (rt.clone(), watcher.clone());
+                let _ = tokio::task::spawn_blocking(move || {
+                    let Ok(mut w) = watcher.lock() else { return };
+                    let events = w.pass(
+                        &rt,
+                        &crate::assess::KERNEL_BOOT,
+                        stall::sample::boottime(),
+                        crate::deadline::unix_ms(),
+                    );
+                    for (id, event) in events {
+                        log_stall(id, &event);
+                    }
+                })
+                .await;
             }
         })
     };
@@ -238,7 +236,30 @@ async fn serve_async(
         }
     }
     maint.abort();
+    stall.abort();
     Ok(())
+}
+
+/// One line in the service log when a stall watch incident begins, and one when it clears.
+fn log_stall(id: RegistrationId, event: &stall::Event) {
+    match event {
+        stall::Event::Began(i) => tracing::warn!(
+            %id,
+            signal = stall::signal_name(i.signal),
+            samples = i.samples,
+            cpu_percent = f64::from(i.cpu_permille) / 10.0,
+            last_write = %super::docs::utc(i.last_write_unix_ms),
+            "stall watch: began"
+        ),
+        stall::Event::Ended { incident, reason } => tracing::info!(
+            %id,
+            signal = stall::signal_name(incident.signal),
+            since = %super::docs::utc(incident.since_unix_ms),
+            samples = incident.samples,
+            reason = stall::cleared_name(*reason),
+            "stall watch: cleared"
+        ),
+    }
 }
 
 async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io::Result<()> {

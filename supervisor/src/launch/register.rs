@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
-use refine_protocol::RegistrationId;
+use refine_protocol::{BootId, Hello, ProcessWitness, ProofIdentity, RegistrationId};
 
 use crate::guardian::{spawn, HandshakeError, LaunchConfig, OWNER_VAR};
 use crate::guardian::{GuardianLink, Stdio};
-use crate::registry::{Runtime, Stream};
+use crate::registry::{RegistryError, Runtime, Stream};
 use std::os::unix::ffi::OsStrExt;
 
 /// A launch for [`launch_registered`]: what the registration records, plus how to run it.
@@ -71,22 +71,10 @@ pub fn launch_registered(
             .unwrap_or_default(),
     };
     let proof_path = rt.proof_path(id);
-    let mut link = spawn(LaunchConfig {
-        registration: id,
-        runtime: rt.id(),
-        proof_path: proof_path.clone(),
-        argv: req.argv.clone(),
-        env,
-        cwd: req.cwd.clone(),
-        rlimits: req.limits.rlimits.clone(),
-        stdio: req.stdio,
-        new_session: req.new_session,
-        pdeath_signal: req.pdeath_signal,
-        start_timeout: req.start_timeout,
-        guardian_exe: req.guardian_exe,
-    })?;
-    let started_at_unix_ms = crate::deadline::unix_ms();
-    let registration = Registration {
+    // The record is built (and its size checked) before the guardian exists: a launch whose
+    // record could not be read back is refused before anything runs. The identities come later;
+    // the widest values stand in for them, so the real record is never larger.
+    let mut registration = Registration {
         id,
         runtime: rt.id(),
         kind: req.kind,
@@ -114,14 +102,55 @@ pub fn launch_registered(
         pty: req.pty,
         limits: req.limits,
         scope_policy: req.scope_policy,
-        started_at_unix_ms,
-        hello: *link.hello(),
+        started_at_unix_ms: u64::MAX,
+        hello: widest_hello(),
         proof_path: proof_path.to_string_lossy().into_owned(),
     };
+    if let Err(source) = registration.encode() {
+        return Err(HandshakeError::Registry(RegistryError::Refused {
+            what: "registration record",
+            source,
+        }));
+    }
+    let mut link = spawn(LaunchConfig {
+        registration: id,
+        runtime: rt.id(),
+        proof_path,
+        argv: req.argv,
+        env,
+        cwd: req.cwd,
+        rlimits: registration.limits.rlimits.clone(),
+        stdio: req.stdio,
+        new_session: req.new_session,
+        pdeath_signal: req.pdeath_signal,
+        start_timeout: req.start_timeout,
+        guardian_exe: req.guardian_exe,
+    })?;
+    registration.started_at_unix_ms = crate::deadline::unix_ms();
+    registration.hello = *link.hello();
     if let Err(e) = rt.write_registration(&registration) {
         let _ = link.abort();
         return Err(HandshakeError::Registry(e));
     }
     link.start()?;
     Ok((registration, link))
+}
+
+/// A guardian report whose every field takes its widest encoding.
+fn widest_hello() -> Hello {
+    let witness = ProcessWitness {
+        pid: u32::MAX,
+        start_time: u64::MAX,
+    };
+    Hello {
+        guardian: witness,
+        boot_id: BootId([0xff; 16]),
+        workload: witness,
+        workload_pgid: u32::MAX,
+        workload_sid: u32::MAX,
+        proof: ProofIdentity {
+            dev: u64::MAX,
+            ino: u64::MAX,
+        },
+    }
 }

@@ -4,12 +4,12 @@
 //! reported ready, then times `stop::stop` (no grace) until the guardian's receipt verified.
 //! Prints each phase's median and the total's median, min and max.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use refine_supervisor::registry::Runtime;
 use refine_supervisor::stop::{self, StopOptions, StopOutcome};
-use refine_tests::stopkit;
+use refine_tests::stopkit::{self, BenchArgs};
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -21,26 +21,19 @@ fn ms(d: Duration) -> String {
 }
 
 fn main() {
-    let mut iterations = 20;
-    let (mut sessions, mut groups, mut leaves) = (10u32, 3u32, 2u32);
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let v: u32 = args.next().and_then(|v| v.parse().ok()).expect("number");
-        match a.as_str() {
-            "--iterations" => iterations = v as usize,
-            "--sessions" => sessions = v,
-            "--groups" => groups = v,
-            "--leaves" => leaves = v,
-            other => panic!("unknown argument {other}"),
-        }
+    let BenchArgs {
+        iterations,
+        sessions,
+        groups,
+        leaves,
+    } = BenchArgs {
+        iterations: 20,
+        sessions: 10,
+        groups: 3,
+        leaves: 2,
     }
-    let exe = std::env::current_exe().expect("current_exe");
-    let tree_builder: PathBuf = exe.with_file_name("tree-builder");
-    assert!(
-        tree_builder.exists(),
-        "{} missing: build the test binaries",
-        tree_builder.display()
-    );
+    .parse();
+    let tree_builder = BenchArgs::tree_builder();
     let home = tempfile::tempdir().expect("tempdir");
     let rt = Runtime::open(home.path(), 7300).expect("runtime");
     let (s, g, l) = (sessions.to_string(), groups.to_string(), leaves.to_string());

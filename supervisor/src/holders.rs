@@ -1,0 +1,716 @@
+//! Who holds a path (SPEC H1): every process on the node whose working directory, root, open
+//! files or mapped files lie under a path — managed or not — and who owns it.
+//!
+//! One pass over `/proc`: for each process, `readlink` of `cwd` and `root`, of every entry of
+//! `fd/`, and the path column of `maps`, cheapest first, stopping at the first hit ([`Via`] says
+//! which). A directory or file
+//! that was removed is reported by the kernel as `"/path (deleted)"`: that suffix is stripped
+//! before comparing, so a removed checkout is still matched (the path need not exist).
+//!
+//! The owner of a holder is found from kernel evidence first: the nearest ancestor that is the
+//! guardian of a registration (any port under the home; the guardian is a subreaper, so its
+//! whole tree stays below it). Without one, the `REFINE_OWNER` marker in its environment names
+//! the registration (a witness only, S8/A7). Each owning registration is assessed once per call
+//! by the one assessment ([`crate::assess`]).
+//!
+//! A holder is *orphaned* ([`Adopter`]) when its parent is not a process that started it on
+//! purpose: pid 1, a parent outside our pid namespace (ppid 0), the init of a nested pid
+//! namespace, a well-known subreaper (systemd, tini, ...), or the guardian of a registration that
+//! is no longer live. `reap --checkout` ends only orphans and residue ([`crate::reap_checkout`]).
+//!
+//! # Caveats
+//! A snapshot: processes start, exit and change directory while it is taken; a pid is reported
+//! with its start time and every later action re-verifies it. Without privilege, the files of
+//! other users' processes cannot be read: they are counted in [`Holders::unreadable`], never
+//! guessed. Which parent is a subreaper cannot be read from `/proc`; besides pid 1 and namespace
+//! inits the list of adopters is by program name ([`SUBREAPERS`]).
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{self, Read};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use refine_protocol::record::Registration;
+use refine_protocol::{ProcessWitness, RegistrationId};
+use rustix::process::Pid;
+
+use crate::assess::{self, Assessment, BootSource};
+use crate::procfs::{self, ProcfsError, Stat};
+use crate::registry::Runtime;
+
+/// The suffix the kernel appends to the path of a removed file or directory.
+pub const DELETED: &[u8] = b" (deleted)";
+
+/// Programs whose children are adopted orphans, not processes they started on purpose: init
+/// systems and container inits that act as child subreapers.
+pub const SUBREAPERS: &[&str] = &[
+    "systemd",
+    "init",
+    "tini",
+    "tini-static",
+    "dumb-init",
+    "catatonit",
+    "s6-svscan",
+    "runit",
+    "conmon",
+    "containerd-shim-runc-v2",
+];
+
+/// An ancestry walk gives up after this many parents (a loop in a moving table).
+const MAX_DEPTH: usize = 4096;
+/// `maps` is read at most this far per process.
+const MAPS_MAX: u64 = 8 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HoldersError {
+    #[error("cannot resolve {}", .path.display())]
+    Resolve {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot read the process table")]
+    Procfs(#[from] ProcfsError),
+}
+
+/// The path asked about, absolute, with its existing part resolved (symlinks), so it compares
+/// with what the kernel reports.
+#[derive(Debug, Clone)]
+pub struct Target {
+    path: PathBuf,
+    exists: bool,
+}
+
+impl Target {
+    /// Resolves `path` (relative to the current directory). The deepest existing ancestor is
+    /// canonicalized and the rest appended as written, so a removed checkout still resolves.
+    pub fn resolve(path: &Path) -> Result<Target, HoldersError> {
+        let err = |source| HoldersError::Resolve {
+            path: path.to_owned(),
+            source,
+        };
+        let absolute = if path.is_absolute() {
+            path.to_owned()
+        } else {
+            std::env::current_dir().map_err(err)?.join(path)
+        };
+        let lexical = normalize(&absolute);
+        let exists = fs::symlink_metadata(&lexical).is_ok();
+        let mut base = lexical.clone();
+        let mut rest = Vec::new();
+        let resolved = loop {
+            match fs::canonicalize(&base) {
+                Ok(real) => break real,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    let Some(name) = base.file_name() else {
+                        return Err(err(e));
+                    };
+                    rest.push(name.to_owned());
+                    if !base.pop() {
+                        return Err(err(e));
+                    }
+                }
+                Err(e) => return Err(err(e)),
+            }
+        };
+        let path = rest.iter().rev().fold(resolved, |p, n| p.join(n));
+        Ok(Target { path, exists })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn exists(&self) -> bool {
+        self.exists
+    }
+
+    /// Whether a path the kernel reports (readlink of cwd/root/fd, a maps path) lies under the
+    /// target; `"X (deleted)"` is compared as `X`.
+    pub fn contains(&self, reported: &[u8]) -> bool {
+        let stripped = reported.strip_suffix(DELETED).unwrap_or(reported);
+        under(self.path.as_os_str().as_bytes(), stripped)
+            || under(self.path.as_os_str().as_bytes(), reported)
+    }
+}
+
+/// `/a/./b/../c` -> `/a/c`, without touching the file system.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+fn under(dir: &[u8], path: &[u8]) -> bool {
+    if dir == b"/" {
+        return path.first() == Some(&b'/');
+    }
+    path.strip_prefix(dir)
+        .is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
+}
+
+/// How a process holds the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Via {
+    Cwd,
+    Root,
+    OpenFile,
+    MappedFile,
+}
+
+/// How the owner was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnerLink {
+    /// The registration's guardian is an ancestor (or the process itself).
+    Guardian,
+    /// `REFINE_OWNER=<id>` in its environment.
+    Marker,
+}
+
+/// The owning registration's state: the assessment's answer, or `unknown` for a marker that
+/// names no registration under this home.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnerState {
+    Live,
+    Exited,
+    Unverified,
+    Unknown,
+}
+
+impl OwnerState {
+    fn of(a: &Assessment) -> OwnerState {
+        match a {
+            Assessment::Live => OwnerState::Live,
+            Assessment::Exited { .. } => OwnerState::Exited,
+            Assessment::Unverified { .. } => OwnerState::Unverified,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OwnerState::Live => "live",
+            OwnerState::Exited => "exited",
+            OwnerState::Unverified => "unverified",
+            OwnerState::Unknown => "unknown",
+        }
+    }
+}
+
+/// The registration a holder belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Owner {
+    #[serde(serialize_with = "as_text")]
+    pub id: RegistrationId,
+    /// The port whose `run/P` holds the record (`None` when unknown).
+    pub port: Option<u16>,
+    pub state: OwnerState,
+    pub found: OwnerLink,
+    /// Whether the registration's workload process itself is still running.
+    pub workload_alive: bool,
+}
+
+fn as_text<S: serde::Serializer>(id: &RegistrationId, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(id)
+}
+
+/// Why a holder counts as orphaned (adopted rather than started by its parent).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "adopter")]
+pub enum Adopter {
+    /// Parent pid 1.
+    Init,
+    /// Parent pid 0: the parent is outside this pid namespace.
+    OutsideNamespace,
+    /// The parent is the init of a nested pid namespace (its innermost pid is 1).
+    NamespaceInit { pid: i32 },
+    /// The parent is a known subreaper ([`SUBREAPERS`]) outside any scope.
+    Subreaper { pid: i32, program: String },
+    /// The parent is the guardian of a registration that is no longer live.
+    EndedGuardian {
+        #[serde(serialize_with = "as_text")]
+        id: RegistrationId,
+    },
+}
+
+/// One process that holds the path.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Holder {
+    #[serde(flatten)]
+    pub witness: ProcessWitness,
+    pub ppid: i32,
+    /// The file name of `/proc/PID/exe` (not `comm`, which a program sets for itself);
+    /// `[comm]` for a kernel thread.
+    pub program: String,
+    /// User + system CPU time, milliseconds.
+    pub cpu_ms: u64,
+    /// Time since the process started, milliseconds.
+    pub age_ms: u64,
+    /// How it holds the path: the first of cwd, root, an open file, a mapped file that does.
+    pub via: Via,
+    /// The first reported path under the target (lossy UTF-8, as the kernel shows it).
+    pub path: String,
+    pub owner: Option<Owner>,
+    pub orphaned: Option<Adopter>,
+}
+
+/// The answer for one path.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Holders {
+    pub path: PathBuf,
+    pub exists: bool,
+    pub holders: Vec<Holder>,
+    /// Processes looked at.
+    pub scanned: usize,
+    /// Processes whose files could not be read (permission): they may hold the path too.
+    pub unreadable: usize,
+    pub elapsed_ms: u64,
+}
+
+/// Every registration under a home, indexed by guardian and by id; each is assessed at most
+/// once per index (the assessment is recomputed by a new index).
+pub struct Registrations<'b> {
+    entries: Vec<Entry>,
+    by_guardian: HashMap<(u32, u64), usize>,
+    by_id: HashMap<RegistrationId, usize>,
+    boot: &'b dyn BootSource,
+}
+
+struct Entry {
+    runtime: Runtime,
+    reg: Registration,
+    assessment: std::cell::OnceCell<Assessment>,
+}
+
+impl<'b> Registrations<'b> {
+    /// Reads every record of every `run/P` under `home`. Unreadable or corrupt records are
+    /// skipped: they own nothing here (and `reap` never treats their processes as theirs).
+    pub fn load(home: &Path, boot: &'b dyn BootSource) -> Registrations<'b> {
+        let mut r = Registrations {
+            entries: Vec::new(),
+            by_guardian: HashMap::new(),
+            by_id: HashMap::new(),
+            boot,
+        };
+        let Ok(ports) = fs::read_dir(home.join("run")) else {
+            return r;
+        };
+        for port in ports.filter_map(|e| e.ok()) {
+            let Some(port) = port
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u16>().ok())
+            else {
+                continue;
+            };
+            let Ok(runtime) = Runtime::open_existing(home, port) else {
+                continue;
+            };
+            for id in runtime.list_ids().unwrap_or_default() {
+                let Ok(reg) = runtime.read_registration(id) else {
+                    continue;
+                };
+                let i = r.entries.len();
+                let g = reg.hello.guardian;
+                r.by_guardian.insert((g.pid, g.start_time), i);
+                r.by_id.insert(reg.id, i);
+                r.entries.push(Entry {
+                    runtime: runtime.clone(),
+                    reg,
+                    assessment: std::cell::OnceCell::new(),
+                });
+            }
+        }
+        r
+    }
+
+    /// The runtime and record of `id`, if it is registered under this home.
+    pub fn get(&self, id: RegistrationId) -> Option<(&Runtime, &Registration)> {
+        self.by_id
+            .get(&id)
+            .map(|&i| (&self.entries[i].runtime, &self.entries[i].reg))
+    }
+
+    /// The registration whose guardian is `w`.
+    pub fn guarded_by(&self, w: &ProcessWitness) -> Option<RegistrationId> {
+        self.by_guardian
+            .get(&(w.pid, w.start_time))
+            .map(|&i| self.entries[i].reg.id)
+    }
+
+    /// Every registered guardian witness.
+    pub fn guardians(&self) -> impl Iterator<Item = ProcessWitness> + '_ {
+        self.entries.iter().map(|e| e.reg.hello.guardian)
+    }
+
+    /// The assessment of `id` (computed on first use).
+    pub fn assessment(&self, id: RegistrationId) -> Option<&Assessment> {
+        let e = &self.entries[*self.by_id.get(&id)?];
+        Some(
+            e.assessment
+                .get_or_init(|| assess::assess(&e.runtime, &e.reg, self.boot)),
+        )
+    }
+
+    fn owner(&self, id: RegistrationId, found: OwnerLink) -> Owner {
+        let Some(&i) = self.by_id.get(&id) else {
+            return Owner {
+                id,
+                port: None,
+                state: OwnerState::Unknown,
+                found,
+                workload_alive: false,
+            };
+        };
+        let e = &self.entries[i];
+        let state = self
+            .assessment(id)
+            .map_or(OwnerState::Unknown, OwnerState::of);
+        let workload_alive = state == OwnerState::Live
+            && procfs::stat_of(&e.reg.hello.workload)
+                .ok()
+                .flatten()
+                .is_some_and(|s| !s.state.is_exited());
+        Owner {
+            id,
+            port: Some(e.runtime.port()),
+            state,
+            found,
+            workload_alive,
+        }
+    }
+}
+
+/// What one process's files say.
+enum Inspected {
+    Holds { via: Via, path: Vec<u8> },
+    Clear,
+    Gone,
+    Unreadable,
+}
+
+/// Threads that share the `/proc` pass. The scan is CPU-bound in the kernel (formatting `maps`,
+/// resolving links) and splits evenly; a few more threads than the two cores of a small node
+/// keep it fast when other work competes for them (measured: `scripts/bench-holders`).
+const SCAN_THREADS: usize = 4;
+
+/// Lists every process under `target`, with owners from `regs`.
+pub fn holders(target: &Target, regs: &Registrations<'_>) -> Result<Holders, HoldersError> {
+    let start = Instant::now();
+    let me = rustix::process::getpid();
+    let hz = procfs::ticks_per_second();
+    let uptime = procfs::uptime()?;
+    let pids: Vec<Pid> = procfs::all_pids()?
+        .into_iter()
+        .filter(|&p| p != me)
+        .collect();
+    let chunk = pids.len().div_ceil(SCAN_THREADS).max(1);
+    let found: Vec<(Pid, Inspected)> = std::thread::scope(|s| {
+        let workers: Vec<_> = pids
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    let mut maps = Vec::with_capacity(16 * 1024);
+                    part.iter()
+                        .map(|&pid| (pid, inspect(pid, target, &mut maps)))
+                        .filter(|(_, i)| !matches!(i, Inspected::Clear | Inspected::Gone))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
+    let mut out = Holders {
+        path: target.path.clone(),
+        exists: target.exists,
+        holders: Vec::new(),
+        scanned: pids.len(),
+        unreadable: 0,
+        elapsed_ms: 0,
+    };
+    let mut ancestry = Ancestry::default();
+    for (pid, inspected) in found {
+        let (via, path) = match inspected {
+            Inspected::Holds { via, path } => (via, path),
+            Inspected::Clear | Inspected::Gone => continue,
+            Inspected::Unreadable => {
+                out.unreadable += 1;
+                continue;
+            }
+        };
+        let (stat, cpu) = match procfs::stat_cpu(pid) {
+            Ok(s) => s,
+            Err(e) if e.is_vanished() => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let started = Duration::from_millis(stat.start_time.saturating_mul(1000) / hz);
+        let owner = ancestry.owner(&stat, regs).or_else(|| {
+            procfs::owner_marker(pid)
+                .ok()
+                .flatten()
+                .map(|id| regs.owner(id, OwnerLink::Marker))
+        });
+        let orphaned = ancestry.adopter(&stat, regs);
+        out.holders.push(Holder {
+            witness: stat.witness(),
+            ppid: stat.ppid,
+            program: program(pid),
+            cpu_ms: cpu.own().saturating_mul(1000) / hz,
+            age_ms: uptime.saturating_sub(started).as_millis() as u64,
+            via,
+            path: String::from_utf8_lossy(&path).into_owned(),
+            owner,
+            orphaned,
+        });
+    }
+    out.holders.sort_by_key(|h| h.witness.pid);
+    out.elapsed_ms = start.elapsed().as_millis() as u64;
+    Ok(out)
+}
+
+fn proc_file(pid: Pid, leaf: &str) -> PathBuf {
+    PathBuf::from(format!("/proc/{}/{leaf}", pid.as_raw_nonzero()))
+}
+
+/// Reads cwd, root, fd/ and maps of `pid` against the target, in that order (cheapest first),
+/// up to the first hit.
+fn inspect(pid: Pid, target: &Target, maps: &mut Vec<u8>) -> Inspected {
+    let mut denied = false;
+    for (leaf, via) in [("cwd", Via::Cwd), ("root", Via::Root)] {
+        match fs::read_link(proc_file(pid, leaf)) {
+            Ok(p) if target.contains(p.as_os_str().as_bytes()) => {
+                let path = p.into_os_string().into_vec();
+                return Inspected::Holds { via, path };
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => denied = true,
+            Err(e) if gone(&e) && leaf == "cwd" && !proc_file(pid, "").exists() => {
+                return Inspected::Gone
+            }
+            Err(_) => {}
+        }
+    }
+    match fs::read_dir(proc_file(pid, "fd")) {
+        Ok(entries) => {
+            for entry in entries.filter_map(|e| e.ok()) {
+                if let Ok(p) = fs::read_link(entry.path()) {
+                    let bytes = p.as_os_str().as_bytes();
+                    if bytes.first() == Some(&b'/') && target.contains(bytes) {
+                        let path = p.into_os_string().into_vec();
+                        return Inspected::Holds {
+                            via: Via::OpenFile,
+                            path,
+                        };
+                    }
+                }
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => denied = true,
+        Err(_) => {}
+    }
+    maps.clear();
+    match fs::File::open(proc_file(pid, "maps")).and_then(|f| f.take(MAPS_MAX).read_to_end(maps)) {
+        Ok(_) => {
+            for line in maps.split(|&b| b == b'\n') {
+                // The path is the last column and the only one that contains '/'.
+                let Some(at) = line.iter().position(|&b| b == b'/') else {
+                    continue;
+                };
+                if target.contains(&line[at..]) {
+                    return Inspected::Holds {
+                        via: Via::MappedFile,
+                        path: line[at..].to_vec(),
+                    };
+                }
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => denied = true,
+        Err(_) => {}
+    }
+    if denied {
+        Inspected::Unreadable
+    } else {
+        Inspected::Clear
+    }
+}
+
+fn gone(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
+}
+
+/// The file name of `/proc/PID/exe` (without the kernel's " (deleted)"), or `[comm]` when the
+/// process has no executable (a kernel thread) or it cannot be read.
+pub fn program(pid: Pid) -> String {
+    match fs::read_link(proc_file(pid, "exe")) {
+        Ok(p) => {
+            let bytes = p.as_os_str().as_bytes();
+            let bytes = bytes.strip_suffix(DELETED).unwrap_or(bytes);
+            let name = bytes.rsplit(|&b| b == b'/').next().unwrap_or(bytes);
+            String::from_utf8_lossy(name).into_owned()
+        }
+        Err(_) => {
+            let comm = fs::read_to_string(proc_file(pid, "comm")).unwrap_or_default();
+            format!("[{}]", comm.trim_end())
+        }
+    }
+}
+
+/// Ancestry walks with memos (many holders share parents and owners).
+#[derive(Default)]
+struct Ancestry {
+    /// pid -> (start time, the registration whose guardian is this process or an ancestor).
+    memo: HashMap<i32, (u64, Option<RegistrationId>)>,
+    /// ppid -> why its children count as orphaned.
+    adopters: HashMap<i32, Option<Adopter>>,
+    owners: HashMap<RegistrationId, Owner>,
+}
+
+impl Ancestry {
+    /// The registration whose guardian is `s` or its nearest guardian ancestor.
+    fn owner(&mut self, s: &Stat, regs: &Registrations<'_>) -> Option<Owner> {
+        let id = self.guardian_of(s, regs)?;
+        Some(
+            *self
+                .owners
+                .entry(id)
+                .or_insert_with(|| regs.owner(id, OwnerLink::Guardian)),
+        )
+    }
+
+    fn adopter(&mut self, s: &Stat, regs: &Registrations<'_>) -> Option<Adopter> {
+        self.adopters
+            .entry(s.ppid)
+            .or_insert_with(|| adopter(s, regs))
+            .clone()
+    }
+
+    fn guardian_of(&mut self, s: &Stat, regs: &Registrations<'_>) -> Option<RegistrationId> {
+        let mut chain: Vec<(i32, u64)> = Vec::new();
+        let mut cur = *s;
+        let found = loop {
+            let pid = cur.pid.as_raw_nonzero().get();
+            if let Some(&(start, found)) = self.memo.get(&pid) {
+                if start == cur.start_time {
+                    break found;
+                }
+            }
+            chain.push((pid, cur.start_time));
+            if let Some(id) = regs.guarded_by(&cur.witness()) {
+                break Some(id);
+            }
+            if cur.ppid <= 1 || chain.len() > MAX_DEPTH {
+                break None;
+            }
+            match Pid::from_raw(cur.ppid).map(procfs::stat) {
+                Some(Ok(p)) => cur = p,
+                _ => break None,
+            }
+        };
+        for (pid, start) in chain {
+            self.memo.insert(pid, (start, found));
+        }
+        found
+    }
+}
+
+/// Why `s` counts as orphaned, if it does.
+fn adopter(s: &Stat, regs: &Registrations<'_>) -> Option<Adopter> {
+    match s.ppid {
+        0 => return Some(Adopter::OutsideNamespace),
+        1 => return Some(Adopter::Init),
+        _ => {}
+    }
+    let ppid = Pid::from_raw(s.ppid)?;
+    let parent = procfs::stat(ppid).ok()?;
+    if let Some(id) = regs.guarded_by(&parent.witness()) {
+        let live = regs.assessment(id).is_some_and(Assessment::is_live);
+        return (!live).then_some(Adopter::EndedGuardian { id });
+    }
+    if namespace_init(ppid) {
+        return Some(Adopter::NamespaceInit { pid: s.ppid });
+    }
+    let name = program(ppid);
+    SUBREAPERS
+        .contains(&name.as_str())
+        .then_some(Adopter::Subreaper {
+            pid: s.ppid,
+            program: name,
+        })
+}
+
+/// Whether `pid` is the init of a pid namespace: the last `NSpid` entry is 1.
+fn namespace_init(pid: Pid) -> bool {
+    let Ok(status) = fs::read_to_string(proc_file(pid, "status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .and_then(|l| l.split_ascii_whitespace().last())
+        == Some("1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(p: &str) -> Target {
+        Target {
+            path: PathBuf::from(p),
+            exists: false,
+        }
+    }
+
+    #[test]
+    fn under_the_target_and_deleted_paths() {
+        let t = target("/w/ck");
+        assert!(t.contains(b"/w/ck"));
+        assert!(t.contains(b"/w/ck/src/a.rs"));
+        assert!(t.contains(b"/w/ck (deleted)"));
+        assert!(t.contains(b"/w/ck/sub (deleted)"));
+        assert!(!t.contains(b"/w/ck2"));
+        assert!(!t.contains(b"/w/ck2 (deleted)"));
+        assert!(!t.contains(b"/w"));
+        assert!(!t.contains(b"socket:[1234]"));
+        assert!(target("/").contains(b"/anything"));
+    }
+
+    #[test]
+    fn a_removed_path_resolves_through_its_existing_ancestor() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = fs::canonicalize(dir.path()).unwrap();
+        let gone = dir.path().join("a/./b/../c");
+        let t = Target::resolve(&gone).unwrap();
+        assert!(!t.exists());
+        assert_eq!(t.path(), real.join("a/c"));
+        let here = Target::resolve(dir.path()).unwrap();
+        assert!(here.exists());
+        assert_eq!(here.path(), real);
+    }
+
+    #[test]
+    fn this_process_holds_its_own_executable_but_is_left_out() {
+        let regs = Registrations::load(Path::new("/nonexistent"), &assess::KERNEL_BOOT);
+        let exe = std::env::current_exe().unwrap();
+        let t = Target::resolve(&exe).unwrap();
+        let found = holders(&t, &regs).unwrap();
+        let me = std::process::id();
+        assert!(found.holders.iter().all(|h| h.witness.pid != me));
+        assert!(found.scanned > 0);
+    }
+}

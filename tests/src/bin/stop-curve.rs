@@ -1,0 +1,154 @@
+//! `stop-curve [--iterations N]`: the stop's size curve (issue 9). For trees of 1, 10, 100, 1,000
+//! and 2,000 processes below the workload, the median time of `stop::stop` from the call to the
+//! verified receipt, beside the median time the kernel needs to empty the same tree from a
+//! cgroup v2 through `cgroup.kill` until `cgroup.events` says `populated 0`. The cgroup column is
+//! skipped, with the reason, where no writable cgroup2 hierarchy is mounted.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use refine_supervisor::registry::Runtime;
+use refine_supervisor::stop::{self, StopOptions, StopOutcome};
+use refine_tests::stopkit;
+
+/// (processes, sessions, groups, leaves): nodes = sessions * (1 + groups * (1 + leaves)).
+const SIZES: [(u32, u32, u32, u32); 5] = [
+    (1, 1, 0, 0),
+    (10, 1, 1, 8),
+    (100, 10, 3, 2),
+    (1000, 10, 9, 10),
+    (2000, 20, 9, 10),
+];
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1000.0)
+}
+
+/// A writable cgroup2 mount (from /proc/self/mountinfo), or why there is none.
+fn cgroup2_root() -> Result<PathBuf, String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+    for line in info.lines() {
+        let Some((pre, post)) = line.split_once(" - ") else {
+            continue;
+        };
+        if post.split_whitespace().next() != Some("cgroup2") {
+            continue;
+        }
+        let Some(mount) = pre.split_whitespace().nth(4) else {
+            continue;
+        };
+        let probe = Path::new(mount).join(format!("refine-curve-{}", std::process::id()));
+        match std::fs::create_dir(&probe) {
+            Ok(()) if probe.join("cgroup.kill").exists() => return Ok(probe),
+            Ok(()) => {
+                let _ = std::fs::remove_dir(&probe);
+                return Err(format!("{mount} has no cgroup.kill (kernel < 5.14)"));
+            }
+            Err(e) => return Err(format!("{mount} is not writable: {e}")),
+        }
+    }
+    Err("no cgroup2 hierarchy is mounted".into())
+}
+
+/// Builds the tree inside `cg`, waits until it is up, then times cgroup.kill to `populated 0`.
+fn cgroup_kill(cg: &Path, tree_builder: &Path, args: &[String], nodes: u32) -> Duration {
+    let script = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", cg.display());
+    let mut child = Command::new("sh")
+        .args(["-c", &script, "sh"])
+        .arg(tree_builder)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn tree in cgroup");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            lines.read_line(&mut line).expect("read") > 0,
+            "tree ended early"
+        );
+        if line.trim() == format!("ready {nodes}") {
+            break;
+        }
+    }
+    let events = cg.join("cgroup.events");
+    let start = Instant::now();
+    std::fs::write(cg.join("cgroup.kill"), "1").expect("cgroup.kill");
+    while !std::fs::read_to_string(&events)
+        .expect("cgroup.events")
+        .lines()
+        .any(|l| l == "populated 0")
+    {
+        std::hint::spin_loop();
+    }
+    let took = start.elapsed();
+    let _ = child.wait();
+    took
+}
+
+fn main() {
+    let mut iterations = 5usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--iterations" => iterations = args.next().and_then(|v| v.parse().ok()).expect("N"),
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    let tree_builder = std::env::current_exe()
+        .expect("current_exe")
+        .with_file_name("tree-builder");
+    let home = tempfile::tempdir().expect("tempdir");
+    let rt = Runtime::open(home.path(), 7301).expect("runtime");
+    let cg = cgroup2_root();
+    if let Err(why) = &cg {
+        println!("cgroup.kill column skipped: {why}");
+    }
+    println!("processes  stop median ms  cgroup.kill median ms  ratio   (median of {iterations})");
+    for (nodes, s, g, l) in SIZES {
+        let tree: Vec<String> = ["--sessions", &s.to_string(), "--groups", &g.to_string()]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(["--leaves".to_owned(), l.to_string()])
+            .collect();
+        let tree_refs: Vec<&str> = tree.iter().map(String::as_str).collect();
+        let mut stops = Vec::new();
+        let mut kills = Vec::new();
+        for _ in 0..iterations {
+            let mut scope = stopkit::launch_guardian(&rt, &tree_builder, &tree_refs);
+            assert_eq!(scope.wait_ready(), nodes);
+            let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
+            assert_eq!(report.outcome, StopOutcome::Stopped);
+            scope.reap();
+            stops.push(report.timings.total);
+            if let Ok(cg) = &cg {
+                kills.push(cgroup_kill(cg, &tree_builder, &tree, nodes));
+            }
+        }
+        let stop_ms = median(stops);
+        match kills.is_empty() {
+            true => println!("{nodes:>9}  {:>14}  {:>21}", ms(stop_ms), "-"),
+            false => {
+                let kill = median(kills);
+                println!(
+                    "{nodes:>9}  {:>14}  {:>21}  {:.2}x",
+                    ms(stop_ms),
+                    ms(kill),
+                    stop_ms.as_secs_f64() / kill.as_secs_f64().max(1e-9)
+                );
+            }
+        }
+    }
+    if let Ok(cg) = &cg {
+        let _ = std::fs::remove_dir(cg);
+    }
+}

@@ -1,0 +1,507 @@
+//! Hygiene watches (SPEC H1–H3, issue 13): who holds a checkout, reap by checkout, the stall
+//! watch — with real processes, managed and not.
+//!
+//! Every process a test starts holds a directory of the test's own tempdir, so nothing outside
+//! the test is ever a holder it acts on; processes are ended by witness (pidfd + start time).
+
+mod cli_support;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use cli_support::*;
+use refine_tests::wait_until;
+use serde_json::Value;
+
+/// `holders PATH --json`: the exit code and the document.
+fn holders(home: &Home, dir: &Path) -> (i32, Value) {
+    let args = ["holders", dir.to_str().expect("utf-8 path"), "--json"];
+    let out = home.cli(&args);
+    let code = out.status.code().expect("exit code");
+    assert!(code == 0 || code == 1, "{}", describe(&args, &out));
+    (code, parse(&args, &out))
+}
+
+/// `reap --checkout PATH --json`: the exit code and the document.
+fn reap(home: &Home, dir: &Path) -> (i32, Value) {
+    let args = [
+        "reap",
+        "--checkout",
+        dir.to_str().expect("utf-8 path"),
+        "--json",
+    ];
+    let out = home.cli(&args);
+    let code = out.status.code().expect("exit code");
+    assert!(code == 0 || code == 1, "{}", describe(&args, &out));
+    (code, parse(&args, &out))
+}
+
+/// The holder row of `pid`, if listed.
+fn row(doc: &Value, pid: u32) -> Option<Value> {
+    doc["holders"]
+        .as_array()
+        .expect("holders array")
+        .iter()
+        .find(|h| h["pid"] == pid)
+        .cloned()
+}
+
+/// Start time (stat field 22) of a live pid.
+fn start_time(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let close = stat.rfind(')').expect("stat");
+    stat[close + 1..]
+        .split_ascii_whitespace()
+        .nth(19)
+        .and_then(|s| s.parse().ok())
+        .expect("start time")
+}
+
+/// A `sleep` started by the test with its cwd in `dir` (a child of the harness: not orphaned).
+fn sleeper_in(dir: &Path) -> Child {
+    Command::new("sleep")
+        .arg("1000")
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn sleep")
+}
+
+fn end(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Starts `sh -c SCRIPT` that backgrounds a detached process and prints its pid, then exits:
+/// the process is orphaned (reparented to the nearest subreaper, or init).
+fn orphan(script: &str) -> (u32, u64) {
+    let out = Command::new("sh")
+        .args(["-c", script])
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("sh");
+    assert!(out.status.success());
+    let pid: u32 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("pid");
+    (pid, start_time(pid))
+}
+
+fn gone(pid: u32, start: u64) -> bool {
+    !alive(u64::from(pid), start)
+}
+
+#[test]
+fn a_process_outside_any_scope_with_its_cwd_in_a_dir() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let other = tempfile::tempdir().expect("tempdir");
+    let (code, doc) = holders(&home, dir.path());
+    assert_eq!(code, 0, "nothing holds a fresh dir: {doc}");
+    let inside = sleeper_in(dir.path());
+    let outside = sleeper_in(other.path());
+    let (code, doc) = holders(&home, dir.path());
+    assert_eq!(code, 1, "{doc}");
+    let h = row(&doc, inside.id()).unwrap_or_else(|| panic!("sleep not listed: {doc}"));
+    assert_eq!(h["program"], "sleep");
+    assert_eq!(h["via"], "cwd");
+    assert_eq!(h["owner"], Value::Null, "{h}");
+    assert!(h["age_ms"].as_u64().is_some() && h["cpu_ms"].as_u64().is_some());
+    assert!(row(&doc, outside.id()).is_none(), "negative control: {doc}");
+    // The table says "no owner".
+    let table = home.cli(&["holders", dir.path().to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains(&inside.id().to_string()) && l.contains("no owner")),
+        "{text}"
+    );
+    end(inside);
+    end(outside);
+    assert_eq!(holders(&home, dir.path()).0, 0);
+}
+
+#[test]
+fn a_managed_descendant_holding_an_open_file() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let held = dir.path().join("held");
+    let script = format!(
+        "sleep 1000 3>'{}' </dev/null >/dev/null 2>&1 & echo $! > '{}.pid'",
+        held.display(),
+        held.display()
+    );
+    let (_launcher, id) = launch(&home, "leave", &["sh", "-c", &script]);
+    let pid_file = dir.path().join("held.pid");
+    assert!(wait_until(DEADLINE, || std::fs::read_to_string(&pid_file)
+        .is_ok_and(|s| s.ends_with('\n'))));
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut doc = Value::Null;
+    assert!(
+        wait_until(DEADLINE, || {
+            doc = holders(&home, dir.path()).1;
+            row(&doc, pid)
+                .is_some_and(|h| h["via"] == "open_file" && h["owner"]["workload_alive"] == false)
+        }),
+        "the sleep holding {} is not listed: {doc}",
+        held.display()
+    );
+    let h = row(&doc, pid).unwrap();
+    assert_eq!(h["program"], "sleep");
+    assert_eq!(h["owner"]["id"], id.as_str(), "{h}");
+    assert_eq!(h["owner"]["state"], "live");
+    assert_eq!(h["owner"]["found"], "guardian");
+    assert_eq!(h["owner"]["workload_alive"], false, "the sh exited: {h}");
+    assert!(h["path"].as_str().unwrap().ends_with("/held"), "{h}");
+    let out = home.cli(&["stop", &id]);
+    assert!(out.status.success(), "{}", describe(&["stop"], &out));
+}
+
+#[test]
+fn a_process_whose_cwd_was_deleted() {
+    let home = Home::new();
+    let parent = tempfile::tempdir().expect("tempdir");
+    let checkout = parent.path().join("checkout");
+    std::fs::create_dir_all(checkout.join("sub")).unwrap();
+    let child = sleeper_in(&checkout.join("sub"));
+    std::fs::remove_dir_all(&checkout).unwrap();
+    assert!(!checkout.exists());
+    let (code, doc) = holders(&home, &checkout);
+    assert_eq!(code, 1, "{doc}");
+    assert_eq!(doc["exists"], false);
+    let h = row(&doc, child.id()).unwrap_or_else(|| panic!("not listed: {doc}"));
+    assert!(
+        h["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("/checkout/sub (deleted)"),
+        "{h}"
+    );
+    // A sibling that merely shares the prefix is not under it.
+    let (code, doc) = holders(&home, &parent.path().join("check"));
+    assert!(row(&doc, child.id()).is_none(), "{doc}");
+    assert_eq!(code, 0);
+    end(child);
+}
+
+#[test]
+fn reap_ends_residue_and_orphans_and_refuses_while_a_workload_works_there() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().display().to_string();
+
+    // A live workload works there: refused, nothing signalled.
+    let (_launcher, live) = launch(
+        &home,
+        "leave",
+        &["sh", "-c", &format!("cd '{d}' && exec sleep 1000")],
+    );
+    let [_, workload] = witnesses(&home, &live);
+    assert!(wait_until(DEADLINE, || holders(&home, dir.path()).1
+        ["holders"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty())));
+    let (code, doc) = reap(&home, dir.path());
+    assert_eq!(code, 1, "{doc}");
+    let refused = doc["refused"].as_array().expect("refused");
+    assert!(
+        refused.iter().any(|h| h["owner"]["id"] == live.as_str()),
+        "{doc}"
+    );
+    assert!(alive(workload.0, workload.1), "a refusal signals nothing");
+    assert!(doc["killed"].as_array().unwrap().is_empty());
+    let out = home.cli(&["stop", &live]);
+    assert!(out.status.success(), "{}", describe(&["stop"], &out));
+
+    // Residue: the workload exited, its background sleep works there.
+    let (_launcher, residue) = launch(
+        &home,
+        "leave",
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "cd '{d}'; sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > '{d}/residue.pid'"
+            ),
+        ],
+    );
+    let pid_file = dir.path().join("residue.pid");
+    assert!(wait_until(DEADLINE, || std::fs::read_to_string(&pid_file)
+        .is_ok_and(|s| s.ends_with('\n'))));
+    let [_, residue_workload] = witnesses(&home, &residue);
+    assert!(wait_until(DEADLINE, || !alive(
+        residue_workload.0,
+        residue_workload.1
+    )));
+    let rpid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let rstart = start_time(rpid);
+
+    // Orphans: detached from a shell that exited, their cwd there; one outside it stays.
+    let (o1, o1s) = orphan(&format!(
+        "cd '{d}'; setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $!"
+    ));
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let (o2, o2s) = orphan(&format!(
+        "cd '{}'; setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $!",
+        elsewhere.path().display()
+    ));
+    // And a process a live parent started there: not an orphan, never signalled.
+    let kept = sleeper_in(dir.path());
+
+    let (code, doc) = reap(&home, dir.path());
+    assert_eq!(code, 1, "the harness's own sleep stays: {doc}");
+    assert!(doc["refused"].as_array().unwrap().is_empty(), "{doc}");
+    let stopped = doc["stopped"].as_array().unwrap();
+    assert!(
+        stopped
+            .iter()
+            .any(|s| s["id"] == residue.as_str() && s["receipt_verified"] == true),
+        "{doc}"
+    );
+    assert!(
+        doc["killed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["pid"] == o1),
+        "{doc}"
+    );
+    let left = doc["left"].as_array().unwrap();
+    assert_eq!(left.len(), 1, "{doc}");
+    assert_eq!(left[0]["pid"], kept.id());
+    assert_eq!(left[0]["reason"], "not_orphan");
+    assert!(wait_until(DEADLINE, || gone(rpid, rstart) && gone(o1, o1s)));
+    assert!(!gone(o2, o2s), "an orphan elsewhere is not touched");
+    // The residue's receipt verifies.
+    let out = home.cli(&["receipt", &residue]);
+    assert!(out.status.success(), "{}", describe(&["receipt"], &out));
+    assert_eq!(home.state(&residue), "exited");
+
+    end(kept);
+    // `/` is not a checkout: every daemon init adopted works there.
+    let args = ["reap", "--checkout", "/"];
+    let err = assert_one_line_error(&args, &home.cli(&args));
+    assert!(err.contains("refusing"), "{err}");
+    let (code, doc) = reap(&home, dir.path());
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(holders(&home, dir.path()).0, 0);
+    kill_witness(u64::from(o2), o2s, rustix::process::Signal::KILL);
+}
+
+/// `serve` with the stall watch's flags in short units; killed when dropped.
+struct Serve(Child);
+
+impl Serve {
+    fn start(home: &Home, flags: &[&str]) -> Serve {
+        let mut args = vec!["serve", "--maintenance-every", "200ms"];
+        args.extend_from_slice(flags);
+        let child = home
+            .command(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn serve");
+        let sock = home.run_dir().join("supervisor.sock");
+        let svc = Serve(child);
+        assert!(
+            wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(&sock)
+                .is_ok()),
+            "serve did not come up"
+        );
+        svc
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Lines of the service log that mention `id` and `what`.
+fn log_lines(home: &Home, id: &str, what: &str) -> Vec<String> {
+    std::fs::read_to_string(home.run_dir().join("service.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(id) && l.contains(what))
+        .map(str::to_owned)
+        .collect()
+}
+
+const WATCH_DEADLINE: Duration = Duration::from_secs(120);
+
+/// A busy shell loop that prints nothing until `trigger` exists, then does `then`.
+fn busy_loop(home: &Home, trigger: &Path, then: &str) -> String {
+    let script = format!(
+        "while :; do if [ -e '{}' ]; then {then}; fi; done",
+        trigger.display()
+    );
+    launch(home, "leave", &["sh", "-c", &script]).1
+}
+
+/// Waits until `ps` shows `id` with `signal` open (`open`) or not.
+fn wait_signal(home: &Home, id: &str, signal: &str, open: bool) -> Value {
+    let mut row = Value::Null;
+    let ok = wait_until(WATCH_DEADLINE, || {
+        row = home.row(id);
+        row[signal].is_object() == open
+    });
+    assert!(ok, "{id}: {signal} never became {open}: {row}");
+    row
+}
+
+// Thresholds are low (10 % of a core, calm under 5 %) because the machine is shared: a busy
+// loop gets far more than that, a sleeping one nothing.
+const WATCH: [&str; 8] = [
+    "--stall-period",
+    "300ms",
+    "--stall-cpu",
+    "10",
+    "--stall-samples",
+    "3",
+    "--silent-samples",
+    "0",
+];
+
+#[test]
+fn a_busy_loop_that_prints_nothing_becomes_stalled_and_clears_when_it_writes() {
+    let home = Home::new();
+    let _svc = Serve::start(&home, &WATCH);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let go = dir.path().join("go");
+    let id = busy_loop(&home, &go, "echo working");
+    let row = wait_signal(&home, &id, "stalled", true);
+    let incident = &row["stalled"];
+    assert!(incident["samples"].as_u64().unwrap() >= 3, "{row}");
+    assert!(incident["cpu_permille"].as_u64().unwrap() >= 100, "{row}");
+    let table = String::from_utf8_lossy(&home.cli(&["ps"]).stdout).into_owned();
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with(&id) && l.contains("stalled")),
+        "{table}"
+    );
+    let show = show(&home, &id);
+    assert!(show["watch"]["stalled"].is_object(), "{show}");
+    assert_eq!(log_lines(&home, &id, "stall watch: began").len(), 1);
+
+    std::fs::write(&go, b"").unwrap();
+    wait_signal(&home, &id, "stalled", false);
+    let cleared = log_lines(&home, &id, "stall watch: cleared");
+    assert_eq!(cleared.len(), 1, "{cleared:?}");
+    assert!(cleared[0].contains("wrote"), "{cleared:?}");
+    assert_eq!(
+        log_lines(&home, &id, "stall watch: began").len(),
+        1,
+        "told once"
+    );
+    let out = home.cli(&["stop", &id]);
+    assert!(out.status.success(), "{}", describe(&["stop"], &out));
+}
+
+#[test]
+fn a_busy_loop_becomes_stalled_and_clears_when_it_calms_down() {
+    let home = Home::new();
+    let _svc = Serve::start(&home, &WATCH);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let calm = dir.path().join("calm");
+    let id = busy_loop(&home, &calm, "exec sleep 1000");
+    wait_signal(&home, &id, "stalled", true);
+    std::fs::write(&calm, b"").unwrap();
+    wait_signal(&home, &id, "stalled", false);
+    let cleared = log_lines(&home, &id, "stall watch: cleared");
+    assert_eq!(cleared.len(), 1, "{cleared:?}");
+    assert!(cleared[0].contains("calm"), "{cleared:?}");
+    let out = home.cli(&["stop", &id]);
+    assert!(out.status.success(), "{}", describe(&["stop"], &out));
+}
+
+#[test]
+fn a_sleeping_scope_becomes_silent() {
+    let home = Home::new();
+    let _svc = Serve::start(
+        &home,
+        &[
+            "--stall-period",
+            "300ms",
+            "--stall-samples",
+            "0",
+            "--silent-samples",
+            "3",
+        ],
+    );
+    let (_l, id) = launch(&home, "leave", &["sleep", "1000"]);
+    let row = wait_signal(&home, &id, "silent", true);
+    assert!(row["silent"]["samples"].as_u64().unwrap() >= 3, "{row}");
+    assert!(row["stalled"].is_null(), "stalled is off: {row}");
+    assert_eq!(log_lines(&home, &id, "stall watch: began").len(), 1);
+    let out = home.cli(&["stop", &id]);
+    assert!(out.status.success(), "{}", describe(&["stop"], &out));
+    // An ended scope takes its incident with it: the status file is gone with the next pass.
+    let stall_file = home.run_dir().join("logs").join(format!("{id}.stall"));
+    assert!(wait_until(DEADLINE, || !stall_file.exists()));
+}
+
+#[test]
+fn an_orphan_adopted_by_a_pid_namespace_init_is_reaped_and_the_init_is_not() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: creating a pid namespace needs root");
+        return;
+    }
+    let home = Home::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().display().to_string();
+    // Inside a new pid namespace: a detached sleep in DIR whose parent exits, so the
+    // namespace's init (a sleep elsewhere) adopts it.
+    let script =
+        format!("(cd '{d}'; setsid sleep 1000 </dev/null >/dev/null 2>&1 &); exec sleep 1000");
+    let mut init = Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("unshare");
+    let mut doc = Value::Null;
+    let adopted = wait_until(DEADLINE, || {
+        doc = holders(&home, dir.path()).1;
+        doc["holders"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|h| h["orphaned"]["adopter"] == "namespace_init")
+        })
+    });
+    assert!(adopted, "no holder adopted by the namespace init: {doc}");
+    let orphan = doc["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["orphaned"]["adopter"] == "namespace_init")
+        .cloned()
+        .unwrap();
+    let ns_init = orphan["ppid"].as_u64().unwrap();
+    let (code, doc) = reap(&home, dir.path());
+    assert_eq!(code, 0, "{doc}");
+    let (pid, start) = (
+        orphan["pid"].as_u64().unwrap(),
+        orphan["start_time"].as_u64().unwrap(),
+    );
+    assert!(wait_until(DEADLINE, || !alive(pid, start)), "{doc}");
+    assert!(
+        std::fs::metadata(format!("/proc/{ns_init}")).is_ok(),
+        "the namespace's init is not under DIR and stays"
+    );
+    let _ = init.kill();
+    let _ = init.wait();
+}
