@@ -34,6 +34,19 @@ fn exists(rt: &Runtime, id: RegistrationId) -> Vec<String> {
         .collect()
 }
 
+/// An open marker whose launch died before it wrote its record, long ago.
+fn unwritten_long_ago(rt: &Runtime) -> RegistrationId {
+    let id = rt.new_id().unwrap();
+    rt.add_open_marker(id).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(rt.open_marker_path(id))
+        .unwrap()
+        .set_modified(ago(UNWRITTEN_AFTER * 2))
+        .unwrap();
+    id
+}
+
 #[test]
 fn forgetting_removes_exactly_the_old_exited_registrations() {
     let (_home, rt) = runtime();
@@ -247,14 +260,7 @@ fn recovery_reads_only_the_open_index_and_settles_it() {
     let history = fabricate(&rt, Fabricate::exited(ago(DAY)));
     fs::write(rt.record_path(history.id), b"not a record").unwrap();
     // A marker whose launch died before it registered, long ago.
-    let unwritten = rt.new_id().unwrap();
-    rt.add_open_marker(unwritten).unwrap();
-    fs::File::options()
-        .write(true)
-        .open(rt.open_marker_path(unwritten))
-        .unwrap()
-        .set_modified(ago(UNWRITTEN_AFTER * 2))
-        .unwrap();
+    let unwritten = unwritten_long_ago(&rt);
 
     let r = recover(&rt, &RecoverOptions::default()).unwrap();
     assert_eq!(r.entries.len(), 1, "{r:#?}");
@@ -372,14 +378,7 @@ fn crash_states_of_the_index_are_handled() {
     let home = Home::new();
     let rt = cli_runtime(&home);
     // A marker whose launch died before it wrote the record, long ago.
-    let unwritten = rt.new_id().unwrap();
-    rt.add_open_marker(unwritten).unwrap();
-    fs::File::options()
-        .write(true)
-        .open(rt.open_marker_path(unwritten))
-        .unwrap()
-        .set_modified(ago(UNWRITTEN_AFTER * 2))
-        .unwrap();
+    let unwritten = unwritten_long_ago(&rt);
     // A record whose marker is gone (settled): exited, shown by `ps --all` only.
     let settled = fabricate(&rt, Fabricate::exited(ago(DAY)));
     // An exited record still indexed (its settle was lost in a crash).
