@@ -49,6 +49,9 @@ pub struct LaunchAsk {
     /// For `agent` launches when no slot is free: wait (up to this long) instead of refusing.
     #[serde(rename = "wait_for_slot_ms", default, with = "millis")]
     pub wait_for_slot: Option<Duration>,
+    /// Byte cap of each output artifact: absent for the default (1 GiB), `0` for none.
+    #[serde(default)]
+    pub log_cap_bytes: Option<u64>,
 }
 
 impl LaunchAsk {
@@ -65,6 +68,7 @@ impl LaunchAsk {
             idle_timeout: None,
             pty: false,
             wait_for_slot: None,
+            log_cap_bytes: None,
         }
     }
 }
@@ -106,6 +110,12 @@ pub enum Request {
 pub enum Reply {
     Launched {
         id: String,
+    },
+    /// The registration was made but the workload never ran: `execve` (or the working
+    /// directory) failed with `errno`.
+    SpawnFailed {
+        id: String,
+        errno: i32,
     },
     List(Vec<ScopeView>),
     /// The `show --json` document.

@@ -9,7 +9,7 @@
 //!   0    8 magic (b"RFNREG\0\0" registration, b"RFNCAP\0\0" capture receipt,
 //!                 b"RFNSTOP\0" stop request, b"RFNRSLT\0" launch result,
 //!                 b"RFNSTAL\0" stall watch status)
-//!   8    2 version (1)
+//!   8    2 version (1; a registration record is written as 2 and read as 1 or 2)
 //!  10    2 reserved (0)
 //!  12    4 payload length (<= MAX_RECORD - 20)
 //!  16    4 CRC-32 of bytes 0..16 followed by the payload
@@ -19,6 +19,10 @@
 //! A newer reader rejects a version it does not know ([`DecodeError::UnsupportedVersion`]); the
 //! payload length is checked against the input and [`MAX_RECORD`] before anything is decoded.
 //! Encoders refuse a record whose file would exceed [`MAX_RECORD`]: everything written decodes.
+//!
+//! Registration version 2 appends [`Registration::argv_bytes`] (the command's exact bytes when
+//! one argument is not UTF-8) to version 1's fields; a version 1 payload is read as version 2
+//! with that field absent (bincode encodes an absent `Option` as one zero byte).
 
 use std::collections::BTreeMap;
 
@@ -35,6 +39,8 @@ pub const STOP_MAGIC: [u8; 8] = *b"RFNSTOP\0";
 pub const RESULT_MAGIC: [u8; 8] = *b"RFNRSLT\0";
 pub const STALL_MAGIC: [u8; 8] = *b"RFNSTAL\0";
 pub const RECORD_VERSION: u16 = 1;
+/// The registration record's version: 2 adds [`Registration::argv_bytes`].
+pub const REGISTRATION_VERSION: u16 = 2;
 pub const ENVELOPE_LEN: usize = crate::codec::envelope_len(REGISTRATION_MAGIC.len());
 /// Largest record file accepted.
 pub const MAX_RECORD: usize = 1024 * 1024;
@@ -118,6 +124,9 @@ pub struct Registration {
     /// Guardian, boot, workload, pgid/sid and proof identity as the guardian reported them.
     pub hello: Hello,
     pub proof_path: String,
+    /// The command's exact bytes, only when an argument is not UTF-8 (W6): `argv` then holds
+    /// its text with U+FFFD for what is not UTF-8, for views. `None` in version 1 records.
+    pub argv_bytes: Option<Vec<Vec<u8>>>,
 }
 
 impl Registration {
@@ -253,36 +262,50 @@ fn config() -> impl bincode::config::Config {
     bincode::config::standard().with_limit::<DECODE_LIMIT>()
 }
 
-fn seal(magic: [u8; 8], payload: Vec<u8>) -> Vec<u8> {
+fn seal(magic: [u8; 8], version: u16, payload: Vec<u8>) -> Vec<u8> {
     let mut out = vec![0u8; ENVELOPE_LEN + payload.len()];
     let mut w = Writer::new(&mut out);
     // The buffer is sized for exactly this envelope, so none of these writes can fail.
-    let _ = envelope_start(&mut w, &magic, RECORD_VERSION, 0)
+    let _ = envelope_start(&mut w, &magic, version, 0)
         .and_then(|()| w.bytes(&payload))
         .and_then(|()| envelope_seal(&mut w, magic.len()));
     out
 }
 
 fn open(magic: [u8; 8], buf: &[u8]) -> Result<&[u8], DecodeError> {
+    open_versions(magic, RECORD_VERSION, buf).map(|(_, payload)| payload)
+}
+
+/// Opens an envelope of any version up to `max`; returns the version and the payload.
+fn open_versions(magic: [u8; 8], max: u16, buf: &[u8]) -> Result<(u16, &[u8]), DecodeError> {
     if buf.len() > MAX_RECORD {
         return Err(DecodeError::Oversized {
             len: buf.len(),
             max: MAX_RECORD,
         });
     }
-    let (reserved, payload) =
-        envelope_open(buf, &magic, RECORD_VERSION, MAX_RECORD - ENVELOPE_LEN)?;
+    let (reserved, payload) = envelope_open(buf, &magic, max, MAX_RECORD - ENVELOPE_LEN)?;
     if reserved != 0 {
         return Err(DecodeError::InvalidField {
             field: "record reserved",
         });
     }
-    Ok(payload)
+    // envelope_open checked the version at bytes 8..10 against `max`.
+    let version = u16::from_le_bytes([buf[magic.len()], buf[magic.len() + 1]]);
+    Ok((version, payload))
 }
 
 /// Encodes a record and refuses one its decoder would refuse: bincode checks its limit only while
 /// decoding, so the bound is enforced here, before anything is written.
 fn encode_record<T: Serialize>(magic: [u8; 8], value: &T) -> Result<Vec<u8>, EncodeError> {
+    encode_versioned(magic, RECORD_VERSION, value)
+}
+
+fn encode_versioned<T: Serialize>(
+    magic: [u8; 8],
+    version: u16,
+    value: &T,
+) -> Result<Vec<u8>, EncodeError> {
     let payload =
         bincode::serde::encode_to_vec(value, config()).map_err(|_| EncodeError::Oversized {
             len: DECODE_LIMIT,
@@ -294,7 +317,7 @@ fn encode_record<T: Serialize>(magic: [u8; 8], value: &T) -> Result<Vec<u8>, Enc
             max: MAX_RECORD,
         });
     }
-    Ok(seal(magic, payload))
+    Ok(seal(magic, version, payload))
 }
 
 fn decode_payload<T: for<'de> Deserialize<'de>>(
@@ -314,10 +337,20 @@ fn decode_payload<T: for<'de> Deserialize<'de>>(
 impl Registration {
     /// Encodes the record; refuses one larger than [`MAX_RECORD`] (which could not be read back).
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
-        encode_record(REGISTRATION_MAGIC, self)
+        encode_versioned(REGISTRATION_MAGIC, REGISTRATION_VERSION, self)
     }
+    /// Decodes version 2, and version 1 (no `argv_bytes`).
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
-        decode_payload(open(REGISTRATION_MAGIC, buf)?, "registration record")
+        let (version, payload) = open_versions(REGISTRATION_MAGIC, REGISTRATION_VERSION, buf)?;
+        if version == 1 {
+            // Version 1 is version 2 without its last field: read it with `argv_bytes: None`
+            // (bincode's one-byte absent `Option`) appended.
+            let mut v2 = Vec::with_capacity(payload.len() + 1);
+            v2.extend_from_slice(payload);
+            v2.push(0);
+            return decode_payload(&v2, "registration record");
+        }
+        decode_payload(payload, "registration record")
     }
 }
 

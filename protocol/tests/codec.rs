@@ -271,6 +271,7 @@ fn registration() -> Registration {
         owner: "ci".into(),
         purpose: BTreeMap::from([("goal".to_string(), "green".to_string())]),
         argv: vec!["cargo".into(), "test".into()],
+        argv_bytes: None,
         cwd: "/src".into(),
         stdout_path: "/run/1/logs/x.stdout".into(),
         stderr_path: "/run/1/logs/x.stderr".into(),
@@ -401,7 +402,7 @@ fn records_round_trip_and_reject_damage() {
         Err(DecodeError::Truncated { .. })
     ));
     let mut v = bytes.clone();
-    v[8] = 2;
+    v[8] = 3;
     assert!(matches!(
         Registration::decode(&v),
         Err(DecodeError::UnsupportedVersion { .. })
@@ -688,4 +689,43 @@ fn fuzz_every_decoder() {
         let _ = api::decode_request(&line);
         let _ = api::decode_response(&line);
     }
+}
+
+/// Registration version 2 keeps the command's bytes; a version 1 record (no `argv_bytes`)
+/// still decodes, with the field absent.
+#[test]
+fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
+    use refine_protocol::codec::{envelope_seal, envelope_start, Writer};
+    use refine_protocol::record::{REGISTRATION_MAGIC, REGISTRATION_VERSION};
+    let mut r = registration();
+    r.argv = vec!["a\u{fffd}b".into()];
+    r.argv_bytes = Some(vec![b"a\xffb".to_vec()]);
+    let bytes = r.encode().unwrap();
+    assert_eq!(
+        u16::from_le_bytes([bytes[8], bytes[9]]),
+        REGISTRATION_VERSION
+    );
+    assert_eq!(Registration::decode(&bytes).unwrap(), r);
+
+    // A version 1 record: the same fields without the last one (bincode's absent `Option` is
+    // the payload's last byte, 0).
+    let plain = registration();
+    let v2 = plain.encode().unwrap();
+    let header = 20;
+    let payload = &v2[header..v2.len() - 1];
+    assert_eq!(v2[v2.len() - 1], 0);
+    let mut v1 = vec![0u8; header + payload.len()];
+    let mut w = Writer::new(&mut v1);
+    envelope_start(&mut w, &REGISTRATION_MAGIC, 1, 0).unwrap();
+    w.bytes(payload).unwrap();
+    envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
+    assert_eq!(Registration::decode(&v1).unwrap(), plain);
+
+    // Negative control: a version past 2 is refused, not guessed.
+    let mut v3 = v2.clone();
+    v3[8] = 3;
+    assert!(matches!(
+        Registration::decode(&v3),
+        Err(DecodeError::UnsupportedVersion { got: 3, .. })
+    ));
 }

@@ -105,6 +105,23 @@ pub enum UnverifiedReason {
     MixedBootIds { registration: BootId, other: BootId },
 }
 
+impl UnverifiedReason {
+    /// The check that failed, by name (the variant's serialized name, without its fields).
+    pub fn name(&self) -> &'static str {
+        match self {
+            UnverifiedReason::ProofMissing => "proof_missing",
+            UnverifiedReason::ProofUnreadable { .. } => "proof_unreadable",
+            UnverifiedReason::ProofReplaced { .. } => "proof_replaced",
+            UnverifiedReason::ReceiptCorrupt { .. } => "receipt_corrupt",
+            UnverifiedReason::FieldMismatch { .. } => "field_mismatch",
+            UnverifiedReason::GuardianGoneWithoutReceipt => "guardian_gone_without_receipt",
+            UnverifiedReason::BootIdMissing => "boot_id_missing",
+            UnverifiedReason::CurrentBootUnknown => "current_boot_unknown",
+            UnverifiedReason::MixedBootIds { .. } => "mixed_boot_ids",
+        }
+    }
+}
+
 fn display<S: serde::Serializer>(e: &DecodeError, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(e)
 }
@@ -315,4 +332,31 @@ pub fn assess(runtime: &Runtime, reg: &Registration, boot: &dyn BootSource) -> A
 fn foreign_receipt_boot(reg: &Registration) -> Option<BootId> {
     let bytes = crate::registry::read_bounded(Path::new(&reg.proof_path), RECEIPT_LEN + 1).ok()?;
     Receipt::decode(&bytes).ok().map(|r| r.boot_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `name` is the variant's serialized name (the metrics label and the JSON key agree).
+    #[test]
+    fn reason_names_are_the_serialized_names() {
+        let serialized = |r: &UnverifiedReason| match serde_json::to_value(r).unwrap() {
+            serde_json::Value::String(s) => s,
+            serde_json::Value::Object(m) => m.keys().next().unwrap().clone(),
+            other => panic!("unexpected {other}"),
+        };
+        for r in [
+            UnverifiedReason::ProofMissing,
+            UnverifiedReason::ProofUnreadable { errno: Some(13) },
+            UnverifiedReason::FieldMismatch {
+                field: BoundField::Proof,
+            },
+            UnverifiedReason::GuardianGoneWithoutReceipt,
+            UnverifiedReason::BootIdMissing,
+            UnverifiedReason::CurrentBootUnknown,
+        ] {
+            assert_eq!(r.name(), serialized(&r), "{r:?}");
+        }
+    }
 }

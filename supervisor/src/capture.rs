@@ -15,10 +15,21 @@
 //! Consumers that parse output go through [`CaptureResult::complete_output`], which refuses
 //! incomplete capture.
 //!
+//! A stream may also be *forwarded* ([`Forward`]: `run`'s own stdout and stderr) as it is read,
+//! with the reader's pace: while forwarded bytes wait for the reader, the stream is not read
+//! (the workload's pipe fills and its writes block: back-pressure, at most one read chunk
+//! held here), and `poll` watches the forward for room instead, so the engine never blocks on
+//! it. When the forward's reader goes away (`EPIPE`), the stream's read end is closed: the
+//! workload's next write breaks exactly as it would have without the wrapper (`SIGPIPE`).
+//!
 //! # Caveats
 //! - A PTY master reports the closed slave as `EIO`, which is the PTY's end of file.
 //! - The artifact cap counts artifact bytes; past it the pipe is still read (and the callback
 //!   still called), the artifact just stops growing.
+//! - A forward to a pipe or terminal writes through a private, nonblocking open of
+//!   `/proc/self/fd/N` (the shared description keeps its flags); a socket is written with
+//!   `MSG_DONTWAIT`; anything else (a file, `/dev/null`) is written blocking, which never waits
+//!   on a reader. Without `/proc` a pipe falls back to blocking writes.
 //! - The tail thread holds the read ends until the last writer closes them; if a kept scope
 //!   never closes its inherited pipes, the tail lives as long as it does, and without an
 //!   artifact cap a writer that never stops grows its artifact until the scope is stopped.
@@ -28,6 +39,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use refine_protocol::record::{CaptureReceipt, StreamEnd, StreamReceipt, CAPTURE_PREFIX_MAX};
@@ -83,6 +95,89 @@ pub struct StreamSource {
     pub artifact: PathBuf,
     /// A PTY master: `EIO` means the slave side is closed (end of file).
     pub pty: bool,
+    /// Also write every byte read here, at the reader's pace.
+    pub forward: Option<Forward>,
+}
+
+/// How a [`Forward`] writes without ever blocking the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ForwardMode {
+    /// A private nonblocking description of a pipe or terminal: `EAGAIN` means "full".
+    NonBlocking,
+    /// A socket, written with `MSG_DONTWAIT`.
+    Socket,
+    /// A file or device that never waits on a reader: written blocking.
+    Blocking,
+    /// The reader was already gone when the forward was made.
+    Broken,
+}
+
+/// A destination a stream is copied to as it is read (`run`'s own stdout or stderr).
+#[derive(Debug)]
+pub struct Forward {
+    fd: OwnedFd,
+    mode: ForwardMode,
+}
+
+impl Forward {
+    /// A forward to `target`, which keeps its own file status flags: a pipe or terminal is
+    /// reopened through `/proc/self/fd` as a private nonblocking description.
+    pub fn new(target: BorrowedFd<'_>) -> Result<Self, CaptureError> {
+        use rustix::fs::{FileType, Mode, OFlags};
+        let stat = rustix::fs::fstat(target).map_err(fd_err("stat a forward"))?;
+        let dup =
+            || rustix::io::fcntl_dupfd_cloexec(target, 3).map_err(fd_err("duplicate a forward"));
+        let kind = FileType::from_raw_mode(stat.st_mode);
+        let reopen = kind == FileType::Fifo
+            || (kind == FileType::CharacterDevice && rustix::termios::isatty(target));
+        if kind == FileType::Socket {
+            return Ok(Forward {
+                fd: dup()?,
+                mode: ForwardMode::Socket,
+            });
+        }
+        if reopen {
+            let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&target));
+            let flags = OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+            match rustix::fs::open(path.as_str(), flags, Mode::empty()) {
+                Ok(fd) => {
+                    return Ok(Forward {
+                        fd,
+                        mode: ForwardMode::NonBlocking,
+                    })
+                }
+                // A FIFO without readers: the reader is already gone.
+                Err(Errno::NXIO) => {
+                    return Ok(Forward {
+                        fd: dup()?,
+                        mode: ForwardMode::Broken,
+                    })
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(Forward {
+            fd: dup()?,
+            mode: ForwardMode::Blocking,
+        })
+    }
+
+    /// Writes what the destination takes now: `Ok(0)` when it is full.
+    fn write(&self, bytes: &[u8]) -> Result<usize, Errno> {
+        let r = match self.mode {
+            ForwardMode::Broken => Err(Errno::PIPE),
+            ForwardMode::Socket => rustix::net::send(
+                &self.fd,
+                bytes,
+                rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
+            ),
+            ForwardMode::NonBlocking | ForwardMode::Blocking => rustix::io::write(&self.fd, bytes),
+        };
+        match r {
+            Err(Errno::AGAIN) => Ok(0),
+            r => r,
+        }
+    }
 }
 
 /// Why a stream's result does not hold every byte.
@@ -94,6 +189,9 @@ pub enum Incomplete {
     ArtifactCap { cap: u64 },
     /// The final drain ended before the stream reached EOF (a descendant still holds it).
     DrainEnded { drain: Duration },
+    /// The reader of the forwarded stream went away: its read end was closed, as a broken
+    /// pipe would have been without the wrapper. The artifact holds what was read until then.
+    ReaderGone,
 }
 
 impl std::fmt::Display for Incomplete {
@@ -105,7 +203,13 @@ impl std::fmt::Display for Incomplete {
                     "output past the {kept}-byte memory limit (artifact complete)"
                 )
             }
-            Incomplete::ArtifactCap { cap } => write!(f, "artifact cap of {cap} bytes reached"),
+            Incomplete::ArtifactCap { cap } => {
+                write!(
+                    f,
+                    "log cap of {cap} bytes reached (the pipe is still drained)"
+                )
+            }
+            Incomplete::ReaderGone => write!(f, "the reader of the forwarded stream went away"),
             Incomplete::DrainEnded { drain } => {
                 write!(f, "final drain of {drain:?} ended before end of file")
             }
@@ -202,9 +306,21 @@ impl StreamCapture {
 #[derive(Debug, Default)]
 pub struct CaptureResult {
     pub streams: Vec<StreamCapture>,
+    /// Disconnected once the background tail (streams still open or forwards still waiting for
+    /// their reader at the result) has ended.
+    tail_done: Option<mpsc::Receiver<()>>,
 }
 
 impl CaptureResult {
+    /// Waits until every stream has been read to its end and every forwarded byte delivered
+    /// (or its reader is gone). Only worth calling when no process holds the streams any
+    /// more (the scope has exited): otherwise it waits as long as the scope writes.
+    pub fn wait_delivered(&self) {
+        if let Some(rx) = &self.tail_done {
+            let _ = rx.recv();
+        }
+    }
+
     pub fn stream(&self, stream: Stream) -> Option<&StreamCapture> {
         self.streams.iter().find(|s| s.stream == stream)
     }
@@ -260,10 +376,14 @@ impl CaptureResult {
     }
 }
 
-/// Writes the artifact, honouring the cap.
+/// Writes the artifact, honouring the cap. The artifact is open only while its stream has
+/// bytes to write: a quiet stream (a detached `sleep`) holds no descriptor for it, which is
+/// what lets one service hold thousands of scopes under its descriptor limit.
 #[derive(Debug)]
 struct Sink {
-    file: File,
+    /// Open while bytes are flowing; reopened (append) for the next ones.
+    file: Option<File>,
+    path: PathBuf,
     written: u64,
     cap: Option<u64>,
     capped: bool,
@@ -288,11 +408,34 @@ impl Sink {
         if take == 0 {
             return;
         }
-        match self.file.write_all(&bytes[..take]) {
+        let file = match &mut self.file {
+            Some(f) => f,
+            None => match reopen_artifact(&self.path) {
+                Ok(f) => self.file.insert(f),
+                Err(e) => {
+                    self.failed = Some(e.raw_os_error().unwrap_or(libc::EIO));
+                    return;
+                }
+            },
+        };
+        match file.write_all(&bytes[..take]) {
             Ok(()) => self.written += take as u64,
             Err(e) => self.failed = Some(e.raw_os_error().unwrap_or(libc::EIO)),
         }
     }
+
+    /// The stream has nothing more for now: close the artifact until it has.
+    fn idle(&mut self) {
+        self.file = None;
+    }
+}
+
+/// The artifact [`open_artifact`] created, opened again to append the next bytes.
+fn reopen_artifact(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
 }
 
 #[derive(Debug)]
@@ -307,6 +450,10 @@ struct Reader {
     read: u64,
     over_memory: bool,
     read_failed: Option<i32>,
+    forward: Option<Forward>,
+    /// Read bytes the forward has not taken yet; while any wait, the stream is not read.
+    pending: Vec<u8>,
+    reader_gone: bool,
 }
 
 enum ReadOutcome {
@@ -318,17 +465,31 @@ enum ReadOutcome {
 }
 
 impl Reader {
-    /// Reads up to [`READS_PER_WAKE`] chunks.
+    /// Reads up to [`READS_PER_WAKE`] chunks; closes the artifact when the stream has nothing
+    /// more for now.
     fn read_batch(
+        &mut self,
+        buf: &mut [u8],
+        keep_max: usize,
+        on: impl FnMut(Stream, &[u8]),
+    ) -> ReadOutcome {
+        let outcome = self.read_chunks(buf, keep_max, on);
+        if !matches!(outcome, ReadOutcome::More) {
+            self.sink.idle();
+        }
+        outcome
+    }
+
+    fn read_chunks(
         &mut self,
         buf: &mut [u8],
         keep_max: usize,
         mut on: impl FnMut(Stream, &[u8]),
     ) -> ReadOutcome {
-        let Some(fd) = self.fd.as_ref() else {
-            return ReadOutcome::Closed;
-        };
         for _ in 0..READS_PER_WAKE {
+            let Some(fd) = self.fd.as_ref() else {
+                return ReadOutcome::Closed;
+            };
             match rustix::io::read(fd, &mut *buf) {
                 Ok(0) => {
                     self.fd = None;
@@ -344,6 +505,13 @@ impl Reader {
                     }
                     self.kept.extend_from_slice(&chunk[..n.min(room)]);
                     on(self.stream, chunk);
+                    if self.forward.is_some() {
+                        self.pending.extend_from_slice(chunk);
+                        self.flush();
+                        if self.throttled() || self.fd.is_none() {
+                            return ReadOutcome::Drained;
+                        }
+                    }
                     if n < buf.len() {
                         // A short read emptied the pipe: back to poll without an EAGAIN read.
                         return ReadOutcome::Drained;
@@ -365,12 +533,69 @@ impl Reader {
         ReadOutcome::More
     }
 
+    /// After `poll` said this reader's interest is ready: forward what waits, or read a batch.
+    fn service(&mut self, buf: &mut [u8], keep_max: usize, on: impl FnMut(Stream, &[u8])) {
+        if self.throttled() {
+            self.flush();
+        } else {
+            self.read_batch(buf, keep_max, on);
+        }
+    }
+
+    /// Forwarded bytes wait for the reader: poll the forward for room, not the stream.
+    fn throttled(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Nothing more to read or forward.
+    fn done(&self) -> bool {
+        self.fd.is_none() && self.pending.is_empty()
+    }
+
+    /// Forwards what the destination takes now. A reader that went away breaks the stream: its
+    /// read end is closed, so the workload's next write fails as it would have unwrapped.
+    fn flush(&mut self) {
+        let Some(f) = self.forward.as_ref() else {
+            return;
+        };
+        while !self.pending.is_empty() {
+            match f.write(&self.pending) {
+                Ok(0) => return,
+                Ok(n) => {
+                    self.pending.drain(..n);
+                }
+                Err(Errno::INTR) => {}
+                Err(_) => {
+                    self.forward = None;
+                    self.pending = Vec::new();
+                    self.fd = None;
+                    self.reader_gone = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// What to poll for this reader, if anything: the forward for room, or the stream.
+    fn interest(&self) -> Option<(BorrowedFd<'_>, PollFlags)> {
+        if self.throttled() {
+            self.forward
+                .as_ref()
+                .map(|f| (f.fd.as_fd(), PollFlags::OUT))
+        } else {
+            self.fd.as_ref().map(|fd| (fd.as_fd(), PollFlags::IN))
+        }
+    }
+
     fn state(&self, keep_max: usize, drain: Duration) -> StreamState {
         if let Some(errno) = self.read_failed {
             return StreamState::Failed(CaptureFailure::Read { errno });
         }
         if let Some(errno) = self.sink.failed {
             return StreamState::Failed(CaptureFailure::ArtifactWrite { errno });
+        }
+        if self.reader_gone {
+            return StreamState::Incomplete(Incomplete::ReaderGone);
         }
         if let Some(cap) = self.sink.cap.filter(|_| self.sink.capped) {
             return StreamState::Incomplete(Incomplete::ArtifactCap { cap });
@@ -460,14 +685,19 @@ impl Capture {
                 // Fewer wake-ups per byte; the system limit may refuse, which is harmless.
                 let _ = rustix::pipe::fcntl_setpipe_size(&src.fd, PIPE_SIZE);
             }
-            let file = open_artifact(&src.artifact)?;
+            // Created (and truncated) now; written through a reopened handle when bytes come.
+            drop(open_artifact(&src.artifact)?);
             readers.push(Reader {
                 stream: src.stream,
                 fd: Some(src.fd),
                 pty: src.pty,
-                artifact: src.artifact,
+                forward: src.forward,
+                pending: Vec::new(),
+                reader_gone: false,
+                artifact: src.artifact.clone(),
                 sink: Sink {
-                    file,
+                    file: None,
+                    path: src.artifact,
                     written: 0,
                     cap: config.log_cap,
                     capped: false,
@@ -528,12 +758,12 @@ impl Capture {
         self.readers
             .iter()
             .filter(|r| r.stream == stream)
-            .all(|r| r.fd.is_none())
+            .all(Reader::done)
     }
 
     /// Every stream reached EOF (or failed).
     pub fn all_closed(&self) -> bool {
-        self.readers.iter().all(|r| r.fd.is_none())
+        self.readers.iter().all(Reader::done)
     }
 
     /// The final drain has ended (it started and its deadline passed).
@@ -566,11 +796,11 @@ impl Capture {
         let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(self.readers.len() + extra.len());
         let mut which = [usize::MAX; MAX_STREAMS];
         for (i, r) in self.readers.iter().enumerate() {
-            if let Some(fd) = r.fd.as_ref() {
+            if let Some((fd, flags)) = r.interest() {
                 if fds.len() < which.len() {
                     which[fds.len()] = i;
                 }
-                fds.push(PollFd::from_borrowed_fd(fd.as_fd(), PollFlags::IN));
+                fds.push(PollFd::from_borrowed_fd(fd, flags));
             }
         }
         let nstreams = fds.len();
@@ -595,7 +825,7 @@ impl Capture {
             let r = &mut self.readers[which[slot]];
             let before = r.read;
             let cb = &mut self.callback;
-            r.read_batch(&mut self.buf, keep_max, |s, b| {
+            r.service(&mut self.buf, keep_max, |s, b| {
                 if let Some(cb) = cb.as_mut() {
                     cb(s, b)
                 }
@@ -624,31 +854,38 @@ impl Capture {
                 kept: std::mem::take(&mut r.kept),
             });
         }
+        let mut tail_done = None;
         if !self.all_closed() {
             let mut readers = std::mem::take(&mut self.readers);
-            readers.retain(|r| r.fd.is_some());
+            readers.retain(|r| !r.done());
             let buf = std::mem::take(&mut self.buf);
+            let (tx, rx) = mpsc::channel::<()>();
             // If the thread cannot start, dropping the readers closes the pipes: the writers
             // then see EPIPE, which is the only other way to never block them.
-            let _ = std::thread::Builder::new()
+            let started = std::thread::Builder::new()
                 .name("refine-capture-tail".into())
-                .spawn(move || tail(readers, buf));
+                .spawn(move || {
+                    tail(readers, buf);
+                    drop(tx);
+                });
+            tail_done = started.ok().map(|_| rx);
         }
-        CaptureResult { streams }
+        CaptureResult { streams, tail_done }
     }
 }
 
-/// Keeps reading streams a kept scope still holds, into their artifacts only, until EOF.
+/// Keeps reading streams a kept scope still holds, into their artifacts (and forwards) only,
+/// until EOF; forwarded bytes still wait for their reader.
 fn tail(mut readers: Vec<Reader>, mut buf: Vec<u8>) {
     loop {
-        readers.retain(|r| r.fd.is_some());
+        readers.retain(|r| !r.done());
         if readers.is_empty() {
             return;
         }
         let mut fds: Vec<PollFd<'_>> = readers
             .iter()
-            .filter_map(|r| r.fd.as_ref())
-            .map(|fd| PollFd::from_borrowed_fd(fd.as_fd(), PollFlags::IN))
+            .filter_map(Reader::interest)
+            .map(|(fd, flags)| PollFd::from_borrowed_fd(fd, flags))
             .collect();
         if poll_until(&mut fds, None).is_err() {
             return;
@@ -658,7 +895,7 @@ fn tail(mut readers: Vec<Reader>, mut buf: Vec<u8>) {
         for (r, ready) in readers.iter_mut().zip(ready) {
             if ready {
                 r.kept = Vec::new();
-                r.read_batch(&mut buf, 0, |_, _| {});
+                r.service(&mut buf, 0, |_, _| {});
             }
         }
     }

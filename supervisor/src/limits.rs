@@ -29,6 +29,33 @@ pub fn raise_nofile_limit() {
     }
 }
 
+/// The most descriptors the service asks for (the kernel's default `fs.nr_open`).
+const MAX_NOFILE: u64 = 1 << 20;
+
+/// For the service, which holds a few descriptors per live launch: like
+/// [`raise_nofile_limit`], and where this process may (`CAP_SYS_RESOURCE`), both limits up to the
+/// kernel's ceiling (`fs.nr_open`, at most [`MAX_NOFILE`]). Workloads still get the original.
+pub fn raise_nofile_ceiling() {
+    raise_nofile_limit();
+    let now = getrlimit(Resource::Nofile);
+    let ceiling = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map(|c| c.min(MAX_NOFILE));
+    if let (Some(hard), Some(c)) = (now.maximum, ceiling) {
+        if c > hard {
+            let both = Rlimit {
+                current: Some(c),
+                maximum: Some(c),
+            };
+            // Without CAP_SYS_RESOURCE this fails: soft = hard is what remains.
+            let _ = setrlimit(Resource::Nofile, both);
+        }
+    }
+    let now = getrlimit(Resource::Nofile);
+    tracing::info!(soft = ?now.current, hard = ?now.maximum, "descriptor limit");
+}
+
 /// `rlimits` for a workload: unchanged when it sets `RLIMIT_NOFILE` itself or this process
 /// never raised its limit; else with the original limit appended, so the workload sees the
 /// limit the supervisor was started with, not the raised one.

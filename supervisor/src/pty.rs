@@ -106,29 +106,32 @@ pub fn window_size(master: BorrowedFd<'_>) -> Result<WindowSize, PtyError> {
     })
 }
 
-/// Writes all of `bytes` to the master (the workload reads them as terminal input), waiting at
-/// most `timeout` for the terminal to accept them.
+/// Writes all of `bytes` to the master (the workload reads them as terminal input), or to a
+/// nonblocking stdin pipe, waiting at most `timeout` (`None`: as long as it takes) for the
+/// workload to accept them.
 pub fn write_input(
     master: BorrowedFd<'_>,
     mut bytes: &[u8],
-    timeout: Duration,
+    timeout: Option<Duration>,
 ) -> Result<(), PtyError> {
-    let end = Instant::now() + timeout;
+    let end = timeout.map(|t| Instant::now() + t);
     while !bytes.is_empty() {
         match rustix::io::write(master, bytes) {
             Ok(n) => bytes = &bytes[n..],
             Err(Errno::INTR) => {}
             Err(Errno::AGAIN) => {
-                let left = end.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(PtyError::InputTimeout(timeout));
+                let left = end.map(|end| end.saturating_duration_since(Instant::now()));
+                if let (Some(left), Some(timeout)) = (left, timeout) {
+                    if left.is_zero() {
+                        return Err(PtyError::InputTimeout(timeout));
+                    }
                 }
                 let mut fds = [PollFd::from_borrowed_fd(master, PollFlags::OUT)];
-                let ts = Timespec {
+                let ts = left.map(|left| Timespec {
                     tv_sec: left.as_secs() as i64,
                     tv_nsec: left.subsec_nanos() as i64,
-                };
-                match rustix::event::poll(&mut fds, Some(&ts)) {
+                });
+                match rustix::event::poll(&mut fds, ts.as_ref()) {
                     Ok(_) | Err(Errno::INTR) => {}
                     Err(e) => return Err(sys("wait to write to")(e)),
                 }
@@ -172,7 +175,7 @@ mod tests {
                 cols: 120
             }
         );
-        write_input(pty.master.as_fd(), b"hi\n", Duration::from_secs(5)).unwrap();
+        write_input(pty.master.as_fd(), b"hi\n", Some(Duration::from_secs(5))).unwrap();
         let mut buf = [0u8; 16];
         let n = rustix::io::read(&pty.slave, &mut buf).unwrap();
         assert_eq!(&buf[..n], b"hi\n");

@@ -313,6 +313,7 @@ mod tests {
             owner: String::new(),
             purpose: BTreeMap::new(),
             argv: vec!["true".into()],
+            argv_bytes: None,
             cwd: "/".into(),
             stdout_path: rt.log_path(id, Stream::Stdout).display().to_string(),
             stderr_path: rt.log_path(id, Stream::Stderr).display().to_string(),

@@ -122,6 +122,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
             proof: proof_id,
         },
         proof_path: proof_path.display().to_string(),
+        argv_bytes: None,
     };
     if f.durable {
         rt.write_registration(&reg).expect("write registration");

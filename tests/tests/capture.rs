@@ -50,12 +50,14 @@ fn sources(child: &mut Child, dir: &Path) -> Vec<StreamSource> {
             fd: out,
             artifact: dir.join("x.stdout"),
             pty: false,
+            forward: None,
         },
         StreamSource {
             stream: Stream::Stderr,
             fd: err,
             artifact: dir.join("x.stderr"),
             pty: false,
+            forward: None,
         },
     ]
 }

@@ -260,7 +260,7 @@ fn recovery_reads_only_the_open_index_and_settles_it() {
     let history = fabricate(&rt, Fabricate::exited(ago(DAY)));
     fs::write(rt.record_path(history.id), b"not a record").unwrap();
     // A marker whose launch died before it registered, long ago.
-    let unwritten = unwritten_long_ago(&rt);
+    unwritten_long_ago(&rt);
 
     let r = recover(&rt, &RecoverOptions::default()).unwrap();
     assert_eq!(r.entries.len(), 1, "{r:#?}");

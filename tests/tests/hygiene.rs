@@ -433,6 +433,10 @@ fn a_busy_loop_becomes_stalled_and_clears_when_it_calms_down() {
 #[test]
 fn a_sleeping_scope_becomes_silent() {
     let home = Home::new();
+    let metrics = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
+        l.local_addr().expect("addr").to_string()
+    };
     let _svc = Serve::start(
         &home,
         &[
@@ -442,12 +446,23 @@ fn a_sleeping_scope_becomes_silent() {
             "0",
             "--silent-samples",
             "3",
+            "--metrics",
+            &metrics,
         ],
     );
     let (_l, id) = launch(&home, "leave", &["sleep", "1000"]);
     let row = wait_signal(&home, &id, "silent", true);
     assert!(row["silent"]["samples"].as_u64().unwrap() >= 3, "{row}");
     assert!(row["stalled"].is_null(), "stalled is off: {row}");
+    // The metrics count it (F2 with H3).
+    let mut last = String::new();
+    assert!(
+        wait_until(DEADLINE, || {
+            last = scrape(&metrics);
+            last.lines().any(|l| l == "refine_scopes_silent 1")
+        }),
+        "{last}"
+    );
     assert_eq!(log_lines(&home, &id, "stall watch: began").len(), 1);
     let out = home.cli(&["stop", &id]);
     assert!(out.status.success(), "{}", describe(&["stop"], &out));
@@ -504,4 +519,16 @@ fn an_orphan_adopted_by_a_pid_namespace_init_is_reaped_and_the_init_is_not() {
     );
     let _ = init.kill();
     let _ = init.wait();
+}
+
+/// `GET /metrics` over a plain TCP connection; empty on any failure.
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut c) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    out
 }

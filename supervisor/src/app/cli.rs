@@ -12,18 +12,20 @@
 //! # Caveats
 //! The home comes from the executable ([`crate::registry::default_home`]), never from the cwd.
 
+use std::ffi::OsString;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand};
 use refine_protocol::api::{LaunchAsk, Reply, Request, ScopeView};
 use refine_protocol::{Receipt, RegistrationId};
 use serde::Serialize;
 
 use super::docs::{
-    utc, CapacityDoc, GcDoc, HoldersDoc, LaunchedDoc, PsDoc, ReapDoc, ReceiptDoc,
-    ReceiptVerdictDoc, RecoverDoc, State,
+    utc, CapacityDoc, DetachedSpawnFailedDoc, GcDoc, HoldersDoc, LaunchedDoc, PsDoc, ReapDoc,
+    ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, State,
 };
 use super::error::{CliError, ServiceError};
 use super::ops::{self, assess, list_views, out, print_json, show_doc};
@@ -98,9 +100,9 @@ pub struct RunArgs {
     /// Working directory of the workload (default: this one).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Extra environment variable for the workload (repeatable).
-    #[arg(long = "env", value_name = "K=V", value_parser = parse_kv)]
-    pub env: Vec<(String, String)>,
+    /// Extra environment variable for the workload (repeatable; the value may be any bytes).
+    #[arg(long = "env", value_name = "K=V", value_parser = clap::builder::OsStringValueParser::new().try_map(parse_env))]
+    pub env: Vec<(OsString, OsString)>,
     /// Purpose metadata stored in the record (repeatable).
     #[arg(long = "meta", value_name = "K=V", value_parser = parse_kv)]
     pub meta: Vec<(String, String)>,
@@ -116,9 +118,18 @@ pub struct RunArgs {
     /// Print the result object at the end instead of streaming output.
     #[arg(long)]
     pub json: bool,
+    /// After a SIGINT, SIGTERM or SIGHUP (forwarded to the workload), how long the workload has
+    /// to end by itself before its whole scope is stopped (a second such signal: at once).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10s")]
+    pub stop_grace: Duration,
+    /// Byte cap of each output artifact (e.g. 10M, 1GiB; 0: none); past it the stream is
+    /// incomplete ("log cap") and the pipe is still drained.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "1GiB")]
+    pub log_cap: u64,
     /// The command and its arguments, after `--`.
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    /// Passed as bytes: arguments need not be UTF-8.
+    #[arg(last = true, required = true, value_name = "CMD", value_parser = clap::value_parser!(OsString))]
+    pub command: Vec<OsString>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -163,6 +174,9 @@ pub struct ServeArgs {
     /// Stall watch: samples without output before a live scope is `silent` (0: off).
     #[arg(long, value_name = "M", default_value_t = stall::DEFAULT_SILENT_SAMPLES)]
     pub silent_samples: u32,
+    /// Serve Prometheus metrics on http://ADDR/metrics (e.g. 127.0.0.1:9411); no authentication.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl ServeArgs {
@@ -305,6 +319,44 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{text:?} is out of range"))
 }
 
+/// A byte size: a number with an optional unit, `K`/`M`/`G`/`T` (powers of 1024, also spelt
+/// `KiB`, `KB`, `k`...) or `B`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (examples: 0, 512K, 10M, 1GiB)"))?;
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?} (use K, M, G or T)"
+            ))
+        }
+    };
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text:?} is out of range"))
+}
+
+/// `K=V` for `--env`: the name is text, the value any bytes.
+fn parse_env(text: OsString) -> Result<(OsString, OsString), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = text.as_bytes();
+    match bytes.iter().position(|&b| b == b'=') {
+        Some(i) if i > 0 => Ok((
+            std::ffi::OsStr::from_bytes(&bytes[..i]).to_owned(),
+            std::ffi::OsStr::from_bytes(&bytes[i + 1..]).to_owned(),
+        )),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
+}
+
 fn parse_kv(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
@@ -358,6 +410,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
                     forget_after: args.forget_after,
                 },
                 watch,
+                args.metrics,
             )?;
             Ok(0)
         }
@@ -378,21 +431,36 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
 // Commands.
 
 fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
+    // The service's launch request is JSON text: it carries the arguments and environment as
+    // UTF-8 (lossily); an embedded run passes the bytes themselves.
+    let lossy = |s: &OsString| s.to_string_lossy().into_owned();
     let spec = LaunchAsk {
-        argv: args.command,
+        argv: args.command.iter().map(lossy).collect(),
         kind: args.kind.kind(),
         label: args.label,
         cwd: args.cwd.as_ref().map(|p| p.display().to_string()),
-        env: args.env.into_iter().collect(),
+        env: args.env.iter().map(|(k, v)| (lossy(k), lossy(v))).collect(),
         meta: args.meta.into_iter().collect(),
         timeout: args.timeout,
         idle_timeout: args.idle_timeout,
         pty: args.pty,
         wait_for_slot: args.wait_for_slot,
+        log_cap_bytes: Some(args.log_cap),
     };
     if args.detach {
+        let not_text = args.command.iter().any(|a| a.to_str().is_none())
+            || args
+                .env
+                .iter()
+                .any(|(k, v)| k.to_str().is_none() || v.to_str().is_none());
+        if not_text {
+            return Err(ServiceError::BadSpec(
+                "run --detach passes arguments and environment values as UTF-8 text; run without --detach passes any bytes".into(),
+            )
+            .into());
+        }
         let rt = Runtime::open(home, port)?;
-        let resp = client::request(&rt, &Request::Launch(spec))?;
+        let resp = client::request(&rt, &Request::Launch(spec.clone()))?;
         return match resp {
             Reply::Launched { id } => {
                 if args.json {
@@ -402,11 +470,32 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
                 }
                 Ok(0)
             }
+            Reply::SpawnFailed { id, errno } => {
+                if args.json {
+                    print_json(&DetachedSpawnFailedDoc {
+                        id,
+                        outcome: "spawn_failed",
+                        errno,
+                    })?;
+                } else {
+                    eprintln!("refine-supervisor: {}", run::spawn_failure(&spec, errno));
+                }
+                Ok(run::spawn_failure_code(errno))
+            }
             other => Err(ServiceError::Unexpected(format!("{other:?}")).into()),
         };
     }
     let rt = Runtime::open(home, port)?;
-    run::run_embedded(&rt, spec, args.json)
+    run::run_embedded(
+        &rt,
+        spec,
+        run::RunOptions {
+            json: args.json,
+            stop_grace: args.stop_grace,
+            argv: args.command,
+            env: args.env,
+        },
+    )
 }
 
 fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {

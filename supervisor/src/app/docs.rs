@@ -199,6 +199,15 @@ pub(crate) struct LaunchedDoc {
     pub id: String,
 }
 
+/// `run --detach --json` when the workload never ran: `outcome` is `spawn_failed`, as in
+/// `run --json`.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct DetachedSpawnFailedDoc {
+    pub id: String,
+    pub outcome: &'static str,
+    pub errno: i32,
+}
+
 /// `ps --json`.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct PsDoc {
@@ -317,7 +326,12 @@ pub(crate) struct RecordDoc {
     pub label: String,
     pub owner: String,
     pub purpose: BTreeMap<String, String>,
+    /// The command as text (U+FFFD where it is not UTF-8).
     pub argv: Vec<String>,
+    /// The command's exact bytes, each argument an array of numbers; present only when an
+    /// argument is not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argv_bytes: Option<Vec<Vec<u8>>>,
     pub cwd: String,
     pub stdout: String,
     pub stderr: String,
@@ -359,6 +373,7 @@ impl RecordDoc {
             owner: reg.owner.clone(),
             purpose: reg.purpose.clone(),
             argv: reg.argv.clone(),
+            argv_bytes: reg.argv_bytes.clone(),
             cwd: reg.cwd.clone(),
             stdout: reg.stdout_path.clone(),
             stderr: reg.stderr_path.clone(),

@@ -100,6 +100,12 @@ pub enum ServiceError {
     },
     #[error("recovery failed")]
     Recover(#[from] recover::RecoverError),
+    #[error("cannot serve metrics on {addr}")]
+    MetricsBind {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: io::Error,
+    },
 }
 
 pub(crate) fn io_err(op: &'static str) -> impl FnOnce(io::Error) -> ServiceError {

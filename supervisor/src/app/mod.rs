@@ -5,6 +5,7 @@
 //! - `cli`: the clap definitions, one function per command, human output.
 //! - `run`: `run` in the foreground (streaming, terminal forwarding, signals).
 //! - `serve`: the per-port service; `client`: its socket client.
+//! - `metrics`: the service's Prometheus exposition (`serve --metrics`).
 //! - `ops`: what the CLI and the service share (assessment views, documents, capacity).
 //! - `error`: the application's errors.
 
@@ -12,6 +13,7 @@ mod cli;
 mod client;
 mod docs;
 mod error;
+mod metrics;
 mod ops;
 mod run;
 mod serve;

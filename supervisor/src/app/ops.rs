@@ -207,47 +207,96 @@ pub fn probe() -> Box<dyn HostProbe + Send> {
     }))
 }
 
+/// The kind of a scope whose record does not decode.
+pub const UNKNOWN_KIND: &str = "unknown";
+
+/// The open scopes of `run/P` as one pass of the shared assessment sees them: what capacity
+/// admission counts, and what the service's metrics show. Exited registrations are passed over.
+#[derive(Debug, Default)]
+pub struct Census {
+    /// Open scopes by state (`live`, `unverified`, `corrupt`) and kind (its name; `unknown`: the
+    /// record does not decode).
+    pub scopes: BTreeMap<(State, &'static str), usize>,
+    /// Each scope that is not proven alive or ended, with why (the assessment's reason, by name).
+    pub unverified: Vec<(RegistrationId, &'static str)>,
+    /// Live agents' guardians (pid, start time): capacity samples their trees.
+    agents: Vec<(String, (u32, u64))>,
+}
+
+impl Census {
+    /// One pass of the shared assessment (A1) over the open index of `rt` (only what is not yet
+    /// proven exited can be live or unverified: O(open), F1).
+    pub fn take(rt: &Runtime) -> Result<Census, RegistryError> {
+        let mut c = Census::default();
+        for id in rt.open_ids()? {
+            let reg = match rt.read_registration(id) {
+                Ok(reg) => reg,
+                Err(RegistryError::NotFound(_)) => continue,
+                Err(_) => {
+                    // A corrupt record: nothing proves its scope ended; it holds a slot (C3).
+                    *c.scopes.entry((State::Corrupt, UNKNOWN_KIND)).or_default() += 1;
+                    c.unverified.push((id, "record_corrupt"));
+                    continue;
+                }
+            };
+            let state = match assess::assess(rt, &reg, &assess::KERNEL_BOOT) {
+                assess::Assessment::Exited { .. } => continue,
+                assess::Assessment::Live => {
+                    if reg.kind == Kind::Agent {
+                        let g = reg.hello.guardian;
+                        c.agents.push((id.to_string(), (g.pid, g.start_time)));
+                    }
+                    State::Live
+                }
+                assess::Assessment::Unverified { reason } => {
+                    c.unverified.push((id, reason.name()));
+                    State::Unverified
+                }
+            };
+            *c.scopes.entry((state, reg.kind.as_str())).or_default() += 1;
+        }
+        Ok(c)
+    }
+
+    /// Open scopes in `state`, of every kind.
+    pub fn count(&self, state: State) -> usize {
+        self.scopes
+            .iter()
+            .filter(|((s, _), _)| *s == state)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Slots and free slots (C1–C3): live scopes, and unverified or corrupt ones, hold a slot.
+    pub fn capacity(
+        &self,
+        policy: capacity::Policy,
+        probe: &mut dyn HostProbe,
+    ) -> capacity::CapacityReport {
+        let roots: Vec<(u32, u64)> = self.agents.iter().map(|(_, r)| *r).collect();
+        let samples: BTreeMap<String, capacity::TreeSample> = self
+            .agents
+            .iter()
+            .map(|(id, _)| id.clone())
+            .zip(probe.trees(&roots))
+            .collect();
+        let live = self.count(State::Live);
+        let unverified = self.count(State::Unverified) + self.count(State::Corrupt);
+        policy.admit(probe.host(), &samples, live, unverified)
+    }
+}
+
 /// The capacity report for `run/P` (live and unverified scopes counted from current evidence).
 pub fn capacity_report(
     rt: Option<&Runtime>,
     policy: capacity::Policy,
     probe: &mut dyn HostProbe,
 ) -> Result<capacity::CapacityReport, CliError> {
-    let (mut live, mut unverified) = (0, 0);
-    let mut agents = Vec::new();
-    if let Some(rt) = rt {
-        // Only what is not yet proven exited can hold a slot (the open index, F1).
-        for id in rt.open_ids()? {
-            let reg = match rt.read_registration(id) {
-                Ok(reg) => reg,
-                // A marker whose record is not written yet (or was forgotten).
-                Err(RegistryError::NotFound(_)) => continue,
-                // A corrupt record: nothing proves its scope ended; it holds a slot (C3).
-                Err(_) => {
-                    unverified += 1;
-                    continue;
-                }
-            };
-            match assess(rt, &reg).state {
-                State::Live => {
-                    live += 1;
-                    if reg.kind == refine_protocol::Kind::Agent {
-                        let g = reg.hello.guardian;
-                        agents.push((id.to_string(), (g.pid, g.start_time)));
-                    }
-                }
-                State::Exited => {}
-                State::Unverified | State::Corrupt => unverified += 1,
-            }
-        }
-    }
-    let roots: Vec<(u32, u64)> = agents.iter().map(|(_, r)| *r).collect();
-    let samples: BTreeMap<String, capacity::TreeSample> = agents
-        .into_iter()
-        .map(|(id, _)| id)
-        .zip(probe.trees(&roots))
-        .collect();
-    Ok(policy.admit(probe.host(), &samples, live, unverified))
+    let census = match rt {
+        Some(rt) => Census::take(rt)?,
+        None => Census::default(),
+    };
+    Ok(census.capacity(policy, probe))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -458,6 +507,11 @@ pub(crate) fn launch_request(spec: &LaunchAsk) -> Result<LaunchRequest, ServiceE
     req.purpose = spec.meta.clone();
     req.completion_timeout = spec.timeout;
     req.idle_timeout = spec.idle_timeout;
+    match spec.log_cap_bytes {
+        None => {}
+        Some(0) => req.log_cap = None,
+        Some(n) => req.log_cap = Some(n),
+    }
     if spec.pty {
         req.pty = Some(WindowSize::default());
     }

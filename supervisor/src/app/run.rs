@@ -1,24 +1,58 @@
 //! `run` without `--detach`: launch in this process, stream the output, exit with the workload's
-//! code.
+//! code — and otherwise behave like the bare command (SPEC W1–W5):
+//!
+//! - **stdin** (W1): this process's own fd 0 is the workload's, passed as it is (a pipe or a
+//!   file keeps its end of file, offsets and seeks, as under `tini`). Two cases relay it
+//!   through a pipe instead: a terminal (the workload runs in its own process group, so reading
+//!   the terminal itself would stop it with `SIGTTIN`; `run` reads it only while its own group
+//!   is in the foreground) and `--idle-timeout` (input is activity). `--detach` launches read
+//!   `/dev/null`.
+//! - **signals** (W2): every catchable signal `run` receives is forwarded to the workload
+//!   (through the guardian), except `SIGCHLD` (about `run`'s own child) and `SIGPIPE` (ignored:
+//!   a broken stdout reaches the workload as a broken pipe instead) and the fault signals.
+//!   `SIGINT`/`SIGTERM`/`SIGHUP` are forwarded first; if the workload has not ended after
+//!   `--stop-grace`, or at a second such signal, the scope ends through the shared stop
+//!   (outcome `cancelled`). `SIGTSTP`/`SIGTTIN`/`SIGTTOU` are forwarded and then `run` stops
+//!   itself (`SIGSTOP`); `fg` (`SIGCONT`) continues `run`, which forwards the `SIGCONT`.
+//!   `SIGWINCH` resizes the PTY of an interactive `--pty` launch and is forwarded otherwise.
+//! - **pipes** (W3): stdout and stderr are forwarded at the reader's pace
+//!   ([`crate::capture::Forward`]); a reader that goes away breaks the workload's stream.
 
-use std::io::{self, Write};
+use std::ffi::OsString;
+use std::io;
 use std::os::fd::AsFd;
 use std::time::Duration;
 
 use refine_protocol::api::LaunchAsk;
+use rustix::process::Signal;
 
 use super::docs::{RunDoc, RunScope, StatusFields, StreamDoc};
 use super::error::{CliError, ServiceError};
 use super::ops::{admit, launch_request, print_json};
-use crate::capture::StreamState;
+use crate::capture::{Forward, StreamState};
 use crate::error_chain;
-use crate::launch::{LaunchOutcome, LaunchResult, ScopeState, Supervisor};
+use crate::launch::{
+    Canceller, InputWriter, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
+};
 use crate::registry::{Runtime, Stream};
 
-/// `run` without `--detach`: launch in this process, stream, exit with the workload's code.
+/// How `run` itself behaves around the workload.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Print the result document instead of streaming the output.
+    pub json: bool,
+    /// After a forwarded `SIGINT`/`SIGTERM`/`SIGHUP`, how long the workload has to end by
+    /// itself before the shared stop ends the scope.
+    pub stop_grace: Duration,
+    /// The command as bytes (W6; the ask's `argv` is its text form, for documents).
+    pub argv: Vec<OsString>,
+    /// `--env` as bytes.
+    pub env: Vec<(OsString, OsString)>,
+}
+
 /// Forwards the operator's keys and window resizes to an interactive launch's terminal, on two
 /// detached threads that end with the input (or the process).
-fn forward_terminal(input: crate::launch::InputWriter) -> Result<(), CliError> {
+fn forward_terminal(input: InputWriter) -> Result<(), CliError> {
     let keys = input.clone();
     std::thread::Builder::new()
         .name("refine-keys".into())
@@ -64,29 +98,185 @@ fn forward_terminal(input: crate::launch::InputWriter) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, json_out: bool) -> Result<i32, CliError> {
+/// Relays this process's stdin into the workload's stdin pipe until end of file (then closes
+/// it) or until the workload closes its end. On a terminal, reads only while this process's
+/// group is the terminal's foreground group (a background read would stop `run`).
+fn relay_stdin(input: InputWriter, terminal: bool) -> Result<(), CliError> {
+    // A terminal that is not our controlling terminal has no foreground group for us.
+    let foreground = move || {
+        !terminal
+            || rustix::termios::tcgetpgrp(io::stdin())
+                .map_or(true, |pg| pg == rustix::process::getpgrp())
+    };
+    std::thread::Builder::new()
+        .name("refine-stdin".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                if !foreground() {
+                    std::thread::sleep(BACKGROUND_RECHECK);
+                    continue;
+                }
+                match rustix::io::read(io::stdin(), &mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if input.feed_input(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    Err(rustix::io::Errno::INTR) => {}
+                    // A terminal read from the background group.
+                    Err(rustix::io::Errno::IO) if terminal => {
+                        std::thread::sleep(BACKGROUND_RECHECK)
+                    }
+                    Err(_) => break,
+                }
+            }
+            input.close_input();
+        })
+        .map_err(|source| ServiceError::Io {
+            op: "start the stdin relay",
+            source,
+        })?;
+    Ok(())
+}
+
+/// How long `run` waits for the engine to pass a job-control signal on before it stops itself.
+const CONFIRM_WAIT: Duration = Duration::from_secs(1);
+
+/// How often a stdin relay on a terminal looks whether `run` is back in the foreground.
+const BACKGROUND_RECHECK: Duration = Duration::from_millis(100);
+
+/// Every signal `run` takes: all catchable ones but the fault signals (a handler that returns
+/// from a real fault would re-run the faulting instruction). `SIGCHLD` is taken only so that an
+/// inherited `SIG_IGN` no longer makes the kernel reap `run`'s children (G11); `SIGPIPE` stays
+/// ignored.
+fn relayed_signals() -> Vec<i32> {
+    use signal_hook::consts::*;
+    let mut v = vec![
+        SIGHUP,
+        SIGINT,
+        SIGQUIT,
+        SIGABRT,
+        SIGUSR1,
+        SIGUSR2,
+        SIGALRM,
+        SIGTERM,
+        SIGCHLD,
+        SIGCONT,
+        SIGTSTP,
+        SIGTTIN,
+        SIGTTOU,
+        SIGURG,
+        SIGXCPU,
+        SIGXFSZ,
+        SIGVTALRM,
+        SIGPROF,
+        SIGWINCH,
+        SIGIO,
+        libc::SIGPWR,
+        libc::SIGSTKFLT,
+    ];
+    v.extend(libc::SIGRTMIN()..=libc::SIGRTMAX());
+    v
+}
+
+/// The relay of `run`'s signals to the workload (W2): what each signal does is in the module
+/// docs. Ends with the process.
+fn relay_signals(
+    mut signals: signal_hook::iterator::Signals,
+    canceller: Canceller,
+    grace: Duration,
+    resizes_pty: bool,
+) -> Result<(), CliError> {
+    std::thread::Builder::new()
+        .name("refine-signals".into())
+        .spawn(move || {
+            let mut asked_to_end = false;
+            for sig in signals.forever() {
+                match sig {
+                    libc::SIGCHLD => {}
+                    libc::SIGWINCH if resizes_pty => {}
+                    libc::SIGINT | libc::SIGTERM | libc::SIGHUP => {
+                        if asked_to_end {
+                            canceller.cancel();
+                            continue;
+                        }
+                        asked_to_end = true;
+                        let _ = canceller.signal(sig);
+                        let c = canceller.clone();
+                        // Ends with the process when the workload ends first (the engine is
+                        // gone then and the cancel reaches nobody).
+                        let _ = std::thread::Builder::new()
+                            .name("refine-stop-grace".into())
+                            .spawn(move || {
+                                std::thread::sleep(grace);
+                                c.cancel();
+                            });
+                    }
+                    libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
+                        // Stopping ourselves stops the engine too: only once it has passed the
+                        // signal on.
+                        let _ = canceller.signal_confirmed(sig, CONFIRM_WAIT);
+                        let _ =
+                            rustix::process::kill_process(rustix::process::getpid(), Signal::STOP);
+                    }
+                    _ => {
+                        let _ = canceller.signal(sig);
+                    }
+                }
+            }
+        })
+        .map_err(|source| ServiceError::Io {
+            op: "start the signal relay",
+            source,
+        })?;
+    Ok(())
+}
+
+/// A forward of one of this process's streams, or `None` when it cannot be made (the output
+/// then goes to the artifact only).
+fn forward_of(fd: std::os::fd::BorrowedFd<'_>) -> Option<Forward> {
+    match Forward::new(fd) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot forward the output");
+            None
+        }
+    }
+}
+
+pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i32, CliError> {
     // C4: the admission lock is held from the check until the registration is durable.
     let slot = admit(rt, &spec)?;
+    // Before anything is started: from here on no catchable signal ends `run` by itself.
+    let signals =
+        signal_hook::iterator::Signals::new(relayed_signals()).map_err(|e| ServiceError::Io {
+            op: "install signal handlers",
+            source: e,
+        })?;
     let mut req = launch_request(&spec)?;
-    if !json_out {
-        req.on_output = Some(Box::new(|stream, bytes| {
-            // Live streaming; a closed stdout of ours must not stop the capture.
-            let _ = match stream {
-                Stream::Stderr => io::stderr().write_all(bytes),
-                _ => io::stdout()
-                    .write_all(bytes)
-                    .and_then(|()| io::stdout().flush()),
-            };
-        }));
+    req.argv = opts.argv;
+    req.env = opts.env.into_iter().map(|(k, v)| (k, Some(v))).collect();
+    if !opts.json {
+        req.forward_stdout = forward_of(io::stdout().as_fd());
+        req.forward_stderr = forward_of(io::stderr().as_fd());
     }
+    let stdin_is_terminal = rustix::termios::isatty(io::stdin());
     // `run --pty` on a terminal is interactive: the workload's terminal takes the operator's
     // size, keys and resizes, and ours is raw meanwhile (restored when this function returns).
-    let interactive = req.pty.is_some() && rustix::termios::isatty(io::stdin());
+    let interactive = req.pty.is_some() && stdin_is_terminal;
     if interactive {
         if let Ok(size) = crate::pty::window_size(io::stdin().as_fd()) {
             req.pty = Some(size);
         }
     }
+    let relay = req.pty.is_none() && (stdin_is_terminal || req.idle_timeout.is_some());
+    req.stdin = match (req.pty.is_some(), relay) {
+        (true, _) => StdinMode::Null,
+        (false, true) => StdinMode::Pipe,
+        (false, false) => StdinMode::Inherit,
+    };
     let sup = Supervisor::new(rt.clone());
     let handle = sup.launch(req).map_err(ServiceError::Launch)?;
     drop(slot);
@@ -101,28 +291,11 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, json_out: bool) -> Result<i32
     } else {
         None
     };
-    // SIGINT/SIGTERM/SIGHUP to `run` cancel the launch (the tree is stopped through the shared
-    // stop); the workload's own process group does not see the terminal's SIGINT.
-    let canceller = handle.canceller();
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ])
-    .map_err(|e| ServiceError::Io {
-        op: "install signal handlers",
-        source: e,
-    })?;
-    let sig_handle = signals.handle();
-    let forwarder = std::thread::spawn(move || {
-        if signals.forever().next().is_some() {
-            canceller.cancel();
-        }
-    });
-    let result = handle.wait().map_err(ServiceError::Launch);
-    sig_handle.close();
-    let _ = forwarder.join();
-    let mut result = result?;
+    if relay {
+        relay_stdin(handle.input_writer(), stdin_is_terminal)?;
+    }
+    relay_signals(signals, handle.canceller(), opts.stop_grace, interactive)?;
+    let mut result = handle.wait().map_err(ServiceError::Launch)?;
     let code = exit_code(&result);
     // The `stop` scope policy (quality) is ending the scope on the engine's watch thread: see it
     // through before this process exits, or the stop would die with us.
@@ -137,16 +310,46 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, json_out: bool) -> Result<i32
             None => doc.scope = RunScope::Stopping,
         }
     }
-    if json_out {
+    if doc.scope == RunScope::Exited && result.outcome == LaunchOutcome::Completed {
+        // The workload ended by itself and nothing holds the streams any more: what it wrote
+        // reaches our reader (at its pace) before we exit, as its own writes would have had
+        // to. A workload that was ended (deadline, cancel) leaves what it wrote unread.
+        result.capture.wait_delivered();
+    }
+    if opts.json {
         print_json(&doc)?;
-    } else if let Some(f) = doc.stop_failure {
-        tracing::warn!(id = %result.id, error = %f, "scope stop failed");
-        eprintln!(
-            "refine-supervisor: warning: stopping the scope of {} failed: {f}",
-            result.id
-        );
+    } else {
+        if let LaunchOutcome::SpawnFailed { errno } = result.outcome {
+            eprintln!("refine-supervisor: {}", spawn_failure(&spec, errno));
+        }
+        if let Some(f) = doc.stop_failure {
+            tracing::warn!(id = %result.id, error = %f, "scope stop failed");
+            eprintln!(
+                "refine-supervisor: warning: stopping the scope of {} failed: {f}",
+                result.id
+            );
+        }
     }
     Ok(code)
+}
+
+/// One line for a launch that never ran (W5): the directory when `--cwd` is what failed (it is
+/// not a directory this process can enter), the program otherwise, and the error.
+pub(crate) fn spawn_failure(spec: &LaunchAsk, errno: i32) -> String {
+    let error = io::Error::from_raw_os_error(errno).to_string();
+    let error = match error.rfind(" (os error") {
+        Some(i) => error[..i].to_owned(),
+        None => error,
+    };
+    let bad_cwd = spec
+        .cwd
+        .as_ref()
+        .filter(|d| !std::fs::metadata(d).is_ok_and(|m| m.is_dir()));
+    let what = match bad_cwd {
+        Some(d) => d.clone(),
+        None => spec.argv.first().cloned().unwrap_or_default(),
+    };
+    format!("{what}: {error}")
 }
 
 /// How long `run` waits for the `stop` scope policy to prove the scope's end.
@@ -165,9 +368,17 @@ fn scope_name(s: &ScopeState) -> RunScope {
 fn exit_code(r: &LaunchResult) -> i32 {
     match (r.outcome, r.status.shell_code()) {
         (_, Some(c)) => c,
-        (LaunchOutcome::SpawnFailed { errno }, None) if errno == libc::ENOENT => 127,
-        (LaunchOutcome::SpawnFailed { .. }, None) => 126,
+        (LaunchOutcome::SpawnFailed { errno }, None) => spawn_failure_code(errno),
         _ => 1,
+    }
+}
+
+/// 127 when the program (or directory) was not found, 126 otherwise, as a shell says.
+pub(crate) fn spawn_failure_code(errno: i32) -> i32 {
+    if errno == libc::ENOENT {
+        127
+    } else {
+        126
     }
 }
 

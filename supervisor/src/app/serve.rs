@@ -18,6 +18,7 @@
 
 use std::collections::HashSet;
 use std::io;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -25,8 +26,9 @@ use std::time::{Duration, Instant};
 use refine_protocol::api::{self, ErrorKind, LaunchAsk, Reply, Request, Response, MAX_MESSAGE};
 use refine_protocol::{Registration, RegistrationId, StopCause};
 
-use super::docs::{json_line, to_value, RecoverAction, State};
+use super::docs::{json_line, to_value, RecoverAction, State, StopDetail, StopDoc};
 use super::error::{io_err, CliError, ServiceError};
+use super::metrics::{self, Metrics, RequestResult};
 use super::ops::{self, admit, assess_one, launch_request, recover_all, retire, stop_one};
 use crate::deadline::{instant_of_unix_ms, Deadlines, Expired};
 use crate::error_chain;
@@ -61,7 +63,35 @@ fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<RegistrationId, 
         .launch(req)
         .map_err(|e| Response::err(ErrorKind::LaunchFailed, error_chain(&e)))?;
     drop(slot);
+    // The caller learns a spawn failure now rather than an id of something that never ran.
+    if let Some(Err(errno)) = handle.wait_spawned(SPAWN_WORD_WAIT) {
+        return Err(Response::ok(Reply::SpawnFailed {
+            id: handle.id().to_string(),
+            errno,
+        }));
+    }
     Ok(handle.id())
+}
+
+/// How long a detached launch waits for the guardian's word on the `execve` (it comes within
+/// milliseconds of *start*).
+const SPAWN_WORD_WAIT: Duration = Duration::from_secs(5);
+
+/// How a launch request ended, for the metrics.
+fn request_result(r: &Result<RegistrationId, Response>) -> RequestResult {
+    let kind = match r {
+        Ok(_) => return RequestResult::Started,
+        // A reply without an error: the spawn failed (`Reply::SpawnFailed`).
+        Err(resp) => match &resp.error {
+            None => return RequestResult::Failed,
+            Some(e) => e.kind,
+        },
+    };
+    match kind {
+        ErrorKind::NoCapacity => RequestResult::NoCapacity,
+        ErrorKind::LaunchFailed => RequestResult::Failed,
+        _ => RequestResult::Rejected,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -75,6 +105,25 @@ struct Service {
     launched: Mutex<HashSet<RegistrationId>>,
     /// When retention last ran (it runs at most every [`RETENTION_EVERY`]).
     last_retention: Mutex<Option<Instant>>,
+    /// Counters and gauges for `--metrics` (kept whether or not they are served).
+    metrics: Arc<Metrics>,
+}
+
+impl Service {
+    /// The shared stop, observed by the metrics when it returned a report.
+    fn stop(&self, reg: &Registration, cause: StopCause) -> StopDoc {
+        let doc = stop_one(&self.rt, reg, cause);
+        if let StopDetail::Done { timings_ms, .. } = &doc.detail {
+            let name = match cause {
+                StopCause::Operator => "operator",
+                StopCause::CompletionDeadline => "completion_deadline",
+                StopCause::IdleDeadline => "idle_deadline",
+            };
+            let took = Duration::from_secs_f64(timings_ms.total.max(0.0) / 1e3);
+            self.metrics.stopped(name, took);
+        }
+        doc
+    }
 }
 
 /// Runs the service in the foreground until SIGTERM or SIGINT.
@@ -84,6 +133,7 @@ pub fn serve(
     maintenance_every: Duration,
     keep: Housekeeping,
     watch: StallConfig,
+    metrics_addr: Option<SocketAddr>,
 ) -> Result<(), ServiceError> {
     let rt = Runtime::open(home, port)?;
     let lock = rt.service_lock_path();
@@ -110,12 +160,14 @@ pub fn serve(
         Err(e) => tracing::error!(error = %error_chain(&e), "recovery at start failed"),
     }
 
-    crate::limits::raise_nofile_limit();
+    crate::limits::raise_nofile_ceiling();
+    let metrics = Arc::new(Metrics::new());
     let state = Arc::new(Service {
-        sup: Supervisor::new(rt.clone()),
+        sup: Supervisor::new(rt.clone()).with_result_hook(metrics.result_hook()),
         rt,
         launched: Mutex::new(HashSet::new()),
         last_retention: Mutex::new(None),
+        metrics,
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -123,7 +175,13 @@ pub fn serve(
         .enable_all()
         .build()
         .map_err(io_err("start the async runtime"))?;
-    let result = runtime.block_on(serve_async(state.clone(), maintenance_every, keep, watch));
+    let result = runtime.block_on(serve_async(
+        state.clone(),
+        maintenance_every,
+        keep,
+        watch,
+        metrics_addr,
+    ));
     // Guardians are not waited for: they outlive the service by design.
     runtime.shutdown_background();
     let _ = std::fs::remove_file(state.rt.socket_path());
@@ -172,9 +230,25 @@ async fn serve_async(
     every: Duration,
     keep: Housekeeping,
     watch: StallConfig,
+    metrics_addr: Option<SocketAddr>,
 ) -> Result<(), ServiceError> {
     use tokio::signal::unix::{signal, SignalKind};
     let listener = bind_socket(&state.rt.socket_path())?;
+    let exposition = match metrics_addr {
+        Some(addr) => {
+            let l = metrics::bind(addr)
+                .await
+                .map_err(|source| ServiceError::MetricsBind { addr, source })?;
+            tracing::info!(addr = %addr, "metrics on /metrics");
+            let (m, rt) = (state.metrics.clone(), state.rt.clone());
+            Some(tokio::spawn(async move {
+                if let Err(e) = metrics::serve(l, m, rt).await {
+                    tracing::error!(error = %e, "metrics listener failed");
+                }
+            }))
+        }
+        None => None,
+    };
     let mut term = signal(SignalKind::terminate()).map_err(io_err("install SIGTERM handler"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(io_err("install SIGINT handler"))?;
     tracing::info!(socket = %state.rt.socket_path().display(), "listening");
@@ -194,13 +268,14 @@ async fn serve_async(
 
     let stall = {
         let rt = state.rt.clone();
+        let metrics = state.metrics.clone();
         tokio::spawn(async move {
             let watcher = Arc::new(Mutex::new(Watcher::new(watch)));
             let mut tick = tokio::time::interval(watch.period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                let (rt, watcher) = (rt.clone(), watcher.clone());
+                let (rt, watcher, metrics) = (rt.clone(), watcher.clone(), metrics.clone());
                 let _ = tokio::task::spawn_blocking(move || {
                     let Ok(mut w) = watcher.lock() else { return };
                     let events = w.pass(
@@ -212,6 +287,8 @@ async fn serve_async(
                     for (id, event) in events {
                         log_stall(id, &event);
                     }
+                    let (stalled, silent) = w.counts();
+                    metrics.set_watch(stalled, silent);
                 })
                 .await;
             }
@@ -237,6 +314,9 @@ async fn serve_async(
     }
     maint.abort();
     stall.abort();
+    if let Some(task) = exposition {
+        task.abort();
+    }
     Ok(())
 }
 
@@ -306,7 +386,12 @@ fn handle(state: &Service, req: Request) -> Response {
         })
     };
     let result = match req {
-        Request::Launch(spec) => launch_detached(&state.sup, spec).map(|id| {
+        Request::Launch(spec) => {
+            let launched = launch_detached(&state.sup, spec);
+            state.metrics.request(request_result(&launched));
+            launched
+        }
+        .map(|id| {
             if let Ok(mut l) = state.launched.lock() {
                 l.insert(id);
             }
@@ -326,7 +411,7 @@ fn handle(state: &Service, req: Request) -> Response {
         }),
         Request::Stop { id } => parse(&id).and_then(|id| {
             let reg = rt.read_registration(id).map_err(registry_response)?;
-            let doc = stop_one(rt, &reg, StopCause::Operator);
+            let doc = state.stop(&reg, StopCause::Operator);
             tracing::info!(%id, result = %json_line(&doc), "stop");
             Ok(Reply::Stop(to_value(&doc)))
         }),
@@ -378,7 +463,7 @@ fn maintenance(state: &Service, keep: Housekeeping) {
             match assess_one(rt, &reg).state {
                 State::Live => {
                     if let Some(cause) = deadline_passed(&reg) {
-                        let doc = stop_one(rt, &reg, cause);
+                        let doc = state.stop(&reg, cause);
                         tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
                     }
                 }

@@ -11,7 +11,7 @@ use refine_protocol::record::{Registration, ScopePolicy, StopCause};
 use refine_protocol::{Receipt, WorkloadStatus};
 use rustix::net::RecvFlags;
 
-use super::handle::{CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL};
+use super::handle::{CTL_ACK, CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL, CTL_SIGNAL_ACKED};
 use super::{LaunchOutcome, LaunchResult, ScopeEnded, ScopeState, ScopeWatch, StopFailure};
 use crate::capture::{Capture, CaptureError, CaptureFailure};
 use crate::deadline::{Deadlines, Expired};
@@ -57,8 +57,12 @@ pub(super) struct Engine {
     pub(super) capture: Capture,
     pub(super) deadlines: Deadlines,
     pub(super) output_limit: Option<u64>,
-    pub(super) control: OwnedFd,
+    /// Closed (`None`) once every handle and canceller is gone: a detached launch holds no
+    /// descriptor for a control channel nobody can write to.
+    pub(super) control: Option<OwnedFd>,
     pub(super) policy: ScopePolicy,
+    /// Told once whether the workload exec'd (`Ok`) or failed to (`Err(errno)`).
+    pub(super) spawned: Option<mpsc::SyncSender<Result<(), i32>>>,
 }
 
 #[derive(Default)]
@@ -66,9 +70,6 @@ pub(super) struct State {
     pub(super) status: Option<WorkloadStatus>,
     pub(super) receipt: Option<Receipt>,
     pub(super) channel_closed: bool,
-    /// Every handle and canceller is gone: the control socket is at EOF and leaves the poll set
-    /// (a hung-up socket polls readable forever).
-    pub(super) control_closed: bool,
     pub(super) guardian_failed: bool,
     pub(super) spawn_errno: Option<i32>,
     /// The first cause that made this engine stop the tree.
@@ -178,8 +179,15 @@ impl Engine {
     fn on_event(&mut self, st: &mut State, ev: GuardianEvent) {
         let now = Instant::now();
         match ev {
-            GuardianEvent::Started => {}
+            GuardianEvent::Started => {
+                if let Some(tx) = self.spawned.take() {
+                    let _ = tx.try_send(Ok(()));
+                }
+            }
             GuardianEvent::SpawnFailed { errno } => {
+                if let Some(tx) = self.spawned.take() {
+                    let _ = tx.try_send(Err(errno));
+                }
                 st.spawn_errno = Some(errno);
                 st.status.get_or_insert(WorkloadStatus::NeverStarted);
                 self.capture.begin_drain(now);
@@ -216,21 +224,30 @@ impl Engine {
 
     fn read_control(&mut self, st: &mut State) {
         let mut buf = [0u8; 8];
-        loop {
-            match rustix::net::recv(&self.control, &mut buf, RecvFlags::DONTWAIT) {
-                // Every message is at least one byte: zero is end of file.
+        while let Some(control) = &self.control {
+            match rustix::net::recv(control, &mut buf, RecvFlags::DONTWAIT) {
+                // Every message is at least one byte: zero is end of file. Every handle and
+                // canceller is gone: the socket is closed (a hung-up socket polls readable
+                // forever, and a detached scope should not hold its descriptor).
                 Ok((0, _)) => {
-                    st.control_closed = true;
+                    self.control = None;
                     return;
                 }
                 Ok((n, _)) => match buf[..n.min(buf.len())] {
                     [CTL_CANCEL] => self.stop(st, LaunchOutcome::Cancelled),
                     [CTL_OPERATOR_STOP] => self.stop(st, LaunchOutcome::Stopped),
-                    [CTL_SIGNAL, signo] => {
+                    [op @ (CTL_SIGNAL | CTL_SIGNAL_ACKED), signo] => {
                         if !st.workload_over() && !st.channel_closed {
                             if let Err(e) = self.link.signal(i32::from(signo)) {
                                 tracing::warn!(id = %self.registration.id, signo, error = %e, "cannot forward a signal");
                             }
+                        }
+                        if let (CTL_SIGNAL_ACKED, Some(control)) = (op, &self.control) {
+                            let _ = rustix::net::send(
+                                control,
+                                &[CTL_ACK],
+                                rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
+                            );
                         }
                         self.deadlines.activity(Instant::now());
                     }
@@ -296,11 +313,15 @@ impl Engine {
     /// the control socket while each is open. Waits until one is ready or `wake`, reads what the
     /// streams hold, and says which of the engine's own descriptors woke it.
     fn poll(&mut self, st: &State, wake: Option<Instant>) -> Result<Woken, CaptureError> {
+        let channel = self.link.channel();
         let mine = [
-            (self.link.channel(), !st.channel_closed),
-            (self.control.as_fd(), !st.control_closed),
+            (channel, !st.channel_closed),
+            (
+                self.control.as_ref().map_or(channel, |c| c.as_fd()),
+                self.control.is_some(),
+            ),
         ];
-        let mut open = [mine[0].0; 2];
+        let mut open = [channel; 2];
         let mut n = 0;
         for (fd, is_open) in mine {
             if is_open {

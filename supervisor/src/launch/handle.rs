@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -25,6 +25,10 @@ pub(super) const CTL_OPERATOR_STOP: u8 = b's';
 pub(super) const CTL_ACTIVITY: u8 = b'a';
 /// Followed by the signal number in the same message.
 pub(super) const CTL_SIGNAL: u8 = b'k';
+/// Like [`CTL_SIGNAL`], and the engine answers [`CTL_ACK`] once the guardian was asked.
+pub(super) const CTL_SIGNAL_ACKED: u8 = b'K';
+/// The engine's answer to [`CTL_SIGNAL_ACKED`].
+pub(super) const CTL_ACK: u8 = b'A';
 
 #[derive(Debug)]
 pub(super) struct Control(pub(super) OwnedFd);
@@ -62,6 +66,53 @@ impl Canceller {
     pub fn operator_stop(&self) {
         self.control.send(CTL_OPERATOR_STOP);
     }
+    /// Asks the guardian to forward `signo` to the workload (counts as activity); see
+    /// [`LaunchHandle::signal`].
+    pub fn signal(&self, signo: i32) -> Result<(), LaunchError> {
+        self.control.send_msg(&[CTL_SIGNAL, signal_byte(signo)?]);
+        Ok(())
+    }
+
+    /// Like [`Canceller::signal`], and waits at most `bound` until the engine has passed it to
+    /// the guardian: what a caller needs before it stops its own process (`run` on Ctrl-Z),
+    /// which would stop the engine too. Returns whether the engine confirmed it. Only one
+    /// thread may wait for confirmations.
+    pub fn signal_confirmed(&self, signo: i32, bound: Duration) -> Result<bool, LaunchError> {
+        self.control
+            .send_msg(&[CTL_SIGNAL_ACKED, signal_byte(signo)?]);
+        let end = std::time::Instant::now() + bound;
+        let mut buf = [0u8; 4];
+        loop {
+            match rustix::net::recv(&self.control.0, &mut buf, rustix::net::RecvFlags::DONTWAIT) {
+                Ok((n, _)) if n >= 1 && buf[0] == CTL_ACK => return Ok(true),
+                Ok((0, _)) => return Ok(false),
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => {
+                    let left = end.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        return Ok(false);
+                    }
+                    let mut fds = [rustix::event::PollFd::new(
+                        &self.control.0,
+                        rustix::event::PollFlags::IN,
+                    )];
+                    let ts = rustix::event::Timespec {
+                        tv_sec: left.as_secs() as i64,
+                        tv_nsec: left.subsec_nanos() as i64,
+                    };
+                    let _ = rustix::event::poll(&mut fds, Some(&ts));
+                }
+                Err(_) => return Ok(false),
+            }
+        }
+    }
+}
+
+fn signal_byte(signo: i32) -> Result<u8, LaunchError> {
+    u8::try_from(signo)
+        .ok()
+        .filter(|s| (1..=64).contains(s))
+        .ok_or(LaunchError::BadSignal(signo))
 }
 
 /// A running launch.
@@ -70,6 +121,8 @@ pub struct LaunchHandle {
     pub(super) id: RegistrationId,
     pub(super) registration: Registration,
     pub(super) thread: Option<JoinHandle<LaunchResult>>,
+    /// Whether the workload exec'd, once the guardian says so.
+    pub(super) spawned: Mutex<mpsc::Receiver<Result<(), i32>>>,
     pub(super) control: Arc<Control>,
     pub(super) input: InputWriter,
 }
@@ -97,6 +150,14 @@ impl LaunchHandle {
     /// The durable registration (written before the workload could start).
     pub fn registration(&self) -> &Registration {
         &self.registration
+    }
+
+    /// Waits at most `timeout` for the guardian's word on the `execve`: `Some(Ok(()))` the
+    /// workload runs, `Some(Err(errno))` it never ran (a spawn failure), `None` no word (the
+    /// bound passed, or the guardian was lost before it).
+    pub fn wait_spawned(&self, timeout: Duration) -> Option<Result<(), i32>> {
+        let rx = self.spawned.lock().unwrap_or_else(|p| p.into_inner());
+        rx.recv_timeout(timeout).ok()
     }
 
     pub fn canceller(&self) -> Canceller {
@@ -129,12 +190,7 @@ impl LaunchHandle {
     /// ignored once the workload has exited. To end a launch use [`Canceller`], which stops the
     /// whole tree.
     pub fn signal(&self, signo: i32) -> Result<(), LaunchError> {
-        let byte = u8::try_from(signo)
-            .ok()
-            .filter(|s| (1..=64).contains(s))
-            .ok_or(LaunchError::BadSignal(signo))?;
-        self.control.send_msg(&[CTL_SIGNAL, byte]);
-        Ok(())
+        self.canceller().signal(signo)
     }
 
     /// Closes a piped stdin (the workload reads EOF).
@@ -164,6 +220,16 @@ impl InputWriter {
     /// Writes to the workload's stdin (PTY or pipe; counts as activity), waiting at most
     /// [`INPUT_TIMEOUT`] for it to accept the bytes.
     pub fn write_input(&self, bytes: &[u8]) -> Result<(), LaunchError> {
+        self.deliver(bytes, Some(INPUT_TIMEOUT))
+    }
+
+    /// Writes to the workload's stdin as a pipe would: waits as long as the workload does not
+    /// read (a relay of this process's own stdin, W1). Fails once the workload has closed it.
+    pub fn feed_input(&self, bytes: &[u8]) -> Result<(), LaunchError> {
+        self.deliver(bytes, None)
+    }
+
+    fn deliver(&self, bytes: &[u8], timeout: Option<Duration>) -> Result<(), LaunchError> {
         let input = self.inner.input.lock().unwrap_or_else(|p| p.into_inner());
         let fd = match input.as_ref() {
             Some(Input::Pty(fd)) | Some(Input::Pipe(fd)) => fd,
@@ -173,7 +239,7 @@ impl InputWriter {
             rustix::io::ioctl_fionbio(fd, true)
                 .map_err(|e| io_op("make stdin nonblocking")(e.into()))?;
         }
-        pty::write_input(fd.as_fd(), bytes, INPUT_TIMEOUT)?;
+        pty::write_input(fd.as_fd(), bytes, timeout)?;
         self.inner.control.send(CTL_ACTIVITY);
         if let Some(log) = self
             .inner

@@ -31,7 +31,7 @@ pub use engine::shared_stop;
 use engine::Engine;
 pub use handle::{Canceller, InputWriter, LaunchHandle, INPUT_TIMEOUT};
 pub use register::{launch_registered, RegisteredLaunch};
-pub use request::{default_scope_policy, LaunchRequest, StdinMode};
+pub use request::{default_scope_policy, LaunchRequest, StdinMode, DEFAULT_LOG_CAP};
 
 use std::fs::File;
 use std::io;
@@ -220,13 +220,27 @@ fn io_op(op: &'static str) -> impl FnOnce(io::Error) -> LaunchError {
     move |source| LaunchError::Io { op, source }
 }
 
+/// Called on the engine thread with every result of a [`Supervisor`]'s launches, before the
+/// result goes to [`LaunchHandle::wait`] (a service that never waits counts outcomes with it).
+pub type ResultHook = Arc<dyn Fn(&LaunchResult) + Send + Sync>;
+
 /// The launch engine of one runtime.
-#[derive(Debug)]
 pub struct Supervisor {
     runtime: Runtime,
     login: Arc<LoginEnv>,
     daemon_env: EnvMap,
     guardian_exe: Option<PathBuf>,
+    on_result: Option<ResultHook>,
+}
+
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("runtime", &self.runtime)
+            .field("guardian_exe", &self.guardian_exe)
+            .field("on_result", &self.on_result.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Supervisor {
@@ -237,7 +251,14 @@ impl Supervisor {
             login: Arc::new(LoginEnv::from_env()),
             daemon_env: env_policy::daemon_env(),
             guardian_exe: None,
+            on_result: None,
         }
+    }
+
+    /// Calls `hook` with the result of every launch, on the launch's engine thread.
+    pub fn with_result_hook(mut self, hook: ResultHook) -> Self {
+        self.on_result = Some(hook);
+        self
     }
 
     /// Uses this login environment (a fixed one in tests, or a shared cache).
@@ -300,6 +321,7 @@ impl Supervisor {
                     fd: capture_end,
                     artifact: stdout_path,
                     pty: true,
+                    forward: req.forward_stdout.take(),
                 }];
                 (Stdio::Pty(p.slave), sources, Some(Input::Pty(p.master)))
             }
@@ -315,6 +337,15 @@ impl Supervisor {
                         let (r, w) = pipe()?;
                         (r, Some(Input::Pipe(w)))
                     }
+                    StdinMode::Inherit => match rustix::io::fcntl_dupfd_cloexec(io::stdin(), 3) {
+                        Ok(fd) => (fd, None),
+                        Err(_) => (
+                            OwnedFd::from(
+                                File::open("/dev/null").map_err(io_op("open /dev/null"))?,
+                            ),
+                            None,
+                        ),
+                    },
                 };
                 let sources = vec![
                     StreamSource {
@@ -322,12 +353,14 @@ impl Supervisor {
                         fd: out_r,
                         artifact: stdout_path,
                         pty: false,
+                        forward: req.forward_stdout.take(),
                     },
                     StreamSource {
                         stream: Stream::Stderr,
                         fd: err_r,
                         artifact: stderr_path,
                         pty: false,
+                        forward: req.forward_stderr.take(),
                     },
                 ];
                 (Stdio::Fds([stdin, out_w, err_w]), sources, input)
@@ -404,6 +437,7 @@ impl Supervisor {
         )
         .map_err(|e| io_op("create the control channel")(e.into()))?;
         let control = Arc::new(Control(control_tx));
+        let (spawned_tx, spawned_rx) = mpsc::sync_channel(1);
         let engine = Engine {
             runtime: rt.clone(),
             registration: registration.clone(),
@@ -411,18 +445,27 @@ impl Supervisor {
             capture,
             deadlines,
             output_limit: req.output_limit,
-            control: control_rx,
+            control: Some(control_rx),
             policy,
             owner,
+            spawned: Some(spawned_tx),
         };
+        let on_result = self.on_result.clone();
         let thread = std::thread::Builder::new()
             .name(format!("refine-launch-{}", &id.to_string()[..8]))
-            .spawn(move || engine.run())
+            .spawn(move || {
+                let result = engine.run();
+                if let Some(hook) = on_result {
+                    hook(&result);
+                }
+                result
+            })
             .map_err(io_op("start the launch thread"))?;
         Ok(LaunchHandle {
             id,
             registration,
             thread: Some(thread),
+            spawned: Mutex::new(spawned_rx),
             control: control.clone(),
             input: InputWriter {
                 inner: Arc::new(InputInner {

@@ -86,6 +86,10 @@ pub fn launch_registered(
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
+        argv_bytes: req.argv.iter().any(|a| a.to_str().is_none()).then(|| {
+            use std::os::unix::ffi::OsStrExt;
+            req.argv.iter().map(|a| a.as_bytes().to_vec()).collect()
+        }),
         cwd: cwd_text,
         stdout_path: rt
             .log_path(id, Stream::Stdout)

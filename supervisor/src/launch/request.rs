@@ -9,7 +9,7 @@ use std::time::Duration;
 use refine_protocol::record::{Kind, ScopePolicy};
 use refine_protocol::Rlimit;
 
-use crate::capture::{OutputCallback, DEFAULT_KEEP};
+use crate::capture::{Forward, OutputCallback, DEFAULT_KEEP};
 use crate::env_policy::Override;
 use crate::pty::WindowSize;
 
@@ -21,7 +21,14 @@ pub enum StdinMode {
     Null,
     /// A pipe fed by [`LaunchHandle::write_input`](super::LaunchHandle::write_input) and closed by [`LaunchHandle::close_input`](super::LaunchHandle::close_input).
     Pipe,
+    /// This process's own stdin, passed to the workload as it is (a pipe, a file: its end of
+    /// file, offsets and seeks are the workload's own, as with `tini`); `/dev/null` if this
+    /// process has no fd 0.
+    Inherit,
 }
+
+/// The per-artifact byte cap a launch gets unless it asks otherwise (W4): 1 GiB.
+pub const DEFAULT_LOG_CAP: u64 = 1 << 30;
 
 /// One managed launch, of any kind.
 pub struct LaunchRequest {
@@ -40,7 +47,7 @@ pub struct LaunchRequest {
     pub completion_timeout: Option<Duration>,
     /// Idle deadline from the last output, input, resize or signal.
     pub idle_timeout: Option<Duration>,
-    /// Per-artifact byte cap (S10).
+    /// Per-artifact byte cap (S10, W4); [`DEFAULT_LOG_CAP`] unless set, `None` for no cap.
     pub log_cap: Option<u64>,
     /// A hard budget on output bytes (all streams): past it the launch is stopped and its
     /// outcome is [`LaunchOutcome::OutputLimit`](super::LaunchOutcome::OutputLimit).
@@ -54,6 +61,11 @@ pub struct LaunchRequest {
     /// Bytes kept in memory per stream ([`DEFAULT_KEEP`]).
     pub keep_max: usize,
     pub on_output: Option<OutputCallback>,
+    /// Also write stdout (the PTY's output, for a terminal launch) here as it is read, at the
+    /// reader's pace (W3: back-pressure, and a reader that goes away breaks the stream).
+    pub forward_stdout: Option<Forward>,
+    /// Likewise for stderr.
+    pub forward_stderr: Option<Forward>,
     /// Put the workload in its own session (a PTY launch always is).
     pub new_session: bool,
     /// What the guardian sends the workload if this process goes away (0: `SIGKILL`).
@@ -72,7 +84,7 @@ impl std::fmt::Debug for LaunchRequest {
 }
 
 impl LaunchRequest {
-    /// A request with the defaults: no deadlines, no caps, the kind's scope policy, stdin from
+    /// A request with the defaults: no deadlines, the 1 GiB log cap, the kind's scope policy, stdin from
     /// `/dev/null` (a PTY for `terminal`).
     pub fn new(kind: Kind, argv: impl IntoIterator<Item = impl Into<OsString>>) -> Self {
         LaunchRequest {
@@ -86,7 +98,7 @@ impl LaunchRequest {
             purpose: BTreeMap::new(),
             completion_timeout: None,
             idle_timeout: None,
-            log_cap: None,
+            log_cap: Some(DEFAULT_LOG_CAP),
             output_limit: None,
             scope_policy: None,
             pty: (kind == Kind::Terminal).then(WindowSize::default),
@@ -94,6 +106,8 @@ impl LaunchRequest {
             rlimits: Vec::new(),
             keep_max: DEFAULT_KEEP,
             on_output: None,
+            forward_stdout: None,
+            forward_stderr: None,
             new_session: false,
             pdeath_signal: 0,
         }

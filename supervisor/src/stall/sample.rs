@@ -105,6 +105,19 @@ impl Watcher {
         }
     }
 
+    /// How many watched scopes have an open `stalled` and an open `silent` incident.
+    pub fn counts(&self) -> (usize, usize) {
+        self.watches
+            .values()
+            .map(Watch::status)
+            .fold((0, 0), |(a, b), s| {
+                (
+                    a + usize::from(s.stalled.is_some()),
+                    b + usize::from(s.silent.is_some()),
+                )
+            })
+    }
+
     /// The open incidents of `id`, if it is watched.
     pub fn status(&self, id: RegistrationId) -> Option<Status> {
         self.watches.get(&id).map(Watch::status)

@@ -86,6 +86,9 @@ fn capture(guardian: &Path, work: &Path, bytes: u64, rounds: usize) {
         // The engine on the same producer.
         let mut req = LaunchRequest::new(Kind::Command, ["sh", "-c", producer.as_str()]);
         req.label = "bench-capture".into();
+        // Throughput of every byte into the artifact: no log cap (the default 1 GiB would cut a
+        // 2 GiB run short).
+        req.log_cap = None;
         let t = Instant::now();
         let r = sup.run(req).expect("managed launch");
         let engine = t.elapsed();

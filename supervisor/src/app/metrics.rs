@@ -1,0 +1,350 @@
+//! The service's fleet view (`serve --metrics ADDR`, SPEC F2): Prometheus text exposition on
+//! `GET /metrics`, one scrape target per node.
+//!
+//! The metrics are kept in a [`prometheus::Registry`] and encoded by its `TextEncoder` (text
+//! format 0.0.4); nothing here writes exposition text by hand. Counters are bumped where the
+//! service sees the event (a launch request, a launch's result on its engine thread, a stop);
+//! gauges of scope states and capacity are set at scrape time from one [`Census`] of the open
+//! registrations, so a scrape costs what a `ps` of the live scopes costs, and history is never
+//! read.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `refine_scopes` | gauge | `state` (`live`, `unverified`, `corrupt`), `kind` |
+//! | `refine_scopes_unverified` | gauge | |
+//! | `refine_scopes_stalled`, `refine_scopes_silent` | gauge | (set by the stall watch, H3) |
+//! | `refine_capacity_slots`, `refine_capacity_free` | gauge | |
+//! | `refine_launch_requests_total` | counter | `result` (`started`, `no_capacity`, `rejected`, `failed`) |
+//! | `refine_launches_total` | counter | `outcome` (S7: `completed`, `timed_out`, `stopped`, ...) |
+//! | `refine_stop_duration_seconds` | histogram | `cause` |
+//! | `refine_receipt_failures_total` | counter | `reason` (why a scope is unverified) |
+//!
+//! The HTTP side is a bare tokio listener: it reads one request head (at most
+//! [`MAX_REQUEST_HEAD`] bytes, within [`REQUEST_TIMEOUT`]), answers `GET /metrics` and closes.
+//!
+//! # Caveats
+//! - `refine_receipt_failures_total` counts a registration once, at the first scrape that finds it
+//!   unverified (it is counted again only if it was seen verified or live in between); a scope
+//!   that turned unverified and was forgotten between two scrapes is not counted.
+//! - `refine_launches_total` counts launches of this service only (`run` in the foreground reports
+//!   its own outcome); its counters start at zero with each service.
+//! - The listener has no authentication: bind it to loopback or a management network.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+use refine_protocol::{Kind, RegistrationId};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::docs::State;
+use super::ops::{self, Census};
+use crate::capacity;
+use crate::launch::{LaunchResult, ResultHook};
+use crate::registry::Runtime;
+
+/// The longest request head the listener reads.
+pub const MAX_REQUEST_HEAD: usize = 8 * 1024;
+/// How long a client may take to send its request head.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Stop latency buckets, in seconds: a stop usually takes milliseconds; a quiescence retry or a
+/// slow tree takes seconds.
+const STOP_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// How a launch request to the service ended.
+#[derive(Debug, Clone, Copy)]
+pub enum RequestResult {
+    /// Registered and told to start.
+    Started,
+    /// Refused by capacity admission.
+    NoCapacity,
+    /// A malformed ask (empty command, bad limits).
+    Rejected,
+    /// The engine could not launch it.
+    Failed,
+}
+
+impl RequestResult {
+    fn name(self) -> &'static str {
+        match self {
+            RequestResult::Started => "started",
+            RequestResult::NoCapacity => "no_capacity",
+            RequestResult::Rejected => "rejected",
+            RequestResult::Failed => "failed",
+        }
+    }
+}
+
+/// The service's metrics.
+pub struct Metrics {
+    registry: Registry,
+    scopes: IntGaugeVec,
+    unverified: IntGauge,
+    /// Set by [`Metrics::set_watch`] only.
+    #[allow(dead_code)]
+    stalled: IntGauge,
+    #[allow(dead_code)]
+    silent: IntGauge,
+    slots: IntGauge,
+    free: IntGauge,
+    requests: IntCounterVec,
+    launches: IntCounterVec,
+    stop_seconds: HistogramVec,
+    receipt_failures: IntCounterVec,
+    /// Registrations already counted in `receipt_failures` (those unverified at the last scrape).
+    counted_unverified: Mutex<HashSet<RegistrationId>>,
+}
+
+/// A metric this module defines is rejected by the registry (a name twice): a programming error.
+fn register<C: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: C) -> C {
+    r.register(Box::new(c.clone()))
+        .expect("metric names are unique and valid");
+    c
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let r = Registry::new();
+        let gauge =
+            |name: &str, help: &str| register(&r, IntGauge::new(name, help).expect("valid metric"));
+        let counter = |name: &str, help: &str, label: &str| {
+            register(
+                &r,
+                IntCounterVec::new(Opts::new(name, help), &[label]).expect("valid metric"),
+            )
+        };
+        let scopes = register(
+            &r,
+            IntGaugeVec::new(
+                Opts::new(
+                    "refine_scopes",
+                    "Open scopes (not proven exited) by state and kind, at scrape time.",
+                ),
+                &["state", "kind"],
+            )
+            .expect("valid metric"),
+        );
+        let stop_seconds = register(
+            &r,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "refine_stop_duration_seconds",
+                    "Shared stops by this service, from the request to the proven end.",
+                )
+                .buckets(STOP_BUCKETS.to_vec()),
+                &["cause"],
+            )
+            .expect("valid metric"),
+        );
+        Metrics {
+            scopes,
+            unverified: gauge(
+                "refine_scopes_unverified",
+                "Scopes neither proven alive nor proven ended (corrupt records included).",
+            ),
+            stalled: gauge(
+                "refine_scopes_stalled",
+                "Live scopes the stall watch finds busy without progress.",
+            ),
+            silent: gauge(
+                "refine_scopes_silent",
+                "Live scopes the stall watch finds silent (no output for long).",
+            ),
+            slots: gauge("refine_capacity_slots", "Capacity slots for agents (C1)."),
+            free: gauge(
+                "refine_capacity_free",
+                "Free capacity slots: slots less live and unverified scopes.",
+            ),
+            requests: counter(
+                "refine_launch_requests_total",
+                "Launch requests to this service, by how admission and launch ended.",
+                "result",
+            ),
+            launches: counter(
+                "refine_launches_total",
+                "Launches of this service whose engine returned, by outcome.",
+                "outcome",
+            ),
+            stop_seconds,
+            receipt_failures: counter(
+                "refine_receipt_failures_total",
+                "Scopes found unverified (no receipt proves their end), by reason.",
+                "reason",
+            ),
+            registry: r,
+            counted_unverified: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Counts a launch request's result.
+    pub fn request(&self, result: RequestResult) {
+        self.requests.with_label_values(&[result.name()]).inc();
+    }
+
+    /// Counts a launch's result (called on its engine thread) and observes its own stop, the
+    /// stop first: a scrape that sees the outcome sees its stop too.
+    pub fn launch_ended(&self, result: &LaunchResult) {
+        let outcome = result.outcome.name();
+        if let Some(report) = &result.stop_report {
+            self.stopped(outcome, report.timings.total);
+        }
+        self.launches.with_label_values(&[outcome]).inc();
+    }
+
+    /// The hook that feeds [`Metrics::launch_ended`], for the service's engine.
+    pub fn result_hook(self: &Arc<Self>) -> ResultHook {
+        let me = self.clone();
+        Arc::new(move |r: &LaunchResult| me.launch_ended(r))
+    }
+
+    /// Observes a shared stop that returned a report, by its cause.
+    pub fn stopped(&self, cause: &str, took: Duration) {
+        self.stop_seconds
+            .with_label_values(&[cause])
+            .observe(took.as_secs_f64());
+    }
+
+    /// The stall watch's counts (H3): scopes stalled and silent now. Until the watch exists
+    /// nothing calls it and both gauges read 0.
+    #[allow(dead_code)]
+    pub fn set_watch(&self, stalled: usize, silent: usize) {
+        self.stalled.set(stalled as i64);
+        self.silent.set(silent as i64);
+    }
+
+    /// Sets the state and capacity gauges from one census and counts newly unverified scopes.
+    pub fn observe(&self, census: &Census, cap: &capacity::CapacityReport) {
+        self.scopes.reset();
+        for state in [State::Live, State::Unverified] {
+            for kind in [Kind::Agent, Kind::Quality, Kind::Command, Kind::Terminal] {
+                let n = census.scopes.get(&(state, kind.as_str())).copied();
+                self.scopes
+                    .with_label_values(&[state.name(), kind.as_str()])
+                    .set(n.unwrap_or(0) as i64);
+            }
+        }
+        self.scopes
+            .with_label_values(&[State::Corrupt.name(), ops::UNKNOWN_KIND])
+            .set(census.count(State::Corrupt) as i64);
+        self.unverified.set(census.unverified.len() as i64);
+        self.slots.set(cap.slots as i64);
+        self.free.set(cap.free as i64);
+
+        let Ok(mut counted) = self.counted_unverified.lock() else {
+            return;
+        };
+        let now: HashSet<RegistrationId> = census.unverified.iter().map(|(id, _)| *id).collect();
+        for (id, reason) in &census.unverified {
+            if !counted.contains(id) {
+                self.receipt_failures.with_label_values(&[reason]).inc();
+            }
+        }
+        *counted = now;
+    }
+
+    /// One scrape: a census of `rt`, then the exposition.
+    pub fn scrape(&self, rt: &Runtime) -> Vec<u8> {
+        match Census::take(rt) {
+            Ok(census) => {
+                let cap = census.capacity(capacity::Policy::default(), &mut *ops::probe());
+                self.observe(&census, &cap);
+            }
+            // The gauges keep their last values; the failure is the service log's to tell.
+            Err(e) => tracing::warn!(error = %e, "metrics census failed"),
+        }
+        let mut out = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            tracing::warn!(error = %e, "metrics encoding failed");
+        }
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// Binds the metrics listener (before the service says it is listening, so a bad address
+/// fails the start).
+pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await
+}
+
+/// Serves `GET /metrics` on `listener` until the task is dropped. `scrape` runs on the blocking
+/// pool (a census assesses every open registration).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    rt: Runtime,
+) -> std::io::Result<()> {
+    loop {
+        let (stream, peer) = listener.accept().await?;
+        let (metrics, rt) = (metrics.clone(), rt.clone());
+        tokio::spawn(async move {
+            if let Err(e) = answer(stream, metrics, rt).await {
+                tracing::debug!(%peer, error = %e, "metrics request failed");
+            }
+        });
+    }
+}
+
+/// Reads one request head and answers it.
+async fn answer(
+    mut stream: tokio::net::TcpStream,
+    metrics: Arc<Metrics>,
+    rt: Runtime,
+) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(1024);
+    let read = async {
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST_HEAD {
+            let n = stream.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        Ok::<_, std::io::Error>(())
+    };
+    tokio::time::timeout(REQUEST_TIMEOUT, read)
+        .await
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+    let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
+    let mut words = line.split(|b| *b == b' ');
+    let (method, target) = (words.next(), words.next());
+    let (status, content_type, body) = match (method, target) {
+        (Some(b"GET"), Some(b"/metrics")) => {
+            let body = tokio::task::spawn_blocking(move || metrics.scrape(&rt))
+                .await
+                .map_err(std::io::Error::other)?;
+            ("200 OK", TextEncoder::new().format_type().to_owned(), body)
+        }
+        (Some(b"GET"), Some(_)) => (
+            "404 Not Found",
+            "text/plain".into(),
+            b"not found\n".to_vec(),
+        ),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain".into(),
+            b"GET /metrics only\n".to_vec(),
+        ),
+    };
+    let header = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(header.as_bytes()).await?;
+    stream.write_all(&body).await?;
+    stream.shutdown().await
+}

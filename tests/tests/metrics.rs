@@ -1,0 +1,342 @@
+//! `serve --metrics ADDR` (SPEC F2): the exposition passes Debian's `promtool check metrics`, its
+//! counters and gauges follow real launches, stops and a corrupted receipt, and a real Prometheus
+//! server on loopback scrapes the service and answers a query for the launch counter.
+//!
+//! `promtool` and `prometheus` come from Debian's `prometheus` package (`.ci/run` installs it);
+//! where it cannot be had the tests that need it print a skip reason.
+
+mod cli_support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use cli_support::*;
+use refine_tests::wait_until;
+
+/// A loopback address with a port that was free a moment ago.
+fn free_loopback() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    l.local_addr().expect("local addr")
+}
+
+/// `GET path` over HTTP/1.1 with `Connection: close`: (status line, body).
+fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(String, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw)?;
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    Ok((status, body.to_owned()))
+}
+
+/// The value of the sample `series` (name and labels exactly as exposed) in `exposition`.
+fn sample(exposition: &str, series: &str) -> Option<f64> {
+    exposition.lines().find_map(|l| {
+        let (name, value) = l.rsplit_once(' ')?;
+        (name == series).then(|| value.parse().ok())?
+    })
+}
+
+/// Where a Debian `prometheus` package tool is, if it is installed.
+fn tool(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .chain([PathBuf::from("/usr/bin")])
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// A running `serve --metrics`; SIGKILLed and reaped on drop.
+struct Served {
+    child: Child,
+    metrics: SocketAddr,
+}
+
+impl Served {
+    fn start(home: &Home) -> Served {
+        let metrics = free_loopback();
+        let child = home
+            .command(&["serve", "--metrics", &metrics.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn serve");
+        let mut served = Served { child, metrics };
+        let sock = home.run_dir().join("supervisor.sock");
+        let up = wait_until(DEADLINE, || {
+            std::os::unix::net::UnixStream::connect(&sock).is_ok()
+                && served.scrape_status().is_some_and(|s| s.contains(" 200 "))
+        });
+        if !up {
+            let status = served.child.try_wait();
+            let log = std::fs::read_to_string(home.run_dir().join("service.log"));
+            panic!("serve --metrics {metrics} did not come up ({status:?}): {log:?}");
+        }
+        served
+    }
+
+    fn scrape_status(&self) -> Option<String> {
+        http_get(self.metrics, "/metrics").ok().map(|(s, _)| s)
+    }
+
+    fn scrape(&self) -> String {
+        let (status, body) = http_get(self.metrics, "/metrics").expect("scrape /metrics");
+        assert!(status.contains(" 200 "), "GET /metrics: {status}\n{body}");
+        body
+    }
+
+    /// Scrapes until `series` reads `value`; panics with the last exposition otherwise.
+    fn wait_for(&self, series: &str, value: f64) -> String {
+        let mut last = String::new();
+        let seen = wait_until(DEADLINE, || {
+            last = self.scrape();
+            sample(&last, series) == Some(value)
+        });
+        assert!(seen, "{series} never read {value}; last scrape:\n{last}");
+        last
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `run --detach OPTS... -- ARGV...` through the service: the registration id.
+fn detach(home: &Home, opts: &[&str], argv: &[&str]) -> String {
+    let mut args = vec!["run", "--detach"];
+    args.extend_from_slice(opts);
+    args.push("--");
+    args.extend_from_slice(argv);
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert_eq!(id.len(), 32, "run --detach prints the id: {id:?}");
+    id
+}
+
+/// `promtool check metrics` on `exposition`: (success, its output).
+fn promtool_check(promtool: &Path, exposition: &str) -> (bool, String) {
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn promtool");
+    child
+        .stdin
+        .take()
+        .expect("promtool stdin")
+        .write_all(exposition.as_bytes())
+        .expect("feed promtool");
+    let out = child.wait_with_output().expect("wait promtool");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success() && text.trim().is_empty(), text)
+}
+
+#[test]
+fn exposition_follows_launches_stops_and_receipt_failures() {
+    let home = Home::new();
+    let served = Served::start(&home);
+
+    // A launch that completes, and one whose completion deadline the engine enforces.
+    let done = detach(&home, &[], &["true"]);
+    served.wait_for("refine_launches_total{outcome=\"completed\"}", 1.0);
+    detach(&home, &["--timeout", "1s"], &["sleep", "600"]);
+    let live = detach(&home, &[], &["sleep", "600"]);
+    let text = served.wait_for("refine_launches_total{outcome=\"timed_out\"}", 1.0);
+    assert_eq!(
+        sample(
+            &text,
+            "refine_stop_duration_seconds_count{cause=\"timed_out\"}"
+        ),
+        Some(1.0),
+        "the engine's own stop is observed:\n{text}"
+    );
+    assert_eq!(
+        sample(&text, "refine_launch_requests_total{result=\"started\"}"),
+        Some(3.0),
+        "{text}"
+    );
+    let text = served.wait_for("refine_scopes{kind=\"command\",state=\"live\"}", 1.0);
+    assert_eq!(
+        sample(&text, "refine_scopes_unverified"),
+        Some(0.0),
+        "{text}"
+    );
+    for gauge in [
+        "refine_capacity_slots",
+        "refine_capacity_free",
+        "refine_scopes_stalled",
+        "refine_scopes_silent",
+    ] {
+        assert!(sample(&text, gauge).is_some(), "{gauge} missing:\n{text}");
+    }
+
+    // A receipt that no longer decodes: the scope turns unverified and is counted once.
+    home.wait_state(&done, "exited");
+    let proof = home.run_dir().join("proofs").join(&done);
+    refine_tests::overwrite_in_place(&proof, b"not a receipt, but not zeros either");
+    assert_eq!(home.state(&done), "unverified");
+    let text = served.wait_for("refine_scopes_unverified", 1.0);
+    assert_eq!(
+        sample(
+            &text,
+            "refine_receipt_failures_total{reason=\"receipt_corrupt\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    let again = served.scrape();
+    assert_eq!(
+        sample(
+            &again,
+            "refine_receipt_failures_total{reason=\"receipt_corrupt\"}"
+        ),
+        Some(1.0),
+        "a scope is counted once, not once per scrape:\n{again}"
+    );
+
+    // Only GET /metrics is served.
+    let (status, _) = http_get(served.metrics, "/other").expect("GET /other");
+    assert!(status.contains(" 404 "), "{status}");
+
+    match tool("promtool") {
+        Some(promtool) => {
+            let (ok, out) = promtool_check(&promtool, &again);
+            assert!(ok, "promtool check metrics:\n{out}\non:\n{again}");
+        }
+        None => eprintln!(
+            "skipped: promtool check metrics (no promtool: install Debian's `prometheus` package)"
+        ),
+    }
+    let out = home.cli(&["stop", &live]);
+    assert!(out.status.success(), "{}", describe(&["stop", &live], &out));
+}
+
+#[test]
+fn a_metrics_address_in_use_is_one_line() {
+    let home = Home::new();
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let args = ["serve", "--metrics", &addr];
+    let out = home.cli(&args);
+    assert!(!out.status.success(), "{}", describe(&args, &out));
+    let line = assert_one_line_error(&args, &out);
+    assert!(line.contains(&addr), "{line}");
+}
+
+/// A Prometheus server on loopback with its own config and storage; SIGKILLed and reaped on drop.
+struct Prometheus {
+    child: Child,
+    web: SocketAddr,
+    dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(exe: &Path, target: SocketAddr) -> Prometheus {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+                 scrape_configs:\n  - job_name: refine\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .expect("write prometheus.yml");
+        let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log");
+        let web = free_loopback();
+        let child = Command::new(exe)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address={web}"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn prometheus");
+        Prometheus { child, web, dir }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
+    }
+
+    /// The instant query's first sample value, if the query answers with one.
+    fn query(&self, promql: &str) -> Option<String> {
+        let encoded: String = promql
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let (status, body) = http_get(self.web, &format!("/api/v1/query?query={encoded}")).ok()?;
+        if !status.contains(" 200 ") {
+            return None;
+        }
+        let doc: serde_json::Value = serde_json::from_str(&body).ok()?;
+        doc["data"]["result"][0]["value"][1]
+            .as_str()
+            .map(str::to_owned)
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_real_prometheus_scrapes_the_launch_counter() {
+    let Some(exe) = tool("prometheus") else {
+        eprintln!("skipped: no prometheus server (install Debian's `prometheus` package)");
+        return;
+    };
+    let home = Home::new();
+    let served = Served::start(&home);
+    let prom = Prometheus::start(&exe, served.metrics);
+
+    detach(&home, &[], &["true"]);
+    served.wait_for("refine_launches_total{outcome=\"completed\"}", 1.0);
+
+    let query = "refine_launches_total{job=\"refine\",outcome=\"completed\"}";
+    let mut last = None;
+    // Prometheus takes a few seconds to start, then scrapes every second.
+    let seen = wait_until(Duration::from_secs(120), || {
+        last = prom.query(query);
+        last.as_deref() == Some("1")
+    });
+    assert!(
+        seen,
+        "Prometheus never answered {query} with 1 (last: {last:?}); its log:\n{}",
+        prom.log()
+    );
+    assert_eq!(
+        prom.query("up{job=\"refine\"}").as_deref(),
+        Some("1"),
+        "the scrape target is up"
+    );
+}

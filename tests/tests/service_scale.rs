@@ -1,0 +1,114 @@
+//! The service at scale (SPEC F1, issue 12 item 3): what one detached scope costs the service in
+//! descriptors, and the descriptor limits its workloads see.
+
+mod cli_support;
+
+use std::process::{Child, Stdio};
+
+use cli_support::*;
+use refine_tests::wait_until;
+
+/// A running `serve`; SIGKILLed and reaped on drop.
+struct Serving(Child);
+
+impl Serving {
+    fn start(home: &Home) -> Serving {
+        let child = home
+            .command(&["serve"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn serve");
+        let sock = home.run_dir().join("supervisor.sock");
+        let s = Serving(child);
+        assert!(
+            wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(&sock)
+                .is_ok()),
+            "serve did not come up"
+        );
+        s
+    }
+
+    /// The service's open descriptors.
+    fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.0.id()))
+            .expect("read the service's fd table")
+            .count()
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn detach(home: &Home, argv: &[&str]) -> String {
+    let mut args = vec!["run", "--detach", "--"];
+    args.extend_from_slice(argv);
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A quiet detached scope holds four descriptors in the service (guardian channel, two capture
+/// pipes, the registration lock): no control channel (nobody holds its handle) and no artifact
+/// (open only while output flows).
+#[test]
+fn a_quiet_detached_scope_costs_the_service_four_descriptors() {
+    const N: usize = 8;
+    let home = Home::new();
+    let svc = Serving::start(&home);
+    // One launch first: the service's lazily opened descriptors (runtime threads, the log) are
+    // then open before the baseline.
+    let first = detach(&home, &["sleep", "600"]);
+    home.wait_state(&first, "live");
+    let before = svc.fds();
+    let ids: Vec<String> = (0..N).map(|_| detach(&home, &["sleep", "600"])).collect();
+    for id in &ids {
+        home.wait_state(id, "live");
+    }
+    // The engine closes a control channel at end of file, which it reads on its next wake-up.
+    let mut after = 0;
+    let settled = wait_until(DEADLINE, || {
+        after = svc.fds();
+        after <= before + 4 * N
+    });
+    let table: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", svc.0.id()))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .map(|p| p.display().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        settled,
+        "{N} detached scopes took {} descriptors (more than 4 each); fd table: {table:#?}",
+        after - before
+    );
+    for id in ids.iter().chain([&first]) {
+        let out = home.cli(&["stop", id]);
+        assert!(out.status.success(), "{}", describe(&["stop", id], &out));
+    }
+}
+
+/// The service raises its own descriptor limit; the workloads it launches get the limits the
+/// service started with.
+#[test]
+fn workloads_of_the_service_see_the_original_descriptor_limits() {
+    let home = Home::new();
+    let _svc = Serving::start(&home);
+    let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let show = |n: Option<u64>| n.map_or("unlimited".to_owned(), |n| n.to_string());
+    let id = detach(&home, &["sh", "-c", "ulimit -Sn; ulimit -Hn"]);
+    home.wait_state(&id, "exited");
+    let stdout = std::fs::read_to_string(home.run_dir().join("logs").join(format!("{id}.stdout")))
+        .expect("the workload's stdout");
+    assert_eq!(
+        stdout,
+        format!("{}\n{}\n", show(lim.current), show(lim.maximum)),
+        "soft and hard RLIMIT_NOFILE of a workload of the service"
+    );
+}

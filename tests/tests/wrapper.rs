@@ -1,0 +1,591 @@
+//! `run` behaves like the bare command (SPEC W1–W6, issue 10): stdin, signal relay, broken and
+//! slow pipes, the default log cap, spawn failures that explain themselves, and bytes that are
+//! not UTF-8. Each case runs the real `refine-supervisor run` as a shell would.
+
+mod cli_support;
+
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use cli_support::*;
+use refine_tests::wait_until;
+
+/// Waits for `child` at most `bound`; kills it (and says so) when it is still running.
+fn wait_bounded(child: &mut Child, bound: Duration, what: &str) -> ExitStatus {
+    let end = Instant::now() + bound;
+    loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            return st;
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let st = child.wait().expect("wait");
+            panic!("{what}: still running after {bound:?} (killed: {st})");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Reads a child's pipe to its end on a thread.
+fn collect(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = r.read_to_end(&mut v);
+        v
+    })
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: plain kill(2) on the pid of a child this test spawned and has not reaped.
+    let rc = unsafe { libc::kill(child.id() as i32, sig) };
+    assert_eq!(rc, 0, "kill {sig}");
+}
+
+fn json_of(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON document ({e}): {}",
+            String::from_utf8_lossy(bytes)
+        )
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// W1 stdin.
+
+#[test]
+fn stdin_from_a_pipe_reaches_the_workload_with_its_eof() {
+    let home = Home::new();
+    let mut child = home
+        .command(&["run", "--", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn run");
+    let out = collect(child.stdout.take().expect("stdout"));
+    let err = collect(child.stderr.take().expect("stderr"));
+    let mut input = child.stdin.take().expect("stdin");
+    input.write_all(b"a\nb\n").expect("write stdin");
+    drop(input); // EOF: `cat` must see it and end.
+    let st = wait_bounded(&mut child, DEADLINE, "printf 'a\\nb\\n' | run -- cat");
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "a\nb\n",
+        "{st}: {}",
+        String::from_utf8_lossy(&err)
+    );
+    assert!(st.success(), "{st}");
+}
+
+#[test]
+fn stdin_from_a_file_reaches_the_workload() {
+    let home = Home::new();
+    let file = home.path().join("input.txt");
+    std::fs::write(&file, "one\ntwo\nthree\n").expect("write input");
+    let mut cmd = home.command(&["run", "--", "wc", "-l"]);
+    cmd.stdin(std::fs::File::open(&file).expect("open input"));
+    let out = output_of(cmd);
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3");
+}
+
+#[test]
+fn stdin_from_a_terminal_reaches_the_workload_and_ctrl_d_ends_it() {
+    let home = Home::new();
+    let pty =
+        rustix::pty::openpt(rustix::pty::OpenptFlags::RDWR | rustix::pty::OpenptFlags::NOCTTY)
+            .expect("openpt");
+    rustix::pty::grantpt(&pty).expect("grantpt");
+    rustix::pty::unlockpt(&pty).expect("unlockpt");
+    let name = rustix::pty::ptsname(&pty, Vec::new()).expect("ptsname");
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(Path::new(std::ffi::OsStr::from_bytes(name.as_bytes())))
+        .expect("open the terminal");
+    let mut child = home
+        .command(&["run", "--", "cat"])
+        .stdin(slave)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn run");
+    let out = collect(child.stdout.take().expect("stdout"));
+    let err = collect(child.stderr.take().expect("stderr"));
+    let mut master = std::fs::File::from(pty);
+    // A line, then Ctrl-D on an empty line: end of file in canonical mode.
+    master.write_all(b"typed\n\x04").expect("type");
+    // Keep the master drained (the terminal echoes what is typed).
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1024];
+        while matches!(master.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    let st = wait_bounded(&mut child, DEADLINE, "run -- cat on a terminal");
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "typed\n",
+        "{st}: {}",
+        String::from_utf8_lossy(&err)
+    );
+    assert!(st.success(), "{st}");
+}
+
+#[test]
+fn stdin_input_counts_as_activity_for_the_idle_deadline() {
+    let home = Home::new();
+    // The workload prints nothing: only the input keeps it from the 3 s idle deadline.
+    let mut child = home
+        .command(&[
+            "run",
+            "--json",
+            "--idle-timeout",
+            "3s",
+            "--",
+            "sh",
+            "-c",
+            "while read l; do :; done; echo done-reading >&2",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn run");
+    let out = collect(child.stdout.take().expect("stdout"));
+    let mut input = child.stdin.take().expect("stdin");
+    // Input every 500 ms for 6 s: twice the idle deadline, never 3 s without input.
+    for _ in 0..12 {
+        input.write_all(b"line\n").expect("write stdin");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    drop(input);
+    let st = wait_bounded(&mut child, DEADLINE, "run --idle-timeout with input");
+    let doc = json_of(&out.join().unwrap());
+    assert_eq!(doc["outcome"], "completed", "{st}: {doc}");
+    assert!(st.success(), "{st}: {doc}");
+
+    // Negative control: the same workload without input is idle and is stopped.
+    let mut child = home
+        .command(&[
+            "run",
+            "--json",
+            "--idle-timeout",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            "while read l; do :; done",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn run");
+    let out = collect(child.stdout.take().expect("stdout"));
+    let _held_open = child.stdin.take();
+    let st = wait_bounded(&mut child, DEADLINE, "idle run without input");
+    let doc = json_of(&out.join().unwrap());
+    assert_eq!(doc["outcome"], "idle_timeout", "{st}: {doc}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// W2 signals.
+
+/// `run --json -- sh` with `trap` lines installed, started and ready (its ready file exists).
+fn trapping_run(
+    home: &Home,
+    extra: &[&str],
+    traps: &str,
+) -> (Child, std::thread::JoinHandle<Vec<u8>>) {
+    let ready = home.path().join("ready");
+    let _ = std::fs::remove_file(&ready);
+    let script = format!(
+        "{traps}; : > '{}'; while :; do sleep 0.05; done",
+        ready.display()
+    );
+    let mut args = vec!["run", "--json"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", &script]);
+    let mut child = home
+        .command(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn run");
+    let out = collect(child.stdout.take().expect("stdout"));
+    let ok = wait_until(DEADLINE, || {
+        ready.exists() || child.try_wait().ok().flatten().is_some()
+    });
+    assert!(ok && ready.exists(), "the workload never got ready");
+    (child, out)
+}
+
+#[test]
+fn sigterm_to_run_reaches_the_workload_whose_trap_exits_0_completed() {
+    let home = Home::new();
+    let (mut child, out) = trapping_run(&home, &[], "trap 'echo got-term; exit 0' TERM");
+    signal(&child, libc::SIGTERM);
+    let st = wait_bounded(&mut child, DEADLINE, "run after SIGTERM");
+    let doc = json_of(&out.join().unwrap());
+    assert_eq!(doc["outcome"], "completed", "{st}: {doc}");
+    assert_eq!(st.code(), Some(0), "{st}: {doc}");
+    let path = doc["stdout"]["path"].as_str().expect("stdout path");
+    assert_eq!(std::fs::read_to_string(path).unwrap(), "got-term\n");
+}
+
+#[test]
+fn user_hangup_and_alarm_signals_are_forwarded_not_fatal_to_run() {
+    for (sig, name, code) in [
+        (libc::SIGUSR1, "USR1", 11),
+        (libc::SIGUSR2, "USR2", 12),
+        (libc::SIGHUP, "HUP", 13),
+        (libc::SIGALRM, "ALRM", 14),
+        (libc::SIGINT, "INT", 15),
+        (libc::SIGQUIT, "QUIT", 16),
+    ] {
+        let home = Home::new();
+        let (mut child, out) = trapping_run(&home, &[], &format!("trap 'exit {code}' {name}"));
+        signal(&child, sig);
+        let st = wait_bounded(&mut child, DEADLINE, name);
+        let doc = json_of(&out.join().unwrap());
+        assert_eq!(st.signal(), None, "{name}: run itself died: {st}");
+        assert_eq!(st.code(), Some(code), "{name}: {st}: {doc}");
+        assert_eq!(doc["outcome"], "completed", "{name}: {doc}");
+    }
+}
+
+#[test]
+fn a_second_sigterm_escalates_through_the_shared_stop_cancelled() {
+    let home = Home::new();
+    let seen = home.path().join("seen");
+    let (mut child, out) = trapping_run(&home, &[], &format!("trap ': > {}' TERM", seen.display()));
+    signal(&child, libc::SIGTERM);
+    // The first one was forwarded (the workload saw it and lives on) ...
+    assert!(
+        wait_until(DEADLINE, || seen.exists()),
+        "SIGTERM never reached the workload"
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "run ended on the first SIGTERM"
+    );
+    // ... the second ends the scope at once.
+    signal(&child, libc::SIGTERM);
+    let st = wait_bounded(&mut child, DEADLINE, "run after the second SIGTERM");
+    let doc = json_of(&out.join().unwrap());
+    assert_eq!(doc["outcome"], "cancelled", "{st}: {doc}");
+    assert_eq!(doc["scope"], "exited", "{doc}");
+    assert_eq!(st.code(), Some(137), "{st}: {doc}");
+}
+
+#[test]
+fn stop_grace_ends_a_workload_that_ignores_sigterm() {
+    let home = Home::new();
+    let (mut child, out) = trapping_run(&home, &["--stop-grace", "1s"], "trap '' TERM");
+    let sent = Instant::now();
+    signal(&child, libc::SIGTERM);
+    let st = wait_bounded(&mut child, DEADLINE, "run after the grace");
+    let doc = json_of(&out.join().unwrap());
+    assert!(
+        sent.elapsed() >= Duration::from_secs(1),
+        "ended before the grace"
+    );
+    assert_eq!(doc["outcome"], "cancelled", "{st}: {doc}");
+    assert_eq!(st.code(), Some(137), "{st}: {doc}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// W3 pipes.
+
+#[test]
+fn a_closed_reader_breaks_the_workload_stream_yes_head() {
+    let home = Home::new();
+    let mut child = home
+        .command(&["run", "--", "yes"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn run");
+    let err = collect(child.stderr.take().expect("stderr"));
+    let mut reader = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    for _ in 0..2 {
+        line.clear();
+        std::io::BufRead::read_line(&mut reader, &mut line).expect("read");
+        assert_eq!(line, "y\n");
+    }
+    drop(reader); // `head -2` exits.
+    let closed = Instant::now();
+    let st = wait_bounded(&mut child, DEADLINE, "run -- yes | head -2");
+    let took = closed.elapsed();
+    eprintln!("run ended {took:?} after its reader closed");
+    let err = err.join().unwrap();
+    assert_eq!(
+        st.code(),
+        Some(141),
+        "{st}: {}",
+        String::from_utf8_lossy(&err)
+    );
+    // The artifact holds what was written, and nothing of the scope is left.
+    let rows = home.ps();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let id = rows[0]["id"].as_str().unwrap().to_owned();
+    home.wait_state(&id, "exited");
+    let show = show(&home, &id);
+    let stdout = show["record"]["stdout_path"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            home.run_dir()
+                .join("logs")
+                .join(format!("{id}.stdout"))
+                .display()
+                .to_string()
+        });
+    let art = std::fs::read(&stdout).expect("stdout artifact");
+    assert!(
+        art.len() >= 4 && art.starts_with(b"y\ny\n"),
+        "{} bytes",
+        art.len()
+    );
+}
+
+#[test]
+fn a_full_pipe_never_blocks_the_completion_deadline() {
+    let home = Home::new();
+    let mut child = home
+        .command(&["run", "--timeout", "2s", "--", "yes"])
+        .stdout(Stdio::piped()) // never read
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn run");
+    let st = wait_bounded(
+        &mut child,
+        DEADLINE,
+        "run --timeout 2s -- yes into a full pipe",
+    );
+    assert_eq!(st.code(), Some(137), "{st}");
+    let rows = home.ps();
+    assert_eq!(rows[0]["outcome"], "timed_out", "{rows:?}");
+    // Back-pressure: the artifact did not run ahead of the reader by more than a bounded amount.
+    let id = rows[0]["id"].as_str().unwrap();
+    let art = home.run_dir().join("logs").join(format!("{id}.stdout"));
+    let len = std::fs::metadata(&art).expect("artifact").len();
+    assert!(
+        len < 64 << 20,
+        "the workload was not throttled: {len} bytes"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// W4 log cap.
+
+#[test]
+fn every_artifact_has_a_cap_default_one_gib_and_log_cap_sets_it() {
+    let home = Home::new();
+    let args = [
+        "run",
+        "--json",
+        "--log-cap",
+        "1K",
+        "--",
+        "sh",
+        "-c",
+        "head -c 5000 /dev/zero",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let doc = parse(&args, &out);
+    let path = doc["stdout"]["path"].as_str().unwrap();
+    assert_eq!(std::fs::metadata(path).unwrap().len(), 1024, "{doc}");
+    assert_eq!(doc["stdout"]["complete"], false, "{doc}");
+    let end = doc["stdout"]["end"].as_str().unwrap();
+    assert!(end.contains("log cap"), "{end}");
+    // Negative control: under the cap, complete.
+    let args = [
+        "run",
+        "--json",
+        "--log-cap",
+        "10K",
+        "--",
+        "sh",
+        "-c",
+        "head -c 5000 /dev/zero",
+    ];
+    let doc = parse(&args, &home.cli(&args));
+    assert_eq!(doc["stdout"]["complete"], true, "{doc}");
+    // The default is recorded: 1 GiB; `0` is none.
+    let (_, doc) = home.run_json(&["true"]);
+    let id = doc["id"].as_str().unwrap();
+    assert_eq!(
+        show(&home, id)["record"]["limits"]["log_cap_bytes"],
+        1u64 << 30
+    );
+    let args = ["run", "--json", "--log-cap", "0", "--", "true"];
+    let doc = parse(&args, &home.cli(&args));
+    let id = doc["id"].as_str().unwrap();
+    assert!(show(&home, id)["record"]["limits"]["log_cap_bytes"].is_null());
+}
+
+// ---------------------------------------------------------------------------------------------
+// W5 spawn failures.
+
+#[test]
+fn spawn_failures_name_the_program_or_directory_with_126_or_127() {
+    let home = Home::new();
+    let not_exec = home.path().join("not-executable");
+    std::fs::write(&not_exec, "#!/bin/sh\n").unwrap();
+    let not_exec = not_exec.display().to_string();
+    let denied = format!("refine-supervisor: {not_exec}: Permission denied");
+    let cases: [(&[&str], &str, i32); 3] = [
+        (
+            &["run", "--", "/nonexistent"],
+            "refine-supervisor: /nonexistent: No such file or directory",
+            127,
+        ),
+        (&["run", "--", &not_exec], &denied, 126),
+        (
+            &["run", "--cwd", "/nonexistent-dir", "--", "true"],
+            "refine-supervisor: /nonexistent-dir: No such file or directory",
+            127,
+        ),
+    ];
+    for (args, line, code) in cases {
+        let out = home.cli(args);
+        assert_eq!(out.status.code(), Some(code), "{}", describe(args, &out));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr).trim_end(),
+            line,
+            "{}",
+            describe(args, &out)
+        );
+    }
+    // `--json` keeps its contract.
+    let (out, doc) = home.run_json(&["/nonexistent"]);
+    assert_eq!(out.status.code(), Some(127));
+    assert_eq!(doc["outcome"], "spawn_failed");
+    assert_eq!(doc["errno"], libc::ENOENT);
+}
+
+// ---------------------------------------------------------------------------------------------
+// W6 bytes.
+
+#[test]
+fn arguments_and_env_values_that_are_not_utf8_pass_through() {
+    use std::os::unix::ffi::OsStringExt;
+    let home = Home::new();
+    let arg = std::ffi::OsString::from_vec(b"a\xffb".to_vec());
+    let env = std::ffi::OsString::from_vec(b"V=c\xfed".to_vec());
+    let mut cmd = home.command(&["run", "--env"]);
+    cmd.arg(&env)
+        .args(["--", "sh", "-c", "printf '%s|%s' \"$1\" \"$V\"", "sh"])
+        .arg(&arg);
+    let out = output_of(cmd);
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
+    assert_eq!(out.stdout, b"a\xffb|c\xfed");
+    // The record keeps the bytes (`argv_bytes`, numbers in JSON) beside the lossy text.
+    let row = home.ps().into_iter().next().expect("a registration");
+    let rec = show(&home, row["id"].as_str().unwrap())["record"].clone();
+    let last = rec["argv_bytes"].as_array().and_then(|a| a.last().cloned());
+    let bytes: Vec<u8> = last
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|b| b.as_u64().unwrap() as u8)
+        .collect();
+    assert_eq!(bytes, b"a\xffb", "{rec}");
+    assert_eq!(
+        rec["argv"].as_array().unwrap().last().unwrap(),
+        "a\u{fffd}b"
+    );
+    // Negative control: a UTF-8 command records no bytes.
+    let (_, doc) = home.run_json(&["true"]);
+    let rec = show(&home, doc["id"].as_str().unwrap())["record"].clone();
+    assert!(rec["argv_bytes"].is_null(), "{rec}");
+}
+
+/// `run --detach` of a program that cannot run reports it (one line, 127) instead of an id.
+#[test]
+fn detached_spawn_failure_is_reported_not_an_id() {
+    let home = Home::new();
+    let mut serve = home
+        .command(&["serve", "--maintenance-every", "200ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let sock = home.run_dir().join("supervisor.sock");
+    let up = wait_until(DEADLINE, || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok()
+    });
+    let result = std::panic::catch_unwind(|| {
+        assert!(up, "serve did not come up");
+        let args = ["run", "--detach", "--", "/nonexistent"];
+        let out = home.cli(&args);
+        assert_eq!(out.status.code(), Some(127), "{}", describe(&args, &out));
+        assert!(out.stdout.is_empty(), "{}", describe(&args, &out));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr).trim_end(),
+            "refine-supervisor: /nonexistent: No such file or directory"
+        );
+        let args = ["run", "--detach", "--json", "--", "/nonexistent"];
+        let out = home.cli(&args);
+        let doc = parse(&args, &out);
+        assert_eq!(doc["outcome"], "spawn_failed", "{doc}");
+        assert_eq!(doc["errno"], libc::ENOENT, "{doc}");
+        // Negative control: a program that runs still prints its id and exits 0.
+        let args = ["run", "--detach", "--", "true"];
+        let out = home.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim().len(), 32);
+    });
+    let _ = serve.kill();
+    let _ = serve.wait();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
+
+fn proc_state(pid: u64) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rfind(')')
+        .and_then(|i| stat[i + 1..].trim_start().chars().next())
+        .unwrap_or('?')
+}
+
+/// Ctrl-Z: SIGTSTP stops the workload, then `run` itself; `fg` (SIGCONT to `run`) continues
+/// both.
+#[test]
+fn sigtstp_stops_the_workload_then_run_and_sigcont_continues_both() {
+    let home = Home::new();
+    let (mut child, out) = trapping_run(&home, &[], "trap 'exit 0' TERM");
+    let row = home.ps().into_iter().next().expect("a registration");
+    let workload = row["pid"].as_u64().expect("pid");
+    let run = u64::from(child.id());
+    signal(&child, libc::SIGTSTP);
+    assert!(
+        wait_until(DEADLINE, || proc_state(workload) == 'T'
+            && proc_state(run) == 'T'),
+        "after SIGTSTP: workload {}, run {}",
+        proc_state(workload),
+        proc_state(run)
+    );
+    signal(&child, libc::SIGCONT);
+    assert!(
+        wait_until(DEADLINE, || proc_state(workload) != 'T'
+            && proc_state(run) != 'T'),
+        "after SIGCONT: workload {}, run {}",
+        proc_state(workload),
+        proc_state(run)
+    );
+    signal(&child, libc::SIGTERM);
+    let st = wait_bounded(&mut child, DEADLINE, "run after SIGTERM");
+    let doc = json_of(&out.join().unwrap());
+    assert_eq!(doc["outcome"], "completed", "{st}: {doc}");
+}
