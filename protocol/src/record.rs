@@ -39,8 +39,11 @@ pub const STOP_MAGIC: [u8; 8] = *b"RFNSTOP\0";
 pub const RESULT_MAGIC: [u8; 8] = *b"RFNRSLT\0";
 pub const STALL_MAGIC: [u8; 8] = *b"RFNSTAL\0";
 pub const RECORD_VERSION: u16 = 1;
-/// The registration record's version: 2 adds [`Registration::argv_bytes`].
+/// The registration record's version: 2 adds [`Registration::argv_bytes`] and
+/// [`Limits::kill_after_ms`].
 pub const REGISTRATION_VERSION: u16 = 2;
+/// The launch result's version: 2 adds [`LaunchResultRecord::stop_failure`].
+pub const RESULT_VERSION: u16 = 2;
 pub const ENVELOPE_LEN: usize = crate::codec::envelope_len(REGISTRATION_MAGIC.len());
 /// Largest record file accepted.
 pub const MAX_RECORD: usize = 1024 * 1024;
@@ -344,16 +347,12 @@ impl Registration {
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         encode_versioned(REGISTRATION_MAGIC, REGISTRATION_VERSION, self)
     }
-    /// Decodes version 2, and version 1 (no `argv_bytes`).
+    /// Decodes version 2, and version 1 (no `argv_bytes`, no `kill_after_ms`).
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         let (version, payload) = open_versions(REGISTRATION_MAGIC, REGISTRATION_VERSION, buf)?;
         if version == 1 {
-            // Version 1 is version 2 without its last field: read it with `argv_bytes: None`
-            // (bincode's one-byte absent `Option`) appended.
-            let mut v2 = Vec::with_capacity(payload.len() + 1);
-            v2.extend_from_slice(payload);
-            v2.push(0);
-            return decode_payload(&v2, "registration record");
+            let v1: v1::Registration = decode_payload(payload, "registration record")?;
+            return Ok(v1.into());
         }
         decode_payload(payload, "registration record")
     }
@@ -392,9 +391,89 @@ impl StallRecord {
 impl LaunchResultRecord {
     /// Encodes the record; refuses one larger than [`MAX_RECORD`] (which could not be read back).
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
-        encode_record(RESULT_MAGIC, self)
+        encode_versioned(RESULT_MAGIC, RESULT_VERSION, self)
     }
+    /// Decodes version 2, and version 1 (no `stop_failure`).
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
-        decode_payload(open(RESULT_MAGIC, buf)?, "launch result")
+        let (version, payload) = open_versions(RESULT_MAGIC, RESULT_VERSION, buf)?;
+        if version == 1 {
+            // Version 1 is version 2 without its last field: read it with `stop_failure: None`
+            // (bincode's one-byte absent `Option`) appended.
+            let mut v2 = Vec::with_capacity(payload.len() + 1);
+            v2.extend_from_slice(payload);
+            v2.push(0);
+            return decode_payload(&v2, "launch result");
+        }
+        decode_payload(payload, "launch result")
+    }
+}
+
+/// Version-1 layouts, read and converted; never written.
+mod v1 {
+    use std::collections::BTreeMap;
+
+    use serde::Deserialize;
+
+    use crate::frame::{Hello, Rlimit};
+    use crate::{RegistrationId, RuntimeId};
+
+    #[derive(Deserialize)]
+    pub(super) struct Limits {
+        completion_timeout_ms: Option<u64>,
+        idle_timeout_ms: Option<u64>,
+        log_cap_bytes: Option<u64>,
+        rlimits: Vec<Rlimit>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Registration {
+        id: RegistrationId,
+        runtime: RuntimeId,
+        kind: super::Kind,
+        label: String,
+        owner: String,
+        purpose: BTreeMap<String, String>,
+        argv: Vec<String>,
+        cwd: String,
+        stdout_path: String,
+        stderr_path: String,
+        stdin_path: Option<String>,
+        pty: bool,
+        limits: Limits,
+        scope_policy: super::ScopePolicy,
+        started_at_unix_ms: u64,
+        hello: Hello,
+        proof_path: String,
+    }
+
+    impl From<Registration> for super::Registration {
+        fn from(r: Registration) -> Self {
+            super::Registration {
+                id: r.id,
+                runtime: r.runtime,
+                kind: r.kind,
+                label: r.label,
+                owner: r.owner,
+                purpose: r.purpose,
+                argv: r.argv,
+                cwd: r.cwd,
+                stdout_path: r.stdout_path,
+                stderr_path: r.stderr_path,
+                stdin_path: r.stdin_path,
+                pty: r.pty,
+                limits: super::Limits {
+                    completion_timeout_ms: r.limits.completion_timeout_ms,
+                    idle_timeout_ms: r.limits.idle_timeout_ms,
+                    log_cap_bytes: r.limits.log_cap_bytes,
+                    rlimits: r.limits.rlimits,
+                    kill_after_ms: None,
+                },
+                scope_policy: r.scope_policy,
+                started_at_unix_ms: r.started_at_unix_ms,
+                hello: r.hello,
+                proof_path: r.proof_path,
+                argv_bytes: None,
+            }
+        }
     }
 }

@@ -777,17 +777,69 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
     );
     assert_eq!(Registration::decode(&bytes).unwrap(), r);
 
-    // A version 1 record: the same fields without the last one (bincode's absent `Option` is
-    // the payload's last byte, 0).
-    let plain = registration();
-    let v2 = plain.encode().unwrap();
+    // A version 1 record, laid out as the version-1 writer wrote it (no `kill_after_ms` in the
+    // limits, no `argv_bytes`): decodes with both absent.
+    #[derive(serde::Serialize)]
+    struct LimitsV1 {
+        completion_timeout_ms: Option<u64>,
+        idle_timeout_ms: Option<u64>,
+        log_cap_bytes: Option<u64>,
+        rlimits: Vec<Rlimit>,
+    }
+    #[derive(serde::Serialize)]
+    struct RegistrationV1<'a> {
+        id: RegistrationId,
+        runtime: RuntimeId,
+        kind: Kind,
+        label: &'a str,
+        owner: &'a str,
+        purpose: &'a BTreeMap<String, String>,
+        argv: &'a [String],
+        cwd: &'a str,
+        stdout_path: &'a str,
+        stderr_path: &'a str,
+        stdin_path: &'a Option<String>,
+        pty: bool,
+        limits: LimitsV1,
+        scope_policy: ScopePolicy,
+        started_at_unix_ms: u64,
+        hello: Hello,
+        proof_path: &'a str,
+    }
+    let mut plain = registration();
+    plain.limits.completion_timeout_ms = Some(5000);
+    plain.limits.kill_after_ms = None;
+    let old = RegistrationV1 {
+        id: plain.id,
+        runtime: plain.runtime,
+        kind: plain.kind,
+        label: &plain.label,
+        owner: &plain.owner,
+        purpose: &plain.purpose,
+        argv: &plain.argv,
+        cwd: &plain.cwd,
+        stdout_path: &plain.stdout_path,
+        stderr_path: &plain.stderr_path,
+        stdin_path: &plain.stdin_path,
+        pty: plain.pty,
+        limits: LimitsV1 {
+            completion_timeout_ms: plain.limits.completion_timeout_ms,
+            idle_timeout_ms: plain.limits.idle_timeout_ms,
+            log_cap_bytes: plain.limits.log_cap_bytes,
+            rlimits: plain.limits.rlimits.clone(),
+        },
+        scope_policy: plain.scope_policy,
+        started_at_unix_ms: plain.started_at_unix_ms,
+        hello: plain.hello,
+        proof_path: &plain.proof_path,
+    };
+    let payload = bincode::serde::encode_to_vec(&old, bincode::config::standard()).unwrap();
     let header = 20;
-    let payload = &v2[header..v2.len() - 1];
-    assert_eq!(v2[v2.len() - 1], 0);
+    let v2 = plain.encode().unwrap();
     let mut v1 = vec![0u8; header + payload.len()];
     let mut w = Writer::new(&mut v1);
     envelope_start(&mut w, &REGISTRATION_MAGIC, 1, 0).unwrap();
-    w.bytes(payload).unwrap();
+    w.bytes(&payload).unwrap();
     envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
     assert_eq!(Registration::decode(&v1).unwrap(), plain);
 

@@ -24,7 +24,7 @@
 
 use std::fs;
 use std::io::{self, Read};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use refine_protocol::receipt::RECEIPT_LEN;
@@ -180,54 +180,65 @@ pub enum ProofState {
 }
 
 /// Checks the proof file of `reg` (A2).
+///
+/// One open and one `fstat` of the descriptor decide the identity, so the inode read is the
+/// inode checked: `O_NOFOLLOW` (a symlink at the proof path is not the registered file) and
+/// `O_NONBLOCK` (a FIFO put in its place cannot hold the open). The guardian reserves the
+/// receipt's bytes and overwrites them in place, so the length `fstat` reports is read at once.
 pub fn check_proof(runtime: &Runtime, reg: &Registration) -> ProofState {
     let path = Path::new(&reg.proof_path);
-    let meta = match fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return ProofState::Failed(UnverifiedReason::ProofMissing)
-        }
-        Err(e) => {
-            return ProofState::Failed(UnverifiedReason::ProofUnreadable {
-                errno: e.raw_os_error(),
-            })
-        }
-    };
     let registered = reg.proof();
-    let found = ProofIdentity {
-        dev: meta.dev(),
-        ino: meta.ino(),
+    let unreadable = |e: io::Error| {
+        ProofState::Failed(if e.kind() == io::ErrorKind::NotFound {
+            UnverifiedReason::ProofMissing
+        } else {
+            UnverifiedReason::ProofUnreadable {
+                errno: e.raw_os_error(),
+            }
+        })
     };
+    let identity = |m: &fs::Metadata| ProofIdentity {
+        dev: m.dev(),
+        ino: m.ino(),
+    };
+    let file = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            // A symbolic link where the proof file was registered.
+            return match fs::symlink_metadata(path) {
+                Ok(m) => ProofState::Failed(UnverifiedReason::ProofReplaced {
+                    registered,
+                    found: identity(&m),
+                }),
+                Err(e) => unreadable(e),
+            };
+        }
+        Err(e) => return unreadable(e),
+    };
+    let meta = match file.metadata() {
+        Ok(m) => m,
+        Err(e) => return unreadable(e),
+    };
+    let found = identity(&meta);
     if !meta.file_type().is_file() || found != registered {
         return ProofState::Failed(UnverifiedReason::ProofReplaced { registered, found });
     }
-    let mut buf = Vec::with_capacity(RECEIPT_LEN + 1);
-    let read = fs::File::open(path).and_then(|f| {
-        // Verify the inode we read is the one we checked (a swap in between is a replacement).
-        let m = f.metadata()?;
-        if (m.dev(), m.ino()) != (registered.dev, registered.ino) {
-            return Ok(Some(ProofIdentity {
-                dev: m.dev(),
-                ino: m.ino(),
-            }));
-        }
-        f.take(RECEIPT_LEN as u64 + 1).read_to_end(&mut buf)?;
-        Ok(None)
-    });
-    match read {
-        Ok(None) => {}
-        Ok(Some(found)) => {
-            return ProofState::Failed(UnverifiedReason::ProofReplaced { registered, found })
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return ProofState::Failed(UnverifiedReason::ProofMissing)
-        }
-        Err(e) => {
-            return ProofState::Failed(UnverifiedReason::ProofUnreadable {
-                errno: e.raw_os_error(),
-            })
+    // One byte more than a receipt, if there is one: a longer file is not a receipt.
+    let mut buf = vec![0u8; (meta.len() as usize).min(RECEIPT_LEN + 1)];
+    let mut filled = 0;
+    while filled < buf.len() {
+        match (&file).read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return unreadable(e),
         }
     }
+    buf.truncate(filled);
     if refine_protocol::is_unwritten(&buf) {
         return ProofState::Empty;
     }

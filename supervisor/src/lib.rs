@@ -13,6 +13,8 @@
 //! - [`launch`]: the one launch API (the engine); [`capture`], [`pty`], [`deadline`],
 //!   [`env_policy`]: its building blocks.
 //! - [`capacity`]: admission (C1–C3). [`retention`]: log retirement (R1–R3).
+//!   [`forget`]: removing whole exited registrations (R4). [`open_index`]: where open
+//!   scopes are (F1).
 //! - [`child_signals`]: a clean `SIGCHLD` for processes that wait for children (the crate's
 //!   only `unsafe`, allowed there alone).
 //! - [`holders`]: who holds a path (H1); [`reap_checkout`]: reap by checkout (H2);
@@ -32,10 +34,12 @@ pub mod deadline;
 pub mod durable;
 pub mod env_policy;
 pub mod fence;
+pub mod forget;
 pub mod guardian;
 pub mod holders;
 pub mod launch;
 pub mod limits;
+pub mod open_index;
 pub mod procfs;
 pub mod pty;
 pub mod reap_checkout;

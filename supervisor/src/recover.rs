@@ -1,13 +1,17 @@
-//! Recovery after a supervisor restart (SPEC A4–A5): every registration of the runtime is
-//! re-assessed under its registration lock and the runtime stop fence, and
+//! Recovery after a supervisor restart (SPEC A4–A5): every registration in the open index
+//! (`open/`, see [`crate::open_index`]: those not yet proven exited) is re-assessed under its
+//! registration lock and the runtime stop fence, and
 //!
 //! - `live` and stale (no launcher holds its registration lock) → stopped through [`crate::stop`];
-//! - `exited` → released (reported; the record, proof and logs stay for retention to judge);
+//! - `exited` → released (reported; its marker leaves the index; the record, proof and logs stay
+//!   for retention and forgetting to judge);
 //! - `unverified` → kept with its evidence (capacity stays held) and reported;
 //! - a record that cannot be read or decoded → reported, never deleted.
 //!
 //! Idempotent: it acts only on what the assessment says now, so a second run (or two concurrent
-//! runs) finds the scopes the first one stopped `exited` and only reports them.
+//! runs) finds the scopes the first one stopped `exited` and only reports them; a run after
+//! that no longer reads them at all. Its cost is O(open registrations), not O(history). A
+//! marker whose record was never written is dropped once the launch's start timeout has passed.
 //!
 //! # Caveats
 //! A launcher that still owns a launch holds that registration's lock (`locks/ID.lock`) for the
@@ -21,6 +25,7 @@ use refine_protocol::RegistrationId;
 
 use crate::assess::{self, Assessment, UnverifiedReason};
 use crate::fence::FenceError;
+use crate::open_index;
 use crate::registry::{RegistryError, Runtime};
 use crate::stop::{self, StopOptions, StopReport};
 
@@ -93,6 +98,9 @@ pub struct RecoveryEntry {
 #[derive(Debug, Default, serde::Serialize)]
 pub struct RecoveryReport {
     pub entries: Vec<RecoveryEntry>,
+    /// Open-index markers whose record was never written (a launch that died before it
+    /// registered), dropped by this run.
+    pub unwritten_dropped: usize,
 }
 
 impl RecoveryReport {
@@ -113,7 +121,17 @@ pub fn recover(
     opts: &RecoverOptions<'_>,
 ) -> Result<RecoveryReport, RecoverError> {
     let mut report = RecoveryReport::default();
-    for id in runtime.list_ids().map_err(RecoverError::List)? {
+    for id in runtime.open_ids().map_err(RecoverError::List)? {
+        if !runtime.record_path(id).exists() {
+            // A marker without a record: a launch still writing it (it holds the lock), or one
+            // that died before it registered.
+            if let Ok(Some(open_index::Settled::Unwritten { dropped: true })) =
+                open_index::settle_if_free(runtime, id, opts.stop.boot)
+            {
+                report.unwritten_dropped += 1;
+            }
+            continue;
+        }
         let action = recover_one(runtime, id, opts);
         report.entries.push(RecoveryEntry { id, action });
     }
@@ -126,7 +144,7 @@ pub fn recover_one(
     id: RegistrationId,
     opts: &RecoverOptions<'_>,
 ) -> RecoveryAction {
-    let _lock = match runtime.lock(id, opts.lock_wait) {
+    let lock = match runtime.lock(id, opts.lock_wait) {
         Ok(l) => l,
         Err(RegistryError::Fence(FenceError::Timeout { .. })) => return RecoveryAction::Owned,
         Err(error) => return RecoveryAction::Corrupt { error },
@@ -145,7 +163,7 @@ pub fn recover_one(
             }
         }
     };
-    match assess::assess(runtime, &reg, opts.stop.boot) {
+    let action = match assess::assess(runtime, &reg, opts.stop.boot) {
         Assessment::Live => match stop::stop_fenced(runtime, &reg, &opts.stop, &fence) {
             Ok(report) => RecoveryAction::Stopped { report },
             Err(error) => RecoveryAction::StopFailed {
@@ -163,5 +181,16 @@ pub fn recover_one(
                 .filter(|r| r.killed > 0);
             RecoveryAction::Kept { reason, stop }
         }
+    };
+    // What the assessment just proved exited (under the lock) leaves the open index. A failed
+    // removal only means the next run assesses it again.
+    let exited = match &action {
+        RecoveryAction::Released { assessment } => Some(assessment),
+        RecoveryAction::Stopped { report } => Some(&report.assessment),
+        _ => None,
+    };
+    if let Some(a) = exited.filter(|a| a.is_exited()) {
+        let _ = open_index::close_if_exited(runtime, id, &lock, a.clone());
     }
+    action
 }

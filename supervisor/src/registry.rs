@@ -9,6 +9,7 @@
 //! run/P/locks/ID.lock         per-registration lock; stable inode while the record exists
 //! run/P/locks/stop.lock       runtime fence serializing tree stops
 //! run/P/locks/service.lock    held by the port's one service
+//! run/P/open/ID               open index: an empty marker per registration not yet proven exited
 //! run/P/supervisor.sock       service socket
 //! run/P/service.log           the service's log
 //! ```
@@ -16,8 +17,33 @@
 //! The home is derived from the running executable ([`default_home`]), never from the caller's
 //! cwd, `$HOME` or XDG; `--home` overrides it.
 //!
+//! # The open index (`open/`)
+//! `open/` says where to look for scopes that may still be running, so that `ps`, the service's
+//! maintenance pass and recovery cost O(open registrations), not O(history). It never decides a
+//! state: the one assessment ([`crate::assess`]) does, every time. The rules:
+//!
+//! - [`Runtime::write_registration`] creates the marker `open/ID` and fsyncs `open/` **before**
+//!   the record is written. A crash in between leaves a marker without a record, which is
+//!   re-checked and dropped once the launch's start timeout has passed ([`crate::open_index`]).
+//!   A record therefore never exists, not even after a crash, without its marker until the marker
+//!   is removed on purpose.
+//! - The marker is removed only under the registration's lock, after the assessment said
+//!   `exited` ([`crate::open_index::settle`]). If that removal is lost in a crash the marker
+//!   comes back and the registration is simply assessed again: safe, at worst work.
+//! - A record without a marker was proven exited once. Commands that show only what may be open
+//!   do not read it; `ps --all` and `show` still assess it from current evidence.
+//! - A runtime created before the index existed has no `open/`: [`Runtime::open`] builds it once
+//!   (a marker for every record, in a temporary folder renamed into place with
+//!   `RENAME_NOREPLACE`, so two concurrent migrations agree on one index), and the next passes
+//!   settle what has exited. [`Runtime::open_ids`] of a runtime without `open/` lists every
+//!   record.
+//!
 //! # Caveats
-//! Nothing here deletes a record or a proof: retention removes only artifacts, after assessment.
+//! Nothing here deletes a record or a proof: retention removes only artifacts, after assessment;
+//! forgetting ([`crate::forget`]) removes whole exited registrations in its own documented order.
+//! All binaries writing to one runtime must know the index: a record written by an older binary
+//! after the migration has no marker until a `gc` pass re-indexes it
+//! ([`crate::open_index::reindex`]).
 
 use std::fs;
 use std::io::{self, Read};
@@ -57,7 +83,7 @@ pub enum RegistryError {
     MissingHome(PathBuf),
     #[error("runtime {0} does not exist (nothing was ever launched on this port)")]
     MissingRuntime(PathBuf),
-    #[error("no registration {0}")]
+    #[error("no registration {0} (unknown here, or forgotten after it exited)")]
     NotFound(RegistrationId),
     #[error("corrupt {what} {path}: {source}")]
     Corrupt {
@@ -75,6 +101,8 @@ pub enum RegistryError {
     },
     #[error(transparent)]
     Fence(#[from] FenceError),
+    #[error("registration {0}: its lock is not held by the caller")]
+    NotLocked(RegistrationId),
     /// The record would not be readable back (larger than the record limit): nothing is written.
     #[error("{what} refused")]
     Refused {
@@ -135,12 +163,53 @@ impl Runtime {
                     .ok_or_else(|| RegistryError::MissingRuntime(dir.clone()))?
             }
         };
-        Ok(Runtime {
+        let rt = Runtime {
             home: home.to_owned(),
             port,
             dir,
             id,
-        })
+        };
+        rt.ensure_open_index()?;
+        Ok(rt)
+    }
+
+    /// Builds `open/` once for a runtime that has none (see the module docs): a marker for every
+    /// record, in a temporary folder that is fsynced and renamed into place without replacing an
+    /// index another process built meanwhile. Idempotent; a no-op when `open/` exists.
+    pub fn ensure_open_index(&self) -> Result<(), RegistryError> {
+        let open = self.open_dir();
+        if open.is_dir() {
+            return Ok(());
+        }
+        let tmp = self.dir.join(format!(
+            ".open-building-{}-{}",
+            std::process::id(),
+            random16().map(|r| u32::from_le_bytes([r[0], r[1], r[2], r[3]]))?
+        ));
+        let built = (|| {
+            fs::create_dir(&tmp).map_err(io_err("create", &tmp))?;
+            for id in self.list_ids()? {
+                let marker = tmp.join(id.to_string());
+                create_marker(&marker)?;
+            }
+            durable::sync_dir(&tmp).map_err(io_err("sync", &tmp))?;
+            match rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                &tmp,
+                rustix::fs::CWD,
+                &open,
+                rustix::fs::RenameFlags::NOREPLACE,
+            ) {
+                Ok(()) => durable::sync_dir(&self.dir).map_err(io_err("sync", &self.dir)),
+                // Another process built the index first: theirs is as good as ours.
+                Err(rustix::io::Errno::EXIST) | Err(rustix::io::Errno::NOTEMPTY) => Ok(()),
+                Err(e) => Err(io_err("rename", &open)(e.into())),
+            }
+        })();
+        if tmp.exists() {
+            let _ = fs::remove_dir_all(&tmp);
+        }
+        built
     }
 
     /// Opens an existing `run/P` without creating anything (operator commands).
@@ -209,6 +278,34 @@ impl Runtime {
     pub fn socket_path(&self) -> PathBuf {
         self.dir.join("supervisor.sock")
     }
+    /// Every file that belongs to registration `id`, whether it exists or not: the record
+    /// first, the lock file last (the order forgetting removes them in, [`crate::forget`]).
+    pub fn registration_files(&self, id: RegistrationId) -> [PathBuf; 9] {
+        [
+            self.record_path(id),
+            self.proof_path(id),
+            self.log_path(id, Stream::Stdout),
+            self.log_path(id, Stream::Stderr),
+            self.log_path(id, Stream::Stdin),
+            self.capture_receipt_path(id),
+            self.result_path(id),
+            self.stop_request_path(id),
+            self.lock_path(id),
+        ]
+    }
+    /// Where forgetting moves a record while it removes the rest of the registration
+    /// ([`crate::forget`]): not an id, so no listing or lookup finds it.
+    pub fn forget_intent_path(&self, id: RegistrationId) -> PathBuf {
+        self.dir.join("registrations").join(format!(".forget-{id}"))
+    }
+    /// The open index (see the module docs).
+    pub fn open_dir(&self) -> PathBuf {
+        self.dir.join("open")
+    }
+    /// The open-index marker of `id`.
+    pub fn open_marker_path(&self, id: RegistrationId) -> PathBuf {
+        self.open_dir().join(id.to_string())
+    }
     /// The lock the port's one service holds while it runs.
     pub fn service_lock_path(&self) -> PathBuf {
         self.dir.join("locks").join("service.lock")
@@ -223,14 +320,65 @@ impl Runtime {
         Ok(RegistrationId(random16()?))
     }
 
-    /// Writes the record durably (temp, fsync, rename, fsync dir).
+    /// Writes the record durably (temp, fsync, rename, fsync dir), after its open-index marker
+    /// is durable (see the module docs: a record never exists without its marker).
     pub fn write_registration(&self, reg: &Registration) -> Result<(), RegistryError> {
         let path = self.record_path(reg.id);
         let bytes = reg.encode().map_err(|source| RegistryError::Refused {
             what: "registration record",
             source,
         })?;
-        durable::write_atomic(&path, &bytes, 0o600).map_err(io_err("write", &path))
+        self.add_open_marker(reg.id)?;
+        durable::write_atomic(&path, &bytes, 0o600).map_err(|e| {
+            // No record was written: the marker would only wait out the start timeout.
+            let _ = fs::remove_file(self.open_marker_path(reg.id));
+            io_err("write", &path)(e)
+        })
+    }
+
+    /// Ids with an open-index marker, sorted: the registrations not yet proven exited (and
+    /// markers whose record is not written yet or is gone). Without an index (a runtime no
+    /// binary with the index has opened for writing yet) every record is listed.
+    pub fn open_ids(&self) -> Result<Vec<RegistrationId>, RegistryError> {
+        let dir = self.open_dir();
+        match fs::read_dir(&dir) {
+            Ok(rd) => Ok(sorted_ids(rd)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => self.list_ids(),
+            Err(e) => Err(io_err("list", &dir)(e)),
+        }
+    }
+
+    /// Creates the open-index marker of `id` durably (an existing one is kept).
+    pub fn add_open_marker(&self, id: RegistrationId) -> Result<(), RegistryError> {
+        create_marker(&self.open_marker_path(id))?;
+        let open = self.open_dir();
+        durable::sync_dir(&open).map_err(io_err("sync", &open))
+    }
+
+    /// Whether `id` has an open-index marker.
+    pub fn is_open(&self, id: RegistrationId) -> bool {
+        self.open_marker_path(id).exists() || !self.open_dir().exists()
+    }
+
+    /// Removes the open-index marker of `id`. `held` must be the registration's own lock: the
+    /// caller has just assessed the registration `exited` under it (or found no record, see
+    /// [`crate::open_index`]). Not fsynced: a marker that comes back after a crash is only
+    /// assessed again. Returns whether a marker was removed.
+    pub fn remove_open_marker(
+        &self,
+        id: RegistrationId,
+        held: &Fence,
+    ) -> Result<bool, RegistryError> {
+        let lock = self.lock_path(id);
+        if held.path() != lock {
+            return Err(RegistryError::NotLocked(id));
+        }
+        let marker = self.open_marker_path(id);
+        match fs::remove_file(&marker) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(io_err("remove", &marker)(e)),
+        }
     }
 
     /// Records `req` unless a request for the same registration is already recorded (the first
@@ -373,13 +521,9 @@ impl Runtime {
     /// Every registration id with a record file, sorted.
     pub fn list_ids(&self) -> Result<Vec<RegistrationId>, RegistryError> {
         let dir = self.dir.join("registrations");
-        let mut ids: Vec<RegistrationId> = fs::read_dir(&dir)
-            .map_err(io_err("list", &dir))?
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().to_str().and_then(RegistrationId::parse))
-            .collect();
-        ids.sort();
-        Ok(ids)
+        Ok(sorted_ids(
+            fs::read_dir(&dir).map_err(io_err("list", &dir))?,
+        ))
     }
 
     /// The registration's lock, waiting at most `wait`.
@@ -391,6 +535,29 @@ impl Runtime {
     pub fn stop_fence(&self, wait: Duration) -> Result<Fence, RegistryError> {
         Ok(fence::acquire(&self.stop_fence_path(), wait)?)
     }
+}
+
+/// The entries of a folder that are named by a registration id, sorted.
+fn sorted_ids(rd: fs::ReadDir) -> Vec<RegistrationId> {
+    let mut ids: Vec<RegistrationId> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(RegistrationId::parse))
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Creates an empty marker file (an existing one is kept as it is).
+fn create_marker(path: &Path) -> Result<(), RegistryError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map(drop)
+        .map_err(io_err("create", path))
 }
 
 /// Writes `bytes` whole under a temporary name beside `path` and renames it into place (readers
@@ -407,7 +574,9 @@ fn write_replacing(path: &Path, ext: &str, bytes: &[u8]) -> Result<(), RegistryE
 /// Reads at most `max` bytes; a larger file is an error rather than an unbounded allocation.
 pub fn read_bounded(path: &Path, max: usize) -> io::Result<Vec<u8>> {
     let f = fs::File::open(path)?;
-    let mut buf = Vec::new();
+    // Room for a typical record up front, so it takes one read plus the end-of-file read and no
+    // `stat` (`ps --all` reads a few files per registration of the whole history).
+    let mut buf = Vec::with_capacity((max + 1).min(8 * 1024));
     f.take(max as u64 + 1).read_to_end(&mut buf)?;
     if buf.len() > max {
         return Err(io::Error::new(

@@ -1,5 +1,6 @@
-//! Log retention (SPEC R1–R3): removes the stdout/stderr/stdin artifacts of scopes that are proven
-//! exited and older than the limit, and nothing else.
+//! Log retention (SPEC R1–R4): removes the stdout/stderr/stdin artifacts and the capture receipt
+//! (it holds output prefixes) of scopes that are proven exited and older than the limit, and
+//! nothing else.
 //!
 //! For each registration, under its registration lock (`locks/ID.lock`), retention re-reads the
 //! record (it must decode intact), re-runs the one assessment (it must say `exited`, i.e. a receipt
@@ -7,7 +8,7 @@
 //! and the artifacts' last modification must be at least the limit (default 7 days). Only then are
 //! the artifact files under `run/P/logs/` unlinked.
 //!
-//! Kept, always: records, proofs, capture receipts and lock files (a lock file keeps its inode so
+//! Kept, always: records, proofs, launch results, stop requests and lock files (a lock file keeps its inode so
 //! waiters and newcomers agree on the lock, R2); the artifacts of live, unverified, corrupt,
 //! unreadable or record-less registrations; anything whose lock is busy.
 //!
@@ -33,6 +34,17 @@ pub const DEFAULT_LIMIT: Duration = Duration::from_secs(7 * 24 * 3600);
 pub const LOCK_WAIT: Duration = Duration::from_millis(200);
 
 const STREAMS: [Stream; 3] = [Stream::Stdout, Stream::Stderr, Stream::Stdin];
+
+/// The file-name extensions of everything retention retires (`logs/ID.EXT`).
+const RETIRED: [&str; 4] = ["stdout", "stderr", "stdin", "capture"];
+
+/// The paths retention may retire for `id`: the output artifacts and the capture receipt.
+fn retired_paths(rt: &Runtime, id: RegistrationId) -> impl Iterator<Item = PathBuf> + '_ {
+    STREAMS
+        .iter()
+        .map(move |&s| rt.log_path(id, s))
+        .chain(std::iter::once(rt.capture_receipt_path(id)))
+}
 
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
@@ -154,6 +166,23 @@ fn retire_one(
         entry.reason = "no artifacts".to_owned();
         return entry;
     }
+    // A first look without the lock: an artifact written within the limit is young whatever
+    // the scope's state (its age only grows until it is written again), so the lock and the
+    // assessment are spent only on candidates (the service runs this over the whole history).
+    let now = SystemTime::now();
+    let young = files.iter().find_map(|(p, _)| {
+        let t = fs::metadata(p).and_then(|m| m.modified()).ok()?;
+        let age = now.duration_since(t).unwrap_or(Duration::ZERO);
+        (age < opts.older_than).then_some(age)
+    });
+    if let Some(age) = young {
+        entry.reason = format!(
+            "only {}s old (limit {}s)",
+            age.as_secs(),
+            opts.older_than.as_secs()
+        );
+        return entry;
+    }
     // Everything below is re-checked under the registration lock (R1).
     let _lock = match rt.lock(id, LOCK_WAIT) {
         Ok(l) => l,
@@ -235,10 +264,8 @@ fn retire_one(
 
 /// The artifact files of `id` that exist, with their sizes. Only the runtime's own log paths.
 fn existing_artifacts(rt: &Runtime, id: RegistrationId) -> Vec<(PathBuf, u64)> {
-    STREAMS
-        .iter()
-        .filter_map(|&s| {
-            let p = rt.log_path(id, s);
+    retired_paths(rt, id)
+        .filter_map(|p| {
             let m = fs::symlink_metadata(&p).ok()?;
             m.is_file().then_some((p, m.len()))
         })
@@ -258,9 +285,8 @@ fn artifact_ids(rt: &Runtime) -> Result<BTreeSet<RegistrationId>, RetentionError
             let name = e.file_name();
             let name = name.to_str()?;
             let (stem, ext) = name.split_once('.')?;
-            STREAMS
-                .iter()
-                .any(|s| s.name() == ext)
+            RETIRED
+                .contains(&ext)
                 .then(|| RegistrationId::parse(stem))?
         })
         .collect())
@@ -309,6 +335,7 @@ mod tests {
         rt.write_registration(&reg).unwrap();
         fs::write(rt.log_path(id, Stream::Stdout), b"out").unwrap();
         fs::write(rt.log_path(id, Stream::Stderr), b"err!").unwrap();
+        fs::write(rt.capture_receipt_path(id), b"prefixes").unwrap();
         fs::write(rt.proof_path(id), b"proof").unwrap();
         // Create the lock file the way every consumer does.
         drop(rt.lock(id, LOCK_WAIT).unwrap());
@@ -381,15 +408,18 @@ mod tests {
             &assess,
         )
         .unwrap();
-        assert_eq!((r.deleted_files, r.deleted_bytes), (2, 7));
+        // stdout, stderr and the capture receipt (it holds output prefixes, R4).
+        assert_eq!((r.deleted_files, r.deleted_bytes), (3, 15));
         assert!(!rt.log_path(exited.id, Stream::Stdout).exists());
         assert!(!rt.log_path(exited.id, Stream::Stderr).exists());
+        assert!(!rt.capture_receipt_path(exited.id).exists());
         // Records, proofs and locks stay; lock inodes are unchanged.
         assert!(rt.record_path(exited.id).exists());
         assert!(rt.proof_path(exited.id).exists());
         for reg in [&live, &unverified, &corrupt] {
             assert!(rt.log_path(reg.id, Stream::Stdout).exists());
             assert!(rt.log_path(reg.id, Stream::Stderr).exists());
+            assert!(rt.capture_receipt_path(reg.id).exists());
         }
         assert!(rt.log_path(orphan, Stream::Stdout).exists());
         let kept = |id: RegistrationId| {

@@ -10,6 +10,7 @@
 
 pub mod driver;
 pub mod elf;
+pub mod history;
 
 use std::path::{Path, PathBuf};
 

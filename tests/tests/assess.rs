@@ -136,6 +136,39 @@ fn proof_file_replaced_by_a_copy_is_unverified() {
 }
 
 #[test]
+fn a_symlink_or_a_fifo_at_the_proof_path_is_a_replacement_and_never_blocks() {
+    let home = home();
+    let rt = runtime(home.path());
+    let reg = finished(&rt);
+    // A symbolic link to the real proof file is not the registered file.
+    let moved = format!("{}.moved", reg.proof_path);
+    fs::rename(&reg.proof_path, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &reg.proof_path).unwrap();
+    assert!(matches!(
+        unverified(assess(&rt, &reg, &KERNEL_BOOT)),
+        UnverifiedReason::ProofReplaced { .. }
+    ));
+    // A FIFO with no writer: checking it must not wait for one.
+    fs::remove_file(&reg.proof_path).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        reg.proof_path.as_str(),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    assert!(matches!(
+        unverified(assess(&rt, &reg, &KERNEL_BOOT)),
+        UnverifiedReason::ProofReplaced { .. }
+    ));
+    // The real file back in place: exited again.
+    fs::remove_file(&reg.proof_path).unwrap();
+    fs::rename(&moved, &reg.proof_path).unwrap();
+    assert!(assess(&rt, &reg, &KERNEL_BOOT).is_exited());
+}
+
+#[test]
 fn receipt_of_another_registration_copied_in_is_unverified() {
     let home = home();
     let rt = runtime(home.path());

@@ -194,6 +194,10 @@ fn exposition_follows_launches_stops_and_receipt_failures() {
     let proof = home.run_dir().join("proofs").join(&done);
     refine_tests::overwrite_in_place(&proof, b"not a receipt, but not zeros either");
     assert_eq!(home.state(&done), "unverified");
+    // It was proven exited and left the open index, which the census reads (F1); `gc` re-indexes
+    // a record that is no longer exited.
+    let gc = home.json(&["gc", "--json"]);
+    assert_eq!(gc["reindexed"][0], done.as_str(), "{gc}");
     let text = served.wait_for("refine_scopes_unverified", 1.0);
     assert_eq!(
         sample(

@@ -92,8 +92,10 @@ fn launcher_killed_mid_flight_then_two_concurrent_recoveries() {
     }
     let report = format!("{actions:#?}");
     for (name, id) in &ids {
-        let acts = &actions[id];
-        assert_eq!(acts.len(), 2, "{name}: {report}");
+        // Each run reads the open index when it starts: a scope the other run already proved
+        // exited has left it, so it may be seen by one run only.
+        let acts = actions.get(id).cloned().unwrap_or_default();
+        assert!((1..=2).contains(&acts.len()), "{name}: {report}");
         let stopped = acts.iter().filter(|a| a.starts_with("stopped")).count();
         // Nobody double-acts: at most one run stops a scope, the other finds it exited.
         assert!(stopped <= 1, "{name} stopped twice: {report}");
@@ -101,7 +103,7 @@ fn launcher_killed_mid_flight_then_two_concurrent_recoveries() {
             acts.iter().any(|a| a != "owned"),
             "{name}: neither run acted: {report}"
         );
-        for a in acts {
+        for a in &acts {
             // `owned`: the other run held the lock while acting on it.
             assert!(
                 a == "stopped Stopped" || a == "released exited" || a == "owned",
@@ -128,13 +130,13 @@ fn launcher_killed_mid_flight_then_two_concurrent_recoveries() {
         survivors(&everything)
     );
 
-    // Idempotent: a third run only reports.
+    // Idempotent: every scope was proven exited under its lock, so each left the open index;
+    // a third run has nothing left to read (recovery is O(open), F1).
+    for id in ids.values() {
+        assert!(!rt.open_marker_path(*id).exists(), "{id} still open");
+    }
     let again = recover(&rt, &RecoverOptions::default()).unwrap();
-    assert_eq!(
-        again.count(|a| matches!(a, RecoveryAction::Released { .. })),
-        3,
-        "{again:#?}"
-    );
+    assert!(again.entries.is_empty(), "{again:#?}");
 }
 
 #[test]
@@ -186,8 +188,9 @@ fn unverified_and_corrupt_registrations_are_kept_and_reported() {
         .signal(Signal::KILL)
         .unwrap();
     scope.reap();
-    // Corrupt: a record that does not decode.
+    // Corrupt: a record that does not decode (indexed, as every record written by a launch is).
     let bad = rt.new_id().unwrap();
+    rt.add_open_marker(bad).unwrap();
     std::fs::write(rt.record_path(bad), b"not a record").unwrap();
 
     let report = recover(&rt, &RecoverOptions::default()).unwrap();

@@ -34,8 +34,8 @@ use crate::capacity;
 use crate::holders::{self, Holder, Registrations, Target, Via};
 use crate::reap_checkout::{self, Why};
 use crate::registry::{self, RegistryError, Runtime};
-use crate::retention;
 use crate::stall::{self, StallConfig};
+use crate::{forget, retention};
 
 /// Process supervision with kernel proof: launch commands through a subreaping guardian, see what
 /// runs and why, stop whole trees, and read the receipt that proves they ended.
@@ -178,6 +178,9 @@ pub struct ServeArgs {
     /// Retention age limit used by the maintenance loop.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "7d")]
     pub retain: Duration,
+    /// The maintenance loop forgets whole exited registrations older than this.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30d")]
+    pub forget_after: Duration,
     /// Stall watch: time between two samples of each live scope's tree CPU and output.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "60s")]
     pub stall_period: Duration,
@@ -387,9 +390,12 @@ pub struct ReceiptArgs {
 
 #[derive(Debug, Args)]
 pub struct GcArgs {
-    /// Age limit (e.g. 0s, 12h, 7d).
+    /// Age limit of the artifacts and capture receipts (e.g. 0s, 12h, 7d).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "7d")]
     pub older_than: Duration,
+    /// Forget whole exited registrations (record, proof, artifacts, lock) older than this.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30d")]
+    pub forget_after: Duration,
     /// Check everything, delete nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -567,7 +573,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
                 port,
                 serve::ServeConfig {
                     maintenance_every: args.maintenance_every,
-                    retain: args.retain,
+                    keep: serve::Housekeeping {
+                        retain: args.retain,
+                        forget_after: args.forget_after,
+                    },
                     watch,
                     metrics_addr: args.metrics,
                     shutdown_grace: args.shutdown_grace,
@@ -1147,12 +1156,24 @@ fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {
         older_than: args.older_than,
         dry_run: args.dry_run,
     };
+    let forget_opts = forget::Options {
+        after: args.forget_after,
+        dry_run: args.dry_run,
+    };
     let report: GcDoc = match open_runtime(home, port)? {
-        Some(rt) => ops::retire(&rt, opts)?,
-        None => retention::Report {
-            older_than_secs: opts.older_than.as_secs(),
-            dry_run: opts.dry_run,
-            ..Default::default()
+        Some(rt) => ops::gc(&rt, opts, forget_opts)?,
+        None => GcDoc {
+            retention: retention::Report {
+                older_than_secs: opts.older_than.as_secs(),
+                dry_run: opts.dry_run,
+                ..Default::default()
+            },
+            forget: forget::Report {
+                forget_after_secs: forget_opts.after.as_secs(),
+                dry_run: forget_opts.dry_run,
+                ..Default::default()
+            },
+            reindexed: Vec::new(),
         },
     };
     if args.json {

@@ -14,7 +14,7 @@ use refine_protocol::record::{StallIncident, StallRecord};
 use refine_protocol::{Receipt, Registration, WorkloadStatus};
 use serde::Serialize;
 
-use crate::{capacity, retention};
+use crate::{capacity, forget, retention};
 
 /// What the evidence says about a registration's scope, as every document shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -483,7 +483,15 @@ pub(crate) struct RecoverDoc {
     pub dry_run: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<BTreeMap<RecoverAction, usize>>,
+    /// The registrations of the open index (recovery reads no others: those are proven exited).
     pub registrations: Vec<RecoverEntryDoc>,
+    /// Open-index markers whose launch died before it wrote its record, dropped.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unwritten_dropped: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -524,8 +532,18 @@ pub(crate) struct ReceiptVerdictDoc {
     pub receipt: Option<ReceiptDoc>,
 }
 
-/// `gc --json`: the retention report, as the library returns it.
-pub(crate) type GcDoc = retention::Report;
+/// `gc --json`: retention, forgetting and re-indexing, as the library reports them.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct GcDoc {
+    /// Retention (artifacts and capture receipts), its keys at the top level as before.
+    #[serde(flatten)]
+    pub retention: retention::Report,
+    /// Forgetting whole exited registrations.
+    pub forget: forget::Report,
+    /// Records without an open-index marker that the assessment does not call `exited`, put
+    /// back into the index.
+    pub reindexed: Vec<String>,
+}
 
 /// `capacity --json`: the admission figures, as the library returns them.
 pub(crate) type CapacityDoc = capacity::CapacityReport;

@@ -8,7 +8,7 @@ use refine_protocol::api::ErrorKind;
 
 use crate::fence::FenceError;
 use crate::registry::RegistryError;
-use crate::{recover, retention};
+use crate::{forget, recover, retention};
 
 /// Everything a command can fail with. `main` prints it on one line.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +53,8 @@ pub enum CliError {
     },
     #[error(transparent)]
     Retention(#[from] retention::RetentionError),
+    #[error(transparent)]
+    Forget(#[from] forget::ForgetError),
     #[error(transparent)]
     Service(#[from] ServiceError),
     #[error("cannot write output")]

@@ -13,7 +13,7 @@ use refine_protocol::record::StallRecord;
 use refine_protocol::{Kind, Receipt, Registration, RegistrationId, StopCause};
 
 use super::docs::{
-    utc, ArtifactDoc, ArtifactsDoc, AssessmentDoc, ProcessDoc, ReceiptDoc, RecordDoc,
+    utc, ArtifactDoc, ArtifactsDoc, AssessmentDoc, GcDoc, ProcessDoc, ReceiptDoc, RecordDoc,
     RecoverAction, RecoverDoc, RecoverEntryDoc, ResultDoc, ShowDoc, State, StatusFields,
     StopDetail, StopDoc, StopOutcomeDoc, StopTimingsDoc, WatchDoc,
 };
@@ -23,18 +23,21 @@ use crate::error_chain;
 use crate::launch::LaunchRequest;
 use crate::pty::WindowSize;
 use crate::registry::{RegistryError, Runtime, Stream};
-use crate::{assess, procfs, recover, retention, stop, tree};
+use crate::{assess, forget, open_index, procfs, recover, retention, stop, tree};
 
 /// Standard output, locked.
 pub(crate) fn out() -> io::StdoutLock<'static> {
     io::stdout().lock()
 }
 
+/// Prints one JSON document, buffered (standard output is line-buffered: unbuffered, a
+/// `ps --all --json` of a long history would make one `write` per line).
 pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
-    let mut o = out();
+    let mut o = io::BufWriter::with_capacity(64 * 1024, out());
     serde_json::to_writer_pretty(&mut o, value)
         .map_err(|e| CliError::Output(io::Error::other(e)))?;
-    writeln!(o).map_err(CliError::Output)
+    writeln!(o).map_err(CliError::Output)?;
+    o.flush().map_err(CliError::Output)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -112,18 +115,26 @@ fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeV
     }
 }
 
-/// Every registration's view (the `ps` rows); exited ones only with `all`.
+/// The `ps` rows: with `all`, every registration of the history; without, only those in the
+/// open index (not yet proven exited: O(open), F1), and of those the ones not `exited` now.
 pub fn list_views(rt: &Runtime, all: bool) -> Result<Vec<ScopeView>, RegistryError> {
+    let ids = if all { rt.list_ids()? } else { rt.open_ids()? };
     let mut rows = Vec::new();
-    for id in rt.list_ids()? {
+    for id in ids {
         let row = match rt.read_registration(id) {
             Ok(reg) => {
                 let a = assess(rt, &reg);
                 if !all && a.state == State::Exited {
                     continue;
                 }
+                // Forgotten while it was read (forget moves the record aside before the proof
+                // goes): not a row, never a momentary `unverified`.
+                if a.state == State::Unverified && !rt.record_path(id).exists() {
+                    continue;
+                }
                 view(rt, &reg, a)
             }
+            // Forgotten meanwhile, or an open marker whose record is not written yet.
             Err(RegistryError::NotFound(_)) => continue,
             Err(e) => corrupt_view(rt, id, &e),
         };
@@ -261,10 +272,11 @@ pub struct Census {
 }
 
 impl Census {
-    /// One pass of the shared assessment (A1) over the registrations of `rt`.
+    /// One pass of the shared assessment (A1) over the open index of `rt` (only what is not yet
+    /// proven exited can be live or unverified: O(open), F1).
     pub fn take(rt: &Runtime) -> Result<Census, RegistryError> {
         let mut c = Census::default();
-        for id in rt.list_ids()? {
+        for id in rt.open_ids()? {
             let reg = match rt.read_registration(id) {
                 Ok(reg) => reg,
                 Err(RegistryError::NotFound(_)) => continue,
@@ -438,6 +450,8 @@ pub fn stop_one(
 /// The recovery pass (A4); the `recover --json` document.
 pub fn recover_all(rt: &Runtime) -> Result<RecoverDoc, ServiceError> {
     use recover::RecoveryAction as A;
+    // A runtime written before the open index existed gets it now (once).
+    rt.ensure_open_index()?;
     let report = recover::recover(rt, &recover::RecoverOptions::default())?;
     let mut counts: BTreeMap<RecoverAction, usize> = BTreeMap::new();
     let mut entries = Vec::with_capacity(report.entries.len());
@@ -479,6 +493,7 @@ pub fn recover_all(rt: &Runtime) -> Result<RecoverDoc, ServiceError> {
         dry_run: false,
         summary: Some(counts),
         registrations: entries,
+        unwritten_dropped: report.unwritten_dropped,
     })
 }
 
@@ -487,7 +502,8 @@ pub fn recover_all(rt: &Runtime) -> Result<RecoverDoc, ServiceError> {
 pub fn recover_plan(rt: &Runtime) -> Result<RecoverDoc, RegistryError> {
     let mut counts: BTreeMap<RecoverAction, usize> = BTreeMap::new();
     let mut entries = Vec::new();
-    for id in rt.list_ids()? {
+    // What recovery reads: the open index (F1).
+    for id in rt.open_ids()? {
         let lock = rt.lock(id, recover::DEFAULT_LOCK_WAIT);
         let (action, after) = match (lock, rt.read_registration(id)) {
             (Err(RegistryError::Fence(crate::fence::FenceError::Timeout { .. })), Ok(reg)) => {
@@ -516,6 +532,7 @@ pub fn recover_plan(rt: &Runtime) -> Result<RecoverDoc, RegistryError> {
         dry_run: true,
         summary: Some(counts),
         registrations: entries,
+        unwritten_dropped: 0,
     })
 }
 
@@ -525,6 +542,33 @@ fn corrupt(err: &RegistryError) -> Assessed {
         reason: Some(error_chain(err)),
         receipt: None,
     }
+}
+
+/// `gc`: retention, then forgetting, then (unless a dry run) re-indexing of records that lost
+/// their open-index marker but are not proven exited. O(history): an operator's pass.
+pub(crate) fn gc(
+    rt: &Runtime,
+    opts: retention::Options,
+    forget_opts: forget::Options,
+) -> Result<GcDoc, CliError> {
+    if !opts.dry_run {
+        rt.ensure_open_index()?;
+    }
+    let retention = retire(rt, opts)?;
+    let forget = forget::forget(rt, forget_opts, &assess::KERNEL_BOOT)?;
+    let reindexed = if opts.dry_run {
+        Vec::new()
+    } else {
+        open_index::reindex(rt, &assess::KERNEL_BOOT)?
+            .into_iter()
+            .map(|id| id.to_string())
+            .collect()
+    };
+    Ok(GcDoc {
+        retention,
+        forget,
+        reindexed,
+    })
 }
 
 /// One retention pass with the shared assessment as the evidence.

@@ -5,8 +5,10 @@
 //! listens on the Unix socket `run/P/supervisor.sock` (created with mode 0600; every connection's
 //! peer credentials are checked: same uid or root). Requests and responses are JSON lines defined
 //! in [`refine_protocol::api`]. A maintenance loop enforces the deadlines of registrations this
-//! service did not launch (through the one shared stop), runs retention, and samples capacity.
-//! Logs go through `tracing` to `run/P/service.log`.
+//! service did not launch (through the one shared stop), settles the open index and samples
+//! capacity — all over the open index only, so a pass costs O(open registrations), not
+//! O(history) (F1) — and, every [`RETENTION_EVERY`], runs housekeeping over the history:
+//! retention and forgetting (R4). Logs go through `tracing` to `run/P/service.log`.
 //!
 //! # Shutdown (SPEC W8)
 //! SIGTERM/SIGINT end the service and its own launches, like `docker stop` on each: the service
@@ -40,11 +42,20 @@ use crate::deadline::{expired_on_record, Expired};
 use crate::error_chain;
 use crate::fence;
 use crate::launch::{LaunchHandle, Supervisor};
+use crate::open_index::{self, Settled};
 use crate::registry::{RegistryError, Runtime};
-use crate::retention;
 use crate::signal::Signal;
 use crate::stall::{self, sample::Watcher, StallConfig};
 use crate::stop;
+use crate::{assess, forget, retention};
+/// What the maintenance loop's housekeeping keeps and forgets.
+#[derive(Debug, Clone, Copy)]
+pub struct Housekeeping {
+    /// Retention's age limit for artifacts and capture receipts.
+    pub retain: Duration,
+    /// Forgetting's horizon for whole exited registrations.
+    pub forget_after: Duration,
+}
 
 /// Launches for the service: the engine keeps running on its own thread; the handle is not
 /// awaited (the record and the receipt carry the result), so the service holds no per-launch
@@ -139,7 +150,7 @@ impl Service {
 /// grace and the log format (the `serve` flags).
 pub struct ServeConfig {
     pub maintenance_every: Duration,
-    pub retain: Duration,
+    pub keep: Housekeeping,
     pub watch: StallConfig,
     pub metrics_addr: Option<SocketAddr>,
     pub shutdown_grace: Duration,
@@ -151,7 +162,7 @@ pub struct ServeConfig {
 pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceError> {
     let ServeConfig {
         maintenance_every,
-        retain,
+        keep,
         watch,
         metrics_addr,
         shutdown_grace,
@@ -201,7 +212,7 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
     let result = runtime.block_on(serve_async(
         state.clone(),
         maintenance_every,
-        retain,
+        keep,
         watch,
         metrics_addr,
     ));
@@ -259,7 +270,7 @@ fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener, ServiceError> {
 async fn serve_async(
     state: Arc<Service>,
     every: Duration,
-    retain: Duration,
+    keep: Housekeeping,
     watch: StallConfig,
     metrics_addr: Option<SocketAddr>,
 ) -> Result<(), ServiceError> {
@@ -292,7 +303,7 @@ async fn serve_async(
             loop {
                 tick.tick().await;
                 let st = state.clone();
-                let _ = tokio::task::spawn_blocking(move || maintenance(&st, retain)).await;
+                let _ = tokio::task::spawn_blocking(move || maintenance(&st, keep)).await;
             }
         })
     };
@@ -532,28 +543,56 @@ fn shutdown(state: &Service, grace: Duration) {
 /// Retention runs at start and then at most this often (its limit is days, not seconds).
 const RETENTION_EVERY: Duration = Duration::from_secs(600);
 
-/// One maintenance pass: deadlines of registrations this service did not launch, retention,
-/// capacity sampling. Every failure is logged and the loop goes on.
-fn maintenance(state: &Service, retain: Duration) {
+/// One maintenance pass over the open index (O(open), F1): deadlines of registrations this
+/// service did not launch, settling what the assessment proves exited (under each lock), and
+/// capacity sampling; then, when due, housekeeping over the history. Every failure is logged
+/// and the loop goes on.
+fn maintenance(state: &Service, keep: Housekeeping) {
     let rt = &state.rt;
+    let started = Instant::now();
     let ours = state.launched.lock().map(|l| l.clone()).unwrap_or_default();
-    if let Ok(ids) = rt.list_ids() {
+    let (mut open, mut settled) = (0usize, 0usize);
+    if let Ok(ids) = rt.open_ids() {
         for id in ids {
+            open += 1;
+            // This service's own launches: their engines enforce deadlines and settle.
             if ours.contains(&id) {
                 continue;
             }
-            let Ok(reg) = rt.read_registration(id) else {
-                continue;
-            };
-            if let Some(cause) = deadline_passed(&reg) {
-                if assess_one(rt, &reg).state == State::Live {
-                    let grace = reg.limits.kill_after_ms.map(Duration::from_millis);
-                    let doc = state.stop(&reg, cause, grace.map(|g| (g, Signal::TERM)));
-                    tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
+            let reg = match rt.read_registration(id) {
+                Ok(reg) => reg,
+                // A marker whose launch may still be writing its record, or died before it.
+                Err(RegistryError::NotFound(_)) => {
+                    if let Ok(Some(Settled::Unwritten { dropped: true })) =
+                        open_index::settle_if_free(rt, id, &assess::KERNEL_BOOT)
+                    {
+                        settled += 1;
+                    }
+                    continue;
                 }
+                Err(_) => continue,
+            };
+            match assess_one(rt, &reg).state {
+                State::Live => {
+                    if let Some(cause) = deadline_passed(&reg) {
+                        let grace = reg.limits.kill_after_ms.map(Duration::from_millis);
+                        let doc = state.stop(&reg, cause, grace.map(|g| (g, Signal::TERM)));
+                        tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
+                    }
+                }
+                State::Exited => {
+                    if let Ok(Some(Settled::Closed(_))) =
+                        open_index::settle_if_free(rt, id, &assess::KERNEL_BOOT)
+                    {
+                        settled += 1;
+                    }
+                }
+                State::Unverified | State::Corrupt => {}
             }
         }
     }
+    sample_capacity(rt);
+    let elapsed_us = started.elapsed().as_micros() as u64;
     let due = state
         .last_retention
         .lock()
@@ -566,13 +605,23 @@ fn maintenance(state: &Service, retain: Duration) {
         })
         .unwrap_or(false);
     if !due {
-        sample_capacity(rt);
+        tracing::debug!(elapsed_us, open, settled, "maintenance pass");
         return;
     }
+    // Logged at info with housekeeping (at start, then every RETENTION_EVERY), not every pass.
+    tracing::info!(elapsed_us, open, settled, "maintenance pass");
+    housekeeping(state, keep);
+}
+
+/// Retention and forgetting over the whole history (R1–R4); the only O(history) part of the
+/// service, run at start and then every [`RETENTION_EVERY`].
+fn housekeeping(state: &Service, keep: Housekeeping) {
+    let rt = &state.rt;
+    let started = Instant::now();
     match retire(
         rt,
         retention::Options {
-            older_than: retain,
+            older_than: keep.retain,
             dry_run: false,
         },
     ) {
@@ -586,7 +635,26 @@ fn maintenance(state: &Service, retain: Duration) {
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "retention failed"),
     }
-    sample_capacity(rt);
+    let opts = forget::Options {
+        after: keep.forget_after,
+        dry_run: false,
+    };
+    match forget::forget(rt, opts, &assess::KERNEL_BOOT) {
+        Ok(r) => tracing::info!(
+            forgotten = r.forgotten,
+            resumed = r.resumed,
+            kept = r.entries.len().saturating_sub(r.forgotten),
+            young = r.young,
+            "forget"
+        ),
+        Err(e) => tracing::warn!(error = %error_chain(&e), "forgetting failed"),
+    }
+    // Launches of this service that left the open index need no tracking any more.
+    if let Ok(mut l) = state.launched.lock() {
+        l.retain(|id| rt.open_marker_path(*id).exists());
+    }
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    tracing::info!(elapsed_ms, "housekeeping");
 }
 
 fn sample_capacity(rt: &Runtime) {

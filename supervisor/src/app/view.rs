@@ -618,7 +618,7 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
     let mut rows = vec![["ID", "ACTION", "FILES", "SIZE", "REASON"]
         .map(String::from)
         .to_vec()];
-    for e in &report.entries {
+    for e in &report.retention.entries {
         rows.push(vec![
             e.id.clone(),
             name_of(&e.action),
@@ -627,10 +627,20 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
             e.reason.clone(),
         ]);
     }
+    for e in &report.forget.entries {
+        rows.push(vec![
+            e.id.clone(),
+            name_of(&e.action),
+            "-".into(),
+            "-".into(),
+            e.reason.clone(),
+        ]);
+    }
     if rows.len() > 1 {
         write_lines(o, &table_lines(&rows, None))?;
     }
     let (files, bytes) = report
+        .retention
         .entries
         .iter()
         .filter(|e| {
@@ -643,12 +653,30 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
     writeln!(
         o,
         "{} {files} files, {}",
-        if report.dry_run {
+        if report.retention.dry_run {
             "would delete"
         } else {
             "deleted"
         },
         human_bytes(bytes)
+    )?;
+    let would = report
+        .forget
+        .entries
+        .iter()
+        .filter(|e| e.action == crate::forget::Action::WouldForget)
+        .count();
+    writeln!(
+        o,
+        "{} {} registrations (exited, older than {}); {} younger kept",
+        if report.forget.dry_run {
+            "would forget"
+        } else {
+            "forgot"
+        },
+        report.forget.forgotten + report.forget.resumed + would,
+        age(Duration::from_secs(report.forget.forget_after_secs)),
+        report.forget.young,
     )
 }
 

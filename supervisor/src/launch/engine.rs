@@ -490,6 +490,7 @@ impl Engine {
         };
         let (scope, scope_watch) = if let Some(r) = st.receipt {
             let _ = link.wait_guardian();
+            settle_own(&runtime, id, &owner);
             (
                 ScopeState::Exited(r),
                 ScopeWatch::ready(ScopeEnded {
@@ -500,6 +501,7 @@ impl Engine {
             )
         } else if st.channel_closed {
             let _ = link.wait_guardian();
+            settle_own(&runtime, id, &owner);
             (
                 ScopeState::Unknown,
                 ScopeWatch::ready(ScopeEnded {
@@ -548,6 +550,15 @@ impl Engine {
                 Err(_) => self.on_event(st, GuardianEvent::ChannelClosed),
             }
         }
+    }
+}
+
+/// The launch's own end, with its registration lock still held and its guardian reaped: the one
+/// assessment decides whether the registration leaves the open index (F1); if it does not (no
+/// receipt), it stays for the maintenance pass and recovery.
+fn settle_own(runtime: &Runtime, id: refine_protocol::RegistrationId, owner: &Fence) {
+    if let Err(e) = crate::open_index::settle(runtime, id, owner, &crate::assess::KERNEL_BOOT) {
+        tracing::warn!(%id, error = %e, "cannot settle the open index");
     }
 }
 
@@ -629,6 +640,11 @@ pub(super) fn watch_scope(
                 }
             }
             let _ = link.wait_guardian();
+            // Settled under our lock while we hold it; a lock let go after a failed stop leaves
+            // it to the maintenance pass and recovery.
+            if let Some(owner) = &owner {
+                settle_own(&runtime, registration.id, owner);
+            }
             drop(owner);
             if let Some(tx) = tx {
                 let _ = tx.send(ScopeEnded {

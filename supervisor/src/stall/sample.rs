@@ -138,7 +138,8 @@ impl Watcher {
         let Ok(current) = boot.boot_id() else {
             return events;
         };
-        for id in runtime.list_ids().unwrap_or_default() {
+        // Only the open index can hold a live scope (F1: a pass costs O(open), not O(history)).
+        for id in runtime.open_ids().unwrap_or_default() {
             let Ok(reg) = runtime.read_registration(id) else {
                 continue;
             };

@@ -1,0 +1,160 @@
+//! The open index `run/P/open/` (SPEC F1): which registrations may still be running, so that
+//! `ps`, the service's maintenance pass and recovery read O(open) registrations, not the whole
+//! history.
+//!
+//! The index only says where to look; the one assessment ([`crate::assess::assess`]) decides,
+//! on every call. Markers are created by [`Runtime::write_registration`] before the record (see
+//! the [`crate::registry`] docs for the order) and leave the index here, in [`settle`], only:
+//!
+//! - when the assessment, run under the registration's lock, says `exited` (a verified receipt,
+//!   or an earlier boot whose witnesses all ended with it); or
+//! - when there is no record and the marker is older than [`UNWRITTEN_AFTER`] (a launch that
+//!   died between its marker and its record: the launch's start timeout has passed, so its
+//!   guardian killed the gated workload and nothing of it can run).
+//!
+//! # Why it is crash-safe
+//! The marker is durable before the record exists, so every record a crash leaves behind is
+//! either indexed or was proven exited under its lock first. A removal lost in a crash brings the
+//! marker back, and the next pass assesses the registration again: extra work, never a hidden
+//! scope. A marker without a record is kept while a launch may still be writing the record.
+//!
+//! # Caveats
+//! A record without a marker is not re-assessed by `ps`, the maintenance pass or recovery. Only
+//! tampering with its proof (or a record written by a binary that predates the index) can make
+//! such a registration anything but `exited`; [`reindex`] (run by `gc`) puts every record that
+//! the assessment does not call `exited` back into the index. `ps --all` and `show` always
+//! assess from current evidence.
+
+use std::fs;
+use std::time::{Duration, SystemTime};
+
+use refine_protocol::RegistrationId;
+
+use crate::assess::{self, Assessment, BootSource};
+use crate::fence::Fence;
+use crate::registry::{RegistryError, Runtime};
+
+/// A marker without a record older than this is a launch that died before registering: the
+/// guardian's start timeout (it kills the gated workload then) plus a margin.
+pub const UNWRITTEN_AFTER: Duration =
+    Duration::from_secs(crate::guardian::DEFAULT_START_TIMEOUT.as_secs() + 30);
+
+/// What [`settle`] found and did.
+#[derive(Debug)]
+pub enum Settled {
+    /// The assessment said `exited`: the marker was removed.
+    Closed(Assessment),
+    /// Live or unverified: the marker stays.
+    Open(Assessment),
+    /// The record does not decode: nothing proves the scope ended; the marker stays.
+    Corrupt(RegistryError),
+    /// A marker without a record: dropped when older than [`UNWRITTEN_AFTER`], else kept (a
+    /// launch may be writing the record).
+    Unwritten { dropped: bool },
+}
+
+/// Assesses `id` under its lock (`held`) and removes its marker if the assessment says `exited`
+/// (or if no record was ever written, see the module docs).
+pub fn settle(
+    rt: &Runtime,
+    id: RegistrationId,
+    held: &Fence,
+    boot: &dyn BootSource,
+) -> Result<Settled, RegistryError> {
+    let reg = match rt.read_registration(id) {
+        Ok(reg) => reg,
+        Err(RegistryError::NotFound(_)) => {
+            let old = fs::metadata(rt.open_marker_path(id))
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| SystemTime::now().duration_since(t).ok())
+                .is_some_and(|age| age >= UNWRITTEN_AFTER);
+            let dropped = old && rt.remove_open_marker(id, held)?;
+            return Ok(Settled::Unwritten { dropped });
+        }
+        Err(e) => return Ok(Settled::Corrupt(e)),
+    };
+    let a = assess::assess(rt, &reg, boot);
+    close_if_exited(rt, id, held, a)
+}
+
+/// Removes the marker of `id` when `a`, the assessment just made under the registration's lock
+/// `held`, says `exited`; for callers that already assessed (recovery).
+pub fn close_if_exited(
+    rt: &Runtime,
+    id: RegistrationId,
+    held: &Fence,
+    a: Assessment,
+) -> Result<Settled, RegistryError> {
+    if a.is_exited() {
+        rt.remove_open_marker(id, held)?;
+        Ok(Settled::Closed(a))
+    } else {
+        Ok(Settled::Open(a))
+    }
+}
+
+/// [`settle`] if the registration's lock is free now; `None` when its owner holds it (a
+/// launcher keeps it until the receipt, and settles its own marker then).
+pub fn settle_if_free(
+    rt: &Runtime,
+    id: RegistrationId,
+    boot: &dyn BootSource,
+) -> Result<Option<Settled>, RegistryError> {
+    match crate::fence::try_acquire(&rt.lock_path(id))? {
+        Some(held) => settle(rt, id, &held, boot).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Counts of one [`settle_all`] pass.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct SettleCounts {
+    /// Markers examined.
+    pub open: usize,
+    /// Removed: proven exited.
+    pub closed: usize,
+    /// Removed: no record, older than [`UNWRITTEN_AFTER`].
+    pub dropped: usize,
+    /// Skipped: the lock was held by its owner.
+    pub busy: usize,
+}
+
+/// Settles every marker whose lock is free now (the maintenance pass): O(open).
+pub fn settle_all(rt: &Runtime, boot: &dyn BootSource) -> Result<SettleCounts, RegistryError> {
+    let mut c = SettleCounts::default();
+    for id in rt.open_ids()? {
+        c.open += 1;
+        match settle_if_free(rt, id, boot)? {
+            None => c.busy += 1,
+            Some(Settled::Closed(_)) => c.closed += 1,
+            Some(Settled::Unwritten { dropped: true }) => c.dropped += 1,
+            Some(_) => {}
+        }
+    }
+    Ok(c)
+}
+
+/// Puts back into the index every record without a marker that the assessment does not call
+/// `exited` (see the module caveats). O(history): run by `gc`, never by `ps`. Adding a marker
+/// needs no lock: it only asks the next passes to look. Returns the ids re-indexed.
+pub fn reindex(rt: &Runtime, boot: &dyn BootSource) -> Result<Vec<RegistrationId>, RegistryError> {
+    let open: std::collections::BTreeSet<RegistrationId> = rt.open_ids()?.into_iter().collect();
+    let mut added = Vec::new();
+    for id in rt.list_ids()? {
+        if open.contains(&id) {
+            continue;
+        }
+        let exited = match rt.read_registration(id) {
+            Ok(reg) => assess::assess(rt, &reg, boot).is_exited(),
+            // Forgotten meanwhile.
+            Err(RegistryError::NotFound(_)) => continue,
+            Err(_) => false,
+        };
+        if !exited {
+            rt.add_open_marker(id)?;
+            added.push(id);
+        }
+    }
+    Ok(added)
+}
