@@ -5,7 +5,7 @@
 //! `CHAOS_ITERATIONS` changes the count, default 200):
 //!
 //! - **kill-launcher**: SIGKILL to the `refine-supervisor run` process, early (a random moment
-//!   in its first tens of milliseconds: before, during or after registration) or once the
+//!   in its first 10 ms: before the guardian has the launch, at the gate, registered) or once the
 //!   workload said `ready`;
 //! - **kill-group**: the same, as `kill(-pgid, SIGKILL)` at the launcher's process group
 //!   (`timeout -s KILL`, a CI cancel);
@@ -18,7 +18,7 @@
 //! Every workload writes a marker named by its `REFINE_OWNER` before anything else, and leaves
 //! a `setsid` descendant and a double-forked orphan behind. Every process of an iteration
 //! carries `CHAOS_MARK=<seed>-<iteration>` in its environment. The iteration then ends with a
-//! `recover` and a `stop` of whatever is still live, and counts:
+//! `recover` and a `stop` of whatever is not `exited` yet, and counts:
 //!
 //! - **unregistered**: a marker (a workload that ran) without a durable registration;
 //! - **escaped**: a marked process alive once its scope is assessed `exited`, or at the end;
@@ -27,7 +27,11 @@
 //!   guardian, so every `unverified` scope counts, and so does every proof file without a
 //!   registration (an aborted launch) that never receives its receipt.
 //!
-//! All four must stay 0. Waiting is on events (pipes, `waitpid` by pid of this process's own
+//! All four must stay 0. The loop has a negative control outside CI: pointed
+//! (`REFINE_GUARDIAN`) at a guardian built before the hardening of issue 9, its barrage
+//! iterations kill guardians, and it counts the missing receipts and the escaped processes.
+//!
+//! Waiting is on events (pipes, `waitpid` by pid of this process's own
 //! children) or through `wait_until` with generous deadlines; the one sleep is the random
 //! moment of an early kill, which is the fault, not a synchronization. The test process reaps
 //! only its own children, by pid.
@@ -70,7 +74,7 @@ const NESTED: &str = ": > \"$CHAOS_MARKS/$REFINE_OWNER\"; \
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum When {
-    /// A random moment in the launcher's first 40 ms.
+    /// A random moment in the launcher's first 10 ms.
     Early,
     /// Once the workload printed `ready`.
     Ready,
@@ -171,6 +175,8 @@ struct Counts {
     escaped: usize,
     falsely_exited: usize,
     receipts_missing: usize,
+    /// Not one of the four: a `stop` (the fault, or the end of an iteration) that failed.
+    stops_unproven: usize,
 }
 
 impl Counts {
@@ -408,6 +414,8 @@ struct Iteration<'a> {
     launchers: Vec<Launcher>,
     counts: &'a mut Counts,
     notes: &'a mut Vec<String>,
+    /// How far the launches killed early had come (coverage of the early moments).
+    reached: &'a mut BTreeMap<&'static str, usize>,
 }
 
 impl Iteration<'_> {
@@ -490,7 +498,7 @@ impl Iteration<'_> {
                 match when {
                     // The fault's moment, not a synchronization: whatever the launcher reached
                     // by then must hold.
-                    When::Early => std::thread::sleep(Duration::from_millis(rng.below(40))),
+                    When::Early => std::thread::sleep(Duration::from_micros(rng.below(10_000))),
                     When::Ready => {
                         self.await_ready(l);
                     }
@@ -592,11 +600,12 @@ impl Iteration<'_> {
         let args = ["stop", &id, "--json"];
         let out = self.home.cli(&args);
         if !out.status.success() {
+            self.counts.stops_unproven += 1;
             self.note(describe(&args, &out));
         }
     }
 
-    /// `recover`, then `stop` of whatever is still live, then the counts.
+    /// `recover`, then `stop` of whatever is not `exited`, then the counts.
     fn settle(&mut self) {
         self.assess_all("after the fault");
         let args = ["recover", "--json"];
@@ -604,8 +613,9 @@ impl Iteration<'_> {
         if !out.status.success() {
             self.note(describe(&args, &out));
         }
+        // Unverified ones too: `stop` still ends every witnessed process of those.
         for (r, a) in self.assess_all("after recover") {
-            if a.is_live() {
+            if !a.is_exited() {
                 self.stop(r.id);
             }
         }
@@ -632,6 +642,25 @@ impl Iteration<'_> {
         self.orphan_proofs();
         self.markers();
         self.escapes();
+        if matches!(
+            self.fault,
+            Fault::KillLauncher(When::Early) | Fault::KillGroup(When::Early)
+        ) {
+            *self.reached.entry(self.reached()).or_default() += 1;
+        }
+    }
+
+    /// How far the launch had come when it was killed, from the evidence it left.
+    fn reached(&self) -> &'static str {
+        let proofs = fs::read_dir(self.rt.dir().join("proofs")).map_or(0, |d| d.count());
+        let registered = self.rt.list_ids().map_or(0, |ids| ids.len());
+        let ran = fs::read_dir(&self.marks).map_or(0, |d| d.count());
+        match (proofs, registered, ran) {
+            (0, _, _) => "before the guardian had the launch",
+            (_, 0, _) => "at the gate, unregistered (aborted)",
+            (_, _, 0) => "registered, never started",
+            _ => "started",
+        }
     }
 
     fn state(&self, r: &Registration) -> &'static str {
@@ -766,13 +795,14 @@ fn faults_never_run_unregistered_leak_falsely_exit_or_lose_a_receipt() {
     let mut rng = Rng(seed);
     let mut counts = Counts::default();
     let mut notes = Vec::new();
+    let mut reached = BTreeMap::new();
     let mut mix: BTreeMap<String, usize> = BTreeMap::new();
-    let mut families: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut families: BTreeMap<&str, (usize, Duration)> = BTreeMap::new();
     let began = Instant::now();
     for n in 0..iterations {
         let fault = Fault::pick(&mut rng);
         *mix.entry(format!("{fault:?}")).or_default() += 1;
-        *families.entry(fault.family()).or_default() += 1;
+        let t = Instant::now();
         let home = Home::new();
         let rt = Runtime::open(home.path(), home.port).expect("runtime");
         let marks = home.path().join("marks");
@@ -787,17 +817,29 @@ fn faults_never_run_unregistered_leak_falsely_exit_or_lose_a_receipt() {
             launchers: Vec::new(),
             counts: &mut counts,
             notes: &mut notes,
+            reached: &mut reached,
         };
         it.inject(&mut rng);
         it.settle();
+        let family = families.entry(fault.family()).or_default();
+        family.0 += 1;
+        family.1 += t.elapsed();
     }
     let elapsed = began.elapsed();
     eprintln!("fault injection: {iterations} iterations in {elapsed:.1?}, seed {seed}");
-    eprintln!("iteration mix: {families:?}");
-    for (fault, n) in &mix {
-        eprintln!("  {fault}: {n}");
+    eprintln!("iteration mix (count, mean time):");
+    for (family, (n, spent)) in &families {
+        eprintln!("  {family}: {n}, {:.0?}", *spent / *n as u32);
     }
+    for (fault, n) in &mix {
+        eprintln!("    {fault}: {n}");
+    }
+    eprintln!("early kills reached: {reached:?}");
     eprintln!("counts: {counts}");
+    eprintln!(
+        "stops not proven within their budget (noted above, not one of the four): {}",
+        counts.stops_unproven
+    );
     assert!(
         counts.is_zero(),
         "seed {seed}: {counts}\n{}",
