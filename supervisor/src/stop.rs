@@ -554,8 +554,14 @@ fn run(
 }
 
 /// How a nested guardian (a managed command that itself launches through a guardian, T5) is
-/// recognised: a member whose `comm` is the outer guardian's and, where `/proc/PID/exe` is
-/// readable for both (root, or a dumpable guardian), whose executable is the same file.
+/// recognised: a member that has called `execve` since its `fork`, whose `comm` is the outer
+/// guardian's and, where `/proc/PID/exe` is readable for both (root, or a dumpable guardian),
+/// whose executable is the same file.
+///
+/// A guardian's gated child (its own, or a nested guardian's) has the guardian's `comm` and
+/// executable too, until it execs the workload: it is told apart by `PF_FORKNOEXEC` (set by
+/// `fork`, cleared by `execve`), and killed like any member. Spared and resumed, it would
+/// execute the workload it was stopped before, in the middle of the stop.
 ///
 /// The rule errs on the side of a process that merely looks like a guardian (a workload can set
 /// its `comm`): such a process is spared only until it fails to exit within half the remaining
@@ -580,11 +586,26 @@ impl NestedGuardians {
         };
         let same_comm = self.comm.is_some() && procfs::comm(pid).ok().flatten() == self.comm;
         same_comm
+            && exec_d(pid)
             && match (self.exe, exe_identity(pid)) {
                 (Some(a), Some(b)) => a == b,
                 _ => true,
             }
     }
+}
+
+/// Whether the process has called `execve` since it was forked: `PF_FORKNOEXEC` (0x40) is clear
+/// in the flags of `/proc/PID/stat` (field 9). `false` when it cannot be read (gone).
+fn exec_d(pid: rustix::process::Pid) -> bool {
+    const PF_FORKNOEXEC: u64 = 0x40;
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero())) else {
+        return false;
+    };
+    // Field 9 is the 7th after the `)` that closes the command name (fields 3..).
+    text.rfind(')')
+        .and_then(|close| text[close + 1..].split_ascii_whitespace().nth(6))
+        .and_then(|flags| flags.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_FORKNOEXEC == 0)
 }
 
 /// `(st_dev, st_ino)` of `/proc/PID/exe`, when readable.
