@@ -83,7 +83,7 @@ fn main() {
         rlimits: Vec::new(),
         stdio: Stdio::Fds([null(), null(), null()]),
         new_session: false,
-        pdeath_signal: 0,
+        pdeath_signal: Some(refine_supervisor::signal::Signal::KILL),
         start_timeout: guardian::DEFAULT_START_TIMEOUT,
         guardian_exe: None,
     })
@@ -113,6 +113,7 @@ fn main() {
         started_at_unix_ms: refine_supervisor::deadline::unix_ms(),
         hello,
         proof_path: text(&proof_path),
+        argv_bytes: None,
     };
     if let Err(e) = rt.write_registration(&registration) {
         let _ = link.abort();
