@@ -49,6 +49,9 @@ pub struct LaunchAsk {
     /// For `agent` launches when no slot is free: wait (up to this long) instead of refusing.
     #[serde(rename = "wait_for_slot_ms", default, with = "millis")]
     pub wait_for_slot: Option<Duration>,
+    /// Run the workload as `USER[:GROUP]` (names or numbers; SPEC X1). Absent: as the service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 impl LaunchAsk {
@@ -65,6 +68,7 @@ impl LaunchAsk {
             idle_timeout: None,
             pty: false,
             wait_for_slot: None,
+            user: None,
         }
     }
 }

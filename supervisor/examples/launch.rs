@@ -60,6 +60,7 @@ fn main() -> anyhow::Result<()> {
             pdeath_signal: libc::SIGTERM,
             start_timeout: guardian::DEFAULT_START_TIMEOUT,
             guardian_exe: None,
+            credentials: None,
         },
     )?;
     eprintln!(

@@ -116,6 +116,10 @@ pub struct RunArgs {
     /// Print the result object at the end instead of streaming output.
     #[arg(long)]
     pub json: bool,
+    /// Run the workload as USER[:GROUP] (names or numeric ids; root only). The guardian, the
+    /// proof file and run/P stay this user's, so the workload cannot tamper with its evidence.
+    #[arg(long, value_name = "USER[:GROUP]")]
+    pub user: Option<String>,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -374,6 +378,7 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
         idle_timeout: args.idle_timeout,
         pty: args.pty,
         wait_for_slot: args.wait_for_slot,
+        user: args.user,
     };
     if args.detach {
         let rt = Runtime::open(home, port)?;

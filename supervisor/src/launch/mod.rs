@@ -389,6 +389,7 @@ impl Supervisor {
                 pdeath_signal: req.pdeath_signal,
                 start_timeout: guardian::DEFAULT_START_TIMEOUT,
                 guardian_exe: self.guardian_exe.clone(),
+                credentials: req.user,
             },
         )?;
         let deadlines = Deadlines::resume(&registration);

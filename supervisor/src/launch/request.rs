@@ -58,6 +58,8 @@ pub struct LaunchRequest {
     pub new_session: bool,
     /// What the guardian sends the workload if this process goes away (0: `SIGKILL`).
     pub pdeath_signal: i32,
+    /// Run the workload as this user (X1; `None`: as this process).
+    pub user: Option<crate::credentials::Credentials>,
 }
 
 impl std::fmt::Debug for LaunchRequest {
@@ -96,6 +98,7 @@ impl LaunchRequest {
             on_output: None,
             new_session: false,
             pdeath_signal: 0,
+            user: None,
         }
     }
 }

@@ -71,6 +71,7 @@ fn main() {
             pdeath_signal: if mode == "leave" { libc::SIGCONT } else { 0 },
             start_timeout: guardian::DEFAULT_START_TIMEOUT,
             guardian_exe: None,
+            credentials: None,
         },
     )
     .expect("launch");
