@@ -121,11 +121,9 @@ pub fn serve(
 
 fn init_tracing(rt: &Runtime) -> Result<(), ServiceError> {
     let path = rt.service_log_path();
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(io_err("open the service log"))?;
+    let file =
+        crate::durable::open_private(std::fs::OpenOptions::new().create(true).append(true), &path)
+            .map_err(io_err("open the service log"))?;
     // A second init (tests calling serve twice in one process) keeps the first subscriber.
     let _ = tracing_subscriber::fmt()
         .with_writer(Mutex::new(file))

@@ -36,7 +36,6 @@ pub use request::{default_scope_policy, LaunchRequest, StdinMode};
 use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -360,12 +359,11 @@ impl Supervisor {
         let stdin_path = input.as_ref().map(|_| rt.log_path(id, Stream::Stdin));
         let input_log = match &stdin_path {
             Some(p) => Some(
-                std::fs::OpenOptions::new()
-                    .append(true)
-                    .create(true)
-                    .mode(0o600)
-                    .open(p)
-                    .map_err(io_op("create the stdin artifact"))?,
+                crate::durable::open_private(
+                    std::fs::OpenOptions::new().append(true).create(true),
+                    p,
+                )
+                .map_err(io_op("create the stdin artifact"))?,
             ),
             None => None,
         };
