@@ -81,7 +81,7 @@ pub enum RegistryError {
     #[error(transparent)]
     Fence(#[from] FenceError),
     /// `run/P` or one of its folders is not this user's alone (X1): nothing is read or written.
-    #[error("refusing {path}: {why} (run/P and its folders must be this user's and writable by no one else: chown it, chmod 0700)")]
+    #[error("refusing {path}: {why}; run/P and its folders must be this user's alone (chown, chmod 0700)")]
     Unsafe { path: PathBuf, why: String },
     /// The record would not be readable back (larger than the record limit): nothing is written.
     #[error("{what} refused")]
