@@ -352,3 +352,38 @@ fn the_runtime_is_private_whatever_the_umask() {
     }
     assert!(seen > 10, "too few entries checked: {seen}");
 }
+
+/// A credential change that fails is reported like an exec failure, with its errno, and the
+/// workload never runs: in a user namespace whose `setgroups` is denied (`unshare -r`), the
+/// supervisor has CAP_SETUID/CAP_SETGID there, but the child's `setgroups` fails with EPERM.
+#[test]
+fn a_failed_credential_change_is_a_spawn_failure_with_its_errno() {
+    root_only!();
+    let probe = Command::new("unshare")
+        .args(["--user", "--map-root-user", "true"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot create a user namespace with `unshare --user --map-root-user`");
+        return;
+    }
+    let home = Home::new();
+    let args = ["run", "--json", "--user", "0:0", "--", "touch", "ran"];
+    let mut c = Command::new("unshare");
+    c.args(["--user", "--map-root-user"])
+        .arg(refine_tests::bin("refine-supervisor"))
+        .arg("--home")
+        .arg(home.path())
+        .args(args)
+        .current_dir(home.path())
+        .env("REFINE_GUARDIAN", refine_tests::bin("refine-guardian"));
+    let out = output_of(c);
+    assert_eq!(out.status.code(), Some(126), "{}", describe(&args, &out));
+    let doc = parse(&args, &out);
+    assert_eq!(doc["outcome"], "spawn_failed", "{doc}");
+    assert_eq!(doc["errno"], libc::EPERM, "{doc}");
+    assert_eq!(doc["status"], "never_started", "{doc}");
+    assert!(!home.path().join("ran").exists(), "the workload ran");
+    let id = doc["id"].as_str().unwrap();
+    let out = home.cli(&["receipt", id]);
+    assert!(out.status.success(), "{}", describe(&["receipt", id], &out));
+}
