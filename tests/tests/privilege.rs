@@ -387,3 +387,30 @@ fn a_failed_credential_change_is_a_spawn_failure_with_its_errno() {
     let out = home.cli(&["receipt", id]);
     assert!(out.status.success(), "{}", describe(&["receipt", id], &out));
 }
+
+/// On a terminal, the workload under `--user` owns its terminal (as `login` and `sshd` give it):
+/// it can reopen it by name (`/dev/tty` and `ttyname`, what prompts and pagers do).
+#[test]
+fn a_terminal_launch_under_another_user_owns_its_terminal() {
+    root_only!();
+    let home = Home::new();
+    let args = [
+        "run",
+        "--pty",
+        "--user",
+        NOBODY,
+        "--cwd",
+        "/",
+        "--",
+        "sh",
+        "-c",
+        ": > \"$(tty)\" && echo reopened",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("reopened"),
+        "{}",
+        describe(&args, &out)
+    );
+}

@@ -292,6 +292,9 @@ impl Supervisor {
         let (stdio, sources, input) = match pty_size {
             Some(size) => {
                 let p = pty::open(size)?;
+                if let Some(u) = &req.user {
+                    pty::give_to(&p.slave, u.uid, u.gid)?;
+                }
                 let capture_end = rustix::io::fcntl_dupfd_cloexec(&p.master, 3)
                     .map_err(|e| io_op("duplicate the PTY master")(e.into()))?;
                 let sources = vec![StreamSource {
