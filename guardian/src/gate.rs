@@ -34,14 +34,15 @@
 //! and 126 otherwise (as tini does).
 //!
 //! # Caveats
-//! A setup failure in the child (chdir, setrlimit, the controlling tty) is reported exactly like
-//! an exec failure, with its errno: the workload never ran. If the gated child is killed from
-//! outside before *start*, the release fails and the workload is reported never started. A
-//! stopped child keeps a non-`SIGKILL` signal pending: it acts only once the child continues.
+//! A setup failure in the child (chdir, setrlimit, the controlling tty, the credentials of
+//! `run --user`) is reported exactly like an exec failure, with its errno: the workload never
+//! ran. If the gated child is killed from outside before *start*, the release fails and the
+//! workload is reported never started. A stopped child keeps a non-`SIGKILL` signal pending: it
+//! acts only once the child continues.
 
 use core::ffi::{c_char, CStr};
 
-use refine_protocol::frame::{FLAG_NEW_SESSION, FLAG_PTY};
+use refine_protocol::frame::{FLAG_NEW_SESSION, FLAG_PTY, MAX_GROUPS};
 use refine_protocol::LaunchSpec;
 
 use crate::channel::{Channel, Control};
@@ -61,6 +62,16 @@ pub struct ExecPlan {
     /// argv[0], the program to run.
     program: &'static CStr,
     path: &'static [u8],
+    /// Who the workload runs as (X1), `None`: the guardian's own credentials.
+    credentials: Option<Credentials>,
+}
+
+/// The workload's uid, gid and supplementary groups, unpacked before the fork.
+struct Credentials {
+    uid: u32,
+    gid: u32,
+    groups: [u32; MAX_GROUPS],
+    count: usize,
 }
 
 impl ExecPlan {
@@ -78,11 +89,26 @@ impl ExecPlan {
             .iter()
             .find_map(|e| e.to_bytes().strip_prefix(b"PATH="))
             .unwrap_or(DEFAULT_PATH);
+        let credentials = spec.credentials.map(|c| {
+            let mut groups = [0u32; MAX_GROUPS];
+            let mut count = 0;
+            for (slot, g) in groups.iter_mut().zip(c.groups.iter()) {
+                *slot = g;
+                count += 1;
+            }
+            Credentials {
+                uid: c.uid,
+                gid: c.gid,
+                groups,
+                count,
+            }
+        });
         ExecPlan {
             program: spec.argv.iter().next().unwrap_or(c""),
             argv: &argv[..argc + 1],
             envp: &envp[..envc + 1],
             path,
+            credentials,
         }
     }
 }
@@ -432,7 +458,7 @@ fn run_child(
         let _ = sys::write_all(report.as_raw(), &[READY_BYTE]);
     }
     if failed.is_none() {
-        failed = prepare(spec, stdio).err();
+        failed = prepare(spec, plan, stdio).err();
     }
     let mut byte = [0u8; 1];
     match sys::read(&gate, &mut byte) {
@@ -456,8 +482,15 @@ fn isolate(spec: &LaunchSpec<'static>) -> Result<(), Errno> {
     }
 }
 
-/// Stdio, controlling tty, signals, limits, cwd: in this order, stopping at the first error.
-fn prepare(spec: &LaunchSpec<'static>, stdio: &[Option<OwnedFd>; 3]) -> Result<(), Errno> {
+/// Stdio, controlling tty, signals, limits, credentials, cwd: in this order, stopping at the
+/// first error. The credentials go after the limits (raising a hard limit needs the privilege
+/// they give up) and before the cwd (the workload's own permissions decide whether it may work
+/// there, as with `su` or `sudo -D`).
+fn prepare(
+    spec: &LaunchSpec<'static>,
+    plan: &ExecPlan,
+    stdio: &[Option<OwnedFd>; 3],
+) -> Result<(), Errno> {
     for (target, fd) in stdio.iter().enumerate() {
         if let Some(fd) = fd {
             child::dup2(fd, target as i32)?;
@@ -470,6 +503,9 @@ fn prepare(spec: &LaunchSpec<'static>, stdio: &[Option<OwnedFd>; 3]) -> Result<(
     child::reset_signals()?;
     for l in spec.rlimits.iter() {
         child::setrlimit(l.resource, l.soft, l.hard)?;
+    }
+    if let Some(c) = &plan.credentials {
+        child::set_credentials(c.uid, c.gid, &c.groups[..c.count])?;
     }
     if let Some(cwd) = spec.cwd {
         child::chdir(cwd)?;

@@ -55,6 +55,9 @@ pub struct LaunchAsk {
     /// Byte cap of each output artifact: absent for the default (1 GiB), `0` for none.
     #[serde(default)]
     pub log_cap_bytes: Option<u64>,
+    /// Run the workload as `USER[:GROUP]` (names or numbers; SPEC X1). Absent: as the service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 impl LaunchAsk {
@@ -73,6 +76,7 @@ impl LaunchAsk {
             pty: false,
             wait_for_slot: None,
             log_cap_bytes: None,
+            user: None,
         }
     }
 }
@@ -95,6 +99,8 @@ mod millis {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
+// One request per connection, decoded once: the launch's size costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub enum Request {
     Launch(LaunchAsk),
     List {

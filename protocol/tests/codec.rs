@@ -79,6 +79,7 @@ fn launch_bytes() -> Vec<u8> {
         argv: &argv,
         env: &env,
         rlimits: &limits,
+        credentials: None,
     };
     // Sized exactly: launch_len is what encode_launch writes, and one byte less does not fit.
     let mut buf = vec![0u8; launch_len(&params)];
@@ -234,6 +235,7 @@ fn launch_rejects_strings_without_nul_and_bad_fields() {
             argv: &argv,
             env: &[],
             rlimits: &[],
+            credentials: None,
         },
         &mut buf,
     );
@@ -252,6 +254,7 @@ fn launch_rejects_strings_without_nul_and_bad_fields() {
             argv: &no_args,
             env: &[],
             rlimits: &[],
+            credentials: None,
         },
         &mut buf,
     )
@@ -560,6 +563,7 @@ fn launch_encoder_enforces_the_decoders_domain() {
             argv: &ARGV,
             env: &[],
             rlimits: &[],
+            credentials: None,
         }
     }
     let mut out = vec![0u8; MAX_FRAME];
@@ -610,6 +614,7 @@ fn launch_without_a_parent_death_signal() {
         argv: &ARGV,
         env: &[],
         rlimits: &[],
+        credentials: None,
     };
     let mut out = vec![0u8; MAX_FRAME];
     let n = encode_launch(&p(None), &mut out).unwrap();
@@ -850,4 +855,107 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
         Registration::decode(&v3),
         Err(DecodeError::UnsupportedVersion { got: 3, .. })
     ));
+}
+
+/// X1: credentials travel with flag bit 3, and the encoder refuses exactly what the decoder
+/// refuses (more than MAX_GROUPS groups, an id of u32::MAX); a flag without its fields is a
+/// truncated frame.
+#[test]
+fn launch_credentials_round_trip_and_limits() {
+    use refine_protocol::frame::{Credentials, FLAG_CREDENTIALS, MAX_GROUPS};
+    let argv: [&[u8]; 1] = [b"/bin/true"];
+    let params = |credentials| LaunchParams {
+        flags: 0,
+        pdeath_signal: None,
+        start_timeout_ms: 1000,
+        stdio_fds: 0,
+        registration: RegistrationId::default(),
+        runtime: RuntimeId::default(),
+        proof_path: b"/p",
+        cwd: b"",
+        argv: &argv,
+        env: &[],
+        rlimits: &[],
+        credentials,
+    };
+    let encode = |p: &LaunchParams<'_>| {
+        let mut buf = vec![0u8; launch_len(p)];
+        encode_launch(p, &mut buf).map(|n| {
+            assert_eq!(n, buf.len());
+            buf
+        })
+    };
+    let groups: Vec<u32> = (0..MAX_GROUPS as u32).map(|g| 1000 + g).collect();
+    let bytes = encode(&params(Some(Credentials {
+        uid: 65534,
+        gid: 65533,
+        groups: &groups,
+    })))
+    .unwrap();
+    let Frame::Launch(spec) = Frame::decode(&bytes).unwrap() else {
+        panic!("not a launch frame")
+    };
+    assert_eq!(spec.flags, FLAG_CREDENTIALS);
+    let c = spec.credentials.expect("credentials");
+    assert_eq!((c.uid, c.gid), (65534, 65533));
+    assert_eq!(c.groups.iter().collect::<Vec<_>>(), groups);
+
+    // Without credentials the flag is clear, even if the caller set it.
+    let mut p = params(None);
+    p.flags = FLAG_CREDENTIALS;
+    let plain = encode(&p).unwrap();
+    let Frame::Launch(spec) = Frame::decode(&plain).unwrap() else {
+        panic!("not a launch frame")
+    };
+    assert_eq!((spec.flags, spec.credentials.is_none()), (0, true));
+
+    // Refused by the encoder, and by the decoder when forged.
+    let too_many: Vec<u32> = (0..=MAX_GROUPS as u32).collect();
+    assert!(matches!(
+        encode(&params(Some(Credentials {
+            uid: 1,
+            gid: 1,
+            groups: &too_many,
+        }))),
+        Err(EncodeError::Oversized { .. })
+    ));
+    for (uid, gid, groups) in [
+        (u32::MAX, 1, &[][..]),
+        (1, u32::MAX, &[]),
+        (1, 1, &[u32::MAX]),
+    ] {
+        assert!(matches!(
+            encode(&params(Some(Credentials { uid, gid, groups }))),
+            Err(EncodeError::InvalidField {
+                field: "credentials"
+            })
+        ));
+    }
+    let forge = |tail: &[u8]| {
+        // The plain launch with the flag set and `tail` as its credentials; CRC recomputed.
+        let mut b = encode(&params(None)).unwrap();
+        let flags_at = refine_protocol::frame::HEADER_LEN;
+        b[flags_at..flags_at + 4].copy_from_slice(&FLAG_CREDENTIALS.to_le_bytes());
+        b.extend_from_slice(tail);
+        let len = (b.len() - refine_protocol::frame::HEADER_LEN) as u32;
+        b[8..12].copy_from_slice(&len.to_le_bytes());
+        let mut crc_input = b[..12].to_vec();
+        crc_input.extend_from_slice(&b[16..]);
+        b[12..16].copy_from_slice(&refine_protocol::codec::crc32(&crc_input).to_le_bytes());
+        Frame::decode(&b).map(|_| ()).unwrap_err()
+    };
+    let ids = |uid: u32, gid: u32, n: u32| {
+        [uid.to_le_bytes(), gid.to_le_bytes(), n.to_le_bytes()].concat()
+    };
+    assert!(matches!(forge(&[]), DecodeError::Truncated { .. }));
+    assert!(matches!(
+        forge(&ids(1, 1, MAX_GROUPS as u32 + 1)),
+        DecodeError::Oversized { .. }
+    ));
+    assert_eq!(
+        forge(&ids(u32::MAX, 1, 0)),
+        DecodeError::InvalidField {
+            field: "credentials"
+        }
+    );
 }

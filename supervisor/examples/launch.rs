@@ -60,6 +60,7 @@ fn main() -> anyhow::Result<()> {
             pdeath_signal: Some(refine_supervisor::signal::Signal::TERM),
             start_timeout: guardian::DEFAULT_START_TIMEOUT,
             guardian_exe: None,
+            credentials: None,
         },
     )?;
     eprintln!(

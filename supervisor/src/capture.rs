@@ -645,17 +645,18 @@ impl std::fmt::Debug for Capture {
 
 /// Opens an artifact for writing (created or truncated, mode 0600).
 pub fn open_artifact(path: &Path) -> Result<File, CaptureError> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|source| CaptureError::Artifact {
-            path: path.to_owned(),
-            source,
-        })
+    crate::durable::open_private(
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_CLOEXEC),
+        path,
+    )
+    .map_err(|source| CaptureError::Artifact {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 fn fd_err(op: &'static str) -> impl FnOnce(Errno) -> CaptureError {

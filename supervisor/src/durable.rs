@@ -1,17 +1,43 @@
 //! The one way to write a file that must survive a crash: a new temp file in the same directory
 //! (`O_CREAT|O_EXCL`), write, `fsync`, `rename` over the target, `fsync` the directory.
 //!
+//! It is also where the runtime's files get their modes (X1): every folder created under `run/`
+//! is 0700 ([`create_private_dir`]) and every file 0600 ([`open_private`], [`write_atomic`]),
+//! whatever the umask: the mode is set explicitly (`fchmod`/`chmod`) when the umask took bits
+//! from it.
+//!
 //! # Caveats
 //! Readers see either the old or the new content, never a torn one. A crash may leave a
 //! `.tmp-*` file behind; it is never mistaken for a record (records are named by id).
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Mode of every folder the supervisor creates under `run/`.
+pub const DIR_MODE: u32 = 0o700;
+/// Mode of every file the supervisor creates under `run/`.
+pub const FILE_MODE: u32 = 0o600;
+
+/// Opens `path` with `opts`; a file it creates is mode 0600 whatever the umask, and an existing
+/// one of another mode is set to 0600 (`fchmod`).
+pub fn open_private(opts: &mut OpenOptions, path: &Path) -> io::Result<File> {
+    let f = opts.mode(FILE_MODE).open(path)?;
+    set_mode(&f, FILE_MODE)?;
+    Ok(f)
+}
+
+/// `fchmod(f, mode)` unless it already has that mode.
+fn set_mode(f: &File, mode: u32) -> io::Result<()> {
+    if f.metadata()?.permissions().mode() & 0o7777 != mode {
+        f.set_permissions(Permissions::from_mode(mode))?;
+    }
+    Ok(())
+}
 
 /// Atomically replaces (or creates) `path` with `bytes`, durably. `mode` is the new file's mode.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
@@ -34,6 +60,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
             .create_new(true)
             .mode(mode)
             .open(&tmp)?;
+        set_mode(&f, mode)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, path)?;
@@ -50,12 +77,15 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Creates `dir` (and parents) and makes the new entries durable.
-pub fn create_dir_all(dir: &Path) -> io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
+/// Creates the folder `dir` (its parent must exist) mode 0700 whatever the umask, and makes
+/// the new entry durable. An existing `dir` is left as it is (the registry checks it).
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    match DirBuilder::new().mode(DIR_MODE).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) => return Err(e),
     }
-    fs::create_dir_all(dir)?;
+    fs::set_permissions(dir, Permissions::from_mode(DIR_MODE))?;
     if let Some(parent) = dir.parent() {
         sync_dir(parent)?;
     }

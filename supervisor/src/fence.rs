@@ -12,7 +12,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -51,17 +50,18 @@ pub enum FenceError {
 
 /// Takes an exclusive lock on `path` (created if missing, never truncated), waiting at most `wait`.
 pub fn acquire(path: &Path, wait: Duration) -> Result<Fence, FenceError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)
-        .map_err(|source| FenceError::Open {
-            path: path.to_owned(),
-            source,
-        })?;
+    let file = crate::durable::open_private(
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false),
+        path,
+    )
+    .map_err(|source| FenceError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
     let start = Instant::now();
     let mut pause = Duration::from_micros(200);
     loop {

@@ -78,6 +78,8 @@ pub struct LaunchConfig {
     pub start_timeout: Duration,
     /// The guardian executable; `None`: [`guardian_exe`].
     pub guardian_exe: Option<PathBuf>,
+    /// Who the workload runs as (`None`: this process's credentials).
+    pub credentials: Option<crate::credentials::Credentials>,
 }
 
 /// What the guardian reports after `Hello`.
@@ -226,6 +228,14 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
         argv: &argv,
         env: &env,
         rlimits: &rlimits,
+        credentials: config
+            .credentials
+            .as_ref()
+            .map(|c| refine_protocol::frame::Credentials {
+                uid: c.uid,
+                gid: c.gid,
+                groups: &c.groups,
+            }),
     };
     // Sized to this launch (a few hundred bytes, usually), capped at the largest frame: a
     // bigger launch fails to encode exactly as before.

@@ -30,6 +30,7 @@ pub mod assess;
 pub mod capacity;
 pub mod capture;
 pub mod child_signals;
+pub mod credentials;
 pub mod deadline;
 pub mod durable;
 pub mod env_policy;

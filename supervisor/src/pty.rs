@@ -81,6 +81,17 @@ pub fn open(size: WindowSize) -> Result<Pty, PtyError> {
     Ok(Pty { master, slave })
 }
 
+/// Gives the terminal (its slave) to the user a workload runs as (X1), as `login` and `sshd`
+/// do: it may then reopen it by name (prompts and pagers do).
+pub fn give_to(slave: &OwnedFd, uid: u32, gid: u32) -> Result<(), PtyError> {
+    rustix::fs::fchown(
+        slave,
+        Some(rustix::fs::Uid::from_raw(uid)),
+        Some(rustix::fs::Gid::from_raw(gid)),
+    )
+    .map_err(sys("give the workload's user"))
+}
+
 /// Sets the window size; the kernel sends `SIGWINCH` to the terminal's foreground group.
 #[doc(alias = "TIOCSWINSZ")]
 pub fn resize(master: BorrowedFd<'_>, size: WindowSize) -> Result<(), PtyError> {

@@ -38,6 +38,11 @@
 //!   settle what has exited. [`Runtime::open_ids`] of a runtime without `open/` lists every
 //!   record.
 //!
+//! `run/`, `run/P` and its folders are created 0700 and its files 0600, whatever the umask
+//! ([`durable`]). Opening a runtime refuses a `run/P` (or a folder of it) that is not a plain
+//! folder of this user, or that group or others may write ([`RegistryError::Unsafe`]): another
+//! user could replace records, proofs or locks there (X1).
+//!
 //! # Caveats
 //! Nothing here deletes a record or a proof: retention removes only artifacts, after assessment;
 //! forgetting ([`crate::forget`]) removes whole exited registrations in its own documented order.
@@ -103,6 +108,9 @@ pub enum RegistryError {
     Fence(#[from] FenceError),
     #[error("registration {0}: its lock is not held by the caller")]
     NotLocked(RegistrationId),
+    /// `run/P` or one of its folders is not this user's alone (X1): nothing is read or written.
+    #[error("refusing {path}: {why}; run/P and its folders must be this user's alone (chown, chmod 0700)")]
+    Unsafe { path: PathBuf, why: String },
     /// The record would not be readable back (larger than the record limit): nothing is written.
     #[error("{what} refused")]
     Refused {
@@ -138,12 +146,15 @@ impl Runtime {
             return Err(RegistryError::MissingHome(home.to_owned()));
         }
         let run = home.join("run");
-        durable::create_dir_all(&run).map_err(io_err("create", &run))?;
+        durable::create_private_dir(&run).map_err(io_err("create", &run))?;
         write_ignore_marker(&run)?;
         let dir = run.join(port.to_string());
+        durable::create_private_dir(&dir).map_err(io_err("create", &dir))?;
+        check_private(&dir)?;
         for sub in SUBDIRS {
             let p = dir.join(sub);
-            durable::create_dir_all(&p).map_err(io_err("create", &p))?;
+            durable::create_private_dir(&p).map_err(io_err("create", &p))?;
+            check_private(&p)?;
         }
         let id_path = dir.join("runtime-id");
         let id = match read_runtime_id(&id_path)? {
@@ -153,7 +164,7 @@ impl Runtime {
                 // Link (not rename) into place: if two processes race, the first link wins and
                 // both re-read the file, so they agree on one id.
                 let tmp = dir.join(format!(".runtime-id-{}", std::process::id()));
-                durable::write_atomic(&tmp, format!("{id}\n").as_bytes(), 0o644)
+                durable::write_atomic(&tmp, format!("{id}\n").as_bytes(), durable::FILE_MODE)
                     .map_err(io_err("write", &tmp))?;
                 // Losing the race (EEXIST) is fine: the winner's id is read back below.
                 let _ = fs::hard_link(&tmp, &id_path);
@@ -218,6 +229,14 @@ impl Runtime {
             return Err(RegistryError::MissingHome(home.to_owned()));
         }
         let dir = home.join("run").join(port.to_string());
+        if dir.symlink_metadata().is_ok() {
+            check_private(&dir)?;
+            for sub in SUBDIRS {
+                if dir.join(sub).symlink_metadata().is_ok() {
+                    check_private(&dir.join(sub))?;
+                }
+            }
+        }
         let id_path = dir.join("runtime-id");
         let id =
             read_runtime_id(&id_path)?.ok_or_else(|| RegistryError::MissingRuntime(dir.clone()))?;
@@ -564,7 +583,15 @@ fn create_marker(path: &Path) -> Result<(), RegistryError> {
 /// see the old or the new file, never a part); not fsynced.
 fn write_replacing(path: &Path, ext: &str, bytes: &[u8]) -> Result<(), RegistryError> {
     let tmp = path.with_extension(format!("{ext}.{}.tmp", std::process::id()));
-    fs::write(&tmp, bytes).map_err(io_err("write", &tmp))?;
+    durable::open_private(
+        fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true),
+        &tmp,
+    )
+    .and_then(|mut f| io::Write::write_all(&mut f, bytes))
+    .map_err(io_err("write", &tmp))?;
     fs::rename(&tmp, path).map_err(|e| {
         let _ = fs::remove_file(&tmp);
         io_err("rename", path)(e)
@@ -616,11 +643,7 @@ fn write_ignore_marker(run: &Path) -> Result<(), RegistryError> {
     if marker.exists() || run.join(".ignore").exists() {
         return Ok(());
     }
-    match fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&marker)
-    {
+    match durable::open_private(fs::OpenOptions::new().write(true).create_new(true), &marker) {
         Ok(mut f) => {
             use std::io::Write;
             f.write_all(b"# runtime-local state of refine-supervisor\n*\n")
@@ -633,6 +656,30 @@ fn write_ignore_marker(run: &Path) -> Result<(), RegistryError> {
             source: e,
         }),
     }
+}
+
+/// Refuses `path` unless it is a folder (not a link) owned by this process's effective uid that
+/// neither group nor others may write.
+fn check_private(path: &Path) -> Result<(), RegistryError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = path.symlink_metadata().map_err(io_err("inspect", path))?;
+    let me = rustix::process::geteuid().as_raw();
+    let why = if !meta.is_dir() {
+        "not a folder (a link or a file)".to_owned()
+    } else if meta.uid() != me {
+        format!("owned by uid {}, not by this user (uid {me})", meta.uid())
+    } else if meta.mode() & 0o022 != 0 {
+        format!(
+            "writable by group or others (mode {:04o})",
+            meta.mode() & 0o7777
+        )
+    } else {
+        return Ok(());
+    };
+    Err(RegistryError::Unsafe {
+        path: path.to_owned(),
+        why,
+    })
 }
 
 fn random16() -> Result<[u8; 16], RegistryError> {

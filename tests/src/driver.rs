@@ -125,6 +125,7 @@ impl Launch {
             argv: &argv,
             env: &env,
             rlimits: &self.rlimits,
+            credentials: None,
         };
         let mut buf = vec![0u8; MAX_FRAME];
         let len = encode_launch(&params, &mut buf).expect("encode launch");

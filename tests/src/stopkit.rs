@@ -107,6 +107,7 @@ pub fn request(argv: Vec<OsString>, out: OwnedFd) -> RegisteredLaunch {
         pdeath_signal: Some(rustix::process::Signal::KILL),
         start_timeout: Duration::from_secs(30),
         guardian_exe: None,
+        credentials: None,
     }
 }
 

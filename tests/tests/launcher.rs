@@ -31,6 +31,7 @@ fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
         pdeath_signal: Some(refine_supervisor::signal::Signal::KILL),
         start_timeout: Duration::from_secs(30),
         guardian_exe: Some(bin("refine-guardian")),
+        credentials: None,
     }
 }
 

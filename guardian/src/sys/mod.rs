@@ -662,8 +662,8 @@ pub fn read_signal(sfd: &OwnedFd) -> Result<Option<c_int>, Errno> {
 // ---------------------------------------------------------------------------------------------
 // Files and time.
 
-/// Creates `path` with `O_WRONLY|O_CREAT|O_EXCL|O_CLOEXEC`, mode 0600; returns it with its
-/// `(st_dev, st_ino)`.
+/// Creates `path` with `O_WRONLY|O_CREAT|O_EXCL|O_CLOEXEC`, mode 0600 whatever the umask
+/// (`fchmod` after the open); returns it with its `(st_dev, st_ino)`.
 pub fn create_exclusive(path: &CStr) -> Result<(OwnedFd, u64, u64), Errno> {
     let fd = OwnedFd(retry(|| {
         // SAFETY: path is NUL-terminated; the mode is passed as the variadic argument open expects.
@@ -675,6 +675,8 @@ pub fn create_exclusive(path: &CStr) -> Result<(OwnedFd, u64, u64), Errno> {
             )
         })
     })?);
+    // SAFETY: a live descriptor and a plain mode.
+    cvt(unsafe { syscall!(libc::SYS_fchmod, fd.0, 0o600) })?;
     // SAFETY: stat is plain data; fstat fills it for a live descriptor.
     let mut st: libc::stat = unsafe { core::mem::zeroed() };
     // SAFETY: st is a live stat buffer.
@@ -828,6 +830,20 @@ pub mod child {
             )
         })
         .map(drop)
+    }
+
+    /// Becomes `uid`/`gid` with exactly `groups` (X1): `setgroups`, then `setresgid`, then
+    /// `setresuid`, in that order (each later call gives up the privilege the earlier ones
+    /// need), all three ids of each kind set so none keeps root.
+    #[doc(alias = "setgroups")]
+    #[doc(alias = "setresuid")]
+    pub fn set_credentials(uid: u32, gid: u32, groups: &[u32]) -> Result<(), Errno> {
+        // SAFETY: groups is a live slice of groups.len() gid_t (u32) values.
+        cvt(unsafe { syscall!(libc::SYS_setgroups, groups.len(), groups.as_ptr()) })?;
+        // SAFETY: plain integer arguments.
+        cvt(unsafe { syscall!(libc::SYS_setresgid, gid, gid, gid) })?;
+        // SAFETY: plain integer arguments.
+        cvt(unsafe { syscall!(libc::SYS_setresuid, uid, uid, uid) }).map(drop)
     }
 
     pub fn chdir(path: &CStr) -> Result<(), Errno> {

@@ -40,6 +40,8 @@
 //! u32 argc (1..=MAX_ARGS), argc x str
 //! u32 envc (0..=MAX_ARGS), envc x str
 //! u32 rlimit count (<= MAX_RLIMITS), each: u32 resource, u64 soft, u64 hard (u64::MAX = infinity)
+//! only with flag bit 3 (CREDENTIALS): u32 uid, u32 gid, u32 group count (<= MAX_GROUPS),
+//!   that many u32 supplementary gids (none of the ids may be u32::MAX, the kernel's "unchanged")
 //! ```
 //! where `str` is a `u32` length and that many bytes, the last of which is the only NUL, so the
 //! guardian can hand pointers into the receive buffer straight to `execve` without allocating.
@@ -70,7 +72,12 @@ pub const FLAG_NEW_SESSION: u32 = 1 << 1;
 /// [`LaunchParams`] and [`LaunchSpec`]; the encoder sets it, the decoder takes it out of `flags`).
 pub const FLAG_NO_PDEATH_SIGNAL: u32 = 1 << 2;
 /// The flags a caller passes in [`LaunchParams::flags`].
-const KNOWN_FLAGS: u32 = FLAG_PTY | FLAG_NEW_SESSION;
+/// The workload runs under the launch's credentials (X1); set by the encoder from
+/// [`LaunchParams::credentials`].
+pub const FLAG_CREDENTIALS: u32 = 1 << 3;
+const KNOWN_FLAGS: u32 = FLAG_PTY | FLAG_NEW_SESSION | FLAG_CREDENTIALS;
+/// Most supplementary groups a launch may give its workload.
+pub const MAX_GROUPS: usize = 256;
 
 mod kind {
     pub const LAUNCH: u16 = 1;
@@ -124,6 +131,16 @@ pub struct Rlimit {
     pub hard: u64,
 }
 
+/// Who the workload runs as (X1): the gated child calls `setgroups`, `setgid`, `setuid` with
+/// these before `execve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Credentials<'a> {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups (at most [`MAX_GROUPS`]).
+    pub groups: &'a [u32],
+}
+
 /// What the launcher encodes: borrowed parts of a launch spec. Strings are given without their
 /// NUL; the encoder appends it and refuses interior NULs.
 #[derive(Debug, Clone, Copy)]
@@ -141,6 +158,8 @@ pub struct LaunchParams<'a> {
     pub argv: &'a [&'a [u8]],
     pub env: &'a [&'a [u8]],
     pub rlimits: &'a [Rlimit],
+    /// `None`: the workload keeps the guardian's credentials.
+    pub credentials: Option<Credentials<'a>>,
 }
 
 /// A decoded launch spec: a validated view into the received bytes.
@@ -159,6 +178,45 @@ pub struct LaunchSpec<'a> {
     pub argv: CStrList<'a>,
     pub env: CStrList<'a>,
     pub rlimits: RlimitList<'a>,
+    /// Set when flag [`FLAG_CREDENTIALS`] is.
+    pub credentials: Option<DecodedCredentials<'a>>,
+}
+
+/// Decoded [`Credentials`]: the groups are a validated view into the frame.
+#[derive(Debug, Clone, Copy)]
+pub struct DecodedCredentials<'a> {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: GroupList<'a>,
+}
+
+/// A validated run of little-endian `u32` group ids.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupList<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> GroupList<'a> {
+    pub fn len(&self) -> usize {
+        self.bytes.len() / 4
+    }
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = u32> + 'a {
+        self.bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+    }
+}
+
+/// `u32::MAX` means "leave unchanged" to `setresuid`/`setresgid`: never a real id.
+const fn valid_id(id: u32) -> bool {
+    id != u32::MAX
+}
+
+fn credentials_valid(uid: u32, gid: u32, mut groups: impl Iterator<Item = u32>) -> bool {
+    valid_id(uid) && valid_id(gid) && groups.all(valid_id)
 }
 
 /// A validated run of `count` length-prefixed NUL-terminated strings.
@@ -309,6 +367,7 @@ pub fn launch_len(p: &LaunchParams<'_>) -> usize {
         + p.env.iter().map(|e| string(e)).sum::<usize>()
         + 4
         + p.rlimits.len() * (4 + 8 + 8)
+        + p.credentials.map_or(0, |c| 3 * 4 + c.groups.len() * 4)
 }
 
 pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, EncodeError> {
@@ -349,9 +408,27 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
             field: "descriptor count",
         });
     }
+    if let Some(c) = p.credentials {
+        if c.groups.len() > MAX_GROUPS {
+            return Err(EncodeError::Oversized {
+                len: c.groups.len(),
+                max: MAX_GROUPS,
+            });
+        }
+        if !credentials_valid(c.uid, c.gid, c.groups.iter().copied()) {
+            return Err(EncodeError::InvalidField {
+                field: "credentials",
+            });
+        }
+    }
+    // The flag says whether credentials follow: it mirrors `p.credentials`.
+    let flags = match p.credentials {
+        Some(_) => p.flags | FLAG_CREDENTIALS,
+        None => p.flags & !FLAG_CREDENTIALS,
+    };
     let mut w = Writer::new(out);
     start_frame(&mut w, kind::LAUNCH)?;
-    w.u32(p.flags | pdeath_flag)?;
+    w.u32(flags | pdeath_flag)?;
     w.u32(pdeath_signal)?;
     w.u32(p.start_timeout_ms)?;
     w.u32(p.stdio_fds)?;
@@ -372,6 +449,14 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
         w.u32(l.resource)?;
         w.u64(l.soft)?;
         w.u64(l.hard)?;
+    }
+    if let Some(c) = p.credentials {
+        w.u32(c.uid)?;
+        w.u32(c.gid)?;
+        w.u32(c.groups.len() as u32)?;
+        for &g in c.groups {
+            w.u32(g)?;
+        }
     }
     finish_frame(&mut w)
 }
@@ -556,6 +641,10 @@ fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
         });
     }
     let rl = r.bytes(n * 20)?;
+    let credentials = match flags & FLAG_CREDENTIALS {
+        0 => None,
+        _ => Some(decode_credentials(r)?),
+    };
     Ok(LaunchSpec {
         flags,
         pdeath_signal,
@@ -571,5 +660,27 @@ fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
             count: n,
             bytes: rl,
         },
+        credentials,
     })
+}
+
+fn decode_credentials<'a>(r: &mut Reader<'a>) -> Result<DecodedCredentials<'a>, DecodeError> {
+    let uid = r.u32()?;
+    let gid = r.u32()?;
+    let n = r.u32()? as usize;
+    if n > MAX_GROUPS {
+        return Err(DecodeError::Oversized {
+            len: n,
+            max: MAX_GROUPS,
+        });
+    }
+    let groups = GroupList {
+        bytes: r.bytes(n * 4)?,
+    };
+    if !credentials_valid(uid, gid, groups.iter()) {
+        return Err(DecodeError::InvalidField {
+            field: "credentials",
+        });
+    }
+    Ok(DecodedCredentials { uid, gid, groups })
 }

@@ -145,6 +145,10 @@ pub struct RunArgs {
     /// incomplete ("log cap") and the pipe is still drained.
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "1GiB")]
     pub log_cap: u64,
+    /// Run the workload as USER[:GROUP] (names or numeric ids; root only). The guardian, the
+    /// proof file and run/P stay this user's, so the workload cannot tamper with its evidence.
+    #[arg(long, value_name = "USER[:GROUP]")]
+    pub user: Option<String>,
     /// The command and its arguments, after `--`.
     /// Passed as bytes: arguments need not be UTF-8.
     #[arg(last = true, required = true, value_name = "CMD", value_parser = clap::value_parser!(OsString))]
@@ -620,6 +624,7 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
         pty: args.pty,
         wait_for_slot: args.wait_for_slot,
         log_cap_bytes: Some(args.log_cap),
+        user: args.user,
     };
     if args.detach {
         let not_text = args.command.iter().any(|a| a.to_str().is_none())

@@ -100,6 +100,8 @@ pub enum ServiceError {
     Fence(#[from] FenceError),
     #[error("invalid launch: {0}")]
     BadSpec(String),
+    #[error(transparent)]
+    Credentials(#[from] crate::credentials::CredentialsError),
     #[error("launch failed")]
     Launch(#[source] crate::launch::LaunchError),
     #[error("capacity sampling failed: {0}")]

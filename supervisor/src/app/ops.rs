@@ -615,6 +615,10 @@ pub(crate) fn launch_request(spec: &LaunchAsk) -> Result<LaunchRequest, ServiceE
     if spec.pty {
         req.pty = Some(WindowSize::default());
     }
+    if let Some(user) = &spec.user {
+        crate::credentials::require_privilege()?;
+        req.user = Some(crate::credentials::resolve(user)?);
+    }
     Ok(req)
 }
 

@@ -227,11 +227,9 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
 /// JSON lines.
 fn init_tracing(rt: &Runtime, format: LogFormat) -> Result<(), ServiceError> {
     let path = rt.service_log_path();
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(io_err("open the service log"))?;
+    let file =
+        crate::durable::open_private(std::fs::OpenOptions::new().create(true).append(true), &path)
+            .map_err(io_err("open the service log"))?;
     // A second init (tests calling serve twice in one process) keeps the first subscriber.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));

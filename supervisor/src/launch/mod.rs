@@ -36,7 +36,6 @@ pub use request::{default_scope_policy, LaunchRequest, StdinMode, DEFAULT_LOG_CA
 use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -324,6 +323,9 @@ impl Supervisor {
         let (stdio, sources, input) = match pty_size {
             Some(size) => {
                 let p = pty::open(size)?;
+                if let Some(u) = &req.user {
+                    pty::give_to(&p.slave, u.uid, u.gid)?;
+                }
                 let capture_end = rustix::io::fcntl_dupfd_cloexec(&p.master, 3)
                     .map_err(|e| io_op("duplicate the PTY master")(e.into()))?;
                 let sources = vec![StreamSource {
@@ -404,12 +406,11 @@ impl Supervisor {
         let stdin_path = input.as_ref().map(|_| rt.log_path(id, Stream::Stdin));
         let input_log = match &stdin_path {
             Some(p) => Some(
-                std::fs::OpenOptions::new()
-                    .append(true)
-                    .create(true)
-                    .mode(0o600)
-                    .open(p)
-                    .map_err(io_op("create the stdin artifact"))?,
+                crate::durable::open_private(
+                    std::fs::OpenOptions::new().append(true).create(true),
+                    p,
+                )
+                .map_err(io_op("create the stdin artifact"))?,
             ),
             None => None,
         };
@@ -433,6 +434,7 @@ impl Supervisor {
                 pdeath_signal: req.pdeath_signal,
                 start_timeout: guardian::DEFAULT_START_TIMEOUT,
                 guardian_exe: self.guardian_exe.clone(),
+                credentials: req.user,
             },
         )?;
         let deadlines = Deadlines::resume(&registration);

@@ -36,6 +36,8 @@ pub struct RegisteredLaunch {
     pub pdeath_signal: Option<crate::signal::Signal>,
     pub start_timeout: Duration,
     pub guardian_exe: Option<PathBuf>,
+    /// Who the workload runs as (`None`: this process's credentials).
+    pub credentials: Option<crate::credentials::Credentials>,
 }
 
 /// The minimal managed launch: spawn the guardian, receive its identities, write the registration
@@ -130,6 +132,7 @@ pub fn launch_registered(
         pdeath_signal: req.pdeath_signal,
         start_timeout: req.start_timeout,
         guardian_exe: req.guardian_exe,
+        credentials: req.credentials,
     })?;
     registration.started_at_unix_ms = crate::deadline::unix_ms();
     registration.hello = *link.hello();

@@ -74,6 +74,8 @@ pub struct LaunchRequest {
     /// What the guardian sends the workload if this process goes away (default `SIGKILL`);
     /// `None`: nothing, the workload outlives this process (the service's launches).
     pub pdeath_signal: Option<crate::signal::Signal>,
+    /// Run the workload as this user (X1; `None`: as this process).
+    pub user: Option<crate::credentials::Credentials>,
 }
 
 impl std::fmt::Debug for LaunchRequest {
@@ -115,6 +117,7 @@ impl LaunchRequest {
             forward_stderr: None,
             new_session: false,
             pdeath_signal: Some(crate::signal::Signal::KILL),
+            user: None,
         }
     }
 }

@@ -61,6 +61,7 @@ fn guardian_launch(exe: &Path, dir: &Path, n: u64, argv: &[&str], stdio: Stdio) 
         pdeath_signal: Some(refine_supervisor::signal::Signal::KILL),
         start_timeout: Duration::from_secs(30),
         guardian_exe: Some(exe.to_owned()),
+        credentials: None,
     })
     .expect("guardian spawn")
 }

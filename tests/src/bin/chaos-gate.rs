@@ -86,6 +86,7 @@ fn main() {
         pdeath_signal: Some(refine_supervisor::signal::Signal::KILL),
         start_timeout: guardian::DEFAULT_START_TIMEOUT,
         guardian_exe: None,
+        credentials: None,
     })
     .expect("spawn the guardian");
     let hello = *link.hello();

@@ -71,6 +71,7 @@ fn main() {
             pdeath_signal: (mode != "leave").then_some(rustix::process::Signal::KILL),
             start_timeout: guardian::DEFAULT_START_TIMEOUT,
             guardian_exe: None,
+            credentials: None,
         },
     )
     .expect("launch");
