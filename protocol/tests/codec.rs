@@ -935,7 +935,8 @@ fn launch_credentials_round_trip_and_limits() {
         // The plain launch with the flag set and `tail` as its credentials; CRC recomputed.
         let mut b = encode(&params(None)).unwrap();
         let flags_at = refine_protocol::frame::HEADER_LEN;
-        b[flags_at..flags_at + 4].copy_from_slice(&FLAG_CREDENTIALS.to_le_bytes());
+        let flags = u32::from_le_bytes(b[flags_at..flags_at + 4].try_into().unwrap());
+        b[flags_at..flags_at + 4].copy_from_slice(&(flags | FLAG_CREDENTIALS).to_le_bytes());
         b.extend_from_slice(tail);
         let len = (b.len() - refine_protocol::frame::HEADER_LEN) as u32;
         b[8..12].copy_from_slice(&len.to_le_bytes());

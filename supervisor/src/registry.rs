@@ -198,7 +198,7 @@ impl Runtime {
             random16().map(|r| u32::from_le_bytes([r[0], r[1], r[2], r[3]]))?
         ));
         let built = (|| {
-            fs::create_dir(&tmp).map_err(io_err("create", &tmp))?;
+            durable::create_private_dir(&tmp).map_err(io_err("create", &tmp))?;
             for id in self.list_ids()? {
                 let marker = tmp.join(id.to_string());
                 create_marker(&marker)?;
@@ -568,15 +568,15 @@ fn sorted_ids(rd: fs::ReadDir) -> Vec<RegistrationId> {
 
 /// Creates an empty marker file (an existing one is kept as it is).
 fn create_marker(path: &Path) -> Result<(), RegistryError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)
-        .map(drop)
-        .map_err(io_err("create", path))
+    durable::open_private(
+        fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false),
+        path,
+    )
+    .map(drop)
+    .map_err(io_err("create", path))
 }
 
 /// Writes `bytes` whole under a temporary name beside `path` and renames it into place (readers
