@@ -226,7 +226,14 @@ impl Guardian {
             }
         }
         let mut buf = vec![0u8; MAX_FRAME];
-        let (n, _) = recv(&self.chan, &mut buf[..], RecvFlags::empty()).expect("recv");
+        let n = match recv(&self.chan, &mut buf[..], RecvFlags::empty()) {
+            Ok((n, _)) => n,
+            // The guardian exited with a frame of ours unread (a launch aborted while *start*
+            // was in flight): the kernel resets the connection. The channel is closed, as the
+            // supervisor's own link reads it.
+            Err(rustix::io::Errno::CONNRESET) => 0,
+            Err(e) => panic!("recv: {e}"),
+        };
         if n == 0 {
             return Some(Msg::Closed);
         }
