@@ -28,6 +28,7 @@ use super::docs::{
 };
 use super::error::{CliError, ServiceError};
 use super::ops::{self, assess, list_views, out, print_json, show_doc};
+use super::serve::LogFormat;
 use super::{client, resolve, run, serve, view};
 use crate::assess::KERNEL_BOOT;
 use crate::capacity;
@@ -241,15 +242,6 @@ pub struct ReapArgs {
     /// One JSON document.
     #[arg(long)]
     pub json: bool,
-}
-
-/// How the service writes its log lines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// One human-readable line per event.
-    Text,
-    /// One JSON object per line.
-    Json,
 }
 
 #[derive(Debug, Args)]

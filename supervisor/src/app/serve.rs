@@ -33,7 +33,6 @@ use std::time::{Duration, Instant};
 use refine_protocol::api::{self, ErrorKind, LaunchAsk, Reply, Request, Response, MAX_MESSAGE};
 use refine_protocol::{Registration, RegistrationId, StopCause};
 
-use super::cli::LogFormat;
 use super::docs::{json_line, to_value, RecoverAction, State, StopDetail, StopDoc};
 use super::error::{io_err, CliError, ServiceError};
 use super::metrics::{self, Metrics, RequestResult};
@@ -144,6 +143,15 @@ impl Service {
         }
         doc
     }
+}
+
+/// How the service writes its log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// How `serve` runs: its loops' periods, the stall watch, the metrics address, the shutdown
