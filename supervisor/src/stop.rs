@@ -502,17 +502,8 @@ fn run(
             nested.push(h);
             continue;
         }
-        match h.signal(Signal::KILL) {
-            Ok(()) => {
-                killed += 1;
-                signalled.push(Sent {
-                    target: Target::Process(h.witness),
-                    signal: Signal::KILL.as_raw(),
-                });
-            }
-            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => {}
-            Err(e) if is_refused(&e) => refused.push(h.witness),
-            Err(e) => return Err(StopError::Signal(e)),
+        if kill_member(h, &mut signalled, &mut refused)? {
+            killed += 1;
         }
     }
     if !nested.is_empty() {
@@ -647,20 +638,36 @@ fn let_nested_guardians_finish(
         if exited {
             continue;
         }
-        match h.signal(Signal::KILL) {
-            Ok(()) => {
-                killed += 1;
-                signalled.push(Sent {
-                    target: Target::Process(h.witness),
-                    signal: Signal::KILL.as_raw(),
-                });
-            }
-            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => {}
-            Err(e) if is_refused(&e) => refused.push(h.witness),
-            Err(e) => return Err(StopError::Signal(e)),
+        if kill_member(h, signalled, refused)? {
+            killed += 1;
         }
     }
     Ok(killed)
+}
+
+/// SIGKILL to a held member through its verified pidfd: `true` when sent (and recorded in
+/// `signalled`); `false` when it was gone already, or refused by the kernel (recorded in
+/// `refused`: the stop goes on without it, T6).
+fn kill_member(
+    h: &Held,
+    signalled: &mut Vec<Sent>,
+    refused: &mut Vec<ProcessWitness>,
+) -> Result<bool, StopError> {
+    match h.signal(Signal::KILL) {
+        Ok(()) => {
+            signalled.push(Sent {
+                target: Target::Process(h.witness),
+                signal: Signal::KILL.as_raw(),
+            });
+            Ok(true)
+        }
+        Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => Ok(false),
+        Err(e) if is_refused(&e) => {
+            refused.push(h.witness);
+            Ok(false)
+        }
+        Err(e) => Err(StopError::Signal(e)),
+    }
 }
 
 /// Whether a signal failed because the kernel refused it (EPERM: another user's process, an LSM).
@@ -1050,17 +1057,8 @@ pub fn kill_unowned(
     )?;
     let mut killed = Vec::new();
     for v in held.iter().rev() {
-        match v.signal(Signal::KILL) {
-            Ok(()) => {
-                killed.push(v.witness);
-                signalled.push(Sent {
-                    target: Target::Process(v.witness),
-                    signal: Signal::KILL.as_raw(),
-                });
-            }
-            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => {}
-            Err(e) if is_refused(&e) => refused.push(v.witness),
-            Err(e) => return Err(StopError::Signal(e)),
+        if kill_member(v, &mut signalled, &mut refused)? {
+            killed.push(v.witness);
         }
     }
     let mut left = refused;
