@@ -7,10 +7,14 @@
 //! [`reset`] runs first thing in `main`, before any thread exists: `SIGCHLD` back to `SIG_DFL`
 //! and unblocked; every thread started later inherits the mask.
 //!
+//! [`Blocked`] serves `run`'s signal relay (W2): the relayed signals are blocked while the
+//! process is still single-threaded (every thread inherits the mask) and taken one by one with
+//! `sigwaitinfo` by the relay thread — one `pthread_sigmask` instead of a handler per signal.
+//!
 //! # Safety
-//! The only `unsafe` of the crate: `sigaction` and `pthread_sigmask` on local, initialized
-//! `libc` structures, while the process is single-threaded (nothing has installed a `SIGCHLD`
-//! handler yet that this could displace).
+//! The only `unsafe` of the crate: `sigaction`, `pthread_sigmask` and `sigwaitinfo` on local,
+//! initialized `libc` structures, while the process is single-threaded (nothing has installed
+//! a `SIGCHLD` handler yet that this could displace; no thread exists that the mask would miss).
 #![allow(unsafe_code)]
 
 /// Sets `SIGCHLD` to `SIG_DFL` and unblocks it in the calling thread. Call at the start of
@@ -28,5 +32,40 @@ pub fn reset() {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGCHLD);
         libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// A set of signals blocked in every thread of the process, to be taken with [`Blocked::wait`].
+#[derive(Debug, Clone, Copy)]
+pub struct Blocked(libc::sigset_t);
+
+impl Blocked {
+    /// Blocks `signals` in the calling thread (and so in every thread it starts later). Call
+    /// while the process is single-threaded: a thread started before would take them itself.
+    pub fn block(signals: &[i32]) -> Blocked {
+        // SAFETY: `set` is local and initialized by sigemptyset before sigaddset fills it;
+        // invalid numbers are refused by sigaddset (EINVAL) and left out; the old mask is not
+        // requested (null).
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for &sig in signals {
+                libc::sigaddset(&mut set, sig);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            Blocked(set)
+        }
+    }
+
+    /// The next of these signals sent to the process (or this thread); waits for one.
+    pub fn wait(&self) -> i32 {
+        loop {
+            // SAFETY: `self.0` is an initialized set; no siginfo is requested (null).
+            let sig = unsafe { libc::sigwaitinfo(&self.0, std::ptr::null_mut()) };
+            if sig > 0 {
+                return sig;
+            }
+            // EINTR (a signal outside the set was handled): wait again.
+        }
     }
 }

@@ -184,7 +184,7 @@ fn relayed_signals() -> Vec<i32> {
 /// The relay of `run`'s signals to the workload (W2): what each signal does is in the module
 /// docs. Ends with the process.
 fn relay_signals(
-    mut signals: signal_hook::iterator::Signals,
+    signals: crate::child_signals::Blocked,
     canceller: Canceller,
     grace: Duration,
     resizes_pty: bool,
@@ -194,7 +194,8 @@ fn relay_signals(
         .name("refine-signals".into())
         .spawn(move || {
             let mut asked_to_end = false;
-            for sig in signals.forever() {
+            loop {
+                let sig = signals.wait();
                 match sig {
                     libc::SIGCHLD => {}
                     libc::SIGWINCH if resizes_pty => {}
@@ -249,14 +250,17 @@ fn forward_of(fd: std::os::fd::BorrowedFd<'_>) -> Option<Forward> {
 }
 
 pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i32, CliError> {
+    // Before anything is started (and while this process has one thread, so that every thread
+    // inherits the mask): from here on no catchable signal ends `run` by itself. An interactive
+    // terminal launch keeps SIGWINCH for its window-size forwarder.
+    let interactive_pty = spec.pty && rustix::termios::isatty(io::stdin());
+    let relayed: Vec<i32> = relayed_signals()
+        .into_iter()
+        .filter(|&s| !(interactive_pty && s == libc::SIGWINCH))
+        .collect();
+    let signals = crate::child_signals::Blocked::block(&relayed);
     // C4: the admission lock is held from the check until the registration is durable.
     let slot = admit(rt, &spec)?;
-    // Before anything is started: from here on no catchable signal ends `run` by itself.
-    let signals =
-        signal_hook::iterator::Signals::new(relayed_signals()).map_err(|e| ServiceError::Io {
-            op: "install signal handlers",
-            source: e,
-        })?;
     let mut req = launch_request(&spec)?;
     req.argv = opts.argv;
     req.env = opts.env.into_iter().map(|(k, v)| (k, Some(v))).collect();
