@@ -42,7 +42,8 @@ pub const RECORD_VERSION: u16 = 1;
 /// The registration record's version: 2 adds [`Registration::argv_bytes`] and
 /// [`Limits::kill_after_ms`].
 pub const REGISTRATION_VERSION: u16 = 2;
-/// The launch result's version: 2 adds [`LaunchResultRecord::stop_failure`].
+/// The launch result's version: 2 adds [`LaunchResultRecord::stop_failure`] and
+/// [`LaunchResultRecord::usage`].
 pub const RESULT_VERSION: u16 = 2;
 pub const ENVELOPE_LEN: usize = crate::codec::envelope_len(REGISTRATION_MAGIC.len());
 /// Largest record file accepted.
@@ -217,6 +218,9 @@ pub struct LaunchResultRecord {
     pub written_at_unix_ms: u64,
     /// Why the stop of the scope's residue failed, when it did (outcome `stop_failed`).
     pub stop_failure: Option<String>,
+    /// What the whole tree cost (H4), from the receipt: set when the receipt is in (at the
+    /// result, or later when a descendant held the scope); `None` before.
+    pub usage: Option<crate::TreeUsage>,
 }
 
 /// A stall watch signal (SPEC H3).
@@ -393,15 +397,15 @@ impl LaunchResultRecord {
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         encode_versioned(RESULT_MAGIC, RESULT_VERSION, self)
     }
-    /// Decodes version 2, and version 1 (no `stop_failure`).
+    /// Decodes version 2, and version 1 (no `stop_failure`, no `usage`).
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         let (version, payload) = open_versions(RESULT_MAGIC, RESULT_VERSION, buf)?;
         if version == 1 {
-            // Version 1 is version 2 without its last field: read it with `stop_failure: None`
-            // (bincode's one-byte absent `Option`) appended.
-            let mut v2 = Vec::with_capacity(payload.len() + 1);
+            // Version 1 is version 2 without its last two fields: read it with both absent
+            // (bincode's one-byte absent `Option`, twice) appended.
+            let mut v2 = Vec::with_capacity(payload.len() + 2);
             v2.extend_from_slice(payload);
-            v2.push(0);
+            v2.extend_from_slice(&[0, 0]);
             return decode_payload(&v2, "launch result");
         }
         decode_payload(payload, "launch result")

@@ -328,6 +328,7 @@ fn launch_result() -> LaunchResultRecord {
         workload_status: WorkloadStatus::Signaled(9),
         written_at_unix_ms: 1_764_000_000_123,
         stop_failure: None,
+        usage: None,
     }
 }
 

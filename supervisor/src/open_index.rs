@@ -87,6 +87,8 @@ pub fn close_if_exited(
     a: Assessment,
 ) -> Result<Settled, RegistryError> {
     if a.is_exited() {
+        // Whoever proves the end (the launcher, the service, recovery) completes the result.
+        rt.complete_result_usage(id, a.receipt().and_then(|r| r.usage));
         rt.remove_open_marker(id, held)?;
         Ok(Settled::Closed(a))
     } else {

@@ -430,6 +430,26 @@ impl Runtime {
         write_replacing(&self.result_path(rec.id), "result", &bytes)
     }
 
+    /// Adds the tree's usage (H4, from the receipt) to the launch's result record when the
+    /// receipt came after the result (a descendant held the scope past the workload's exit).
+    /// Display only, like the result itself: best effort, logged on failure.
+    pub fn complete_result_usage(
+        &self,
+        id: RegistrationId,
+        usage: Option<refine_protocol::TreeUsage>,
+    ) {
+        let Ok(Some(mut result)) = self.read_result(id) else {
+            return;
+        };
+        if usage.is_none() || result.usage == usage {
+            return;
+        }
+        result.usage = usage;
+        if let Err(e) = self.write_result(&result) {
+            tracing::warn!(%id, error = %e, "cannot record the tree's usage");
+        }
+    }
+
     /// The engine's recorded result of `id`, if any.
     pub fn read_result(
         &self,

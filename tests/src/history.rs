@@ -164,6 +164,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
         workload_status: WorkloadStatus::Exited(0),
         written_at_unix_ms: ended_ns.as_millis() as u64,
         stop_failure: None,
+        usage: None,
     })
     .expect("result");
     File::create(rt.lock_path(id)).expect("lock file");

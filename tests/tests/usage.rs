@@ -27,8 +27,69 @@ fn a_detached_descendants_cpu_is_in_the_receipt() {
         "the tree used at least 300 ms of CPU, the receipt says {usage}"
     );
     assert!(usage["max_rss_kib"].as_u64().unwrap_or(0) > 0, "{usage}");
-    // ps --json shows the same figures.
+    // ps --json shows the same figures, and so does the launch's result record (written at the
+    // workload's exit, completed when the receipt came).
     assert_eq!(&home.row(&id)["usage"], usage);
+    assert_eq!(&show(&home, &id)["result"]["usage"], usage);
+    // The record itself is completed by whoever proves the end under the lock: here the
+    // recovery pass (the foreground `run` returned at the workload's exit).
+    let out = home.cli(&["recover"]);
+    assert!(out.status.success(), "{out:?}");
+    let rt = refine_supervisor::registry::Runtime::open_existing(home.path(), home.port)
+        .expect("runtime");
+    let rid = refine_protocol::RegistrationId::parse(&id).expect("id");
+    let record = rt.read_result(rid).expect("result").expect("a result");
+    let u = record.usage.expect("the result record carries the usage");
+    assert_eq!(u.user_us, usage["user_us"].as_u64().unwrap());
+    assert_eq!(u.system_us, usage["system_us"].as_u64().unwrap());
+}
+
+/// The service counts what its launches' trees cost (F2 with H4), from their receipts.
+#[test]
+fn the_metrics_count_the_trees_cpu() {
+    let home = Home::new();
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
+        l.local_addr().expect("addr").to_string()
+    };
+    let mut svc = home
+        .command(&["serve", "--metrics", &addr])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let sock = home.run_dir().join("supervisor.sock");
+    assert!(refine_tests::wait_until(cli_support::DEADLINE, || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok()
+    }));
+    let burn = bin("burn");
+    let out = home.cli(&["run", "--detach", "--", burn.to_str().unwrap(), "200"]);
+    assert!(out.status.success(), "{out:?}");
+    let mut text = String::new();
+    let counted = refine_tests::wait_until(cli_support::DEADLINE, || {
+        text = scrape(&addr);
+        let cpu: f64 = text
+            .lines()
+            .filter(|l| l.starts_with("refine_tree_cpu_seconds_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        cpu >= 0.2
+    });
+    let _ = svc.kill();
+    let _ = svc.wait();
+    assert!(counted, "{text}");
+}
+
+/// `GET /metrics` over a plain TCP connection; empty on any failure.
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut c) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    out
 }
 
 #[test]

@@ -311,6 +311,9 @@ pub(crate) enum ResultDoc {
         /// Why the stop of the scope's residue failed (outcome `stop_failed`).
         #[serde(skip_serializing_if = "Option::is_none")]
         stop_failure: Option<String>,
+        /// What the tree cost (H4), once the receipt is in.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        usage: Option<refine_protocol::TreeUsage>,
     },
     Unreadable {
         error: String,

@@ -36,8 +36,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    CounterVec, Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 use refine_protocol::{Kind, RegistrationId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -99,6 +99,9 @@ pub struct Metrics {
     launches: IntCounterVec,
     stop_seconds: HistogramVec,
     receipt_failures: IntCounterVec,
+    /// What the scopes of this service's launches cost (H4), from their receipts.
+    tree_cpu_seconds: CounterVec,
+    tree_max_rss_bytes: HistogramVec,
     /// Registrations already counted in `receipt_failures` (those unverified at the last scrape).
     counted_unverified: Mutex<HashSet<RegistrationId>>,
 }
@@ -144,7 +147,36 @@ impl Metrics {
             )
             .expect("valid metric"),
         );
+        let tree_cpu_seconds = register(
+            &r,
+            CounterVec::new(
+                Opts::new(
+                    "refine_tree_cpu_seconds_total",
+                    "CPU time of whole scopes (every process of the tree) of this service's \
+                     launches, from their receipts, by kind and mode (user, system).",
+                ),
+                &["kind", "mode"],
+            )
+            .expect("valid metric"),
+        );
+        let tree_max_rss_bytes = register(
+            &r,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "refine_tree_max_rss_bytes",
+                    "Largest peak RSS of any process of a scope's tree, from its receipt.",
+                )
+                .buckets(
+                    prometheus::exponential_buckets(1024.0 * 1024.0, 4.0, 8)
+                        .expect("valid buckets"),
+                ),
+                &["kind"],
+            )
+            .expect("valid metric"),
+        );
         Metrics {
+            tree_cpu_seconds,
+            tree_max_rss_bytes,
             scopes,
             unverified: gauge(
                 "refine_scopes_unverified",
@@ -182,6 +214,23 @@ impl Metrics {
             registry: r,
             counted_unverified: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// Counts what a scope cost once its receipt came ([`crate::launch::ReceiptHook`]).
+    pub fn receipt_hook(self: &Arc<Self>) -> crate::launch::ReceiptHook {
+        let me = self.clone();
+        Arc::new(move |reg, receipt| {
+            let Some(u) = receipt.usage else { return };
+            let kind = reg.kind.as_str();
+            for (mode, us) in [("user", u.user_us), ("system", u.system_us)] {
+                me.tree_cpu_seconds
+                    .with_label_values(&[kind, mode])
+                    .inc_by(us as f64 / 1e6);
+            }
+            me.tree_max_rss_bytes
+                .with_label_values(&[kind])
+                .observe(u.max_rss_kib as f64 * 1024.0);
+        })
     }
 
     /// Counts a launch request's result.

@@ -163,6 +163,8 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
             status: StatusFields::of(Some(r.workload_status)),
             written_at: utc(r.written_at_unix_ms),
             stop_failure: r.stop_failure,
+            // Until whoever proves the end completes the record, the receipt's own figures.
+            usage: r.usage.or(a.receipt.and_then(|rc| rc.usage)),
         }),
         Ok(None) => None,
         Err(e) => Some(ResultDoc::Unreadable {

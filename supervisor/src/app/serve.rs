@@ -204,7 +204,9 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
     crate::limits::raise_nofile_ceiling();
     let metrics = Arc::new(Metrics::new());
     let state = Arc::new(Service {
-        sup: Supervisor::new(rt.clone()).with_result_hook(metrics.result_hook()),
+        sup: Supervisor::new(rt.clone())
+            .with_result_hook(metrics.result_hook())
+            .with_receipt_hook(metrics.receipt_hook()),
         rt,
         launched: Mutex::new(HashSet::new()),
         engines: Mutex::new(Vec::new()),

@@ -82,6 +82,8 @@ pub(super) struct Engine {
     pub(super) policy: ScopePolicy,
     /// Told once whether the workload exec'd (`Ok`) or failed to (`Err(errno)`).
     pub(super) spawned: Option<mpsc::SyncSender<Result<(), i32>>>,
+    /// Called once with the scope's receipt, whenever it comes ([`super::ReceiptHook`]).
+    pub(super) on_receipt: Option<super::ReceiptHook>,
 }
 
 #[derive(Default)]
@@ -457,6 +459,7 @@ impl Engine {
             mut link,
             capture,
             owner,
+            on_receipt,
             ..
         } = self;
         let result = refine_protocol::LaunchResultRecord {
@@ -466,6 +469,7 @@ impl Engine {
             workload_status: status,
             written_at_unix_ms: crate::deadline::unix_ms(),
             stop_failure: None,
+            usage: st.receipt.and_then(|r| r.usage),
         };
         if let Err(e) = runtime.write_result(&result) {
             tracing::warn!(%id, error = %e, "cannot record the launch result");
@@ -491,6 +495,9 @@ impl Engine {
         let (scope, scope_watch) = if let Some(r) = st.receipt {
             let _ = link.wait_guardian();
             settle_own(&runtime, id, &owner);
+            if let Some(hook) = &on_receipt {
+                hook(&registration, &r);
+            }
             (
                 ScopeState::Exited(r),
                 ScopeWatch::ready(ScopeEnded {
@@ -518,7 +525,14 @@ impl Engine {
             };
             (
                 state,
-                watch_scope(runtime, registration.clone(), link, owner, residue_stop),
+                watch_scope(
+                    runtime,
+                    registration.clone(),
+                    link,
+                    owner,
+                    residue_stop,
+                    on_receipt,
+                ),
             )
         };
         LaunchResult {
@@ -583,6 +597,7 @@ pub(super) fn watch_scope(
     mut link: GuardianLink,
     owner: Fence,
     stop: Option<ResidueStop>,
+    on_receipt: Option<super::ReceiptHook>,
 ) -> ScopeWatch {
     let stop_at = stop.map(|s| s.at);
     let (tx, rx) = mpsc::channel();
@@ -646,6 +661,12 @@ pub(super) fn watch_scope(
                 settle_own(&runtime, registration.id, owner);
             }
             drop(owner);
+            if let Some(r) = receipt {
+                runtime.complete_result_usage(id, r.usage);
+                if let Some(hook) = &on_receipt {
+                    hook(&registration, &r);
+                }
+            }
             if let Some(tx) = tx {
                 let _ = tx.send(ScopeEnded {
                     receipt,
@@ -675,6 +696,7 @@ fn record_stop_failure(runtime: &Runtime, id: refine_protocol::RegistrationId, e
         workload_status: previous.map_or(WorkloadStatus::Unknown, |r| r.workload_status),
         written_at_unix_ms: crate::deadline::unix_ms(),
         stop_failure: Some(error.to_owned()),
+        usage: None,
     };
     if let Err(e) = runtime.write_result(&result) {
         tracing::warn!(%id, error = %e, "cannot record the failed stop");

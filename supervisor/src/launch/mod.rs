@@ -233,6 +233,10 @@ fn io_op(op: &'static str) -> impl FnOnce(io::Error) -> LaunchError {
 /// result goes to [`LaunchHandle::wait`] (a service that never waits counts outcomes with it).
 pub type ResultHook = Arc<dyn Fn(&LaunchResult) + Send + Sync>;
 
+/// Called once per launch with its scope's receipt when it comes (at the result, or later when
+/// a descendant held the scope), on the engine's or the scope watcher's thread.
+pub type ReceiptHook = Arc<dyn Fn(&Registration, &refine_protocol::Receipt) + Send + Sync>;
+
 /// The launch engine of one runtime.
 pub struct Supervisor {
     runtime: Runtime,
@@ -240,6 +244,7 @@ pub struct Supervisor {
     daemon_env: EnvMap,
     guardian_exe: Option<PathBuf>,
     on_result: Option<ResultHook>,
+    on_receipt: Option<ReceiptHook>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -261,10 +266,17 @@ impl Supervisor {
             daemon_env: env_policy::daemon_env(),
             guardian_exe: None,
             on_result: None,
+            on_receipt: None,
         }
     }
 
     /// Calls `hook` with the result of every launch, on the launch's engine thread.
+    /// Calls `hook` with each launch's receipt when it comes ([`ReceiptHook`]).
+    pub fn with_receipt_hook(mut self, hook: ReceiptHook) -> Self {
+        self.on_receipt = Some(hook);
+        self
+    }
+
     pub fn with_result_hook(mut self, hook: ResultHook) -> Self {
         self.on_result = Some(hook);
         self
@@ -462,6 +474,7 @@ impl Supervisor {
             policy,
             owner,
             spawned: Some(spawned_tx),
+            on_receipt: self.on_receipt.clone(),
         };
         let on_result = self.on_result.clone();
         let thread = std::thread::Builder::new()
