@@ -27,6 +27,14 @@ fn a_detached_descendants_cpu_is_in_the_receipt() {
         "the tree used at least 300 ms of CPU, the receipt says {usage}"
     );
     assert!(usage["max_rss_kib"].as_u64().unwrap_or(0) > 0, "{usage}");
+    // The human view says it in one line.
+    let human = String::from_utf8_lossy(&home.cli(&["show", &id]).stdout).into_owned();
+    assert!(
+        human
+            .lines()
+            .any(|l| l.contains("Cost:") && l.contains("user")),
+        "{human}"
+    );
     // ps --json shows the same figures, and so does the launch's result record (written at the
     // workload's exit, completed when the receipt came).
     assert_eq!(&home.row(&id)["usage"], usage);

@@ -334,6 +334,18 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         lines.push(("Outcome", outcome.replace('_', " ")));
     }
     lines.push(("Receipt", receipt_line(doc)));
+    if let Some(u) = doc.receipt.as_ref().and_then(|r| r.usage) {
+        // H4: what the whole tree cost, from the receipt.
+        lines.push((
+            "Cost",
+            format!(
+                "CPU {:.2}s user, {:.2}s system; largest peak RSS {}",
+                u.user_us as f64 / 1e6,
+                u.system_us as f64 / 1e6,
+                human_bytes(u.max_rss_kib.saturating_mul(1024))
+            ),
+        ));
+    }
     for (name, a) in [
         ("stdout", &doc.artifacts.stdout),
         ("stderr", &doc.artifacts.stderr),
