@@ -486,7 +486,16 @@ fn cancel_from_another_thread() {
     std::thread::spawn(move || c.cancel()).join().unwrap();
     let mut r = h.wait().unwrap();
     assert_eq!(r.outcome, LaunchOutcome::Cancelled, "{}", describe(&r));
-    assert_eq!(r.status, WorkloadStatus::Signaled(libc::SIGKILL));
+    // The cancel can land while the child is still between *start* and its `execve`: then it
+    // is killed before its program ran, and says so (never started), never a made-up status.
+    assert!(
+        matches!(
+            r.status,
+            WorkloadStatus::Signaled(libc::SIGKILL) | WorkloadStatus::NeverStarted
+        ),
+        "{}",
+        describe(&r)
+    );
     expect_receipt(&mut r);
     nothing_left(&r);
 }
