@@ -301,37 +301,6 @@ fn reap_ends_residue_and_orphans_and_refuses_while_a_workload_works_there() {
     kill_witness(u64::from(o2), o2s, rustix::process::Signal::KILL);
 }
 
-/// `serve` with the stall watch's flags in short units; killed when dropped.
-struct Serve(Child);
-
-impl Serve {
-    fn start(home: &Home, flags: &[&str]) -> Serve {
-        let mut args = vec!["serve", "--maintenance-every", "200ms"];
-        args.extend_from_slice(flags);
-        let child = home
-            .command(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn serve");
-        let sock = home.run_dir().join("supervisor.sock");
-        let svc = Serve(child);
-        assert!(
-            wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(&sock)
-                .is_ok()),
-            "serve did not come up"
-        );
-        svc
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Lines of the service log that mention `id` and `what`.
 fn log_lines(home: &Home, id: &str, what: &str) -> Vec<String> {
     std::fs::read_to_string(home.run_dir().join("service.log"))
@@ -366,7 +335,9 @@ fn wait_signal(home: &Home, id: &str, signal: &str, open: bool) -> Value {
 
 // Thresholds are low (10 % of a core, calm under 5 %) because the machine is shared: a busy
 // loop gets far more than that, a sleeping one nothing.
-const WATCH: [&str; 8] = [
+const WATCH: [&str; 10] = [
+    "--maintenance-every",
+    "200ms",
     "--stall-period",
     "300ms",
     "--stall-cpu",
@@ -380,7 +351,7 @@ const WATCH: [&str; 8] = [
 #[test]
 fn a_busy_loop_that_prints_nothing_becomes_stalled_and_clears_when_it_writes() {
     let home = Home::new();
-    let _svc = Serve::start(&home, &WATCH);
+    let _svc = Serving::start(&home, &WATCH);
     let dir = tempfile::tempdir().expect("tempdir");
     let go = dir.path().join("go");
     let id = busy_loop(&home, &go, "echo working");
@@ -416,7 +387,7 @@ fn a_busy_loop_that_prints_nothing_becomes_stalled_and_clears_when_it_writes() {
 #[test]
 fn a_busy_loop_becomes_stalled_and_clears_when_it_calms_down() {
     let home = Home::new();
-    let _svc = Serve::start(&home, &WATCH);
+    let _svc = Serving::start(&home, &WATCH);
     let dir = tempfile::tempdir().expect("tempdir");
     let calm = dir.path().join("calm");
     let id = busy_loop(&home, &calm, "exec sleep 1000");
@@ -433,13 +404,12 @@ fn a_busy_loop_becomes_stalled_and_clears_when_it_calms_down() {
 #[test]
 fn a_sleeping_scope_becomes_silent() {
     let home = Home::new();
-    let metrics = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
-        l.local_addr().expect("addr").to_string()
-    };
-    let _svc = Serve::start(
+    let metrics = free_loopback_addr();
+    let _svc = Serving::start(
         &home,
         &[
+            "--maintenance-every",
+            "200ms",
             "--stall-period",
             "300ms",
             "--stall-samples",
@@ -519,16 +489,4 @@ fn an_orphan_adopted_by_a_pid_namespace_init_is_reaped_and_the_init_is_not() {
     );
     let _ = init.kill();
     let _ = init.wait();
-}
-
-/// `GET /metrics` over a plain TCP connection; empty on any failure.
-fn scrape(addr: &str) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut c) = std::net::TcpStream::connect(addr) else {
-        return String::new();
-    };
-    let _ = c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
-    let mut out = String::new();
-    let _ = c.read_to_string(&mut out);
-    out
 }

@@ -7,64 +7,10 @@
 
 mod cli_support;
 
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use cli_support::*;
 use refine_tests::wait_until;
-
-struct Service {
-    child: Child,
-}
-
-impl Service {
-    fn start(home: &Home, extra: &[&str]) -> Service {
-        let mut args = vec!["serve", "--maintenance-every", "200ms"];
-        args.extend_from_slice(extra);
-        let child = home
-            .command(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn serve");
-        let sock = home.run_dir().join("supervisor.sock");
-        let svc = Service { child };
-        assert!(
-            wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(&sock)
-                .is_ok()),
-            "serve did not come up"
-        );
-        svc
-    }
-
-    fn signal(&self, sig: rustix::process::Signal) {
-        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("pid");
-        let fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
-            .expect("pidfd_open serve");
-        rustix::process::pidfd_send_signal(&fd, sig).expect("signal serve");
-    }
-
-    fn wait(&mut self) -> std::process::ExitStatus {
-        let mut status = None;
-        assert!(
-            wait_until(Duration::from_secs(60), || {
-                status = self.child.try_wait().expect("try_wait");
-                status.is_some()
-            }),
-            "serve did not exit"
-        );
-        status.expect("status")
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
 
 fn detach(home: &Home, argv: &[&str]) -> String {
     let mut args = vec!["run", "--detach", "--"];
@@ -82,7 +28,10 @@ fn stdout_of(home: &Home, id: &str) -> String {
 #[test]
 fn sigterm_to_serve_forwards_term_waits_the_grace_and_stops_the_rest() {
     let home = Home::new();
-    let mut svc = Service::start(&home, &["--shutdown-grace", "2s"]);
+    let mut svc = Serving::start(
+        &home,
+        &["--maintenance-every", "200ms", "--shutdown-grace", "2s"],
+    );
     let polite = detach(
         &home,
         &[
@@ -122,7 +71,7 @@ fn sigterm_to_serve_forwards_term_waits_the_grace_and_stops_the_rest() {
 #[test]
 fn a_sigkilled_service_leaves_its_launches_running_until_recovery() {
     let home = Home::new();
-    let mut svc = Service::start(&home, &[]);
+    let mut svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
     let id = detach(&home, &["sh", "-c", "echo ready; exec sleep 600"]);
     assert!(wait_until(DEADLINE, || stdout_of(&home, &id).contains("ready")));
     let [_, workload] = witnesses(&home, &id);
@@ -137,7 +86,7 @@ fn a_sigkilled_service_leaves_its_launches_running_until_recovery() {
     assert!(alive(workload.0, workload.1), "the workload was killed");
     assert_eq!(home.state(&id), "live");
     // The next service's recovery ends it, with a receipt.
-    let mut svc = Service::start(&home, &[]);
+    let mut svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
     home.wait_state(&id, "exited");
     svc.signal(rustix::process::Signal::TERM);
     assert!(svc.wait().success());
@@ -156,7 +105,7 @@ fn serve_help_states_the_shutdown_rule() {
 #[test]
 fn a_detached_launch_deadline_ends_its_residue() {
     let home = Home::new();
-    let mut svc = Service::start(&home, &[]);
+    let mut svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
     let mut args = vec!["run", "--detach", "--timeout", "2s", "--"];
     args.extend_from_slice(&["sh", "-c", "sleep 1000 & exit 0"]);
     let out = home.cli(&args);
@@ -182,7 +131,7 @@ fn the_services_idle_deadline_counts_input_and_signals() {
     let home = Home::new();
     let rt = Runtime::open(home.path(), home.port).expect("runtime");
     let sup = Supervisor::new(rt).with_guardian_exe(refine_tests::bin("refine-guardian"));
-    let mut svc = Service::start(&home, &[]);
+    let mut svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
     let launch = |active: bool| {
         let mut r = LaunchRequest::new(Kind::Command, ["sh", "-c", "while read l; do :; done"]);
         r.idle_timeout = Some(Duration::from_millis(1500));

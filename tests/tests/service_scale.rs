@@ -3,46 +3,8 @@
 
 mod cli_support;
 
-use std::process::{Child, Stdio};
-
 use cli_support::*;
 use refine_tests::wait_until;
-
-/// A running `serve`; SIGKILLed and reaped on drop.
-struct Serving(Child);
-
-impl Serving {
-    fn start(home: &Home) -> Serving {
-        let child = home
-            .command(&["serve"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn serve");
-        let sock = home.run_dir().join("supervisor.sock");
-        let s = Serving(child);
-        assert!(
-            wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(&sock)
-                .is_ok()),
-            "serve did not come up"
-        );
-        s
-    }
-
-    /// The service's open descriptors.
-    fn fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.0.id()))
-            .expect("read the service's fd table")
-            .count()
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn detach(home: &Home, argv: &[&str]) -> String {
     let mut args = vec!["run", "--detach", "--"];
@@ -59,7 +21,7 @@ fn detach(home: &Home, argv: &[&str]) -> String {
 fn a_quiet_detached_scope_costs_the_service_four_descriptors() {
     const N: usize = 8;
     let home = Home::new();
-    let svc = Serving::start(&home);
+    let svc = Serving::start(&home, &[]);
     // One launch first: the service's lazily opened descriptors (runtime threads, the log) are
     // then open before the baseline.
     let first = detach(&home, &["sleep", "600"]);
@@ -75,7 +37,7 @@ fn a_quiet_detached_scope_costs_the_service_four_descriptors() {
         after = svc.fds();
         after <= before + 4 * N
     });
-    let table: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", svc.0.id()))
+    let table: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", svc.child.id()))
         .map(|d| {
             d.flatten()
                 .filter_map(|e| std::fs::read_link(e.path()).ok())
@@ -99,7 +61,7 @@ fn a_quiet_detached_scope_costs_the_service_four_descriptors() {
 #[test]
 fn workloads_of_the_service_see_the_original_descriptor_limits() {
     let home = Home::new();
-    let _svc = Serving::start(&home);
+    let _svc = Serving::start(&home, &[]);
     let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
     let show = |n: Option<u64>| n.map_or("unlimited".to_owned(), |n| n.to_string());
     let id = detach(&home, &["sh", "-c", "ulimit -Sn; ulimit -Hn"]);

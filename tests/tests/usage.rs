@@ -3,7 +3,7 @@
 
 mod cli_support;
 
-use cli_support::{show, Home};
+use cli_support::{free_loopback_addr, scrape, show, Home, Serving};
 use refine_tests::bin;
 
 fn cpu_us(usage: &serde_json::Value) -> u64 {
@@ -56,20 +56,8 @@ fn a_detached_descendants_cpu_is_in_the_receipt() {
 #[test]
 fn the_metrics_count_the_trees_cpu() {
     let home = Home::new();
-    let addr = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
-        l.local_addr().expect("addr").to_string()
-    };
-    let mut svc = home
-        .command(&["serve", "--metrics", &addr])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn serve");
-    let sock = home.run_dir().join("supervisor.sock");
-    assert!(refine_tests::wait_until(cli_support::DEADLINE, || {
-        std::os::unix::net::UnixStream::connect(&sock).is_ok()
-    }));
+    let addr = free_loopback_addr();
+    let svc = Serving::start(&home, &["--metrics", &addr]);
     let burn = bin("burn");
     let out = home.cli(&["run", "--detach", "--", burn.to_str().unwrap(), "200"]);
     assert!(out.status.success(), "{out:?}");
@@ -83,21 +71,8 @@ fn the_metrics_count_the_trees_cpu() {
             .sum();
         cpu >= 0.2
     });
-    let _ = svc.kill();
-    let _ = svc.wait();
+    drop(svc);
     assert!(counted, "{text}");
-}
-
-/// `GET /metrics` over a plain TCP connection; empty on any failure.
-fn scrape(addr: &str) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut c) = std::net::TcpStream::connect(addr) else {
-        return String::new();
-    };
-    let _ = c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
-    let mut out = String::new();
-    let _ = c.read_to_string(&mut out);
-    out
 }
 
 #[test]

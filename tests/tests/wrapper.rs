@@ -14,19 +14,33 @@ use std::time::{Duration, Instant};
 use cli_support::*;
 use refine_tests::wait_until;
 
-/// Waits for `child` at most `bound`; kills it (and says so) when it is still running.
+/// Waits for `child` at most `bound` (its exit observed on a pidfd); kills it (and says so)
+/// when it is still running.
 fn wait_bounded(child: &mut Child, bound: Duration, what: &str) -> ExitStatus {
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
+    let fd =
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).expect("pidfd_open");
     let end = Instant::now() + bound;
     loop {
-        if let Some(st) = child.try_wait().expect("try_wait") {
-            return st;
+        let left = end.saturating_duration_since(Instant::now());
+        let limit = rustix::time::Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
+        match rustix::event::poll(&mut fds, Some(&limit)) {
+            Ok(0) => {
+                let _ = child.kill();
+                let st = child.wait().expect("wait");
+                panic!("{what}: still running after {bound:?} (killed: {st})");
+            }
+            Ok(_) => return child.wait().expect("wait"),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => panic!("poll pidfd: {e}"),
         }
-        if Instant::now() >= end {
-            let _ = child.kill();
-            let st = child.wait().expect("wait");
-            panic!("{what}: still running after {bound:?} (killed: {st})");
-        }
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

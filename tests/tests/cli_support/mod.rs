@@ -288,3 +288,91 @@ pub fn launch(home: &Home, mode: &str, argv: &[&str]) -> (Child, String) {
     }
     (child, id)
 }
+
+/// A running `refine-supervisor serve` for a [`Home`], up once its socket accepts; SIGKILLed
+/// and reaped on drop unless it has exited.
+pub struct Serving {
+    pub child: Child,
+}
+
+impl Serving {
+    /// `serve FLAGS...`, waited for until its socket accepts.
+    pub fn start(home: &Home, flags: &[&str]) -> Serving {
+        let mut args = vec!["serve"];
+        args.extend_from_slice(flags);
+        let child = home
+            .command(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn serve");
+        let sock = home.run_dir().join("supervisor.sock");
+        let svc = Serving { child };
+        assert!(
+            wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(&sock)
+                .is_ok()),
+            "serve did not come up"
+        );
+        svc
+    }
+
+    fn pidfd(&self) -> std::os::fd::OwnedFd {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("pid");
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+            .expect("pidfd_open serve")
+    }
+
+    pub fn signal(&self, sig: rustix::process::Signal) {
+        rustix::process::pidfd_send_signal(self.pidfd(), sig).expect("signal serve");
+    }
+
+    /// Waits (bounded, on its pidfd) for the service to exit and reaps it.
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        let fd = self.pidfd();
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
+        let limit = rustix::time::Timespec {
+            tv_sec: 60,
+            tv_nsec: 0,
+        };
+        let ready = rustix::event::poll(&mut fds, Some(&limit)).expect("poll serve's pidfd");
+        assert_eq!(ready, 1, "serve did not exit");
+        self.child.wait().expect("reap serve")
+    }
+
+    /// The service's open descriptors.
+    pub fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .expect("read the service's fd table")
+            .count()
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A loopback address no one listens on now (for `serve --metrics`).
+pub fn free_loopback_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
+    l.local_addr().expect("addr").to_string()
+}
+
+/// `GET /metrics` over a plain TCP connection; empty on any failure.
+pub fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut c) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    out
+}
