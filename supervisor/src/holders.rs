@@ -484,7 +484,7 @@ pub fn holders(target: &Target, regs: &Registrations<'_>) -> Result<Holders, Hol
 }
 
 fn proc_file(pid: Pid, leaf: &str) -> PathBuf {
-    PathBuf::from(format!("/proc/{}/{leaf}", pid.as_raw_nonzero()))
+    procfs::proc_path(pid, leaf)
 }
 
 /// Reads cwd, root, fd/ and maps of `pid` against the target, in that order (cheapest first),
@@ -553,21 +553,9 @@ fn gone(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
 }
 
-/// The file name of `/proc/PID/exe` (without the kernel's " (deleted)"), or `[comm]` when the
-/// process has no executable (a kernel thread) or it cannot be read.
+/// The file name of `/proc/PID/exe` ([`procfs::program`]).
 pub fn program(pid: Pid) -> String {
-    match fs::read_link(proc_file(pid, "exe")) {
-        Ok(p) => {
-            let bytes = p.as_os_str().as_bytes();
-            let bytes = bytes.strip_suffix(DELETED).unwrap_or(bytes);
-            let name = bytes.rsplit(|&b| b == b'/').next().unwrap_or(bytes);
-            String::from_utf8_lossy(name).into_owned()
-        }
-        Err(_) => {
-            let comm = fs::read_to_string(proc_file(pid, "comm")).unwrap_or_default();
-            format!("[{}]", comm.trim_end())
-        }
-    }
+    procfs::program(pid)
 }
 
 /// Ancestry walks with memos (many holders share parents and owners).

@@ -126,7 +126,7 @@ impl Stat {
     }
 }
 
-fn proc_path(pid: Pid, leaf: &str) -> PathBuf {
+pub(crate) fn proc_path(pid: Pid, leaf: &str) -> PathBuf {
     PathBuf::from(format!("/proc/{}/{leaf}", pid.as_raw_nonzero()))
 }
 
@@ -510,7 +510,7 @@ pub struct Usage {
     pub rss_bytes: u64,
 }
 
-/// Reads a process's [`Usage`].
+/// Reads a process's [`Usage`] (one read of `/proc/PID/stat`).
 pub fn usage(pid: Pid) -> Result<Usage, ProcfsError> {
     let path = proc_path(pid, "stat");
     let text = fs::read_to_string(&path).map_err(|e| classify(pid, "read", &path, e))?;
@@ -518,34 +518,42 @@ pub fn usage(pid: Pid) -> Result<Usage, ProcfsError> {
         path: path.clone(),
         field: "stat",
     };
+    let cpu = parse_cpu_ticks(&text).ok_or_else(malformed)?;
+    // After the last `)` the first field is field 3 (state): rss (pages) is field 24.
     let close = text.rfind(')').ok_or_else(malformed)?;
-    // Index 0 is field 3 (state): utime is field 14, stime 15, rss (pages) 24.
-    let fields: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
-    let num = |i: usize| -> Result<u64, ProcfsError> {
-        fields
-            .get(i)
-            .and_then(|f| f.parse().ok())
-            .ok_or_else(malformed)
-    };
-    let ticks = num(11)?.saturating_add(num(12)?);
-    let hz = rustix::param::clock_ticks_per_second().max(1);
+    let rss_pages: u64 = text[close + 1..]
+        .split_ascii_whitespace()
+        .nth(21)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(malformed)?;
     Ok(Usage {
-        cpu: std::time::Duration::from_millis(ticks.saturating_mul(1000) / hz),
-        rss_bytes: num(21)?.saturating_mul(rustix::param::page_size() as u64),
+        cpu: std::time::Duration::from_millis(cpu.own().saturating_mul(1000) / ticks_per_second()),
+        rss_bytes: rss_pages.saturating_mul(rustix::param::page_size() as u64),
     })
 }
 
-/// The program and arguments of a process (`/proc/PID/exe`'s file name, else `comm`; the
-/// NUL-separated `cmdline`). Empty for a kernel thread or a zombie.
+/// The file name of `/proc/PID/exe` (without the kernel's " (deleted)"), not `comm`, which a
+/// program sets for itself; `[comm]` when the process has no executable (a kernel thread) or it
+/// cannot be read.
+pub fn program(pid: Pid) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    match fs::read_link(proc_path(pid, "exe")) {
+        Ok(p) => {
+            let bytes = p.as_os_str().as_bytes();
+            let bytes = bytes.strip_suffix(b" (deleted)").unwrap_or(bytes);
+            let name = bytes.rsplit(|&b| b == b'/').next().unwrap_or(bytes);
+            String::from_utf8_lossy(name).into_owned()
+        }
+        Err(_) => {
+            let comm = fs::read_to_string(proc_path(pid, "comm")).unwrap_or_default();
+            format!("[{}]", comm.trim_end())
+        }
+    }
+}
+
+/// The program ([`program`]) and arguments (the NUL-separated `cmdline`) of a process; no
+/// arguments for a kernel thread or a zombie.
 pub fn program_and_args(pid: Pid) -> (String, Vec<String>) {
-    let exe = fs::read_link(proc_path(pid, "exe"))
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
-    let program = exe.unwrap_or_else(|| {
-        fs::read_to_string(proc_path(pid, "comm"))
-            .map(|c| c.trim_end().to_owned())
-            .unwrap_or_default()
-    });
     let args = fs::read(proc_path(pid, "cmdline"))
         .map(|b| {
             b.split(|&c| c == 0)
@@ -554,5 +562,5 @@ pub fn program_and_args(pid: Pid) -> (String, Vec<String>) {
                 .collect()
         })
         .unwrap_or_default();
-    (program, args)
+    (program(pid), args)
 }
