@@ -926,7 +926,10 @@ pub fn poll_extra(
 }
 
 /// `poll` until an event or `deadline` (`None`: no deadline); `EINTR` retried.
-fn poll_until(fds: &mut [PollFd<'_>], deadline: Option<Instant>) -> Result<(), CaptureError> {
+pub(crate) fn poll_until(
+    fds: &mut [PollFd<'_>],
+    deadline: Option<Instant>,
+) -> Result<(), CaptureError> {
     loop {
         let timeout = deadline.map(|d| {
             let left = d.saturating_duration_since(Instant::now());

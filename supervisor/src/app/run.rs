@@ -181,60 +181,110 @@ fn relayed_signals() -> Vec<i32> {
     v
 }
 
-/// The relay of `run`'s signals to the workload (W2): what each signal does is in the module
-/// docs. Ends with the process.
-fn relay_signals(
-    signals: crate::child_signals::Blocked,
+/// The relay of `run`'s signals to the workload (W2), run by `run`'s main thread while it waits
+/// for the launch (what each signal does is in the module docs). The signals stay blocked and
+/// are read from a `signalfd`: no handler, no relay thread.
+struct Relay {
+    signals: std::os::fd::OwnedFd,
     canceller: Canceller,
     grace: Duration,
     resizes_pty: bool,
-    ends: std::sync::mpsc::Sender<()>,
-) -> Result<(), CliError> {
-    std::thread::Builder::new()
-        .name("refine-signals".into())
-        .spawn(move || {
-            let mut asked_to_end = false;
-            loop {
-                let sig = signals.wait();
-                match sig {
-                    libc::SIGCHLD => {}
-                    libc::SIGWINCH if resizes_pty => {}
-                    libc::SIGINT | libc::SIGTERM | libc::SIGHUP => {
-                        let _ = ends.send(());
-                        if asked_to_end {
-                            canceller.cancel();
-                            continue;
-                        }
-                        asked_to_end = true;
-                        let _ = canceller.signal(sig);
-                        let c = canceller.clone();
-                        // Ends with the process when the workload ends first (the engine is
-                        // gone then and the cancel reaches nobody).
-                        let _ = std::thread::Builder::new()
-                            .name("refine-stop-grace".into())
-                            .spawn(move || {
-                                std::thread::sleep(grace);
-                                c.cancel();
-                            });
-                    }
-                    libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
-                        // Stopping ourselves stops the engine too: only once it has passed the
-                        // signal on.
-                        let _ = canceller.signal_confirmed(sig, CONFIRM_WAIT);
-                        let _ =
-                            rustix::process::kill_process(rustix::process::getpid(), Signal::STOP);
-                    }
-                    _ => {
-                        let _ = canceller.signal(sig);
-                    }
-                }
-            }
-        })
-        .map_err(|source| ServiceError::Io {
+    /// A first `SIGINT`/`SIGTERM`/`SIGHUP` was forwarded: a second one ends the scope at once.
+    asked_to_end: bool,
+    /// When the grace of that first one is over and the scope ends through the shared stop.
+    cancel_at: Option<Instant>,
+    /// Such a signal came and [`Relay::wait`] has not told it yet.
+    unseen_end: bool,
+}
+
+impl Relay {
+    fn new(
+        signals: crate::child_signals::Blocked,
+        canceller: Canceller,
+        grace: Duration,
+        resizes_pty: bool,
+    ) -> Result<Relay, CliError> {
+        let signals = signals.signalfd().map_err(|source| ServiceError::Io {
             op: "start the signal relay",
             source,
         })?;
-    Ok(())
+        Ok(Relay {
+            signals,
+            canceller,
+            grace,
+            resizes_pty,
+            asked_to_end: false,
+            cancel_at: None,
+            unseen_end: false,
+        })
+    }
+
+    /// Relays every pending signal.
+    fn take(&mut self) {
+        while let Some(sig) = crate::child_signals::read_signal(self.signals.as_fd()) {
+            match sig {
+                libc::SIGCHLD => {}
+                libc::SIGWINCH if self.resizes_pty => {}
+                libc::SIGINT | libc::SIGTERM | libc::SIGHUP => {
+                    self.unseen_end = true;
+                    if self.asked_to_end {
+                        self.canceller.cancel();
+                        continue;
+                    }
+                    self.asked_to_end = true;
+                    let _ = self.canceller.signal(sig);
+                    self.cancel_at = Some(Instant::now() + self.grace);
+                }
+                libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
+                    // Stopping ourselves stops the engine too: only once it has passed the
+                    // signal on.
+                    let _ = self.canceller.signal_confirmed(sig, CONFIRM_WAIT);
+                    let _ = rustix::process::kill_process(rustix::process::getpid(), Signal::STOP);
+                }
+                _ => {
+                    let _ = self.canceller.signal(sig);
+                }
+            }
+        }
+    }
+
+    /// Relays signals until `done` is readable (the launch's result is in), ending the scope
+    /// when a forwarded signal's grace is over.
+    fn until(&mut self, done: std::os::fd::BorrowedFd<'_>) {
+        use rustix::event::{PollFd, PollFlags};
+        loop {
+            if self.cancel_at.is_some_and(|at| Instant::now() >= at) {
+                self.cancel_at = None;
+                self.canceller.cancel();
+            }
+            let mut fds = [
+                PollFd::new(&self.signals, PollFlags::IN),
+                PollFd::new(&done, PollFlags::IN),
+            ];
+            if crate::capture::poll_until(&mut fds, self.cancel_at).is_err() {
+                // Nothing can be relayed any more: wait for the launch alone.
+                return;
+            }
+            let (signalled, finished) =
+                (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
+            if signalled {
+                self.take();
+            }
+            if finished {
+                return;
+            }
+        }
+    }
+
+    /// Waits for a signal up to `bound` and relays what came; true if a `SIGINT`/`SIGTERM`/
+    /// `SIGHUP` came since the last call (or while the launch ran).
+    fn wait(&mut self, bound: Duration) -> bool {
+        use rustix::event::{PollFd, PollFlags};
+        let mut fds = [PollFd::new(&self.signals, PollFlags::IN)];
+        let _ = crate::capture::poll_until(&mut fds, Some(Instant::now() + bound));
+        self.take();
+        std::mem::take(&mut self.unseen_end)
+    }
 }
 
 /// A forward of one of this process's streams, or `None` when it cannot be made (the output
@@ -283,7 +333,18 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         (false, true) => StdinMode::Pipe,
         (false, false) => StdinMode::Inherit,
     };
-    let sup = Supervisor::new(rt.clone());
+    // The launch's end wakes this thread, which relays signals meanwhile (below).
+    let done = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).map_err(|e| {
+        ServiceError::Io {
+            op: "create the launch's end event",
+            source: e.into(),
+        }
+    })?;
+    let done = std::sync::Arc::new(done);
+    let tell = done.clone();
+    let sup = Supervisor::new(rt.clone()).with_result_hook(std::sync::Arc::new(move |_| {
+        let _ = rustix::io::write(&*tell, &1u64.to_ne_bytes());
+    }));
     let handle = sup.launch(req).map_err(ServiceError::Launch)?;
     drop(slot);
     let _raw = if interactive {
@@ -300,16 +361,8 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     if relay {
         relay_stdin(handle.input_writer(), stdin_is_terminal)?;
     }
-    // SIGINT/SIGTERM/SIGHUP are also told here: a residue held for its deadline below ends at
-    // once at such a signal (W7).
-    let (sig_tx, sig_rx) = std::sync::mpsc::channel();
-    relay_signals(
-        signals,
-        handle.canceller(),
-        opts.stop_grace,
-        interactive,
-        sig_tx,
-    )?;
+    let mut relay = Relay::new(signals, handle.canceller(), opts.stop_grace, interactive)?;
+    relay.until(done.as_fd());
     let mut result = handle.wait().map_err(ServiceError::Launch)?;
     let code = exit_code(&result);
     // The `stop` scope policy (quality), or the completion deadline, which bounds the whole
@@ -325,7 +378,8 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
                 .saturating_duration_since(Instant::now())
                 .min(SIGNAL_POLL);
             ended = result.scope_watch.wait(slice).is_some().then_some(());
-            if ended.is_none() && sig_rx.try_recv().is_ok() {
+            // SIGINT/SIGTERM/SIGHUP: a residue held for its deadline ends at once (W7).
+            if ended.is_none() && relay.wait(Duration::ZERO) {
                 // SIGINT/SIGTERM/SIGHUP: the residue is not held to its deadline any longer.
                 if let Err(e) = crate::launch::shared_stop(rt, &result.registration) {
                     tracing::warn!(id = %result.id, error = %error_chain(&e), "residue stop failed");
