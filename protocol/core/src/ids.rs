@@ -127,7 +127,7 @@ mod tests {
         assert_eq!(RegistrationId::parse(&"g".repeat(32)), None);
         let mut bytes = [0u8; 16];
         for (i, b) in bytes.iter_mut().enumerate() {
-            *b = (i as u8) * 17 ^ 0x0f;
+            *b = ((i as u8) * 17) ^ 0x0f;
         }
         let expected: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(RuntimeId(bytes).to_string(), expected);
