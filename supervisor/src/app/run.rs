@@ -59,7 +59,7 @@ fn forward_terminal(input: InputWriter) -> Result<(), CliError> {
         .spawn(move || {
             let mut buf = [0u8; 4096];
             loop {
-                match rustix::io::read(io::stdin(), &mut buf) {
+                match rustix::io::read(rustix::stdio::stdin(), &mut buf) {
                     Ok(0) => break,
                     Ok(n) => {
                         if keys.write_input(&buf[..n]).is_err() {
@@ -86,7 +86,7 @@ fn forward_terminal(input: InputWriter) -> Result<(), CliError> {
         .name("refine-winch".into())
         .spawn(move || {
             for _ in winch.forever() {
-                if let Ok(size) = crate::pty::window_size(io::stdin().as_fd()) {
+                if let Ok(size) = crate::pty::window_size(rustix::stdio::stdin()) {
                     let _ = input.resize(size);
                 }
             }
@@ -105,7 +105,7 @@ fn relay_stdin(input: InputWriter, terminal: bool) -> Result<(), CliError> {
     // A terminal that is not our controlling terminal has no foreground group for us.
     let foreground = move || {
         !terminal
-            || rustix::termios::tcgetpgrp(io::stdin())
+            || rustix::termios::tcgetpgrp(rustix::stdio::stdin())
                 .map_or(true, |pg| pg == rustix::process::getpgrp())
     };
     std::thread::Builder::new()
@@ -117,7 +117,7 @@ fn relay_stdin(input: InputWriter, terminal: bool) -> Result<(), CliError> {
                     std::thread::sleep(BACKGROUND_RECHECK);
                     continue;
                 }
-                match rustix::io::read(io::stdin(), &mut buf) {
+                match rustix::io::read(rustix::stdio::stdin(), &mut buf) {
                     Ok(0) => break,
                     Ok(n) => {
                         if input.feed_input(&buf[..n]).is_err() {
@@ -148,9 +148,8 @@ const CONFIRM_WAIT: Duration = Duration::from_secs(1);
 const BACKGROUND_RECHECK: Duration = Duration::from_millis(100);
 
 /// Every signal `run` takes: all catchable ones but the fault signals (a handler that returns
-/// from a real fault would re-run the faulting instruction). `SIGCHLD` is taken only so that an
-/// inherited `SIG_IGN` no longer makes the kernel reap `run`'s children (G11); `SIGPIPE` stays
-/// ignored.
+/// from a real fault would re-run the faulting instruction), `SIGCHLD` (about `run`'s own
+/// children; `main` has set it to its default, G11) and `SIGPIPE` (stays ignored).
 fn relayed_signals() -> Vec<i32> {
     use signal_hook::consts::*;
     let mut v = vec![
@@ -162,7 +161,6 @@ fn relayed_signals() -> Vec<i32> {
         SIGUSR2,
         SIGALRM,
         SIGTERM,
-        SIGCHLD,
         SIGCONT,
         SIGTSTP,
         SIGTTIN,
@@ -223,7 +221,6 @@ impl Relay {
     fn take(&mut self) {
         while let Some(sig) = crate::child_signals::read_signal(self.signals.as_fd()) {
             match sig {
-                libc::SIGCHLD => {}
                 libc::SIGWINCH if self.resizes_pty => {}
                 libc::SIGINT | libc::SIGTERM | libc::SIGHUP => {
                     self.unseen_end = true;
@@ -303,7 +300,7 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     // Before anything is started (and while this process has one thread, so that every thread
     // inherits the mask): from here on no catchable signal ends `run` by itself. An interactive
     // terminal launch keeps SIGWINCH for its window-size forwarder.
-    let interactive_pty = spec.pty && rustix::termios::isatty(io::stdin());
+    let interactive_pty = spec.pty && rustix::termios::isatty(rustix::stdio::stdin());
     let relayed: Vec<i32> = relayed_signals()
         .into_iter()
         .filter(|&s| !(interactive_pty && s == libc::SIGWINCH))
@@ -318,12 +315,12 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         req.forward_stdout = forward_of(io::stdout().as_fd());
         req.forward_stderr = forward_of(io::stderr().as_fd());
     }
-    let stdin_is_terminal = rustix::termios::isatty(io::stdin());
+    let stdin_is_terminal = rustix::termios::isatty(rustix::stdio::stdin());
     // `run --pty` on a terminal is interactive: the workload's terminal takes the operator's
     // size, keys and resizes, and ours is raw meanwhile (restored when this function returns).
     let interactive = req.pty.is_some() && stdin_is_terminal;
     if interactive {
-        if let Ok(size) = crate::pty::window_size(io::stdin().as_fd()) {
+        if let Ok(size) = crate::pty::window_size(rustix::stdio::stdin()) {
             req.pty = Some(size);
         }
     }
@@ -349,7 +346,7 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     drop(slot);
     let _raw = if interactive {
         let raw =
-            crate::pty::RawMode::enter(io::stdin().as_fd()).map_err(|e| ServiceError::Io {
+            crate::pty::RawMode::enter(rustix::stdio::stdin()).map_err(|e| ServiceError::Io {
                 op: "put the terminal in raw mode",
                 source: io::Error::other(e),
             })?;
