@@ -54,7 +54,7 @@ pub const DEFAULT_KEEP: usize = 16 * 1024 * 1024;
 /// The fixed final drain after the first validated workload exit (S4).
 pub const FINAL_DRAIN: Duration = Duration::from_millis(200);
 /// Size of one read.
-const READ_CHUNK: usize = 256 * 1024;
+pub const READ_CHUNK: usize = 256 * 1024;
 /// Reads per stream per wake-up: a busy stream cannot starve the others or the control fds.
 const READS_PER_WAKE: usize = 8;
 /// Streams one capture handles (stdout, stderr, and room to spare).
@@ -714,7 +714,8 @@ impl Capture {
             readers,
             config,
             callback,
-            buf: vec![0; READ_CHUNK],
+            // Allocated on the first read of a capture that reads with its own buffer.
+            buf: Vec::new(),
             drain_deadline: None,
             last_output: None,
         })
@@ -777,6 +778,55 @@ impl Capture {
         self.all_closed() || self.drain_over(now)
     }
 
+    /// The streams to wait on now, by reader index, with what to wait for (none once the final
+    /// drain has ended): what [`Capture::pump`] polls, and what a shared loop registers.
+    pub fn interest(&self, now: Instant) -> Vec<(usize, BorrowedFd<'_>, PollFlags)> {
+        if self.drain_over(now) {
+            return Vec::new();
+        }
+        self.readers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.interest().map(|(fd, flags)| (i, fd, flags)))
+            .collect()
+    }
+
+    /// Services the readers whose interest is ready (bit i = reader i): forwards what waits,
+    /// or reads a bounded batch into `buf` (the caller's: a shared loop lends one buffer to all
+    /// its captures; `None`, this capture's own, allocated on its first read).
+    pub fn read_ready(&mut self, ready: u32, buf: Option<&mut [u8]>) {
+        if ready == 0 {
+            return;
+        }
+        let buf = match buf {
+            Some(b) => b,
+            None => {
+                if self.buf.is_empty() {
+                    self.buf = vec![0; READ_CHUNK];
+                }
+                &mut self.buf[..]
+            }
+        };
+        let keep_max = self.config.keep_max;
+        let mut got = false;
+        for (i, r) in self.readers.iter_mut().enumerate() {
+            if i >= 32 || ready & (1 << i) == 0 {
+                continue;
+            }
+            let before = r.read;
+            let cb = &mut self.callback;
+            r.service(buf, keep_max, |s, b| {
+                if let Some(cb) = cb.as_mut() {
+                    cb(s, b)
+                }
+            });
+            got |= r.read != before;
+        }
+        if got {
+            self.last_output = Some(Instant::now());
+        }
+    }
+
     /// Waits until a stream or one of `extra` is readable (or `deadline`, or the drain's end),
     /// and reads what the streams hold, a bounded batch per stream. Returns which `extra`
     /// descriptors are readable (or hung up). `extra` holds at most 16 descriptors.
@@ -794,48 +844,26 @@ impl Capture {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(self.readers.len() + extra.len());
-        let mut which = [usize::MAX; MAX_STREAMS];
-        for (i, r) in self.readers.iter().enumerate() {
-            if let Some((fd, flags)) = r.interest() {
-                if fds.len() < which.len() {
-                    which[fds.len()] = i;
-                }
-                fds.push(PollFd::from_borrowed_fd(fd, flags));
-            }
-        }
+        let streams = self.interest(now);
+        let which: Vec<usize> = streams.iter().map(|s| s.0).collect();
+        let mut fds: Vec<PollFd<'_>> = streams
+            .into_iter()
+            .map(|(_, fd, flags)| PollFd::from_borrowed_fd(fd, flags))
+            .collect();
         let nstreams = fds.len();
         for fd in extra {
             fds.push(PollFd::from_borrowed_fd(*fd, PollFlags::IN));
         }
         poll_until(&mut fds, until)?;
-        let mut ready_streams = [false; MAX_STREAMS];
+        let mut ready_streams = 0u32;
         for (slot, pfd) in fds[..nstreams].iter().enumerate() {
-            if !pfd.revents().is_empty() && slot < ready_streams.len() {
-                ready_streams[slot] = true;
+            if !pfd.revents().is_empty() && which[slot] < 32 {
+                ready_streams |= 1 << which[slot];
             }
         }
         let ready = ready_bits(&fds[nstreams..]);
         drop(fds);
-        let keep_max = self.config.keep_max;
-        let mut got = false;
-        for (slot, ready) in ready_streams.iter().enumerate() {
-            if !*ready {
-                continue;
-            }
-            let r = &mut self.readers[which[slot]];
-            let before = r.read;
-            let cb = &mut self.callback;
-            r.service(&mut self.buf, keep_max, |s, b| {
-                if let Some(cb) = cb.as_mut() {
-                    cb(s, b)
-                }
-            });
-            got |= r.read != before;
-        }
-        if got {
-            self.last_output = Some(Instant::now());
-        }
+        self.read_ready(ready_streams, None);
         Ok(ready)
     }
 
@@ -859,7 +887,8 @@ impl Capture {
         if !self.all_closed() {
             let mut readers = std::mem::take(&mut self.readers);
             readers.retain(|r| !r.done());
-            let buf = std::mem::take(&mut self.buf);
+            let mut buf = std::mem::take(&mut self.buf);
+            buf.resize(READ_CHUNK, 0);
             let (tx, rx) = mpsc::channel::<()>();
             // If the thread cannot start, dropping the readers closes the pipes: the writers
             // then see EPIPE, which is the only other way to never block them.
@@ -926,7 +955,7 @@ pub fn poll_extra(
 }
 
 /// `poll` until an event or `deadline` (`None`: no deadline); `EINTR` retried.
-fn poll_until(fds: &mut [PollFd<'_>], deadline: Option<Instant>) -> Result<(), CaptureError> {
+pub fn poll_until(fds: &mut [PollFd<'_>], deadline: Option<Instant>) -> Result<(), CaptureError> {
     loop {
         let timeout = deadline.map(|d| {
             let left = d.saturating_duration_since(Instant::now());

@@ -56,6 +56,37 @@ fn a_quiet_detached_scope_costs_the_service_four_descriptors() {
     }
 }
 
+/// The service's threads stay bounded however many detached scopes it holds: one shared loop
+/// drives every launch's engine (not a thread per scope).
+#[test]
+fn detached_scopes_do_not_cost_the_service_a_thread_each() {
+    const N: usize = 32;
+    /// Room for the async runtime's blocking pool and the loop's own pool growing meanwhile.
+    const SLACK: usize = 8;
+    let home = Home::new();
+    let svc = Serving::start(&home, &[]);
+    let first = detach(&home, &["sleep", "600"]);
+    home.wait_state(&first, "live");
+    let before = svc.threads();
+    let ids: Vec<String> = (0..N).map(|_| detach(&home, &["sleep", "600"])).collect();
+    for id in &ids {
+        home.wait_state(id, "live");
+    }
+    let after = svc.threads();
+    assert!(
+        after <= before + SLACK,
+        "{N} detached scopes took the service from {before} to {after} threads"
+    );
+    // The loop still drives them: a stop through the CLI and one through a deadline end them.
+    for id in ids.iter().chain([&first]) {
+        let out = home.cli(&["stop", id]);
+        assert!(out.status.success(), "{}", describe(&["stop", id], &out));
+    }
+    for id in ids.iter().chain([&first]) {
+        home.wait_state(id, "exited");
+    }
+}
+
 /// The service raises its own descriptor limit; the workloads it launches get the limits the
 /// service started with.
 #[test]

@@ -60,7 +60,7 @@ pub struct Housekeeping {
     pub forget_after: Duration,
 }
 
-/// Launches for the service: the engine keeps running on its own thread; the handle is not
+/// Launches for the service: the engine keeps running in the shared loop; the handle is not
 /// awaited (the record and the receipt carry the result), so the service holds no per-launch
 /// state beyond the id.
 fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<LaunchHandle, Response> {
@@ -191,8 +191,15 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
 
     crate::limits::raise_nofile_ceiling();
     let metrics = Arc::new(Metrics::new());
+    // One loop drives the engines of all the service's launches: a fixed number of threads
+    // for any number of detached scopes (F1).
+    let shared = crate::launch::SharedLoop::start().map_err(|e| ServiceError::Io {
+        op: "start the shared event loop",
+        source: std::io::Error::other(error_chain(&e)),
+    })?;
     let state = Arc::new(Service {
         sup: Supervisor::new(rt.clone())
+            .with_shared_loop(shared)
             .with_result_hook(metrics.result_hook())
             .with_receipt_hook(metrics.receipt_hook()),
         rt,

@@ -1,14 +1,17 @@
-//! The engine loop: one thread per launch polls the output streams, the guardian channel and
-//! the control socket, enforces the deadlines and the output limit, stops the tree through the
-//! shared stop, and returns the [`LaunchResult`].
+//! The engine: a state machine over the output streams, the guardian channel and the control
+//! socket that enforces the deadlines and the output limit, stops the tree through the shared
+//! stop, and returns the [`LaunchResult`]. [`Engine::step`] is one turn, driven by readiness and
+//! time: on its own thread with one `poll` ([`Engine::run`], the CLI) or, for the service's
+//! detached launches, by a shared loop over many engines ([`super::shared`]).
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use refine_protocol::record::{Registration, ScopePolicy, StopCause};
 use refine_protocol::{Receipt, WorkloadStatus};
+use rustix::event::{PollFd, PollFlags};
 use rustix::net::RecvFlags;
 
 use super::handle::{CTL_ACK, CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL, CTL_SIGNAL_ACKED};
@@ -61,10 +64,53 @@ pub(super) const STOP_RETRY: Duration = Duration::from_secs(1);
 /// How long the engine waits for the guardian's receipt after a stop it made.
 pub(super) const RECEIPT_AFTER_STOP: Duration = Duration::from_secs(10);
 
-/// Which of the engine's own descriptors woke it.
-struct Woken {
-    channel: bool,
-    control: bool,
+/// What woke an engine: its streams (bit i = the capture's reader i), the guardian channel, the
+/// control socket.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Woken {
+    pub(super) streams: u32,
+    pub(super) channel: bool,
+    pub(super) control: bool,
+}
+
+impl Woken {
+    pub(super) fn set(&mut self, source: Source) {
+        match source {
+            Source::Stream(i) if i < 32 => self.streams |= 1 << i,
+            Source::Stream(_) => {}
+            Source::Channel => self.channel = true,
+            Source::Control => self.control = true,
+        }
+    }
+
+    pub(super) fn has(&self, source: Source) -> bool {
+        match source {
+            Source::Stream(i) => i < 32 && self.streams & (1 << i) != 0,
+            Source::Channel => self.channel,
+            Source::Control => self.control,
+        }
+    }
+}
+
+/// One of the descriptors an engine waits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Source {
+    /// The capture's reader `i` (its stream, or its forward's room).
+    Stream(usize),
+    Channel,
+    Control,
+}
+
+/// What an engine needs after a [`Engine::step`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    /// Wait for one of [`Engine::interest`] to be ready, or until this instant.
+    Wait(Option<Instant>),
+    /// A shared stop is due: blocking work, [`Engine::run_due_stop`], then the next step.
+    StopDue,
+    /// The result is due: [`Engine::finish`] (blocking: a bounded wait for the receipt, the
+    /// result's write).
+    Done,
 }
 
 pub(super) struct Engine {
@@ -96,6 +142,8 @@ pub(super) struct State {
     /// The first cause that made this engine stop the tree.
     pub(super) cause: Option<LaunchOutcome>,
     pub(super) stopped: bool,
+    /// A shared stop was decided and is not made yet ([`Engine::run_due_stop`]).
+    pub(super) stop_due: bool,
     pub(super) stop_attempts: u32,
     pub(super) retry_stop_at: Option<Instant>,
     pub(super) stop_report: Option<StopReport>,
@@ -113,86 +161,161 @@ impl State {
 }
 
 impl Engine {
-    pub(super) fn run(mut self) -> LaunchResult {
-        let mut st = State::default();
+    /// Drives this engine on the calling thread to its result (the CLI's launches; a shared
+    /// loop drives the same steps for many engines, [`super::shared`]).
+    pub(super) fn run(self) -> LaunchResult {
+        self.drive(State::default(), None)
+    }
+
+    /// Drives the engine from `st` on the calling thread: [`Engine::step`], the due stops, and
+    /// one `poll` over [`Engine::interest`] per turn.
+    pub(super) fn drive(mut self, mut st: State, mut woken: Option<Woken>) -> LaunchResult {
         loop {
-            let now = Instant::now();
-            if st.workload_over() {
-                // Done when the drain is over, or earlier when every stream is closed and the
-                // scope's end is known (its receipt usually follows the exit within ms).
-                let scope_known = st.receipt.is_some() || st.channel_closed;
-                if self.capture.is_done(now) && (scope_known || self.capture.drain_over(now)) {
-                    break;
-                }
-            }
-            if st.cause.is_none() && !st.workload_over() {
-                let cause = if let Some(e) = self.deadlines.expired(now) {
-                    Some(match e {
-                        Expired::Completion => LaunchOutcome::TimedOut,
-                        Expired::Idle => LaunchOutcome::IdleTimeout,
-                    })
-                } else if self
-                    .output_limit
-                    .is_some_and(|l| self.capture.total_read() > l)
-                {
-                    Some(LaunchOutcome::OutputLimit)
-                } else {
-                    self.capture.failure().map(LaunchOutcome::CaptureFault)
-                };
-                if let Some(cause) = cause {
-                    self.stop(&mut st, cause);
-                }
-            }
-            if let (Some(at), Some(cause)) = (st.retry_stop_at, st.cause) {
-                if now >= at && !st.workload_over() {
-                    st.retry_stop_at = None;
-                    st.stopped = false;
-                    self.stop(&mut st, cause);
-                }
-            }
-            if let (Some(at), Some(cause)) = (st.grace_until, st.cause) {
-                if now >= at && !st.workload_over() {
-                    st.grace_until = None;
-                    self.stop(&mut st, cause);
-                }
-            }
-            let wake = if st.cause.is_none() && !st.workload_over() {
-                self.deadlines.next()
-            } else if !st.workload_over() {
-                match (st.retry_stop_at, st.grace_until) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                }
-            } else {
-                None
-            };
-            let woken = match self.poll(&st, wake) {
-                Ok(w) => Some(w),
-                Err(e) => {
-                    tracing::error!(id = %self.registration.id, error = %e, "capture poll failed");
-                    None
-                }
-            };
-            let Some(woken) = woken else {
-                // poll itself failed: nothing more can be observed; stop and give up capture.
-                self.stop(
-                    &mut st,
-                    LaunchOutcome::CaptureFault(CaptureFailure::Read { errno: 0 }),
-                );
-                self.await_workload(&mut st);
-                break;
-            };
-            if let Some(t) = self.capture.last_output() {
-                self.deadlines.activity(t);
-            }
-            if woken.channel {
-                self.drain_events(&mut st);
-            }
-            if woken.control {
-                self.read_control(&mut st);
+            match self.step(&mut st, woken.take(), None) {
+                Step::Done => break,
+                Step::StopDue => self.run_due_stop(&mut st),
+                Step::Wait(wake) => match self.wait(&st, wake) {
+                    Ok(w) => woken = Some(w),
+                    Err(e) => {
+                        tracing::error!(id = %self.registration.id, error = %e, "capture poll failed");
+                        // poll itself failed: nothing more can be observed; stop and give up
+                        // capture.
+                        self.stop(
+                            &mut st,
+                            LaunchOutcome::CaptureFault(CaptureFailure::Read { errno: 0 }),
+                        );
+                        self.run_due_stop(&mut st);
+                        self.await_workload(&mut st);
+                        break;
+                    }
+                },
             }
         }
         self.finish(st)
+    }
+
+    /// One turn of the engine: takes what woke it (reads the ready streams into `buf`, or the
+    /// capture's own buffer; the guardian's events; the control messages), then decides: the
+    /// result is due, a stop is due (deadlines, the output limit, a capture fault, a retry, a
+    /// grace that ended, a cancel), or what to wait for next and until when. Never blocks but
+    /// for the artifact writes of what it read.
+    pub(super) fn step(
+        &mut self,
+        st: &mut State,
+        woken: Option<Woken>,
+        buf: Option<&mut [u8]>,
+    ) -> Step {
+        if let Some(w) = woken {
+            self.capture.read_ready(w.streams, buf);
+            if let Some(t) = self.capture.last_output() {
+                self.deadlines.activity(t);
+            }
+            if w.channel {
+                self.drain_events(st);
+            }
+            if w.control {
+                self.read_control(st);
+            }
+        }
+        if st.stop_due {
+            return Step::StopDue;
+        }
+        let now = Instant::now();
+        if st.workload_over() {
+            // Done when the drain is over, or earlier when every stream is closed and the
+            // scope's end is known (its receipt usually follows the exit within ms).
+            let scope_known = st.receipt.is_some() || st.channel_closed;
+            if self.capture.is_done(now) && (scope_known || self.capture.drain_over(now)) {
+                return Step::Done;
+            }
+        }
+        if st.cause.is_none() && !st.workload_over() {
+            let cause = if let Some(e) = self.deadlines.expired(now) {
+                Some(match e {
+                    Expired::Completion => LaunchOutcome::TimedOut,
+                    Expired::Idle => LaunchOutcome::IdleTimeout,
+                })
+            } else if self
+                .output_limit
+                .is_some_and(|l| self.capture.total_read() > l)
+            {
+                Some(LaunchOutcome::OutputLimit)
+            } else {
+                self.capture.failure().map(LaunchOutcome::CaptureFault)
+            };
+            if let Some(cause) = cause {
+                self.stop(st, cause);
+            }
+        }
+        if let (Some(at), Some(cause)) = (st.retry_stop_at, st.cause) {
+            if now >= at && !st.workload_over() {
+                st.retry_stop_at = None;
+                st.stopped = false;
+                self.stop(st, cause);
+            }
+        }
+        if let (Some(at), Some(cause)) = (st.grace_until, st.cause) {
+            if now >= at && !st.workload_over() {
+                st.grace_until = None;
+                self.stop(st, cause);
+            }
+        }
+        if st.stop_due {
+            return Step::StopDue;
+        }
+        let wake = if st.cause.is_none() && !st.workload_over() {
+            self.deadlines.next()
+        } else if !st.workload_over() {
+            match (st.retry_stop_at, st.grace_until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        } else {
+            None
+        };
+        Step::Wait(match (wake, self.capture.drain_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
+    }
+
+    /// The descriptors to wait on now: the output streams (held by the capture, none once the
+    /// final drain has ended), the guardian channel and the control socket while each is open.
+    pub(super) fn interest(
+        &self,
+        st: &State,
+        now: Instant,
+    ) -> Vec<(Source, BorrowedFd<'_>, PollFlags)> {
+        let mut fds: Vec<_> = self
+            .capture
+            .interest(now)
+            .into_iter()
+            .map(|(i, fd, flags)| (Source::Stream(i), fd, flags))
+            .collect();
+        if !st.channel_closed {
+            fds.push((Source::Channel, self.link.channel(), PollFlags::IN));
+        }
+        if let Some(c) = &self.control {
+            fds.push((Source::Control, c.as_fd(), PollFlags::IN));
+        }
+        fds
+    }
+
+    /// Waits (on this thread) until one of [`Engine::interest`] is ready or `wake`.
+    fn wait(&self, st: &State, wake: Option<Instant>) -> Result<Woken, CaptureError> {
+        let interest = self.interest(st, Instant::now());
+        let mut fds: Vec<PollFd<'_>> = interest
+            .iter()
+            .map(|(_, fd, flags)| PollFd::from_borrowed_fd(*fd, *flags))
+            .collect();
+        crate::capture::poll_until(&mut fds, wake)?;
+        let mut woken = Woken::default();
+        for ((source, _, _), pfd) in interest.iter().zip(&fds) {
+            if !pfd.revents().is_empty() {
+                woken.set(*source);
+            }
+        }
+        Ok(woken)
     }
 
     /// Reads every pending guardian event without blocking.
@@ -349,6 +472,15 @@ impl Engine {
         }
         st.grace_until = None;
         st.stopped = true;
+        st.stop_due = true;
+    }
+
+    /// Makes the shared stop that [`Engine::stop`] decided, if one is due (blocking: the fence,
+    /// the quiescence, the kill, the proof).
+    pub(super) fn run_due_stop(&mut self, st: &mut State) {
+        if !std::mem::take(&mut st.stop_due) {
+            return;
+        }
         st.stop_attempts += 1;
         match shared_stop(&self.runtime, &self.registration) {
             Ok(report) => {
@@ -368,46 +500,13 @@ impl Engine {
         }
     }
 
-    /// The engine's poll set: the output streams (held by the capture), the guardian channel and
-    /// the control socket while each is open. Waits until one is ready or `wake`, reads what the
-    /// streams hold, and says which of the engine's own descriptors woke it.
-    fn poll(&mut self, st: &State, wake: Option<Instant>) -> Result<Woken, CaptureError> {
-        let channel = self.link.channel();
-        let mine = [
-            (channel, !st.channel_closed),
-            (
-                self.control.as_ref().map_or(channel, |c| c.as_fd()),
-                self.control.is_some(),
-            ),
-        ];
-        let mut open = [channel; 2];
-        let mut n = 0;
-        for (fd, is_open) in mine {
-            if is_open {
-                open[n] = fd;
-                n += 1;
-            }
-        }
-        let ready = self.capture.pump(&open[..n], wake)?;
-        let mut slot = 0;
-        let mut woke = |is_open: bool| {
-            let set = is_open && ready.is_set(slot);
-            slot += usize::from(is_open);
-            set
-        };
-        Ok(Woken {
-            channel: woke(mine[0].1),
-            control: woke(mine[1].1),
-        })
-    }
-
     /// After poll failed: wait (bounded) for the workload's status from the guardian alone.
     fn await_workload(&mut self, st: &mut State) {
         self.wait_events(st, RECEIPT_AFTER_STOP, |st| st.status.is_some());
         st.status.get_or_insert(WorkloadStatus::Unknown);
     }
 
-    fn finish(mut self, mut st: State) -> LaunchResult {
+    pub(super) fn finish(mut self, mut st: State) -> LaunchResult {
         let id = self.registration.id;
         let status = st.status.unwrap_or(WorkloadStatus::Unknown);
         let outcome = if let Some(errno) = st.spawn_errno {
