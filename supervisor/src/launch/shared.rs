@@ -330,14 +330,12 @@ impl Loop {
                     break;
                 }
                 self.timers.pop();
-                if self
-                    .slots
-                    .get(slot)
-                    .and_then(Option::as_ref)
-                    .map(|s| s.wake)
-                    == Some(Some(at))
-                {
-                    self.turn(slot, None);
+                if let Some(s) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+                    if s.wake == Some(at) {
+                        // Its entry is used up: whatever wake-up the turn asks for is pushed.
+                        s.wake = None;
+                        self.turn(slot, None);
+                    }
                 }
             }
         }
@@ -357,6 +355,20 @@ impl Loop {
             self.timers.pop();
         }
         None
+    }
+
+    /// Rebuilds the timer heap from the engines' current wake-ups once stale entries (a busy
+    /// engine's idle deadline moves on every read) outnumber them: the heap stays O(engines).
+    fn compact_timers(&mut self) {
+        if self.timers.len() <= 2 * self.slots.len() + 64 {
+            return;
+        }
+        self.timers = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| Some(Reverse((s.as_ref()?.wake?, i))))
+            .collect();
     }
 
     fn adopt(&mut self, parked: Box<Parked>) {
@@ -440,9 +452,10 @@ impl Loop {
         }
         drop(interest);
         slot.registered = now_registered;
-        slot.wake = wake;
-        if let Some(at) = wake {
+        let previous = std::mem::replace(&mut slot.wake, wake);
+        if let Some(at) = wake.filter(|_| wake != previous) {
             self.timers.push(Reverse((at, i)));
+            self.compact_timers();
         }
         if failed {
             // The loop cannot watch this engine: it goes on on a thread of its own.
