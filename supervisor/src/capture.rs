@@ -869,7 +869,19 @@ impl Capture {
 
     /// Ends the capture: the result as of now. Streams still open are handed to a background
     /// tail that keeps the artifacts growing (and the writers unblocked) until EOF.
-    pub fn finish(mut self) -> CaptureResult {
+    pub fn finish(self) -> CaptureResult {
+        self.finish_with(|tail| {
+            // If the thread cannot start, dropping the tail closes the pipes: the writers then
+            // see EPIPE, which is the only other way to never block them.
+            let _ = std::thread::Builder::new()
+                .name("refine-capture-tail".into())
+                .spawn(move || tail.run());
+        })
+    }
+
+    /// Ends the capture like [`Capture::finish`], handing the [`Tail`] of the streams still
+    /// open, if any, to `start` (a thread of its own, or a shared loop).
+    pub fn finish_with(mut self, start: impl FnOnce(Tail)) -> CaptureResult {
         let keep_max = self.config.keep_max;
         let drain = self.config.drain;
         let mut streams = Vec::with_capacity(self.readers.len());
@@ -887,46 +899,78 @@ impl Capture {
         if !self.all_closed() {
             let mut readers = std::mem::take(&mut self.readers);
             readers.retain(|r| !r.done());
-            let mut buf = std::mem::take(&mut self.buf);
-            buf.resize(READ_CHUNK, 0);
+            for r in &mut readers {
+                r.kept = Vec::new();
+            }
             let (tx, rx) = mpsc::channel::<()>();
-            // If the thread cannot start, dropping the readers closes the pipes: the writers
-            // then see EPIPE, which is the only other way to never block them.
-            let started = std::thread::Builder::new()
-                .name("refine-capture-tail".into())
-                .spawn(move || {
-                    tail(readers, buf);
-                    drop(tx);
-                });
-            tail_done = started.ok().map(|_| rx);
+            start(Tail {
+                readers,
+                buf: std::mem::take(&mut self.buf),
+                _done: tx,
+            });
+            tail_done = Some(rx);
         }
         CaptureResult { streams, tail_done }
     }
 }
 
-/// Keeps reading streams a kept scope still holds, into their artifacts (and forwards) only,
-/// until EOF; forwarded bytes still wait for their reader.
-fn tail(mut readers: Vec<Reader>, mut buf: Vec<u8>) {
-    loop {
-        readers.retain(|r| !r.done());
-        if readers.is_empty() {
-            return;
-        }
-        let mut fds: Vec<PollFd<'_>> = readers
+/// The streams a kept scope still holds after the result: read into their artifacts (and
+/// forwards) only, until EOF; forwarded bytes still wait for their reader. Dropped when done,
+/// which tells [`CaptureResult::wait_delivered`].
+#[derive(Debug)]
+pub struct Tail {
+    readers: Vec<Reader>,
+    /// Its own read buffer when it runs on a thread of its own (allocated on first use).
+    buf: Vec<u8>,
+    _done: mpsc::Sender<()>,
+}
+
+impl Tail {
+    /// The streams to wait on (bit i of [`Tail::service`]'s mask = entry i's reader).
+    pub fn interest(&self) -> Vec<(usize, BorrowedFd<'_>, PollFlags)> {
+        self.readers
             .iter()
-            .filter_map(Reader::interest)
-            .map(|(fd, flags)| PollFd::from_borrowed_fd(fd, flags))
-            .collect();
-        if poll_until(&mut fds, None).is_err() {
-            return;
-        }
-        let ready: Vec<bool> = fds.iter().map(|p| !p.revents().is_empty()).collect();
-        drop(fds);
-        for (r, ready) in readers.iter_mut().zip(ready) {
-            if ready {
-                r.kept = Vec::new();
-                r.service(&mut buf, 0, |_, _| {});
+            .enumerate()
+            .filter_map(|(i, r)| r.interest().map(|(fd, flags)| (i, fd, flags)))
+            .collect()
+    }
+
+    /// Services the ready readers (bit i = reader i) with `buf`; says whether every stream is
+    /// done.
+    pub fn service(&mut self, ready: u32, buf: &mut [u8]) -> bool {
+        for (i, r) in self.readers.iter_mut().enumerate() {
+            if i < 32 && ready & (1 << i) != 0 {
+                r.service(buf, 0, |_, _| {});
             }
+        }
+        self.is_done()
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.readers.iter().all(Reader::done)
+    }
+
+    /// Runs the tail on this thread until every stream is done.
+    pub fn run(mut self) {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.resize(READ_CHUNK, 0);
+        while !self.is_done() {
+            let interest = self.interest();
+            let mut fds: Vec<PollFd<'_>> = interest
+                .iter()
+                .map(|(_, fd, flags)| PollFd::from_borrowed_fd(*fd, *flags))
+                .collect();
+            if poll_until(&mut fds, None).is_err() {
+                return;
+            }
+            let mut ready = 0u32;
+            for ((i, _, _), p) in interest.iter().zip(&fds) {
+                if !p.revents().is_empty() && *i < 32 {
+                    ready |= 1 << i;
+                }
+            }
+            drop(fds);
+            self.service(ready, &mut buf);
         }
     }
 }

@@ -16,7 +16,7 @@ use rustix::net::RecvFlags;
 
 use super::handle::{CTL_ACK, CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL, CTL_SIGNAL_ACKED};
 use super::{LaunchOutcome, LaunchResult, ScopeEnded, ScopeState, ScopeWatch, StopFailure};
-use crate::capture::{Capture, CaptureError, CaptureFailure};
+use crate::capture::{Capture, CaptureError, CaptureFailure, Tail};
 use crate::deadline::{Deadlines, Expired};
 use crate::fence::Fence;
 use crate::guardian::{GuardianEvent, GuardianLink};
@@ -130,6 +130,16 @@ pub(super) struct Engine {
     pub(super) spawned: Option<mpsc::SyncSender<Result<(), i32>>>,
     /// Called once with the scope's receipt, whenever it comes ([`super::ReceiptHook`]).
     pub(super) on_receipt: Option<super::ReceiptHook>,
+    /// Where the parts that outlive the result run (the capture's tail, the scope watcher):
+    /// `None`, threads of their own; else the shared loop.
+    pub(super) residues: Option<Arc<dyn Residues>>,
+}
+
+/// Runs what outlives a launch's result: the [`Tail`] of streams a residue still holds and the
+/// scope's [`Watch`].
+pub(super) trait Residues: Send + Sync {
+    fn tail(&self, tail: Tail);
+    fn watch(&self, watch: Watch);
 }
 
 #[derive(Default)]
@@ -559,6 +569,7 @@ impl Engine {
             capture,
             owner,
             on_receipt,
+            residues,
             ..
         } = self;
         let result = refine_protocol::LaunchResultRecord {
@@ -573,7 +584,10 @@ impl Engine {
         if let Err(e) = runtime.write_result(&result) {
             tracing::warn!(%id, error = %e, "cannot record the launch result");
         }
-        let capture = capture.finish();
+        let capture = match &residues {
+            Some(r) => capture.finish_with(|t| r.tail(t)),
+            None => capture.finish(),
+        };
         let capture_receipt = if capture.is_complete() {
             None
         } else {
@@ -631,6 +645,7 @@ impl Engine {
                     owner,
                     residue_stop,
                     on_receipt,
+                    residues.as_deref(),
                 ),
             )
         };
@@ -684,103 +699,193 @@ pub(super) struct ResidueStop {
     pub(super) grace: Option<Duration>,
 }
 
-/// Hands the link to a thread that follows the scope to its receipt and reaps the guardian;
-/// with `stop`, it stops the scope at that time through the shared stop, retrying a failed stop
-/// [`RESIDUE_ATTEMPTS`] times. A stop that still fails is logged, recorded as the launch's
-/// outcome `stop_failed` with its reason (`ps`, `show`), reported to the [`ScopeWatch`], and the
-/// registration lock is let go (recovery or an operator may end the scope); the watcher still
-/// reads the receipt when it comes.
+/// Hands the link to a [`Watch`] that follows the scope to its receipt and reaps the guardian,
+/// on a thread of its own or in the shared loop (`residues`); with `stop`, it stops the scope at
+/// that time through the shared stop, retrying a failed stop [`RESIDUE_ATTEMPTS`] times. A stop
+/// that still fails is logged, recorded as the launch's outcome `stop_failed` with its reason
+/// (`ps`, `show`), reported to the [`ScopeWatch`], and the registration lock is let go (recovery
+/// or an operator may end the scope); the watcher still reads the receipt when it comes.
 pub(super) fn watch_scope(
     runtime: Runtime,
     registration: Registration,
-    mut link: GuardianLink,
+    link: GuardianLink,
     owner: Fence,
     stop: Option<ResidueStop>,
     on_receipt: Option<super::ReceiptHook>,
+    residues: Option<&dyn Residues>,
 ) -> ScopeWatch {
     let stop_at = stop.map(|s| s.at);
     let (tx, rx) = mpsc::channel();
-    let spawned = std::thread::Builder::new()
-        .name("refine-scope-watch".into())
-        .spawn(move || {
-            let id = registration.id;
-            let mut owner = Some(owner);
-            let mut tx = Some(tx);
-            let mut next = stop;
-            let (mut attempts, mut stop_report, mut stop_failure) = (0, None, None);
-            let mut receipt = None;
-            loop {
-                let wait = next.map(|s| s.at.saturating_duration_since(Instant::now()));
-                match link.next_event(wait) {
-                    Ok(Some(GuardianEvent::ScopeExited(r))) => {
-                        receipt = Some(r);
-                        break;
-                    }
-                    Ok(Some(GuardianEvent::ChannelClosed)) | Err(_) => break,
-                    Ok(Some(_)) => {}
-                    Ok(None) => {
-                        let Some(s) = next.take() else { continue };
-                        attempts += 1;
-                        match stop_scope(&runtime, &registration, s.cause, s.grace) {
-                            Ok(r) => {
-                                stop_report = Some(r);
-                                stop_failure = None;
-                            }
-                            Err(e) => {
-                                let error = crate::error_chain(&e);
-                                tracing::warn!(%id, attempts, %error, "residue stop failed");
-                                if attempts < RESIDUE_ATTEMPTS {
-                                    next = Some(ResidueStop {
-                                        at: Instant::now() + STOP_RETRY,
-                                        grace: None,
-                                        ..s
-                                    });
-                                } else {
-                                    tracing::error!(%id, %error, "residue stop failed; the scope stays live");
-                                    record_stop_failure(&runtime, id, &error);
-                                    drop(owner.take());
-                                    if let Some(tx) = tx.take() {
-                                        let _ = tx.send(ScopeEnded {
-                                            receipt: None,
-                                            stop_report: None,
-                                            stop_failure: Some(e.clone()),
-                                        });
-                                    }
-                                }
-                                stop_failure = Some(e);
-                            }
-                        }
-                    }
-                }
+    let watch = Watch {
+        runtime,
+        registration,
+        link,
+        owner: Some(owner),
+        tx: Some(tx),
+        next: stop,
+        stop_due: None,
+        attempts: 0,
+        stop_report: None,
+        stop_failure: None,
+        receipt: None,
+        ended: false,
+        on_receipt,
+    };
+    match residues {
+        Some(r) => r.watch(watch),
+        None => {
+            let spawned = std::thread::Builder::new()
+                .name("refine-scope-watch".into())
+                .spawn(move || watch.run());
+            if let Err(e) = spawned {
+                tracing::error!(error = %e, "cannot start the scope watcher");
             }
-            let _ = link.wait_guardian();
-            // Settled under our lock while we hold it; a lock let go after a failed stop leaves
-            // it to the maintenance pass and recovery.
-            if let Some(owner) = &owner {
-                settle_own(&runtime, registration.id, owner);
-            }
-            drop(owner);
-            if let Some(r) = receipt {
-                runtime.complete_result_usage(id, r.usage);
-                if let Some(hook) = &on_receipt {
-                    hook(&registration, &r);
-                }
-            }
-            if let Some(tx) = tx {
-                let _ = tx.send(ScopeEnded {
-                    receipt,
-                    stop_report,
-                    stop_failure,
-                });
-            }
-        });
-    if let Err(e) = spawned {
-        tracing::error!(error = %e, "cannot start the scope watcher");
+        }
     }
     ScopeWatch {
         rx,
         done: None,
         stop_at,
+    }
+}
+
+/// Follows a scope that outlived its workload to its receipt (a state machine like the engine:
+/// [`Watch::step`] never blocks; the stop and the end are the blocking parts).
+pub(super) struct Watch {
+    runtime: Runtime,
+    registration: Registration,
+    link: GuardianLink,
+    owner: Option<Fence>,
+    tx: Option<mpsc::Sender<ScopeEnded>>,
+    /// The residue stop to make, and when.
+    next: Option<ResidueStop>,
+    /// A stop whose time has come ([`Watch::run_due_stop`]).
+    stop_due: Option<ResidueStop>,
+    attempts: u32,
+    stop_report: Option<StopReport>,
+    stop_failure: Option<StopFailure>,
+    receipt: Option<Receipt>,
+    /// The receipt came or the channel closed.
+    ended: bool,
+    on_receipt: Option<super::ReceiptHook>,
+}
+
+impl Watch {
+    /// One turn: the guardian's pending events (`channel`: its channel is ready), then the end,
+    /// a due stop, or what to wait for.
+    pub(super) fn step(&mut self, channel: bool) -> Step {
+        while channel && !self.ended {
+            match self.link.next_event(Some(Duration::ZERO)) {
+                Ok(Some(GuardianEvent::ScopeExited(r))) => {
+                    self.receipt = Some(r);
+                    self.ended = true;
+                }
+                Ok(Some(GuardianEvent::ChannelClosed)) | Err(_) => self.ended = true,
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+            }
+        }
+        if self.ended {
+            return Step::Done;
+        }
+        if let Some(s) = self.next.filter(|s| Instant::now() >= s.at) {
+            self.next = None;
+            self.stop_due = Some(s);
+            return Step::StopDue;
+        }
+        Step::Wait(self.next.map(|s| s.at))
+    }
+
+    /// The guardian channel, while the scope has not ended.
+    pub(super) fn interest(&self) -> Option<BorrowedFd<'_>> {
+        (!self.ended).then(|| self.link.channel())
+    }
+
+    /// The residue stop whose time has come (blocking), with its retries.
+    pub(super) fn run_due_stop(&mut self) {
+        let Some(s) = self.stop_due.take() else {
+            return;
+        };
+        let id = self.registration.id;
+        self.attempts += 1;
+        let attempts = self.attempts;
+        match stop_scope(&self.runtime, &self.registration, s.cause, s.grace) {
+            Ok(r) => {
+                self.stop_report = Some(r);
+                self.stop_failure = None;
+            }
+            Err(e) => {
+                let error = crate::error_chain(&e);
+                tracing::warn!(%id, attempts, %error, "residue stop failed");
+                if attempts < RESIDUE_ATTEMPTS {
+                    self.next = Some(ResidueStop {
+                        at: Instant::now() + STOP_RETRY,
+                        grace: None,
+                        ..s
+                    });
+                } else {
+                    tracing::error!(%id, %error, "residue stop failed; the scope stays live");
+                    record_stop_failure(&self.runtime, id, &error);
+                    drop(self.owner.take());
+                    if let Some(tx) = self.tx.take() {
+                        let _ = tx.send(ScopeEnded {
+                            receipt: None,
+                            stop_report: None,
+                            stop_failure: Some(e.clone()),
+                        });
+                    }
+                }
+                self.stop_failure = Some(e);
+            }
+        }
+    }
+
+    /// The scope ended: reap the guardian, settle, complete the result, tell the watchers.
+    pub(super) fn finish(mut self) {
+        let id = self.registration.id;
+        let _ = self.link.wait_guardian();
+        // Settled under our lock while we hold it; a lock let go after a failed stop leaves
+        // it to the maintenance pass and recovery.
+        if let Some(owner) = &self.owner {
+            settle_own(&self.runtime, id, owner);
+        }
+        drop(self.owner.take());
+        if let Some(r) = self.receipt {
+            self.runtime.complete_result_usage(id, r.usage);
+            if let Some(hook) = &self.on_receipt {
+                hook(&self.registration, &r);
+            }
+        }
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(ScopeEnded {
+                receipt: self.receipt,
+                stop_report: self.stop_report.take(),
+                stop_failure: self.stop_failure.take(),
+            });
+        }
+    }
+
+    /// Runs the watch on this thread: one `poll` on the channel per turn.
+    pub(super) fn run(mut self) {
+        let mut channel = false;
+        loop {
+            match self.step(channel) {
+                Step::Done => break,
+                Step::StopDue => {
+                    channel = false;
+                    self.run_due_stop();
+                }
+                Step::Wait(at) => {
+                    let Some(fd) = self.interest() else { break };
+                    let mut fds = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
+                    if crate::capture::poll_until(&mut fds, at).is_err() {
+                        break;
+                    }
+                    channel = !fds[0].revents().is_empty();
+                }
+            }
+        }
+        self.finish();
     }
 }
 

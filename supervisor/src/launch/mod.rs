@@ -488,6 +488,7 @@ impl Supervisor {
             owner,
             spawned: Some(spawned_tx),
             on_receipt: self.on_receipt.clone(),
+            residues: None,
         };
         let on_result = self.on_result.clone();
         let thread = match &self.shared {

@@ -17,13 +17,13 @@
 //! finds nothing to read; the kernel drops it when the file is closed. A descriptor number
 //! registered again (an engine back from the pool) is re-armed with its new token.
 //!
-//! # Caveats
-//! A scope whose workload exited while a descriptor holds the scope (S9) is followed by its
-//! watcher thread, and output a residue still writes by a tail thread, as for the CLI's launches.
+//! What outlives a launch's result runs in the loop too: the [`Watch`] of a scope a residue holds
+//! (its stop at a deadline goes to the pool like the engine's) and the [`Tail`] of the streams
+//! the residue still writes to.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::os::fd::{AsFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
@@ -31,8 +31,9 @@ use std::time::Instant;
 use rustix::event::epoll;
 use rustix::event::PollFlags;
 
-use super::engine::{Engine, Source, State, Step, Woken};
+use super::engine::{Engine, Residues, Source, State, Step, Watch, Woken};
 use super::{LaunchError, LaunchResult, ResultHook};
+use crate::capture::Tail;
 
 /// Threads of the pool that runs the blocking work of the loop's engines.
 const POOL_THREADS: usize = 2;
@@ -82,9 +83,71 @@ impl SharedResult {
     }
 }
 
+/// What the loop drives: a launch's engine, and what outlives its result.
+enum Task {
+    Launch(Box<Parked>),
+    Tail(Box<Tail>),
+    Watch(Box<Watch>),
+}
+
+impl Task {
+    fn step(&mut self, woken: Option<Woken>, buf: &mut [u8]) -> Step {
+        match self {
+            Task::Launch(p) => {
+                let Parked { engine, st, .. } = &mut **p;
+                engine.step(st, woken, Some(buf))
+            }
+            Task::Tail(t) => {
+                if t.service(woken.map_or(0, |w| w.streams), buf) {
+                    Step::Done
+                } else {
+                    Step::Wait(None)
+                }
+            }
+            Task::Watch(w) => w.step(woken.is_some_and(|w| w.channel)),
+        }
+    }
+
+    fn interest(&self, now: Instant) -> Vec<(Source, BorrowedFd<'_>, PollFlags)> {
+        match self {
+            Task::Launch(p) => p.engine.interest(&p.st, now),
+            Task::Tail(t) => t
+                .interest()
+                .into_iter()
+                .map(|(i, fd, flags)| (Source::Stream(i), fd, flags))
+                .collect(),
+            Task::Watch(w) => w
+                .interest()
+                .into_iter()
+                .map(|fd| (Source::Channel, fd, PollFlags::IN))
+                .collect(),
+        }
+    }
+}
+
 enum Job {
-    Stop(Box<Parked>),
-    Finish(Box<Parked>),
+    Stop(Task),
+    Finish(Task),
+}
+
+/// The shared loop as the place where a launch's residues run.
+struct LoopResidues(std::sync::Weak<Inner>);
+
+impl Residues for LoopResidues {
+    fn tail(&self, tail: Tail) {
+        hand_over(&self.0, Task::Tail(Box::new(tail)));
+    }
+    fn watch(&self, watch: Watch) {
+        hand_over(&self.0, Task::Watch(Box::new(watch)));
+    }
+}
+
+/// Hands a task to the loop, or to a thread of its own when the loop is gone.
+fn hand_over(inner: &std::sync::Weak<Inner>, task: Task) {
+    match inner.upgrade() {
+        Some(inner) => inner.hand_over(task),
+        None => own_thread(task),
+    }
 }
 
 /// A handle on the shared loop; clones share it.
@@ -100,24 +163,24 @@ impl std::fmt::Debug for SharedLoop {
 }
 
 struct Inner {
-    adopt: Mutex<mpsc::Sender<Box<Parked>>>,
+    adopt: Mutex<mpsc::Sender<Task>>,
     /// An eventfd the loop waits on beside its engines: written when an engine is handed to it.
     wake: OwnedFd,
 }
 
 impl Inner {
-    fn hand_over(&self, parked: Box<Parked>) {
+    fn hand_over(&self, task: Task) {
         let sent = self
             .adopt
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .send(parked);
+            .send(task);
         match sent {
             Ok(()) => {
                 let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
             }
-            // The loop thread is gone: drive this engine on a thread of its own.
-            Err(mpsc::SendError(parked)) => own_thread(*parked),
+            // The loop thread is gone: drive this task on a thread of its own.
+            Err(mpsc::SendError(task)) => own_thread(task),
         }
     }
 }
@@ -174,10 +237,11 @@ impl SharedLoop {
 
     /// Hands a new engine to the loop; its result comes through the returned [`SharedResult`],
     /// after `hook`.
-    pub(super) fn adopt(&self, engine: Engine, hook: Option<ResultHook>) -> SharedResult {
+    pub(super) fn adopt(&self, mut engine: Engine, hook: Option<ResultHook>) -> SharedResult {
         let (tx, rx) = mpsc::sync_channel(1);
         let finished = Arc::new(AtomicBool::new(false));
-        self.inner.hand_over(Box::new(Parked {
+        engine.residues = Some(Arc::new(LoopResidues(Arc::downgrade(&self.inner))));
+        self.inner.hand_over(Task::Launch(Box::new(Parked {
             engine,
             st: State::default(),
             done: ResultSink {
@@ -185,23 +249,29 @@ impl SharedLoop {
                 tx,
                 finished: finished.clone(),
             },
-        }));
+        })));
         SharedResult { rx, finished }
     }
 }
 
-/// Drives a parked engine on a thread of its own (the loop cannot take it).
-fn own_thread(parked: Parked) {
-    let Parked { engine, st, done } = parked;
+/// Runs a task on a thread of its own (the loop cannot take it).
+fn own_thread(task: Task) {
     let spawned = std::thread::Builder::new()
         .name("refine-launch".into())
-        .spawn(move || done.deliver(engine.drive(st, None)));
+        .spawn(move || match task {
+            Task::Launch(p) => {
+                let Parked { engine, st, done } = *p;
+                done.deliver(engine.drive(st, None));
+            }
+            Task::Tail(t) => t.run(),
+            Task::Watch(w) => w.run(),
+        });
     if let Err(e) = spawned {
-        tracing::error!(error = %e, "cannot start a launch thread");
+        tracing::error!(error = %e, "cannot start a thread for a launch");
     }
 }
 
-/// The pool: blocking work of the loop's engines.
+/// The pool: blocking work of the loop's tasks.
 fn pool(rx: &Mutex<mpsc::Receiver<Job>>, inner: &std::sync::Weak<Inner>) {
     loop {
         let job = match rx.lock().unwrap_or_else(|p| p.into_inner()).recv() {
@@ -209,25 +279,30 @@ fn pool(rx: &Mutex<mpsc::Receiver<Job>>, inner: &std::sync::Weak<Inner>) {
             Err(_) => return,
         };
         match job {
-            Job::Stop(mut parked) => {
-                let Parked { engine, st, .. } = &mut *parked;
-                engine.run_due_stop(st);
-                match inner.upgrade() {
-                    Some(inner) => inner.hand_over(parked),
-                    None => own_thread(*parked),
+            Job::Stop(mut task) => {
+                match &mut task {
+                    Task::Launch(p) => {
+                        let Parked { engine, st, .. } = &mut **p;
+                        engine.run_due_stop(st);
+                    }
+                    Task::Watch(w) => w.run_due_stop(),
+                    Task::Tail(_) => {}
                 }
+                hand_over(inner, task);
             }
-            Job::Finish(parked) => {
-                let Parked { engine, st, done } = *parked;
+            Job::Finish(Task::Launch(p)) => {
+                let Parked { engine, st, done } = *p;
                 done.deliver(engine.finish(st));
             }
+            Job::Finish(Task::Watch(w)) => w.finish(),
+            Job::Finish(Task::Tail(_)) => {}
         }
     }
 }
 
 /// An engine in the loop, with the descriptors it has registered.
 struct Slot {
-    parked: Box<Parked>,
+    task: Task,
     /// What is in the epoll set for this engine: source, descriptor number, flags.
     registered: Vec<(Source, RawFd, PollFlags)>,
     /// Its wake-up (a timer-heap entry is current only while it matches this).
@@ -275,12 +350,12 @@ fn epoll_flags(flags: PollFlags) -> epoll::EventFlags {
 }
 
 impl Loop {
-    fn run(mut self, adopt: &mpsc::Receiver<Box<Parked>>, inner: &Inner) {
+    fn run(mut self, adopt: &mpsc::Receiver<Task>, inner: &Inner) {
         let mut events: Vec<epoll::Event> = Vec::with_capacity(EVENTS_PER_WAIT);
         let mut ready: Vec<(usize, Woken)> = Vec::new();
         loop {
-            while let Ok(parked) = adopt.try_recv() {
-                self.adopt(parked);
+            while let Ok(task) = adopt.try_recv() {
+                self.adopt(task);
             }
             let timeout = self.next_timer().map(|at| {
                 let left = at.saturating_duration_since(Instant::now());
@@ -371,9 +446,9 @@ impl Loop {
             .collect();
     }
 
-    fn adopt(&mut self, parked: Box<Parked>) {
+    fn adopt(&mut self, task: Task) {
         let slot = Slot {
-            parked,
+            task,
             registered: Vec::new(),
             wake: None,
         };
@@ -396,8 +471,7 @@ impl Loop {
         let Some(slot) = self.slots.get_mut(i).and_then(Option::as_mut) else {
             return;
         };
-        let Parked { engine, st, .. } = &mut *slot.parked;
-        let step = engine.step(st, woken, Some(&mut self.buf));
+        let step = slot.task.step(woken, &mut self.buf);
         let wake = match step {
             Step::Wait(wake) => wake,
             Step::StopDue | Step::Done => {
@@ -405,19 +479,20 @@ impl Loop {
                     return;
                 };
                 self.free.push(i);
-                let job = if step == Step::Done {
-                    Job::Finish(slot.parked)
-                } else {
-                    Job::Stop(slot.parked)
+                let job = match (step, slot.task) {
+                    // A tail is done when its streams are: nothing blocking is left.
+                    (_, Task::Tail(_)) => return,
+                    (Step::Done, task) => Job::Finish(task),
+                    (_, task) => Job::Stop(task),
                 };
                 if let Err(mpsc::SendError(job)) = self.jobs.send(job) {
-                    let (Job::Stop(p) | Job::Finish(p)) = job;
-                    own_thread(*p);
+                    let (Job::Stop(task) | Job::Finish(task)) = job;
+                    own_thread(task);
                 }
                 return;
             }
         };
-        let interest = engine.interest(st, Instant::now());
+        let interest = slot.task.interest(Instant::now());
         let mut failed = false;
         let mut now_registered = Vec::with_capacity(interest.len());
         for (source, fd, flags) in &interest {
@@ -445,7 +520,7 @@ impl Loop {
                 },
             };
             if let Err(e) = res {
-                tracing::warn!(id = %engine.registration.id, error = %e, "cannot watch a descriptor in the shared loop");
+                tracing::warn!(error = %e, "cannot watch a descriptor in the shared loop");
                 failed = true;
             }
             now_registered.push((*source, raw, *flags));
@@ -463,7 +538,7 @@ impl Loop {
                 return;
             };
             self.free.push(i);
-            own_thread(*slot.parked);
+            own_thread(slot.task);
         }
     }
 }
