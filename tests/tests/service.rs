@@ -201,9 +201,22 @@ fn the_socket_accepts_while_recovery_is_still_going() {
         .and_then(|rows| rows.iter().find(|r| r["id"] == id.as_str()).cloned())
         .unwrap_or_default();
     assert_eq!(row["state"], "live", "during recovery: {list}");
+    let start = |l: &str| l.rfind("service starting").unwrap_or(0);
+    assert!(wait_until(DEADLINE, || {
+        let l = log();
+        l[start(&l)..].contains("recovery at start")
+    }));
+    // The stop's fence wait is 2 s: on a machine too loaded to connect, list and let go of the
+    // fence within it, recovery reports the stop failed (the socket test above still holds) and
+    // the scope is ended here instead; otherwise recovery settled it.
+    let l = log();
+    if l[start(&l)..].contains("stop_failed") {
+        eprintln!("recovery's stop waited out the fence on a loaded machine; stopping here");
+        let out = home.cli(&["stop", &id]);
+        assert!(out.status.success(), "{}", describe(&["stop"], &out));
+    }
     home.wait_state(&id, "exited");
     assert!(show(&home, &id)["receipt"].is_object());
-    assert!(wait_until(DEADLINE, || log().contains("recovery at start")));
     assert!(svc.signal_and_wait(rustix::process::Signal::TERM).success());
 }
 
