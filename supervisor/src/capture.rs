@@ -54,7 +54,7 @@ pub const DEFAULT_KEEP: usize = 16 * 1024 * 1024;
 /// The fixed final drain after the first validated workload exit (S4).
 pub const FINAL_DRAIN: Duration = Duration::from_millis(200);
 /// Size of one read.
-const READ_CHUNK: usize = 256 * 1024;
+pub const READ_CHUNK: usize = 256 * 1024;
 /// Reads per stream per wake-up: a busy stream cannot starve the others or the control fds.
 const READS_PER_WAKE: usize = 8;
 /// Streams one capture handles (stdout, stderr, and room to spare).
@@ -714,7 +714,8 @@ impl Capture {
             readers,
             config,
             callback,
-            buf: vec![0; READ_CHUNK],
+            // Allocated on the first read of a capture that reads with its own buffer.
+            buf: Vec::new(),
             drain_deadline: None,
             last_output: None,
         })
@@ -777,6 +778,55 @@ impl Capture {
         self.all_closed() || self.drain_over(now)
     }
 
+    /// The streams to wait on now, by reader index, with what to wait for (none once the final
+    /// drain has ended): what [`Capture::pump`] polls, and what a shared loop registers.
+    pub fn interest(&self, now: Instant) -> Vec<(usize, BorrowedFd<'_>, PollFlags)> {
+        if self.drain_over(now) {
+            return Vec::new();
+        }
+        self.readers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.interest().map(|(fd, flags)| (i, fd, flags)))
+            .collect()
+    }
+
+    /// Services the readers whose interest is ready (bit i = reader i): forwards what waits,
+    /// or reads a bounded batch into `buf` (the caller's: a shared loop lends one buffer to all
+    /// its captures; `None`, this capture's own, allocated on its first read).
+    pub fn read_ready(&mut self, ready: u32, buf: Option<&mut [u8]>) {
+        if ready == 0 {
+            return;
+        }
+        let buf = match buf {
+            Some(b) => b,
+            None => {
+                if self.buf.is_empty() {
+                    self.buf = vec![0; READ_CHUNK];
+                }
+                &mut self.buf[..]
+            }
+        };
+        let keep_max = self.config.keep_max;
+        let mut got = false;
+        for (i, r) in self.readers.iter_mut().enumerate() {
+            if i >= 32 || ready & (1 << i) == 0 {
+                continue;
+            }
+            let before = r.read;
+            let cb = &mut self.callback;
+            r.service(buf, keep_max, |s, b| {
+                if let Some(cb) = cb.as_mut() {
+                    cb(s, b)
+                }
+            });
+            got |= r.read != before;
+        }
+        if got {
+            self.last_output = Some(Instant::now());
+        }
+    }
+
     /// Waits until a stream or one of `extra` is readable (or `deadline`, or the drain's end),
     /// and reads what the streams hold, a bounded batch per stream. Returns which `extra`
     /// descriptors are readable (or hung up). `extra` holds at most 16 descriptors.
@@ -794,54 +844,44 @@ impl Capture {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(self.readers.len() + extra.len());
-        let mut which = [usize::MAX; MAX_STREAMS];
-        for (i, r) in self.readers.iter().enumerate() {
-            if let Some((fd, flags)) = r.interest() {
-                if fds.len() < which.len() {
-                    which[fds.len()] = i;
-                }
-                fds.push(PollFd::from_borrowed_fd(fd, flags));
-            }
-        }
+        let streams = self.interest(now);
+        let which: Vec<usize> = streams.iter().map(|s| s.0).collect();
+        let mut fds: Vec<PollFd<'_>> = streams
+            .into_iter()
+            .map(|(_, fd, flags)| PollFd::from_borrowed_fd(fd, flags))
+            .collect();
         let nstreams = fds.len();
         for fd in extra {
             fds.push(PollFd::from_borrowed_fd(*fd, PollFlags::IN));
         }
         poll_until(&mut fds, until)?;
-        let mut ready_streams = [false; MAX_STREAMS];
+        let mut ready_streams = 0u32;
         for (slot, pfd) in fds[..nstreams].iter().enumerate() {
-            if !pfd.revents().is_empty() && slot < ready_streams.len() {
-                ready_streams[slot] = true;
+            if !pfd.revents().is_empty() && which[slot] < 32 {
+                ready_streams |= 1 << which[slot];
             }
         }
         let ready = ready_bits(&fds[nstreams..]);
         drop(fds);
-        let keep_max = self.config.keep_max;
-        let mut got = false;
-        for (slot, ready) in ready_streams.iter().enumerate() {
-            if !*ready {
-                continue;
-            }
-            let r = &mut self.readers[which[slot]];
-            let before = r.read;
-            let cb = &mut self.callback;
-            r.service(&mut self.buf, keep_max, |s, b| {
-                if let Some(cb) = cb.as_mut() {
-                    cb(s, b)
-                }
-            });
-            got |= r.read != before;
-        }
-        if got {
-            self.last_output = Some(Instant::now());
-        }
+        self.read_ready(ready_streams, None);
         Ok(ready)
     }
 
     /// Ends the capture: the result as of now. Streams still open are handed to a background
     /// tail that keeps the artifacts growing (and the writers unblocked) until EOF.
-    pub fn finish(mut self) -> CaptureResult {
+    pub fn finish(self) -> CaptureResult {
+        self.finish_with(|tail| {
+            // If the thread cannot start, dropping the tail closes the pipes: the writers then
+            // see EPIPE, which is the only other way to never block them.
+            let _ = std::thread::Builder::new()
+                .name("refine-capture-tail".into())
+                .spawn(move || tail.run());
+        })
+    }
+
+    /// Ends the capture like [`Capture::finish`], handing the [`Tail`] of the streams still
+    /// open, if any, to `start` (a thread of its own, or a shared loop).
+    pub fn finish_with(mut self, start: impl FnOnce(Tail)) -> CaptureResult {
         let keep_max = self.config.keep_max;
         let drain = self.config.drain;
         let mut streams = Vec::with_capacity(self.readers.len());
@@ -859,45 +899,78 @@ impl Capture {
         if !self.all_closed() {
             let mut readers = std::mem::take(&mut self.readers);
             readers.retain(|r| !r.done());
-            let buf = std::mem::take(&mut self.buf);
+            for r in &mut readers {
+                r.kept = Vec::new();
+            }
             let (tx, rx) = mpsc::channel::<()>();
-            // If the thread cannot start, dropping the readers closes the pipes: the writers
-            // then see EPIPE, which is the only other way to never block them.
-            let started = std::thread::Builder::new()
-                .name("refine-capture-tail".into())
-                .spawn(move || {
-                    tail(readers, buf);
-                    drop(tx);
-                });
-            tail_done = started.ok().map(|_| rx);
+            start(Tail {
+                readers,
+                buf: std::mem::take(&mut self.buf),
+                _done: tx,
+            });
+            tail_done = Some(rx);
         }
         CaptureResult { streams, tail_done }
     }
 }
 
-/// Keeps reading streams a kept scope still holds, into their artifacts (and forwards) only,
-/// until EOF; forwarded bytes still wait for their reader.
-fn tail(mut readers: Vec<Reader>, mut buf: Vec<u8>) {
-    loop {
-        readers.retain(|r| !r.done());
-        if readers.is_empty() {
-            return;
-        }
-        let mut fds: Vec<PollFd<'_>> = readers
+/// The streams a kept scope still holds after the result: read into their artifacts (and
+/// forwards) only, until EOF; forwarded bytes still wait for their reader. Dropped when done,
+/// which tells [`CaptureResult::wait_delivered`].
+#[derive(Debug)]
+pub struct Tail {
+    readers: Vec<Reader>,
+    /// Its own read buffer when it runs on a thread of its own (allocated on first use).
+    buf: Vec<u8>,
+    _done: mpsc::Sender<()>,
+}
+
+impl Tail {
+    /// The streams to wait on (bit i of [`Tail::service`]'s mask = entry i's reader).
+    pub fn interest(&self) -> Vec<(usize, BorrowedFd<'_>, PollFlags)> {
+        self.readers
             .iter()
-            .filter_map(Reader::interest)
-            .map(|(fd, flags)| PollFd::from_borrowed_fd(fd, flags))
-            .collect();
-        if poll_until(&mut fds, None).is_err() {
-            return;
-        }
-        let ready: Vec<bool> = fds.iter().map(|p| !p.revents().is_empty()).collect();
-        drop(fds);
-        for (r, ready) in readers.iter_mut().zip(ready) {
-            if ready {
-                r.kept = Vec::new();
-                r.service(&mut buf, 0, |_, _| {});
+            .enumerate()
+            .filter_map(|(i, r)| r.interest().map(|(fd, flags)| (i, fd, flags)))
+            .collect()
+    }
+
+    /// Services the ready readers (bit i = reader i) with `buf`; says whether every stream is
+    /// done.
+    pub fn service(&mut self, ready: u32, buf: &mut [u8]) -> bool {
+        for (i, r) in self.readers.iter_mut().enumerate() {
+            if i < 32 && ready & (1 << i) != 0 {
+                r.service(buf, 0, |_, _| {});
             }
+        }
+        self.is_done()
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.readers.iter().all(Reader::done)
+    }
+
+    /// Runs the tail on this thread until every stream is done.
+    pub fn run(mut self) {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.resize(READ_CHUNK, 0);
+        while !self.is_done() {
+            let interest = self.interest();
+            let mut fds: Vec<PollFd<'_>> = interest
+                .iter()
+                .map(|(_, fd, flags)| PollFd::from_borrowed_fd(*fd, *flags))
+                .collect();
+            if poll_until(&mut fds, None).is_err() {
+                return;
+            }
+            let mut ready = 0u32;
+            for ((i, _, _), p) in interest.iter().zip(&fds) {
+                if !p.revents().is_empty() && *i < 32 {
+                    ready |= 1 << i;
+                }
+            }
+            drop(fds);
+            self.service(ready, &mut buf);
         }
     }
 }
@@ -926,10 +999,7 @@ pub fn poll_extra(
 }
 
 /// `poll` until an event or `deadline` (`None`: no deadline); `EINTR` retried.
-pub(crate) fn poll_until(
-    fds: &mut [PollFd<'_>],
-    deadline: Option<Instant>,
-) -> Result<(), CaptureError> {
+pub fn poll_until(fds: &mut [PollFd<'_>], deadline: Option<Instant>) -> Result<(), CaptureError> {
     loop {
         let timeout = deadline.map(|d| {
             let left = d.saturating_duration_since(Instant::now());

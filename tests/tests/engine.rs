@@ -18,7 +18,7 @@ use refine_supervisor::assess;
 use refine_supervisor::capture::{Incomplete, StreamState, Utf8Chunks};
 use refine_supervisor::env_policy::{EnvMap, LoginEnv};
 use refine_supervisor::launch::{
-    LaunchOutcome, LaunchRequest, LaunchResult, ScopeState, StdinMode, Supervisor,
+    LaunchOutcome, LaunchRequest, LaunchResult, ScopeState, SharedLoop, StdinMode, Supervisor,
 };
 use refine_supervisor::pty::WindowSize;
 use refine_supervisor::registry::{Runtime, Stream};
@@ -476,6 +476,71 @@ fn output_limit_is_its_own_outcome() {
     assert_eq!(r.outcome, LaunchOutcome::OutputLimit, "{}", describe(&r));
     expect_receipt(&mut r);
     nothing_left(&r);
+}
+
+/// The service's way: one shared loop drives concurrent engines (the same engine logic). A
+/// deadline and a cancel end their trees through the loop's pool, an output limit and 40 MiB of
+/// output are read through the loop's one buffer, and a kept residue that holds stdout is
+/// followed to its receipt by a watcher in the loop while the loop's tail writes its output on.
+#[test]
+fn the_shared_loop_drives_the_same_engine() {
+    let Fixture { _home, sup } = fixture();
+    let sup = sup.with_shared_loop(SharedLoop::start().expect("the shared loop"));
+    let mut timed = req(Kind::Command, &["sh", "-c", "sleep 600 & sleep 600"]);
+    timed.completion_timeout = Some(Duration::from_millis(500));
+    let mut flood = req(Kind::Command, &[PRODUCER, "flood"]);
+    flood.output_limit = Some(2 * MIB as u64);
+    let big = req(Kind::Command, &[PRODUCER, "bytes", &(40 * MIB).to_string()]);
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let script = format!(
+        "setsid sh -c 'while [ ! -e {} ]; do sleep 0.05; done; echo tail' & echo parent",
+        go.display()
+    );
+    let kept = req(Kind::Command, &["sh", "-c", &script]);
+    let handles: Vec<_> = [timed, flood, big, kept]
+        .into_iter()
+        .map(|q| sup.launch(q).unwrap())
+        .collect();
+    let cancelled = sup.launch(req(Kind::Agent, &["sleep", "600"])).unwrap();
+    cancelled.cancel();
+    let mut results: Vec<LaunchResult> = handles.into_iter().map(|h| h.wait().unwrap()).collect();
+    results.push(cancelled.wait().unwrap());
+    let outcomes: Vec<LaunchOutcome> = results.iter().map(|r| r.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [
+            LaunchOutcome::TimedOut,
+            LaunchOutcome::OutputLimit,
+            LaunchOutcome::Completed,
+            LaunchOutcome::Completed,
+            LaunchOutcome::Cancelled
+        ],
+        "{}",
+        results.iter().map(describe).collect::<Vec<_>>().join("\n")
+    );
+    let big = &results[2];
+    let producer_sha = String::from_utf8(big.complete_output(Stream::Stderr).unwrap().to_vec())
+        .unwrap()
+        .trim()
+        .to_owned();
+    let out = big.capture.stream(Stream::Stdout).unwrap();
+    assert_eq!(refine_tests::sha256_file(&out.artifact), producer_sha);
+    assert_eq!(
+        results[3].scope,
+        ScopeState::Live,
+        "{}",
+        describe(&results[3])
+    );
+    std::fs::write(&go, b"").unwrap();
+    for r in &mut results {
+        expect_receipt(r);
+        nothing_left(r);
+    }
+    let kept = &results[3].capture;
+    kept.wait_delivered();
+    let artifact = &kept.stream(Stream::Stdout).unwrap().artifact;
+    assert_eq!(std::fs::read_to_string(artifact).unwrap(), "parent\ntail\n");
 }
 
 #[test]

@@ -99,6 +99,8 @@ fn serve_help_states_the_shutdown_rule() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("--shutdown-grace"), "{help}");
     assert!(!help.contains("guardians outlive it"), "{help}");
+    // Bind first: the help says recovery runs behind the socket.
+    assert!(help.contains("recovery runs behind it"), "{help}");
 }
 
 /// W7: `run --detach --timeout` ends the residue after the workload exited (the case).

@@ -56,6 +56,54 @@ fn a_quiet_detached_scope_costs_the_service_four_descriptors() {
     }
 }
 
+/// The service's threads stay bounded however many detached scopes it holds: one shared loop
+/// drives every launch's engine (not a thread per scope), and what outlives a result — the
+/// watcher of a scope a residue holds, the tail of the output it still writes — runs there too.
+#[test]
+fn detached_scopes_do_not_cost_the_service_a_thread_each() {
+    /// Scopes of each kind: a workload that runs, and a residue that outlives its workload.
+    const N: usize = 16;
+    /// Room for the async runtime's blocking pool and the loop's own pool growing meanwhile.
+    const SLACK: usize = 8;
+    let home = Home::new();
+    let svc = Serving::start(&home, &[]);
+    let first = detach(&home, &["sleep", "600"]);
+    home.wait_state(&first, "live");
+    let before = svc.threads();
+    let running: Vec<String> = (0..N).map(|_| detach(&home, &["sleep", "600"])).collect();
+    let residues: Vec<String> = (0..N)
+        .map(|_| detach(&home, &["sh", "-c", "sleep 600 &"]))
+        .collect();
+    for id in running.iter().chain(&residues) {
+        home.wait_state(id, "live");
+    }
+    // A residue's result is written when its workload has exited: its scope is followed from
+    // then on (a watcher, and a tail of the streams the residue holds).
+    for id in &residues {
+        assert!(
+            wait_until(DEADLINE, || home.row(id)["outcome"] == "completed"),
+            "{}",
+            home.row(id)
+        );
+    }
+    let after = svc.threads();
+    assert!(
+        after <= before + SLACK,
+        "{} detached scopes took the service from {before} to {after} threads",
+        2 * N
+    );
+    // The loop still drives them: stops end them, and each ends exited.
+    let all: Vec<&String> = running.iter().chain(&residues).chain([&first]).collect();
+    for id in &all {
+        let out = home.cli(&["stop", id]);
+        assert!(out.status.success(), "{}", describe(&["stop", id], &out));
+    }
+    for id in &all {
+        home.wait_state(id, "exited");
+        assert!(show(&home, id)["receipt"].is_object());
+    }
+}
+
 /// The service raises its own descriptor limit; the workloads it launches get the limits the
 /// service started with.
 #[test]

@@ -65,6 +65,8 @@ pub enum Command {
     /// Run the service for this port in the foreground. SIGTERM/SIGINT stop it and its own
     /// launches: SIGTERM to each, up to --shutdown-grace for them to end, then the shared stop,
     /// each with a receipt. A killed service leaves its launches running for the next recovery.
+    /// The socket accepts first; recovery runs behind it (requests meanwhile see each scope's
+    /// state as the assessment gives it: an orphan not yet stopped is live).
     Serve(ServeArgs),
     /// List registrations, newest first: id, kind, state, status, pid, age, label, command.
     Ps(PsArgs),

@@ -1,9 +1,13 @@
 //! The per-port service (`serve`, SPEC O2).
 //!
 //! `serve` holds `run/P/locks/service.lock` (an `flock`, so one service per port; a second one
-//! fails with a clear message and a SIGKILLed one never wedges it), runs the recovery pass, then
-//! listens on the Unix socket `run/P/supervisor.sock` (created with mode 0600; every connection's
-//! peer credentials are checked: same uid or root). Requests and responses are JSON lines defined
+//! fails with a clear message and a SIGKILLed one never wedges it), listens on the Unix socket
+//! `run/P/supervisor.sock` (created with mode 0600; every connection's peer credentials are
+//! checked: same uid or root), and only then runs the recovery pass, in the background (bind
+//! first: the socket accepts within milliseconds of a restart, whatever recovery has to stop).
+//! Requests during recovery are answered from the records as they are: `ps` and `show` give
+//! each scope's state by the one assessment (an orphan not stopped yet is `live`), and a stop or
+//! recovery of the same scope are serialized by its registration lock and the stop fence. Requests and responses are JSON lines defined
 //! in [`refine_protocol::api`]. A maintenance loop enforces the deadlines of registrations this
 //! service did not launch (through the one shared stop), settles the open index and samples
 //! capacity — all over the open index only, so a pass costs O(open registrations), not
@@ -56,7 +60,7 @@ pub struct Housekeeping {
     pub forget_after: Duration,
 }
 
-/// Launches for the service: the engine keeps running on its own thread; the handle is not
+/// Launches for the service: the engine keeps running in the shared loop; the handle is not
 /// awaited (the record and the receipt carry the result), so the service holds no per-launch
 /// state beyond the id.
 fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<LaunchHandle, Response> {
@@ -185,26 +189,17 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
     init_tracing(&rt, log_format)?;
     tracing::info!(port, home = %home.display(), pid = std::process::id(), "service starting");
 
-    let t = std::time::Instant::now();
-    match recover_all(&rt) {
-        Ok(doc) => {
-            let elapsed_ms = t.elapsed().as_millis() as u64;
-            tracing::info!(elapsed_ms, summary = %json_line(&doc.summary), "recovery at start");
-            for e in doc
-                .registrations
-                .iter()
-                .filter(|e| e.action != RecoverAction::Released)
-            {
-                tracing::info!(entry = %json_line(e), "recovery");
-            }
-        }
-        Err(e) => tracing::error!(error = %error_chain(&e), "recovery at start failed"),
-    }
-
     crate::limits::raise_nofile_ceiling();
     let metrics = Arc::new(Metrics::new());
+    // One loop drives the engines of all the service's launches: a fixed number of threads
+    // for any number of detached scopes (F1).
+    let shared = crate::launch::SharedLoop::start().map_err(|e| ServiceError::Io {
+        op: "start the shared event loop",
+        source: std::io::Error::other(error_chain(&e)),
+    })?;
     let state = Arc::new(Service {
         sup: Supervisor::new(rt.clone())
+            .with_shared_loop(shared)
             .with_result_hook(metrics.result_hook())
             .with_receipt_hook(metrics.receipt_hook()),
         rt,
@@ -302,6 +297,13 @@ async fn serve_async(
     let mut term = signal(SignalKind::terminate()).map_err(io_err("install SIGTERM handler"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(io_err("install SIGINT handler"))?;
     tracing::info!(socket = %state.rt.socket_path().display(), "listening");
+    // Recovery runs behind the socket (bind first): requests meanwhile are answered from the
+    // records as they are, each scope's state decided by the one assessment, and the
+    // registration locks serialize recovery with a stop or a launch of the same scope.
+    let recovery = {
+        let rt = state.rt.clone();
+        tokio::task::spawn_blocking(move || recover_at_start(&rt))
+    };
 
     let maint = {
         let state = state.clone();
@@ -364,10 +366,33 @@ async fn serve_async(
     }
     maint.abort();
     stall.abort();
+    if !recovery.is_finished() {
+        tracing::info!("recovery at start still going; the next start resumes it");
+    }
     if let Some(task) = exposition {
         task.abort();
     }
     Ok(())
+}
+
+/// The recovery pass of a service start (the one `recover` runs), logged: a summary line, and
+/// one line per registration it did not simply release.
+fn recover_at_start(rt: &Runtime) {
+    let t = Instant::now();
+    match recover_all(rt) {
+        Ok(doc) => {
+            let elapsed_ms = t.elapsed().as_millis() as u64;
+            tracing::info!(elapsed_ms, summary = %json_line(&doc.summary), "recovery at start");
+            for e in doc
+                .registrations
+                .iter()
+                .filter(|e| e.action != RecoverAction::Released)
+            {
+                tracing::info!(entry = %json_line(e), "recovery");
+            }
+        }
+        Err(e) => tracing::error!(error = %error_chain(&e), "recovery at start failed"),
+    }
 }
 
 /// One line in the service log when a stall watch incident begins, and one when it clears.

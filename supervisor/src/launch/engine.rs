@@ -1,19 +1,22 @@
-//! The engine loop: one thread per launch polls the output streams, the guardian channel and
-//! the control socket, enforces the deadlines and the output limit, stops the tree through the
-//! shared stop, and returns the [`LaunchResult`].
+//! The engine: a state machine over the output streams, the guardian channel and the control
+//! socket that enforces the deadlines and the output limit, stops the tree through the shared
+//! stop, and returns the [`LaunchResult`]. [`Engine::step`] is one turn, driven by readiness and
+//! time: on its own thread with one `poll` ([`Engine::run`], the CLI) or, for the service's
+//! detached launches, by a shared loop over many engines ([`super::shared`]).
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use refine_protocol::record::{Registration, ScopePolicy, StopCause};
 use refine_protocol::{Receipt, WorkloadStatus};
+use rustix::event::{PollFd, PollFlags};
 use rustix::net::RecvFlags;
 
 use super::handle::{CTL_ACK, CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL, CTL_SIGNAL_ACKED};
 use super::{LaunchOutcome, LaunchResult, ScopeEnded, ScopeState, ScopeWatch, StopFailure};
-use crate::capture::{Capture, CaptureError, CaptureFailure};
+use crate::capture::{Capture, CaptureError, CaptureFailure, Tail};
 use crate::deadline::{Deadlines, Expired};
 use crate::fence::Fence;
 use crate::guardian::{GuardianEvent, GuardianLink};
@@ -61,10 +64,53 @@ pub(super) const STOP_RETRY: Duration = Duration::from_secs(1);
 /// How long the engine waits for the guardian's receipt after a stop it made.
 pub(super) const RECEIPT_AFTER_STOP: Duration = Duration::from_secs(10);
 
-/// Which of the engine's own descriptors woke it.
-struct Woken {
-    channel: bool,
-    control: bool,
+/// What woke an engine: its streams (bit i = the capture's reader i), the guardian channel, the
+/// control socket.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Woken {
+    pub(super) streams: u32,
+    pub(super) channel: bool,
+    pub(super) control: bool,
+}
+
+impl Woken {
+    pub(super) fn set(&mut self, source: Source) {
+        match source {
+            Source::Stream(i) if i < 32 => self.streams |= 1 << i,
+            Source::Stream(_) => {}
+            Source::Channel => self.channel = true,
+            Source::Control => self.control = true,
+        }
+    }
+
+    pub(super) fn has(&self, source: Source) -> bool {
+        match source {
+            Source::Stream(i) => i < 32 && self.streams & (1 << i) != 0,
+            Source::Channel => self.channel,
+            Source::Control => self.control,
+        }
+    }
+}
+
+/// One of the descriptors an engine waits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Source {
+    /// The capture's reader `i` (its stream, or its forward's room).
+    Stream(usize),
+    Channel,
+    Control,
+}
+
+/// What an engine needs after a [`Engine::step`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    /// Wait for one of [`Engine::interest`] to be ready, or until this instant.
+    Wait(Option<Instant>),
+    /// A shared stop is due: blocking work, [`Engine::run_due_stop`], then the next step.
+    StopDue,
+    /// The result is due: [`Engine::finish`] (blocking: a bounded wait for the receipt, the
+    /// result's write).
+    Done,
 }
 
 pub(super) struct Engine {
@@ -84,6 +130,16 @@ pub(super) struct Engine {
     pub(super) spawned: Option<mpsc::SyncSender<Result<(), i32>>>,
     /// Called once with the scope's receipt, whenever it comes ([`super::ReceiptHook`]).
     pub(super) on_receipt: Option<super::ReceiptHook>,
+    /// Where the parts that outlive the result run (the capture's tail, the scope watcher):
+    /// `None`, threads of their own; else the shared loop.
+    pub(super) residues: Option<Arc<dyn Residues>>,
+}
+
+/// Runs what outlives a launch's result: the [`Tail`] of streams a residue still holds and the
+/// scope's [`Watch`].
+pub(super) trait Residues: Send + Sync {
+    fn tail(&self, tail: Tail);
+    fn watch(&self, watch: Watch);
 }
 
 #[derive(Default)]
@@ -96,6 +152,8 @@ pub(super) struct State {
     /// The first cause that made this engine stop the tree.
     pub(super) cause: Option<LaunchOutcome>,
     pub(super) stopped: bool,
+    /// A shared stop was decided and is not made yet ([`Engine::run_due_stop`]).
+    pub(super) stop_due: bool,
     pub(super) stop_attempts: u32,
     pub(super) retry_stop_at: Option<Instant>,
     pub(super) stop_report: Option<StopReport>,
@@ -113,86 +171,161 @@ impl State {
 }
 
 impl Engine {
-    pub(super) fn run(mut self) -> LaunchResult {
-        let mut st = State::default();
+    /// Drives this engine on the calling thread to its result (the CLI's launches; a shared
+    /// loop drives the same steps for many engines, [`super::shared`]).
+    pub(super) fn run(self) -> LaunchResult {
+        self.drive(State::default(), None)
+    }
+
+    /// Drives the engine from `st` on the calling thread: [`Engine::step`], the due stops, and
+    /// one `poll` over [`Engine::interest`] per turn.
+    pub(super) fn drive(mut self, mut st: State, mut woken: Option<Woken>) -> LaunchResult {
         loop {
-            let now = Instant::now();
-            if st.workload_over() {
-                // Done when the drain is over, or earlier when every stream is closed and the
-                // scope's end is known (its receipt usually follows the exit within ms).
-                let scope_known = st.receipt.is_some() || st.channel_closed;
-                if self.capture.is_done(now) && (scope_known || self.capture.drain_over(now)) {
-                    break;
-                }
-            }
-            if st.cause.is_none() && !st.workload_over() {
-                let cause = if let Some(e) = self.deadlines.expired(now) {
-                    Some(match e {
-                        Expired::Completion => LaunchOutcome::TimedOut,
-                        Expired::Idle => LaunchOutcome::IdleTimeout,
-                    })
-                } else if self
-                    .output_limit
-                    .is_some_and(|l| self.capture.total_read() > l)
-                {
-                    Some(LaunchOutcome::OutputLimit)
-                } else {
-                    self.capture.failure().map(LaunchOutcome::CaptureFault)
-                };
-                if let Some(cause) = cause {
-                    self.stop(&mut st, cause);
-                }
-            }
-            if let (Some(at), Some(cause)) = (st.retry_stop_at, st.cause) {
-                if now >= at && !st.workload_over() {
-                    st.retry_stop_at = None;
-                    st.stopped = false;
-                    self.stop(&mut st, cause);
-                }
-            }
-            if let (Some(at), Some(cause)) = (st.grace_until, st.cause) {
-                if now >= at && !st.workload_over() {
-                    st.grace_until = None;
-                    self.stop(&mut st, cause);
-                }
-            }
-            let wake = if st.cause.is_none() && !st.workload_over() {
-                self.deadlines.next()
-            } else if !st.workload_over() {
-                match (st.retry_stop_at, st.grace_until) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                }
-            } else {
-                None
-            };
-            let woken = match self.poll(&st, wake) {
-                Ok(w) => Some(w),
-                Err(e) => {
-                    tracing::error!(id = %self.registration.id, error = %e, "capture poll failed");
-                    None
-                }
-            };
-            let Some(woken) = woken else {
-                // poll itself failed: nothing more can be observed; stop and give up capture.
-                self.stop(
-                    &mut st,
-                    LaunchOutcome::CaptureFault(CaptureFailure::Read { errno: 0 }),
-                );
-                self.await_workload(&mut st);
-                break;
-            };
-            if let Some(t) = self.capture.last_output() {
-                self.deadlines.activity(t);
-            }
-            if woken.channel {
-                self.drain_events(&mut st);
-            }
-            if woken.control {
-                self.read_control(&mut st);
+            match self.step(&mut st, woken.take(), None) {
+                Step::Done => break,
+                Step::StopDue => self.run_due_stop(&mut st),
+                Step::Wait(wake) => match self.wait(&st, wake) {
+                    Ok(w) => woken = Some(w),
+                    Err(e) => {
+                        tracing::error!(id = %self.registration.id, error = %e, "capture poll failed");
+                        // poll itself failed: nothing more can be observed; stop and give up
+                        // capture.
+                        self.stop(
+                            &mut st,
+                            LaunchOutcome::CaptureFault(CaptureFailure::Read { errno: 0 }),
+                        );
+                        self.run_due_stop(&mut st);
+                        self.await_workload(&mut st);
+                        break;
+                    }
+                },
             }
         }
         self.finish(st)
+    }
+
+    /// One turn of the engine: takes what woke it (reads the ready streams into `buf`, or the
+    /// capture's own buffer; the guardian's events; the control messages), then decides: the
+    /// result is due, a stop is due (deadlines, the output limit, a capture fault, a retry, a
+    /// grace that ended, a cancel), or what to wait for next and until when. Never blocks but
+    /// for the artifact writes of what it read.
+    pub(super) fn step(
+        &mut self,
+        st: &mut State,
+        woken: Option<Woken>,
+        buf: Option<&mut [u8]>,
+    ) -> Step {
+        if let Some(w) = woken {
+            self.capture.read_ready(w.streams, buf);
+            if let Some(t) = self.capture.last_output() {
+                self.deadlines.activity(t);
+            }
+            if w.channel {
+                self.drain_events(st);
+            }
+            if w.control {
+                self.read_control(st);
+            }
+        }
+        if st.stop_due {
+            return Step::StopDue;
+        }
+        let now = Instant::now();
+        if st.workload_over() {
+            // Done when the drain is over, or earlier when every stream is closed and the
+            // scope's end is known (its receipt usually follows the exit within ms).
+            let scope_known = st.receipt.is_some() || st.channel_closed;
+            if self.capture.is_done(now) && (scope_known || self.capture.drain_over(now)) {
+                return Step::Done;
+            }
+        }
+        if st.cause.is_none() && !st.workload_over() {
+            let cause = if let Some(e) = self.deadlines.expired(now) {
+                Some(match e {
+                    Expired::Completion => LaunchOutcome::TimedOut,
+                    Expired::Idle => LaunchOutcome::IdleTimeout,
+                })
+            } else if self
+                .output_limit
+                .is_some_and(|l| self.capture.total_read() > l)
+            {
+                Some(LaunchOutcome::OutputLimit)
+            } else {
+                self.capture.failure().map(LaunchOutcome::CaptureFault)
+            };
+            if let Some(cause) = cause {
+                self.stop(st, cause);
+            }
+        }
+        if let (Some(at), Some(cause)) = (st.retry_stop_at, st.cause) {
+            if now >= at && !st.workload_over() {
+                st.retry_stop_at = None;
+                st.stopped = false;
+                self.stop(st, cause);
+            }
+        }
+        if let (Some(at), Some(cause)) = (st.grace_until, st.cause) {
+            if now >= at && !st.workload_over() {
+                st.grace_until = None;
+                self.stop(st, cause);
+            }
+        }
+        if st.stop_due {
+            return Step::StopDue;
+        }
+        let wake = if st.cause.is_none() && !st.workload_over() {
+            self.deadlines.next()
+        } else if !st.workload_over() {
+            match (st.retry_stop_at, st.grace_until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        } else {
+            None
+        };
+        Step::Wait(match (wake, self.capture.drain_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
+    }
+
+    /// The descriptors to wait on now: the output streams (held by the capture, none once the
+    /// final drain has ended), the guardian channel and the control socket while each is open.
+    pub(super) fn interest(
+        &self,
+        st: &State,
+        now: Instant,
+    ) -> Vec<(Source, BorrowedFd<'_>, PollFlags)> {
+        let mut fds: Vec<_> = self
+            .capture
+            .interest(now)
+            .into_iter()
+            .map(|(i, fd, flags)| (Source::Stream(i), fd, flags))
+            .collect();
+        if !st.channel_closed {
+            fds.push((Source::Channel, self.link.channel(), PollFlags::IN));
+        }
+        if let Some(c) = &self.control {
+            fds.push((Source::Control, c.as_fd(), PollFlags::IN));
+        }
+        fds
+    }
+
+    /// Waits (on this thread) until one of [`Engine::interest`] is ready or `wake`.
+    fn wait(&self, st: &State, wake: Option<Instant>) -> Result<Woken, CaptureError> {
+        let interest = self.interest(st, Instant::now());
+        let mut fds: Vec<PollFd<'_>> = interest
+            .iter()
+            .map(|(_, fd, flags)| PollFd::from_borrowed_fd(*fd, *flags))
+            .collect();
+        crate::capture::poll_until(&mut fds, wake)?;
+        let mut woken = Woken::default();
+        for ((source, _, _), pfd) in interest.iter().zip(&fds) {
+            if !pfd.revents().is_empty() {
+                woken.set(*source);
+            }
+        }
+        Ok(woken)
     }
 
     /// Reads every pending guardian event without blocking.
@@ -349,6 +482,15 @@ impl Engine {
         }
         st.grace_until = None;
         st.stopped = true;
+        st.stop_due = true;
+    }
+
+    /// Makes the shared stop that [`Engine::stop`] decided, if one is due (blocking: the fence,
+    /// the quiescence, the kill, the proof).
+    pub(super) fn run_due_stop(&mut self, st: &mut State) {
+        if !std::mem::take(&mut st.stop_due) {
+            return;
+        }
         st.stop_attempts += 1;
         match shared_stop(&self.runtime, &self.registration) {
             Ok(report) => {
@@ -368,46 +510,13 @@ impl Engine {
         }
     }
 
-    /// The engine's poll set: the output streams (held by the capture), the guardian channel and
-    /// the control socket while each is open. Waits until one is ready or `wake`, reads what the
-    /// streams hold, and says which of the engine's own descriptors woke it.
-    fn poll(&mut self, st: &State, wake: Option<Instant>) -> Result<Woken, CaptureError> {
-        let channel = self.link.channel();
-        let mine = [
-            (channel, !st.channel_closed),
-            (
-                self.control.as_ref().map_or(channel, |c| c.as_fd()),
-                self.control.is_some(),
-            ),
-        ];
-        let mut open = [channel; 2];
-        let mut n = 0;
-        for (fd, is_open) in mine {
-            if is_open {
-                open[n] = fd;
-                n += 1;
-            }
-        }
-        let ready = self.capture.pump(&open[..n], wake)?;
-        let mut slot = 0;
-        let mut woke = |is_open: bool| {
-            let set = is_open && ready.is_set(slot);
-            slot += usize::from(is_open);
-            set
-        };
-        Ok(Woken {
-            channel: woke(mine[0].1),
-            control: woke(mine[1].1),
-        })
-    }
-
     /// After poll failed: wait (bounded) for the workload's status from the guardian alone.
     fn await_workload(&mut self, st: &mut State) {
         self.wait_events(st, RECEIPT_AFTER_STOP, |st| st.status.is_some());
         st.status.get_or_insert(WorkloadStatus::Unknown);
     }
 
-    fn finish(mut self, mut st: State) -> LaunchResult {
+    pub(super) fn finish(mut self, mut st: State) -> LaunchResult {
         let id = self.registration.id;
         let status = st.status.unwrap_or(WorkloadStatus::Unknown);
         let outcome = if let Some(errno) = st.spawn_errno {
@@ -460,6 +569,7 @@ impl Engine {
             capture,
             owner,
             on_receipt,
+            residues,
             ..
         } = self;
         let result = refine_protocol::LaunchResultRecord {
@@ -474,7 +584,10 @@ impl Engine {
         if let Err(e) = runtime.write_result(&result) {
             tracing::warn!(%id, error = %e, "cannot record the launch result");
         }
-        let capture = capture.finish();
+        let capture = match &residues {
+            Some(r) => capture.finish_with(|t| r.tail(t)),
+            None => capture.finish(),
+        };
         let capture_receipt = if capture.is_complete() {
             None
         } else {
@@ -532,6 +645,7 @@ impl Engine {
                     owner,
                     residue_stop,
                     on_receipt,
+                    residues.as_deref(),
                 ),
             )
         };
@@ -585,103 +699,193 @@ pub(super) struct ResidueStop {
     pub(super) grace: Option<Duration>,
 }
 
-/// Hands the link to a thread that follows the scope to its receipt and reaps the guardian;
-/// with `stop`, it stops the scope at that time through the shared stop, retrying a failed stop
-/// [`RESIDUE_ATTEMPTS`] times. A stop that still fails is logged, recorded as the launch's
-/// outcome `stop_failed` with its reason (`ps`, `show`), reported to the [`ScopeWatch`], and the
-/// registration lock is let go (recovery or an operator may end the scope); the watcher still
-/// reads the receipt when it comes.
+/// Hands the link to a [`Watch`] that follows the scope to its receipt and reaps the guardian,
+/// on a thread of its own or in the shared loop (`residues`); with `stop`, it stops the scope at
+/// that time through the shared stop, retrying a failed stop [`RESIDUE_ATTEMPTS`] times. A stop
+/// that still fails is logged, recorded as the launch's outcome `stop_failed` with its reason
+/// (`ps`, `show`), reported to the [`ScopeWatch`], and the registration lock is let go (recovery
+/// or an operator may end the scope); the watcher still reads the receipt when it comes.
 pub(super) fn watch_scope(
     runtime: Runtime,
     registration: Registration,
-    mut link: GuardianLink,
+    link: GuardianLink,
     owner: Fence,
     stop: Option<ResidueStop>,
     on_receipt: Option<super::ReceiptHook>,
+    residues: Option<&dyn Residues>,
 ) -> ScopeWatch {
     let stop_at = stop.map(|s| s.at);
     let (tx, rx) = mpsc::channel();
-    let spawned = std::thread::Builder::new()
-        .name("refine-scope-watch".into())
-        .spawn(move || {
-            let id = registration.id;
-            let mut owner = Some(owner);
-            let mut tx = Some(tx);
-            let mut next = stop;
-            let (mut attempts, mut stop_report, mut stop_failure) = (0, None, None);
-            let mut receipt = None;
-            loop {
-                let wait = next.map(|s| s.at.saturating_duration_since(Instant::now()));
-                match link.next_event(wait) {
-                    Ok(Some(GuardianEvent::ScopeExited(r))) => {
-                        receipt = Some(r);
-                        break;
-                    }
-                    Ok(Some(GuardianEvent::ChannelClosed)) | Err(_) => break,
-                    Ok(Some(_)) => {}
-                    Ok(None) => {
-                        let Some(s) = next.take() else { continue };
-                        attempts += 1;
-                        match stop_scope(&runtime, &registration, s.cause, s.grace) {
-                            Ok(r) => {
-                                stop_report = Some(r);
-                                stop_failure = None;
-                            }
-                            Err(e) => {
-                                let error = crate::error_chain(&e);
-                                tracing::warn!(%id, attempts, %error, "residue stop failed");
-                                if attempts < RESIDUE_ATTEMPTS {
-                                    next = Some(ResidueStop {
-                                        at: Instant::now() + STOP_RETRY,
-                                        grace: None,
-                                        ..s
-                                    });
-                                } else {
-                                    tracing::error!(%id, %error, "residue stop failed; the scope stays live");
-                                    record_stop_failure(&runtime, id, &error);
-                                    drop(owner.take());
-                                    if let Some(tx) = tx.take() {
-                                        let _ = tx.send(ScopeEnded {
-                                            receipt: None,
-                                            stop_report: None,
-                                            stop_failure: Some(e.clone()),
-                                        });
-                                    }
-                                }
-                                stop_failure = Some(e);
-                            }
-                        }
-                    }
-                }
+    let watch = Watch {
+        runtime,
+        registration,
+        link,
+        owner: Some(owner),
+        tx: Some(tx),
+        next: stop,
+        stop_due: None,
+        attempts: 0,
+        stop_report: None,
+        stop_failure: None,
+        receipt: None,
+        ended: false,
+        on_receipt,
+    };
+    match residues {
+        Some(r) => r.watch(watch),
+        None => {
+            let spawned = std::thread::Builder::new()
+                .name("refine-scope-watch".into())
+                .spawn(move || watch.run());
+            if let Err(e) = spawned {
+                tracing::error!(error = %e, "cannot start the scope watcher");
             }
-            let _ = link.wait_guardian();
-            // Settled under our lock while we hold it; a lock let go after a failed stop leaves
-            // it to the maintenance pass and recovery.
-            if let Some(owner) = &owner {
-                settle_own(&runtime, registration.id, owner);
-            }
-            drop(owner);
-            if let Some(r) = receipt {
-                runtime.complete_result_usage(id, r.usage);
-                if let Some(hook) = &on_receipt {
-                    hook(&registration, &r);
-                }
-            }
-            if let Some(tx) = tx {
-                let _ = tx.send(ScopeEnded {
-                    receipt,
-                    stop_report,
-                    stop_failure,
-                });
-            }
-        });
-    if let Err(e) = spawned {
-        tracing::error!(error = %e, "cannot start the scope watcher");
+        }
     }
     ScopeWatch {
         rx,
         done: None,
         stop_at,
+    }
+}
+
+/// Follows a scope that outlived its workload to its receipt (a state machine like the engine:
+/// [`Watch::step`] never blocks; the stop and the end are the blocking parts).
+pub(super) struct Watch {
+    runtime: Runtime,
+    registration: Registration,
+    link: GuardianLink,
+    owner: Option<Fence>,
+    tx: Option<mpsc::Sender<ScopeEnded>>,
+    /// The residue stop to make, and when.
+    next: Option<ResidueStop>,
+    /// A stop whose time has come ([`Watch::run_due_stop`]).
+    stop_due: Option<ResidueStop>,
+    attempts: u32,
+    stop_report: Option<StopReport>,
+    stop_failure: Option<StopFailure>,
+    receipt: Option<Receipt>,
+    /// The receipt came or the channel closed.
+    ended: bool,
+    on_receipt: Option<super::ReceiptHook>,
+}
+
+impl Watch {
+    /// One turn: the guardian's pending events (`channel`: its channel is ready), then the end,
+    /// a due stop, or what to wait for.
+    pub(super) fn step(&mut self, channel: bool) -> Step {
+        while channel && !self.ended {
+            match self.link.next_event(Some(Duration::ZERO)) {
+                Ok(Some(GuardianEvent::ScopeExited(r))) => {
+                    self.receipt = Some(r);
+                    self.ended = true;
+                }
+                Ok(Some(GuardianEvent::ChannelClosed)) | Err(_) => self.ended = true,
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+            }
+        }
+        if self.ended {
+            return Step::Done;
+        }
+        if let Some(s) = self.next.filter(|s| Instant::now() >= s.at) {
+            self.next = None;
+            self.stop_due = Some(s);
+            return Step::StopDue;
+        }
+        Step::Wait(self.next.map(|s| s.at))
+    }
+
+    /// The guardian channel, while the scope has not ended.
+    pub(super) fn interest(&self) -> Option<BorrowedFd<'_>> {
+        (!self.ended).then(|| self.link.channel())
+    }
+
+    /// The residue stop whose time has come (blocking), with its retries.
+    pub(super) fn run_due_stop(&mut self) {
+        let Some(s) = self.stop_due.take() else {
+            return;
+        };
+        let id = self.registration.id;
+        self.attempts += 1;
+        let attempts = self.attempts;
+        match stop_scope(&self.runtime, &self.registration, s.cause, s.grace) {
+            Ok(r) => {
+                self.stop_report = Some(r);
+                self.stop_failure = None;
+            }
+            Err(e) => {
+                let error = crate::error_chain(&e);
+                tracing::warn!(%id, attempts, %error, "residue stop failed");
+                if attempts < RESIDUE_ATTEMPTS {
+                    self.next = Some(ResidueStop {
+                        at: Instant::now() + STOP_RETRY,
+                        grace: None,
+                        ..s
+                    });
+                } else {
+                    tracing::error!(%id, %error, "residue stop failed; the scope stays live");
+                    record_stop_failure(&self.runtime, id, &error);
+                    drop(self.owner.take());
+                    if let Some(tx) = self.tx.take() {
+                        let _ = tx.send(ScopeEnded {
+                            receipt: None,
+                            stop_report: None,
+                            stop_failure: Some(e.clone()),
+                        });
+                    }
+                }
+                self.stop_failure = Some(e);
+            }
+        }
+    }
+
+    /// The scope ended: reap the guardian, settle, complete the result, tell the watchers.
+    pub(super) fn finish(mut self) {
+        let id = self.registration.id;
+        let _ = self.link.wait_guardian();
+        // Settled under our lock while we hold it; a lock let go after a failed stop leaves
+        // it to the maintenance pass and recovery.
+        if let Some(owner) = &self.owner {
+            settle_own(&self.runtime, id, owner);
+        }
+        drop(self.owner.take());
+        if let Some(r) = self.receipt {
+            self.runtime.complete_result_usage(id, r.usage);
+            if let Some(hook) = &self.on_receipt {
+                hook(&self.registration, &r);
+            }
+        }
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(ScopeEnded {
+                receipt: self.receipt,
+                stop_report: self.stop_report.take(),
+                stop_failure: self.stop_failure.take(),
+            });
+        }
+    }
+
+    /// Runs the watch on this thread: one `poll` on the channel per turn.
+    pub(super) fn run(mut self) {
+        let mut channel = false;
+        loop {
+            match self.step(channel) {
+                Step::Done => break,
+                Step::StopDue => {
+                    channel = false;
+                    self.run_due_stop();
+                }
+                Step::Wait(at) => {
+                    let Some(fd) = self.interest() else { break };
+                    let mut fds = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
+                    if crate::capture::poll_until(&mut fds, at).is_err() {
+                        break;
+                    }
+                    channel = !fds[0].revents().is_empty();
+                }
+            }
+        }
+        self.finish();
     }
 }
 

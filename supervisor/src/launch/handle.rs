@@ -120,7 +120,7 @@ fn signal_byte(signo: i32) -> Result<u8, LaunchError> {
 pub struct LaunchHandle {
     pub(super) id: RegistrationId,
     pub(super) registration: Registration,
-    pub(super) thread: Option<JoinHandle<LaunchResult>>,
+    pub(super) thread: Option<Driver>,
     /// Whether the workload exec'd, once the guardian says so.
     pub(super) spawned: Mutex<mpsc::Receiver<Result<(), i32>>>,
     pub(super) control: Arc<Control>,
@@ -201,7 +201,7 @@ impl LaunchHandle {
     /// Whether the engine has returned its result (the workload ended; a kept scope is followed
     /// by its own watcher).
     pub fn is_finished(&self) -> bool {
-        self.thread.as_ref().is_none_or(|t| t.is_finished())
+        self.thread.as_ref().is_none_or(Driver::is_finished)
     }
 
     /// Only the engine, to be joined later: the handle's control channel and input side are let
@@ -213,24 +213,45 @@ impl LaunchHandle {
 
     /// Waits for the result: the workload exited and the final drain ended (or it never ran).
     pub fn wait(mut self) -> Result<LaunchResult, LaunchError> {
-        let thread = self.thread.take().ok_or(LaunchError::EngineDied)?;
-        thread.join().map_err(|_| LaunchError::EngineDied)
+        self.thread.take().ok_or(LaunchError::EngineDied)?.wait()
     }
 }
 
-/// A launch's engine thread without its handle ([`LaunchHandle::into_engine`]).
+/// What drives a launch's engine: a thread of its own, or the shared loop.
 #[derive(Debug)]
-pub struct EngineThread(Option<JoinHandle<LaunchResult>>);
+pub(super) enum Driver {
+    Thread(JoinHandle<LaunchResult>),
+    Shared(super::shared::SharedResult),
+}
+
+impl Driver {
+    fn is_finished(&self) -> bool {
+        match self {
+            Driver::Thread(t) => t.is_finished(),
+            Driver::Shared(r) => r.is_finished(),
+        }
+    }
+
+    fn wait(self) -> Result<LaunchResult, LaunchError> {
+        match self {
+            Driver::Thread(t) => t.join().map_err(|_| LaunchError::EngineDied),
+            Driver::Shared(r) => r.wait(),
+        }
+    }
+}
+
+/// A launch's engine without its handle ([`LaunchHandle::into_engine`]).
+#[derive(Debug)]
+pub struct EngineThread(Option<Driver>);
 
 impl EngineThread {
     pub fn is_finished(&self) -> bool {
-        self.0.as_ref().is_none_or(|t| t.is_finished())
+        self.0.as_ref().is_none_or(Driver::is_finished)
     }
 
     /// Waits for the engine's result.
     pub fn wait(mut self) -> Result<LaunchResult, LaunchError> {
-        let thread = self.0.take().ok_or(LaunchError::EngineDied)?;
-        thread.join().map_err(|_| LaunchError::EngineDied)
+        self.0.take().ok_or(LaunchError::EngineDied)?.wait()
     }
 }
 

@@ -3,10 +3,11 @@
 //!
 //! [`Supervisor::launch`] prepares the environment ([`crate::env_policy`]), the output pipes or a
 //! PTY ([`crate::pty`]) and the artifacts, starts the guardian, makes the registration durable and
-//! only then says *start* (all through [`launch_registered`]). A thread per launch then
-//! runs one `poll` loop over the output streams ([`crate::capture`]), the guardian channel and a
-//! control socket (cancel, operator stop, activity from input and resize), enforcing the deadlines
-//! ([`crate::deadline`]). [`LaunchHandle::wait`] returns a [`LaunchResult`] with a typed
+//! only then says *start* (all through [`launch_registered`]). The launch's engine then waits on
+//! the output streams ([`crate::capture`]), the guardian channel and a control socket (cancel,
+//! operator stop, activity from input and resize), enforcing the deadlines
+//! ([`crate::deadline`]): on a thread of its own with one `poll`, or, for a [`Supervisor`] given a
+//! [`SharedLoop`] (the service), in one epoll loop with every other engine. [`LaunchHandle::wait`] returns a [`LaunchResult`] with a typed
 //! [`LaunchOutcome`] as soon as the workload has exited and the fixed final drain has ended.
 //!
 //! A scope that outlives its workload (S9) is kept (listed live, receipt later) or stopped through
@@ -26,12 +27,14 @@ mod engine;
 mod handle;
 mod register;
 mod request;
+mod shared;
 
 pub use engine::shared_stop;
 use engine::Engine;
 pub use handle::{Canceller, EngineThread, InputWriter, LaunchHandle, INPUT_TIMEOUT};
 pub use register::{launch_registered, RegisteredLaunch};
 pub use request::{default_scope_policy, LaunchRequest, StdinMode, DEFAULT_LOG_CAP};
+pub use shared::SharedLoop;
 
 use std::fs::File;
 use std::io;
@@ -53,7 +56,7 @@ use crate::guardian::{self, Stdio};
 use crate::pty::{self, PtyError};
 use crate::registry::{RegistryError, Runtime, Stream};
 use crate::stop::{StopError, StopReport};
-use handle::{Control, Input, InputInner};
+use handle::{Control, Driver, Input, InputInner};
 
 /// How a launch ended (S7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,7 +232,7 @@ fn io_op(op: &'static str) -> impl FnOnce(io::Error) -> LaunchError {
     move |source| LaunchError::Io { op, source }
 }
 
-/// Called on the engine thread with every result of a [`Supervisor`]'s launches, before the
+/// Called on the engine's thread (or the shared loop's pool) with every result of a [`Supervisor`]'s launches, before the
 /// result goes to [`LaunchHandle::wait`] (a service that never waits counts outcomes with it).
 pub type ResultHook = Arc<dyn Fn(&LaunchResult) + Send + Sync>;
 
@@ -245,6 +248,8 @@ pub struct Supervisor {
     guardian_exe: Option<PathBuf>,
     on_result: Option<ResultHook>,
     on_receipt: Option<ReceiptHook>,
+    /// Drives the engines of this supervisor's launches (else: a thread per launch).
+    shared: Option<SharedLoop>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -267,7 +272,15 @@ impl Supervisor {
             guardian_exe: None,
             on_result: None,
             on_receipt: None,
+            shared: None,
         }
+    }
+
+    /// Drives every launch's engine on `shared` (a fixed number of threads for any number of
+    /// launches) instead of a thread per launch.
+    pub fn with_shared_loop(mut self, shared: SharedLoop) -> Self {
+        self.shared = Some(shared);
+        self
     }
 
     /// Calls `hook` with the result of every launch, on the launch's engine thread.
@@ -477,18 +490,24 @@ impl Supervisor {
             owner,
             spawned: Some(spawned_tx),
             on_receipt: self.on_receipt.clone(),
+            residues: None,
         };
         let on_result = self.on_result.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!("refine-launch-{}", &id.to_string()[..8]))
-            .spawn(move || {
-                let result = engine.run();
-                if let Some(hook) = on_result {
-                    hook(&result);
-                }
-                result
-            })
-            .map_err(io_op("start the launch thread"))?;
+        let thread = match &self.shared {
+            Some(shared) => Driver::Shared(shared.adopt(engine, on_result)),
+            None => Driver::Thread(
+                std::thread::Builder::new()
+                    .name(format!("refine-launch-{}", &id.to_string()[..8]))
+                    .spawn(move || {
+                        let result = engine.run();
+                        if let Some(hook) = on_result {
+                            hook(&result);
+                        }
+                        result
+                    })
+                    .map_err(io_op("start the launch thread"))?,
+            ),
+        };
         Ok(LaunchHandle {
             id,
             registration,

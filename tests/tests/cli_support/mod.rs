@@ -342,6 +342,16 @@ impl Serving {
         self.child.wait().expect("reap serve")
     }
 
+    /// The service's threads (`Threads:` in its /proc status).
+    pub fn threads(&self) -> usize {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("read the service's status")
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("a Threads line")
+    }
+
     /// The service's open descriptors.
     pub fn fds(&self) -> usize {
         std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
