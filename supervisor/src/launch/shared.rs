@@ -195,7 +195,7 @@ fn own_thread(parked: Parked) {
     let Parked { engine, st, done } = parked;
     let spawned = std::thread::Builder::new()
         .name("refine-launch".into())
-        .spawn(move || done.deliver(engine.drive(st, None)));
+        .spawn(move || done.deliver(engine.drive(st, None, None)));
     if let Err(e) = spawned {
         tracing::error!(error = %e, "cannot start a launch thread");
     }
