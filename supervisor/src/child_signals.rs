@@ -9,10 +9,11 @@
 //!
 //! [`Blocked`] serves `run`'s signal relay (W2): the relayed signals are blocked while the
 //! process is still single-threaded (every thread inherits the mask) and taken one by one with
-//! `sigwaitinfo` by the relay thread — one `pthread_sigmask` instead of a handler per signal.
+//! a `signalfd` that `run`'s main thread polls beside the end of its launch — one
+//! `pthread_sigmask` instead of a handler per signal, and no relay thread.
 //!
 //! # Safety
-//! The only `unsafe` of the crate: `sigaction`, `pthread_sigmask` and `sigwaitinfo` on local,
+//! The only `unsafe` of the crate: `sigaction`, `pthread_sigmask` and `signalfd` on local,
 //! initialized `libc` structures, while the process is single-threaded (nothing has installed
 //! a `SIGCHLD` handler yet that this could displace; no thread exists that the mask would miss).
 #![allow(unsafe_code)]
@@ -57,15 +58,33 @@ impl Blocked {
         }
     }
 
-    /// The next of these signals sent to the process (or this thread); waits for one.
-    pub fn wait(&self) -> i32 {
-        loop {
-            // SAFETY: `self.0` is an initialized set; no siginfo is requested (null).
-            let sig = unsafe { libc::sigwaitinfo(&self.0, std::ptr::null_mut()) };
-            if sig > 0 {
-                return sig;
+    /// A non-blocking, close-on-exec `signalfd` that reads these signals (one at a time with
+    /// [`read_signal`]); they stay blocked, so they are queued for it instead of delivered.
+    pub fn signalfd(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: `self.0` is an initialized set; -1 asks for a new descriptor, which is owned
+        // here alone once the call succeeds.
+        let fd = unsafe { libc::signalfd(-1, &self.0, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by signalfd and nothing else owns it.
+        Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+/// The next signal queued for a [`Blocked::signalfd`], or `None` when none is pending.
+pub fn read_signal(fd: std::os::fd::BorrowedFd<'_>) -> Option<i32> {
+    // One `struct signalfd_siginfo` (128 bytes); its first field is the signal's number.
+    let mut info = [0u8; 128];
+    loop {
+        match rustix::io::read(fd, &mut info) {
+            Ok(n) if n == info.len() => {
+                let signo = u32::from_ne_bytes([info[0], info[1], info[2], info[3]]);
+                return i32::try_from(signo).ok();
             }
-            // EINTR (a signal outside the set was handled): wait again.
+            Err(rustix::io::Errno::INTR) => {}
+            _ => return None,
         }
     }
 }

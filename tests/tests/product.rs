@@ -54,3 +54,23 @@ fn the_release_guardian_is_within_the_size_budget() {
         path.display()
     );
 }
+
+/// The CLI starts without the dynamic loader (supervisor/build.rs): a `run` pays no loading,
+/// relocation and binding of libc, libm and libgcc_s (issue 10's launch budget). A static PIE:
+/// no loader, no shared library.
+#[test]
+fn the_cli_needs_no_loader() {
+    let path = refine_tests::bin("refine-supervisor");
+    let e = elf::parse(&fs::read(&path).expect("read the CLI"));
+    assert!(
+        !e.has(PT_INTERP),
+        "{} asks for a loader: {e:?}",
+        path.display()
+    );
+    assert_eq!(
+        e.needed,
+        0,
+        "{} names shared libraries: {e:?}",
+        path.display()
+    );
+}

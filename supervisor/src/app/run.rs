@@ -59,7 +59,7 @@ fn forward_terminal(input: InputWriter) -> Result<(), CliError> {
         .spawn(move || {
             let mut buf = [0u8; 4096];
             loop {
-                match rustix::io::read(io::stdin(), &mut buf) {
+                match rustix::io::read(rustix::stdio::stdin(), &mut buf) {
                     Ok(0) => break,
                     Ok(n) => {
                         if keys.write_input(&buf[..n]).is_err() {
@@ -86,7 +86,7 @@ fn forward_terminal(input: InputWriter) -> Result<(), CliError> {
         .name("refine-winch".into())
         .spawn(move || {
             for _ in winch.forever() {
-                if let Ok(size) = crate::pty::window_size(io::stdin().as_fd()) {
+                if let Ok(size) = crate::pty::window_size(rustix::stdio::stdin()) {
                     let _ = input.resize(size);
                 }
             }
@@ -105,7 +105,7 @@ fn relay_stdin(input: InputWriter, terminal: bool) -> Result<(), CliError> {
     // A terminal that is not our controlling terminal has no foreground group for us.
     let foreground = move || {
         !terminal
-            || rustix::termios::tcgetpgrp(io::stdin())
+            || rustix::termios::tcgetpgrp(rustix::stdio::stdin())
                 .map_or(true, |pg| pg == rustix::process::getpgrp())
     };
     std::thread::Builder::new()
@@ -117,7 +117,7 @@ fn relay_stdin(input: InputWriter, terminal: bool) -> Result<(), CliError> {
                     std::thread::sleep(BACKGROUND_RECHECK);
                     continue;
                 }
-                match rustix::io::read(io::stdin(), &mut buf) {
+                match rustix::io::read(rustix::stdio::stdin(), &mut buf) {
                     Ok(0) => break,
                     Ok(n) => {
                         if input.feed_input(&buf[..n]).is_err() {
@@ -148,9 +148,8 @@ const CONFIRM_WAIT: Duration = Duration::from_secs(1);
 const BACKGROUND_RECHECK: Duration = Duration::from_millis(100);
 
 /// Every signal `run` takes: all catchable ones but the fault signals (a handler that returns
-/// from a real fault would re-run the faulting instruction). `SIGCHLD` is taken only so that an
-/// inherited `SIG_IGN` no longer makes the kernel reap `run`'s children (G11); `SIGPIPE` stays
-/// ignored.
+/// from a real fault would re-run the faulting instruction), `SIGCHLD` (about `run`'s own
+/// children; `main` has set it to its default, G11) and `SIGPIPE` (stays ignored).
 fn relayed_signals() -> Vec<i32> {
     use signal_hook::consts::*;
     let mut v = vec![
@@ -162,7 +161,6 @@ fn relayed_signals() -> Vec<i32> {
         SIGUSR2,
         SIGALRM,
         SIGTERM,
-        SIGCHLD,
         SIGCONT,
         SIGTSTP,
         SIGTTIN,
@@ -181,60 +179,109 @@ fn relayed_signals() -> Vec<i32> {
     v
 }
 
-/// The relay of `run`'s signals to the workload (W2): what each signal does is in the module
-/// docs. Ends with the process.
-fn relay_signals(
-    signals: crate::child_signals::Blocked,
+/// The relay of `run`'s signals to the workload (W2), run by `run`'s main thread while it waits
+/// for the launch (what each signal does is in the module docs). The signals stay blocked and
+/// are read from a `signalfd`: no handler, no relay thread.
+struct Relay {
+    signals: std::os::fd::OwnedFd,
     canceller: Canceller,
     grace: Duration,
     resizes_pty: bool,
-    ends: std::sync::mpsc::Sender<()>,
-) -> Result<(), CliError> {
-    std::thread::Builder::new()
-        .name("refine-signals".into())
-        .spawn(move || {
-            let mut asked_to_end = false;
-            loop {
-                let sig = signals.wait();
-                match sig {
-                    libc::SIGCHLD => {}
-                    libc::SIGWINCH if resizes_pty => {}
-                    libc::SIGINT | libc::SIGTERM | libc::SIGHUP => {
-                        let _ = ends.send(());
-                        if asked_to_end {
-                            canceller.cancel();
-                            continue;
-                        }
-                        asked_to_end = true;
-                        let _ = canceller.signal(sig);
-                        let c = canceller.clone();
-                        // Ends with the process when the workload ends first (the engine is
-                        // gone then and the cancel reaches nobody).
-                        let _ = std::thread::Builder::new()
-                            .name("refine-stop-grace".into())
-                            .spawn(move || {
-                                std::thread::sleep(grace);
-                                c.cancel();
-                            });
-                    }
-                    libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
-                        // Stopping ourselves stops the engine too: only once it has passed the
-                        // signal on.
-                        let _ = canceller.signal_confirmed(sig, CONFIRM_WAIT);
-                        let _ =
-                            rustix::process::kill_process(rustix::process::getpid(), Signal::STOP);
-                    }
-                    _ => {
-                        let _ = canceller.signal(sig);
-                    }
-                }
-            }
-        })
-        .map_err(|source| ServiceError::Io {
+    /// A first `SIGINT`/`SIGTERM`/`SIGHUP` was forwarded: a second one ends the scope at once.
+    asked_to_end: bool,
+    /// When the grace of that first one is over and the scope ends through the shared stop.
+    cancel_at: Option<Instant>,
+    /// Such a signal came and [`Relay::wait`] has not told it yet.
+    unseen_end: bool,
+}
+
+impl Relay {
+    fn new(
+        signals: crate::child_signals::Blocked,
+        canceller: Canceller,
+        grace: Duration,
+        resizes_pty: bool,
+    ) -> Result<Relay, CliError> {
+        let signals = signals.signalfd().map_err(|source| ServiceError::Io {
             op: "start the signal relay",
             source,
         })?;
-    Ok(())
+        Ok(Relay {
+            signals,
+            canceller,
+            grace,
+            resizes_pty,
+            asked_to_end: false,
+            cancel_at: None,
+            unseen_end: false,
+        })
+    }
+
+    /// Relays every pending signal.
+    fn take(&mut self) {
+        while let Some(sig) = crate::child_signals::read_signal(self.signals.as_fd()) {
+            match sig {
+                libc::SIGWINCH if self.resizes_pty => {}
+                libc::SIGINT | libc::SIGTERM | libc::SIGHUP => {
+                    self.unseen_end = true;
+                    if self.asked_to_end {
+                        self.canceller.cancel();
+                        continue;
+                    }
+                    self.asked_to_end = true;
+                    let _ = self.canceller.signal(sig);
+                    self.cancel_at = Some(Instant::now() + self.grace);
+                }
+                libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
+                    // Stopping ourselves stops the engine too: only once it has passed the
+                    // signal on.
+                    let _ = self.canceller.signal_confirmed(sig, CONFIRM_WAIT);
+                    let _ = rustix::process::kill_process(rustix::process::getpid(), Signal::STOP);
+                }
+                _ => {
+                    let _ = self.canceller.signal(sig);
+                }
+            }
+        }
+    }
+
+    /// Relays signals until `done` is readable (the launch's result is in), ending the scope
+    /// when a forwarded signal's grace is over.
+    fn until(&mut self, done: std::os::fd::BorrowedFd<'_>) {
+        use rustix::event::{PollFd, PollFlags};
+        loop {
+            if self.cancel_at.is_some_and(|at| Instant::now() >= at) {
+                self.cancel_at = None;
+                self.canceller.cancel();
+            }
+            let mut fds = [
+                PollFd::new(&self.signals, PollFlags::IN),
+                PollFd::new(&done, PollFlags::IN),
+            ];
+            if crate::capture::poll_until(&mut fds, self.cancel_at).is_err() {
+                // Nothing can be relayed any more: wait for the launch alone.
+                return;
+            }
+            let (signalled, finished) =
+                (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
+            if signalled {
+                self.take();
+            }
+            if finished {
+                return;
+            }
+        }
+    }
+
+    /// Waits for a signal up to `bound` and relays what came; true if a `SIGINT`/`SIGTERM`/
+    /// `SIGHUP` came since the last call (or while the launch ran).
+    fn wait(&mut self, bound: Duration) -> bool {
+        use rustix::event::{PollFd, PollFlags};
+        let mut fds = [PollFd::new(&self.signals, PollFlags::IN)];
+        let _ = crate::capture::poll_until(&mut fds, Some(Instant::now() + bound));
+        self.take();
+        std::mem::take(&mut self.unseen_end)
+    }
 }
 
 /// A forward of one of this process's streams, or `None` when it cannot be made (the output
@@ -253,7 +300,7 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     // Before anything is started (and while this process has one thread, so that every thread
     // inherits the mask): from here on no catchable signal ends `run` by itself. An interactive
     // terminal launch keeps SIGWINCH for its window-size forwarder.
-    let interactive_pty = spec.pty && rustix::termios::isatty(io::stdin());
+    let interactive_pty = spec.pty && rustix::termios::isatty(rustix::stdio::stdin());
     let relayed: Vec<i32> = relayed_signals()
         .into_iter()
         .filter(|&s| !(interactive_pty && s == libc::SIGWINCH))
@@ -268,12 +315,12 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         req.forward_stdout = forward_of(io::stdout().as_fd());
         req.forward_stderr = forward_of(io::stderr().as_fd());
     }
-    let stdin_is_terminal = rustix::termios::isatty(io::stdin());
+    let stdin_is_terminal = rustix::termios::isatty(rustix::stdio::stdin());
     // `run --pty` on a terminal is interactive: the workload's terminal takes the operator's
     // size, keys and resizes, and ours is raw meanwhile (restored when this function returns).
     let interactive = req.pty.is_some() && stdin_is_terminal;
     if interactive {
-        if let Ok(size) = crate::pty::window_size(io::stdin().as_fd()) {
+        if let Ok(size) = crate::pty::window_size(rustix::stdio::stdin()) {
             req.pty = Some(size);
         }
     }
@@ -283,12 +330,23 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         (false, true) => StdinMode::Pipe,
         (false, false) => StdinMode::Inherit,
     };
-    let sup = Supervisor::new(rt.clone());
+    // The launch's end wakes this thread, which relays signals meanwhile (below).
+    let done = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).map_err(|e| {
+        ServiceError::Io {
+            op: "create the launch's end event",
+            source: e.into(),
+        }
+    })?;
+    let done = std::sync::Arc::new(done);
+    let tell = done.clone();
+    let sup = Supervisor::new(rt.clone()).with_result_hook(std::sync::Arc::new(move |_| {
+        let _ = rustix::io::write(&*tell, &1u64.to_ne_bytes());
+    }));
     let handle = sup.launch(req).map_err(ServiceError::Launch)?;
     drop(slot);
     let _raw = if interactive {
         let raw =
-            crate::pty::RawMode::enter(io::stdin().as_fd()).map_err(|e| ServiceError::Io {
+            crate::pty::RawMode::enter(rustix::stdio::stdin()).map_err(|e| ServiceError::Io {
                 op: "put the terminal in raw mode",
                 source: io::Error::other(e),
             })?;
@@ -300,16 +358,8 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     if relay {
         relay_stdin(handle.input_writer(), stdin_is_terminal)?;
     }
-    // SIGINT/SIGTERM/SIGHUP are also told here: a residue held for its deadline below ends at
-    // once at such a signal (W7).
-    let (sig_tx, sig_rx) = std::sync::mpsc::channel();
-    relay_signals(
-        signals,
-        handle.canceller(),
-        opts.stop_grace,
-        interactive,
-        sig_tx,
-    )?;
+    let mut relay = Relay::new(signals, handle.canceller(), opts.stop_grace, interactive)?;
+    relay.until(done.as_fd());
     let mut result = handle.wait().map_err(ServiceError::Launch)?;
     let code = exit_code(&result);
     // The `stop` scope policy (quality), or the completion deadline, which bounds the whole
@@ -325,7 +375,8 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
                 .saturating_duration_since(Instant::now())
                 .min(SIGNAL_POLL);
             ended = result.scope_watch.wait(slice).is_some().then_some(());
-            if ended.is_none() && sig_rx.try_recv().is_ok() {
+            // SIGINT/SIGTERM/SIGHUP: a residue held for its deadline ends at once (W7).
+            if ended.is_none() && relay.wait(Duration::ZERO) {
                 // SIGINT/SIGTERM/SIGHUP: the residue is not held to its deadline any longer.
                 if let Err(e) = crate::launch::shared_stop(rt, &result.registration) {
                     tracing::warn!(id = %result.id, error = %error_chain(&e), "residue stop failed");

@@ -387,15 +387,17 @@ impl Supervisor {
                         let (r, w) = pipe()?;
                         (r, Some(Input::Pipe(w)))
                     }
-                    StdinMode::Inherit => match rustix::io::fcntl_dupfd_cloexec(io::stdin(), 3) {
-                        Ok(fd) => (fd, None),
-                        Err(_) => (
-                            OwnedFd::from(
-                                File::open("/dev/null").map_err(io_op("open /dev/null"))?,
+                    StdinMode::Inherit => {
+                        match rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stdin(), 3) {
+                            Ok(fd) => (fd, None),
+                            Err(_) => (
+                                OwnedFd::from(
+                                    File::open("/dev/null").map_err(io_op("open /dev/null"))?,
+                                ),
+                                None,
                             ),
-                            None,
-                        ),
-                    },
+                        }
+                    }
                 };
                 let sources = vec![
                     StreamSource {
