@@ -32,7 +32,7 @@ use super::ops::{admit, launch_request, print_json};
 use crate::capture::{Forward, StreamState};
 use crate::error_chain;
 use crate::launch::{
-    Canceller, InputWriter, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
+    Beside, InputWriter, LaunchAsks, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
 };
 use crate::registry::{Runtime, Stream};
 
@@ -141,9 +141,6 @@ fn relay_stdin(input: InputWriter, terminal: bool) -> Result<(), CliError> {
     Ok(())
 }
 
-/// How long `run` waits for the engine to pass a job-control signal on before it stops itself.
-const CONFIRM_WAIT: Duration = Duration::from_secs(1);
-
 /// How often a stdin relay on a terminal looks whether `run` is back in the foreground.
 const BACKGROUND_RECHECK: Duration = Duration::from_millis(100);
 
@@ -179,12 +176,11 @@ fn relayed_signals() -> Vec<i32> {
     v
 }
 
-/// The relay of `run`'s signals to the workload (W2), run by `run`'s main thread while it waits
-/// for the launch (what each signal does is in the module docs). The signals stay blocked and
-/// are read from a `signalfd`: no handler, no relay thread.
+/// The relay of `run`'s signals to the workload (W2), served by `run`'s main thread beside the
+/// launch's engine, which that thread drives too (what each signal does is in the module docs).
+/// The signals stay blocked and are read from a `signalfd`: no handler, no thread.
 struct Relay {
     signals: std::os::fd::OwnedFd,
-    canceller: Canceller,
     grace: Duration,
     resizes_pty: bool,
     /// A first `SIGINT`/`SIGTERM`/`SIGHUP` was forwarded: a second one ends the scope at once.
@@ -195,10 +191,17 @@ struct Relay {
     unseen_end: bool,
 }
 
+/// The launch once its engine has returned: nothing more reaches its workload.
+struct Ended;
+
+impl LaunchAsks for Ended {
+    fn signal(&mut self, _: i32) {}
+    fn cancel(&mut self) {}
+}
+
 impl Relay {
     fn new(
         signals: crate::child_signals::Blocked,
-        canceller: Canceller,
         grace: Duration,
         resizes_pty: bool,
     ) -> Result<Relay, CliError> {
@@ -208,7 +211,6 @@ impl Relay {
         })?;
         Ok(Relay {
             signals,
-            canceller,
             grace,
             resizes_pty,
             asked_to_end: false,
@@ -217,70 +219,57 @@ impl Relay {
         })
     }
 
-    /// Relays every pending signal.
-    fn take(&mut self) {
+    /// Relays every pending signal to `launch`.
+    fn take(&mut self, launch: &mut dyn LaunchAsks) {
         while let Some(sig) = crate::child_signals::read_signal(self.signals.as_fd()) {
             match sig {
                 libc::SIGWINCH if self.resizes_pty => {}
                 libc::SIGINT | libc::SIGTERM | libc::SIGHUP => {
                     self.unseen_end = true;
                     if self.asked_to_end {
-                        self.canceller.cancel();
+                        launch.cancel();
                         continue;
                     }
                     self.asked_to_end = true;
-                    let _ = self.canceller.signal(sig);
+                    launch.signal(sig);
                     self.cancel_at = Some(Instant::now() + self.grace);
                 }
                 libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
-                    // Stopping ourselves stops the engine too: only once it has passed the
-                    // signal on.
-                    let _ = self.canceller.signal_confirmed(sig, CONFIRM_WAIT);
+                    // Passed on before `run` stops itself (and the engine with it).
+                    launch.signal(sig);
                     let _ = rustix::process::kill_process(rustix::process::getpid(), Signal::STOP);
                 }
-                _ => {
-                    let _ = self.canceller.signal(sig);
-                }
+                _ => launch.signal(sig),
             }
         }
     }
 
-    /// Relays signals until `done` is readable (the launch's result is in), ending the scope
-    /// when a forwarded signal's grace is over.
-    fn until(&mut self, done: std::os::fd::BorrowedFd<'_>) {
-        use rustix::event::{PollFd, PollFlags};
-        loop {
-            if self.cancel_at.is_some_and(|at| Instant::now() >= at) {
-                self.cancel_at = None;
-                self.canceller.cancel();
-            }
-            let mut fds = [
-                PollFd::new(&self.signals, PollFlags::IN),
-                PollFd::new(&done, PollFlags::IN),
-            ];
-            if crate::capture::poll_until(&mut fds, self.cancel_at).is_err() {
-                // Nothing can be relayed any more: wait for the launch alone.
-                return;
-            }
-            let (signalled, finished) =
-                (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
-            if signalled {
-                self.take();
-            }
-            if finished {
-                return;
-            }
-        }
-    }
-
-    /// Waits for a signal up to `bound` and relays what came; true if a `SIGINT`/`SIGTERM`/
-    /// `SIGHUP` came since the last call (or while the launch ran).
+    /// After the launch: waits for a signal up to `bound` and takes what came; true if a
+    /// `SIGINT`/`SIGTERM`/`SIGHUP` came since the last call (or while the launch ran).
     fn wait(&mut self, bound: Duration) -> bool {
         use rustix::event::{PollFd, PollFlags};
         let mut fds = [PollFd::new(&self.signals, PollFlags::IN)];
         let _ = crate::capture::poll_until(&mut fds, Some(Instant::now() + bound));
-        self.take();
+        self.take(&mut Ended);
         std::mem::take(&mut self.unseen_end)
+    }
+}
+
+impl Beside for Relay {
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.signals.as_fd()
+    }
+
+    fn wake(&self) -> Option<Instant> {
+        self.cancel_at
+    }
+
+    fn ready(&mut self, launch: &mut dyn LaunchAsks) {
+        if self.cancel_at.is_some_and(|at| Instant::now() >= at) {
+            self.cancel_at = None;
+            launch.cancel();
+        }
+        self.take(launch);
     }
 }
 
@@ -330,18 +319,8 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         (false, true) => StdinMode::Pipe,
         (false, false) => StdinMode::Inherit,
     };
-    // The launch's end wakes this thread, which relays signals meanwhile (below).
-    let done = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).map_err(|e| {
-        ServiceError::Io {
-            op: "create the launch's end event",
-            source: e.into(),
-        }
-    })?;
-    let done = std::sync::Arc::new(done);
-    let tell = done.clone();
-    let sup = Supervisor::new(rt.clone()).with_result_hook(std::sync::Arc::new(move |_| {
-        let _ = rustix::io::write(&*tell, &1u64.to_ne_bytes());
-    }));
+    // This thread drives the launch's engine (below) and relays signals beside it.
+    let sup = Supervisor::new(rt.clone()).driven_by_caller();
     let handle = sup.launch(req).map_err(ServiceError::Launch)?;
     drop(slot);
     let _raw = if interactive {
@@ -358,9 +337,10 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     if relay {
         relay_stdin(handle.input_writer(), stdin_is_terminal)?;
     }
-    let mut relay = Relay::new(signals, handle.canceller(), opts.stop_grace, interactive)?;
-    relay.until(done.as_fd());
-    let mut result = handle.wait().map_err(ServiceError::Launch)?;
+    let mut relay = Relay::new(signals, opts.stop_grace, interactive)?;
+    let mut result = handle
+        .wait_beside(&mut relay)
+        .map_err(ServiceError::Launch)?;
     let code = exit_code(&result);
     // The `stop` scope policy (quality), or the completion deadline, which bounds the whole
     // scope (W7), ends the residue on the engine's watch thread: see it through before this

@@ -174,17 +174,27 @@ impl Engine {
     /// Drives this engine on the calling thread to its result (the CLI's launches; a shared
     /// loop drives the same steps for many engines, [`super::shared`]).
     pub(super) fn run(self) -> LaunchResult {
-        self.drive(State::default(), None)
+        self.drive(State::default(), None, None)
+    }
+
+    /// [`Engine::run`] with the caller's own descriptor in the same `poll` ([`Beside`]).
+    pub(super) fn run_beside(self, beside: &mut dyn Beside) -> LaunchResult {
+        self.drive(State::default(), None, Some(beside))
     }
 
     /// Drives the engine from `st` on the calling thread: [`Engine::step`], the due stops, and
     /// one `poll` over [`Engine::interest`] per turn.
-    pub(super) fn drive(mut self, mut st: State, mut woken: Option<Woken>) -> LaunchResult {
+    pub(super) fn drive(
+        mut self,
+        mut st: State,
+        mut woken: Option<Woken>,
+        mut beside: Option<&mut (dyn Beside + '_)>,
+    ) -> LaunchResult {
         loop {
             match self.step(&mut st, woken.take(), None) {
                 Step::Done => break,
                 Step::StopDue => self.run_due_stop(&mut st),
-                Step::Wait(wake) => match self.wait(&st, wake) {
+                Step::Wait(wake) => match self.wait(&mut st, wake, beside.as_deref_mut()) {
                     Ok(w) => woken = Some(w),
                     Err(e) => {
                         tracing::error!(id = %self.registration.id, error = %e, "capture poll failed");
@@ -312,17 +322,42 @@ impl Engine {
     }
 
     /// Waits (on this thread) until one of [`Engine::interest`] is ready or `wake`.
-    fn wait(&self, st: &State, wake: Option<Instant>) -> Result<Woken, CaptureError> {
-        let interest = self.interest(st, Instant::now());
-        let mut fds: Vec<PollFd<'_>> = interest
-            .iter()
-            .map(|(_, fd, flags)| PollFd::from_borrowed_fd(*fd, *flags))
-            .collect();
-        crate::capture::poll_until(&mut fds, wake)?;
-        let mut woken = Woken::default();
-        for ((source, _, _), pfd) in interest.iter().zip(&fds) {
-            if !pfd.revents().is_empty() {
-                woken.set(*source);
+    /// With `beside`, its descriptor is in the same `poll` and its wake-up bounds the wait; when
+    /// either comes, it is told (and what it asks is done) before this returns.
+    fn wait(
+        &mut self,
+        st: &mut State,
+        wake: Option<Instant>,
+        beside: Option<&mut (dyn Beside + '_)>,
+    ) -> Result<Woken, CaptureError> {
+        let beside_wake = beside.as_ref().and_then(|b| b.wake());
+        let wake = match (wake, beside_wake) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let (woken, beside_ready) = {
+            let interest = self.interest(st, Instant::now());
+            let mut fds: Vec<PollFd<'_>> = interest
+                .iter()
+                .map(|(_, fd, flags)| PollFd::from_borrowed_fd(*fd, *flags))
+                .collect();
+            if let Some(b) = &beside {
+                fds.push(PollFd::from_borrowed_fd(b.fd(), PollFlags::IN));
+            }
+            crate::capture::poll_until(&mut fds, wake)?;
+            let mut woken = Woken::default();
+            for ((source, _, _), pfd) in interest.iter().zip(&fds) {
+                if !pfd.revents().is_empty() {
+                    woken.set(*source);
+                }
+            }
+            let beside_ready =
+                beside.is_some() && fds.last().is_some_and(|p| !p.revents().is_empty());
+            (woken, beside_ready)
+        };
+        if let Some(b) = beside {
+            if beside_ready || beside_wake.is_some_and(|at| Instant::now() >= at) {
+                b.ready(&mut Asked { engine: self, st });
             }
         }
         Ok(woken)
@@ -404,11 +439,7 @@ impl Engine {
                     [CTL_CANCEL] => self.stop(st, LaunchOutcome::Cancelled),
                     [CTL_OPERATOR_STOP] => self.stop(st, LaunchOutcome::Stopped),
                     [op @ (CTL_SIGNAL | CTL_SIGNAL_ACKED), signo] => {
-                        if !st.workload_over() && !st.channel_closed {
-                            if let Err(e) = self.link.signal(i32::from(signo)) {
-                                tracing::warn!(id = %self.registration.id, signo, error = %e, "cannot forward a signal");
-                            }
-                        }
+                        self.forward_signal(st, i32::from(signo));
                         if let (CTL_SIGNAL_ACKED, Some(control)) = (op, &self.control) {
                             let _ = rustix::net::send(
                                 control,
@@ -422,6 +453,15 @@ impl Engine {
                 },
                 Err(rustix::io::Errno::INTR) => {}
                 Err(_) => return,
+            }
+        }
+    }
+
+    /// Sends `signo` to the workload through the guardian while it runs.
+    fn forward_signal(&mut self, st: &State, signo: i32) {
+        if !st.workload_over() && !st.channel_closed {
+            if let Err(e) = self.link.signal(signo) {
+                tracing::warn!(id = %self.registration.id, signo, error = %e, "cannot forward a signal");
             }
         }
     }
@@ -914,4 +954,39 @@ pub(super) fn exit_instant(at_ns: u64, now: Instant) -> Instant {
         .saturating_sub(Duration::from_nanos(at_ns))
         .min(crate::capture::FINAL_DRAIN);
     now.checked_sub(age).unwrap_or(now)
+}
+
+/// A descriptor of the caller's that an engine driven on the caller's thread waits on too
+/// ([`super::LaunchHandle::wait_beside`]): `run`'s signal relay, which so needs no thread of its
+/// own. Told when the descriptor is readable or its wake-up has come; what it asks of the launch
+/// is done at once, on this thread.
+pub trait Beside {
+    fn fd(&self) -> BorrowedFd<'_>;
+    /// When to be told even if nothing is readable.
+    fn wake(&self) -> Option<Instant>;
+    fn ready(&mut self, launch: &mut dyn LaunchAsks);
+}
+
+/// What a [`Beside`] may ask of the launch it runs beside.
+pub trait LaunchAsks {
+    /// Sends `signo` to the workload (through the guardian) while it runs; counts as activity.
+    fn signal(&mut self, signo: i32);
+    /// Ends the scope through the shared stop (outcome `cancelled`), as a [`super::Canceller`].
+    fn cancel(&mut self);
+}
+
+struct Asked<'a> {
+    engine: &'a mut Engine,
+    st: &'a mut State,
+}
+
+impl LaunchAsks for Asked<'_> {
+    fn signal(&mut self, signo: i32) {
+        self.engine.forward_signal(self.st, signo);
+        self.engine.activity();
+    }
+
+    fn cancel(&mut self) {
+        self.engine.stop(self.st, LaunchOutcome::Cancelled);
+    }
 }

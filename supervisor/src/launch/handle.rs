@@ -6,6 +6,8 @@ use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{mpsc, Arc, Mutex};
+
+use super::engine::Beside;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -213,15 +215,39 @@ impl LaunchHandle {
 
     /// Waits for the result: the workload exited and the final drain ended (or it never ran).
     pub fn wait(mut self) -> Result<LaunchResult, LaunchError> {
-        self.thread.take().ok_or(LaunchError::EngineDied)?.wait()
+        self.thread
+            .take()
+            .ok_or(LaunchError::EngineDied)?
+            .wait(None)
+    }
+
+    /// [`LaunchHandle::wait`], serving `beside` meanwhile on this thread: its descriptor is
+    /// polled with the engine's own when the launch is driven by the caller
+    /// ([`super::Supervisor::driven_by_caller`]); otherwise `beside` is not served.
+    pub fn wait_beside(mut self, beside: &mut dyn Beside) -> Result<LaunchResult, LaunchError> {
+        self.thread
+            .take()
+            .ok_or(LaunchError::EngineDied)?
+            .wait(Some(beside))
     }
 }
 
-/// What drives a launch's engine: a thread of its own, or the shared loop.
-#[derive(Debug)]
+/// What drives a launch's engine: a thread of its own, the shared loop, or the thread that
+/// waits for it ([`super::Supervisor::driven_by_caller`]).
 pub(super) enum Driver {
     Thread(JoinHandle<LaunchResult>),
     Shared(super::shared::SharedResult),
+    Caller(Box<super::engine::Engine>, Option<super::ResultHook>),
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Driver::Thread(t) => f.debug_tuple("Thread").field(t).finish(),
+            Driver::Shared(r) => f.debug_tuple("Shared").field(r).finish(),
+            Driver::Caller(..) => f.write_str("Caller"),
+        }
+    }
 }
 
 impl Driver {
@@ -229,13 +255,24 @@ impl Driver {
         match self {
             Driver::Thread(t) => t.is_finished(),
             Driver::Shared(r) => r.is_finished(),
+            Driver::Caller(..) => false,
         }
     }
 
-    fn wait(self) -> Result<LaunchResult, LaunchError> {
+    fn wait(self, beside: Option<&mut dyn Beside>) -> Result<LaunchResult, LaunchError> {
         match self {
             Driver::Thread(t) => t.join().map_err(|_| LaunchError::EngineDied),
             Driver::Shared(r) => r.wait(),
+            Driver::Caller(engine, on_result) => {
+                let result = match beside {
+                    Some(b) => engine.run_beside(b),
+                    None => engine.run(),
+                };
+                if let Some(hook) = on_result {
+                    hook(&result);
+                }
+                Ok(result)
+            }
         }
     }
 }
@@ -251,7 +288,7 @@ impl EngineThread {
 
     /// Waits for the engine's result.
     pub fn wait(mut self) -> Result<LaunchResult, LaunchError> {
-        self.0.take().ok_or(LaunchError::EngineDied)?.wait()
+        self.0.take().ok_or(LaunchError::EngineDied)?.wait(None)
     }
 }
 

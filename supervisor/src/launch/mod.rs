@@ -29,8 +29,8 @@ mod register;
 mod request;
 mod shared;
 
-pub use engine::shared_stop;
 use engine::Engine;
+pub use engine::{shared_stop, Beside, LaunchAsks};
 pub use handle::{Canceller, EngineThread, InputWriter, LaunchHandle, INPUT_TIMEOUT};
 pub use register::{launch_registered, RegisteredLaunch};
 pub use request::{default_scope_policy, LaunchRequest, StdinMode, DEFAULT_LOG_CAP};
@@ -250,6 +250,9 @@ pub struct Supervisor {
     on_receipt: Option<ReceiptHook>,
     /// Drives the engines of this supervisor's launches (else: a thread per launch).
     shared: Option<SharedLoop>,
+    /// Each launch's engine is driven by the thread that waits for it
+    /// ([`Supervisor::driven_by_caller`]).
+    by_caller: bool,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -273,6 +276,7 @@ impl Supervisor {
             on_result: None,
             on_receipt: None,
             shared: None,
+            by_caller: false,
         }
     }
 
@@ -280,6 +284,15 @@ impl Supervisor {
     /// launches) instead of a thread per launch.
     pub fn with_shared_loop(mut self, shared: SharedLoop) -> Self {
         self.shared = Some(shared);
+        self
+    }
+
+    /// Drives each launch's engine on the thread that waits for it ([`LaunchHandle::wait`],
+    /// [`LaunchHandle::wait_beside`]) instead of a thread of its own: the launch does nothing
+    /// until then (its workload runs, its output waits in the pipes). `run` uses this: one
+    /// thread less to start and to hand over to.
+    pub fn driven_by_caller(mut self) -> Self {
+        self.by_caller = true;
         self
     }
 
@@ -495,6 +508,7 @@ impl Supervisor {
         let on_result = self.on_result.clone();
         let thread = match &self.shared {
             Some(shared) => Driver::Shared(shared.adopt(engine, on_result)),
+            None if self.by_caller => Driver::Caller(Box::new(engine), on_result),
             None => Driver::Thread(
                 std::thread::Builder::new()
                     .name(format!("refine-launch-{}", &id.to_string()[..8]))

@@ -261,7 +261,7 @@ fn own_thread(task: Task) {
         .spawn(move || match task {
             Task::Launch(p) => {
                 let Parked { engine, st, done } = *p;
-                done.deliver(engine.drive(st, None));
+                done.deliver(engine.drive(st, None, None));
             }
             Task::Tail(t) => t.run(),
             Task::Watch(w) => w.run(),
