@@ -14,7 +14,7 @@ use refine_protocol::{Receipt, WorkloadStatus};
 use rustix::event::{PollFd, PollFlags};
 use rustix::net::RecvFlags;
 
-use super::handle::{CTL_ACK, CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL, CTL_SIGNAL_ACKED};
+use super::handle::{CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL};
 use super::{LaunchOutcome, LaunchResult, ScopeEnded, ScopeState, ScopeWatch, StopFailure};
 use crate::capture::{Capture, CaptureError, CaptureFailure, Tail};
 use crate::deadline::{Deadlines, Expired};
@@ -438,15 +438,8 @@ impl Engine {
                 Ok((n, _)) => match buf[..n.min(buf.len())] {
                     [CTL_CANCEL] => self.stop(st, LaunchOutcome::Cancelled),
                     [CTL_OPERATOR_STOP] => self.stop(st, LaunchOutcome::Stopped),
-                    [op @ (CTL_SIGNAL | CTL_SIGNAL_ACKED), signo] => {
+                    [CTL_SIGNAL, signo] => {
                         self.forward_signal(st, i32::from(signo));
-                        if let (CTL_SIGNAL_ACKED, Some(control)) = (op, &self.control) {
-                            let _ = rustix::net::send(
-                                control,
-                                &[CTL_ACK],
-                                rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
-                            );
-                        }
                         self.activity();
                     }
                     _ => self.activity(),

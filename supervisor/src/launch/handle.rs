@@ -27,10 +27,6 @@ pub(super) const CTL_OPERATOR_STOP: u8 = b's';
 pub(super) const CTL_ACTIVITY: u8 = b'a';
 /// Followed by the signal number in the same message.
 pub(super) const CTL_SIGNAL: u8 = b'k';
-/// Like [`CTL_SIGNAL`], and the engine answers [`CTL_ACK`] once the guardian was asked.
-pub(super) const CTL_SIGNAL_ACKED: u8 = b'K';
-/// The engine's answer to [`CTL_SIGNAL_ACKED`].
-pub(super) const CTL_ACK: u8 = b'A';
 
 #[derive(Debug)]
 pub(super) struct Control(pub(super) OwnedFd);
@@ -73,40 +69,6 @@ impl Canceller {
     pub fn signal(&self, signo: i32) -> Result<(), LaunchError> {
         self.control.send_msg(&[CTL_SIGNAL, signal_byte(signo)?]);
         Ok(())
-    }
-
-    /// Like [`Canceller::signal`], and waits at most `bound` until the engine has passed it to
-    /// the guardian: what a caller needs before it stops its own process (`run` on Ctrl-Z),
-    /// which would stop the engine too. Returns whether the engine confirmed it. Only one
-    /// thread may wait for confirmations.
-    pub fn signal_confirmed(&self, signo: i32, bound: Duration) -> Result<bool, LaunchError> {
-        self.control
-            .send_msg(&[CTL_SIGNAL_ACKED, signal_byte(signo)?]);
-        let end = std::time::Instant::now() + bound;
-        let mut buf = [0u8; 4];
-        loop {
-            match rustix::net::recv(&self.control.0, &mut buf, rustix::net::RecvFlags::DONTWAIT) {
-                Ok((n, _)) if n >= 1 && buf[0] == CTL_ACK => return Ok(true),
-                Ok((0, _)) => return Ok(false),
-                Ok(_) | Err(rustix::io::Errno::INTR) => {}
-                Err(rustix::io::Errno::AGAIN) => {
-                    let left = end.saturating_duration_since(std::time::Instant::now());
-                    if left.is_zero() {
-                        return Ok(false);
-                    }
-                    let mut fds = [rustix::event::PollFd::new(
-                        &self.control.0,
-                        rustix::event::PollFlags::IN,
-                    )];
-                    let ts = rustix::event::Timespec {
-                        tv_sec: left.as_secs() as i64,
-                        tv_nsec: left.subsec_nanos() as i64,
-                    };
-                    let _ = rustix::event::poll(&mut fds, Some(&ts));
-                }
-                Err(_) => return Ok(false),
-            }
-        }
     }
 }
 
