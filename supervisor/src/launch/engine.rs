@@ -1,8 +1,9 @@
 //! The engine: a state machine over the output streams, the guardian channel and the control
 //! socket that enforces the deadlines and the output limit, stops the tree through the shared
 //! stop, and returns the [`LaunchResult`]. [`Engine::step`] is one turn, driven by readiness and
-//! time: on its own thread with one `poll` ([`Engine::run`], the CLI) or, for the service's
-//! detached launches, by a shared loop over many engines ([`super::shared`]).
+//! time: with one `poll` on a thread of its own or on the thread that waits for it
+//! ([`Engine::run`]; `run` drives it on its main thread, with its signal relay [`Beside`] it), or,
+//! for the service's detached launches, by a shared loop over many engines ([`super::shared`]).
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::mpsc;

@@ -6,9 +6,11 @@
 //! only then says *start* (all through [`launch_registered`]). The launch's engine then waits on
 //! the output streams ([`crate::capture`]), the guardian channel and a control socket (cancel,
 //! operator stop, activity from input and resize), enforcing the deadlines
-//! ([`crate::deadline`]): on a thread of its own with one `poll`, or, for a [`Supervisor`] given a
-//! [`SharedLoop`] (the service), in one epoll loop with every other engine. [`LaunchHandle::wait`] returns a [`LaunchResult`] with a typed
-//! [`LaunchOutcome`] as soon as the workload has exited and the fixed final drain has ended.
+//! ([`crate::deadline`]): with one `poll` on a thread of its own or on the caller's
+//! ([`Supervisor::driven_by_caller`]), or, for a [`Supervisor`] given a [`SharedLoop`] (the
+//! service), in one epoll loop with every other engine. [`LaunchHandle::wait`] returns a
+//! [`LaunchResult`] with a typed [`LaunchOutcome`] as soon as the workload has exited and the
+//! fixed final drain has ended.
 //!
 //! A scope that outlives its workload (S9) is kept (listed live, receipt later) or stopped through
 //! the shared stop after the drain; either way the result does not wait for it, and
@@ -296,13 +298,13 @@ impl Supervisor {
         self
     }
 
-    /// Calls `hook` with the result of every launch, on the launch's engine thread.
     /// Calls `hook` with each launch's receipt when it comes ([`ReceiptHook`]).
     pub fn with_receipt_hook(mut self, hook: ReceiptHook) -> Self {
         self.on_receipt = Some(hook);
         self
     }
 
+    /// Calls `hook` with the result of every launch, where its engine ran ([`ResultHook`]).
     pub fn with_result_hook(mut self, hook: ResultHook) -> Self {
         self.on_result = Some(hook);
         self
