@@ -263,35 +263,6 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
             std::process::Stdio::null()
         }
     };
-    // The spec waits in the channel before the guardian exists: it reads it at once, without
-    // a hand-over back to this process.
-    let sent = {
-        let fds: Vec<BorrowedFd<'_>> = match &config.stdio {
-            Stdio::Inherit => Vec::new(),
-            Stdio::Fds(fds) => fds.iter().map(|f| f.as_fd()).collect(),
-            Stdio::Pty(slave) => vec![slave.as_fd(); 3],
-        };
-        let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(3))];
-        let mut control = SendAncillaryBuffer::new(&mut space);
-        if !fds.is_empty() {
-            control.push(SendAncillaryMessage::ScmRights(&fds));
-        }
-        sendmsg(
-            &ours,
-            &[IoSlice::new(&frame[..len])],
-            &mut control,
-            SendFlags::NOSIGNAL,
-        )
-    };
-    // Our copies of the workload's descriptors go now, so readers see EOF when the scope closes them.
-    drop(config.stdio);
-    if let Err(e) = sent {
-        return Err(HandshakeError::Io {
-            op: "send the launch spec",
-            source: e.into(),
-        });
-    }
-
     let mut command = Command::new(&exe);
     // G13: a process group of its own from the first instruction (the guardian also calls
     // setpgid itself, for other launchers): a group kill aimed at this launcher spares it.
@@ -312,6 +283,34 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
         hello: placeholder_hello(),
         closed: false,
     };
+
+    let sent = {
+        let fds: Vec<BorrowedFd<'_>> = match &config.stdio {
+            Stdio::Inherit => Vec::new(),
+            Stdio::Fds(fds) => fds.iter().map(|f| f.as_fd()).collect(),
+            Stdio::Pty(slave) => vec![slave.as_fd(); 3],
+        };
+        let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(3))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if !fds.is_empty() {
+            control.push(SendAncillaryMessage::ScmRights(&fds));
+        }
+        sendmsg(
+            &link.channel,
+            &[IoSlice::new(&frame[..len])],
+            &mut control,
+            SendFlags::NOSIGNAL,
+        )
+    };
+    // Our copies of the workload's descriptors go now, so readers see EOF when the scope closes them.
+    drop(config.stdio);
+    if let Err(e) = sent {
+        link.close_and_reap();
+        return Err(HandshakeError::Io {
+            op: "send the launch spec",
+            source: e.into(),
+        });
+    }
 
     match link.recv_frame(Some(HELLO_TIMEOUT)) {
         Ok(Some(Received::Hello(h))) => {
