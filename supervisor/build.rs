@@ -1,13 +1,13 @@
-//! Link settings for the `refine-supervisor` binary: a static PIE on glibc targets, so that a
-//! `run` does not pay the dynamic loader. Loading libc, libm and libgcc_s, relocating and binding
+//! Link settings for the `refine-supervisor` binary: static on glibc targets, so that a `run`
+//! does not pay the dynamic loader. Loading libc, libm and libgcc_s, relocating and binding
 //! them cost about 0.7 ms of CPU per start on the benchmark machines, more than half of what the
 //! CLI does before its guardian is spawned (`scripts/bench-launch`).
 //!
 //! This is what `-C target-feature=+crt-static` gives a binary, but cargo cannot give that flag
 //! to one binary of a workspace: in a build for the host it would also reach the proc-macros,
 //! which cannot be linked statically. So the build script gives the link the same thing:
-//! `-static-pie`, and a search directory in which every system library the standard library asks
-//! for (`-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc`) is a linker script naming its static
+//! `-static` (and `-no-pie`, below), and a search directory in which every system library the
+//! standard library asks for (`-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc`) is a linker script naming its static
 //! archive (`libgcc_s` becomes `libgcc_eh` + `libgcc`, as crt-static links it). `-L` applies to
 //! every `-l` of the link wherever it stands, and comes before the system directories.
 //!
@@ -40,7 +40,12 @@ fn main() {
     let out = PathBuf::from(var("OUT_DIR")).join("static-libs");
     match shadow_libraries(&out) {
         Ok(()) => {
-            println!("cargo:rustc-link-arg-bin=refine-supervisor=-static-pie");
+            // Not position-independent: a static PIE relocates itself at every start, and
+            // that dirtied 20-40 pages per run (perf: a fifth of a launch's page faults). The
+            // guardian, tini-static and catatonit are linked the same way; the cost is that the
+            // executable's own image is not randomized (stack, heap and mappings still are).
+            println!("cargo:rustc-link-arg-bin=refine-supervisor=-static");
+            println!("cargo:rustc-link-arg-bin=refine-supervisor=-no-pie");
             println!(
                 "cargo:rustc-link-arg-bin=refine-supervisor=-L{}",
                 out.display()

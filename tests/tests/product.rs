@@ -56,12 +56,19 @@ fn the_release_guardian_is_within_the_size_budget() {
 }
 
 /// The CLI starts without the dynamic loader (supervisor/build.rs): a `run` pays no loading,
-/// relocation and binding of libc, libm and libgcc_s (issue 10's launch budget). A static PIE:
-/// no loader, no shared library.
+/// relocation and binding of libc, libm and libgcc_s (issue 10's launch budget), and, not being
+/// position-independent, does not relocate itself either: a fixed-address executable with no
+/// loader and no shared library.
 #[test]
 fn the_cli_needs_no_loader() {
     let path = refine_tests::bin("refine-supervisor");
     let e = elf::parse(&fs::read(&path).expect("read the CLI"));
+    assert_eq!(
+        e.e_type,
+        ET_EXEC,
+        "{}: not a fixed-address executable",
+        path.display()
+    );
     assert!(
         !e.has(PT_INTERP),
         "{} asks for a loader: {e:?}",
