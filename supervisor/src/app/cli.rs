@@ -58,44 +58,85 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// A subcommand's arguments, defined only when that subcommand is the one given
+/// ([`clap::Command::defer`]): a `run` does not first build, and then drop, the definitions of
+/// every other subcommand (most of the parser's start-up work; `scripts/bench-launch`).
+#[derive(Debug)]
+pub struct Deferred<T>(pub T);
+
+impl<T: Args> Args for Deferred<T> {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        cmd.defer(T::augment_args)
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        cmd.defer(T::augment_args_for_update)
+    }
+
+    fn group_id() -> Option<clap::Id> {
+        T::group_id()
+    }
+}
+
+impl<T: clap::FromArgMatches> clap::FromArgMatches for Deferred<T> {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches(matches).map(Deferred)
+    }
+
+    fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches_mut(matches).map(Deferred)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches(matches)
+    }
+
+    fn update_from_arg_matches_mut(
+        &mut self,
+        matches: &mut clap::ArgMatches,
+    ) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches_mut(matches)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Launch one managed command in this process, stream its output, exit with its status.
-    Run(RunArgs),
+    Run(Deferred<RunArgs>),
     /// Run the service for this port in the foreground. SIGTERM/SIGINT stop it and its own
     /// launches: SIGTERM to each, up to --shutdown-grace for them to end, then the shared stop,
     /// each with a receipt. A killed service leaves its launches running for the next recovery.
     /// The socket accepts first; recovery runs behind it (requests meanwhile see each scope's
     /// state as the assessment gives it: an orphan not yet stopped is live).
-    Serve(ServeArgs),
+    Serve(Deferred<ServeArgs>),
     /// List registrations, newest first: id, kind, state, status, pid, age, label, command.
-    Ps(PsArgs),
+    Ps(Deferred<PsArgs>),
     /// Show one registration as `systemctl status` does: state, command, processes, receipt, output.
-    Show(ShowArgs),
+    Show(Deferred<ShowArgs>),
     /// Stop a registration's whole tree through the shared stop; exit 0 only when exit is proven.
     /// With --grace, the workload's process group gets SIGTERM (or --signal) first and that long
     /// to end by itself (docker stop -t); then the rest is killed.
-    Stop(StopArgs),
+    Stop(Deferred<StopArgs>),
     /// Print a registration's output (stdout, stderr or both); -f follows until the scope exits.
-    Logs(LogsArgs),
+    Logs(Deferred<LogsArgs>),
     /// Block until every scope has ended; print each workload's status, exit with the last one's.
-    Wait(WaitArgs),
+    Wait(Deferred<WaitArgs>),
     /// Decode and verify a receipt, by registration id or proof-file path; exit 0 only if it verifies.
-    Receipt(ReceiptArgs),
+    Receipt(Deferred<ReceiptArgs>),
     /// Run the recovery pass: stop stale live scopes, release exited ones, report unverified ones.
-    Recover(RecoverArgs),
+    Recover(Deferred<RecoverArgs>),
     /// Retention: delete artifacts of exited scopes older than the limit, and nothing else.
-    Gc(GcArgs),
+    Gc(Deferred<GcArgs>),
     /// Capacity admission figures: cores, memory, reservation, slots, live/unverified, free.
-    Capacity(CapacityArgs),
+    Capacity(Deferred<CapacityArgs>),
     /// Every process whose cwd, root, open or mapped files lie under PATH, with its owner; exit 1
     /// when something holds PATH.
-    Holders(HoldersArgs),
+    Holders(Deferred<HoldersArgs>),
     /// End what works under a checkout and has no live owner (residue of exited workloads
     /// through the shared stop, orphans); exit 1 when something stays.
-    Reap(ReapArgs),
+    Reap(Deferred<ReapArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
-    Completions(CompletionsArgs),
+    Completions(Deferred<CompletionsArgs>),
     /// Print the man page (roff), generated from this command line's definition.
     #[command(hide = true)]
     Man,
@@ -544,7 +585,7 @@ fn runtime_and_id(
 pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     // These need no home.
     match &cli.command {
-        Command::Completions(args) => {
+        Command::Completions(Deferred(args)) => {
             use clap::CommandFactory;
             let mut cmd = Cli::command();
             clap_complete::generate(args.shell, &mut cmd, "refine-supervisor", &mut out());
@@ -563,8 +604,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     let port = cli.port;
     tracing::debug!(home = %home.display(), port, "home");
     match cli.command {
-        Command::Run(args) => run(&home, port, args),
-        Command::Serve(args) => {
+        Command::Run(Deferred(args)) => run(&home, port, args),
+        Command::Serve(Deferred(args)) => {
             let watch = args.stall().validate().map_err(CliError::Stall)?;
             serve::serve(
                 &home,
@@ -583,17 +624,17 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             )?;
             Ok(0)
         }
-        Command::Ps(args) => ps(&home, port, args),
-        Command::Show(args) => show(&home, port, args),
-        Command::Stop(args) => stop(&home, port, args),
-        Command::Logs(args) => logs(&home, port, args),
-        Command::Wait(args) => wait(&home, port, args),
-        Command::Receipt(args) => receipt(&home, port, args),
-        Command::Recover(args) => recover(&home, port, args),
-        Command::Gc(args) => gc(&home, port, args),
-        Command::Capacity(args) => capacity_cmd(&home, port, args),
-        Command::Holders(args) => holders_cmd(&home, args),
-        Command::Reap(args) => reap(&home, port, args),
+        Command::Ps(Deferred(args)) => ps(&home, port, args),
+        Command::Show(Deferred(args)) => show(&home, port, args),
+        Command::Stop(Deferred(args)) => stop(&home, port, args),
+        Command::Logs(Deferred(args)) => logs(&home, port, args),
+        Command::Wait(Deferred(args)) => wait(&home, port, args),
+        Command::Receipt(Deferred(args)) => receipt(&home, port, args),
+        Command::Recover(Deferred(args)) => recover(&home, port, args),
+        Command::Gc(Deferred(args)) => gc(&home, port, args),
+        Command::Capacity(Deferred(args)) => capacity_cmd(&home, port, args),
+        Command::Holders(Deferred(args)) => holders_cmd(&home, args),
+        Command::Reap(Deferred(args)) => reap(&home, port, args),
         Command::Completions(_) | Command::Man => Ok(0),
     }
 }
