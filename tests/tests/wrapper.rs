@@ -97,6 +97,24 @@ fn stdin_from_a_pipe_reaches_the_workload_with_its_eof() {
     assert!(st.success(), "{st}");
 }
 
+/// `run` drives its launch on its main thread, with the signal relay in the same `poll`: while a
+/// plain workload runs (stdin not a terminal, no idle deadline), `run` is one thread. The
+/// workload reads it from `/proc`: its parent is the guardian, whose parent is `run`.
+#[test]
+fn run_holds_no_thread_besides_its_main_one() {
+    let home = Home::new();
+    let script = r#"run=$(cut -d' ' -f4 /proc/$PPID/stat); grep '^Threads:' /proc/$run/status"#;
+    let out = home.cli(&["run", "--", "sh", "-c", script]);
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
+    let line = String::from_utf8_lossy(&out.stdout);
+    let threads: u32 = line
+        .trim()
+        .strip_prefix("Threads:")
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no thread count in {line:?}"));
+    assert_eq!(threads, 1, "run's threads while its workload runs");
+}
+
 #[test]
 fn stdin_from_a_file_reaches_the_workload() {
     let home = Home::new();
