@@ -15,7 +15,6 @@ use refine_protocol::{Receipt, WorkloadStatus};
 use rustix::event::{PollFd, PollFlags};
 use rustix::net::RecvFlags;
 
-use super::handle::{CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL};
 use super::{LaunchOutcome, LaunchResult, ScopeEnded, ScopeState, ScopeWatch, StopFailure};
 use crate::capture::{Capture, CaptureError, CaptureFailure, Tail};
 use crate::deadline::{Deadlines, Expired};
@@ -61,6 +60,14 @@ const RESIDUE_ATTEMPTS: u32 = 3;
 pub(super) const STOP_ATTEMPTS: u32 = 5;
 /// Pause between stop attempts.
 pub(super) const STOP_RETRY: Duration = Duration::from_secs(1);
+
+/// Control messages to the engine, on its control socket (one byte each; the handle, its
+/// cancellers and input writers send them).
+pub(super) const CTL_CANCEL: u8 = b'c';
+pub(super) const CTL_OPERATOR_STOP: u8 = b's';
+pub(super) const CTL_ACTIVITY: u8 = b'a';
+/// Followed by the signal number in the same message.
+pub(super) const CTL_SIGNAL: u8 = b'k';
 
 /// How long the engine waits for the guardian's receipt after a stop it made.
 pub(super) const RECEIPT_AFTER_STOP: Duration = Duration::from_secs(10);

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{mpsc, Arc, Mutex};
 
-use super::engine::Beside;
+use super::engine::{Beside, CTL_ACTIVITY, CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -20,13 +20,6 @@ use crate::pty::{self, WindowSize};
 
 /// How long [`LaunchHandle::write_input`] waits for the workload to accept input.
 pub const INPUT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Control messages to the engine thread (one byte each).
-pub(super) const CTL_CANCEL: u8 = b'c';
-pub(super) const CTL_OPERATOR_STOP: u8 = b's';
-pub(super) const CTL_ACTIVITY: u8 = b'a';
-/// Followed by the signal number in the same message.
-pub(super) const CTL_SIGNAL: u8 = b'k';
 
 #[derive(Debug)]
 pub(super) struct Control(pub(super) OwnedFd);
