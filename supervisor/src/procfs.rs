@@ -8,6 +8,9 @@
 //!   kernel does not provide it, so callers fall back to a full ppid scan over [`all_pids`].
 //! - [`owner_marker`] looks up `REFINE_OWNER=<registration id>` in `/proc/PID/environ`.
 //! - [`boot_id`] reads `/proc/sys/kernel/random/boot_id`.
+//! - [`Reader`] reads stat and children lists for scans that read many of them: paths are opened
+//!   relative to one `/proc` descriptor and read into one reused buffer (no allocation per read),
+//!   and the children of a single-threaded process are read without listing its tasks.
 //! - [`stat_cpu`] adds the CPU times (fields 14–17, [`CpuTicks`]); [`uptime`] and
 //!   [`ticks_per_second`] turn start times and ticks into durations.
 //!
@@ -110,6 +113,39 @@ pub struct Stat {
     pub sid: i32,
     /// Field 22: clock ticks after boot at which the process started.
     pub start_time: u64,
+    /// Field 20: live threads; 0 for a leader that exited before its other threads (its
+    /// children are listed under those: see [`Reader::children`]).
+    pub threads: u32,
+    /// Field 2: the command name (`comm`), as the kernel shows it in `/proc/PID/comm`.
+    pub comm: Comm,
+}
+
+/// A command name (`comm`: at most 15 bytes for a process; a kernel worker's longer name is cut at 32) held
+/// inline, so a [`Stat`] stays `Copy`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Comm {
+    bytes: [u8; 32],
+    len: u8,
+}
+
+impl Comm {
+    fn new(name: &[u8]) -> Comm {
+        let mut c = Comm::default();
+        let n = name.len().min(c.bytes.len());
+        c.bytes[..n].copy_from_slice(&name[..n]);
+        c.len = n as u8;
+        c
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self.as_bytes()))
+    }
 }
 
 impl Stat {
@@ -160,12 +196,19 @@ pub fn stat(pid: Pid) -> Result<Stat, ProcfsError> {
         path,
         field: "stat",
     })?;
+    zombie_leader(&mut s);
+    Ok(s)
+}
+
+/// A zombie thread-group leader whose threads still run takes their state (see [`stat`]); its
+/// children hang off those threads now, so it never counts as single-threaded.
+fn zombie_leader(s: &mut Stat) {
     if s.state == State::Zombie {
-        if let Some(live) = live_thread_state(pid) {
+        if let Some(live) = live_thread_state(s.pid) {
             s.state = live;
+            s.threads = 0;
         }
     }
-    Ok(s)
 }
 
 /// The state of the live threads of a zombie thread-group leader, `None` if it has none (or they
@@ -215,8 +258,17 @@ pub fn pid_of(w: &ProcessWitness) -> Option<Pid> {
 
 /// Parses a stat line. The fields are read after the last `)`, so any command name works.
 pub fn parse_stat(pid: Pid, text: &str) -> Option<Stat> {
-    let close = text.rfind(')')?;
-    let mut fields = text.get(close + 1..)?.split_ascii_whitespace();
+    parse_stat_bytes(pid, text.as_bytes())
+}
+
+/// [`parse_stat`] of the raw bytes: a command name need not be UTF-8.
+fn parse_stat_bytes(pid: Pid, text: &[u8]) -> Option<Stat> {
+    let open = text.iter().position(|&b| b == b'(')?;
+    let close = text.iter().rposition(|&b| b == b')')?;
+    let comm = Comm::new(text.get(open + 1..close)?);
+    let mut fields = std::str::from_utf8(text.get(close + 1..)?)
+        .ok()?
+        .split_ascii_whitespace();
     // Fields 3.. : state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
     //              utime stime cutime cstime priority nice num_threads itrealvalue starttime
     let mut state_chars = fields.next()?.chars();
@@ -227,8 +279,9 @@ pub fn parse_stat(pid: Pid, text: &str) -> Option<Stat> {
     let ppid: i32 = fields.next()?.parse().ok()?;
     let pgid: i32 = fields.next()?.parse().ok()?;
     let sid: i32 = fields.next()?.parse().ok()?;
-    // Skip fields 7..=21 (15 fields) to reach field 22.
-    let start_time: u64 = fields.nth(15)?.parse().ok()?;
+    // Skip fields 7..=19 (13 fields) to reach field 20, then field 21 to reach field 22.
+    let threads: u32 = fields.nth(13)?.parse().ok()?;
+    let start_time: u64 = fields.nth(1)?.parse().ok()?;
     Some(Stat {
         pid,
         state,
@@ -236,7 +289,134 @@ pub fn parse_stat(pid: Pid, text: &str) -> Option<Stat> {
         pgid,
         sid,
         start_time,
+        threads,
+        comm,
     })
+}
+
+/// Reads per-process files for a scan: opened with `openat` relative to one `/proc` descriptor,
+/// the relative path formatted on the stack, read into one reused buffer, so that a read costs
+/// `openat`, `read` and `close` and no allocation. Answers exactly as [`stat`] and [`children`].
+pub struct Reader {
+    proc: std::os::fd::OwnedFd,
+    buf: Vec<u8>,
+}
+
+impl Reader {
+    pub fn new() -> Result<Reader, ProcfsError> {
+        use rustix::fs::{Mode, OFlags};
+        let proc = rustix::fs::open(
+            "/proc",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| ProcfsError::Io {
+            op: "open",
+            path: PathBuf::from("/proc"),
+            source: e.into(),
+        })?;
+        Ok(Reader {
+            proc,
+            buf: Vec::with_capacity(4096),
+        })
+    }
+
+    /// Reads `/proc/<pid>/<leaf>` (`tid`: `/proc/<pid>/task/<tid>/<leaf>`) into the buffer.
+    fn read(&mut self, pid: Pid, tid: Option<Pid>, leaf: &str) -> io::Result<&[u8]> {
+        use rustix::fs::{Mode, OFlags};
+        use std::io::Write;
+        let mut path = [0u8; 64];
+        let mut w = &mut path[..];
+        match tid {
+            Some(t) => write!(
+                w,
+                "{}/task/{}/{leaf}",
+                pid.as_raw_nonzero(),
+                t.as_raw_nonzero()
+            )?,
+            None => write!(w, "{}/{leaf}", pid.as_raw_nonzero())?,
+        }
+        let len = 64 - w.len();
+        let path = std::str::from_utf8(&path[..len]).map_err(io::Error::other)?;
+        let fd = rustix::fs::openat(
+            &self.proc,
+            path,
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        // The buffer stays initialised (zeros at first); it only grows, for a long children list.
+        let mut len = 0;
+        loop {
+            if len == self.buf.len() {
+                self.buf.resize(self.buf.len() + 4096, 0);
+            }
+            let n = rustix::io::read(&fd, &mut self.buf[len..])?;
+            if n == 0 {
+                break;
+            }
+            len += n;
+        }
+        Ok(&self.buf[..len])
+    }
+
+    /// [`stat`], read through this reader.
+    pub fn stat(&mut self, pid: Pid) -> Result<Stat, ProcfsError> {
+        let text = match self.read(pid, None, "stat") {
+            Ok(text) => text,
+            Err(e) => return Err(classify(pid, "read", &proc_path(pid, "stat"), e)),
+        };
+        let mut s = parse_stat_bytes(pid, text).ok_or_else(|| ProcfsError::Malformed {
+            path: proc_path(pid, "stat"),
+            field: "stat",
+        })?;
+        zombie_leader(&mut s);
+        Ok(s)
+    }
+
+    /// [`children`], read through this reader, appended to `out`. `threads` is the process's
+    /// thread count from a stat read before: a single-threaded process's children are read from
+    /// `task/<pid>/children` directly, without listing its tasks. (A thread started after that
+    /// stat was read can only have forked after it too: the caller's next scan sees that child,
+    /// exactly as it sees a child forked after this read.)
+    pub fn children(
+        &mut self,
+        pid: Pid,
+        threads: u32,
+        out: &mut Vec<Pid>,
+    ) -> Result<Option<()>, ProcfsError> {
+        if threads != 1 {
+            return Ok(children(pid)?.map(|kids| out.extend(kids)));
+        }
+        let text = match self.read(pid, Some(pid), "children") {
+            Ok(text) => text,
+            // Gone, or no CONFIG_PROC_CHILDREN: the general path tells them apart.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(children(pid)?.map(|kids| out.extend(kids)))
+            }
+            Err(e) => return Err(classify(pid, "read", &proc_path(pid, "task"), e)),
+        };
+        let start = out.len();
+        for word in text
+            .split(|b| b.is_ascii_whitespace())
+            .filter(|w| !w.is_empty())
+        {
+            let child = std::str::from_utf8(word)
+                .ok()
+                .and_then(|w| w.parse::<i32>().ok())
+                .and_then(Pid::from_raw);
+            match child {
+                Some(c) => out.push(c),
+                None => {
+                    out.truncate(start);
+                    return Err(ProcfsError::Malformed {
+                        path: proc_path(pid, "task"),
+                        field: "children",
+                    });
+                }
+            }
+        }
+        Ok(Some(()))
+    }
 }
 
 /// `/proc/PID/comm` without its newline; `None` once the process is gone.
