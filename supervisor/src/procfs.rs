@@ -120,8 +120,8 @@ pub struct Stat {
     pub comm: Comm,
 }
 
-/// A command name (`comm`: at most 15 bytes for a process; a kernel worker's longer name is cut at 32) held
-/// inline, so a [`Stat`] stays `Copy`.
+/// A command name (`comm`: at most 15 bytes for a process; a kernel worker's longer name is cut
+/// at 32), held inline so that a [`Stat`] stays `Copy`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Comm {
     bytes: [u8; 32],
@@ -670,6 +670,60 @@ mod tests {
         assert!(stat_of(&stale).unwrap().is_none());
         assert!(children(me).unwrap().is_some());
         assert_ne!(boot_id().unwrap(), BootId::default());
+    }
+
+    #[test]
+    fn reader_answers_as_the_plain_reads() {
+        let me = rustix::process::getpid();
+        let mut r = Reader::new().unwrap();
+        let fast = r.stat(me).unwrap();
+        let plain = stat(me).unwrap();
+        assert_eq!(
+            (fast.witness(), fast.ppid, fast.pgid),
+            (plain.witness(), plain.ppid, plain.pgid)
+        );
+        assert_eq!(fast.comm.as_bytes(), comm(me).unwrap().unwrap().as_bytes());
+        assert!(fast.threads >= 1);
+        // A single-threaded parent (the test harness is not): `sh` with one `sleep` child.
+        let mut sh = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(sh.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let sleeper: i32 = line.trim().parse().unwrap();
+        let parent = Pid::from_raw(sh.id() as i32).unwrap();
+        assert_eq!(r.stat(parent).unwrap().threads, 1);
+        // Both paths: the single-task shortcut and the task listing.
+        let mut kids = Vec::new();
+        for threads in [1, 0] {
+            kids.clear();
+            r.children(parent, threads, &mut kids).unwrap().unwrap();
+            assert_eq!(kids, [Pid::from_raw(sleeper).unwrap()]);
+        }
+        let _ = rustix::process::kill_process(
+            Pid::from_raw(sleeper).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+        let _ = sh.kill();
+        let _ = sh.wait();
+        assert!(r.stat(parent).is_err_and(|e| e.is_vanished()));
+    }
+
+    #[test]
+    fn a_command_name_need_not_be_utf8() {
+        let line = b"77 (a\xff) b) R 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 3 0 4242 0 0\n";
+        let s = parse_stat_bytes(pid(77), line).unwrap();
+        assert_eq!(
+            (s.state, s.threads, s.start_time),
+            (State::Running, 3, 4242)
+        );
+        assert_eq!(s.comm.as_bytes(), b"a\xff) b");
     }
 
     #[test]

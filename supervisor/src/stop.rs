@@ -6,8 +6,9 @@
 //!            for the guardian to exit (T7)
 //! fence      locks/stop.lock (bounded wait): overlapping stops of a runtime are serialized
 //! assess     already exited -> report that; an earlier/unknown boot -> nothing is signalled
-//! quiesce    discover the scope, SIGSTOP each witnessed process through a verified pidfd,
-//!            re-scan until two scans agree and every member is stopped
+//! quiesce    discover the scope, SIGSTOP each witnessed process through a verified pidfd
+//!            (opened before its stat is read), re-scan until two scans agree and the last
+//!            one saw every member stopped (see `quiesce`)
 //! kill       SIGKILL every member through its pidfd; the guardian (never signalled) reaps them,
 //!            writes its receipt and exits
 //! proof      wait for the guardian's exit on its pidfd, then the assessment must say `exited`
@@ -964,10 +965,7 @@ fn quiesce(
         let mut pending: Vec<(u32, u64)> = Vec::new();
         let mut last_new: Option<(u32, u64)> = None;
         for (i, m) in scope.members.iter().enumerate() {
-            let pin = match pinned.next_if(|(at, _)| *at == i) {
-                Some((_, p)) => Some(p),
-                None => None,
-            };
+            let pin = pinned.next_if(|(at, _)| *at == i).map(|(_, p)| p);
             if m.state.is_exited() {
                 continue;
             }

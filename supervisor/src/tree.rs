@@ -135,6 +135,9 @@ pub trait Pin {
     fn pin(&mut self, pid: Pid) -> Option<Self::Pinned>;
 }
 
+/// What a scan pinned: (index into its members, the pin), in member order.
+pub type Pinnings<P> = Vec<(usize, <P as Pin>::Pinned)>;
+
 /// Pins nothing.
 pub struct NoPin;
 
@@ -149,13 +152,12 @@ impl Pin for NoPin {
 /// before its stat is read. Returns the scope and what was pinned, by index into its members
 /// (processes that turned out not to be members are dropped: exited meanwhile, or now another
 /// parent's child).
-#[allow(clippy::type_complexity)]
 pub fn discover_pinning<P: Pin>(
     roots: &Roots,
     boot_id: BootId,
     walk: Walk,
     pin: &mut P,
-) -> Result<(Scope, Vec<(usize, P::Pinned)>), TreeError> {
+) -> Result<(Scope, Pinnings<P>), TreeError> {
     let me = rustix::process::getpid();
     let mut w = Walker {
         reader: procfs::Reader::new()?,
@@ -229,7 +231,7 @@ struct Walker<'p, P: Pin> {
     /// The children list being read (reused).
     kids: Vec<Pid>,
     pin: &'p mut P,
-    pinned: Vec<(usize, P::Pinned)>,
+    pinned: Pinnings<P>,
     boot_id: BootId,
     walk: Walk,
     seen: BTreeSet<i32>,
