@@ -897,8 +897,8 @@ fn quiet(state: State, pid: Pid) -> bool {
 /// what this attempt stopped.
 ///
 /// Each scan reads every member's stat once, then its children list, and opens a pidfd (before
-/// that stat) only for a process it has not seen before; each member is SIGSTOPped when first
-/// found, during the quiesce's own walk. The scan that ends the quiesce (T3: two scans agree)
+/// that stat) only for a process it has not seen before; a new member is SIGSTOPped right after
+/// the scan that found it. The scan that ends the quiesce (T3: two scans agree)
 /// must find the same live members as the scan before it, and show each of them quiet *in its
 /// own stat read*, which comes before that member's children list is read: the list of a process
 /// that can no longer fork is final (a stopped process cannot fork, and orphans are reparented
