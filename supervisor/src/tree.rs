@@ -10,6 +10,10 @@
 //! Marker processes (found by a scan of `/proc/*/environ`) and their descendants cover a scope
 //! whose guardian is gone: its orphans were reparented elsewhere.
 //!
+//! Each process is read once per scan: its stat, then its children list (through one
+//! [`procfs::Reader`]). [`discover_pinning`] lets the stop pin each process it has not seen yet
+//! (open its pidfd) before that stat is read, so the scan's stat is also its verification.
+//!
 //! # Caveats
 //! A scan is a snapshot of a moving tree: processes fork and exit while it runs. The stop
 //! quiesces (SIGSTOP) and re-scans until two scans agree; this module only reports what it saw.
