@@ -191,8 +191,9 @@ fn classify(pid: Pid, op: &'static str, path: &Path, e: io::Error) -> ProcfsErro
 /// [`State::Zombie`] only once no thread is left.
 pub fn stat(pid: Pid) -> Result<Stat, ProcfsError> {
     let path = proc_path(pid, "stat");
-    let text = fs::read_to_string(&path).map_err(|e| classify(pid, "read", &path, e))?;
-    let mut s = parse_stat(pid, &text).ok_or(ProcfsError::Malformed {
+    // Bytes: a command name need not be UTF-8.
+    let text = fs::read(&path).map_err(|e| classify(pid, "read", &path, e))?;
+    let mut s = parse_stat_bytes(pid, &text).ok_or(ProcfsError::Malformed {
         path,
         field: "stat",
     })?;
@@ -221,10 +222,10 @@ fn live_thread_state(pid: Pid) -> Option<State> {
         if tid == leader {
             continue;
         }
-        let Ok(text) = fs::read_to_string(task.path().join("stat")) else {
+        let Ok(text) = fs::read(task.path().join("stat")) else {
             continue;
         };
-        let Some(t) = Pid::from_raw(tid).and_then(|p| parse_stat(p, &text)) else {
+        let Some(t) = Pid::from_raw(tid).and_then(|p| parse_stat_bytes(p, &text)) else {
             continue;
         };
         if t.state.is_exited() {
