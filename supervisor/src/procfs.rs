@@ -8,6 +8,9 @@
 //!   kernel does not provide it, so callers fall back to a full ppid scan over [`all_pids`].
 //! - [`owner_marker`] looks up `REFINE_OWNER=<registration id>` in `/proc/PID/environ`.
 //! - [`boot_id`] reads `/proc/sys/kernel/random/boot_id`.
+//! - [`Reader`] reads stat and children lists for scans that read many of them: paths are opened
+//!   relative to one `/proc` descriptor and read into one reused buffer (no allocation per read),
+//!   and the children of a single-threaded process are read without listing its tasks.
 //! - [`stat_cpu`] adds the CPU times (fields 14–17, [`CpuTicks`]); [`uptime`] and
 //!   [`ticks_per_second`] turn start times and ticks into durations.
 //!
@@ -110,6 +113,39 @@ pub struct Stat {
     pub sid: i32,
     /// Field 22: clock ticks after boot at which the process started.
     pub start_time: u64,
+    /// Field 20: live threads; 0 for a leader that exited before its other threads (its
+    /// children are listed under those: see [`Reader::children`]).
+    pub threads: u32,
+    /// Field 2: the command name (`comm`), as the kernel shows it in `/proc/PID/comm`.
+    pub comm: Comm,
+}
+
+/// A command name (`comm`: at most 15 bytes for a process; a kernel worker's longer name is cut
+/// at 32), held inline so that a [`Stat`] stays `Copy`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Comm {
+    bytes: [u8; 32],
+    len: u8,
+}
+
+impl Comm {
+    fn new(name: &[u8]) -> Comm {
+        let mut c = Comm::default();
+        let n = name.len().min(c.bytes.len());
+        c.bytes[..n].copy_from_slice(&name[..n]);
+        c.len = n as u8;
+        c
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self.as_bytes()))
+    }
 }
 
 impl Stat {
@@ -155,17 +191,25 @@ fn classify(pid: Pid, op: &'static str, path: &Path, e: io::Error) -> ProcfsErro
 /// [`State::Zombie`] only once no thread is left.
 pub fn stat(pid: Pid) -> Result<Stat, ProcfsError> {
     let path = proc_path(pid, "stat");
-    let text = fs::read_to_string(&path).map_err(|e| classify(pid, "read", &path, e))?;
-    let mut s = parse_stat(pid, &text).ok_or(ProcfsError::Malformed {
+    // Bytes: a command name need not be UTF-8.
+    let text = fs::read(&path).map_err(|e| classify(pid, "read", &path, e))?;
+    let mut s = parse_stat_bytes(pid, &text).ok_or(ProcfsError::Malformed {
         path,
         field: "stat",
     })?;
+    zombie_leader(&mut s);
+    Ok(s)
+}
+
+/// A zombie thread-group leader whose threads still run takes their state (see [`stat`]); its
+/// children hang off those threads now, so it never counts as single-threaded.
+fn zombie_leader(s: &mut Stat) {
     if s.state == State::Zombie {
-        if let Some(live) = live_thread_state(pid) {
+        if let Some(live) = live_thread_state(s.pid) {
             s.state = live;
+            s.threads = 0;
         }
     }
-    Ok(s)
 }
 
 /// The state of the live threads of a zombie thread-group leader, `None` if it has none (or they
@@ -178,10 +222,10 @@ fn live_thread_state(pid: Pid) -> Option<State> {
         if tid == leader {
             continue;
         }
-        let Ok(text) = fs::read_to_string(task.path().join("stat")) else {
+        let Ok(text) = fs::read(task.path().join("stat")) else {
             continue;
         };
-        let Some(t) = Pid::from_raw(tid).and_then(|p| parse_stat(p, &text)) else {
+        let Some(t) = Pid::from_raw(tid).and_then(|p| parse_stat_bytes(p, &text)) else {
             continue;
         };
         if t.state.is_exited() {
@@ -215,8 +259,17 @@ pub fn pid_of(w: &ProcessWitness) -> Option<Pid> {
 
 /// Parses a stat line. The fields are read after the last `)`, so any command name works.
 pub fn parse_stat(pid: Pid, text: &str) -> Option<Stat> {
-    let close = text.rfind(')')?;
-    let mut fields = text.get(close + 1..)?.split_ascii_whitespace();
+    parse_stat_bytes(pid, text.as_bytes())
+}
+
+/// [`parse_stat`] of the raw bytes: a command name need not be UTF-8.
+fn parse_stat_bytes(pid: Pid, text: &[u8]) -> Option<Stat> {
+    let open = text.iter().position(|&b| b == b'(')?;
+    let close = text.iter().rposition(|&b| b == b')')?;
+    let comm = Comm::new(text.get(open + 1..close)?);
+    let mut fields = std::str::from_utf8(text.get(close + 1..)?)
+        .ok()?
+        .split_ascii_whitespace();
     // Fields 3.. : state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
     //              utime stime cutime cstime priority nice num_threads itrealvalue starttime
     let mut state_chars = fields.next()?.chars();
@@ -227,8 +280,9 @@ pub fn parse_stat(pid: Pid, text: &str) -> Option<Stat> {
     let ppid: i32 = fields.next()?.parse().ok()?;
     let pgid: i32 = fields.next()?.parse().ok()?;
     let sid: i32 = fields.next()?.parse().ok()?;
-    // Skip fields 7..=21 (15 fields) to reach field 22.
-    let start_time: u64 = fields.nth(15)?.parse().ok()?;
+    // Skip fields 7..=19 (13 fields) to reach field 20, then field 21 to reach field 22.
+    let threads: u32 = fields.nth(13)?.parse().ok()?;
+    let start_time: u64 = fields.nth(1)?.parse().ok()?;
     Some(Stat {
         pid,
         state,
@@ -236,7 +290,134 @@ pub fn parse_stat(pid: Pid, text: &str) -> Option<Stat> {
         pgid,
         sid,
         start_time,
+        threads,
+        comm,
     })
+}
+
+/// Reads per-process files for a scan: opened with `openat` relative to one `/proc` descriptor,
+/// the relative path formatted on the stack, read into one reused buffer, so that a read costs
+/// `openat`, `read` and `close` and no allocation. Answers exactly as [`stat`] and [`children`].
+pub struct Reader {
+    proc: std::os::fd::OwnedFd,
+    buf: Vec<u8>,
+}
+
+impl Reader {
+    pub fn new() -> Result<Reader, ProcfsError> {
+        use rustix::fs::{Mode, OFlags};
+        let proc = rustix::fs::open(
+            "/proc",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| ProcfsError::Io {
+            op: "open",
+            path: PathBuf::from("/proc"),
+            source: e.into(),
+        })?;
+        Ok(Reader {
+            proc,
+            buf: Vec::with_capacity(4096),
+        })
+    }
+
+    /// Reads `/proc/<pid>/<leaf>` (`tid`: `/proc/<pid>/task/<tid>/<leaf>`) into the buffer.
+    fn read(&mut self, pid: Pid, tid: Option<Pid>, leaf: &str) -> io::Result<&[u8]> {
+        use rustix::fs::{Mode, OFlags};
+        use std::io::Write;
+        let mut path = [0u8; 64];
+        let mut w = &mut path[..];
+        match tid {
+            Some(t) => write!(
+                w,
+                "{}/task/{}/{leaf}",
+                pid.as_raw_nonzero(),
+                t.as_raw_nonzero()
+            )?,
+            None => write!(w, "{}/{leaf}", pid.as_raw_nonzero())?,
+        }
+        let len = 64 - w.len();
+        let path = std::str::from_utf8(&path[..len]).map_err(io::Error::other)?;
+        let fd = rustix::fs::openat(
+            &self.proc,
+            path,
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        // The buffer stays initialised (zeros at first); it only grows, for a long children list.
+        let mut len = 0;
+        loop {
+            if len == self.buf.len() {
+                self.buf.resize(self.buf.len() + 4096, 0);
+            }
+            let n = rustix::io::read(&fd, &mut self.buf[len..])?;
+            if n == 0 {
+                break;
+            }
+            len += n;
+        }
+        Ok(&self.buf[..len])
+    }
+
+    /// [`stat`], read through this reader.
+    pub fn stat(&mut self, pid: Pid) -> Result<Stat, ProcfsError> {
+        let text = match self.read(pid, None, "stat") {
+            Ok(text) => text,
+            Err(e) => return Err(classify(pid, "read", &proc_path(pid, "stat"), e)),
+        };
+        let mut s = parse_stat_bytes(pid, text).ok_or_else(|| ProcfsError::Malformed {
+            path: proc_path(pid, "stat"),
+            field: "stat",
+        })?;
+        zombie_leader(&mut s);
+        Ok(s)
+    }
+
+    /// [`children`], read through this reader, appended to `out`. `threads` is the process's
+    /// thread count from a stat read before: a single-threaded process's children are read from
+    /// `task/<pid>/children` directly, without listing its tasks. (A thread started after that
+    /// stat was read can only have forked after it too: the caller's next scan sees that child,
+    /// exactly as it sees a child forked after this read.)
+    pub fn children(
+        &mut self,
+        pid: Pid,
+        threads: u32,
+        out: &mut Vec<Pid>,
+    ) -> Result<Option<()>, ProcfsError> {
+        if threads != 1 {
+            return Ok(children(pid)?.map(|kids| out.extend(kids)));
+        }
+        let text = match self.read(pid, Some(pid), "children") {
+            Ok(text) => text,
+            // Gone, or no CONFIG_PROC_CHILDREN: the general path tells them apart.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(children(pid)?.map(|kids| out.extend(kids)))
+            }
+            Err(e) => return Err(classify(pid, "read", &proc_path(pid, "task"), e)),
+        };
+        let start = out.len();
+        for word in text
+            .split(|b| b.is_ascii_whitespace())
+            .filter(|w| !w.is_empty())
+        {
+            let child = std::str::from_utf8(word)
+                .ok()
+                .and_then(|w| w.parse::<i32>().ok())
+                .and_then(Pid::from_raw);
+            match child {
+                Some(c) => out.push(c),
+                None => {
+                    out.truncate(start);
+                    return Err(ProcfsError::Malformed {
+                        path: proc_path(pid, "task"),
+                        field: "children",
+                    });
+                }
+            }
+        }
+        Ok(Some(()))
+    }
 }
 
 /// `/proc/PID/comm` without its newline; `None` once the process is gone.
@@ -490,6 +671,60 @@ mod tests {
         assert!(stat_of(&stale).unwrap().is_none());
         assert!(children(me).unwrap().is_some());
         assert_ne!(boot_id().unwrap(), BootId::default());
+    }
+
+    #[test]
+    fn reader_answers_as_the_plain_reads() {
+        let me = rustix::process::getpid();
+        let mut r = Reader::new().unwrap();
+        let fast = r.stat(me).unwrap();
+        let plain = stat(me).unwrap();
+        assert_eq!(
+            (fast.witness(), fast.ppid, fast.pgid),
+            (plain.witness(), plain.ppid, plain.pgid)
+        );
+        assert_eq!(fast.comm.as_bytes(), comm(me).unwrap().unwrap().as_bytes());
+        assert!(fast.threads >= 1);
+        // A single-threaded parent (the test harness is not): `sh` with one `sleep` child.
+        let mut sh = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(sh.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let sleeper: i32 = line.trim().parse().unwrap();
+        let parent = Pid::from_raw(sh.id() as i32).unwrap();
+        assert_eq!(r.stat(parent).unwrap().threads, 1);
+        // Both paths: the single-task shortcut and the task listing.
+        let mut kids = Vec::new();
+        for threads in [1, 0] {
+            kids.clear();
+            r.children(parent, threads, &mut kids).unwrap().unwrap();
+            assert_eq!(kids, [Pid::from_raw(sleeper).unwrap()]);
+        }
+        let _ = rustix::process::kill_process(
+            Pid::from_raw(sleeper).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+        let _ = sh.kill();
+        let _ = sh.wait();
+        assert!(r.stat(parent).is_err_and(|e| e.is_vanished()));
+    }
+
+    #[test]
+    fn a_command_name_need_not_be_utf8() {
+        let line = b"77 (a\xff) b) R 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 3 0 4242 0 0\n";
+        let s = parse_stat_bytes(pid(77), line).unwrap();
+        assert_eq!(
+            (s.state, s.threads, s.start_time),
+            (State::Running, 3, 4242)
+        );
+        assert_eq!(s.comm.as_bytes(), b"a\xff) b");
     }
 
     #[test]

@@ -80,17 +80,7 @@ impl Verified {
     /// state right after the pidfd was opened), so a caller need not read it again.
     pub fn open_with_stat(witness: ProcessWitness) -> Result<(Verified, Stat), SignalError> {
         let pid = procfs::pid_of(&witness).ok_or(SignalError::InvalidPid(witness))?;
-        let pidfd = match pidfd_open(pid, PidfdFlags::empty()) {
-            Ok(fd) => fd,
-            Err(Errno::SRCH) => return Err(SignalError::Gone(witness)),
-            Err(source) => {
-                return Err(SignalError::Os {
-                    op: "pidfd_open",
-                    pid: witness.pid,
-                    source,
-                })
-            }
-        };
+        let pinned = Pinned::open(pid)?.ok_or(SignalError::Gone(witness))?;
         // After opening: the pidfd pins the process, so a matching start time proves identity.
         let found = match procfs::stat(pid) {
             Ok(s) => s,
@@ -103,14 +93,7 @@ impl Verified {
                 found: found.start_time,
             });
         }
-        Ok((
-            Verified {
-                pidfd,
-                pid,
-                witness,
-            },
-            found,
-        ))
+        Ok((pinned.verified(witness), found))
     }
 
     pub fn witness(&self) -> ProcessWitness {
@@ -165,6 +148,44 @@ impl Verified {
                     })
                 }
             }
+        }
+    }
+}
+
+/// A pidfd opened for a pid before anything about the process was read: the first half of a
+/// verification, for a scan that has no witness yet (the stop's discovery opens one for each
+/// process it finds, then reads its stat once). The pidfd pins the process, so the start time in
+/// a stat read *after* [`Pinned::open`] is the pinned process's own: [`Pinned::verified`] makes
+/// the witness from it, and every signal through the result reaches that process or nobody.
+#[derive(Debug)]
+pub struct Pinned {
+    pidfd: OwnedFd,
+    pid: Pid,
+}
+
+impl Pinned {
+    /// `pidfd_open(pid)`; `None` when no such process exists.
+    pub fn open(pid: Pid) -> Result<Option<Pinned>, SignalError> {
+        match pidfd_open(pid, PidfdFlags::empty()) {
+            Ok(pidfd) => Ok(Some(Pinned { pidfd, pid })),
+            Err(Errno::SRCH) => Ok(None),
+            Err(source) => Err(SignalError::Os {
+                op: "pidfd_open",
+                pid: pid.as_raw_nonzero().get() as u32,
+                source,
+            }),
+        }
+    }
+
+    /// The verified process, given its `witness` as a stat of this pid read after
+    /// [`Pinned::open`] shows it (the caller's contract; another pid is a bug, caught in debug
+    /// builds).
+    pub fn verified(self, witness: ProcessWitness) -> Verified {
+        debug_assert_eq!(procfs::pid_of(&witness), Some(self.pid));
+        Verified {
+            pidfd: self.pidfd,
+            pid: self.pid,
+            witness,
         }
     }
 }

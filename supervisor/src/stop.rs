@@ -6,8 +6,9 @@
 //!            for the guardian to exit (T7)
 //! fence      locks/stop.lock (bounded wait): overlapping stops of a runtime are serialized
 //! assess     already exited -> report that; an earlier/unknown boot -> nothing is signalled
-//! quiesce    discover the scope, SIGSTOP each witnessed process through a verified pidfd,
-//!            re-scan until two scans agree and every member is stopped
+//! quiesce    discover the scope, SIGSTOP each witnessed process through a verified pidfd
+//!            (opened before its stat is read), re-scan until two scans agree and the last
+//!            one saw every member stopped (see `quiesce`)
 //! kill       SIGKILL every member through its pidfd; the guardian (never signalled) reaps them,
 //!            writes its receipt and exits
 //! proof      wait for the guardian's exit on its pidfd, then the assessment must say `exited`
@@ -38,17 +39,18 @@
 //! quiescence from completing: the stop then fails within its budget and resumes what it stopped. The guardian is never signalled: it must
 //! stay alive to adopt and reap, and only its receipt proves the scope ended.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use refine_protocol::record::{Registration, StopCause, StopRequest};
 use refine_protocol::{BootId, ProcessWitness, RegistrationId};
+use rustix::process::Pid;
 
 use crate::assess::{self, Assessment, BootSource, KERNEL_BOOT};
 use crate::fence::Fence;
-use crate::procfs::{self, ProcfsError, Stat, State};
+use crate::procfs::{self, Comm, ProcfsError, State};
 use crate::registry::{RegistryError, Runtime};
-use crate::signal::{self, Signal, SignalError, Verified};
+use crate::signal::{self, Pinned, Signal, SignalError, Verified};
 use crate::tree::{self, Found, Member, Roots, Scope, TreeError};
 
 /// The default budget for coordination and proof (T4).
@@ -498,7 +500,7 @@ fn run(
     // outside parent exits is orphaned, and the kernel sends it SIGHUP + SIGCONT, which would
     // resume a SIGHUP-ignoring member before its SIGKILL. Killed first, it is not stopped then.
     for h in held.iter().rev() {
-        if nested_id.as_ref().is_some_and(|n| n.is_one(&h.witness)) {
+        if nested_id.as_ref().is_some_and(|n| n.is_one(h)) {
             nested.push(h);
             continue;
         }
@@ -571,11 +573,16 @@ impl NestedGuardians {
         }
     }
 
-    fn is_one(&self, w: &ProcessWitness) -> bool {
-        let Some(pid) = procfs::pid_of(w) else {
+    /// Whether `h` looks like one; its command name is the one the quiesce's last scan read (a
+    /// stopped process cannot exec), so only a member named like the guardian costs a read.
+    fn is_one(&self, h: &Held) -> bool {
+        let Some(pid) = procfs::pid_of(&h.witness) else {
             return false;
         };
-        let same_comm = self.comm.is_some() && procfs::comm(pid).ok().flatten() == self.comm;
+        let same_comm = self
+            .comm
+            .as_ref()
+            .is_some_and(|c| c.as_bytes() == h.comm.as_bytes());
         same_comm
             && exec_d(pid)
             && match (self.exe, exe_identity(pid)) {
@@ -806,20 +813,20 @@ fn wait_scope_empty(roots: &Roots, boot: BootId, until: Instant) -> Result<bool,
     }
 }
 
-/// Whether `s` (in state D) is a vfork parent waiting on a stopped child: it cannot run, fork or
+/// Whether `pid` (in state D) is a vfork parent waiting on a stopped child: it cannot run, fork or
 /// take its SIGSTOP until that child execs or exits, which a stopped child does not. (It shows
 /// as sleeping in the clone call; the function's name depends on the kernel version.)
-fn in_vfork_wait(s: &Stat) -> bool {
+fn in_vfork_wait(pid: Pid) -> bool {
     const VFORK_WAIT: [&str; 4] = ["wait_for_vfork_done", "kernel_clone", "_do_fork", "do_fork"];
-    let waiting = procfs::wchan(s.pid)
+    let waiting = procfs::wchan(pid)
         .ok()
         .flatten()
         .is_some_and(|w| VFORK_WAIT.contains(&w.trim()));
     waiting
-        && procfs::children(s.pid).ok().flatten().is_some_and(|kids| {
+        && procfs::children(pid).ok().flatten().is_some_and(|kids| {
             kids.into_iter().any(|k| {
                 procfs::stat(k)
-                    .is_ok_and(|c| c.ppid == s.pid.as_raw_nonzero().get() && c.state.is_stopped())
+                    .is_ok_and(|c| c.ppid == pid.as_raw_nonzero().get() && c.state.is_stopped())
             })
         })
 }
@@ -835,6 +842,8 @@ const DESCRIPTOR_RESERVE: usize = 64;
 struct Held {
     witness: ProcessWitness,
     pidfd: Option<Verified>,
+    /// The command name at the last scan (all stopped by the last one: it cannot exec).
+    comm: Comm,
 }
 
 impl Held {
@@ -854,9 +863,49 @@ impl Held {
     }
 }
 
+/// The stop's [`tree::Pin`]: a pidfd for each process a scan finds that is not held yet (nor
+/// refused), opened before its stat is read, while descriptors allow.
+struct PinNew<'a> {
+    /// Pids held or refused: not pinned again.
+    known: &'a BTreeSet<u32>,
+    /// Descriptors this scan may still open.
+    room: usize,
+}
+
+impl tree::Pin for PinNew<'_> {
+    type Pinned = Pinned;
+    fn pin(&mut self, pid: Pid) -> Option<Pinned> {
+        if self.room == 0 || self.known.contains(&(pid.as_raw_nonzero().get() as u32)) {
+            return None;
+        }
+        // Any failure (gone, EMFILE): not pinned; the member is then opened and verified
+        // through `Verified::open`, which reports the error.
+        let pinned = Pinned::open(pid).ok().flatten()?;
+        self.room -= 1;
+        Some(pinned)
+    }
+}
+
+/// Whether a member, as its stat in a scan shows it, can no longer fork: stopped, exited, or a
+/// vfork parent waiting on a stopped child.
+fn quiet(state: State, pid: Pid) -> bool {
+    state.is_stopped() || state.is_exited() || (state == State::DiskSleep && in_vfork_wait(pid))
+}
+
 /// SIGSTOPs every witnessed member and re-scans until membership is stable and every member is
 /// stopped (or exited). Returns the verified members, held by pidfd. On failure, resumes exactly
 /// what this attempt stopped.
+///
+/// Each scan reads every member's stat once, then its children list, and opens a pidfd (before
+/// that stat) only for a process it has not seen before; a new member is SIGSTOPped right after
+/// the scan that found it. The scan that ends the quiesce (T3: two scans agree)
+/// must find the same live members as the scan before it, and show each of them quiet *in its
+/// own stat read*, which comes before that member's children list is read: the list of a process
+/// that can no longer fork is final (a stopped process cannot fork, and orphans are reparented
+/// only when a member exits, which changes the live set and fails the comparison). That is the
+/// guarantee of a separate wait for the stopped state before the second scan, without the extra
+/// pass of stat reads: the second scan is the wait's check. A member the second scan sees still
+/// running is waited for, and a third scan decides.
 fn quiesce(
     roots: &Roots,
     boot: BootId,
@@ -867,12 +916,13 @@ fn quiesce(
 ) -> Result<Vec<Held>, StopError> {
     let start = Instant::now();
     let mut held: BTreeMap<(u32, u64), Held> = BTreeMap::new();
+    // Pids held or refused (never pinned again).
+    let mut known: BTreeSet<u32> = BTreeSet::new();
     // Pidfds this attempt may keep open; past it, members are parked (see [`Held`]).
-    let mut fds_left = crate::limits::descriptors_left(DESCRIPTOR_RESERVE);
+    let fd_budget = crate::limits::descriptors_left(DESCRIPTOR_RESERVE);
+    let mut held_fds = 0usize;
     // Discovery order: parents before their descendants.
     let mut order: Vec<(u32, u64)> = Vec::new();
-    // Held members not yet seen stopped.
-    let mut pending: Vec<(u32, u64)> = Vec::new();
     let mut stopped: Vec<ProcessWitness> = Vec::new();
     let mut found_stopped: Vec<ProcessWitness> = Vec::new();
     let mut previous: Option<Scope> = None;
@@ -896,7 +946,14 @@ fn quiesce(
                 owner: None,
             },
         };
-        let scope = tree::discover(&round_roots, boot).map_err(|e| (Some(e.into()), None))?;
+        let mut pin = PinNew {
+            known: &known,
+            room: fd_budget.saturating_sub(held_fds),
+        };
+        let (scope, pinned) =
+            tree::discover_pinning(&round_roots, boot, tree::Walk::ChildrenLists, &mut pin)
+                .map_err(|e| (Some(e.into()), None))?;
+        let mut pinned = pinned.into_iter().peekable();
         if previous.is_none() {
             marked = scope
                 .live()
@@ -904,23 +961,43 @@ fn quiesce(
                 .map(|m| m.witness)
                 .collect();
         }
-        for m in scope.live() {
-            let key = (m.witness.pid, m.witness.start_time);
-            if held.contains_key(&key) || refused.contains(&m.witness) {
+        // Held members this scan saw not yet quiet, and the last member it stopped.
+        let mut pending: Vec<(u32, u64)> = Vec::new();
+        let mut last_new: Option<(u32, u64)> = None;
+        for (i, m) in scope.members.iter().enumerate() {
+            let pin = pinned.next_if(|(at, _)| *at == i).map(|(_, p)| p);
+            if m.state.is_exited() {
                 continue;
             }
-            let (v, now) = match Verified::open_with_stat(m.witness) {
-                Ok(opened) => opened,
-                // Exited (or its pid reused) since the scan: nothing to stop.
-                Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => continue,
-                Err(e) => return Err((Some(StopError::Signal(e)), None)),
+            let key = (m.witness.pid, m.witness.start_time);
+            if let Some(h) = held.get_mut(&key) {
+                h.comm = m.comm;
+                let pid = procfs::pid_of(&m.witness);
+                if !pid.is_some_and(|p| quiet(m.state, p)) {
+                    pending.push(key);
+                }
+                continue;
+            }
+            if refused.contains(&m.witness) {
+                continue;
+            }
+            // Pinned before this scan read the stat that shows `m`: verified as it stands.
+            // Otherwise (out of descriptors, a root, a marked process) opened and verified now.
+            let (v, state) = match pin {
+                Some(p) => (p.verified(m.witness), m.state),
+                None => match Verified::open_with_stat(m.witness) {
+                    Ok((v, now)) => (v, now.state),
+                    // Exited (or its pid reused) since the scan: nothing to stop.
+                    Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => continue,
+                    Err(e) => return Err((Some(StopError::Signal(e)), None)),
+                },
             };
             let v = Held {
                 witness: m.witness,
                 pidfd: Some(v),
+                comm: m.comm,
             };
-            let already = now.state.is_stopped();
-            if already {
+            if state.is_stopped() {
                 found_stopped.push(m.witness);
             } else {
                 match v.signal(Signal::STOP) {
@@ -936,53 +1013,41 @@ fn quiesce(
                     // others from being killed.
                     Err(e) if is_refused(&e) => {
                         refused.push(m.witness);
+                        known.insert(m.witness.pid);
                         continue;
                     }
                     Err(e) => return Err((Some(StopError::Signal(e)), None)),
                 }
             }
-            let v = match fds_left.checked_sub(1) {
-                Some(left) => {
-                    fds_left = left;
-                    v
-                }
-                None => Held { pidfd: None, ..v },
+            let v = if held_fds < fd_budget {
+                held_fds += 1;
+                v
+            } else {
+                Held { pidfd: None, ..v }
             };
             held.insert(key, v);
+            known.insert(m.witness.pid);
             order.push(key);
-            pending.push(key);
+            last_new = Some(key);
         }
-        // SIGSTOP is delivered asynchronously: wait until every held member is seen stopped (or
-        // gone). Once queued, it already prevents new forks (a fork with a signal pending
-        // restarts), so this wait only confirms what the next scan relies on.
-        let mut pause = Duration::from_micros(50);
-        loop {
-            let mut still = Vec::new();
-            for key in pending.drain(..) {
-                let Some(v) = held.get(&key) else { continue };
-                match procfs::stat_of(&v.witness).map_err(SignalError::from) {
-                    Ok(Some(s)) if s.state == State::DiskSleep && in_vfork_wait(&s) => {}
-                    Ok(Some(s)) if !s.state.is_stopped() && !s.state.is_exited() => still.push(key),
-                    Ok(_) => {}
-                    Err(e) => return Err((Some(StopError::Signal(e)), Some(scope))),
-                }
-            }
-            pending = still;
-            if pending.is_empty() {
-                break;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err((None, Some(scope)));
-            }
-            std::thread::sleep(pause.min(deadline - now));
-            pause = (pause * 2).min(Duration::from_millis(2));
-        }
-        let stable = previous
-            .as_ref()
-            .is_some_and(|p| p.live_witnesses() == scope.live_witnesses());
+        let stable = last_new.is_none()
+            && pending.is_empty()
+            && previous
+                .as_ref()
+                .is_some_and(|p| p.live_witnesses() == scope.live_witnesses());
         if stable {
             return Ok(());
+        }
+        // Before the next scan: after new members, until the last one stopped is seen stopped
+        // (SIGSTOP is delivered asynchronously; the others were signalled before it, so the next
+        // scan then rarely finds one running); else until those this scan saw running are
+        // quiet. Only the next scan's own reads count for stability.
+        let wait: Vec<(u32, u64)> = match last_new {
+            Some(key) => vec![key],
+            None => pending,
+        };
+        if let Err(e) = wait_quiet(&held, wait, deadline) {
+            return Err((e, Some(scope)));
         }
         if Instant::now() >= deadline {
             return Err((None, Some(scope)));
@@ -1018,6 +1083,37 @@ fn quiesce(
                 elapsed: start.elapsed(),
             })))
         }
+    }
+}
+
+/// Waits until each of `pending` (held members) is quiet (stopped, exited, or a vfork parent
+/// waiting on a stopped child), or `deadline`: `Err(None)` then, `Err(Some(_))` on a read error.
+fn wait_quiet(
+    held: &BTreeMap<(u32, u64), Held>,
+    mut pending: Vec<(u32, u64)>,
+    deadline: Instant,
+) -> Result<(), Option<StopError>> {
+    let mut pause = Duration::from_micros(50);
+    loop {
+        let mut still = Vec::new();
+        for key in pending.drain(..) {
+            let Some(v) = held.get(&key) else { continue };
+            match procfs::stat_of(&v.witness) {
+                Ok(Some(s)) if !quiet(s.state, s.pid) => still.push(key),
+                Ok(_) => {}
+                Err(e) => return Err(Some(StopError::Signal(e.into()))),
+            }
+        }
+        pending = still;
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(None);
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(2));
     }
 }
 

@@ -10,6 +10,10 @@
 //! Marker processes (found by a scan of `/proc/*/environ`) and their descendants cover a scope
 //! whose guardian is gone: its orphans were reparented elsewhere.
 //!
+//! Each process is read once per scan: its stat, then its children list (through one
+//! [`procfs::Reader`]). [`discover_pinning`] lets the stop pin each process it has not seen yet
+//! (open its pidfd) before that stat is read, so the scan's stat is also its verification.
+//!
 //! # Caveats
 //! A scan is a snapshot of a moving tree: processes fork and exit while it runs. The stop
 //! quiesces (SIGSTOP) and re-scans until two scans agree; this module only reports what it saw.
@@ -20,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use refine_protocol::{BootId, ProcessWitness, RegistrationId};
 use rustix::process::Pid;
 
-use crate::procfs::{self, ProcfsError, Stat, State};
+use crate::procfs::{self, Comm, ProcfsError, Stat, State};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TreeError {
@@ -50,6 +54,9 @@ pub struct Member {
     pub sid: i32,
     pub state: State,
     pub found: Found,
+    /// The command name at the scan (the stop recognises nested guardians by it).
+    #[serde(skip)]
+    pub comm: Comm,
 }
 
 impl Member {
@@ -62,6 +69,7 @@ impl Member {
             sid: s.sid,
             state: s.state,
             found,
+            comm: s.comm,
         }
     }
 }
@@ -120,8 +128,46 @@ pub fn discover(roots: &Roots, boot_id: BootId) -> Result<Scope, TreeError> {
 
 /// [`discover`] with an explicit walk (tests compare both).
 pub fn discover_with(roots: &Roots, boot_id: BootId, walk: Walk) -> Result<Scope, TreeError> {
+    discover_pinning(roots, boot_id, walk, &mut NoPin).map(|(scope, _)| scope)
+}
+
+/// Pins a process found in a children list *before* its stat is read (the stop opens its pidfd
+/// there, so the start time that stat shows is the pinned process's: see `signal::Pinned`).
+pub trait Pin {
+    type Pinned;
+    /// `None`: not pinned (already held, or no descriptor left).
+    fn pin(&mut self, pid: Pid) -> Option<Self::Pinned>;
+}
+
+/// What a scan pinned: (index into its members, the pin), in member order.
+pub type Pinnings<P> = Vec<(usize, <P as Pin>::Pinned)>;
+
+/// Pins nothing.
+pub struct NoPin;
+
+impl Pin for NoPin {
+    type Pinned = std::convert::Infallible;
+    fn pin(&mut self, _: Pid) -> Option<Self::Pinned> {
+        None
+    }
+}
+
+/// [`discover_with`] that calls `pin` for each process found below the guardian (or a root),
+/// before its stat is read. Returns the scope and what was pinned, by index into its members
+/// (processes that turned out not to be members are dropped: exited meanwhile, or now another
+/// parent's child).
+pub fn discover_pinning<P: Pin>(
+    roots: &Roots,
+    boot_id: BootId,
+    walk: Walk,
+    pin: &mut P,
+) -> Result<(Scope, Pinnings<P>), TreeError> {
     let me = rustix::process::getpid();
     let mut w = Walker {
+        reader: procfs::Reader::new()?,
+        kids: Vec::new(),
+        pin,
+        pinned: Vec::new(),
         boot_id,
         walk,
         seen: BTreeSet::from([me.as_raw_nonzero().get()]),
@@ -133,21 +179,21 @@ pub fn discover_with(roots: &Roots, boot_id: BootId, walk: Walk) -> Result<Scope
     let mut guardian_pgid = None;
 
     // 1. Below the guardian and the given roots.
-    let mut stack: Vec<Pid> = Vec::new();
+    let mut stack: Vec<(Pid, u32)> = Vec::new();
     if let Some(g) = roots.guardian {
         if let Some(s) = procfs::stat_of(&g)? {
             w.seen.insert(s.pid.as_raw_nonzero().get());
             guardian_pgid = Some(s.pgid);
             guardian_alive = !s.state.is_exited();
             // Even a zombie guardian may have children listed until it is reaped: walk it.
-            stack.push(s.pid);
+            stack.push((s.pid, s.threads));
         }
     }
     for root in &roots.members {
         if let Some(s) = procfs::stat_of(root)? {
             if w.seen.insert(s.pid.as_raw_nonzero().get()) {
                 w.members.push(Member::new(&s, boot_id, Found::Root));
-                stack.push(s.pid);
+                stack.push((s.pid, s.threads));
             }
         }
     }
@@ -167,7 +213,7 @@ pub fn discover_with(roots: &Roots, boot_id: BootId, walk: Walk) -> Result<Scope
                 Ok(s) => {
                     w.seen.insert(pid.as_raw_nonzero().get());
                     w.members.push(Member::new(&s, boot_id, Found::OwnerMarker));
-                    stack.push(pid);
+                    stack.push((pid, s.threads));
                 }
                 Err(e) if e.is_vanished() => {}
                 Err(e) => return Err(e.into()),
@@ -175,15 +221,21 @@ pub fn discover_with(roots: &Roots, boot_id: BootId, walk: Walk) -> Result<Scope
         }
         w.descend(stack, Found::OwnerMarker)?;
     }
-    Ok(Scope {
+    let scope = Scope {
         guardian_alive,
         guardian_pgid,
         members: w.members,
         used_children_lists: w.used_children_lists,
-    })
+    };
+    Ok((scope, w.pinned))
 }
 
-struct Walker {
+struct Walker<'p, P: Pin> {
+    reader: procfs::Reader,
+    /// The children list being read (reused).
+    kids: Vec<Pid>,
+    pin: &'p mut P,
+    pinned: Pinnings<P>,
     boot_id: BootId,
     walk: Walk,
     seen: BTreeSet<i32>,
@@ -192,49 +244,61 @@ struct Walker {
     used_children_lists: bool,
 }
 
-impl Walker {
-    /// Adds every not yet seen descendant of the processes on `stack`.
-    fn descend(&mut self, mut stack: Vec<Pid>, found: Found) -> Result<(), TreeError> {
-        while let Some(parent) = stack.pop() {
+impl<P: Pin> Walker<'_, P> {
+    /// Adds every not yet seen descendant of the processes on `stack` (pid, thread count).
+    fn descend(&mut self, mut stack: Vec<(Pid, u32)>, found: Found) -> Result<(), TreeError> {
+        while let Some((parent, threads)) = stack.pop() {
+            self.kids.clear();
             let listed = match self.walk {
-                Walk::ChildrenLists => procfs::children(parent),
+                Walk::ChildrenLists => self.reader.children(parent, threads, &mut self.kids),
                 Walk::PpidScan => Ok(None),
             };
-            let children: Vec<Stat> = match listed {
-                Ok(Some(pids)) => {
-                    let mut out = Vec::with_capacity(pids.len());
-                    for pid in pids {
-                        match procfs::stat(pid) {
-                            Ok(s) => out.push(s),
-                            Err(e) if e.is_vanished() => {}
-                            Err(e) => return Err(e.into()),
+            match listed {
+                Ok(Some(())) => {
+                    for i in 0..self.kids.len() {
+                        let pid = self.kids[i];
+                        if self.seen.contains(&pid.as_raw_nonzero().get()) {
+                            continue;
                         }
+                        // Pinned before the stat is read (see [`Pin`]).
+                        let pinned = self.pin.pin(pid);
+                        let s = match self.reader.stat(pid) {
+                            Ok(s) => s,
+                            Err(e) if e.is_vanished() => continue,
+                            Err(e) => return Err(e.into()),
+                        };
+                        // Still the parent's child now? (A pid reused elsewhere since the list
+                        // was read is not.)
+                        if s.ppid != parent.as_raw_nonzero().get() {
+                            continue;
+                        }
+                        self.seen.insert(s.pid.as_raw_nonzero().get());
+                        if let Some(p) = pinned {
+                            self.pinned.push((self.members.len(), p));
+                        }
+                        self.members.push(Member::new(&s, self.boot_id, found));
+                        stack.push((s.pid, s.threads));
                     }
-                    out
+                    continue;
                 }
                 Ok(None) => {
                     self.used_children_lists = false;
                     if self.ppid_map.is_none() {
                         self.ppid_map = Some(scan_ppids()?);
                     }
-                    self.ppid_map
-                        .as_ref()
-                        .and_then(|m| m.get(&parent.as_raw_nonzero().get()))
-                        .cloned()
-                        .unwrap_or_default()
                 }
                 Err(e) if e.is_vanished() => continue,
                 Err(e) => return Err(e.into()),
             };
-            for s in children {
-                // Still the parent's child now? (A pid reused elsewhere since the list was read
-                // is not.)
-                if s.ppid != parent.as_raw_nonzero().get() {
-                    continue;
-                }
+            // The full ppid scan (read as one snapshot): every stat there names its parent.
+            let children = self
+                .ppid_map
+                .as_ref()
+                .and_then(|m| m.get(&parent.as_raw_nonzero().get()));
+            for s in children.into_iter().flatten() {
                 if self.seen.insert(s.pid.as_raw_nonzero().get()) {
-                    self.members.push(Member::new(&s, self.boot_id, found));
-                    stack.push(s.pid);
+                    self.members.push(Member::new(s, self.boot_id, found));
+                    stack.push((s.pid, s.threads));
                 }
             }
         }

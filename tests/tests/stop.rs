@@ -132,6 +132,32 @@ fn stopping_an_exited_scope_reports_it_and_signals_nothing() {
     ));
 }
 
+/// A member whose command name is not UTF-8 (any process may set its own, byte for byte) is
+/// read, stopped and killed like any other: `/proc/PID/stat` is parsed as bytes.
+#[test]
+fn a_member_with_a_non_utf8_command_name_is_stopped() {
+    let home = home();
+    let rt = runtime(home.path());
+    let script = "printf 'a\\377b' > /proc/$$/comm; sleep 1000 & echo ready 2; wait";
+    let mut scope = launch_guardian(&rt, std::path::Path::new("/bin/sh"), &["-c", script]);
+    assert_eq!(scope.wait_ready(), 2);
+    let members = scope.members();
+    let named: Vec<_> = members
+        .iter()
+        .filter_map(|m| procfs::pid_of(&m.witness))
+        .filter_map(|p| std::fs::read(format!("/proc/{}/comm", p.as_raw_nonzero())).ok())
+        .collect();
+    assert!(
+        named.iter().any(|c| c.as_slice() == b"a\xffb\n"),
+        "no member named a\\xffb: {named:?}"
+    );
+    let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
+    assert_eq!(report.outcome, StopOutcome::Stopped);
+    assert_eq!(report.killed, 2, "{report:?}");
+    scope.reap();
+    assert!(survivors(&members).is_empty(), "{:?}", survivors(&members));
+}
+
 #[test]
 fn quiescence_failure_resumes_exactly_what_it_stopped() {
     let home = home();

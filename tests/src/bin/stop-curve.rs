@@ -2,7 +2,9 @@
 //! and 2,000 processes below the workload, the median time of `stop::stop` from the call to the
 //! verified receipt, beside the median time the kernel needs to empty the same tree from a
 //! cgroup v2 through `cgroup.kill` until `cgroup.events` says `populated 0`. The cgroup column is
-//! skipped, with the reason, where no writable cgroup2 hierarchy is mounted.
+//! skipped, with the reason, where no writable cgroup2 hierarchy is mounted. `--sizes 100,1000`
+//! measures only those sizes; `--phases` adds the stop's median quiesce and kill-to-exit times
+//! and its quiesce rounds (where the time goes).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -97,10 +99,18 @@ fn cgroup_kill(cg: &Path, tree_builder: &Path, args: &[String], nodes: u32) -> D
 
 fn main() {
     let mut iterations = 5usize;
+    let mut only: Option<Vec<u32>> = None;
+    let mut phases = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--iterations" => iterations = args.next().and_then(|v| v.parse().ok()).expect("N"),
+            "--sizes" => {
+                only = args
+                    .next()
+                    .map(|v| v.split(',').map(|n| n.parse().expect("size")).collect())
+            }
+            "--phases" => phases = true,
             other => panic!("unknown argument {other}"),
         }
     }
@@ -115,6 +125,9 @@ fn main() {
     }
     println!("processes  stop median ms  cgroup.kill median ms  ratio   (median of {iterations})");
     for (nodes, s, g, l) in SIZES {
+        if only.as_ref().is_some_and(|o| !o.contains(&nodes)) {
+            continue;
+        }
         let tree: Vec<String> = ["--sessions", &s.to_string(), "--groups", &g.to_string()]
             .into_iter()
             .map(str::to_owned)
@@ -123,6 +136,7 @@ fn main() {
         let tree_refs: Vec<&str> = tree.iter().map(String::as_str).collect();
         let mut stops = Vec::new();
         let mut kills = Vec::new();
+        let (mut quiesces, mut exits, mut rounds) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..iterations {
             let mut scope = stopkit::launch_guardian(&rt, &tree_builder, &tree_refs);
             assert_eq!(scope.wait_ready(), nodes);
@@ -130,11 +144,23 @@ fn main() {
             assert_eq!(report.outcome, StopOutcome::Stopped);
             scope.reap();
             stops.push(report.timings.total);
+            quiesces.push(report.timings.quiesce);
+            exits.push(report.timings.kill_to_exit);
+            rounds.push(report.timings.rounds);
             if let Ok(cg) = &cg {
                 kills.push(cgroup_kill(cg, &tree_builder, &tree, nodes));
             }
         }
         let stop_ms = median(stops);
+        if phases {
+            rounds.sort();
+            println!(
+                "{nodes:>9}  phases: quiesce {} ms, kill to receipt {} ms, rounds {}",
+                ms(median(quiesces)),
+                ms(median(exits)),
+                rounds[rounds.len() / 2]
+            );
+        }
         match kills.is_empty() {
             true => println!("{nodes:>9}  {:>14}  {:>21}", ms(stop_ms), "-"),
             false => {
