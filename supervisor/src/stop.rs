@@ -215,12 +215,9 @@ pub fn stop(
     opts: &StopOptions<'_>,
 ) -> Result<StopReport, StopError> {
     let start = Instant::now();
-    let pre = match opts.grace {
-        Some(grace) => match grace_phase(runtime, reg, opts, grace, start)? {
-            Graced::Done(report) => return Ok(report),
-            Graced::Go(pre) => pre,
-        },
-        None => Prelude::default(),
+    let pre = match grace_phase(runtime, reg, opts, start)? {
+        Graced::Done(report) => return Ok(report),
+        Graced::Go(pre) => pre,
     };
     let t = Instant::now();
     let fence = runtime.stop_fence(opts.budget).map_err(StopError::Fence)?;
@@ -254,12 +251,9 @@ pub fn stop_fenced(
     _fence: &Fence,
 ) -> Result<StopReport, StopError> {
     let start = Instant::now();
-    let pre = match opts.grace {
-        Some(grace) => match grace_phase(runtime, reg, opts, grace, start)? {
-            Graced::Done(report) => return Ok(report),
-            Graced::Go(pre) => pre,
-        },
-        None => Prelude::default(),
+    let pre = match grace_phase(runtime, reg, opts, start)? {
+        Graced::Done(report) => return Ok(report),
+        Graced::Go(pre) => pre,
     };
     run(runtime, reg, opts, start, Instant::now(), pre)
 }
@@ -358,14 +352,17 @@ enum Graced {
     Go(Prelude),
 }
 
-/// T7: the polite signal to the workload's group, then the wait, without the fence.
+/// T7: with a grace, the polite signal to the workload's group, then the wait, without the
+/// fence; without one, the stop goes on at once.
 fn grace_phase(
     runtime: &Runtime,
     reg: &Registration,
     opts: &StopOptions<'_>,
-    grace: Duration,
     start: Instant,
 ) -> Result<Graced, StopError> {
+    let Some(grace) = opts.grace else {
+        return Ok(Graced::Go(Prelude::default()));
+    };
     let t = Instant::now();
     let (guardian, roots, boot) = match open_scope(runtime, reg, opts, true)? {
         Opened::Over(outcome, assessment) => {

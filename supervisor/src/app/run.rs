@@ -182,7 +182,6 @@ fn relayed_signals() -> Vec<i32> {
 struct Relay {
     signals: std::os::fd::OwnedFd,
     grace: Duration,
-    resizes_pty: bool,
     /// A first `SIGINT`/`SIGTERM`/`SIGHUP` was forwarded: a second one ends the scope at once.
     asked_to_end: bool,
     /// When the grace of that first one is over and the scope ends through the shared stop.
@@ -200,11 +199,7 @@ impl LaunchAsks for Ended {
 }
 
 impl Relay {
-    fn new(
-        signals: crate::child_signals::Blocked,
-        grace: Duration,
-        resizes_pty: bool,
-    ) -> Result<Relay, CliError> {
+    fn new(signals: crate::child_signals::Blocked, grace: Duration) -> Result<Relay, CliError> {
         let signals = signals.signalfd().map_err(|source| ServiceError::Io {
             op: "start the signal relay",
             source,
@@ -212,7 +207,6 @@ impl Relay {
         Ok(Relay {
             signals,
             grace,
-            resizes_pty,
             asked_to_end: false,
             cancel_at: None,
             unseen_end: false,
@@ -223,7 +217,6 @@ impl Relay {
     fn take(&mut self, launch: &mut dyn LaunchAsks) {
         while let Some(sig) = crate::child_signals::read_signal(self.signals.as_fd()) {
             match sig {
-                libc::SIGWINCH if self.resizes_pty => {}
                 libc::SIGINT | libc::SIGTERM | libc::SIGHUP => {
                     self.unseen_end = true;
                     if self.asked_to_end {
@@ -337,7 +330,7 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     if relay {
         relay_stdin(handle.input_writer(), stdin_is_terminal)?;
     }
-    let mut relay = Relay::new(signals, opts.stop_grace, interactive)?;
+    let mut relay = Relay::new(signals, opts.stop_grace)?;
     let mut result = handle
         .wait_beside(&mut relay)
         .map_err(ServiceError::Launch)?;
