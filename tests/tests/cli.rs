@@ -355,15 +355,7 @@ fn sigkilled_run_is_never_exited_without_a_receipt_and_stop_ends_it() {
     // The workload leaves a descendant that keeps the scope after the launcher dies.
     let (mut run, id) = home.run_until_ready(&["sh", "-c", "sleep 600 & echo ready; wait"]);
     let pid = run.id() as u64;
-    let start = {
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        let rest = &stat[stat.rfind(')').unwrap() + 1..];
-        rest.split_ascii_whitespace()
-            .nth(19)
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
+    let start = start_time(run.id());
     assert!(kill_witness(pid, start, rustix::process::Signal::KILL));
     let status = run.wait().unwrap();
     assert!(!status.success());
@@ -403,13 +395,7 @@ fn recover_ends_a_scope_left_by_a_sigkilled_run() {
     let home = Home::new();
     let (mut run, id) = home.run_until_ready(&["sh", "-c", "sleep 600 & echo ready; wait"]);
     let pid = run.id() as u64;
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let start: u64 = stat[stat.rfind(')').unwrap() + 1..]
-        .split_ascii_whitespace()
-        .nth(19)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let start = start_time(run.id());
     assert!(kill_witness(pid, start, rustix::process::Signal::KILL));
     run.wait().unwrap();
     assert_ne!(home.state(&id), "exited");

@@ -245,14 +245,7 @@ fn the_quality_residue_stop_retries_while_the_fence_is_busy() {
     let home = Home::new();
     // Make the runtime, then hold its stop fence for a while.
     let _ = home.cli(&["run", "--", "true"]);
-    let fence = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(home.run_dir().join("locks").join("stop.lock"))
-        .expect("open the fence");
-    rustix::fs::flock(&fence, rustix::fs::FlockOperation::LockExclusive).expect("flock");
+    let fence = home.hold_stop_fence();
     let release = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(3));
         drop(fence);
@@ -281,14 +274,7 @@ fn the_quality_residue_stop_retries_while_the_fence_is_busy() {
 fn a_failed_residue_stop_is_shown_and_does_not_hang() {
     let home = Home::new();
     let _ = home.cli(&["run", "--", "true"]);
-    let fence = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(home.run_dir().join("locks").join("stop.lock"))
-        .expect("open the fence");
-    rustix::fs::flock(&fence, rustix::fs::FlockOperation::LockExclusive).expect("flock");
+    let fence = home.hold_stop_fence();
     let args = [
         "run",
         "--json",

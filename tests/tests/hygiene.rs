@@ -47,17 +47,6 @@ fn row(doc: &Value, pid: u32) -> Option<Value> {
         .cloned()
 }
 
-/// Start time (stat field 22) of a live pid.
-fn start_time(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
-    let close = stat.rfind(')').expect("stat");
-    stat[close + 1..]
-        .split_ascii_whitespace()
-        .nth(19)
-        .and_then(|s| s.parse().ok())
-        .expect("start time")
-}
-
 /// A `sleep` started by the test with its cwd in `dir` (a child of the harness: not orphaned).
 fn sleeper_in(dir: &Path) -> Child {
     Command::new("sleep")

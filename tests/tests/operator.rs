@@ -356,13 +356,7 @@ fn recover_dry_run_changes_nothing() {
     let home = Home::new();
     let (mut run, id) = home.run_until_ready(&["sh", "-c", "sleep 600 & echo ready; wait"]);
     let pid = run.id() as u64;
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let start: u64 = stat[stat.rfind(')').unwrap() + 1..]
-        .split_ascii_whitespace()
-        .nth(19)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let start = start_time(run.id());
     assert!(kill_witness(pid, start, rustix::process::Signal::KILL));
     run.wait().unwrap();
     assert_eq!(home.state(&id), "live");

@@ -12,14 +12,6 @@ use std::time::{Duration, Instant};
 use cli_support::*;
 use refine_tests::wait_until;
 
-fn detach(home: &Home, argv: &[&str]) -> String {
-    let mut args = vec!["run", "--detach", "--"];
-    args.extend_from_slice(argv);
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 fn stdout_of(home: &Home, id: &str) -> String {
     std::fs::read_to_string(home.run_dir().join("logs").join(format!("{id}.stdout")))
         .unwrap_or_default()

@@ -133,11 +133,7 @@ fn detached_launches_are_all_accounted_for_after_a_sigkilled_service() {
         vec!["sh", "-c", "sleep 600 & wait"],
         vec!["sh", "-c", "echo quick"],
     ] {
-        let mut args = vec!["run", "--detach", "--"];
-        args.extend_from_slice(&argv);
-        let out = home.cli(&args);
-        assert!(out.status.success(), "{}", describe(&args, &out));
-        let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let id = detach(&home, &argv);
         assert_eq!(id.len(), 32, "run --detach prints the id: {id:?}");
         ids.push(id);
     }
@@ -181,11 +177,7 @@ fn the_socket_accepts_while_recovery_is_still_going() {
     assert!(!svc.signal_and_wait(rustix::process::Signal::KILL).success());
 
     // Recovery's stop waits (bounded: the stop's budget, 2 s) for this fence.
-    let fence = refine_supervisor::fence::acquire(
-        &home.run_dir().join("locks").join("stop.lock"),
-        DEADLINE,
-    )
-    .expect("the stop fence");
+    let fence = home.hold_stop_fence();
     let mut svc = Service::start(&home);
     let log = || std::fs::read_to_string(home.run_dir().join("service.log")).unwrap_or_default();
     let (at_connect, list) = (log(), api(&home, "{\"v\":1,\"op\":\"list\"}\n"));

@@ -6,14 +6,6 @@ mod cli_support;
 use cli_support::*;
 use refine_tests::wait_until;
 
-fn detach(home: &Home, argv: &[&str]) -> String {
-    let mut args = vec!["run", "--detach", "--"];
-    args.extend_from_slice(argv);
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 /// A quiet detached scope holds four descriptors in the service (guardian channel, two capture
 /// pipes, the registration lock): no control channel (nobody holds its handle) and no artifact
 /// (open only while output flows).

@@ -34,6 +34,13 @@ impl Home {
         self.path().join("run").join(self.port.to_string())
     }
 
+    /// Takes this runtime's stop fence (as a stop in another process would) until the returned
+    /// fence is dropped; the runtime must exist.
+    pub fn hold_stop_fence(&self) -> refine_supervisor::fence::Fence {
+        refine_supervisor::fence::acquire(&self.run_dir().join("locks").join("stop.lock"), DEADLINE)
+            .expect("the stop fence")
+    }
+
     /// `refine-supervisor --home H --port P ARGS...`, not yet started.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(bin("refine-supervisor"));
@@ -207,6 +214,26 @@ pub fn snapshot(dir: &Path) -> Vec<(PathBuf, u64, u64)> {
     }
     out.sort();
     out
+}
+
+/// Start time (stat field 22) of a live pid.
+pub fn start_time(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let close = stat.rfind(')').expect("stat");
+    stat[close + 1..]
+        .split_ascii_whitespace()
+        .nth(19)
+        .and_then(|s| s.parse().ok())
+        .expect("start time")
+}
+
+/// `run --detach -- ARGV` through the service; requires success and returns the printed id.
+pub fn detach(home: &Home, argv: &[&str]) -> String {
+    let mut args = vec!["run", "--detach", "--"];
+    args.extend_from_slice(argv);
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 /// Whether a process with this pid and start time (field 22) is still there and not a zombie.
