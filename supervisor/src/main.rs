@@ -2,8 +2,7 @@
 //! turns an error into one line on stderr and a non-zero exit; everything else is in
 //! [`refine_supervisor::app`].
 
-use clap::Parser;
-use refine_supervisor::app::{self as cli, Cli, Command};
+use refine_supervisor::app::{self as cli, Command};
 
 /// Exit code of every failed command (clap's usage errors exit 2).
 const FAILURE: i32 = 1;
@@ -12,7 +11,7 @@ fn main() {
     refine_supervisor::child_signals::reset(); // G11: before any thread, any child
     refine_supervisor::raise_nofile_limit(); // T6
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let cli = match Cli::try_parse_from(&args) {
+    let cli = match cli::parse_args(&args) {
         Ok(c) => c,
         Err(e) => usage_error(e, &args),
     };

@@ -142,6 +142,11 @@ pub enum Command {
     Man,
 }
 
+/// `run --stop-grace` when not given.
+pub const STOP_GRACE_DEFAULT: &str = "10s";
+/// `run --log-cap` when not given.
+pub const LOG_CAP_DEFAULT: &str = "1GiB";
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Human label.
@@ -183,11 +188,11 @@ pub struct RunArgs {
     pub json: bool,
     /// After a SIGINT, SIGTERM or SIGHUP (forwarded to the workload), how long the workload has
     /// to end by itself before its whole scope is stopped (a second such signal: at once).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = STOP_GRACE_DEFAULT)]
     pub stop_grace: Duration,
     /// Byte cap of each output artifact (e.g. 10M, 1GiB; 0: none); past it the stream is
     /// incomplete ("log cap") and the pipe is still drained.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "1GiB")]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = LOG_CAP_DEFAULT)]
     pub log_cap: u64,
     /// Run the workload as USER[:GROUP] (names or numeric ids; root only). The guardian, the
     /// proof file and run/P stay this user's, so the workload cannot tamper with its evidence.
@@ -487,7 +492,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 /// `K=V` for `--env`: the name is text, the value any bytes.
-fn parse_env(text: OsString) -> Result<(OsString, OsString), String> {
+pub(super) fn parse_env(text: OsString) -> Result<(OsString, OsString), String> {
     use std::os::unix::ffi::OsStrExt;
     let bytes = text.as_bytes();
     match bytes.iter().position(|&b| b == b'=') {
@@ -523,7 +528,7 @@ pub fn parse_signal(text: &str) -> Result<crate::signal::Signal, String> {
         .ok_or_else(|| format!("{text:?} is not a signal (examples: TERM, INT, HUP, USR1, 15)"))
 }
 
-fn parse_kv(text: &str) -> Result<(String, String), String> {
+pub(super) fn parse_kv(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
         _ => Err(format!("{text:?} is not KEY=VALUE")),

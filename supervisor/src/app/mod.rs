@@ -3,7 +3,8 @@
 //! library reaches back into it; `main` needs only [`Cli`], [`dispatch`] and [`CliError`].
 //!
 //! - `cli`: the clap definitions, one function per command, human output.
-//! - `run`: `run` in the foreground (streaming, terminal forwarding, signals).
+//! - `run`: `run` in the foreground (streaming, terminal forwarding, signals); `run_line`: a
+//!   common `run` line read without building clap's parser.
 //! - `serve`: the per-port service; `client`: its socket client.
 //! - `metrics`: the service's Prometheus exposition (`serve --metrics`).
 //! - `ops`: what the CLI and the service share (assessment views, documents, capacity).
@@ -18,10 +19,20 @@ mod metrics;
 mod ops;
 mod resolve;
 mod run;
+mod run_line;
 mod serve;
 mod view;
 
 pub use cli::{dispatch, Cli, Command, ExitCode};
+
+/// The command line: a common `run` line read by hand ([`run_line`]), anything else by clap.
+pub fn parse_args(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
+    use clap::Parser;
+    match run_line::parse(args) {
+        Some(cli) => Ok(cli),
+        None => Cli::try_parse_from(args),
+    }
+}
 
 /// An error and its causes on one line, each cause once (a message that already quotes its
 /// cause does not repeat it).
