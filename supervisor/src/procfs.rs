@@ -10,7 +10,10 @@
 //! - [`boot_id`] reads `/proc/sys/kernel/random/boot_id`.
 //! - [`Reader`] reads stat and children lists for scans that read many of them: paths are opened
 //!   relative to one `/proc` descriptor and read into one reused buffer (no allocation per read),
-//!   and the children of a single-threaded process are read without listing its tasks.
+//!   and the children of a single-threaded process are read without listing its tasks. Given
+//!   room ([`Reader::set_room`]), it keeps a process's `stat` and `children` descriptors open and
+//!   re-reads them with `pread` at offset 0 (the seq_file regenerates the text), so that a later
+//!   scan of the same tree costs one `pread` per file instead of `openat`, `read`s and `close`.
 //! - [`stat_cpu`] adds the CPU times (fields 14–17, [`CpuTicks`]); [`uptime`] and
 //!   [`ticks_per_second`] turn start times and ticks into durations.
 //!
@@ -20,12 +23,19 @@
 //! # Caveats
 //! Everything read here is a snapshot: the process may exit (and its pid be reused) right after.
 //! Only a pidfd opened *before* re-reading the start time pins an identity (see `signal`).
+//! A kept descriptor is bound to the process it was opened for (its `struct pid`), not to the
+//! number: once that process is reaped, reading it fails with `ESRCH`, and the reader then drops
+//! both of that pid's kept descriptors and opens the path afresh, so a new process on a reused pid
+//! is read as itself (a kept `children` file of a reaped process would read as empty, which is
+//! why it is only used while the kept `stat` of the same pid still reads).
 //! `environ` shows the initial environment block, which a process may overwrite; the marker is an
 //! extra witness, not proof. Children lists only show children of a task that are still alive or
 //! zombies, not those already reaped.
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use refine_protocol::{BootId, ProcessWitness, RegistrationId};
@@ -298,9 +308,55 @@ fn parse_stat_bytes(pid: Pid, text: &[u8]) -> Option<Stat> {
 /// Reads per-process files for a scan: opened with `openat` relative to one `/proc` descriptor,
 /// the relative path formatted on the stack, read into one reused buffer, so that a read costs
 /// `openat`, `read` and `close` and no allocation. Answers exactly as [`stat`] and [`children`].
+///
+/// With room ([`Reader::set_room`]) it keeps, per pid, the `stat` descriptor it opened and (for a
+/// single-threaded process) the `task/<pid>/children` one, and re-reads them with `pread` from
+/// offset 0 on the next call for that pid: one scan after another of the same tree then costs a
+/// `pread` per file. See the module's caveats for why that is as identity-safe as a fresh open.
+/// Dropping the reader closes them.
 pub struct Reader {
-    proc: std::os::fd::OwnedFd,
+    proc: OwnedFd,
     buf: Vec<u8>,
+    /// Descriptors kept open, by pid.
+    kept: HashMap<i32, Kept>,
+    /// Descriptors that may still be opened and kept: by this reader, or by its caller through
+    /// [`Reader::take_room`], which has priority.
+    room: usize,
+}
+
+/// A process's kept descriptors: its `stat`, and its main thread's `children` once read.
+struct Kept {
+    stat: OwnedFd,
+    children: Option<OwnedFd>,
+}
+
+impl Kept {
+    fn fds(&self) -> usize {
+        1 + usize::from(self.children.is_some())
+    }
+}
+
+/// Reads a whole `/proc` file from offset 0 into `buf` (which only grows); returns its length.
+fn pread_all(fd: BorrowedFd<'_>, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() + 4096, 0);
+        }
+        let n = rustix::io::pread(fd, &mut buf[len..], len as u64)?;
+        if n == 0 {
+            return Ok(len);
+        }
+        len += n;
+    }
+}
+
+/// What a read through a [`Reader`] went to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Leaf {
+    Stat,
+    /// `task/<pid>/children` (the main thread's).
+    Children,
 }
 
 impl Reader {
@@ -319,23 +375,75 @@ impl Reader {
         Ok(Reader {
             proc,
             buf: Vec::with_capacity(4096),
+            kept: HashMap::new(),
+            room: 0,
         })
     }
 
-    /// Reads `/proc/<pid>/<leaf>` (`tid`: `/proc/<pid>/task/<tid>/<leaf>`) into the buffer.
-    fn read(&mut self, pid: Pid, tid: Option<Pid>, leaf: &str) -> io::Result<&[u8]> {
+    /// Sets how many more descriptors may be opened and kept, beside those kept already
+    /// ([`Reader::kept`]); 0 (the default) keeps nothing more.
+    pub fn set_room(&mut self, room: usize) {
+        self.room = room;
+    }
+
+    /// Descriptors kept open now.
+    pub fn kept(&self) -> usize {
+        self.kept.values().map(Kept::fds).sum()
+    }
+
+    /// Takes one descriptor of the room for the caller (a pidfd), closing kept descriptors when
+    /// there is no room otherwise: the caller's descriptors come first. `false`: none left.
+    pub fn take_room(&mut self) -> bool {
+        if self.room == 0 {
+            if let Some(&pid) = self.kept.keys().next() {
+                self.forget(pid);
+            }
+        }
+        if self.room == 0 {
+            return false;
+        }
+        self.room -= 1;
+        true
+    }
+
+    /// Closes the descriptors kept for `pid`, returning them to the room.
+    fn forget(&mut self, pid: i32) {
+        if let Some(k) = self.kept.remove(&pid) {
+            self.room += k.fds();
+        }
+    }
+
+    /// Reads `/proc/<pid>/stat` or `/proc/<pid>/task/<pid>/children` into the buffer: through
+    /// the descriptor kept for it, else opened now (and kept while there is room).
+    fn read(&mut self, pid: Pid, leaf: Leaf) -> io::Result<&[u8]> {
         use rustix::fs::{Mode, OFlags};
         use std::io::Write;
+        let key = pid.as_raw_nonzero().get();
+        if let Some(k) = self.kept.get(&key) {
+            let fd = match leaf {
+                Leaf::Stat => Some(k.stat.as_fd()),
+                Leaf::Children => k.children.as_ref().map(|c| c.as_fd()),
+            };
+            if let Some(fd) = fd {
+                match pread_all(fd, &mut self.buf) {
+                    Ok(len) => return Ok(&self.buf[..len]),
+                    // The process it was opened for is gone: the pid may name another by now.
+                    // Both of its files go (the children one is only used beside a live stat).
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => self.forget(key),
+                    Err(e) => return Err(e),
+                }
+            }
+        }
         let mut path = [0u8; 64];
         let mut w = &mut path[..];
-        match tid {
-            Some(t) => write!(
+        match leaf {
+            Leaf::Stat => write!(w, "{}/stat", pid.as_raw_nonzero())?,
+            Leaf::Children => write!(
                 w,
-                "{}/task/{}/{leaf}",
+                "{}/task/{}/children",
                 pid.as_raw_nonzero(),
-                t.as_raw_nonzero()
+                pid.as_raw_nonzero()
             )?,
-            None => write!(w, "{}/{leaf}", pid.as_raw_nonzero())?,
         }
         let len = 64 - w.len();
         let path = std::str::from_utf8(&path[..len]).map_err(io::Error::other)?;
@@ -345,24 +453,34 @@ impl Reader {
             OFlags::RDONLY | OFlags::CLOEXEC,
             Mode::empty(),
         )?;
-        // The buffer stays initialised (zeros at first); it only grows, for a long children list.
-        let mut len = 0;
-        loop {
-            if len == self.buf.len() {
-                self.buf.resize(self.buf.len() + 4096, 0);
+        let len = pread_all(fd.as_fd(), &mut self.buf)?;
+        // Kept: a stat always (it is what later reads check the process against); a children
+        // file only beside the stat kept for the same pid (read before it in this scan).
+        if self.room > 0 {
+            match (leaf, self.kept.get_mut(&key)) {
+                (Leaf::Stat, None) => {
+                    self.room -= 1;
+                    self.kept.insert(
+                        key,
+                        Kept {
+                            stat: fd,
+                            children: None,
+                        },
+                    );
+                }
+                (Leaf::Children, Some(k)) if k.children.is_none() => {
+                    self.room -= 1;
+                    k.children = Some(fd);
+                }
+                _ => {}
             }
-            let n = rustix::io::read(&fd, &mut self.buf[len..])?;
-            if n == 0 {
-                break;
-            }
-            len += n;
         }
         Ok(&self.buf[..len])
     }
 
     /// [`stat`], read through this reader.
     pub fn stat(&mut self, pid: Pid) -> Result<Stat, ProcfsError> {
-        let text = match self.read(pid, None, "stat") {
+        let text = match self.read(pid, Leaf::Stat) {
             Ok(text) => text,
             Err(e) => return Err(classify(pid, "read", &proc_path(pid, "stat"), e)),
         };
@@ -374,11 +492,24 @@ impl Reader {
         Ok(s)
     }
 
+    /// [`stat_of`], read through this reader.
+    pub fn stat_of(&mut self, w: &ProcessWitness) -> Result<Option<Stat>, ProcfsError> {
+        let Some(pid) = pid_of(w) else {
+            return Ok(None);
+        };
+        match self.stat(pid) {
+            Ok(s) if s.matches(w) => Ok(Some(s)),
+            Ok(_) => Ok(None),
+            Err(e) if e.is_vanished() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// [`children`], read through this reader, appended to `out`. `threads` is the process's
-    /// thread count from a stat read before: a single-threaded process's children are read from
-    /// `task/<pid>/children` directly, without listing its tasks. (A thread started after that
-    /// stat was read can only have forked after it too: the caller's next scan sees that child,
-    /// exactly as it sees a child forked after this read.)
+    /// thread count from a stat read before (through this reader): a single-threaded process's
+    /// children are read from `task/<pid>/children` directly, without listing its tasks. (A
+    /// thread started after that stat was read can only have forked after it too: the caller's
+    /// next scan sees that child, exactly as it sees a child forked after this read.)
     pub fn children(
         &mut self,
         pid: Pid,
@@ -388,7 +519,7 @@ impl Reader {
         if threads != 1 {
             return Ok(children(pid)?.map(|kids| out.extend(kids)));
         }
-        let text = match self.read(pid, Some(pid), "children") {
+        let text = match self.read(pid, Leaf::Children) {
             Ok(text) => text,
             // Gone, or no CONFIG_PROC_CHILDREN: the general path tells them apart.
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -714,6 +845,63 @@ mod tests {
         let _ = sh.kill();
         let _ = sh.wait();
         assert!(r.stat(parent).is_err_and(|e| e.is_vanished()));
+    }
+
+    /// `sh` with one `sleep` child: (sh, the sleep's pid).
+    fn sh_with_child() -> (std::process::Child, Pid) {
+        let mut sh = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(sh.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        (sh, Pid::from_raw(line.trim().parse().unwrap()).unwrap())
+    }
+
+    #[test]
+    fn kept_descriptors_are_reread_and_dropped_once_the_process_is_gone() {
+        use rustix::process::{kill_process, Signal};
+        let (mut sh, sleeper) = sh_with_child();
+        let parent = Pid::from_raw(sh.id() as i32).unwrap();
+        let mut r = Reader::new().unwrap();
+        r.set_room(3);
+        let first = r.stat(parent).unwrap();
+        assert_eq!(first.threads, 1);
+        let mut kids = Vec::new();
+        r.children(parent, 1, &mut kids).unwrap().unwrap();
+        assert_eq!(kids, [sleeper]);
+        assert_eq!(r.kept(), 2, "stat and children kept");
+        // Re-read, not remembered: the kept stat shows the state the process is in now.
+        kill_process(parent, Signal::STOP).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !r.stat(parent).unwrap().state.is_stopped() {
+            assert!(std::time::Instant::now() < deadline, "never seen stopped");
+            std::thread::yield_now();
+        }
+        assert_eq!(r.kept(), 2, "read through the kept descriptors");
+        // The caller's descriptors come first: with no room left, kept files give way.
+        r.set_room(0);
+        assert!(r.take_room());
+        assert_eq!(r.kept(), 0);
+        assert!(r.take_room(), "both of the pid's files were released");
+        assert!(!r.take_room());
+        // Kept again, then the process is reaped: its kept stat reads ESRCH, the reader drops
+        // both files and opens the path afresh (nothing there now).
+        r.set_room(2);
+        r.stat(parent).unwrap();
+        kids.clear();
+        r.children(parent, 1, &mut kids).unwrap().unwrap();
+        assert_eq!(r.kept(), 2);
+        let _ = kill_process(sleeper, Signal::KILL);
+        let _ = sh.kill();
+        let _ = sh.wait();
+        assert!(r.stat(parent).is_err_and(|e| e.is_vanished()));
+        assert_eq!(r.kept(), 0, "the gone process's files were dropped");
     }
 
     #[test]

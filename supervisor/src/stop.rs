@@ -861,25 +861,23 @@ impl Held {
 }
 
 /// The stop's [`tree::Pin`]: a pidfd for each process a scan finds that is not held yet (nor
-/// refused), opened before its stat is read, while descriptors allow.
+/// refused), opened before its stat is read, while descriptors allow (taken from the scan
+/// reader's room first: kept `/proc` files give way to pidfds).
 struct PinNew<'a> {
     /// Pids held or refused: not pinned again.
     known: &'a BTreeSet<u32>,
-    /// Descriptors this scan may still open.
-    room: usize,
 }
 
 impl tree::Pin for PinNew<'_> {
     type Pinned = Pinned;
-    fn pin(&mut self, pid: Pid) -> Option<Pinned> {
-        if self.room == 0 || self.known.contains(&(pid.as_raw_nonzero().get() as u32)) {
+    fn pin(&mut self, pid: Pid, files: &mut procfs::Reader) -> Option<Pinned> {
+        if self.known.contains(&(pid.as_raw_nonzero().get() as u32)) || !files.take_room() {
             return None;
         }
         // Any failure (gone, EMFILE): not pinned; the member is then opened and verified
-        // through `Verified::open`, which reports the error.
-        let pinned = Pinned::open(pid).ok().flatten()?;
-        self.room -= 1;
-        Some(pinned)
+        // through `Verified::open`, which reports the error. (Its room comes back with the next
+        // scan's count.)
+        Pinned::open(pid).ok().flatten()
     }
 }
 
@@ -903,6 +901,10 @@ fn quiet(state: State, pid: Pid) -> bool {
 /// guarantee of a separate wait for the stopped state before the second scan, without the extra
 /// pass of stat reads: the second scan is the wait's check. A member the second scan sees still
 /// running is waited for, and a third scan decides.
+///
+/// The scans share one [`procfs::Reader`] that keeps each member's `stat` and `children`
+/// descriptors with the room the pidfds leave (2 per member), so a later scan re-reads them
+/// with one `pread` each; they are closed when the quiesce returns.
 fn quiesce(
     roots: &Roots,
     boot: BootId,
@@ -918,6 +920,9 @@ fn quiesce(
     // Pidfds this attempt may keep open; past it, members are parked (see [`Held`]).
     let fd_budget = crate::limits::descriptors_left(DESCRIPTOR_RESERVE);
     let mut held_fds = 0usize;
+    // The scans' reader: the `/proc` files it keeps share `fd_budget` with the pidfds, which
+    // come first (see [`PinNew`]).
+    let mut files = procfs::Reader::new().map_err(|e| StopError::Tree(TreeError::Procfs(e)))?;
     // Discovery order: parents before their descendants.
     let mut order: Vec<(u32, u64)> = Vec::new();
     let mut stopped: Vec<ProcessWitness> = Vec::new();
@@ -943,13 +948,16 @@ fn quiesce(
                 owner: None,
             },
         };
-        let mut pin = PinNew {
-            known: &known,
-            room: fd_budget.saturating_sub(held_fds),
-        };
-        let (scope, pinned) =
-            tree::discover_pinning(&round_roots, boot, tree::Walk::ChildrenLists, &mut pin)
-                .map_err(|e| (Some(e.into()), None))?;
+        let mut pin = PinNew { known: &known };
+        files.set_room(fd_budget.saturating_sub(held_fds + files.kept()));
+        let (scope, pinned) = tree::discover_pinning(
+            &round_roots,
+            boot,
+            tree::Walk::ChildrenLists,
+            &mut pin,
+            &mut files,
+        )
+        .map_err(|e| (Some(e.into()), None))?;
         let mut pinned = pinned.into_iter().peekable();
         if previous.is_none() {
             marked = scope
@@ -980,6 +988,7 @@ fn quiesce(
             }
             // Pinned before this scan read the stat that shows `m`: verified as it stands.
             // Otherwise (out of descriptors, a root, a marked process) opened and verified now.
+            let pinned_here = pin.is_some();
             let (v, state) = match pin {
                 Some(p) => (p.verified(m.witness), m.state),
                 None => match Verified::open_with_stat(m.witness) {
@@ -1016,7 +1025,9 @@ fn quiesce(
                     Err(e) => return Err((Some(StopError::Signal(e)), None)),
                 }
             }
-            let v = if held_fds < fd_budget {
+            // A pinned member took its room at the pin; any other takes it now (from the kept
+            // files, if need be), or is parked.
+            let v = if pinned_here || files.take_room() {
                 held_fds += 1;
                 v
             } else {

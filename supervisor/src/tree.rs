@@ -11,8 +11,9 @@
 //! whose guardian is gone: its orphans were reparented elsewhere.
 //!
 //! Each process is read once per scan: its stat, then its children list (through one
-//! [`procfs::Reader`]). [`discover_pinning`] lets the stop pin each process it has not seen yet
-//! (open its pidfd) before that stat is read, so the scan's stat is also its verification.
+//! [`procfs::Reader`], which the stop keeps from one scan to the next: with room, its later scans
+//! re-read kept descriptors). [`discover_pinning`] lets the stop pin each process it has not seen
+//! yet (open its pidfd) before that stat is read, so the scan's stat is also its verification.
 //!
 //! # Caveats
 //! A scan is a snapshot of a moving tree: processes fork and exit while it runs. The stop
@@ -128,15 +129,17 @@ pub fn discover(roots: &Roots, boot_id: BootId) -> Result<Scope, TreeError> {
 
 /// [`discover`] with an explicit walk (tests compare both).
 pub fn discover_with(roots: &Roots, boot_id: BootId, walk: Walk) -> Result<Scope, TreeError> {
-    discover_pinning(roots, boot_id, walk, &mut NoPin).map(|(scope, _)| scope)
+    let mut files = procfs::Reader::new()?;
+    discover_pinning(roots, boot_id, walk, &mut NoPin, &mut files).map(|(scope, _)| scope)
 }
 
 /// Pins a process found in a children list *before* its stat is read (the stop opens its pidfd
 /// there, so the start time that stat shows is the pinned process's: see `signal::Pinned`).
 pub trait Pin {
     type Pinned;
-    /// `None`: not pinned (already held, or no descriptor left).
-    fn pin(&mut self, pid: Pid) -> Option<Self::Pinned>;
+    /// `None`: not pinned (already held, or no descriptor left). `files` is the scan's reader:
+    /// a pin that needs a descriptor takes it from its room ([`procfs::Reader::take_room`]).
+    fn pin(&mut self, pid: Pid, files: &mut procfs::Reader) -> Option<Self::Pinned>;
 }
 
 /// What a scan pinned: (index into its members, the pin), in member order.
@@ -147,24 +150,26 @@ pub struct NoPin;
 
 impl Pin for NoPin {
     type Pinned = std::convert::Infallible;
-    fn pin(&mut self, _: Pid) -> Option<Self::Pinned> {
+    fn pin(&mut self, _: Pid, _: &mut procfs::Reader) -> Option<Self::Pinned> {
         None
     }
 }
 
 /// [`discover_with`] that calls `pin` for each process found below the guardian (or a root),
-/// before its stat is read. Returns the scope and what was pinned, by index into its members
-/// (processes that turned out not to be members are dropped: exited meanwhile, or now another
-/// parent's child).
+/// before its stat is read, and reads stats and children lists through `files` (a reader kept
+/// across the scans of one quiesce re-reads the descriptors it kept). Returns the scope and what
+/// was pinned, by index into its members (processes that turned out not to be members are
+/// dropped: exited meanwhile, or now another parent's child).
 pub fn discover_pinning<P: Pin>(
     roots: &Roots,
     boot_id: BootId,
     walk: Walk,
     pin: &mut P,
+    files: &mut procfs::Reader,
 ) -> Result<(Scope, Pinnings<P>), TreeError> {
     let me = rustix::process::getpid();
     let mut w = Walker {
-        reader: procfs::Reader::new()?,
+        reader: files,
         kids: Vec::new(),
         pin,
         pinned: Vec::new(),
@@ -181,7 +186,7 @@ pub fn discover_pinning<P: Pin>(
     // 1. Below the guardian and the given roots.
     let mut stack: Vec<(Pid, u32)> = Vec::new();
     if let Some(g) = roots.guardian {
-        if let Some(s) = procfs::stat_of(&g)? {
+        if let Some(s) = w.reader.stat_of(&g)? {
             w.seen.insert(s.pid.as_raw_nonzero().get());
             guardian_pgid = Some(s.pgid);
             guardian_alive = !s.state.is_exited();
@@ -190,7 +195,7 @@ pub fn discover_pinning<P: Pin>(
         }
     }
     for root in &roots.members {
-        if let Some(s) = procfs::stat_of(root)? {
+        if let Some(s) = w.reader.stat_of(root)? {
             if w.seen.insert(s.pid.as_raw_nonzero().get()) {
                 w.members.push(Member::new(&s, boot_id, Found::Root));
                 stack.push((s.pid, s.threads));
@@ -231,7 +236,7 @@ pub fn discover_pinning<P: Pin>(
 }
 
 struct Walker<'p, P: Pin> {
-    reader: procfs::Reader,
+    reader: &'p mut procfs::Reader,
     /// The children list being read (reused).
     kids: Vec<Pid>,
     pin: &'p mut P,
@@ -261,7 +266,7 @@ impl<P: Pin> Walker<'_, P> {
                             continue;
                         }
                         // Pinned before the stat is read (see [`Pin`]).
-                        let pinned = self.pin.pin(pid);
+                        let pinned = self.pin.pin(pid, self.reader);
                         let s = match self.reader.stat(pid) {
                             Ok(s) => s,
                             Err(e) if e.is_vanished() => continue,

@@ -41,6 +41,11 @@ fn ticks_now() -> u64 {
 /// the clock tick to advance past `after` first: start times have a 10 ms resolution, and a pid
 /// reused within the same tick is indistinguishable by its start time (see `signal` caveats).
 fn spawn_on(pid: u32, after: u64, tree_builder: &Path, own_group: bool) -> Child {
+    spawn_on_with(pid, after, || idle(tree_builder, own_group))
+}
+
+/// [`spawn_on`] for any spawner.
+fn spawn_on_with(pid: u32, after: u64, spawn: impl Fn() -> Child) -> Child {
     assert!(
         wait_until(GENEROUS, || ticks_now() > after + 1),
         "clock did not advance"
@@ -48,7 +53,7 @@ fn spawn_on(pid: u32, after: u64, tree_builder: &Path, own_group: bool) -> Child
     for _ in 0..20 {
         std::fs::write("/proc/sys/kernel/ns_last_pid", format!("{}", pid - 1))
             .expect("write ns_last_pid");
-        let mut c = idle(tree_builder, own_group);
+        let mut c = spawn();
         if c.id() == pid {
             return c;
         }
@@ -56,6 +61,58 @@ fn spawn_on(pid: u32, after: u64, tree_builder: &Path, own_group: bool) -> Child
         let _ = c.wait();
     }
     panic!("could not place a process on pid {pid}");
+}
+
+/// `sh` with one `sleep` child (which reports its pid first): (sh, the sleep's pid).
+fn sh_with_child() -> (Child, Pid) {
+    let mut sh = Command::new("sh")
+        .args(["-c", "sleep 1000 & echo $!; wait"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn sh");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(sh.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("read");
+    let kid = line.trim().parse().ok().and_then(Pid::from_raw);
+    (sh, kid.expect("the sleep's pid"))
+}
+
+/// Kills the sleep and reaps its `sh` (which reaps the sleep).
+fn end(mut sh: Child, kid: Pid) {
+    let _ = rustix::process::kill_process(kid, rustix::process::Signal::KILL);
+    sh.wait().expect("reap sh");
+}
+
+fn kept_descriptors_follow_the_process_not_the_pid() {
+    let (sh, old_kid) = sh_with_child();
+    let pid = Pid::from_child(&sh);
+    let mut r = procfs::Reader::new().expect("reader");
+    r.set_room(16);
+    let old = r.stat(pid).expect("stat");
+    assert_eq!(old.threads, 1);
+    let mut kids = Vec::new();
+    r.children(pid, 1, &mut kids)
+        .expect("children")
+        .expect("children lists");
+    assert_eq!(kids, [old_kid]);
+    assert_eq!(r.kept(), 2, "stat and children kept");
+    end(sh, old_kid);
+    let sh = spawn_on_with(old.witness().pid, old.start_time, || sh_with_child().0);
+    let new = procfs::stat(pid).expect("stat of the new process");
+    let new_kid = procfs::children(pid).expect("children").expect("lists");
+    assert_ne!(new.start_time, old.start_time);
+    assert_eq!(new_kid.len(), 1, "{new_kid:?}");
+    let seen = r.stat(pid).expect("the reader's stat of the reused pid");
+    assert_eq!(seen.witness(), new.witness(), "the reader read {seen:?}");
+    kids.clear();
+    r.children(pid, seen.threads, &mut kids)
+        .expect("children")
+        .expect("children lists");
+    assert_eq!(kids, new_kid, "the reader missed the new process's child");
+    end(sh, new_kid[0]);
 }
 
 fn main() {
@@ -86,7 +143,13 @@ fn main() {
     reused.kill().expect("kill");
     reused.wait().expect("reap");
 
-    // 2. A scope whose workload exited: its pid and group id are taken by an unrelated process
+    // 2. A reader that keeps `/proc` descriptors across scans (the stop's): once the process
+    //    it kept them for is reaped and its pid taken by another, it reads the new process and
+    //    the new process's children, never the old one's files.
+    kept_descriptors_follow_the_process_not_the_pid();
+    println!("kept descriptors: new process read");
+
+    // 3. A scope whose workload exited: its pid and group id are taken by an unrelated process
     //    in its own group. The stop (with a graceful group SIGTERM) must not touch it.
     let rt = Runtime::open(home, 7001).expect("runtime");
     let mut scope = stopkit::launch_guardian(
