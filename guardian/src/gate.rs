@@ -59,7 +59,7 @@ const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
 pub struct ExecPlan {
     argv: &'static [*const c_char],
     envp: &'static [*const c_char],
-    /// argv[0], the program to run.
+    /// `argv[0]`, the program to run.
     program: &'static CStr,
     path: &'static [u8],
     /// Who the workload runs as (X1), `None`: the guardian's own credentials.
@@ -513,7 +513,7 @@ fn prepare(
     Ok(())
 }
 
-/// `execve` argv[0]; without a `/` it is searched in the workload's `PATH` like `execvpe`.
+/// `execve` `argv[0]`; without a `/` it is searched in the workload's `PATH` like `execvpe`.
 /// Returns the errno to report.
 fn exec(plan: &ExecPlan) -> Errno {
     let name = plan.program.to_bytes();

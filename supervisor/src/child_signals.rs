@@ -36,7 +36,7 @@ pub fn reset() {
     }
 }
 
-/// A set of signals blocked in every thread of the process, to be taken with [`Blocked::wait`].
+/// A set of signals blocked in every thread of the process, to be read from [`Blocked::signalfd`].
 #[derive(Debug, Clone, Copy)]
 pub struct Blocked(libc::sigset_t);
 

@@ -34,7 +34,7 @@ const MAX_NOFILE: u64 = 1 << 20;
 
 /// For the service, which holds a few descriptors per live launch: like
 /// [`raise_nofile_limit`], and where this process may (`CAP_SYS_RESOURCE`), both limits up to the
-/// kernel's ceiling (`fs.nr_open`, at most [`MAX_NOFILE`]). Workloads still get the original.
+/// kernel's ceiling (`fs.nr_open`, at most 2^20). Workloads still get the original.
 pub fn raise_nofile_ceiling() {
     raise_nofile_limit();
     let now = getrlimit(Resource::Nofile);

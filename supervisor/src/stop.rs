@@ -17,7 +17,7 @@
 //! A member that refuses a signal (EPERM) is reported and left out: the others are still stopped
 //! and killed, and the stop ends in [`StopError::Refused`] unless the guardian's receipt proves
 //! the scope ended after all (T6). A member whose pidfd cannot be held (descriptor limit) is
-//! parked and re-verified before each later signal ([`Held`]).
+//! parked and re-verified before each later signal (`Held`).
 //!
 //! One monotonic budget (default 2 s, [`StopOptions::budget`]) covers coordination and proof; an
 //! optional grace period comes before it. The grace wait does not hold the runtime's fence: a

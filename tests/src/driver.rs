@@ -50,7 +50,7 @@ pub enum Msg {
     Closed,
 }
 
-/// The launch spec, owned; [`Launch::params`] borrows it for `encode_launch`.
+/// The launch spec, owned; encoding borrows it into the frame `encode_launch` writes.
 #[derive(Debug, Clone)]
 pub struct Launch {
     pub flags: u32,

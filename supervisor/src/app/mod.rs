@@ -25,7 +25,7 @@ mod view;
 
 pub use cli::{dispatch, Cli, Command, ExitCode};
 
-/// The command line: a common `run` line read by hand ([`run_line`]), anything else by clap.
+/// The command line: a common `run` line read by hand (`run_line`), anything else by clap.
 pub fn parse_args(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
     use clap::Parser;
     match run_line::parse(args) {
