@@ -336,18 +336,28 @@ impl Kept {
     }
 }
 
-/// Reads a whole `/proc` file from offset 0 into `buf` (which only grows); returns its length.
+/// A read of a `stat` or `children` file that returns fewer bytes than asked, and fewer than
+/// this, returned the whole rest of the file: both are seq_files, whose read hands out at most
+/// one kernel buffer (a page, or more for a record that needs it) per call and stops short of
+/// that only at the end of the records or where the next record would not fit. A stat is one
+/// record; a children record is one pid and a space (at most 11 bytes). So the read that would
+/// return 0 is skipped: one syscall instead of two per file and scan.
+const SEQ_COMPLETE_BELOW: usize = 4096 - 64;
+
+/// Reads a whole `/proc` file (`stat`, `children`) from offset 0 into `buf` (which only grows);
+/// returns its length.
 fn pread_all(fd: BorrowedFd<'_>, buf: &mut Vec<u8>) -> io::Result<usize> {
     let mut len = 0;
     loop {
         if len == buf.len() {
             buf.resize(buf.len() + 4096, 0);
         }
+        let asked = buf.len() - len;
         let n = rustix::io::pread(fd, &mut buf[len..], len as u64)?;
-        if n == 0 {
+        len += n;
+        if n == 0 || (n < asked && n < SEQ_COMPLETE_BELOW) {
             return Ok(len);
         }
-        len += n;
     }
 }
 
@@ -845,6 +855,60 @@ mod tests {
         let _ = sh.kill();
         let _ = sh.wait();
         assert!(r.stat(parent).is_err_and(|e| e.is_vanished()));
+    }
+
+    /// A children list longer than a page comes back whole, read fresh and through the kept
+    /// descriptor: the short-read rule ([`SEQ_COMPLETE_BELOW`]) only ends a read that stopped
+    /// short of the kernel's page, never one the page cut.
+    #[test]
+    fn a_children_list_longer_than_a_page_is_read_whole() {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        const KIDS: usize = 1000; // at least 5 bytes a pid: well over 4,096 bytes of text
+        let mut sh = std::process::Command::new("sh")
+            .args([
+                "-c",
+                &format!("i=0; while [ $i -lt {KIDS} ]; do sleep 300 & i=$((i+1)); done; echo up; wait; echo reaped"),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(sh.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "up");
+        let parent = Pid::from_raw(sh.id() as i32).unwrap();
+        let mut r = Reader::new().unwrap();
+        r.set_room(2);
+        let threads = r.stat(parent).unwrap().threads;
+        let mut fresh = Vec::new();
+        r.children(parent, threads, &mut fresh).unwrap().unwrap();
+        let mut kept = Vec::new();
+        r.children(parent, threads, &mut kept).unwrap().unwrap();
+        assert_eq!(
+            r.kept(),
+            2,
+            "the second read went through the kept descriptor"
+        );
+        let mut sorted: Vec<i32> = fresh.iter().map(|p| p.as_raw_nonzero().get()).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        for kid in &fresh {
+            let _ = rustix::process::kill_process(*kid, rustix::process::Signal::KILL);
+        }
+        if fresh.len() == KIDS {
+            line.clear();
+            out.read_line(&mut line).unwrap();
+            assert_eq!(line.trim(), "reaped");
+        } else {
+            // Some were not listed: end them all (the group is the shell's own, never 1).
+            let _ = rustix::process::kill_process_group(parent, rustix::process::Signal::KILL);
+        }
+        let _ = sh.wait();
+        assert_eq!(fresh.len(), KIDS, "every child listed");
+        assert_eq!(sorted.len(), KIDS, "no pid twice");
+        assert_eq!(fresh, kept);
     }
 
     /// `sh` with one `sleep` child: (sh, the sleep's pid).

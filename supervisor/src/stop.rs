@@ -1094,6 +1094,11 @@ fn quiesce(
     }
 }
 
+/// How long [`wait_quiet`] re-reads at once (yielding the CPU between reads) before it sleeps:
+/// a SIGSTOP takes effect when its target next runs, usually within tens of microseconds, far
+/// less than the shortest sleep the kernel's timer slack gives (about 100 µs).
+const QUIET_SPIN: Duration = Duration::from_micros(500);
+
 /// Waits until each of `pending` (held members) is quiet (stopped, exited, or a vfork parent
 /// waiting on a stopped child), or `deadline`: `Err(None)` then, `Err(Some(_))` on a read error.
 fn wait_quiet(
@@ -1102,6 +1107,7 @@ fn wait_quiet(
     deadline: Instant,
 ) -> Result<(), Option<StopError>> {
     let mut pause = Duration::from_micros(50);
+    let spin_until = Instant::now() + QUIET_SPIN;
     loop {
         let mut still = Vec::new();
         for key in pending.drain(..) {
@@ -1119,6 +1125,10 @@ fn wait_quiet(
         let now = Instant::now();
         if now >= deadline {
             return Err(None);
+        }
+        if now < spin_until {
+            std::thread::yield_now();
+            continue;
         }
         std::thread::sleep(pause.min(deadline - now));
         pause = (pause * 2).min(Duration::from_millis(2));
