@@ -112,6 +112,19 @@ pub enum Request {
     },
     Stop {
         id: String,
+        /// T7: a grace before the quiesce: the polite signal to the workload's process group,
+        /// then up to this long for the scope to end by itself (`stop --grace`). Absent: none.
+        #[serde(
+            rename = "grace_ms",
+            default,
+            with = "millis",
+            skip_serializing_if = "Option::is_none"
+        )]
+        grace: Option<Duration>,
+        /// The grace's polite signal, as `stop --signal` takes it (`TERM`, `SIGUSR1`, `15`);
+        /// SIGTERM when absent. Only with `grace_ms`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<String>,
     },
 }
 
@@ -321,7 +334,16 @@ mod tests {
             }),
             Request::List { all: true },
             Request::Show { id: "ab".into() },
-            Request::Stop { id: "cd".into() },
+            Request::Stop {
+                id: "cd".into(),
+                grace: None,
+                signal: None,
+            },
+            Request::Stop {
+                id: "cd".into(),
+                grace: Some(Duration::from_millis(2500)),
+                signal: Some("USR1".into()),
+            },
         ];
         for r in reqs {
             let line = encode_request(&r);

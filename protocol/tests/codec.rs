@@ -725,7 +725,11 @@ fn fuzz_every_decoder() {
     let stall_seed = stall_record().encode().unwrap();
     let api_seeds: Vec<Vec<u8>> = [
         api::Request::List { all: true },
-        api::Request::Stop { id: "0".repeat(32) },
+        api::Request::Stop {
+            id: "0".repeat(32),
+            grace: None,
+            signal: None,
+        },
         api::Request::Show {
             id: "ab".repeat(16),
         },

@@ -243,6 +243,71 @@ fn the_api_lists_shows_and_stops() {
     assert!(svc.signal_and_wait(rustix::process::Signal::TERM).success());
 }
 
+/// T7 through the service API: `stop` with `grace_ms` sends the polite signal (SIGTERM, or the
+/// request's `signal`) to the workload's group and waits before the quiesce, so a workload that
+/// handles it ends with its own status and nothing is killed; without a grace the same workload
+/// is killed. A `signal` without `grace_ms`, or one that is not a signal, is refused and signals
+/// nothing.
+#[test]
+fn the_api_stop_grants_a_grace() {
+    let home = Home::new();
+    let mut svc = Service::start(&home);
+    let mut n = 0;
+    let mut launch = || {
+        n += 1;
+        let ready = home.path().join(format!("ready-{n}"));
+        let script = format!(
+            "trap 'exit 3' TERM; trap 'exit 4' USR1; : > {}; sleep 600 & wait",
+            ready.display()
+        );
+        let out = home.cli(&["run", "--detach", "--json", "--", "sh", "-c", &script]);
+        let id = parse(&["run"], &out)["id"].as_str().unwrap().to_owned();
+        assert!(
+            wait_until(DEADLINE, || ready.exists()),
+            "the traps never set"
+        );
+        id
+    };
+    let stop = |id: &str, extra: &str| {
+        api(
+            &home,
+            &format!("{{\"v\":1,\"op\":\"stop\",\"id\":\"{id}\"{extra}}}\n"),
+        )
+    };
+    let graced = launch();
+    let doc = stop(&graced, ",\"grace_ms\":20000");
+    let done = &doc["result"]["stop"];
+    assert_eq!(done["state"], "exited", "{doc}");
+    assert_eq!(done["killed"], 0, "nothing was left to kill: {doc}");
+    assert_eq!(done["receipt"]["exit_code"], 3, "the TERM trap ran: {doc}");
+    assert!(done["timings_ms"]["grace"].as_f64().unwrap() > 0.0, "{doc}");
+
+    let chosen = launch();
+    let doc = stop(&chosen, ",\"grace_ms\":20000,\"signal\":\"USR1\"");
+    assert_eq!(doc["result"]["stop"]["receipt"]["exit_code"], 4, "{doc}");
+
+    // Negative control: no grace, the same workload is killed before its trap can run.
+    let abrupt = launch();
+    let doc = stop(&abrupt, "");
+    let done = &doc["result"]["stop"];
+    assert_eq!(done["state"], "exited", "{doc}");
+    assert!(done["killed"].as_u64().unwrap() >= 1, "{doc}");
+    assert_eq!(done["receipt"]["signal"], 9, "{doc}");
+
+    let left = launch();
+    for bad in [
+        ",\"signal\":\"TERM\"",
+        ",\"grace_ms\":1000,\"signal\":\"NOPE\"",
+    ] {
+        let doc = stop(&left, bad);
+        assert_eq!(doc["ok"], false, "{bad}: {doc}");
+        assert_eq!(doc["error"]["kind"], "bad_request", "{bad}: {doc}");
+    }
+    assert_eq!(home.state(&left), "live", "a refused stop signals nothing");
+    assert_eq!(stop(&left, "")["result"]["stop"]["state"], "exited");
+    assert!(svc.signal_and_wait(rustix::process::Signal::TERM).success());
+}
+
 #[test]
 fn maintenance_enforces_deadlines_of_registrations_it_did_not_launch() {
     let home = Home::new();

@@ -491,9 +491,26 @@ fn handle(state: &Service, req: Request) -> Response {
                     other => Response::err(ErrorKind::Internal, other.to_string()),
                 })
         }),
-        Request::Stop { id } => parse(&id).and_then(|id| {
+        Request::Stop { id, grace, signal } => parse(&id).and_then(|id| {
+            let grace = match (grace, signal) {
+                (None, None) => None,
+                (None, Some(_)) => {
+                    return Err(Response::err(
+                        ErrorKind::BadRequest,
+                        "`signal` is the grace's signal: it needs `grace_ms`".to_owned(),
+                    ))
+                }
+                (Some(g), sig) => Some((
+                    g,
+                    match sig {
+                        None => Signal::TERM,
+                        Some(text) => super::cli::parse_signal(&text)
+                            .map_err(|e| Response::err(ErrorKind::BadRequest, e))?,
+                    },
+                )),
+            };
             let reg = rt.read_registration(id).map_err(registry_response)?;
-            let doc = state.stop(&reg, StopCause::Operator, None);
+            let doc = state.stop(&reg, StopCause::Operator, grace);
             tracing::info!(%id, result = %json_line(&doc), "stop");
             Ok(Reply::Stop(to_value(&doc)))
         }),
