@@ -34,6 +34,30 @@ pub use rustix::process::Signal;
 
 use crate::procfs::{self, ProcfsError, Stat};
 
+/// Parses a signal as operators write it: a name (`TERM`, `SIGTERM`, `term`) or a number (`15`);
+/// the one reading of `stop --signal` and of the service API's stop `signal`.
+pub fn parse(text: &str) -> Result<Signal, String> {
+    let t = text.trim();
+    let upper = t.to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    let raw = match name {
+        "HUP" => libc::SIGHUP,
+        "INT" => libc::SIGINT,
+        "QUIT" => libc::SIGQUIT,
+        "KILL" => libc::SIGKILL,
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        "ALRM" => libc::SIGALRM,
+        "TERM" => libc::SIGTERM,
+        "CONT" => libc::SIGCONT,
+        "STOP" => libc::SIGSTOP,
+        "WINCH" => libc::SIGWINCH,
+        n => n.parse().unwrap_or(0),
+    };
+    Signal::from_named_raw(raw)
+        .ok_or_else(|| format!("{text:?} is not a signal (examples: TERM, INT, HUP, USR1, 15)"))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SignalError {
     /// The witnessed process no longer exists (exited and reaped).

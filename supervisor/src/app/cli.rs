@@ -366,7 +366,7 @@ pub struct StopArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub grace: Option<Duration>,
     /// The polite signal of --grace (name or number: TERM, INT, HUP, USR1, 15, ...).
-    #[arg(long, value_name = "SIG", value_parser = parse_signal, default_value = "TERM", requires = "grace")]
+    #[arg(long, value_name = "SIG", value_parser = crate::signal::parse, default_value = "TERM", requires = "grace")]
     pub signal: crate::signal::Signal,
     /// One JSON document.
     #[arg(long)]
@@ -502,30 +502,6 @@ pub(super) fn parse_env(text: OsString) -> Result<(OsString, OsString), String> 
         )),
         _ => Err(format!("{text:?} is not KEY=VALUE")),
     }
-}
-
-/// Parses a signal name (`TERM`, `SIGTERM`, `term`) or number (`15`).
-pub fn parse_signal(text: &str) -> Result<crate::signal::Signal, String> {
-    use crate::signal::Signal;
-    let t = text.trim();
-    let upper = t.to_ascii_uppercase();
-    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
-    let raw = match name {
-        "HUP" => libc::SIGHUP,
-        "INT" => libc::SIGINT,
-        "QUIT" => libc::SIGQUIT,
-        "KILL" => libc::SIGKILL,
-        "USR1" => libc::SIGUSR1,
-        "USR2" => libc::SIGUSR2,
-        "ALRM" => libc::SIGALRM,
-        "TERM" => libc::SIGTERM,
-        "CONT" => libc::SIGCONT,
-        "STOP" => libc::SIGSTOP,
-        "WINCH" => libc::SIGWINCH,
-        n => n.parse().unwrap_or(0),
-    };
-    Signal::from_named_raw(raw)
-        .ok_or_else(|| format!("{text:?} is not a signal (examples: TERM, INT, HUP, USR1, 15)"))
 }
 
 pub(super) fn parse_kv(text: &str) -> Result<(String, String), String> {

@@ -504,7 +504,7 @@ fn handle(state: &Service, req: Request) -> Response {
                     g,
                     match sig {
                         None => Signal::TERM,
-                        Some(text) => super::cli::parse_signal(&text)
+                        Some(text) => crate::signal::parse(&text)
                             .map_err(|e| Response::err(ErrorKind::BadRequest, e))?,
                     },
                 )),
