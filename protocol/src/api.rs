@@ -32,6 +32,7 @@ pub const MAX_MESSAGE: usize = 1024 * 1024;
 /// and the durations are whole milliseconds (`timeout_ms`, `idle_timeout_ms`,
 /// `wait_for_slot_ms`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LaunchAsk {
     pub argv: Vec<String>,
     pub kind: Kind,
@@ -98,7 +99,7 @@ mod millis {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 // One request per connection, decoded once: the launch's size costs nothing worth a box.
 #[allow(clippy::large_enum_variant)]
 pub enum Request {
@@ -238,7 +239,7 @@ pub struct ScopeView {
     pub usage: Option<crate::TreeUsage>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
 struct Versioned<T> {
     v: u16,
     #[serde(flatten)]
@@ -285,13 +286,21 @@ fn check_version(v: u16) -> Result<(), DecodeError> {
     Ok(())
 }
 
-/// Decodes one request line.
+/// Decodes one request line: the version first (a newer one is reported as such, whatever its
+/// fields), then the request, refusing any field it does not know (P3: a dropped field would
+/// change what the request does, as a dropped `grace_ms` turns a polite stop into a kill).
 pub fn decode_request(line: &[u8]) -> Result<Request, DecodeError> {
+    let invalid = |_| DecodeError::InvalidField { field: "request" };
     let line = check_line(line)?;
-    let msg: Versioned<Request> =
-        serde_json::from_slice(line).map_err(|_| DecodeError::InvalidField { field: "request" })?;
-    check_version(msg.v)?;
-    Ok(msg.body)
+    let mut msg: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(line).map_err(invalid)?;
+    let v = msg
+        .remove("v")
+        .and_then(|v| v.as_u64())
+        .and_then(|v| u16::try_from(v).ok())
+        .ok_or(DecodeError::InvalidField { field: "v" })?;
+    check_version(v)?;
+    serde_json::from_value(serde_json::Value::Object(msg)).map_err(invalid)
 }
 
 /// Decodes one response line.
@@ -323,6 +332,34 @@ mod tests {
         };
         assert_eq!(back.kind, Kind::Quality);
         assert_eq!(back.timeout, Some(Duration::from_millis(250)));
+    }
+
+    /// P3 for the socket: a request field this service does not know is refused, not dropped
+    /// (an older service that dropped `grace_ms` would stop at once instead of politely; a
+    /// misspelt `timeout` would launch without a deadline). A newer version is still reported
+    /// as such, whatever its fields.
+    #[test]
+    fn a_request_with_a_field_it_does_not_know_is_refused() {
+        let id = "0".repeat(32);
+        for line in [
+            format!(r#"{{"v":1,"op":"stop","id":"{id}","grace":5000}}"#),
+            r#"{"v":1,"op":"list","all":true,"since":3}"#.to_owned(),
+            r#"{"v":1,"op":"launch","argv":["true"],"kind":"command","label":"","cwd":null,"env":{},"meta":{},"timeout":250,"pty":false}"#.to_owned(),
+        ] {
+            assert_eq!(
+                decode_request(line.as_bytes()),
+                Err(DecodeError::InvalidField { field: "request" }),
+                "{line}"
+            );
+        }
+        assert!(decode_request(
+            format!(r#"{{"v":1,"op":"stop","id":"{id}","grace_ms":5000}}"#).as_bytes()
+        )
+        .is_ok());
+        assert_eq!(
+            decode_request(br#"{"v":2,"op":"list","since":3}"#),
+            Err(DecodeError::UnsupportedVersion { got: 2, max: 1 })
+        );
     }
 
     #[test]
