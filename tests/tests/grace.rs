@@ -170,7 +170,9 @@ fn kill_after_gives_a_deadline_a_grace_and_keeps_its_outcome() {
     assert!(t.elapsed() < Duration::from_secs(15), "{doc}");
     assert_eq!(doc["outcome"], "timed_out", "{doc}");
     assert_eq!(doc["exit_code"], 0, "died of the polite signal: {doc}");
-    assert_eq!(out.status.code(), Some(0));
+    // As coreutils `timeout`: a deadline that ended the workload politely exits 124, whatever
+    // the workload's own status (kept in the document).
+    assert_eq!(out.status.code(), Some(124), "{doc}");
 
     // The kill after the grace: still `timed_out`.
     let ignorer = env!("CARGO_BIN_EXE_term-ignorer");
@@ -188,6 +190,8 @@ fn kill_after_gives_a_deadline_a_grace_and_keeps_its_outcome() {
     let doc = parse(&args, &out);
     assert_eq!(doc["outcome"], "idle_timeout", "{doc}");
     assert_eq!(doc["signal"], 9, "{doc}");
+    // The kill, as `timeout -k`: 128 + 9.
+    assert_eq!(out.status.code(), Some(137), "{doc}");
 }
 
 #[test]
@@ -200,6 +204,7 @@ fn a_deadline_without_kill_after_kills_negative_control() {
     let doc = parse(&args, &out);
     assert_eq!(doc["outcome"], "timed_out", "{doc}");
     assert_eq!(doc["signal"], 9, "{doc}");
+    assert_eq!(out.status.code(), Some(137), "{doc}");
 }
 
 /// W7: the completion deadline holds for the whole scope, also after the workload has exited.

@@ -162,7 +162,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub idle_timeout: Option<Duration>,
     /// When a deadline passes, SIGTERM the workload's process group first and kill the scope
-    /// only this much later (coreutils `timeout -k`); the outcome stays the deadline's.
+    /// only this much later (coreutils `timeout -k`); the outcome stays the deadline's, and run
+    /// exits 124 (137 once it had to kill), as timeout does.
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub kill_after: Option<Duration>,
     /// Working directory of the workload (default: this one).

@@ -24,6 +24,7 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use refine_protocol::api::LaunchAsk;
+use refine_protocol::WorkloadStatus;
 use rustix::process::Signal;
 
 use super::docs::{RunDoc, RunScope, StatusFields, StreamDoc};
@@ -423,9 +424,20 @@ fn scope_name(s: &ScopeState) -> RunScope {
     }
 }
 
-/// The shell's view of a launch: the workload's code, 128+signal, 127/126 for a spawn failure.
+/// Exit status of a launch that a deadline ended without the kill, as coreutils `timeout`.
+const TIMED_OUT: i32 = 124;
+
+/// The shell's view of a launch: the workload's code, 128+signal, 127/126 for a spawn failure;
+/// a deadline (`--timeout`, `--idle-timeout`) that ended the workload with the polite signal of
+/// `--kill-after` exits 124 whatever the workload's own status, and one that had to kill it
+/// 137, as `timeout -k` does (the document keeps the workload's status and the outcome).
 fn exit_code(r: &LaunchResult) -> i32 {
+    let deadline = matches!(
+        r.outcome,
+        LaunchOutcome::TimedOut | LaunchOutcome::IdleTimeout
+    );
     match (r.outcome, r.status.shell_code()) {
+        _ if deadline && r.status != WorkloadStatus::Signaled(libc::SIGKILL) => TIMED_OUT,
         (_, Some(c)) => c,
         (LaunchOutcome::SpawnFailed { errno }, None) => spawn_failure_code(errno),
         _ => 1,
