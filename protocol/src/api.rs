@@ -290,16 +290,49 @@ fn check_version(v: u16) -> Result<(), DecodeError> {
 /// fields), then the request, refusing any field it does not know (P3: a dropped field would
 /// change what the request does, as a dropped `grace_ms` turns a polite stop into a kill).
 pub fn decode_request(line: &[u8]) -> Result<Request, DecodeError> {
-    let invalid = |_| DecodeError::InvalidField { field: "request" };
-    let line = check_line(line)?;
+    decode_request_with_cause(line).map_err(|(e, _)| e)
+}
+
+/// Why `line` is not a request: serde's words where it has them (they name the unknown or
+/// malformed field), else the decode error's; one line, for a refusal to carry. `None` when the
+/// line decodes.
+pub fn explain_request(line: &[u8]) -> Option<String> {
+    match decode_request_with_cause(line) {
+        Ok(_) => None,
+        Err((e, cause)) => {
+            let text = cause.map_or_else(|| e.to_string(), |c| format!("{e}: {c}"));
+            // A field name may hold any character: control ones are shown escaped.
+            Some(
+                text.chars()
+                    .flat_map(|c| {
+                        let escaped = c.is_control().then(|| c.escape_default());
+                        escaped
+                            .into_iter()
+                            .flatten()
+                            .chain((!c.is_control()).then_some(c))
+                    })
+                    .collect(),
+            )
+        }
+    }
+}
+
+fn decode_request_with_cause(line: &[u8]) -> Result<Request, (DecodeError, Option<String>)> {
+    let invalid = |e: serde_json::Error| {
+        (
+            DecodeError::InvalidField { field: "request" },
+            Some(e.to_string()),
+        )
+    };
+    let line = check_line(line).map_err(|e| (e, None))?;
     let mut msg: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(line).map_err(invalid)?;
     let v = msg
         .remove("v")
         .and_then(|v| v.as_u64())
         .and_then(|v| u16::try_from(v).ok())
-        .ok_or(DecodeError::InvalidField { field: "v" })?;
-    check_version(v)?;
+        .ok_or((DecodeError::InvalidField { field: "v" }, None))?;
+    check_version(v).map_err(|e| (e, None))?;
     serde_json::from_value(serde_json::Value::Object(msg)).map_err(invalid)
 }
 
@@ -356,6 +389,18 @@ mod tests {
             format!(r#"{{"v":1,"op":"stop","id":"{id}","grace_ms":5000}}"#).as_bytes()
         )
         .is_ok());
+        // The refusal can say which field, in one line.
+        let why = explain_request(
+            format!(r#"{{"v":1,"op":"stop","id":"{id}","grace":5000}}"#).as_bytes(),
+        );
+        assert!(
+            why.as_deref()
+                .is_some_and(|w| w.contains("unknown field `grace`") && !w.contains('\n')),
+            "{why:?}"
+        );
+        assert_eq!(explain_request(br#"{"v":1,"op":"list"}"#), None);
+        let odd = explain_request(br#"{"v":1,"op":"list","a\nb":1}"#).unwrap();
+        assert!(odd.contains(r"a\nb") && !odd.contains('\n'), "{odd}");
         assert_eq!(
             decode_request(br#"{"v":2,"op":"list","since":3}"#),
             Err(DecodeError::UnsupportedVersion { got: 2, max: 1 })

@@ -303,6 +303,11 @@ fn the_api_stop_grants_a_grace() {
         assert_eq!(doc["ok"], false, "{bad}: {doc}");
         assert_eq!(doc["error"]["kind"], "bad_request", "{bad}: {doc}");
     }
+    // A misspelt field is refused, and the reply names it.
+    let doc = stop(&left, ",\"grace\":1000");
+    assert_eq!(doc["error"]["kind"], "bad_request", "{doc}");
+    let message = doc["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("unknown field `grace`"), "{doc}");
     assert_eq!(home.state(&left), "live", "a refused stop signals nothing");
     assert_eq!(stop(&left, "")["result"]["stop"]["state"], "exited");
     assert!(svc.signal_and_wait(rustix::process::Signal::TERM).success());

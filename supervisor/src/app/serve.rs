@@ -438,7 +438,13 @@ async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io:
         return Ok(());
     }
     let resp = match api::decode_request(&line) {
-        Err(e) => Response::err(ErrorKind::BadRequest, format!("bad request: {e}")),
+        Err(e) => Response::err(
+            ErrorKind::BadRequest,
+            format!(
+                "bad request: {}",
+                api::explain_request(&line).unwrap_or_else(|| e.to_string())
+            ),
+        ),
         Ok(req) => {
             let st = state.clone();
             tokio::task::spawn_blocking(move || handle(&st, req))
