@@ -730,6 +730,11 @@ fn fuzz_every_decoder() {
             grace: None,
             signal: None,
         },
+        api::Request::Stop {
+            id: "1".repeat(32),
+            grace: Some(std::time::Duration::from_millis(1500)),
+            signal: Some("SIGUSR1".into()),
+        },
         api::Request::Show {
             id: "ab".repeat(16),
         },
@@ -767,6 +772,7 @@ fn fuzz_every_decoder() {
         let _ = refine_protocol::record::StallRecord::decode(&mutate(&mut rng, &stall_seed));
         let line = mutate(&mut rng, &api_seeds[i % api_seeds.len()]);
         let _ = api::decode_request(&line);
+        let _ = api::explain_request(&line);
         let _ = api::decode_response(&line);
     }
 }
