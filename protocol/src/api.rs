@@ -293,28 +293,22 @@ pub fn decode_request(line: &[u8]) -> Result<Request, DecodeError> {
     decode_request_with_cause(line).map_err(|(e, _)| e)
 }
 
-/// Why `line` is not a request: serde's words where it has them (they name the unknown or
-/// malformed field), else the decode error's; one line, for a refusal to carry. `None` when the
-/// line decodes.
-pub fn explain_request(line: &[u8]) -> Option<String> {
-    match decode_request_with_cause(line) {
-        Ok(_) => None,
-        Err((e, cause)) => {
-            let text = cause.map_or_else(|| e.to_string(), |c| format!("{e}: {c}"));
-            // A field name may hold any character: control ones are shown escaped.
-            Some(
-                text.chars()
-                    .flat_map(|c| {
-                        let escaped = c.is_control().then(|| c.escape_default());
-                        escaped
-                            .into_iter()
-                            .flatten()
-                            .chain((!c.is_control()).then_some(c))
-                    })
-                    .collect(),
-            )
+/// [`decode_request`] with the refusal in words: serde's where it has them (they name the
+/// unknown or malformed field), else the decode error's; one line (control characters
+/// escaped: a field name may hold any), for the reply to carry.
+pub fn decode_request_explained(line: &[u8]) -> Result<Request, String> {
+    decode_request_with_cause(line).map_err(|(e, cause)| {
+        let text = cause.map_or_else(|| e.to_string(), |c| format!("{e}: {c}"));
+        let mut one_line = String::with_capacity(text.len());
+        for c in text.chars() {
+            if c.is_control() {
+                one_line.extend(c.escape_default());
+            } else {
+                one_line.push(c);
+            }
         }
-    }
+        one_line
+    })
 }
 
 fn decode_request_with_cause(line: &[u8]) -> Result<Request, (DecodeError, Option<String>)> {
@@ -390,16 +384,17 @@ mod tests {
         )
         .is_ok());
         // The refusal can say which field, in one line.
-        let why = explain_request(
+        let why = decode_request_explained(
             format!(r#"{{"v":1,"op":"stop","id":"{id}","grace":5000}}"#).as_bytes(),
-        );
+        )
+        .err();
         assert!(
             why.as_deref()
                 .is_some_and(|w| w.contains("unknown field `grace`") && !w.contains('\n')),
             "{why:?}"
         );
-        assert_eq!(explain_request(br#"{"v":1,"op":"list"}"#), None);
-        let odd = explain_request(br#"{"v":1,"op":"list","a\nb":1}"#).unwrap();
+        assert!(decode_request_explained(br#"{"v":1,"op":"list"}"#).is_ok());
+        let odd = decode_request_explained(br#"{"v":1,"op":"list","a\nb":1}"#).unwrap_err();
         assert!(odd.contains(r"a\nb") && !odd.contains('\n'), "{odd}");
         assert_eq!(
             decode_request(br#"{"v":2,"op":"list","since":3}"#),

@@ -772,7 +772,7 @@ fn fuzz_every_decoder() {
         let _ = refine_protocol::record::StallRecord::decode(&mutate(&mut rng, &stall_seed));
         let line = mutate(&mut rng, &api_seeds[i % api_seeds.len()]);
         let _ = api::decode_request(&line);
-        let _ = api::explain_request(&line);
+        let _ = api::decode_request_explained(&line);
         let _ = api::decode_response(&line);
     }
 }

@@ -437,14 +437,8 @@ async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io:
         // A client that connected and closed (a readiness probe): nothing to answer.
         return Ok(());
     }
-    let resp = match api::decode_request(&line) {
-        Err(e) => Response::err(
-            ErrorKind::BadRequest,
-            format!(
-                "bad request: {}",
-                api::explain_request(&line).unwrap_or_else(|| e.to_string())
-            ),
-        ),
+    let resp = match api::decode_request_explained(&line) {
+        Err(why) => Response::err(ErrorKind::BadRequest, format!("bad request: {why}")),
         Ok(req) => {
             let st = state.clone();
             tokio::task::spawn_blocking(move || handle(&st, req))
