@@ -33,6 +33,8 @@ use crate::frame::{Hello, Rlimit};
 use crate::receipt::WorkloadStatus;
 use crate::{BootId, DecodeError, EncodeError, ProofIdentity, RegistrationId, RuntimeId};
 
+mod payload;
+
 pub const REGISTRATION_MAGIC: [u8; 8] = *b"RFNREG\0\0";
 pub const CAPTURE_MAGIC: [u8; 8] = *b"RFNCAP\0\0";
 pub const STOP_MAGIC: [u8; 8] = *b"RFNSTOP\0";
@@ -262,16 +264,12 @@ pub struct StallRecord {
 /// Largest payload an encoder accepts: a record file never exceeds [`MAX_RECORD`].
 pub const MAX_PAYLOAD: usize = MAX_RECORD - ENVELOPE_LEN;
 
-/// bincode's decode limit. bincode charges against it more than the bytes it reads (each string or
-/// byte vector is charged its length plus 8 for the length word, whose varint encoding takes one
-/// byte), so a limit equal to the payload bound refuses records the encoder produced (116,420
-/// empty-ish argv entries fit in 1 MiB of payload but charge 9 bytes each). Nine times the payload
-/// bound covers every record an encoder accepts; what is allocated is still bounded by the input,
-/// because every charged string's bytes must be present in the (at most 1 MiB) payload.
-const DECODE_LIMIT: usize = 16 * MAX_RECORD;
-
-fn config() -> impl bincode::config::Config {
-    bincode::config::standard().with_limit::<DECODE_LIMIT>()
+/// Encodes a record payload: bincode 2, standard configuration. Read back by [`payload`], which
+/// never trusts a declared length (see there for why not bincode's own decoder).
+fn to_payload<T: Serialize>(value: &T) -> Result<Vec<u8>, EncodeError> {
+    // Serializing these plain structs (every sequence has a length) cannot fail.
+    bincode::serde::encode_to_vec(value, bincode::config::standard())
+        .map_err(|_| EncodeError::InvalidField { field: "record" })
 }
 
 fn seal(magic: [u8; 8], version: u16, payload: Vec<u8>) -> Vec<u8> {
@@ -307,8 +305,8 @@ fn open_versions(magic: [u8; 8], max: u16, buf: &[u8]) -> Result<(u16, &[u8]), D
     Ok((version, payload))
 }
 
-/// Encodes a record and refuses one its decoder would refuse: bincode checks its limit only while
-/// decoding, so the bound is enforced here, before anything is written.
+/// Encodes a record and refuses one its decoder would refuse (a file over [`MAX_RECORD`]),
+/// before anything is written.
 fn encode_record<T: Serialize>(magic: [u8; 8], value: &T) -> Result<Vec<u8>, EncodeError> {
     encode_versioned(magic, RECORD_VERSION, value)
 }
@@ -318,11 +316,7 @@ fn encode_versioned<T: Serialize>(
     version: u16,
     value: &T,
 ) -> Result<Vec<u8>, EncodeError> {
-    let payload =
-        bincode::serde::encode_to_vec(value, config()).map_err(|_| EncodeError::Oversized {
-            len: DECODE_LIMIT,
-            max: MAX_PAYLOAD,
-        })?;
+    let payload = to_payload(value)?;
     if payload.len() > MAX_PAYLOAD {
         return Err(EncodeError::Oversized {
             len: ENVELOPE_LEN + payload.len(),
@@ -332,18 +326,15 @@ fn encode_versioned<T: Serialize>(
     Ok(seal(magic, version, payload))
 }
 
+/// Decodes a whole payload. What it allocates is bounded by the payload (at most
+/// [`MAX_PAYLOAD`] bytes, checked by the envelope before this runs): every string, byte vector,
+/// sequence and map length is checked against the bytes that remain before anything is
+/// allocated for it ([`payload`]).
 fn decode_payload<T: for<'de> Deserialize<'de>>(
     payload: &[u8],
     field: &'static str,
 ) -> Result<T, DecodeError> {
-    let (value, used): (T, usize) = bincode::serde::decode_from_slice(payload, config())
-        .map_err(|_| DecodeError::InvalidField { field })?;
-    if used != payload.len() {
-        return Err(DecodeError::TrailingBytes {
-            extra: payload.len() - used,
-        });
-    }
-    Ok(value)
+    payload::decode(payload, field)
 }
 
 impl Registration {
