@@ -240,8 +240,9 @@ fn launch_rejects_strings_without_nul_and_bad_fields() {
         &mut buf,
     );
     assert!(err.is_err());
+    // An empty argv is refused by the encoder as the decoder refuses it (P4).
     let no_args: [&[u8]; 0] = [];
-    let n = encode_launch(
+    let err = encode_launch(
         &LaunchParams {
             flags: 0,
             pdeath_signal: Some(9),
@@ -257,12 +258,8 @@ fn launch_rejects_strings_without_nul_and_bad_fields() {
             credentials: None,
         },
         &mut buf,
-    )
-    .unwrap();
-    assert_eq!(
-        Frame::decode(&buf[..n]).unwrap_err(),
-        DecodeError::InvalidField { field: "argv" }
     );
+    assert_eq!(err, Err(EncodeError::InvalidField { field: "argv" }));
 }
 
 fn registration() -> Registration {

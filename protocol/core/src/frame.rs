@@ -10,7 +10,7 @@
 //! G -> L  SpawnFailed   execve failed with errno
 //! G -> L  WorkloadExited  the workload itself exited (descendants may still hold the scope)
 //! G -> L  ScopeExited   waitpid said ECHILD; the receipt is on disk (its bytes follow)
-//! L -> G  Signal        forward a signal to the workload
+//! L -> G  Signal        forward a signal (1..=64) to the workload
 //! G -> L  GuardianFailed  the guardian cannot go on (static code + errno); it exits after this
 //! ```
 //!
@@ -49,7 +49,7 @@
 use core::ffi::CStr;
 
 use crate::codec::{envelope_open, envelope_seal, envelope_start, Reader, Writer};
-use crate::receipt::{Receipt, WorkloadStatus};
+use crate::receipt::{Receipt, WorkloadStatus, MAX_SIGNAL, RECEIPT_LEN};
 use crate::{
     BootId, DecodeError, EncodeError, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId,
 };
@@ -320,6 +320,11 @@ pub enum Frame<'a> {
     GuardianFailed { code: u16, errno: i32 },
 }
 
+/// A signal the kernel delivers (P4: 1..=64).
+const fn signal_valid(signo: i32) -> bool {
+    1 <= signo && signo <= MAX_SIGNAL
+}
+
 fn finish_frame(w: &mut Writer<'_>) -> Result<usize, EncodeError> {
     let len = envelope_seal(w, FRAME_MAGIC.len())?;
     if len > MAX_FRAME {
@@ -407,6 +412,14 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
         return Err(EncodeError::InvalidField {
             field: "descriptor count",
         });
+    }
+    if p.proof_path.is_empty() {
+        return Err(EncodeError::InvalidField {
+            field: "proof path",
+        });
+    }
+    if p.argv.is_empty() {
+        return Err(EncodeError::InvalidField { field: "argv" });
     }
     if let Some(c) = p.credentials {
         if c.groups.len() > MAX_GROUPS {
@@ -496,8 +509,18 @@ impl Frame<'_> {
                 status.encode(&mut w)?;
                 w.u64(at_ns)?;
             }
-            Frame::ScopeExited(r) => w.bytes(&r.encode())?,
-            Frame::Signal { signo } => w.i32(signo)?,
+            Frame::ScopeExited(r) => {
+                // The receipt's own encoder: it refuses what its decoder would.
+                let mut receipt = [0u8; RECEIPT_LEN];
+                let n = r.encode_into(&mut receipt)?;
+                w.bytes(&receipt[..n])?;
+            }
+            Frame::Signal { signo } => {
+                if !signal_valid(signo) {
+                    return Err(EncodeError::InvalidField { field: "signal" });
+                }
+                w.i32(signo)?
+            }
             Frame::GuardianFailed { code, errno } => {
                 w.u16(code)?;
                 w.i32(errno)?;
@@ -544,7 +567,10 @@ impl Frame<'_> {
                 at_ns: r.u64()?,
             },
             kind::SCOPE_EXITED => Frame::ScopeExited(Receipt::decode(r.bytes(r.remaining())?)?),
-            kind::SIGNAL => Frame::Signal { signo: r.i32()? },
+            kind::SIGNAL => match r.i32()? {
+                signo if signal_valid(signo) => Frame::Signal { signo },
+                _ => return Err(DecodeError::InvalidField { field: "signal" }),
+            },
             kind::GUARDIAN_FAILED => Frame::GuardianFailed {
                 code: r.u16()?,
                 errno: r.i32()?,

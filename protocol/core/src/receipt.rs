@@ -176,7 +176,7 @@ impl WorkloadStatus {
     pub(crate) fn encode(self, w: &mut Writer<'_>) -> Result<(), EncodeError> {
         if !self.is_valid() {
             return Err(EncodeError::InvalidField {
-                field: "workload status",
+                field: "workload status value",
             });
         }
         let (tag, value) = self.to_wire();
@@ -257,8 +257,19 @@ impl Receipt {
         EncodedReceipt { buf, len }
     }
 
-    /// Encodes into `out` (at least [`RECEIPT_LEN`] bytes); returns the length written.
+    /// Encodes into `out` (at least [`RECEIPT_LEN`] bytes); returns the length written. Refuses
+    /// what [`Receipt::decode`] refuses, with its error and in its order: a guardian error
+    /// without a code ("scope end"), a status no kernel reports ("workload status value").
     pub fn encode_into(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
+        let (end, failure) = self.end.to_wire();
+        if ScopeEnd::from_wire(end, failure).is_err() {
+            return Err(EncodeError::InvalidField { field: "scope end" });
+        }
+        if !self.status.is_valid() {
+            return Err(EncodeError::InvalidField {
+                field: "workload status value",
+            });
+        }
         let (version, len) = match self.usage {
             Some(_) => (RECEIPT_VERSION, RECEIPT_LEN),
             None => (1, RECEIPT_V1_LEN),
@@ -277,14 +288,8 @@ impl Receipt {
         w.u64(self.workload.start_time)?;
         w.u64(self.proof.dev)?;
         w.u64(self.proof.ino)?;
-        if !self.status.is_valid() {
-            return Err(EncodeError::InvalidField {
-                field: "workload status",
-            });
-        }
         let (tag, value) = self.status.to_wire();
         w.u8(tag)?;
-        let (end, failure) = self.end.to_wire();
         w.u8(end)?;
         w.u16(failure)?;
         w.i32(value)?;

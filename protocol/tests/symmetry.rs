@@ -1,0 +1,533 @@
+//! P4 as properties: every encoder refuses, with the decoder's own error, each value its decoder
+//! would refuse; whatever it accepts decodes back to the same value.
+//!
+//! Each case is a value with at most one field at or past a limit (a deterministic generator
+//! picks which). The test also lays the value out on the wire by hand, without any check, so
+//! that the decoder's verdict on those bytes is known: the encoder must refuse exactly when the
+//! decoder would, and with the same typed error (same variant and field; an interior NUL, which
+//! the encoder names `InteriorNul`, is the decoder's `InvalidField` of the same field).
+
+use refine_protocol::codec::{envelope_seal, envelope_start, Writer};
+use refine_protocol::frame::{
+    encode_launch, Credentials, FLAG_CREDENTIALS, FLAG_NEW_SESSION, FLAG_NO_PDEATH_SIGNAL,
+    FLAG_PTY, FRAME_MAGIC, MAX_ARGS, MAX_FRAME, MAX_GROUPS, MAX_RLIMITS, MAX_START_TIMEOUT_MS,
+};
+use refine_protocol::receipt::{RECEIPT_LEN, RECEIPT_MAGIC};
+use refine_protocol::{
+    BootId, DecodeError, EncodeError, Frame, Hello, LaunchParams, ProcessWitness, ProofIdentity,
+    Receipt, RegistrationId, Rlimit, RuntimeId, ScopeEnd, TreeUsage, WorkloadStatus,
+};
+
+/// xorshift64*: deterministic, dependency-free.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+        from[self.below(from.len())]
+    }
+}
+
+fn iterations() -> usize {
+    std::env::var("REFINE_SYMMETRY_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3_000)
+}
+
+/// The encoder's refusal is the decoder's.
+fn same(e: EncodeError, d: DecodeError) -> bool {
+    match (e, d) {
+        (EncodeError::InvalidField { field: a }, DecodeError::InvalidField { field: b })
+        | (EncodeError::InteriorNul { field: a }, DecodeError::InvalidField { field: b }) => a == b,
+        (EncodeError::Oversized { len: a, max: m }, DecodeError::Oversized { len: b, max: n }) => {
+            (a, m) == (b, n)
+        }
+        _ => false,
+    }
+}
+
+/// A frame envelope around `payload`, no checks.
+fn raw_frame(kind: u16, payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; 16 + payload.len()];
+    let mut w = Writer::new(&mut out);
+    envelope_start(&mut w, &FRAME_MAGIC, 1, kind).unwrap();
+    w.bytes(payload).unwrap();
+    envelope_seal(&mut w, FRAME_MAGIC.len()).unwrap();
+    out
+}
+
+fn raw_str(out: &mut Vec<u8>, s: &[u8]) {
+    out.extend_from_slice(&(s.len() as u32 + 1).to_le_bytes());
+    out.extend_from_slice(s);
+    out.push(0);
+}
+
+/// The launch frame's layout (frame.rs), written without a single check.
+fn raw_launch(p: &LaunchParams<'_>) -> Vec<u8> {
+    let mut o = Vec::new();
+    let cred = if p.credentials.is_some() {
+        FLAG_CREDENTIALS
+    } else {
+        0
+    };
+    let (pdeath_flag, signal) = match p.pdeath_signal {
+        None => (FLAG_NO_PDEATH_SIGNAL, 0),
+        Some(s) => (0, s),
+    };
+    let flags = (p.flags & !FLAG_CREDENTIALS) | cred | pdeath_flag;
+    for v in [flags, signal, p.start_timeout_ms, p.stdio_fds] {
+        o.extend_from_slice(&v.to_le_bytes());
+    }
+    o.extend_from_slice(&p.registration.0);
+    o.extend_from_slice(&p.runtime.0);
+    raw_str(&mut o, p.proof_path);
+    raw_str(&mut o, p.cwd);
+    for list in [p.argv, p.env] {
+        o.extend_from_slice(&(list.len() as u32).to_le_bytes());
+        for s in list {
+            raw_str(&mut o, s);
+        }
+    }
+    o.extend_from_slice(&(p.rlimits.len() as u32).to_le_bytes());
+    for l in p.rlimits {
+        o.extend_from_slice(&l.resource.to_le_bytes());
+        o.extend_from_slice(&l.soft.to_le_bytes());
+        o.extend_from_slice(&l.hard.to_le_bytes());
+    }
+    if let Some(c) = p.credentials {
+        for v in [c.uid, c.gid, c.groups.len() as u32] {
+            o.extend_from_slice(&v.to_le_bytes());
+        }
+        for g in c.groups {
+            o.extend_from_slice(&g.to_le_bytes());
+        }
+    }
+    raw_frame(1, &o)
+}
+
+/// What a decoded launch spec says, in the encoder's terms.
+fn params_of(f: &Frame<'_>) -> String {
+    let Frame::Launch(s) = f else {
+        return format!("not a launch: {f:?}");
+    };
+    let bytes = |c: &core::ffi::CStr| c.to_bytes().to_vec();
+    format!(
+        "{:?}",
+        (
+            s.flags,
+            s.pdeath_signal,
+            s.start_timeout_ms,
+            s.stdio_fds,
+            s.registration,
+            s.runtime,
+            bytes(s.proof_path),
+            s.cwd.map(bytes).unwrap_or_default(),
+            s.argv.iter().map(bytes).collect::<Vec<_>>(),
+            s.env.iter().map(bytes).collect::<Vec<_>>(),
+            s.rlimits.iter().collect::<Vec<_>>(),
+            s.credentials
+                .map(|c| (c.uid, c.gid, c.groups.iter().collect::<Vec<_>>())),
+        )
+    )
+}
+
+fn params_text(p: &LaunchParams<'_>) -> String {
+    format!(
+        "{:?}",
+        (
+            p.flags & !FLAG_CREDENTIALS
+                | if p.credentials.is_some() {
+                    FLAG_CREDENTIALS
+                } else {
+                    0
+                },
+            p.pdeath_signal,
+            p.start_timeout_ms,
+            p.stdio_fds,
+            p.registration,
+            p.runtime,
+            p.proof_path.to_vec(),
+            p.cwd.to_vec(),
+            p.argv.iter().map(|a| a.to_vec()).collect::<Vec<_>>(),
+            p.env.iter().map(|a| a.to_vec()).collect::<Vec<_>>(),
+            p.rlimits.to_vec(),
+            p.credentials.map(|c| (c.uid, c.gid, c.groups.to_vec())),
+        )
+    )
+}
+
+/// encode(v) is refused exactly when decode(raw(v)) is, with the same error; else they agree.
+#[test]
+fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
+    let mut rng = Rng(0x5EED_0001);
+    let many: Vec<&[u8]> = vec![b"a"; MAX_ARGS + 1];
+    let big = vec![b'x'; MAX_FRAME - 60];
+    let groups: Vec<u32> = (0..=MAX_GROUPS as u32).collect();
+    let rlimits = vec![
+        Rlimit {
+            resource: 1,
+            soft: 2,
+            hard: u64::MAX,
+        };
+        MAX_RLIMITS + 1
+    ];
+    let mut out = vec![0u8; 2 * MAX_FRAME];
+    let mut refused = std::collections::BTreeMap::<String, usize>::new();
+    for _ in 0..iterations() {
+        let mut p = LaunchParams {
+            flags: rng.pick(&[0, FLAG_PTY, FLAG_NEW_SESSION, FLAG_PTY | FLAG_NEW_SESSION]),
+            pdeath_signal: rng.pick(&[None, Some(1), Some(15), Some(64)]),
+            start_timeout_ms: rng.pick(&[1, 5000, MAX_START_TIMEOUT_MS]),
+            stdio_fds: rng.pick(&[0, 3]),
+            registration: RegistrationId([rng.next() as u8; 16]),
+            runtime: RuntimeId([rng.next() as u8; 16]),
+            proof_path: rng.pick(&[&b"/p"[..], b"/run/x/proofs/0101"]),
+            cwd: rng.pick(&[&b""[..], b"/", b"/tmp"]),
+            argv: &many[..rng.pick(&[1, 2, MAX_ARGS])],
+            env: &many[..rng.pick(&[0, 1, MAX_ARGS])],
+            rlimits: &rlimits[..rng.pick(&[0, 1, MAX_RLIMITS])],
+            credentials: rng.pick(&[
+                None,
+                Some(Credentials {
+                    uid: 0,
+                    gid: 0,
+                    groups: &[],
+                }),
+                Some(Credentials {
+                    uid: 65534,
+                    gid: u32::MAX - 1,
+                    groups: &groups[..MAX_GROUPS],
+                }),
+            ]),
+        };
+        // At most one field at or past its limit.
+        let bad_args: [&[u8]; 2] = [b"/bin/true", b"a\0b"];
+        let big_env: [&[u8]; 1] = [&big];
+        match rng.below(17) {
+            0 => p.argv = &[],
+            1 => p.argv = &many,
+            2 => p.env = &many,
+            3 => p.proof_path = b"",
+            4 => p.proof_path = b"/p\0q",
+            5 => p.argv = &bad_args,
+            6 => p.pdeath_signal = Some(rng.pick(&[0, 65, u32::MAX])),
+            7 => p.start_timeout_ms = rng.pick(&[0, MAX_START_TIMEOUT_MS + 1, u32::MAX]),
+            8 => p.stdio_fds = rng.pick(&[1, 2, 4, u32::MAX]),
+            9 => p.flags = rng.pick(&[1 << 4, 1 << 31]),
+            10 => p.rlimits = &rlimits,
+            11 => {
+                p.credentials = Some(Credentials {
+                    uid: 1,
+                    gid: 1,
+                    groups: &groups,
+                })
+            }
+            12 => {
+                p.credentials = Some(Credentials {
+                    uid: rng.pick(&[u32::MAX, 1]),
+                    gid: rng.pick(&[u32::MAX, 1]),
+                    groups: &[u32::MAX][..rng.below(2)],
+                });
+                if p.credentials.is_some_and(|c| c.uid == 1 && c.gid == 1) {
+                    p.credentials = Some(Credentials {
+                        uid: 1,
+                        gid: 1,
+                        groups: &[u32::MAX],
+                    });
+                }
+            }
+            13 => {
+                p.env = &big_env;
+                p.argv = &many[..1];
+            }
+            14 => p.cwd = b"/a\0",
+            _ => {}
+        }
+        let raw = raw_launch(&p);
+        let decoded = Frame::decode(&raw);
+        match encode_launch(&p, &mut out) {
+            Ok(n) => {
+                assert_eq!(&out[..n], &raw[..], "encoder and layout differ");
+                let back = decoded.unwrap_or_else(|e| panic!("encoded, then refused: {e}"));
+                assert_eq!(params_of(&back), params_text(&p));
+            }
+            Err(e) => {
+                let d = decoded
+                    .map(|f| params_of(&f))
+                    .expect_err("refused a valid launch");
+                assert!(same(e, d), "encoder: {e:?}, decoder: {d:?}");
+                *refused.entry(format!("{e}")).or_default() += 1;
+            }
+        }
+    }
+    // Every fault was generated and refused.
+    for want in [
+        "argv holds",
+        "proof path holds",
+        "proof path contains",
+        "argv contains",
+        "cwd contains",
+        "parent-death signal",
+        "start timeout",
+        "descriptor count",
+        "launch flags",
+        "credentials",
+        "exceeds maximum 4096",
+        "exceeds maximum 32",
+        "exceeds maximum 256",
+        "exceeds maximum 196608",
+    ] {
+        assert!(
+            refused.keys().any(|k| k.contains(want)),
+            "no refusal like {want:?}: {refused:#?}"
+        );
+    }
+}
+
+fn receipt(status: WorkloadStatus, end: ScopeEnd, usage: Option<TreeUsage>) -> Receipt {
+    Receipt {
+        registration: RegistrationId([1; 16]),
+        runtime: RuntimeId([2; 16]),
+        boot_id: BootId([3; 16]),
+        guardian: ProcessWitness {
+            pid: 10,
+            start_time: 99,
+        },
+        workload: ProcessWitness {
+            pid: 11,
+            start_time: 100,
+        },
+        proof: ProofIdentity { dev: 1, ino: 2 },
+        status,
+        end,
+        spawn_errno: -1,
+        reaped: u32::MAX,
+        workload_exited_at_ns: u64::MAX,
+        written_at_ns: 6,
+        usage,
+    }
+}
+
+fn status_wire(s: WorkloadStatus) -> (u8, i32) {
+    match s {
+        WorkloadStatus::Exited(c) => (0, c),
+        WorkloadStatus::Signaled(v) => (1, v),
+        WorkloadStatus::NeverStarted => (2, 0),
+        WorkloadStatus::Unknown => (3, 0),
+    }
+}
+
+/// The receipt's layout (receipt.rs), written without a single check.
+fn raw_receipt(r: &Receipt) -> Vec<u8> {
+    let (version, len) = if r.usage.is_some() {
+        (2u16, RECEIPT_LEN)
+    } else {
+        (1, 144)
+    };
+    let mut o = RECEIPT_MAGIC.to_vec();
+    o.extend_from_slice(&version.to_le_bytes());
+    o.extend_from_slice(&(len as u16).to_le_bytes());
+    o.extend_from_slice(&0u32.to_le_bytes());
+    for id in [r.registration.0, r.runtime.0, r.boot_id.0] {
+        o.extend_from_slice(&id);
+    }
+    o.extend_from_slice(&r.guardian.pid.to_le_bytes());
+    o.extend_from_slice(&r.workload.pid.to_le_bytes());
+    for v in [
+        r.guardian.start_time,
+        r.workload.start_time,
+        r.proof.dev,
+        r.proof.ino,
+    ] {
+        o.extend_from_slice(&v.to_le_bytes());
+    }
+    let (tag, value) = status_wire(r.status);
+    let (end, code) = match r.end {
+        ScopeEnd::Completed => (0u8, 0u16),
+        ScopeEnd::Aborted => (1, 0),
+        ScopeEnd::SpawnFailed => (2, 0),
+        ScopeEnd::GuardianError { code } => (3, code),
+    };
+    o.push(tag);
+    o.push(end);
+    o.extend_from_slice(&code.to_le_bytes());
+    o.extend_from_slice(&value.to_le_bytes());
+    o.extend_from_slice(&r.spawn_errno.to_le_bytes());
+    o.extend_from_slice(&r.reaped.to_le_bytes());
+    o.extend_from_slice(&r.workload_exited_at_ns.to_le_bytes());
+    o.extend_from_slice(&r.written_at_ns.to_le_bytes());
+    if let Some(u) = r.usage {
+        for v in [u.user_us, u.system_us, u.max_rss_kib] {
+            o.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    let crc = refine_protocol::codec::crc32(&o);
+    o.extend_from_slice(&crc.to_le_bytes());
+    o.extend_from_slice(&0u32.to_le_bytes());
+    o
+}
+
+const STATUSES: [WorkloadStatus; 14] = [
+    WorkloadStatus::Exited(0),
+    WorkloadStatus::Exited(255),
+    WorkloadStatus::Exited(256),
+    WorkloadStatus::Exited(-1),
+    WorkloadStatus::Exited(i32::MIN),
+    WorkloadStatus::Signaled(1),
+    WorkloadStatus::Signaled(64),
+    WorkloadStatus::Signaled(0),
+    WorkloadStatus::Signaled(65),
+    WorkloadStatus::Signaled(-9),
+    WorkloadStatus::Signaled(i32::MAX),
+    WorkloadStatus::NeverStarted,
+    WorkloadStatus::Unknown,
+    WorkloadStatus::Exited(3),
+];
+
+const ENDS: [ScopeEnd; 7] = [
+    ScopeEnd::Completed,
+    ScopeEnd::Aborted,
+    ScopeEnd::SpawnFailed,
+    ScopeEnd::GuardianError { code: 0 },
+    ScopeEnd::GuardianError { code: 1 },
+    ScopeEnd::GuardianError { code: 24 },
+    ScopeEnd::GuardianError { code: u16::MAX },
+];
+
+/// The receipt, alone and inside a scope-exited frame, at every status and scope-end limit.
+#[test]
+fn receipt_and_scope_exited_encoders_refuse_what_their_decoders_refuse() {
+    let usage = Some(TreeUsage {
+        user_us: 1,
+        system_us: u64::MAX,
+        max_rss_kib: 3,
+    });
+    let mut refusals = 0;
+    for status in STATUSES {
+        for end in ENDS {
+            for usage in [None, usage] {
+                let r = receipt(status, end, usage);
+                let raw = raw_receipt(&r);
+                let decoded = Receipt::decode(&raw);
+                let mut buf = [0u8; RECEIPT_LEN];
+                let encoded = r.encode_into(&mut buf).map(|n| buf[..n].to_vec());
+                let frame = Frame::ScopeExited(r);
+                let mut fbuf = [0u8; 512];
+                let framed = frame.encode_into(&mut fbuf).map(|n| fbuf[..n].to_vec());
+                let raw_framed = Frame::decode(&raw_frame(8, &raw)).map(|f| format!("{f:?}"));
+                match (encoded, framed) {
+                    (Ok(bytes), Ok(fbytes)) => {
+                        assert_eq!(bytes, raw, "{r:?}");
+                        assert_eq!(decoded, Ok(r));
+                        assert_eq!(
+                            Frame::decode(&fbytes).map(|f| format!("{f:?}")),
+                            Ok(format!("{frame:?}"))
+                        );
+                    }
+                    (Err(e), Err(fe)) => {
+                        refusals += 1;
+                        let d = decoded.expect_err("refused a valid receipt");
+                        assert!(same(e, d), "{r:?}: encoder {e:?}, decoder {d:?}");
+                        let fd = raw_framed.expect_err("refused a valid frame");
+                        assert!(same(fe, fd), "{r:?}: frame encoder {fe:?}, decoder {fd:?}");
+                    }
+                    (e, fe) => panic!("{r:?}: receipt {e:?} but frame {fe:?}"),
+                }
+            }
+        }
+    }
+    assert!(refusals > 0);
+}
+
+/// Small frames: a signal outside 1..=64 and a workload status outside the kernel's domain are
+/// refused both ways; everything else round-trips.
+#[test]
+fn small_frame_encoders_refuse_what_their_decoders_refuse() {
+    let mut rng = Rng(0x5EED_0002);
+    let mut signals: Vec<i32> = vec![i32::MIN, -1, 0, 1, 2, 63, 64, 65, i32::MAX];
+    signals.extend((0..iterations()).map(|_| rng.next() as i32 % 100));
+    let mut buf = [0u8; 512];
+    let mut seen = [0usize; 2];
+    for signo in signals {
+        let frame = Frame::Signal { signo };
+        let raw = raw_frame(9, &signo.to_le_bytes());
+        let decoded = Frame::decode(&raw).map(|f| format!("{f:?}"));
+        match frame.encode_into(&mut buf) {
+            Ok(n) => {
+                seen[0] += 1;
+                assert_eq!(&buf[..n], &raw[..]);
+                assert_eq!(decoded, Ok(format!("{frame:?}")));
+            }
+            Err(e) => {
+                seen[1] += 1;
+                let d = decoded.expect_err("refused a valid signal");
+                assert!(same(e, d), "signal {signo}: encoder {e:?}, decoder {d:?}");
+            }
+        }
+    }
+    assert!(seen[0] > 0 && seen[1] > 0, "{seen:?}");
+    for status in STATUSES {
+        let at_ns = rng.next();
+        let frame = Frame::WorkloadExited { status, at_ns };
+        let (tag, value) = status_wire(status);
+        let mut p = vec![tag];
+        p.extend_from_slice(&value.to_le_bytes());
+        p.extend_from_slice(&at_ns.to_le_bytes());
+        let decoded = Frame::decode(&raw_frame(7, &p)).map(|f| format!("{f:?}"));
+        match frame.encode_into(&mut buf) {
+            Ok(n) => assert_eq!(
+                Frame::decode(&buf[..n]).map(|f| format!("{f:?}")),
+                Ok(format!("{frame:?}"))
+            ),
+            Err(e) => {
+                let d = decoded.expect_err("refused a valid status");
+                assert!(same(e, d), "{status:?}: encoder {e:?}, decoder {d:?}");
+            }
+        }
+    }
+    // The frames without a limit: any value round-trips.
+    for _ in 0..iterations() {
+        let frame = match rng.below(6) {
+            0 => Frame::Hello(Hello {
+                guardian: ProcessWitness {
+                    pid: rng.next() as u32,
+                    start_time: rng.next(),
+                },
+                boot_id: BootId([rng.next() as u8; 16]),
+                workload: ProcessWitness {
+                    pid: rng.next() as u32,
+                    start_time: rng.next(),
+                },
+                workload_pgid: rng.next() as u32,
+                workload_sid: rng.next() as u32,
+                proof: ProofIdentity {
+                    dev: rng.next(),
+                    ino: rng.next(),
+                },
+            }),
+            1 => Frame::Start,
+            2 => Frame::Abort,
+            3 => Frame::Started,
+            4 => Frame::SpawnFailed {
+                errno: rng.next() as i32,
+            },
+            _ => Frame::GuardianFailed {
+                code: rng.next() as u16,
+                errno: rng.next() as i32,
+            },
+        };
+        let n = frame.encode_into(&mut buf).unwrap();
+        assert_eq!(
+            Frame::decode(&buf[..n]).map(|f| format!("{f:?}")),
+            Ok(format!("{frame:?}"))
+        );
+    }
+}
