@@ -6,9 +6,10 @@
 //! 24-byte `String` in memory, a two-byte map entry about 50 bytes of B-tree node. A length
 //! field is never trusted: declaring 16 MiB in a 59-byte record must not allocate 16 MiB.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::collections::BTreeMap;
+
+mod support;
+use support::{allocated_by, bound};
 
 use refine_protocol::codec::{envelope_seal, envelope_start, Writer};
 use refine_protocol::record::{
@@ -20,66 +21,6 @@ use refine_protocol::{
     BootId, Hello, ProcessWitness, ProofIdentity, RegistrationId, Rlimit, RuntimeId, TreeUsage,
     WorkloadStatus,
 };
-
-struct Counting;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCATED: Cell<usize> = const { Cell::new(0) };
-}
-
-fn charge(bytes: usize) {
-    // `try_with`: the allocator also runs while thread-locals are torn down.
-    let _ = COUNTING.try_with(|on| {
-        if on.get() {
-            let _ = ALLOCATED.try_with(|a| a.set(a.get().saturating_add(bytes)));
-        }
-    });
-}
-
-// SAFETY: every method forwards to `System` with the caller's own arguments; the counting
-// touches only const-initialised thread-locals (no allocation, no re-entry).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        charge(layout.size());
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        charge(layout.size());
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System` through this allocator with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        charge(new_size.saturating_sub(layout.size()));
-        // SAFETY: as for `dealloc`; `new_size` is the caller's, checked by its contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// The bytes `f` asks the allocator for on this thread.
-fn allocated_by<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    ALLOCATED.with(|a| a.set(0));
-    COUNTING.with(|on| on.set(true));
-    let out = f();
-    COUNTING.with(|on| on.set(false));
-    (out, ALLOCATED.with(|a| a.get()))
-}
-
-/// The bound every decode is held to.
-const PER_INPUT_BYTE: usize = 64;
-const CONSTANT: usize = 4096;
-
-fn bound(input: usize) -> usize {
-    CONSTANT + PER_INPUT_BYTE * input
-}
 
 /// Decodes `input` with `decode` and checks the allocation against [`bound`].
 fn check<T, E>(what: &str, input: &[u8], decode: impl FnOnce(&[u8]) -> Result<T, E>) -> usize {

@@ -1,9 +1,8 @@
-//! Round trips for every frame and record, every error class, and a bounded fuzz loop over random
-//! and mutated inputs for every decoder (no external fuzzer needed; `REFINE_FUZZ_ITERS` scales it).
+//! Round trips for every frame and record, and every error class. The fuzz loop over every
+//! decoder is `tests/fuzz.rs`; the encoders' and decoders' limits as properties, `symmetry.rs`.
 
 use std::collections::BTreeMap;
 
-use refine_protocol::api;
 use refine_protocol::frame::{encode_launch, launch_len, FLAG_NEW_SESSION, FLAG_PTY, MAX_FRAME};
 use refine_protocol::record::{
     CaptureReceipt, Kind, LaunchResultRecord, Limits, Registration, ScopePolicy, StopCause,
@@ -651,127 +650,6 @@ fn reseal_receipt(v: &mut [u8]) {
     let at = v.len() - 8;
     let crc = refine_protocol::codec::crc32(&v[..at]);
     v[at..at + 4].copy_from_slice(&crc.to_le_bytes());
-}
-
-/// xorshift64*: deterministic, dependency-free randomness for the fuzz loop.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
-    let mut v = seed.to_vec();
-    for _ in 0..1 + rng.below(4) {
-        match rng.below(6) {
-            0 if !v.is_empty() => {
-                let i = rng.below(v.len());
-                v[i] ^= 1 << rng.below(8);
-            }
-            1 if !v.is_empty() => {
-                let i = rng.below(v.len());
-                v[i] = rng.next() as u8;
-            }
-            2 => v.truncate(rng.below(v.len() + 1)),
-            3 => v.extend((0..rng.below(16)).map(|_| rng.next() as u8)),
-            4 if v.len() >= 4 => {
-                // Plant a length-looking value somewhere.
-                let i = rng.below(v.len() - 3);
-                let val = [0u32, 1, 0xffff_ffff, 0x7fff_ffff, MAX_FRAME as u32][rng.below(5)];
-                v[i..i + 4].copy_from_slice(&val.to_le_bytes());
-            }
-            _ => {
-                let len = rng.below(300);
-                v = (0..len).map(|_| rng.next() as u8).collect();
-            }
-        }
-    }
-    v
-}
-
-/// Re-seals a mutated frame's checksum so the fuzzer reaches the payload decoders too.
-fn reseal(v: &mut [u8]) {
-    if v.len() >= 16 {
-        let crc =
-            refine_protocol::codec::crc32_update(refine_protocol::codec::crc32(&v[..12]), &v[16..]);
-        v[12..16].copy_from_slice(&crc.to_le_bytes());
-    }
-}
-
-#[test]
-fn fuzz_every_decoder() {
-    let iters: usize = std::env::var("REFINE_FUZZ_ITERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(40_000);
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let mut seeds: Vec<Vec<u8>> = small_frames().iter().map(encode).collect();
-    seeds.push(launch_bytes());
-    let receipt_seed = receipt().encode().to_vec();
-    let reg_seed = registration().encode().unwrap();
-    let cap_seed = capture_receipt().encode().unwrap();
-    let stop_seed = stop_request().encode().unwrap();
-    let result_seed = launch_result().encode().unwrap();
-    let stall_seed = stall_record().encode().unwrap();
-    let api_seeds: Vec<Vec<u8>> = [
-        api::Request::List { all: true },
-        api::Request::Stop {
-            id: "0".repeat(32),
-            grace: None,
-            signal: None,
-        },
-        api::Request::Stop {
-            id: "1".repeat(32),
-            grace: Some(std::time::Duration::from_millis(1500)),
-            signal: Some("SIGUSR1".into()),
-        },
-        api::Request::Show {
-            id: "ab".repeat(16),
-        },
-    ]
-    .iter()
-    .map(api::encode_request)
-    .collect();
-    for i in 0..iters {
-        let seed = &seeds[i % seeds.len()];
-        let mut v = mutate(&mut rng, seed);
-        let _ = Frame::decode(&v);
-        reseal(&mut v);
-        if let Ok(Frame::Launch(spec)) = Frame::decode(&v) {
-            // Walking a decoded spec must never panic either.
-            let _ =
-                spec.argv.iter().count() + spec.env.iter().count() + spec.rlimits.iter().count();
-        }
-        // Whatever decodes is usable (no arithmetic on it overflows) and encodes back to what
-        // decodes to the same value.
-        if let Ok(r) = Receipt::decode(&mutate(&mut rng, &receipt_seed)) {
-            let _ = r.status.shell_code();
-            assert_eq!(Receipt::decode(&r.encode()), Ok(r));
-        }
-        if let Ok(r) = Registration::decode(&mutate(&mut rng, &reg_seed)) {
-            assert_eq!(Registration::decode(&r.encode().unwrap()).unwrap(), r);
-        }
-        if let Ok(c) = CaptureReceipt::decode(&mutate(&mut rng, &cap_seed)) {
-            let _ = c.workload_status.and_then(|s| s.shell_code());
-            assert_eq!(CaptureReceipt::decode(&c.encode().unwrap()).unwrap(), c);
-        }
-        let _ = StopRequest::decode(&mutate(&mut rng, &stop_seed));
-        if let Ok(l) = LaunchResultRecord::decode(&mutate(&mut rng, &result_seed)) {
-            let _ = l.workload_status.shell_code();
-        }
-        let _ = refine_protocol::record::StallRecord::decode(&mutate(&mut rng, &stall_seed));
-        let line = mutate(&mut rng, &api_seeds[i % api_seeds.len()]);
-        let _ = api::decode_request(&line);
-        let _ = api::decode_request_explained(&line);
-        let _ = api::decode_response(&line);
-    }
 }
 
 /// Registration version 2 keeps the command's bytes; a version 1 record (no `argv_bytes`)
