@@ -531,3 +531,125 @@ fn small_frame_encoders_refuse_what_their_decoders_refuse() {
         );
     }
 }
+
+/// A record with a string `extra` bytes longer than the one that fills the file to the byte:
+/// encode refuses exactly when the file would pass [`MAX_RECORD`], as the decoder refuses such
+/// a file (same error, same sizes), and what it writes decodes to the same value.
+fn record_at_the_limit<T: PartialEq + std::fmt::Debug + serde::Serialize>(
+    what: &str,
+    magic: [u8; 8],
+    version: u16,
+    make: impl Fn(usize) -> T,
+    encode: fn(&T) -> Result<Vec<u8>, EncodeError>,
+    decode: fn(&[u8]) -> Result<T, DecodeError>,
+) {
+    use refine_protocol::record::{ENVELOPE_LEN, MAX_RECORD};
+    let base = encode(&make(0)).unwrap().len();
+    // The string's varint length grows from 1 to 5 bytes past 65,535.
+    let fill = MAX_RECORD - base - 4;
+    let mut rng = Rng(0x5EED_0003);
+    let mut seen = [0usize; 2];
+    for extra in (-3i64..=3).chain((0..20).map(|_| rng.below(2000) as i64 - 1000)) {
+        let value = make((fill as i64 + extra) as usize);
+        let payload = bincode::serde::encode_to_vec(&value, bincode::config::standard()).unwrap();
+        let mut raw = vec![0u8; ENVELOPE_LEN + payload.len()];
+        let mut w = Writer::new(&mut raw);
+        envelope_start(&mut w, &magic, version, 0).unwrap();
+        w.bytes(&payload).unwrap();
+        envelope_seal(&mut w, magic.len()).unwrap();
+        match encode(&value) {
+            Ok(bytes) => {
+                seen[0] += 1;
+                assert_eq!(bytes, raw, "{what}");
+                assert_eq!(decode(&bytes).as_ref(), Ok(&value), "{what}");
+            }
+            Err(e) => {
+                seen[1] += 1;
+                let d = decode(&raw).expect_err("refused a valid record");
+                assert!(same(e, d), "{what}: encoder {e:?}, decoder {d:?}");
+                assert!(raw.len() > MAX_RECORD);
+            }
+        }
+    }
+    assert!(seen[0] > 0 && seen[1] > 0, "{what}: {seen:?}");
+}
+
+#[test]
+fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
+    use refine_protocol::record::{
+        CaptureReceipt, Kind, LaunchResultRecord, Limits, Registration, ScopePolicy, StreamEnd,
+        StreamReceipt, CAPTURE_MAGIC, REGISTRATION_MAGIC, REGISTRATION_VERSION, RESULT_MAGIC,
+        RESULT_VERSION,
+    };
+    let hello = Hello {
+        guardian: ProcessWitness::default(),
+        boot_id: BootId([7; 16]),
+        workload: ProcessWitness::default(),
+        workload_pgid: 1,
+        workload_sid: 1,
+        proof: ProofIdentity::default(),
+    };
+    record_at_the_limit(
+        "registration",
+        REGISTRATION_MAGIC,
+        REGISTRATION_VERSION,
+        |n| Registration {
+            id: RegistrationId([1; 16]),
+            runtime: RuntimeId([2; 16]),
+            kind: Kind::Command,
+            label: "x".repeat(n),
+            owner: String::new(),
+            purpose: Default::default(),
+            argv: vec!["true".into()],
+            cwd: "/".into(),
+            stdout_path: "o".into(),
+            stderr_path: "e".into(),
+            stdin_path: None,
+            pty: false,
+            limits: Limits::default(),
+            scope_policy: ScopePolicy::Keep,
+            started_at_unix_ms: 1,
+            hello,
+            proof_path: "p".into(),
+            argv_bytes: None,
+        },
+        Registration::encode,
+        Registration::decode,
+    );
+    record_at_the_limit(
+        "capture receipt",
+        CAPTURE_MAGIC,
+        1,
+        |n| CaptureReceipt {
+            id: RegistrationId([1; 16]),
+            runtime: RuntimeId([2; 16]),
+            workload_status: None,
+            streams: vec![StreamReceipt {
+                name: "stdout".into(),
+                end: StreamEnd::Incomplete("y".repeat(n)),
+                artifact_path: "a".into(),
+                artifact_bytes: 0,
+                prefix: vec![],
+            }],
+            written_at_unix_ms: 1,
+        },
+        CaptureReceipt::encode,
+        CaptureReceipt::decode,
+    );
+    record_at_the_limit(
+        "launch result",
+        RESULT_MAGIC,
+        RESULT_VERSION,
+        |n| LaunchResultRecord {
+            id: RegistrationId([1; 16]),
+            runtime: RuntimeId([2; 16]),
+            outcome: "z".repeat(n),
+            workload_status: WorkloadStatus::Exited(0),
+            written_at_unix_ms: 1,
+            stop_failure: None,
+            usage: None,
+        },
+        LaunchResultRecord::encode,
+        LaunchResultRecord::decode,
+    );
+}
