@@ -95,7 +95,7 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
             workload_sid: workload.sid,
             proof: proof.identity,
         }));
-        gate::await_start(chan, &signals, spec.start_timeout_ms)
+        workload.await_start(chan, &signals, spec.start_timeout_ms)
     } else {
         match workload.failure {
             Some(e) => Decision::Failed(e),
@@ -109,8 +109,11 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
                 chan.send(&Frame::Started);
                 (ScopeEnd::Completed, 0, Exec::Yes)
             }
-            Release::SpawnFailed(errno) => {
-                chan.send(&Frame::SpawnFailed { errno: errno.0 });
+            Release::SpawnFailed(errno, step) => {
+                chan.send(&Frame::SpawnFailed {
+                    errno: errno.0,
+                    step,
+                });
                 (ScopeEnd::SpawnFailed, errno.0, Exec::No)
             }
             Release::NeverExecuted => (ScopeEnd::Aborted, 0, Exec::No),
@@ -157,7 +160,8 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
         // H4: ECHILD said every process of the tree was waited for: their cost is all here.
         usage: Some(sys::children_usage()),
     };
-    proof.write(&receipt)?;
+    // X5: retried until it lands (the scope stays live meanwhile).
+    proof.write(&receipt);
     chan.send(&Frame::ScopeExited(receipt));
     Ok(())
 }

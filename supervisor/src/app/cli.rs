@@ -674,7 +674,10 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
                         errno,
                     })?;
                 } else {
-                    eprintln!("refine-supervisor: {}", run::spawn_failure(&spec, errno));
+                    eprintln!(
+                        "refine-supervisor: {}",
+                        run::spawn_failure(&spec, errno, None)
+                    );
                 }
                 Ok(run::spawn_failure_code(errno))
             }
