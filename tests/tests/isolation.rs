@@ -472,6 +472,108 @@ fn a_full_disk_refuses_the_launch_before_the_workload_runs() {
     assert!(marker.exists());
 }
 
+/// The children of `pid` (every thread's), from `/proc`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        out.extend(
+            text.split_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok()),
+        );
+    }
+    out
+}
+
+/// The state letter of `pid` (`/proc/PID/stat` field 3); `?` when it is gone.
+fn state_of(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rfind(')')
+        .and_then(|i| stat[i + 2..].chars().next())
+        .unwrap_or('?')
+}
+
+/// X5: a receipt write that fails is retried while the guardian lives, and the scope stays
+/// `live` meanwhile: a same-uid workload empties its proof file (giving the reservation back)
+/// and fills the disk before it exits; the guardian, its scope empty, waits and retries; once
+/// there is room again, the receipt lands and verifies.
+#[test]
+fn a_failed_receipt_write_is_retried_while_the_guardian_lives() {
+    root_only!();
+    let Some(disk) = TinyDisk::mount() else {
+        eprintln!("skipped: cannot mount a tmpfs");
+        return;
+    };
+    let home = Home {
+        dir: tempfile::tempdir_in(disk.path()).unwrap(),
+        port: 7411,
+    };
+    let fill = disk.path().join("fill");
+    let script = format!(
+        "p='{}/proofs/'\"$REFINE_OWNER\"; : > \"$p\"; cat /dev/zero > '{}' 2>/dev/null; exit 0",
+        home.run_dir().display(),
+        fill.display()
+    );
+    let run = home
+        .command(&["run", "--json", "--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut guardian = 0;
+    // The guardian has reaped its scope (no child left) and sleeps: it is between attempts.
+    let retrying = refine_tests::wait_until(DEADLINE, || {
+        guardian = children_of(run.id()).first().copied().unwrap_or(0);
+        guardian != 0
+            && fill.exists()
+            && children_of(guardian).is_empty()
+            && state_of(guardian) == 'S'
+    });
+    let registrations: Vec<String> = std::fs::read_dir(home.run_dir().join("registrations"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    let state_meanwhile = registrations
+        .first()
+        .map(|id| home.state(id))
+        .unwrap_or_default();
+    let proof_meanwhile = registrations
+        .first()
+        .map(|id| std::fs::metadata(home.run_dir().join("proofs").join(id)).map(|m| m.len()));
+    disk.free();
+    let out = run.wait_with_output().unwrap();
+    let context = format!(
+        "guardian {guardian} ({}), registrations {registrations:?}, proof {proof_meanwhile:?}\n{}",
+        state_of(guardian),
+        describe(&["run"], &out)
+    );
+    assert!(retrying, "the guardian is not retrying: {context}");
+    assert_eq!(state_meanwhile, "live", "{context}");
+    assert!(
+        matches!(proof_meanwhile, Some(Ok(0))),
+        "no failed write to retry: {context}"
+    );
+    let doc = parse(&["run"], &out);
+    let id = doc["id"].as_str().unwrap();
+    let args = ["receipt", id, "--json"];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert_eq!(
+        parse(&args, &out)["verified"],
+        true,
+        "{}",
+        describe(&args, &out)
+    );
+}
+
 /// X5: the receipt is written whole: bytes a same-uid workload appended to its own proof file
 /// (once the receipt's space is reserved in it) are cut, and the receipt verifies.
 #[test]

@@ -411,9 +411,9 @@ pub(crate) fn spawn_failure(spec: &LaunchAsk, errno: i32, step: Option<SpawnStep
         (Some(SpawnStep::User), _, Some(user)) => {
             return format!("--user {user}: cannot switch to the user: {error}")
         }
-        (Some(SpawnStep::Setup), _, _) => return format!(
-            "{program}: cannot prepare the workload (stdio, terminal, signals or limits): {error}"
-        ),
+        (Some(SpawnStep::Setup), _, _) => {
+            return format!("{program}: cannot prepare the workload ({SETUP_STEPS}): {error}")
+        }
         _ => {}
     }
     let bad_cwd = spec
@@ -426,6 +426,9 @@ pub(crate) fn spawn_failure(spec: &LaunchAsk, errno: i32, step: Option<SpawnStep
     };
     format!("{what}: {error}")
 }
+
+/// What the setup step of a spawn covers, for its one line.
+const SETUP_STEPS: &str = "stdio, terminal, signals or limits";
 
 /// How long `run` waits, from the residue stop's time, for it to prove the scope's end (its
 /// retries included).
