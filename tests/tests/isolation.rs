@@ -653,3 +653,44 @@ fn signals_at_the_gate_keep_their_order_and_are_not_dropped() {
     let _ = g.finish();
     assert!(asleep && still != 'T', "STOP then CONT: state {still}");
 }
+
+/// W13 for `run --detach` (the service launches): the failed step is named too, here the
+/// `--cwd` directory nobody may not enter.
+#[test]
+fn a_detached_spawn_failure_names_the_step_that_failed() {
+    root_only!();
+    let home = Home::new();
+    let private = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let private_dir = private.path().to_str().unwrap();
+    let mut serve = home
+        .command(&["serve", "--maintenance-every", "200ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let sock = home.run_dir().join("supervisor.sock");
+    let up = refine_tests::wait_until(DEADLINE, || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok()
+    });
+    let args = [
+        "run",
+        "--detach",
+        "--user",
+        "nobody",
+        "--cwd",
+        private_dir,
+        "--",
+        "sh",
+    ];
+    let out = up.then(|| home.cli(&args));
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let out = out.expect("serve did not come up");
+    let err = assert_one_line_error(&args, &out);
+    assert!(
+        err.contains(&format!("{private_dir}: Permission denied")),
+        "{}",
+        describe(&args, &out)
+    );
+}

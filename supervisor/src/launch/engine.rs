@@ -135,7 +135,8 @@ pub(super) struct Engine {
     pub(super) control: Option<OwnedFd>,
     pub(super) policy: ScopePolicy,
     /// Told once whether the workload exec'd (`Ok`) or failed to (`Err(errno)`).
-    pub(super) spawned: Option<mpsc::SyncSender<Result<(), i32>>>,
+    pub(super) spawned:
+        Option<mpsc::SyncSender<Result<(), (i32, refine_protocol::frame::SpawnStep)>>>,
     /// Called once with the scope's receipt, whenever it comes ([`super::ReceiptHook`]).
     pub(super) on_receipt: Option<super::ReceiptHook>,
     /// Where the parts that outlive the result run (the capture's tail, the scope watcher):
@@ -396,7 +397,7 @@ impl Engine {
             }
             GuardianEvent::SpawnFailed { errno, step } => {
                 if let Some(tx) = self.spawned.take() {
-                    let _ = tx.try_send(Err(errno));
+                    let _ = tx.try_send(Err((errno, step)));
                 }
                 st.spawn_errno = Some((errno, step));
                 st.status.get_or_insert(WorkloadStatus::NeverStarted);
