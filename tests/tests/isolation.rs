@@ -282,6 +282,36 @@ fn capabilities_do_not_survive_the_user_switch() {
     assert!(err.contains("own"), "{err}");
 }
 
+/// X3 under a root supervisor: every capability set of a `--user nobody` workload is empty,
+/// the bounding set included (root may drop it: a setuid program nobody runs gains nothing).
+#[test]
+fn a_root_supervisor_empties_every_capability_set() {
+    root_only!();
+    let home = Home::new();
+    let args = [
+        "run",
+        "--user",
+        "nobody",
+        "--cwd",
+        "/",
+        "--",
+        "grep",
+        "^Cap",
+        "/proc/self/status",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let status = String::from_utf8_lossy(&out.stdout).into_owned();
+    for set in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
+        let v = status
+            .lines()
+            .find_map(|l| l.strip_prefix(set))
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("no {set} in:\n{status}"));
+        assert_eq!(v, "0000000000000000", "{set}\n{status}");
+    }
+}
+
 /// `--user root` is refused in one line (the workload would keep every privilege).
 #[test]
 fn user_root_is_refused() {
