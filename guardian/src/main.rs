@@ -72,7 +72,8 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     let (argv, envp) = sys::pointer_slots(tail, spec.argv.len() + 1, spec.env.len() + 1)
         .ok_or(Error::Memory(sys::Errno(libc::EINVAL)))?;
 
-    // G1, G4, G5: subreaper, proof file, identities, all before the fork.
+    // G1, G4, G5: subreaper, proof file (X5: its receipt's space allocated), identities, all
+    // before the fork.
     subreaper::become_subreaper()?;
     let proof = receipt::ProofFile::create(spec.proof_path)?;
     let guardian = identity::own()?;
@@ -166,8 +167,8 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     Ok(())
 }
 
-/// Opens the gate and, while the child execs, reserves the receipt's block (so the receipt is an
-/// in-place write); then learns (bounded, see `gate`) how the exec went.
+/// Opens the gate and, while the child execs, syncs the receipt's reserved block (so the receipt
+/// is an in-place write); then learns (bounded, see `gate`) how the exec went.
 fn release(
     workload: &mut gate::Workload,
     proof: &receipt::ProofFile,

@@ -1,6 +1,7 @@
 //! Who a workload runs as (SPEC X1): `run --user USER[:GROUP]` resolved to a uid, a gid and the
 //! supplementary groups, which the guardian's gated child takes (`setgroups`, `setresgid`,
-//! `setresuid`) just before `execve`. The guardian, the proof file and `run/P` stay this
+//! `setresuid`, every capability set emptied, all read back: X3) after *start*, just before
+//! `execve`, in a session of its own (X2). The guardian, the proof file and `run/P` stay this
 //! process's: a workload of another uid can neither write its evidence nor reach its guardian.
 //!
 //! # The rule
