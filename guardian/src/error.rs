@@ -43,8 +43,8 @@ pub enum Error {
     Pipe(Errno),
     Fork(Errno),
     Wait(Errno),
-    /// Writing or syncing the receipt failed.
-    ReceiptWrite(Errno),
+    /// The receipt's space could not be allocated in the new proof file (a full disk).
+    ProofReserve(Errno),
     /// Reading the signalfd failed (after the fork: the scope is still reaped).
     SignalRead(Errno),
     /// `poll` failed (after the fork: the scope is still reaped).
@@ -92,7 +92,7 @@ impl Error {
             Error::Pipe(_) => 16,
             Error::Fork(_) => 17,
             Error::Wait(_) => 19,
-            Error::ReceiptWrite(_) => 20,
+            Error::ProofReserve(_) => 25,
             Error::SignalRead(_) => 21,
             Error::Poll(_) => 22,
             Error::ExecUnknown(_) => 23,
@@ -119,7 +119,7 @@ impl Error {
             | Error::Pipe(e)
             | Error::Fork(e)
             | Error::Wait(e)
-            | Error::ReceiptWrite(e)
+            | Error::ProofReserve(e)
             | Error::SignalRead(e)
             | Error::Poll(e)
             | Error::ExecUnknown(e)

@@ -1,14 +1,16 @@
-//! The gate (G3, G8): the workload is forked, prepared (session or process group, stdio,
-//! signal dispositions and mask reset, resource limits, cwd) and then blocks on a pipe until the
-//! launcher says *start*. Only then does it `execve`. No workload code runs before the launcher
-//! has made the registration durable.
+//! The gate (G3, G8, X3): the workload is forked, prepared (session or process group, stdio,
+//! signal dispositions and mask reset, resource limits) and then blocks on a pipe until the
+//! launcher says *start*. Only then does it take the workload's credentials (`run --user`), enter
+//! its working directory and `execve`. No workload code runs before the launcher has made the
+//! registration durable.
 //!
 //! Two close-on-exec pipes connect guardian and child:
 //! - the *gate* (guardian -> child): one start byte releases the child; end of file (abort, or
 //!   the guardian died) makes it `_exit` without executing anything;
 //! - the *report* pipe (child -> guardian): for a new session, one ready byte once the child's
 //!   session is set (a process group the guardian sets from its side and does not wait for),
-//!   then either end of file or the 4-byte errno of a failed setup or exec.
+//!   then either end of file or the 4-byte errno and the 1-byte [`SpawnStep`] of a failed
+//!   setup, credential change, `chdir` or exec (W13: the launcher names what failed).
 //!
 //! End of file on the report pipe has two causes: the pipe closed on a successful `execve`, or
 //! the child died before it (a `SIGKILL` from outside between *start* and `execve`). The guardian
@@ -17,15 +19,28 @@
 //! is reaped, see [`crate::identity::never_exec_d`]): a child that never exec'd is reported never
 //! started, whatever its exit status.
 //!
+//! # The user switch (X2, X3)
+//! A launch with credentials always gets a session of its own (no controlling terminal: it cannot
+//! type into the operator's shell with `TIOCSTI`). The switch happens after *start*, immediately
+//! before `execve`, so until then the gated child keeps the guardian's uid and its
+//! `PR_SET_DUMPABLE 0`: no process of the target user can signal it or take its descriptors
+//! (`pidfd_getfd`) at the gate. The switch is complete and checked (see
+//! [`crate::sys::child::drop_privileges`]): the bounding set where the guardian may, the groups,
+//! gid and uid, then the ambient, inheritable, permitted and effective capabilities; then the
+//! ids, groups and capability sets are read back, and any difference is a spawn failure at the
+//! user step (`EPERM`), the workload never runs.
+//!
 //! Every wait here is bounded and watches the channel and the signalfd too (G14): a gated child
 //! stopped with `SIGSTOP` can delay a launch by at most its start bound, never hang the guardian.
-//! - before the hello (the ready byte): abort, a closed channel, a termination signal or the
-//!   start bound end the wait, and the launch is aborted;
-//! - after *start* (the exec report): the launcher's `Signal` frames and other forwarded signals
-//!   wait for the exec and are then delivered to the program (a direct launch would have
-//!   delivered them to it, not to a child that never ran it); abort, a termination signal to the
-//!   guardian or the bound (the start bound again) `SIGKILL` it; a closed channel sends it the
-//!   parent-death signal (G7). The wait then goes on
+//! - before *start*: abort, a closed channel, a termination signal to the guardian or the start
+//!   bound end the wait, and the launch is aborted;
+//! - at the gate and while the child execs, the launcher's `Signal` frames and the other
+//!   forwarded signals are queued, in the order they came, and delivered to the program once it
+//!   runs (a direct launch would have delivered them to it, not to a child that never ran it).
+//!   The queue holds each signal once, at its latest place (`STOP` then `CONT` stays in that
+//!   order; `STOP`, `CONT`, `STOP` ends stopped): it never overflows, nothing is dropped (X5).
+//!   After *start*, abort, a termination signal to the guardian or the bound `SIGKILL` the
+//!   child; a closed channel sends it the parent-death signal (G7). The wait then goes on
 //!   until the report says how it ended.
 //!
 //! Between `fork` and `execve` the child makes only async-signal-safe calls, allocates nothing
@@ -35,14 +50,14 @@
 //!
 //! # Caveats
 //! A setup failure in the child (chdir, setrlimit, the controlling tty, the credentials of
-//! `run --user`) is reported exactly like an exec failure, with its errno: the workload never
-//! ran. If the gated child is killed from outside before *start*, the release fails and the
-//! workload is reported never started. A stopped child keeps a non-`SIGKILL` signal pending: it
-//! acts only once the child continues.
+//! `run --user`) is reported exactly like an exec failure, with its errno and its step: the
+//! workload never ran. If the gated child is killed from outside before *start*, the release
+//! fails and the workload is reported never started. A stopped child keeps a non-`SIGKILL`
+//! signal pending: it acts only once the child continues.
 
 use core::ffi::{c_char, CStr};
 
-use refine_protocol::frame::{FLAG_NEW_SESSION, FLAG_PTY, MAX_GROUPS};
+use refine_protocol::frame::{SpawnStep, FLAG_NEW_SESSION, FLAG_PTY, MAX_GROUPS};
 use refine_protocol::LaunchSpec;
 
 use crate::channel::{Channel, Control};
@@ -143,6 +158,33 @@ pub struct Workload {
     pub failure: Option<Error>,
     gate: Option<OwnedFd>,
     report: OwnedFd,
+    /// Signals for the program, held while it is gated or execs (see the module docs).
+    queued: SignalQueue,
+}
+
+/// Signals 1..=64 in arrival order, each at most once (at its latest place): 64 slots always
+/// suffice, so none is ever dropped.
+struct SignalQueue {
+    sigs: [u8; 64],
+    len: usize,
+}
+
+impl SignalQueue {
+    fn push(&mut self, sig: i32) {
+        if !(1..=64).contains(&sig) {
+            return;
+        }
+        let sig = sig as u8;
+        let mut kept = 0;
+        for i in 0..self.len {
+            if self.sigs[i] != sig {
+                self.sigs[kept] = self.sigs[i];
+                kept += 1;
+            }
+        }
+        self.sigs[kept] = sig;
+        self.len = kept + 1;
+    }
 }
 
 /// What the launcher decided while the workload waited at the gate.
@@ -156,8 +198,8 @@ pub enum Decision {
 /// How the release went.
 pub enum Release {
     Started,
-    /// The setup or `execve` failed with this errno; the child exits 126/127.
-    SpawnFailed(Errno),
+    /// This step of the release failed with this errno; the child exits 126/127.
+    SpawnFailed(Errno, SpawnStep),
     /// The child never exec'd: it was already gone, or died (was killed) before `execve`.
     NeverExecuted,
     /// Whether it exec'd cannot be known (the wait or `/proc` failed); the status is unknown.
@@ -255,6 +297,10 @@ pub fn fork_gated(
                 failure: None,
                 gate: Some(gate_w),
                 report: report_r,
+                queued: SignalQueue {
+                    sigs: [0; 64],
+                    len: 0,
+                },
             };
             let at_gate = if new_session(spec) {
                 // Only the child can make its session: wait (bounded) until it has.
@@ -279,46 +325,54 @@ pub fn fork_gated(
     }
 }
 
-/// Whether the workload gets a session of its own (PTY, or asked for) rather than a group.
+/// Whether the workload gets a session of its own (PTY, asked for, or another user's: X2)
+/// rather than a group.
 fn new_session(spec: &LaunchSpec<'static>) -> bool {
-    spec.flags & (FLAG_PTY | FLAG_NEW_SESSION) != 0
-}
-
-/// Waits for *start* within `timeout_ms`. Abort, the timeout, the channel closing or a
-/// termination signal all mean: do not start. Other signals are not forwarded to a gated child.
-pub fn await_start(chan: &mut Channel, signals: &Signals, timeout_ms: u32) -> Decision {
-    let deadline = deadline_in(timeout_ms);
-    while chan.is_open() {
-        let now = sys::monotonic_ms();
-        if now >= deadline {
-            return Decision::Abort;
-        }
-        let mut fds = [sys::poll_in(chan.fd()), sys::poll_in(signals.fd())];
-        if let Err(e) = sys::poll(&mut fds, (deadline - now).min(i32::MAX as u64) as i32) {
-            return Decision::Failed(Error::Poll(e));
-        }
-        if sys::ready(&fds[1]) {
-            loop {
-                match signals.take() {
-                    Ok(Some(sig)) if Signals::is_termination(sig) => return Decision::Abort,
-                    Ok(Some(_)) => {}
-                    Ok(None) => break,
-                    Err(e) => return Decision::Failed(e),
-                }
-            }
-        }
-        if sys::ready(&fds[0]) {
-            match chan.recv_control() {
-                Control::Start => return Decision::Start,
-                Control::Abort | Control::Closed => return Decision::Abort,
-                Control::Signal(_) | Control::Ignored => {}
-            }
-        }
-    }
-    Decision::Abort
+    spec.flags & (FLAG_PTY | FLAG_NEW_SESSION) != 0 || spec.credentials.is_some()
 }
 
 impl Workload {
+    /// Waits for *start* within `timeout_ms`. Abort, the timeout, the channel closing or a
+    /// termination signal all mean: do not start. Signals for the workload are queued.
+    pub fn await_start(
+        &mut self,
+        chan: &mut Channel,
+        signals: &Signals,
+        timeout_ms: u32,
+    ) -> Decision {
+        let deadline = deadline_in(timeout_ms);
+        while chan.is_open() {
+            let now = sys::monotonic_ms();
+            if now >= deadline {
+                return Decision::Abort;
+            }
+            let mut fds = [sys::poll_in(chan.fd()), sys::poll_in(signals.fd())];
+            if let Err(e) = sys::poll(&mut fds, (deadline - now).min(i32::MAX as u64) as i32) {
+                return Decision::Failed(Error::Poll(e));
+            }
+            if sys::ready(&fds[1]) {
+                loop {
+                    match signals.take() {
+                        Ok(Some(sig)) if Signals::is_termination(sig) => return Decision::Abort,
+                        Ok(Some(sig)) if Signals::is_forwarded(sig) => self.queued.push(sig),
+                        Ok(Some(_)) => {}
+                        Ok(None) => break,
+                        Err(e) => return Decision::Failed(e),
+                    }
+                }
+            }
+            if sys::ready(&fds[0]) {
+                match chan.recv_control() {
+                    Control::Start => return Decision::Start,
+                    Control::Abort | Control::Closed => return Decision::Abort,
+                    Control::Signal(signo) => self.queued.push(signo),
+                    Control::Ignored => {}
+                }
+            }
+        }
+        Decision::Abort
+    }
+
     /// Opens the gate: the child goes on to `execve`. `false` if it was already gone (or the
     /// gate was already closed), in which case nothing was started.
     pub fn open_gate(&mut self) -> bool {
@@ -338,8 +392,13 @@ impl Workload {
                     return matches!(sys::read(&self.report, &mut byte), Ok(1))
                         && byte[0] == READY_BYTE;
                 }
-                Ok(Event::Signal(sig)) if !Signals::is_termination(sig) => {}
-                Ok(Event::Control(Control::Signal(_) | Control::Ignored)) => {}
+                Ok(Event::Signal(sig)) if !Signals::is_termination(sig) => {
+                    if Signals::is_forwarded(sig) {
+                        self.queued.push(sig)
+                    }
+                }
+                Ok(Event::Control(Control::Signal(signo))) => self.queued.push(signo),
+                Ok(Event::Control(Control::Ignored)) => {}
                 Ok(_) => return false,
                 Err(e) => {
                     self.failure = Some(e);
@@ -352,7 +411,8 @@ impl Workload {
     /// After [`Workload::open_gate`]: waits for the report pipe to say whether `execve`
     /// succeeded or failed (an errno), watching the channel and signals (see the module docs);
     /// `timeout_ms` bounds how long a child that neither execs nor fails may take before it is
-    /// killed. End of file is an exec only if the child's `PF_FORKNOEXEC` is clear.
+    /// killed. End of file is an exec only if the child's `PF_FORKNOEXEC` is clear; the queued
+    /// signals then go to the program, in order.
     pub fn exec_result(
         &mut self,
         chan: &mut Channel,
@@ -360,13 +420,12 @@ impl Workload {
         pdeath_signal: Option<u32>,
         timeout_ms: u32,
     ) -> Release {
-        let mut errno = [0u8; 4];
+        let mut errno = [0u8; REPORT_LEN];
         let mut got = 0;
         let mut deadline = Some(deadline_in(timeout_ms));
         // Signals for the workload that arrive while it execs wait for the exec: sent earlier,
         // they would end a child that never ran its program (reported never started), where a
-        // direct launch would have delivered them to the program. Signals coalesce (a mask).
-        let mut pending: u64 = 0;
+        // direct launch would have delivered them to the program.
         while got < errno.len() {
             match next_event(&self.report, chan, signals, deadline) {
                 Ok(Event::Report) => match sys::read(&self.report, &mut errno[got..]) {
@@ -378,11 +437,9 @@ impl Workload {
                 Ok(Event::Signal(sig)) if Signals::is_termination(sig) => {
                     self.signal(libc::SIGKILL)
                 }
-                Ok(Event::Signal(sig)) if Signals::is_forwarded(sig) => pending |= bit(sig),
+                Ok(Event::Signal(sig)) if Signals::is_forwarded(sig) => self.queued.push(sig),
                 Ok(Event::Signal(_)) => {}
-                Ok(Event::Control(Control::Signal(signo))) if (1..=64).contains(&signo) => {
-                    pending |= bit(signo)
-                }
+                Ok(Event::Control(Control::Signal(signo))) => self.queued.push(signo),
                 Ok(Event::Control(Control::Abort)) => self.signal(libc::SIGKILL),
                 Ok(Event::Control(Control::Closed)) => {
                     if let Some(sig) = pdeath_signal {
@@ -404,18 +461,19 @@ impl Workload {
         match got {
             0 => match crate::identity::never_exec_d(self.pid) {
                 Ok(false) => {
-                    for sig in 1..=64 {
-                        if pending & bit(sig) != 0 {
-                            self.signal(sig);
-                        }
+                    for i in 0..self.queued.len {
+                        self.signal(i32::from(self.queued.sigs[i]));
                     }
                     Release::Started
                 }
                 Ok(true) => Release::NeverExecuted,
                 Err(e) => Release::Failed(Error::ExecUnknown(e)),
             },
-            4 => Release::SpawnFailed(Errno(i32::from_ne_bytes(errno))),
-            _ => Release::SpawnFailed(Errno(libc::EIO)),
+            REPORT_LEN => Release::SpawnFailed(
+                Errno(i32::from_ne_bytes([errno[0], errno[1], errno[2], errno[3]])),
+                SpawnStep::from_code(u16::from(errno[4])).unwrap_or(SpawnStep::Setup),
+            ),
+            _ => Release::SpawnFailed(Errno(libc::EIO), SpawnStep::Setup),
         }
     }
 
@@ -435,10 +493,8 @@ impl Workload {
     }
 }
 
-/// A signal's bit in a pending mask (signals 1..=64).
-fn bit(sig: i32) -> u64 {
-    1u64 << ((sig - 1) & 63)
-}
+/// A failure report on the report pipe: the errno (4 bytes), then the step's code (1 byte).
+const REPORT_LEN: usize = 5;
 
 // ---------------------------------------------------------------------------------------------
 // The child side. Async-signal-safe calls only; never returns.
@@ -453,27 +509,45 @@ fn run_child(
     // Ready as soon as the session exists (the hello reports it; a process group the guardian
     // sets itself); the rest of the preparation overlaps with the launcher making the
     // registration durable.
-    let mut failed = isolate(spec).err();
+    let mut failed = isolate(spec).err().map(|e| (e, SpawnStep::Setup));
     if new_session(spec) {
         let _ = sys::write_all(report.as_raw(), &[READY_BYTE]);
     }
     if failed.is_none() {
-        failed = prepare(spec, plan, stdio).err();
+        failed = prepare(spec, stdio).err().map(|e| (e, SpawnStep::Setup));
     }
     let mut byte = [0u8; 1];
     match sys::read(&gate, &mut byte) {
         Ok(1) if byte[0] == START_BYTE => {}
         _ => sys::exit(126), // aborted or the guardian is gone: never exec
     }
-    let errno = match failed {
-        Some(e) => e,
-        None => exec(plan),
+    // X3: the credentials only now, immediately before the exec; then the directory, with the
+    // workload's own permissions deciding whether it may work there (as `su` or `sudo -D`).
+    if failed.is_none() {
+        if let Some(c) = &plan.credentials {
+            failed = child::drop_privileges(c.uid, c.gid, &c.groups[..c.count])
+                .err()
+                .map(|e| (e, SpawnStep::User));
+        }
+    }
+    if failed.is_none() {
+        if let Some(cwd) = spec.cwd {
+            failed = child::chdir(cwd).err().map(|e| (e, SpawnStep::Cwd));
+        }
+    }
+    let (errno, step) = match failed {
+        Some(f) => f,
+        None => (exec(plan), SpawnStep::Program),
     };
-    let _ = sys::write_all(report.as_raw(), &errno.0.to_ne_bytes());
+    let e = errno.0.to_ne_bytes();
+    let _ = sys::write_all(
+        report.as_raw(),
+        &[e[0], e[1], e[2], e[3], step.code() as u8],
+    );
     sys::exit(if errno == Errno::NOENT { 127 } else { 126 })
 }
 
-/// A new session (PTY or asked for) or a new process group.
+/// A new session (PTY, asked for, or `--user`) or a new process group.
 fn isolate(spec: &LaunchSpec<'static>) -> Result<(), Errno> {
     if new_session(spec) {
         child::setsid()
@@ -482,15 +556,9 @@ fn isolate(spec: &LaunchSpec<'static>) -> Result<(), Errno> {
     }
 }
 
-/// Stdio, controlling tty, signals, limits, credentials, cwd: in this order, stopping at the
-/// first error. The credentials go after the limits (raising a hard limit needs the privilege
-/// they give up) and before the cwd (the workload's own permissions decide whether it may work
-/// there, as with `su` or `sudo -D`).
-fn prepare(
-    spec: &LaunchSpec<'static>,
-    plan: &ExecPlan,
-    stdio: &[Option<OwnedFd>; 3],
-) -> Result<(), Errno> {
+/// Stdio, controlling tty, signals, limits: in this order, stopping at the first error. The
+/// limits go before the user switch (raising a hard limit needs the privilege it gives up).
+fn prepare(spec: &LaunchSpec<'static>, stdio: &[Option<OwnedFd>; 3]) -> Result<(), Errno> {
     for (target, fd) in stdio.iter().enumerate() {
         if let Some(fd) = fd {
             child::dup2(fd, target as i32)?;
@@ -503,12 +571,6 @@ fn prepare(
     child::reset_signals()?;
     for l in spec.rlimits.iter() {
         child::setrlimit(l.resource, l.soft, l.hard)?;
-    }
-    if let Some(c) = &plan.credentials {
-        child::set_credentials(c.uid, c.gid, &c.groups[..c.count])?;
-    }
-    if let Some(cwd) = spec.cwd {
-        child::chdir(cwd)?;
     }
     Ok(())
 }

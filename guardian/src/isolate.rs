@@ -22,8 +22,10 @@
 //! launcher's, and it blocks `SIGTTOU`), so the terminal's job-control signals (Ctrl-C, Ctrl-Z,
 //! `SIGHUP` on hang-up, all sent to the foreground group) never reach it: the launcher (`run`)
 //! receives them and forwards them as it decides (W2). `run --pty` is unchanged: the workload
-//! makes its own session on the pseudo-terminal. The workload gets its own group (or session)
-//! as before, so a signal for its group reaches neither the guardian nor the launcher.
+//! makes its own session on the pseudo-terminal, and a workload of another user (`run --user`)
+//! always gets a session of its own, without a terminal (X2). The workload gets its own group
+//! (or session) as before, so a signal for its group reaches neither the guardian nor the
+//! launcher.
 //!
 //! # Caveats
 //! `PR_SET_DUMPABLE 0` does not stop root (or anyone with `CAP_SYS_PTRACE`); a workload that must

@@ -72,7 +72,8 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     let (argv, envp) = sys::pointer_slots(tail, spec.argv.len() + 1, spec.env.len() + 1)
         .ok_or(Error::Memory(sys::Errno(libc::EINVAL)))?;
 
-    // G1, G4, G5: subreaper, proof file, identities, all before the fork.
+    // G1, G4, G5: subreaper, proof file (X5: its receipt's space allocated), identities, all
+    // before the fork.
     subreaper::become_subreaper()?;
     let proof = receipt::ProofFile::create(spec.proof_path)?;
     let guardian = identity::own()?;
@@ -95,7 +96,7 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
             workload_sid: workload.sid,
             proof: proof.identity,
         }));
-        gate::await_start(chan, &signals, spec.start_timeout_ms)
+        workload.await_start(chan, &signals, spec.start_timeout_ms)
     } else {
         match workload.failure {
             Some(e) => Decision::Failed(e),
@@ -109,8 +110,11 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
                 chan.send(&Frame::Started);
                 (ScopeEnd::Completed, 0, Exec::Yes)
             }
-            Release::SpawnFailed(errno) => {
-                chan.send(&Frame::SpawnFailed { errno: errno.0 });
+            Release::SpawnFailed(errno, step) => {
+                chan.send(&Frame::SpawnFailed {
+                    errno: errno.0,
+                    step,
+                });
                 (ScopeEnd::SpawnFailed, errno.0, Exec::No)
             }
             Release::NeverExecuted => (ScopeEnd::Aborted, 0, Exec::No),
@@ -157,13 +161,14 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
         // H4: ECHILD said every process of the tree was waited for: their cost is all here.
         usage: Some(sys::children_usage()),
     };
-    proof.write(&receipt)?;
+    // X5: retried until it lands (the scope stays live meanwhile).
+    proof.write(&receipt);
     chan.send(&Frame::ScopeExited(receipt));
     Ok(())
 }
 
-/// Opens the gate and, while the child execs, reserves the receipt's block (so the receipt is an
-/// in-place write); then learns (bounded, see `gate`) how the exec went.
+/// Opens the gate and, while the child execs, syncs the receipt's reserved block (so the receipt
+/// is an in-place write); then learns (bounded, see `gate`) how the exec went.
 fn release(
     workload: &mut gate::Workload,
     proof: &receipt::ProofFile,

@@ -4,7 +4,15 @@
 //! said `ECHILD`: `pwrite` at offset 0, then `fdatasync`, through the guardian's close-on-exec
 //! descriptor (the workload can never hold it).
 //!
-//! While the workload execs, the guardian [reserves](ProofFile::reserve) the receipt's block: it
+//! X5: before anything is forked, the receipt's length is [allocated](ProofFile::create) in the
+//! file (`fallocate`); a full disk refuses the launch there (the file is removed, the launcher
+//! reads why), never after the workload ran. The receipt is written whole: at offset 0, the
+//! file then cut to its length (a same-uid workload that appended to it changes nothing), then
+//! synced; a write that fails is retried while the guardian lives (the scope stays `live`
+//! meanwhile: its guardian is alive and no receipt is there), with a growing pause up to
+//! [`RETRY_MAX_MS`].
+//!
+//! While the workload execs, the guardian [syncs](ProofFile::reserve) the receipt's block: it
 //! writes [`RESERVED`] (zeros, which readers take as "no receipt yet") and syncs it. That first
 //! sync commits the new file's allocation, which costs as much again as the data itself on a
 //! journalling file system; done while the guardian would otherwise only wait, it leaves the
@@ -24,14 +32,23 @@ use refine_protocol::{ProofIdentity, Receipt};
 use crate::error::Error;
 use crate::sys::{self, OwnedFd};
 
+/// The longest pause between two attempts to write the receipt.
+pub const RETRY_MAX_MS: i32 = 2_000;
+
 pub struct ProofFile {
     fd: OwnedFd,
     pub identity: ProofIdentity,
 }
 
 impl ProofFile {
+    /// Creates the proof file and allocates the receipt's space in it; if that fails, the file
+    /// is removed again and the launch refused.
     pub fn create(path: &CStr) -> Result<ProofFile, Error> {
         let (fd, dev, ino) = sys::create_exclusive(path).map_err(Error::ProofCreate)?;
+        if let Err(e) = sys::reserve(&fd, &RESERVED) {
+            let _ = sys::unlink(path);
+            return Err(Error::ProofReserve(e));
+        }
         Ok(ProofFile {
             fd,
             identity: ProofIdentity { dev, ino },
@@ -44,8 +61,13 @@ impl ProofFile {
         let _ = sys::pwrite_sync(&self.fd, &RESERVED, 0);
     }
 
-    /// Writes the receipt at offset 0 and `fdatasync`s it.
-    pub fn write(&self, receipt: &Receipt) -> Result<(), Error> {
-        sys::pwrite_sync(&self.fd, &receipt.encode(), 0).map_err(Error::ReceiptWrite)
+    /// Writes the receipt whole and `fdatasync`s it, retrying until that succeeds.
+    pub fn write(&self, receipt: &Receipt) {
+        let bytes = receipt.encode();
+        let mut pause = 50;
+        while sys::write_whole_sync(&self.fd, &bytes).is_err() {
+            let _ = sys::poll(&mut [], pause);
+            pause = (pause * 2).min(RETRY_MAX_MS);
+        }
     }
 }

@@ -135,11 +135,14 @@ pub enum Reply {
     Launched {
         id: String,
     },
-    /// The registration was made but the workload never ran: `execve` (or the working
-    /// directory) failed with `errno`.
+    /// The registration was made but the workload never ran: the `step` (W13: the program,
+    /// the working directory, the user switch) failed with `errno`. A service before W13 sent
+    /// no step.
     SpawnFailed {
         id: String,
         errno: i32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<crate::frame::SpawnStep>,
     },
     List(Vec<ScopeView>),
     /// The `show --json` document.

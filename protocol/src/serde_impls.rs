@@ -84,6 +84,15 @@ mod mirror {
     }
 
     #[derive(Serialize, Deserialize)]
+    #[serde(remote = "crate::frame::SpawnStep", rename_all = "snake_case")]
+    pub enum SpawnStep {
+        Program,
+        Cwd,
+        User,
+        Setup,
+    }
+
+    #[derive(Serialize, Deserialize)]
     #[serde(remote = "crate::Rlimit")]
     pub struct Rlimit {
         pub resource: u32,
@@ -133,6 +142,18 @@ through_mirror!(
     Rlimit,
     Hello,
 );
+
+impl Serialize for crate::frame::SpawnStep {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        mirror::SpawnStep::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for crate::frame::SpawnStep {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        mirror::SpawnStep::deserialize(d)
+    }
+}
 
 #[cfg(test)]
 mod tests {

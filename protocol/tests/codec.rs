@@ -94,7 +94,10 @@ fn small_frames() -> Vec<Frame<'static>> {
         Frame::Start,
         Frame::Abort,
         Frame::Started,
-        Frame::SpawnFailed { errno: 2 },
+        Frame::SpawnFailed {
+            errno: 2,
+            step: refine_protocol::frame::SpawnStep::Cwd,
+        },
         Frame::WorkloadExited {
             status: WorkloadStatus::Signaled(9),
             at_ns: 12345,

@@ -1,6 +1,7 @@
 //! Who a workload runs as (SPEC X1): `run --user USER[:GROUP]` resolved to a uid, a gid and the
 //! supplementary groups, which the guardian's gated child takes (`setgroups`, `setresgid`,
-//! `setresuid`) just before `execve`. The guardian, the proof file and `run/P` stay this
+//! `setresuid`, every capability set emptied, all read back: X3) after *start*, just before
+//! `execve`, in a session of its own (X2). The guardian, the proof file and `run/P` stay this
 //! process's: a workload of another uid can neither write its evidence nor reach its guardian.
 //!
 //! # The rule
@@ -12,6 +13,8 @@
 //!   user's name as a member (what `initgroups` gives a login), at most [`MAX_GROUPS`].
 //! - Only a process with `CAP_SETUID` and `CAP_SETGID` (root, normally) may ask for it
 //!   ([`require_privilege`]).
+//! - Root (uid 0) and this process's own uid are refused ([`resolve`]): neither would keep the
+//!   workload from its evidence, which is what `--user` promises (X3).
 //! - The environment is left as the caller prepared it (like `setpriv`): `HOME`, `USER` and
 //!   `LOGNAME` are not rewritten; pass `--env` for that.
 //!
@@ -52,6 +55,12 @@ pub enum CredentialsError {
         count: usize,
         max: usize,
     },
+    #[error(
+        "--user {spec:?}: uid 0 is root, which keeps every privilege; name an unprivileged user"
+    )]
+    Root { spec: String },
+    #[error("--user {spec:?}: uid {uid} is this supervisor's own, which can tamper with the evidence; name another user")]
+    OwnUid { spec: String, uid: u32 },
     #[error("cannot read {path}")]
     Read {
         path: PathBuf,
@@ -84,7 +93,8 @@ pub fn require_privilege() -> Result<(), CredentialsError> {
     }
 }
 
-/// Resolves `USER[:GROUP]` against `/etc/passwd` and `/etc/group`.
+/// Resolves `USER[:GROUP]` against `/etc/passwd` and `/etc/group`; refuses root and this
+/// process's own uid.
 pub fn resolve(spec: &str) -> Result<Credentials, CredentialsError> {
     let read = |p: &str| {
         std::fs::read_to_string(p).map_err(|source| CredentialsError::Read {
@@ -92,7 +102,29 @@ pub fn resolve(spec: &str) -> Result<Credentials, CredentialsError> {
             source,
         })
     };
-    resolve_in(spec, &read("/etc/passwd")?, &read("/etc/group")?)
+    let c = resolve_in(spec, &read("/etc/passwd")?, &read("/etc/group")?)?;
+    refuse_unprotected(spec, &c, rustix::process::geteuid().as_raw())?;
+    Ok(c)
+}
+
+/// Refuses a target that `--user` could not protect the evidence from: root, or `own_uid`.
+pub fn refuse_unprotected(
+    spec: &str,
+    c: &Credentials,
+    own_uid: u32,
+) -> Result<(), CredentialsError> {
+    if c.uid == 0 {
+        return Err(CredentialsError::Root {
+            spec: spec.to_owned(),
+        });
+    }
+    if c.uid == own_uid {
+        return Err(CredentialsError::OwnUid {
+            spec: spec.to_owned(),
+            uid: own_uid,
+        });
+    }
+    Ok(())
 }
 
 /// [`resolve`] against the given file contents.
@@ -247,6 +279,22 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn root_and_the_own_uid_are_refused() {
+        let root = r("root").unwrap();
+        assert!(matches!(
+            refuse_unprotected("root", &root, 1000),
+            Err(CredentialsError::Root { .. })
+        ));
+        let alice = r("alice").unwrap();
+        assert!(matches!(
+            refuse_unprotected("alice", &alice, 1000),
+            Err(CredentialsError::OwnUid { uid: 1000, .. })
+        ));
+        assert!(refuse_unprotected("alice", &alice, 0).is_ok());
+        assert!(refuse_unprotected("nobody:0", &r("nobody:0").unwrap(), 0).is_ok());
     }
 
     #[test]

@@ -87,8 +87,12 @@ pub struct LaunchConfig {
 pub enum GuardianEvent {
     /// `execve` succeeded.
     Started,
-    /// `execve` failed with this errno; the guardian still reaps and writes a receipt.
-    SpawnFailed { errno: i32 },
+    /// A step of the release (W13: the program, the cwd, the user switch) failed with this
+    /// errno; the guardian still reaps and writes a receipt.
+    SpawnFailed {
+        errno: i32,
+        step: refine_protocol::frame::SpawnStep,
+    },
     /// The workload itself exited; descendants may still hold the scope.
     WorkloadExited { status: WorkloadStatus, at_ns: u64 },
     /// `waitpid` said `ECHILD`: the receipt is on disk (and here).
@@ -452,7 +456,9 @@ impl GuardianLink {
         Ok(Some(match frame {
             Frame::Hello(h) => Received::Hello(h),
             Frame::Started => Received::Event(GuardianEvent::Started),
-            Frame::SpawnFailed { errno } => Received::Event(GuardianEvent::SpawnFailed { errno }),
+            Frame::SpawnFailed { errno, step } => {
+                Received::Event(GuardianEvent::SpawnFailed { errno, step })
+            }
             Frame::WorkloadExited { status, at_ns } => {
                 Received::Event(GuardianEvent::WorkloadExited { status, at_ns })
             }

@@ -63,6 +63,8 @@ pub struct Launch {
     pub argv: Vec<Vec<u8>>,
     pub env: Vec<Vec<u8>>,
     pub rlimits: Vec<Rlimit>,
+    /// `(uid, gid, groups)` the workload runs as (`run --user`); `None`: the guardian's.
+    pub credentials: Option<(u32, u32, Vec<u32>)>,
 }
 
 /// A fresh registration id, unique within this test run.
@@ -101,6 +103,7 @@ impl Launch {
                 .collect(),
             env: vec![path_var],
             rlimits: Vec::new(),
+            credentials: None,
         }
     }
 
@@ -125,7 +128,13 @@ impl Launch {
             argv: &argv,
             env: &env,
             rlimits: &self.rlimits,
-            credentials: None,
+            credentials: self.credentials.as_ref().map(|(uid, gid, groups)| {
+                refine_protocol::frame::Credentials {
+                    uid: *uid,
+                    gid: *gid,
+                    groups,
+                }
+            }),
         };
         let mut buf = vec![0u8; MAX_FRAME];
         let len = encode_launch(&params, &mut buf).expect("encode launch");
@@ -241,7 +250,7 @@ impl Guardian {
             match Frame::decode(&buf[..n]).expect("guardian sent a malformed frame") {
                 Frame::Hello(h) => Msg::Hello(h),
                 Frame::Started => Msg::Started,
-                Frame::SpawnFailed { errno } => Msg::SpawnFailed { errno },
+                Frame::SpawnFailed { errno, .. } => Msg::SpawnFailed { errno },
                 Frame::WorkloadExited { status, at_ns } => Msg::WorkloadExited { status, at_ns },
                 Frame::ScopeExited(r) => Msg::ScopeExited(r),
                 Frame::GuardianFailed { code, errno } => Msg::GuardianFailed { code, errno },

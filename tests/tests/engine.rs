@@ -185,7 +185,8 @@ fn missing_program_is_a_typed_spawn_failure() {
     assert_eq!(
         r.outcome,
         LaunchOutcome::SpawnFailed {
-            errno: libc::ENOENT
+            errno: libc::ENOENT,
+            step: refine_protocol::frame::SpawnStep::Program,
         },
         "{}",
         describe(&r)

@@ -367,7 +367,16 @@ fn a_failed_credential_change_is_a_spawn_failure_with_its_errno() {
         return;
     }
     let home = Home::new();
-    let args = ["run", "--json", "--user", "0:0", "--", "touch", "ran"];
+    // Root is refused (X3): any other uid; `setgroups` fails first.
+    let args = [
+        "run",
+        "--json",
+        "--user",
+        "65534:65534",
+        "--",
+        "touch",
+        "ran",
+    ];
     let mut c = Command::new("unshare");
     c.args(["--user", "--map-root-user"])
         .arg(refine_tests::bin("refine-supervisor"))

@@ -21,6 +21,9 @@ pub mod raw;
 
 use raw::syscall;
 
+/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit capability sets, as two 32-bit halves.
+const CAP_VERSION_3: u32 = 0x2008_0522;
+
 /// An errno value from a failed system call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Errno(pub i32);
@@ -684,8 +687,43 @@ pub fn create_exclusive(path: &CStr) -> Result<(OwnedFd, u64, u64), Errno> {
     Ok((fd, st.st_dev, st.st_ino))
 }
 
+/// Allocates `len` bytes from offset 0 of `fd` (`fallocate` mode 0: the size grows, the
+/// blocks are the file's). File systems without it (`EOPNOTSUPP`) get the bytes written as
+/// zeros instead, which reserves them as well (no sync: that is [`pwrite_sync`]'s).
+#[doc(alias = "fallocate")]
+pub fn reserve(fd: &OwnedFd, zeros: &[u8]) -> Result<(), Errno> {
+    // SAFETY: plain integer arguments on a live descriptor.
+    match retry(|| cvt(unsafe { syscall!(libc::SYS_fallocate, fd.0, 0, 0, zeros.len()) })) {
+        Err(Errno(libc::EOPNOTSUPP)) => pwrite_all(fd, zeros, 0),
+        other => other.map(drop),
+    }
+}
+
+/// `unlink(path)`.
+pub fn unlink(path: &CStr) -> Result<(), Errno> {
+    // SAFETY: path is NUL-terminated.
+    cvt(unsafe { syscall!(libc::SYS_unlinkat, libc::AT_FDCWD, path.as_ptr(), 0) }).map(drop)
+}
+
+/// `pwrite` all of `bytes` at offset 0, cut the file to their length (`ftruncate`: bytes
+/// appended by anyone else are gone), then `fdatasync`.
+pub fn write_whole_sync(fd: &OwnedFd, bytes: &[u8]) -> Result<(), Errno> {
+    pwrite_all(fd, bytes, 0)?;
+    // SAFETY: a live descriptor and a length.
+    retry(|| cvt(unsafe { syscall!(libc::SYS_ftruncate, fd.0, bytes.len()) }))?;
+    // SAFETY: a live descriptor.
+    retry(|| cvt(unsafe { syscall!(libc::SYS_fdatasync, fd.0) })).map(drop)
+}
+
 /// `pwrite` all of `bytes` at `offset`, then `fdatasync`.
 pub fn pwrite_sync(fd: &OwnedFd, bytes: &[u8], offset: i64) -> Result<(), Errno> {
+    pwrite_all(fd, bytes, offset)?;
+    // SAFETY: a live descriptor.
+    retry(|| cvt(unsafe { syscall!(libc::SYS_fdatasync, fd.0) })).map(drop)
+}
+
+/// `pwrite` all of `bytes` at `offset` (EINTR and short writes retried).
+fn pwrite_all(fd: &OwnedFd, bytes: &[u8], offset: i64) -> Result<(), Errno> {
     let mut done = 0usize;
     while done < bytes.len() {
         let rest = &bytes[done..];
@@ -706,8 +744,7 @@ pub fn pwrite_sync(fd: &OwnedFd, bytes: &[u8], offset: i64) -> Result<(), Errno>
         }
         done += n;
     }
-    // SAFETY: a live descriptor.
-    retry(|| cvt(unsafe { syscall!(libc::SYS_fdatasync, fd.0) })).map(drop)
+    Ok(())
 }
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
@@ -832,18 +869,96 @@ pub mod child {
         .map(drop)
     }
 
-    /// Becomes `uid`/`gid` with exactly `groups` (X1): `setgroups`, then `setresgid`, then
-    /// `setresuid`, in that order (each later call gives up the privilege the earlier ones
-    /// need), all three ids of each kind set so none keeps root.
+    /// Becomes `uid`/`gid` with exactly `groups` and no capability (X1, X3), checked:
+    /// 1. the bounding set is emptied where this process may (`PR_CAPBSET_DROP` needs
+    ///    `CAP_SETPCAP`; without it the set stays, and a setuid program may still gain what it
+    ///    allows);
+    /// 2. `setgroups`, `setresgid`, `setresuid`, in that order (each later call gives up the
+    ///    privilege the earlier ones need), all three ids of each kind;
+    /// 3. the ambient set cleared (`PR_CAP_AMBIENT_CLEAR_ALL`: the kernel clears it by itself
+    ///    only on a change from uid 0), then inheritable, permitted and effective emptied
+    ///    (`capset`);
+    /// 4. `PR_SET_DUMPABLE 0` again (changing ids resets it to `fs.suid_dumpable`): the child
+    ///    stays unreachable until `execve`, which closes the close-on-exec descriptors before
+    ///    it makes the program dumpable;
+    /// 5. read back: the real, effective and saved uid and gid, the groups (as a set: the
+    ///    kernel sorts them) and the three capability sets (ambient is a subset of permitted,
+    ///    so an empty permitted set proves it empty). Any difference is `EPERM`.
     #[doc(alias = "setgroups")]
     #[doc(alias = "setresuid")]
-    pub fn set_credentials(uid: u32, gid: u32, groups: &[u32]) -> Result<(), Errno> {
+    #[doc(alias = "capset")]
+    #[doc(alias = "PR_CAP_AMBIENT_CLEAR_ALL")]
+    pub fn drop_privileges(uid: u32, gid: u32, groups: &[u32]) -> Result<(), Errno> {
+        for cap in 0..64usize {
+            // SAFETY: PR_CAPBSET_DROP takes one integer; EINVAL past the last capability.
+            if unsafe { syscall!(libc::SYS_prctl, libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } < 0 {
+                break;
+            }
+        }
         // SAFETY: groups is a live slice of groups.len() gid_t (u32) values.
         cvt(unsafe { syscall!(libc::SYS_setgroups, groups.len(), groups.as_ptr()) })?;
         // SAFETY: plain integer arguments.
         cvt(unsafe { syscall!(libc::SYS_setresgid, gid, gid, gid) })?;
         // SAFETY: plain integer arguments.
-        cvt(unsafe { syscall!(libc::SYS_setresuid, uid, uid, uid) }).map(drop)
+        cvt(unsafe { syscall!(libc::SYS_setresuid, uid, uid, uid) })?;
+        // SAFETY: PR_CAP_AMBIENT with PR_CAP_AMBIENT_CLEAR_ALL takes no further argument.
+        cvt(unsafe {
+            syscall!(
+                libc::SYS_prctl,
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0
+            )
+        })?;
+        let mut header = [CAP_VERSION_3, 0u32];
+        let mut data = [0u32; 6];
+        // SAFETY: a version-3 header (two u32: version, pid 0 = self) and two zeroed
+        // {effective, permitted, inheritable} triples, as capset reads for version 3.
+        cvt(unsafe { syscall!(libc::SYS_capset, header.as_mut_ptr(), data.as_ptr()) })?;
+        super::set_not_dumpable()?;
+
+        let mismatch = Err(Errno(libc::EPERM));
+        let (mut r, mut e, mut v) = (0u32, 0u32, 0u32);
+        // SAFETY: three live u32 the kernel writes.
+        cvt(unsafe {
+            syscall!(
+                libc::SYS_getresuid,
+                &mut r as *mut u32,
+                &mut e as *mut u32,
+                &mut v as *mut u32
+            )
+        })?;
+        if (r, e, v) != (uid, uid, uid) {
+            return mismatch;
+        }
+        // SAFETY: three live u32 the kernel writes.
+        cvt(unsafe {
+            syscall!(
+                libc::SYS_getresgid,
+                &mut r as *mut u32,
+                &mut e as *mut u32,
+                &mut v as *mut u32
+            )
+        })?;
+        if (r, e, v) != (gid, gid, gid) {
+            return mismatch;
+        }
+        let mut now = [0u32; refine_protocol::frame::MAX_GROUPS];
+        // SAFETY: now is a live buffer of now.len() gid_t (u32) values.
+        let n =
+            cvt(unsafe { syscall!(libc::SYS_getgroups, now.len(), now.as_mut_ptr()) })? as usize;
+        if n != groups.len() || !groups.iter().all(|g| now[..n].contains(g)) {
+            return mismatch;
+        }
+        data = [u32::MAX; 6];
+        // SAFETY: the same header; data has room for the two triples capget writes.
+        cvt(unsafe { syscall!(libc::SYS_capget, header.as_mut_ptr(), data.as_mut_ptr()) })?;
+        if data != [0; 6] {
+            return mismatch;
+        }
+        Ok(())
     }
 
     pub fn chdir(path: &CStr) -> Result<(), Errno> {

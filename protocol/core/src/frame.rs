@@ -7,7 +7,8 @@
 //! L -> G  Start         the registration is durable: the workload may exec
 //! L -> G  Abort         do not start: kill and reap the gated workload, write an aborted receipt
 //! G -> L  Started       execve succeeded
-//! G -> L  SpawnFailed   execve failed with errno
+//! G -> L  SpawnFailed   a step of the release failed with errno: u32 errno, u16 step (W13:
+//!                       0 the program, 1 the cwd, 2 the user switch, 3 other setup)
 //! G -> L  WorkloadExited  the workload itself exited (descendants may still hold the scope)
 //! G -> L  ScopeExited   waitpid said ECHILD; the receipt is on disk (its bytes follow)
 //! L -> G  Signal        forward a signal (1..=64) to the workload
@@ -119,6 +120,7 @@ pub const fn guardian_failure(code: u16) -> &'static str {
         22 => "poll failed",
         23 => "cannot tell whether the workload executed",
         24 => "cannot leave the launcher's process group, become undumpable or leave the cwd",
+        25 => "cannot reserve the receipt's space in the proof file",
         _ => "unknown guardian failure",
     }
 }
@@ -305,6 +307,40 @@ pub struct Hello {
     pub proof: ProofIdentity,
 }
 
+/// Which step of the gated child's release failed (W13): what a spawn failure names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpawnStep {
+    /// `execve` of the program (or its `PATH` search).
+    Program,
+    /// `chdir` into the launch's working directory, with the workload's credentials.
+    Cwd,
+    /// The user switch (`run --user`): groups, gid, uid, capabilities, or their check.
+    User,
+    /// The rest of the preparation: stdio, the controlling terminal, signals, resource limits.
+    Setup,
+}
+
+impl SpawnStep {
+    pub const fn code(self) -> u16 {
+        match self {
+            SpawnStep::Program => 0,
+            SpawnStep::Cwd => 1,
+            SpawnStep::User => 2,
+            SpawnStep::Setup => 3,
+        }
+    }
+
+    pub const fn from_code(code: u16) -> Option<SpawnStep> {
+        match code {
+            0 => Some(SpawnStep::Program),
+            1 => Some(SpawnStep::Cwd),
+            2 => Some(SpawnStep::User),
+            3 => Some(SpawnStep::Setup),
+            _ => None,
+        }
+    }
+}
+
 /// One handshake frame.
 #[derive(Debug, Clone, Copy)]
 pub enum Frame<'a> {
@@ -313,7 +349,7 @@ pub enum Frame<'a> {
     Start,
     Abort,
     Started,
-    SpawnFailed { errno: i32 },
+    SpawnFailed { errno: i32, step: SpawnStep },
     WorkloadExited { status: WorkloadStatus, at_ns: u64 },
     ScopeExited(Receipt),
     Signal { signo: i32 },
@@ -504,7 +540,10 @@ impl Frame<'_> {
                 w.u64(h.proof.dev)?;
                 w.u64(h.proof.ino)?;
             }
-            Frame::SpawnFailed { errno } => w.i32(errno)?,
+            Frame::SpawnFailed { errno, step } => {
+                w.i32(errno)?;
+                w.u16(step.code())?;
+            }
             Frame::WorkloadExited { status, at_ns } => {
                 status.encode(&mut w)?;
                 w.u64(at_ns)?;
@@ -561,7 +600,12 @@ impl Frame<'_> {
             kind::START => Frame::Start,
             kind::ABORT => Frame::Abort,
             kind::STARTED => Frame::Started,
-            kind::SPAWN_FAILED => Frame::SpawnFailed { errno: r.i32()? },
+            kind::SPAWN_FAILED => Frame::SpawnFailed {
+                errno: r.i32()?,
+                step: SpawnStep::from_code(r.u16()?).ok_or(DecodeError::InvalidField {
+                    field: "spawn step",
+                })?,
+            },
             kind::WORKLOAD_EXITED => Frame::WorkloadExited {
                 status: WorkloadStatus::decode(&mut r)?,
                 at_ns: r.u64()?,

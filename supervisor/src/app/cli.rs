@@ -666,7 +666,7 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
                 }
                 Ok(0)
             }
-            Reply::SpawnFailed { id, errno } => {
+            Reply::SpawnFailed { id, errno, step } => {
                 if args.json {
                     print_json(&DetachedSpawnFailedDoc {
                         id,
@@ -674,7 +674,10 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
                         errno,
                     })?;
                 } else {
-                    eprintln!("refine-supervisor: {}", run::spawn_failure(&spec, errno));
+                    eprintln!(
+                        "refine-supervisor: {}",
+                        run::spawn_failure(&spec, errno, step)
+                    );
                 }
                 Ok(run::spawn_failure_code(errno))
             }

@@ -24,6 +24,7 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use refine_protocol::api::LaunchAsk;
+use refine_protocol::frame::SpawnStep;
 use refine_protocol::WorkloadStatus;
 use rustix::process::Signal;
 
@@ -376,8 +377,11 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     if opts.json {
         print_json(&doc)?;
     } else {
-        if let LaunchOutcome::SpawnFailed { errno } = result.outcome {
-            eprintln!("refine-supervisor: {}", spawn_failure(&spec, errno));
+        if let LaunchOutcome::SpawnFailed { errno, step } = result.outcome {
+            eprintln!(
+                "refine-supervisor: {}",
+                spawn_failure(&spec, errno, Some(step))
+            );
         }
         if let Some(f) = doc.stop_failure {
             tracing::warn!(id = %result.id, error = %f, "scope stop failed");
@@ -390,14 +394,28 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     Ok(code)
 }
 
-/// One line for a launch that never ran (W5): the directory when `--cwd` is what failed (it is
-/// not a directory this process can enter), the program otherwise, and the error.
-pub(crate) fn spawn_failure(spec: &LaunchAsk, errno: i32) -> String {
+/// One line for a launch that never ran (W5, W13): what failed, as the guardian's report names
+/// it (`step`), and the error as the workload's credentials saw it: the program, the `--cwd`
+/// directory, or the `--user` switch. Without a step (an older service's reply), the directory
+/// when `--cwd` is not one this process can enter, the program otherwise.
+pub(crate) fn spawn_failure(spec: &LaunchAsk, errno: i32, step: Option<SpawnStep>) -> String {
     let error = io::Error::from_raw_os_error(errno).to_string();
     let error = match error.rfind(" (os error") {
         Some(i) => error[..i].to_owned(),
         None => error,
     };
+    let program = spec.argv.first().cloned().unwrap_or_default();
+    match (step, &spec.cwd, &spec.user) {
+        (Some(SpawnStep::Program), _, _) => return format!("{program}: {error}"),
+        (Some(SpawnStep::Cwd), Some(cwd), _) => return format!("{cwd}: {error}"),
+        (Some(SpawnStep::User), _, Some(user)) => {
+            return format!("--user {user}: cannot switch to the user: {error}")
+        }
+        (Some(SpawnStep::Setup), _, _) => {
+            return format!("{program}: cannot prepare the workload ({SETUP_STEPS}): {error}")
+        }
+        _ => {}
+    }
     let bad_cwd = spec
         .cwd
         .as_ref()
@@ -408,6 +426,9 @@ pub(crate) fn spawn_failure(spec: &LaunchAsk, errno: i32) -> String {
     };
     format!("{what}: {error}")
 }
+
+/// What the setup step of a spawn covers, for its one line.
+const SETUP_STEPS: &str = "stdio, terminal, signals or limits";
 
 /// How long `run` waits, from the residue stop's time, for it to prove the scope's end (its
 /// retries included).
@@ -439,7 +460,7 @@ fn exit_code(r: &LaunchResult) -> i32 {
     match (r.outcome, r.status.shell_code()) {
         _ if deadline && r.status != WorkloadStatus::Signaled(libc::SIGKILL) => TIMED_OUT,
         (_, Some(c)) => c,
-        (LaunchOutcome::SpawnFailed { errno }, None) => spawn_failure_code(errno),
+        (LaunchOutcome::SpawnFailed { errno, .. }, None) => spawn_failure_code(errno),
         _ => 1,
     }
 }
@@ -477,7 +498,7 @@ fn run_doc(r: &LaunchResult) -> RunDoc {
         id: r.id.to_string(),
         outcome: r.outcome.name(),
         errno: match r.outcome {
-            LaunchOutcome::SpawnFailed { errno } => Some(errno),
+            LaunchOutcome::SpawnFailed { errno, .. } => Some(errno),
             _ => None,
         },
         status: StatusFields::of(Some(r.status)),

@@ -79,10 +79,11 @@ fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<LaunchHandle, Re
         .map_err(|e| Response::err(ErrorKind::LaunchFailed, error_chain(&e)))?;
     drop(slot);
     // The caller learns a spawn failure now rather than an id of something that never ran.
-    if let Some(Err(errno)) = handle.wait_spawned(SPAWN_WORD_WAIT) {
+    if let Some(Err((errno, step))) = handle.wait_spawned(SPAWN_WORD_WAIT) {
         return Err(Response::ok(Reply::SpawnFailed {
             id: handle.id().to_string(),
             errno,
+            step: Some(step),
         }));
     }
     Ok(handle)

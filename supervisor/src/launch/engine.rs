@@ -135,7 +135,8 @@ pub(super) struct Engine {
     pub(super) control: Option<OwnedFd>,
     pub(super) policy: ScopePolicy,
     /// Told once whether the workload exec'd (`Ok`) or failed to (`Err(errno)`).
-    pub(super) spawned: Option<mpsc::SyncSender<Result<(), i32>>>,
+    pub(super) spawned:
+        Option<mpsc::SyncSender<Result<(), (i32, refine_protocol::frame::SpawnStep)>>>,
     /// Called once with the scope's receipt, whenever it comes ([`super::ReceiptHook`]).
     pub(super) on_receipt: Option<super::ReceiptHook>,
     /// Where the parts that outlive the result run (the capture's tail, the scope watcher):
@@ -156,7 +157,7 @@ pub(super) struct State {
     pub(super) receipt: Option<Receipt>,
     pub(super) channel_closed: bool,
     pub(super) guardian_failed: bool,
-    pub(super) spawn_errno: Option<i32>,
+    pub(super) spawn_errno: Option<(i32, refine_protocol::frame::SpawnStep)>,
     /// The first cause that made this engine stop the tree.
     pub(super) cause: Option<LaunchOutcome>,
     pub(super) stopped: bool,
@@ -394,11 +395,11 @@ impl Engine {
                     let _ = tx.try_send(Ok(()));
                 }
             }
-            GuardianEvent::SpawnFailed { errno } => {
+            GuardianEvent::SpawnFailed { errno, step } => {
                 if let Some(tx) = self.spawned.take() {
-                    let _ = tx.try_send(Err(errno));
+                    let _ = tx.try_send(Err((errno, step)));
                 }
-                st.spawn_errno = Some(errno);
+                st.spawn_errno = Some((errno, step));
                 st.status.get_or_insert(WorkloadStatus::NeverStarted);
                 self.capture.begin_drain(now);
             }
@@ -560,8 +561,8 @@ impl Engine {
     pub(super) fn finish(mut self, mut st: State) -> LaunchResult {
         let id = self.registration.id;
         let status = st.status.unwrap_or(WorkloadStatus::Unknown);
-        let outcome = if let Some(errno) = st.spawn_errno {
-            LaunchOutcome::SpawnFailed { errno }
+        let outcome = if let Some((errno, step)) = st.spawn_errno {
+            LaunchOutcome::SpawnFailed { errno, step }
         } else if let Some(cause) = st.cause {
             cause
         } else if let Some(f) = self.capture.failure() {

@@ -79,7 +79,7 @@ pub struct LaunchHandle {
     pub(super) registration: Registration,
     pub(super) thread: Option<Driver>,
     /// Whether the workload exec'd, once the guardian says so.
-    pub(super) spawned: Mutex<mpsc::Receiver<Result<(), i32>>>,
+    pub(super) spawned: Mutex<mpsc::Receiver<Result<(), (i32, refine_protocol::frame::SpawnStep)>>>,
     pub(super) control: Arc<Control>,
     pub(super) input: InputWriter,
 }
@@ -110,9 +110,12 @@ impl LaunchHandle {
     }
 
     /// Waits at most `timeout` for the guardian's word on the `execve`: `Some(Ok(()))` the
-    /// workload runs, `Some(Err(errno))` it never ran (a spawn failure), `None` no word (the
-    /// bound passed, or the guardian was lost before it).
-    pub fn wait_spawned(&self, timeout: Duration) -> Option<Result<(), i32>> {
+    /// workload runs, `Some(Err((errno, step)))` it never ran (a spawn failure at that step),
+    /// `None` no word (the bound passed, or the guardian was lost before it).
+    pub fn wait_spawned(
+        &self,
+        timeout: Duration,
+    ) -> Option<Result<(), (i32, refine_protocol::frame::SpawnStep)>> {
         let rx = self.spawned.lock().unwrap_or_else(|p| p.into_inner());
         rx.recv_timeout(timeout).ok()
     }

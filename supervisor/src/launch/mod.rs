@@ -74,8 +74,12 @@ pub enum LaunchOutcome {
     Cancelled,
     /// The output budget was exceeded; the tree was stopped.
     OutputLimit,
-    /// `execve` failed with this errno; the workload never ran.
-    SpawnFailed { errno: i32 },
+    /// A step of the release failed with this errno (W13: `step` says which: the program, the
+    /// working directory, the user switch); the workload never ran.
+    SpawnFailed {
+        errno: i32,
+        step: refine_protocol::frame::SpawnStep,
+    },
     /// Capture failed (a read or an artifact write); the tree was stopped.
     CaptureFault(CaptureFailure),
     /// An operator stopped it: through this launch's handle, or with the shared stop from
@@ -228,6 +232,8 @@ pub enum LaunchError {
     NotAvailable(&'static str),
     #[error("{0} is not a signal number")]
     BadSignal(i32),
+    #[error("a --user workload cannot take this process's terminal as its stdin: relay it through a pipe or give it a PTY")]
+    TerminalToOtherUser,
 }
 
 fn io_op(op: &'static str) -> impl FnOnce(io::Error) -> LaunchError {
@@ -389,6 +395,13 @@ impl Supervisor {
                         let (r, w) = pipe()?;
                         (r, Some(Input::Pipe(w)))
                     }
+                    // X2: no descriptor of this process's terminal reaches another user.
+                    StdinMode::Inherit
+                        if req.user.is_some()
+                            && rustix::termios::isatty(rustix::stdio::stdin()) =>
+                    {
+                        return Err(LaunchError::TerminalToOtherUser);
+                    }
                     StdinMode::Inherit => {
                         match rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stdin(), 3) {
                             Ok(fd) => (fd, None),
@@ -470,7 +483,8 @@ impl Supervisor {
                 stdio,
                 stdin_path,
                 pty: pty_size.is_some(),
-                new_session: req.new_session || pty_size.is_some(),
+                // X2: another user's workload never shares this session (nor its terminal).
+                new_session: req.new_session || pty_size.is_some() || req.user.is_some(),
                 limits,
                 scope_policy: policy,
                 pdeath_signal: req.pdeath_signal,
