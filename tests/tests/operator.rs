@@ -443,15 +443,16 @@ fn errors_name_the_missing_argument_suggest_and_say_each_cause_once() {
 }
 
 #[test]
-fn home_from_flag_or_env_is_created_and_said() {
+fn home_from_flag_or_env_is_created_by_run_and_said() {
     let home = Home::new();
     let fresh = home.path().join("a").join("fresh");
+    let f = fresh.as_os_str();
     let out = output_of({
         let mut c = std::process::Command::new(refine_tests::bin("refine-supervisor"));
-        c.arg("--home").arg(&fresh).arg("ps");
+        c.arg("--home").arg(f).args(["run", "--", "true"]);
         c
     });
-    assert!(out.status.success(), "{}", describe(&["ps"], &out));
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
     assert!(fresh.is_dir());
     assert!(
         text(&out.stderr).contains(fresh.to_str().unwrap()),
@@ -479,6 +480,198 @@ fn home_from_flag_or_env_is_created_and_said() {
     });
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).lines().count(), 1);
+}
+
+/// D7: every reader (and every command but `run` and `serve`) on a home that does not exist
+/// says so in one line naming it, exits non-zero, and creates nothing.
+#[test]
+fn readers_on_a_missing_home_say_so_in_one_line_and_create_nothing() {
+    let parent = tempfile::tempdir().expect("tempdir");
+    let missing = parent.path().join("typo").join("home");
+    let m = missing.to_str().unwrap();
+    let checkout = parent.path().to_str().unwrap().to_owned();
+    let id = "0123456789abcdef0123456789abcdef";
+    let commands: [&[&str]; 13] = [
+        &["ps"],
+        &["ps", "--all", "--json"],
+        &["show", id],
+        &["logs", "demo"],
+        &["stop", id],
+        &["wait", id],
+        &["receipt", id],
+        &["recover", "--dry-run"],
+        &["recover"],
+        &["gc"],
+        &["capacity"],
+        &["holders", &checkout],
+        &["reap", "--checkout", &checkout],
+    ];
+    for args in commands {
+        for by_env in [false, true] {
+            let out = output_of({
+                let mut c = std::process::Command::new(refine_tests::bin("refine-supervisor"));
+                if by_env {
+                    c.env("REFINE_HOME", m);
+                } else {
+                    c.args(["--home", m]);
+                }
+                c.args(args).stdin(Stdio::null());
+                c
+            });
+            let err = assert_one_line_error(args, &out);
+            assert!(err.contains(m), "{args:?}: the line names the home: {err}");
+            assert!(err.contains("does not exist"), "{args:?}: {err}");
+            assert!(
+                !parent.path().join("typo").exists(),
+                "{args:?} created {}",
+                missing.display()
+            );
+        }
+    }
+}
+
+/// X4: the home is created 0700 whatever the umask (its missing parents too), and so are
+/// `run/` and `run/P`.
+#[test]
+fn the_home_is_created_private_under_umask_000() {
+    use std::os::unix::fs::PermissionsExt;
+    let parent = tempfile::tempdir().expect("tempdir");
+    let home = parent.path().join("made").join("home");
+    let out = output_of({
+        let mut c = std::process::Command::new("sh");
+        c.arg("-c")
+            .arg("umask 000; exec \"$@\"")
+            .arg("sh")
+            .arg(refine_tests::bin("refine-supervisor"))
+            .arg("--home")
+            .arg(&home)
+            .args(["run", "--", "true"])
+            .stdin(Stdio::null());
+        c
+    });
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
+    for d in [
+        parent.path().join("made"),
+        home.clone(),
+        home.join("run"),
+        home.join("run/7411"),
+    ] {
+        let mode = fs::metadata(&d).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o700, "{} is {mode:04o}", d.display());
+    }
+}
+
+/// X4: a relative `--home` or `REFINE_HOME` is made absolute before anything is recorded: the
+/// registration reads `exited` from any other directory, with absolute paths in its record.
+#[test]
+fn a_relative_home_is_recorded_absolute() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let abs = work.path().join("hrel");
+    for by_env in [false, true] {
+        let out = output_of({
+            let mut c = std::process::Command::new(refine_tests::bin("refine-supervisor"));
+            if by_env {
+                c.env("REFINE_HOME", "hrel");
+            } else {
+                c.args(["--home", "hrel"]);
+            }
+            c.args(["run", "--json", "--", "true"])
+                .current_dir(work.path())
+                .stdin(Stdio::null());
+            c
+        });
+        assert!(out.status.success(), "{}", describe(&["run"], &out));
+        let id = parse(&["run"], &out)["id"].as_str().unwrap().to_owned();
+        let show = output_of({
+            let mut c = std::process::Command::new(refine_tests::bin("refine-supervisor"));
+            c.arg("--home")
+                .arg(&abs)
+                .args(["show", &id, "--json"])
+                .current_dir(elsewhere.path())
+                .stdin(Stdio::null());
+            c
+        });
+        assert!(show.status.success(), "{}", describe(&["show"], &show));
+        let doc = parse(&["show"], &show);
+        assert_eq!(doc["state"], "exited", "from another directory: {doc}");
+        for p in [
+            &doc["record"]["proof"]["path"],
+            &doc["record"]["stdout"],
+            &doc["record"]["stderr"],
+        ] {
+            let p = p.as_str().unwrap_or_default();
+            assert!(p.starts_with(abs.to_str().unwrap()), "{p:?}: {doc}");
+        }
+    }
+}
+
+/// X4: the home, `home/run` and every ancestor are checked like sshd's StrictModes. A `run/`
+/// another user could have put there (the rename attack: `mv run run.hidden; mkdir run`), a
+/// `run/` or an ancestor that group or others may write, a home another user owns: refused in
+/// one line naming it, by readers and by `run` (which then runs nothing).
+#[test]
+fn a_home_path_another_user_could_replace_is_refused_in_one_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let set_mode = |p: &std::path::Path, m: u32| {
+        fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap()
+    };
+    let home = Home::new();
+    let args = ["run", "--json", "--", "true"];
+    assert!(home.cli(&args).status.success());
+    let run = home.path().join("run");
+    let marker = home.path().join("ran");
+    let marker_cmd = format!("touch '{}'", marker.display());
+    let run_marker = ["run", "--", "sh", "-c", &marker_cmd];
+
+    let refused = |what: &std::path::Path| {
+        for args in [&["ps", "--all"][..], &run_marker[..]] {
+            let err = one_line_error(&home, args);
+            assert!(
+                err.contains(what.to_str().unwrap()) && err.contains("refusing"),
+                "{args:?} names {}: {err}",
+                what.display()
+            );
+        }
+        assert!(!marker.exists(), "run ran its workload on an unsafe home");
+    };
+
+    // run/ writable by others.
+    set_mode(&run, 0o777);
+    refused(&run);
+    set_mode(&run, 0o700);
+    assert!(home.cli(&["ps", "--all"]).status.success());
+
+    // An ancestor of the home writable by group (not sticky).
+    let outer = tempfile::tempdir().expect("tempdir");
+    let nested = Home {
+        dir: tempfile::tempdir_in(outer.path()).expect("tempdir"),
+        port: 7411,
+    };
+    assert!(nested.cli(&["run", "--", "true"]).status.success());
+    set_mode(outer.path(), 0o770);
+    let err = one_line_error(&nested, &["ps", "--all"]);
+    assert!(err.contains(outer.path().to_str().unwrap()), "{err}");
+    set_mode(outer.path(), 0o700);
+    assert!(nested.cli(&["ps", "--all"]).status.success());
+
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped the ownership cases: chown needs root");
+        return;
+    }
+    // The rename attack: run/ moved away and replaced by one another user made.
+    fs::rename(&run, home.path().join("run.hidden")).unwrap();
+    fs::create_dir(&run).unwrap();
+    set_mode(&run, 0o700);
+    std::os::unix::fs::chown(&run, Some(65534), Some(65534)).unwrap();
+    refused(&run);
+    fs::remove_dir(&run).unwrap();
+    fs::rename(home.path().join("run.hidden"), &run).unwrap();
+    assert!(home.cli(&["ps", "--all"]).status.success());
+    // A home another user owns.
+    std::os::unix::fs::chown(home.path(), Some(65534), None).unwrap();
+    refused(home.path());
+    std::os::unix::fs::chown(home.path(), Some(0), None).unwrap();
 }
 
 #[test]

@@ -512,9 +512,10 @@ pub(super) fn parse_kv(text: &str) -> Result<(String, String), String> {
     }
 }
 
-/// Resolves the home: `--home` or `REFINE_HOME` (created if missing, and said where), else
-/// derived from the executable (which must exist).
-pub fn home(cli: &Cli) -> Result<PathBuf, CliError> {
+/// Resolves the home: `--home` or `REFINE_HOME`, made absolute (X4), else derived from the
+/// executable. Only `create` (`run`, `serve`) makes a missing one, 0700 whatever the umask, and
+/// says where; every other command refuses it in one line and creates nothing (D7).
+pub fn home(cli: &Cli, create: bool) -> Result<PathBuf, CliError> {
     let Some(h) = &cli.home else {
         let home = registry::default_home().map_err(CliError::NoHome)?;
         if !home.is_dir() {
@@ -522,15 +523,21 @@ pub fn home(cli: &Cli) -> Result<PathBuf, CliError> {
         }
         return Ok(home);
     };
+    let h = std::path::absolute(h).map_err(|source| CliError::CreateHome {
+        path: h.clone(),
+        source,
+    })?;
     if !h.is_dir() {
-        std::fs::create_dir_all(h).map_err(|source| CliError::CreateHome {
+        if !create {
+            return Err(RegistryError::MissingHome(h).into());
+        }
+        crate::durable::create_private_dirs(&h).map_err(|source| CliError::CreateHome {
             path: h.clone(),
             source,
         })?;
-        let shown = std::path::absolute(h).unwrap_or_else(|_| h.clone());
-        eprintln!("refine-supervisor: created the home {}", shown.display());
+        eprintln!("refine-supervisor: created the home {}", h.display());
     }
-    Ok(h.clone())
+    Ok(h)
 }
 
 /// Opens `run/P` if it exists; `Ok(None)` when the home exists but nothing ran on this port.
@@ -582,7 +589,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         }
         _ => {}
     }
-    let home = home(&cli)?;
+    let creates = matches!(cli.command, Command::Run(_) | Command::Serve(_));
+    let home = home(&cli, creates)?;
     let port = cli.port;
     tracing::debug!(home = %home.display(), port, "home");
     match cli.command {
