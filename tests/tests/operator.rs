@@ -49,21 +49,12 @@ fn ids_by_unique_prefix_and_label_ambiguous_and_unknown() {
         assert!(out.status.success(), "{}", describe(&args, &out));
     }
 
-    // An ambiguous label lists the candidates: id, label, state, start.
-    let args = ["show", "twin"];
-    let out = home.cli(&args);
-    assert!(!out.status.success(), "{}", describe(&args, &out));
-    let err = text(&out.stderr);
-    assert!(err.contains("ambiguous"), "{err}");
-    for id in [&twin_a, &twin_b] {
-        let line = err
-            .lines()
-            .find(|l| l.contains(id.as_str()))
-            .unwrap_or_else(|| panic!("{id} not listed: {err}"));
-        assert!(line.contains("twin") && line.contains("exited"), "{line}");
-        assert!(line.contains(':'), "start time missing: {line}");
+    // A label used twice: reading commands take the newest (O12).
+    for cmd in ["show", "receipt"] {
+        let doc = home.json(&[cmd, "twin", "--json"]);
+        assert_eq!(doc["id"], twin_b.as_str(), "{cmd} twin: {doc}");
     }
-    assert!(!err.contains(&solo), "{err}");
+    assert_ne!(twin_a, twin_b);
 
     // Unknown: one line, for ids, prefixes and labels alike; too short a prefix is no prefix.
     let unknown_prefix = if solo.starts_with("ffff") {
@@ -76,6 +67,96 @@ fn ids_by_unique_prefix_and_label_ambiguous_and_unknown() {
             let err = one_line_error(&home, &[cmd, t]);
             assert!(err.contains("no registration matches"), "{cmd} {t}: {err}");
         }
+    }
+}
+
+/// `run --label LABEL` of a workload that leaves a `sleep` holding its scope: live once `run`
+/// returns.
+fn run_live(home: &Home, label: &str) -> String {
+    let id = run_labelled(
+        home,
+        label,
+        &["sh", "-c", "sleep 600 </dev/null >/dev/null 2>&1 &"],
+    );
+    assert_eq!(home.state(&id), "live");
+    id
+}
+
+/// O12: a full id; else a label (readers take the newest registration with it, `stop` the one
+/// live one and refuses several); else a 4+ hex prefix. A label that is also another
+/// registration's id prefix is the label for readers and ambiguous for `stop`.
+#[test]
+fn names_resolve_full_id_then_label_then_prefix() {
+    let home = Home::new();
+    // The README's tour: `run --label demo` twice, then `show demo`.
+    let first = run_labelled(&home, "demo", &["sh", "-c", "echo started"]);
+    let second = run_labelled(&home, "demo", &["sh", "-c", "echo again"]);
+    let args = ["show", "demo"];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert!(text(&out.stdout).contains(&second), "{}", text(&out.stdout));
+    let args = ["logs", "demo"];
+    assert_eq!(text(&home.cli(&args).stdout), "again\n");
+    assert_eq!(home.json(&["show", &first, "--json"])["id"], first.as_str());
+
+    // stop LABEL: the one live registration with it, not the newest exited one.
+    let live = run_live(&home, "svc");
+    let _newer = run_labelled(&home, "svc", &["true"]);
+    let args = ["stop", "svc"];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert!(text(&out.stdout).contains(&live), "{}", text(&out.stdout));
+    assert_eq!(home.state(&live), "exited");
+
+    // Several live with the label: refused with the candidates, nothing stopped.
+    let a = run_live(&home, "pair");
+    let b = run_live(&home, "pair");
+    let args = ["stop", "pair"];
+    let out = home.cli(&args);
+    assert!(!out.status.success(), "{}", describe(&args, &out));
+    let err = text(&out.stderr);
+    assert!(err.contains("ambiguous"), "{err}");
+    for id in [&a, &b] {
+        let line = err
+            .lines()
+            .find(|l| l.contains(id.as_str()))
+            .unwrap_or_else(|| panic!("{id} not listed: {err}"));
+        assert!(line.contains("pair") && line.contains("live"), "{line}");
+        assert!(line.contains(':'), "start time missing: {line}");
+    }
+    assert_eq!(home.state(&a), "live");
+    assert_eq!(home.state(&b), "live");
+    // Readers still take the newest.
+    assert_eq!(home.json(&["show", "pair", "--json"])["id"], b.as_str());
+
+    // A label of hex digits that is another registration's id prefix: the label for readers,
+    // ambiguous for stop (which stops nothing).
+    let hex = a[..6].to_owned();
+    let labelled = run_live(&home, &hex);
+    let doc = home.json(&["show", &hex, "--json"]);
+    assert_eq!(
+        doc["id"],
+        labelled.as_str(),
+        "the label, not the prefix: {doc}"
+    );
+    let args = ["stop", &hex];
+    let out = home.cli(&args);
+    assert!(!out.status.success(), "{}", describe(&args, &out));
+    let err = text(&out.stderr);
+    assert!(err.contains("ambiguous"), "{err}");
+    assert!(err.contains(&a) && err.contains(&labelled), "{err}");
+    assert_eq!(
+        home.state(&a),
+        "live",
+        "stop of a shadowed prefix stopped nothing"
+    );
+    assert_eq!(home.state(&labelled), "live");
+    // A prefix still works where no label shadows it.
+    let out = home.cli(&["stop", &b[..8]]);
+    assert!(out.status.success(), "{}", describe(&["stop"], &out));
+    for id in [&a, &labelled] {
+        let out = home.cli(&["stop", id]);
+        assert!(out.status.success(), "{}", describe(&["stop"], &out));
     }
 }
 

@@ -560,9 +560,10 @@ fn runtime_and_id(
     home: &Path,
     port: u16,
     text: &str,
+    intent: resolve::Intent,
 ) -> Result<(Runtime, RegistrationId), CliError> {
     let rt = open_runtime(home, port)?;
-    let id = resolve::resolve(rt.as_ref(), text)?;
+    let id = resolve::resolve(rt.as_ref(), text, intent)?;
     tracing::debug!(%id, given = text, "resolved the id");
     match rt {
         Some(rt) => Ok((rt, id)),
@@ -738,7 +739,7 @@ fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {
 }
 
 fn show(home: &Path, port: u16, args: ShowArgs) -> Result<ExitCode, CliError> {
-    let (rt, id) = runtime_and_id(home, port, &args.id)?;
+    let (rt, id) = runtime_and_id(home, port, &args.id, resolve::Intent::Read)?;
     let doc = show_doc(&rt, id)?;
     if args.json {
         print_json(&doc)?;
@@ -760,7 +761,7 @@ fn show(home: &Path, port: u16, args: ShowArgs) -> Result<ExitCode, CliError> {
 }
 
 fn stop(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliError> {
-    let (rt, id) = runtime_and_id(home, port, &args.id)?;
+    let (rt, id) = runtime_and_id(home, port, &args.id, resolve::Intent::Change)?;
     let reg = rt.read_registration(id)?;
     let grace = args.grace.map(|g| (g, args.signal));
     let doc = ops::stop_one(&rt, &reg, refine_protocol::StopCause::Operator, grace);
@@ -935,7 +936,7 @@ impl Follow {
 }
 
 fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
-    let (rt, id) = runtime_and_id(home, port, &args.id)?;
+    let (rt, id) = runtime_and_id(home, port, &args.id, resolve::Intent::Read)?;
     let reg = rt.read_registration(id)?;
     let streams: Vec<(&String, bool)> = if args.all {
         vec![(&reg.stdout_path, false), (&reg.stderr_path, true)]
@@ -1021,7 +1022,7 @@ fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
     let ids = args
         .ids
         .iter()
-        .map(|t| resolve::resolve(rt.as_ref(), t))
+        .map(|t| resolve::resolve(rt.as_ref(), t, resolve::Intent::Read))
         .collect::<Result<Vec<_>, _>>()?;
     let Some(rt) = rt else {
         return Err(CliError::UnknownId(args.ids.join(" ")));
@@ -1085,7 +1086,7 @@ fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliErr
     let by_id = if args.target.contains('/') {
         None
     } else {
-        match runtime_and_id(home, port, &args.target) {
+        match runtime_and_id(home, port, &args.target, resolve::Intent::Read) {
             Err(CliError::UnknownId(_)) if Path::new(&args.target).is_file() => None,
             other => Some(other?),
         }
