@@ -479,3 +479,88 @@ fn an_orphan_adopted_by_a_pid_namespace_init_is_reaped_and_the_init_is_not() {
     let _ = init.kill();
     let _ = init.wait();
 }
+
+/// Bytes a terminal acts on: C0 controls but the line feed, DEL, and the C1 controls as UTF-8
+/// (U+0080..U+009F, `\xc2\x80`..`\xc2\x9f`), each with its offset.
+fn raw_controls(bytes: &[u8]) -> Vec<(usize, u8)> {
+    let mut found = Vec::new();
+    for (i, &b) in bytes.iter().enumerate() {
+        let c1 = b == 0xc2 && bytes.get(i + 1).is_some_and(|n| (0x80..0xa0).contains(n));
+        if (b < 0x20 && b != b'\n') || b == 0x7f || c1 {
+            found.push((i, b));
+        }
+    }
+    found
+}
+
+/// X6: an escape sequence in a label, in argv or in the output is escaped before it reaches a
+/// terminal, in every human view (`ps`, `show` with its output excerpt, `stop`) and in errors
+/// (an ambiguous label's candidates, a spawn failure naming the program).
+#[test]
+fn escape_sequences_in_a_label_argv_and_output_never_reach_the_terminal_raw() {
+    let home = Home::new();
+    // OSC 0 retitles the terminal, CSI 2J clears it, OSC 52 writes the clipboard, U+009B is
+    // the one-character CSI.
+    let label = "evil\u{1b}]0;PWNED\u{7}\u{1b}[2J\u{9b}31m";
+    let arg = "\u{1b}]52;c;cHduZWQ=\u{7}";
+    let script = "printf 'out \\033[31mred\\n'; sleep 600 </dev/null >/dev/null 2>&1 &";
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let args = [
+            "run", "--label", label, "--json", "--", "sh", "-c", script, arg,
+        ];
+        let out = home.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+        ids.push(parse(&args, &out)["id"].as_str().unwrap().to_owned());
+    }
+    let check = |args: &[&str], out: &std::process::Output, want: &str| {
+        for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            let raw = raw_controls(bytes);
+            assert!(
+                raw.is_empty(),
+                "{name} of {args:?} has raw control bytes {raw:?}: {}",
+                describe(args, out)
+            );
+        }
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            all.contains(want),
+            "{want:?} not shown: {}",
+            describe(args, out)
+        );
+    };
+    let shown_label = r"evil\x1b]0;PWNED\x07\x1b[2J\u009b31m";
+    for args in [
+        &["ps"][..],
+        &["ps", "--all", "--no-trunc"],
+        &["show", &ids[1]],
+        &["show", &ids[0], "-n", "5"],
+    ] {
+        let out = home.cli(args);
+        assert!(out.status.success(), "{}", describe(args, &out));
+        check(args, &out, shown_label);
+        check(args, &out, r"\x1b]52;c;cHduZWQ=\x07");
+    }
+    let args = ["show", &ids[1]];
+    check(&args, &home.cli(&args), r"out \x1b[31mred");
+    // Two live registrations with the label: stop refuses, listing them.
+    let args = ["stop", label];
+    let out = home.cli(&args);
+    assert!(!out.status.success(), "{}", describe(&args, &out));
+    check(&args, &out, shown_label);
+    for id in &ids {
+        let args = ["stop", id.as_str()];
+        let out = home.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+        check(&args, &out, id);
+    }
+    // A spawn failure names the program, escaped.
+    let args = ["run", "--", "/nonexistent/\u{1b}[2Jprog"];
+    let out = home.cli(&args);
+    assert!(!out.status.success(), "{}", describe(&args, &out));
+    check(&args, &out, r"/nonexistent/\x1b[2Jprog");
+}

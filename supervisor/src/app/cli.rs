@@ -535,7 +535,11 @@ pub fn home(cli: &Cli, create: bool) -> Result<PathBuf, CliError> {
             path: h.clone(),
             source,
         })?;
-        eprintln!("refine-supervisor: created the home {}", h.display());
+        let shown = h.display().to_string();
+        eprintln!(
+            "refine-supervisor: created the home {}",
+            view::escape(&shown)
+        );
     }
     Ok(h)
 }
@@ -786,7 +790,8 @@ fn holders_cmd(home: &Path, args: HoldersArgs) -> Result<ExitCode, CliError> {
     if args.json {
         print_json(&doc)?;
     } else if doc.holders.is_empty() {
-        writeln!(out(), "nothing holds {}", doc.path.display()).map_err(CliError::Output)?;
+        let shown = doc.path.display().to_string();
+        writeln!(out(), "nothing holds {}", view::escape(&shown)).map_err(CliError::Output)?;
     } else {
         holders_table(&doc.holders, None)?;
     }
@@ -847,11 +852,12 @@ fn reap(home: &Path, port: u16, args: ReapArgs) -> Result<ExitCode, CliError> {
         return Ok(code);
     }
     let mut o = out();
+    let shown = doc.path.display().to_string();
+    let path = view::escape(&shown);
     if !doc.refused.is_empty() {
         writeln!(
             o,
-            "refused: a live workload works in {} (end it first); nothing was signalled",
-            doc.path.display()
+            "refused: a live workload works in {path} (end it first); nothing was signalled"
         )
         .map_err(CliError::Output)?;
         drop(o);
@@ -865,17 +871,17 @@ fn reap(home: &Path, port: u16, args: ReapArgs) -> Result<ExitCode, CliError> {
             (Some(outcome), false, None) => format!("{outcome:?}, no receipt").to_lowercase(),
             (None, false, None) => "not stopped".to_owned(),
         };
-        writeln!(o, "scope {}: {verdict}", s.id).map_err(CliError::Output)?;
+        writeln!(o, "scope {}: {}", s.id, view::escape(&verdict)).map_err(CliError::Output)?;
     }
     writeln!(o, "orphans killed: {}", doc.killed.len()).map_err(CliError::Output)?;
     if let Some(e) = &doc.error {
-        writeln!(o, "kill failed: {e}").map_err(CliError::Output)?;
+        writeln!(o, "kill failed: {}", view::escape(e)).map_err(CliError::Output)?;
     }
     if doc.left.is_empty() {
-        writeln!(o, "nothing holds {} any more", doc.path.display()).map_err(CliError::Output)?;
+        writeln!(o, "nothing holds {path} any more").map_err(CliError::Output)?;
         return Ok(code);
     }
-    writeln!(o, "still holding {}:", doc.path.display()).map_err(CliError::Output)?;
+    writeln!(o, "still holding {path}:").map_err(CliError::Output)?;
     drop(o);
     let why: Vec<String> = doc.left.iter().map(|l| why_text(&l.why)).collect();
     let rows: Vec<Holder> = doc.left.into_iter().map(|l| l.holder).collect();
