@@ -894,7 +894,18 @@ fn why_text(why: &Why) -> String {
         Why::LiveWorkload => "its workload is live".to_owned(),
         Why::ResidueSurvived => "its scope's stop did not end it".to_owned(),
         Why::NotOrphan { ppid, parent } => format!("not an orphan (parent {ppid} {parent})"),
-        Why::GuardianBelow => "a live scope's guardian is below it".to_owned(),
+        Why::Guardian { guardian_of: g } => format!(
+            "the guardian of {} in home {} (port {}): never reaped, stop it there",
+            g.id,
+            g.home.display(),
+            g.port
+        ),
+        Why::GuardianBelow { guardian_of: g } => format!(
+            "the guardian of {} in home {} (port {}) is below it",
+            g.id,
+            g.home.display(),
+            g.port
+        ),
         Why::Survived => "survived SIGKILL within the budget".to_owned(),
     }
 }
