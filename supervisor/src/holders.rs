@@ -959,6 +959,45 @@ mod tests {
     }
 
     #[test]
+    fn maps_lines_and_proof_paths_are_read_exactly() {
+        let line = b"7f00-7f01 r-xp 00000000 fd:01 123456   /usr/lib/x (deleted)";
+        let (ident, path) = maps_entry(line).unwrap();
+        assert_eq!(ident, (libc::makedev(0xfd, 0x01), 123456));
+        assert_eq!(path, b"/usr/lib/x (deleted)");
+        assert!(maps_entry(b"7f00-7f01 rw-p 00000000 00:00 0   [heap]").is_none());
+        assert!(maps_entry(b"7f00-7f01 rw-p 00000000 00:05 0   /dev/zero").is_none());
+        let id = "0123456789abcdef0123456789abcdef";
+        let (home, port, got) =
+            proof_path_parts(Path::new(&format!("/w/h/run/7411/proofs/{id}"))).unwrap();
+        assert_eq!(
+            (home.as_path(), port, got.to_string()),
+            (Path::new("/w/h"), 7411, id.to_owned())
+        );
+        for not in [
+            format!("/w/h/run/7411/logs/{id}"),
+            format!("/w/h/run/x/proofs/{id}"),
+            format!("/w/h/other/7411/proofs/{id}"),
+            "/w/h/run/7411/proofs/short".to_owned(),
+        ] {
+            assert!(proof_path_parts(Path::new(&not)).is_none(), "{not}");
+        }
+    }
+
+    #[test]
+    fn a_folder_is_found_by_identity_from_below_and_not_from_beside() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("a/b/c");
+        fs::create_dir_all(&deep).unwrap();
+        let side = tempfile::tempdir().unwrap();
+        let m = fs::metadata(dir.path()).unwrap();
+        let ident = (m.dev(), m.ino());
+        assert!(walk_finds(open_dir(&deep).unwrap(), ident));
+        assert!(walk_finds(open_dir(dir.path()).unwrap(), ident));
+        assert!(!walk_finds(open_dir(side.path()).unwrap(), ident));
+    }
+
+    #[test]
     fn a_removed_path_resolves_through_its_existing_ancestor() {
         let dir = tempfile::tempdir().unwrap();
         let real = fs::canonicalize(dir.path()).unwrap();
