@@ -761,3 +761,47 @@ fn escape_sequences_in_a_label_argv_and_output_never_reach_the_terminal_raw() {
     assert!(!out.status.success(), "{}", describe(&args, &out));
     check(&args, &out, r"/nonexistent/\x1b[2Jprog");
 }
+
+/// H5: a child of a container shim is a container's process, not an orphan of ours: `reap`
+/// leaves it (a copy of `sh` named as containerd's shim stands in for one).
+#[test]
+fn a_child_of_a_container_shim_is_not_our_orphan() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tools = tempfile::tempdir().expect("tempdir");
+    let shim = tools.path().join("containerd-shim-runc-v2");
+    std::fs::copy("/bin/sh", &shim).expect("copy sh");
+    let script = format!(
+        "cd '{}' && sleep 1000 </dev/null >/dev/null 2>&1 & echo $!; wait",
+        dir.path().display()
+    );
+    let mut parent = Command::new(&shim)
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the shim");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(parent.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("pid");
+    let pid: u32 = line.trim().parse().expect("pid");
+    let start = start_time(pid);
+    let mut doc = Value::Null;
+    assert!(
+        wait_until(DEADLINE, || {
+            doc = holders(&home, dir.path()).1;
+            row(&doc, pid).is_some()
+        }),
+        "{doc}"
+    );
+    assert_eq!(row(&doc, pid).unwrap()["orphaned"], Value::Null, "{doc}");
+    let (code, doc) = reap(&home, dir.path());
+    assert_eq!(code, 1, "{doc}");
+    assert!(doc["killed"].as_array().unwrap().is_empty(), "{doc}");
+    assert!(alive(u64::from(pid), start), "{doc}");
+    kill_witness(u64::from(pid), start, rustix::process::Signal::KILL);
+    let _ = parent.wait();
+}
