@@ -92,6 +92,17 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Creates `dir` and its missing parents, each 0700 whatever the umask (a home: X4).
+pub fn create_private_dirs(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        create_private_dirs(parent)?;
+    }
+    create_private_dir(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,11 +1,19 @@
 //! Who holds a path (SPEC H1): every process on the node whose working directory, root, open
 //! files or mapped files lie under a path — managed or not — and who owns it.
 //!
-//! One pass over `/proc`: for each process, `readlink` of `cwd` and `root`, of every entry of
-//! `fd/`, and the path column of `maps`, cheapest first, stopping at the first hit ([`Via`] says
-//! which). A directory or file
-//! that was removed is reported by the kernel as `"/path (deleted)"`: that suffix is stripped
-//! before comparing, so a removed checkout is still matched (the path need not exist).
+//! One pass over `/proc`: for each process, its `cwd` and `root`, every entry of `fd/`, and the
+//! files of `maps`, cheapest first, stopping at the first hit ([`Via`] says which).
+//!
+//! Path text is compared only for a process in the caller's own mount namespace: there the
+//! kernel reports paths as the caller would write them. A directory or file that was removed is
+//! reported as `"/path (deleted)"`: that suffix is stripped before comparing, so a removed
+//! checkout is still matched (the path need not exist). A process in another mount namespace
+//! (a container, `unshare -m`) reports paths of *its* tree, which may read like ours and be
+//! something else entirely: it is matched by file identity only (H5). Its directory (or the
+//! directory of its open or mapped file, found through `/proc/PID/root` and checked to be that
+//! very file by device and inode) is walked up through `..`; it holds the target when one of
+//! those folders is the target's (device, inode). A target that does not exist here has no
+//! identity, and no process of another mount namespace holds it.
 //!
 //! The owner of a holder is found from kernel evidence first: the nearest ancestor that is the
 //! guardian of a registration (any port under the home; the guardian is a subreaper, so its
@@ -14,9 +22,11 @@
 //! by the one assessment ([`crate::assess`]).
 //!
 //! A holder is *orphaned* ([`Adopter`]) when its parent is not a process that started it on
-//! purpose: pid 1, a parent outside our pid namespace (ppid 0), the init of a nested pid
-//! namespace, a well-known subreaper (systemd, tini, ...), or the guardian of a registration that
-//! is no longer live. `reap --checkout` ends only orphans and residue ([`crate::reap_checkout`]).
+//! purpose: pid 1, a well-known subreaper (systemd, tini, ...), or the guardian of a registration
+//! that is no longer live. A process of another pid namespace (a container's, whose init adopts
+//! its orphans), a child of a container shim, or one whose parent is outside our pid namespace
+//! (ppid 0: `docker exec`, `nsenter`) is never an orphan of ours (H5). `reap --checkout` ends only
+//! orphans and residue ([`crate::reap_checkout`]).
 //!
 //! # Caveats
 //! A snapshot: processes start, exit and change directory while it is taken; a pid is reported
@@ -44,7 +54,8 @@ use crate::registry::Runtime;
 pub const DELETED: &[u8] = b" (deleted)";
 
 /// Programs whose children are adopted orphans, not processes they started on purpose: init
-/// systems and container inits that act as child subreapers.
+/// systems and inits that act as child subreapers on this host. Container shims (`conmon`,
+/// `containerd-shim-*`) are not among them: their children are containers, not our orphans.
 pub const SUBREAPERS: &[&str] = &[
     "systemd",
     "init",
@@ -54,9 +65,14 @@ pub const SUBREAPERS: &[&str] = &[
     "catatonit",
     "s6-svscan",
     "runit",
-    "conmon",
-    "containerd-shim-runc-v2",
 ];
+
+/// A file's identity: (device, inode).
+pub type Ident = (u64, u64);
+
+/// `..` is followed at most this many times from a process's folder (a deeper tree is not
+/// matched by identity).
+const MAX_WALK: usize = 256;
 
 /// An ancestry walk gives up after this many parents (a loop in a moving table).
 const MAX_DEPTH: usize = 4096;
@@ -81,6 +97,8 @@ pub enum HoldersError {
 pub struct Target {
     path: PathBuf,
     exists: bool,
+    /// (device, inode) of the target, when it exists.
+    ident: Option<Ident>,
 }
 
 impl Target {
@@ -116,7 +134,15 @@ impl Target {
             }
         };
         let path = rest.iter().rev().fold(resolved, |p, n| p.join(n));
-        Ok(Target { path, exists })
+        let ident = fs::metadata(&path).ok().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino())
+        });
+        Ok(Target {
+            path,
+            exists,
+            ident,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -232,10 +258,6 @@ fn as_text<S: serde::Serializer>(id: &RegistrationId, s: S) -> Result<S::Ok, S::
 pub enum Adopter {
     /// Parent pid 1.
     Init,
-    /// Parent pid 0: the parent is outside this pid namespace.
-    OutsideNamespace,
-    /// The parent is the init of a nested pid namespace (its innermost pid is 1).
-    NamespaceInit { pid: i32 },
     /// The parent is a known subreaper ([`SUBREAPERS`]) outside any scope.
     Subreaper { pid: i32, program: String },
     /// The parent is the guardian of a registration that is no longer live.
@@ -417,6 +439,7 @@ pub fn holders(target: &Target, regs: &Registrations<'_>) -> Result<Holders, Hol
         .filter(|&p| p != me)
         .collect();
     let chunk = pids.len().div_ceil(SCAN_THREADS).max(1);
+    let ours = Namespaces::of_self();
     let found: Vec<(Pid, Inspected)> = std::thread::scope(|s| {
         let workers: Vec<_> = pids
             .chunks(chunk)
@@ -424,7 +447,7 @@ pub fn holders(target: &Target, regs: &Registrations<'_>) -> Result<Holders, Hol
                 s.spawn(move || {
                     let mut maps = Vec::with_capacity(16 * 1024);
                     part.iter()
-                        .map(|&pid| (pid, inspect(pid, target, &mut maps)))
+                        .map(|&pid| (pid, inspect(pid, target, ours, &mut maps)))
                         .filter(|(_, i)| !matches!(i, Inspected::Clear | Inspected::Gone))
                         .collect::<Vec<_>>()
                 })
@@ -443,7 +466,10 @@ pub fn holders(target: &Target, regs: &Registrations<'_>) -> Result<Holders, Hol
         unreadable: 0,
         elapsed_ms: 0,
     };
-    let mut ancestry = Ancestry::default();
+    let mut ancestry = Ancestry {
+        ours,
+        ..Ancestry::default()
+    };
     for (pid, inspected) in found {
         let (via, path) = match inspected {
             Inspected::Holds { via, path } => (via, path),
@@ -487,9 +513,48 @@ fn proc_file(pid: Pid, leaf: &str) -> PathBuf {
     procfs::proc_path(pid, leaf)
 }
 
+/// The caller's mount and pid namespaces (the identities of `/proc/self/ns/{mnt,pid}`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Namespaces {
+    mnt: Option<Ident>,
+    pid: Option<Ident>,
+}
+
+impl Namespaces {
+    fn of_self() -> Namespaces {
+        Namespaces {
+            mnt: ns_ident(Path::new("/proc/self/ns/mnt")).ok(),
+            pid: ns_ident(Path::new("/proc/self/ns/pid")).ok(),
+        }
+    }
+}
+
+/// The identity of a namespace link (`stat` follows it to the namespace's inode).
+fn ns_ident(link: &Path) -> io::Result<Ident> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(link).map(|m| (m.dev(), m.ino()))
+}
+
 /// Reads cwd, root, fd/ and maps of `pid` against the target, in that order (cheapest first),
-/// up to the first hit.
-fn inspect(pid: Pid, target: &Target, maps: &mut Vec<u8>) -> Inspected {
+/// up to the first hit: by path text in the caller's mount namespace, by file identity in any
+/// other (see the module docs).
+fn inspect(pid: Pid, target: &Target, ours: Namespaces, maps: &mut Vec<u8>) -> Inspected {
+    match ns_ident(&proc_file(pid, "ns/mnt")) {
+        Ok(mnt) if Some(mnt) == ours.mnt => inspect_by_path(pid, target, maps),
+        Ok(_) => match target.ident {
+            Some(ident) => inspect_by_identity(pid, ident, maps),
+            None => Inspected::Clear,
+        },
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Inspected::Unreadable,
+        Err(e) if gone(&e) && !proc_file(pid, "").exists() => Inspected::Gone,
+        // No namespace links (a kernel without them): one mount namespace.
+        Err(_) if ours.mnt.is_none() => inspect_by_path(pid, target, maps),
+        Err(_) => Inspected::Clear,
+    }
+}
+
+/// [`inspect`] for a process of the caller's mount namespace: path text.
+fn inspect_by_path(pid: Pid, target: &Target, maps: &mut Vec<u8>) -> Inspected {
     let mut denied = false;
     for (leaf, via) in [("cwd", Via::Cwd), ("root", Via::Root)] {
         match fs::read_link(proc_file(pid, leaf)) {
@@ -549,6 +614,163 @@ fn inspect(pid: Pid, target: &Target, maps: &mut Vec<u8>) -> Inspected {
     }
 }
 
+/// [`inspect`] for a process of another mount namespace: file identity only.
+fn inspect_by_identity(pid: Pid, target: Ident, maps: &mut Vec<u8>) -> Inspected {
+    use std::os::unix::fs::MetadataExt;
+    let reported = |leaf: &Path| {
+        fs::read_link(leaf)
+            .map(|p| p.into_os_string().into_vec())
+            .unwrap_or_default()
+    };
+    let mut denied = false;
+    for (leaf, via) in [("cwd", Via::Cwd), ("root", Via::Root)] {
+        let link = proc_file(pid, leaf);
+        match open_dir(&link).map(|dir| walk_finds(dir, target)) {
+            Ok(true) => {
+                return Inspected::Holds {
+                    via,
+                    path: reported(&link),
+                }
+            }
+            Ok(false) => {}
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => denied = true,
+            Err(_) => {}
+        }
+    }
+    let root = proc_file(pid, "root");
+    match fs::read_dir(proc_file(pid, "fd")) {
+        Ok(entries) => {
+            for entry in entries.filter_map(|e| e.ok()) {
+                let link = entry.path();
+                let Ok(meta) = fs::metadata(&link) else {
+                    continue;
+                };
+                let held = if meta.is_dir() {
+                    open_dir(&link).is_ok_and(|d| walk_finds(d, target))
+                } else {
+                    let text = reported(&link);
+                    file_under(&root, &text, (meta.dev(), meta.ino()), target)
+                };
+                if held {
+                    return Inspected::Holds {
+                        via: Via::OpenFile,
+                        path: reported(&link),
+                    };
+                }
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => denied = true,
+        Err(_) => {}
+    }
+    maps.clear();
+    match fs::File::open(proc_file(pid, "maps")).and_then(|f| f.take(MAPS_MAX).read_to_end(maps)) {
+        Ok(_) => {
+            let mut seen = std::collections::HashSet::new();
+            for line in maps.split(|&b| b == b'\n') {
+                let Some((ident, path)) = maps_entry(line) else {
+                    continue;
+                };
+                if !seen.insert(ident) {
+                    continue;
+                }
+                if file_under(&root, path, ident, target) {
+                    return Inspected::Holds {
+                        via: Via::MappedFile,
+                        path: path.to_vec(),
+                    };
+                }
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => denied = true,
+        Err(_) => {}
+    }
+    if denied {
+        Inspected::Unreadable
+    } else {
+        Inspected::Clear
+    }
+}
+
+/// The (device, inode) and path of a `maps` line naming a file (`addr perms offset MAJ:MIN
+/// INODE PATH`); `None` for anonymous and special mappings.
+fn maps_entry(line: &[u8]) -> Option<(Ident, &[u8])> {
+    let at = line.iter().position(|&b| b == b'/')?;
+    let mut cols = line[..at]
+        .split(|&b| b == b' ')
+        .filter(|c| !c.is_empty())
+        .skip(3);
+    let dev = std::str::from_utf8(cols.next()?).ok()?;
+    let ino: u64 = std::str::from_utf8(cols.next()?).ok()?.parse().ok()?;
+    let (major, minor) = dev.split_once(':')?;
+    let major = u32::from_str_radix(major, 16).ok()?;
+    let minor = u32::from_str_radix(minor, 16).ok()?;
+    (ino != 0).then_some(((libc::makedev(major, minor), ino), &line[at..]))
+}
+
+/// Whether the file `ident`, which its process names `text` (a path of its own mount
+/// namespace), is the target or lies under it: the name is looked up through the process's
+/// root (`/proc/PID/root`), must still be that very file, and its folder is walked up.
+fn file_under(root: &Path, text: &[u8], ident: Ident, target: Ident) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if ident == target {
+        return true;
+    }
+    let Some(rel) = text.strip_prefix(b"/") else {
+        return false;
+    };
+    if rel.ends_with(DELETED) {
+        return false;
+    }
+    let named = root.join(std::ffi::OsStr::from_bytes(rel));
+    let same = fs::symlink_metadata(&named).is_ok_and(|m| (m.dev(), m.ino()) == ident);
+    same && named
+        .parent()
+        .is_some_and(|dir| open_dir(dir).is_ok_and(|d| walk_finds(d, target)))
+}
+
+/// `open(path, O_PATH | O_DIRECTORY)`, following the last link (`/proc/PID/cwd`).
+fn open_dir(path: &Path) -> io::Result<rustix::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    rustix::fs::open(
+        path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io::Error::from)
+}
+
+/// Whether `dir` or one of its ancestors, followed through `..` in the mount tree `dir` belongs
+/// to, is the folder `target` (same device and inode).
+fn walk_finds(mut dir: rustix::fd::OwnedFd, target: Ident) -> bool {
+    use rustix::fs::{Mode, OFlags};
+    let ident =
+        |fd: &rustix::fd::OwnedFd| rustix::fs::fstat(fd).ok().map(|st| (st.st_dev, st.st_ino));
+    let Some(mut here) = ident(&dir) else {
+        return false;
+    };
+    for _ in 0..MAX_WALK {
+        if here == target {
+            return true;
+        }
+        let Ok(up) = rustix::fs::openat(
+            &dir,
+            "..",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return false;
+        };
+        let Some(there) = ident(&up) else {
+            return false;
+        };
+        if there == here {
+            return false; // the root of its tree
+        }
+        (dir, here) = (up, there);
+    }
+    false
+}
+
 fn gone(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
 }
@@ -561,6 +783,8 @@ pub fn program(pid: Pid) -> String {
 /// Ancestry walks with memos (many holders share parents and owners).
 #[derive(Default)]
 struct Ancestry {
+    /// The caller's namespaces (a process of another pid namespace is not our orphan).
+    ours: Namespaces,
     /// pid -> (start time, the registration whose guardian is this process or an ancestor).
     memo: HashMap<i32, (u64, Option<RegistrationId>)>,
     /// ppid -> why its children count as orphaned.
@@ -581,6 +805,11 @@ impl Ancestry {
     }
 
     fn adopter(&mut self, s: &Stat, regs: &Registrations<'_>) -> Option<Adopter> {
+        // A process of another pid namespace: its namespace's init adopts its orphans (H5).
+        let pid_ns = ns_ident(&proc_file(s.pid, "ns/pid")).ok();
+        if pid_ns.is_some() && pid_ns != self.ours.pid {
+            return None;
+        }
         self.adopters
             .entry(s.ppid)
             .or_insert_with(|| adopter(s, regs))
@@ -616,10 +845,11 @@ impl Ancestry {
     }
 }
 
-/// Why `s` counts as orphaned, if it does.
+/// Why `s` counts as orphaned, if it does. A parent outside our pid namespace (ppid 0) did not
+/// adopt it from us: it entered from there (`nsenter`, `docker exec`).
 fn adopter(s: &Stat, regs: &Registrations<'_>) -> Option<Adopter> {
     match s.ppid {
-        0 => return Some(Adopter::OutsideNamespace),
+        0 => return None,
         1 => return Some(Adopter::Init),
         _ => {}
     }
@@ -628,9 +858,6 @@ fn adopter(s: &Stat, regs: &Registrations<'_>) -> Option<Adopter> {
     if let Some(id) = regs.guarded_by(&parent.witness()) {
         let live = regs.assessment(id).is_some_and(Assessment::is_live);
         return (!live).then_some(Adopter::EndedGuardian { id });
-    }
-    if namespace_init(ppid) {
-        return Some(Adopter::NamespaceInit { pid: s.ppid });
     }
     let name = program(ppid);
     SUBREAPERS
@@ -641,16 +868,68 @@ fn adopter(s: &Stat, regs: &Registrations<'_>) -> Option<Adopter> {
         })
 }
 
-/// Whether `pid` is the init of a pid namespace: the last `NSpid` entry is 1.
-fn namespace_init(pid: Pid) -> bool {
-    let Ok(status) = fs::read_to_string(proc_file(pid, "status")) else {
-        return false;
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("NSpid:"))
-        .and_then(|l| l.split_ascii_whitespace().last())
-        == Some("1")
+/// The registration a guardian process belongs to, in any home.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GuardianOf {
+    pub home: PathBuf,
+    pub port: u16,
+    #[serde(serialize_with = "as_text")]
+    pub id: RegistrationId,
+}
+
+/// Whether `w` is the guardian of a registration of any home: it holds open a proof file
+/// `HOME/run/P/proofs/ID` (the very file that path names, by device and inode) and that
+/// registration's record names `w` as its guardian. A process that only holds such a file is
+/// not one.
+pub fn guardian_of(w: &ProcessWitness) -> Option<GuardianOf> {
+    use std::os::unix::fs::MetadataExt;
+    let pid = Pid::from_raw(i32::try_from(w.pid).ok()?)?;
+    for entry in fs::read_dir(proc_file(pid, "fd")).ok()?.flatten() {
+        let Ok(text) = fs::read_link(entry.path()) else {
+            continue;
+        };
+        let Some((home, port, id)) = proof_path_parts(&text) else {
+            continue;
+        };
+        let held = fs::metadata(entry.path()).ok().map(|m| (m.dev(), m.ino()));
+        let named = fs::metadata(&text).ok().map(|m| (m.dev(), m.ino()));
+        if held.is_none() || held != named {
+            continue;
+        }
+        let record = home
+            .join("run")
+            .join(port.to_string())
+            .join("registrations")
+            .join(id.to_string());
+        let Ok(bytes) = crate::registry::read_bounded(&record, refine_protocol::record::MAX_RECORD)
+        else {
+            continue;
+        };
+        let Ok(reg) = Registration::decode(&bytes) else {
+            continue;
+        };
+        let g = reg.hello.guardian;
+        if reg.id == id && (g.pid, g.start_time) == (w.pid, w.start_time) {
+            return Some(GuardianOf { home, port, id });
+        }
+    }
+    None
+}
+
+/// `HOME/run/P/proofs/ID` -> (HOME, P, ID).
+fn proof_path_parts(path: &Path) -> Option<(PathBuf, u16, RegistrationId)> {
+    let id = RegistrationId::parse(path.file_name()?.to_str()?)?;
+    let proofs = path.parent()?;
+    if proofs.file_name()? != "proofs" {
+        return None;
+    }
+    let port_dir = proofs.parent()?;
+    let port: u16 = port_dir.file_name()?.to_str()?.parse().ok()?;
+    let run = port_dir.parent()?;
+    if run.file_name()? != "run" {
+        return None;
+    }
+    Some((run.parent()?.to_owned(), port, id))
 }
 
 #[cfg(test)]
@@ -661,6 +940,7 @@ mod tests {
         Target {
             path: PathBuf::from(p),
             exists: false,
+            ident: None,
         }
     }
 
@@ -676,6 +956,45 @@ mod tests {
         assert!(!t.contains(b"/w"));
         assert!(!t.contains(b"socket:[1234]"));
         assert!(target("/").contains(b"/anything"));
+    }
+
+    #[test]
+    fn maps_lines_and_proof_paths_are_read_exactly() {
+        let line = b"7f00-7f01 r-xp 00000000 fd:01 123456   /usr/lib/x (deleted)";
+        let (ident, path) = maps_entry(line).unwrap();
+        assert_eq!(ident, (libc::makedev(0xfd, 0x01), 123456));
+        assert_eq!(path, b"/usr/lib/x (deleted)");
+        assert!(maps_entry(b"7f00-7f01 rw-p 00000000 00:00 0   [heap]").is_none());
+        assert!(maps_entry(b"7f00-7f01 rw-p 00000000 00:05 0   /dev/zero").is_none());
+        let id = "0123456789abcdef0123456789abcdef";
+        let (home, port, got) =
+            proof_path_parts(Path::new(&format!("/w/h/run/7411/proofs/{id}"))).unwrap();
+        assert_eq!(
+            (home.as_path(), port, got.to_string()),
+            (Path::new("/w/h"), 7411, id.to_owned())
+        );
+        for not in [
+            format!("/w/h/run/7411/logs/{id}"),
+            format!("/w/h/run/x/proofs/{id}"),
+            format!("/w/h/other/7411/proofs/{id}"),
+            "/w/h/run/7411/proofs/short".to_owned(),
+        ] {
+            assert!(proof_path_parts(Path::new(&not)).is_none(), "{not}");
+        }
+    }
+
+    #[test]
+    fn a_folder_is_found_by_identity_from_below_and_not_from_beside() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("a/b/c");
+        fs::create_dir_all(&deep).unwrap();
+        let side = tempfile::tempdir().unwrap();
+        let m = fs::metadata(dir.path()).unwrap();
+        let ident = (m.dev(), m.ino());
+        assert!(walk_finds(open_dir(&deep).unwrap(), ident));
+        assert!(walk_finds(open_dir(dir.path()).unwrap(), ident));
+        assert!(!walk_finds(open_dir(side.path()).unwrap(), ident));
     }
 
     #[test]

@@ -6,9 +6,10 @@
 //!           signalled, the holders are listed (end that workload first)
 //! residue   each registration that holds the path but whose workload has exited (live scope,
 //!           or unverified: guardian gone) goes through the one stop (crate::stop), with receipts
-//! orphans   holders with no live owner whose parent adopted them (pid 1, a parent outside the
-//!           pid namespace, a namespace init, a known subreaper, a guardian whose registration
-//!           has ended) are quiesced and killed with their descendants, through verified pidfds
+//! orphans   holders with no live owner whose parent adopted them (pid 1, a known subreaper, a
+//!           guardian whose registration has ended) are quiesced and killed with their
+//!           descendants, through verified pidfds; never a process of another pid namespace, a
+//!           container shim's child, nor a tree that holds a guardian of any home
 //! check     the holders are looked up again: whatever still holds the path is reported with why
 //! ```
 //!
@@ -17,9 +18,10 @@
 //!
 //! # Caveats
 //! Every signal goes through [`crate::signal`] (pidfd opened, then the start time checked): a
-//! pid reused since the scan is never signalled. An orphan tree that contains a registered
-//! guardian is left alone (its scope is stopped by its own registration, never by SIGKILL to its
-//! guardian). Which parent is a subreaper is known by name only ([`crate::holders::SUBREAPERS`]).
+//! pid reused since the scan is never signalled. An orphan tree that contains the guardian of a
+//! registration, of this home or any other ([`holders::guardian_of`]: a second home inside the
+//! checkout), is left alone and reported with the home it belongs to: its scope ends through its
+//! own registration, never by SIGKILL to its guardian (H5). Which parent is a subreaper is known by name only ([`crate::holders::SUBREAPERS`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -29,7 +31,7 @@ use refine_protocol::record::StopCause;
 use refine_protocol::{ProcessWitness, RegistrationId};
 
 use crate::assess::{Assessment, BootSource};
-use crate::holders::{self, Holder, HoldersError, OwnerState, Registrations, Target};
+use crate::holders::{self, GuardianOf, Holder, HoldersError, OwnerState, Registrations, Target};
 use crate::registry::Runtime;
 use crate::stop::{self, StopError, StopOptions, StopOutcome};
 use crate::tree::{self, Roots};
@@ -74,8 +76,10 @@ pub enum Why {
     ResidueSurvived,
     /// No live owner, but its parent is alive and did not adopt it: not an orphan.
     NotOrphan { ppid: i32, parent: String },
-    /// An orphan whose tree holds a registered guardian: left to that registration.
-    GuardianBelow,
+    /// The guardian of a registration (of any home): left to that registration.
+    Guardian { guardian_of: GuardianOf },
+    /// An orphan whose tree holds a registration's guardian: left to that registration.
+    GuardianBelow { guardian_of: GuardianOf },
     /// Signalled, but still alive when the budget ran out.
     Survived,
 }
@@ -169,11 +173,19 @@ pub fn reap_checkout(
         report.stopped.push(scope_stop(rt, id, stop));
     }
 
-    // Orphans with no live owner, each with its tree unless a registered guardian is in it.
+    // Orphans with no live owner, each with its tree unless a guardian (of any home) is in it.
     let current = boot.boot_id().map_err(ReapError::Boot)?;
-    let guardians: BTreeSet<(u32, u64)> = regs.guardians().map(|g| (g.pid, g.start_time)).collect();
+    let guardian_here = |w: &ProcessWitness| {
+        let id = regs.guarded_by(w)?;
+        let (rt, _) = regs.get(id)?;
+        Some(GuardianOf {
+            home: rt.home().to_owned(),
+            port: rt.port(),
+            id,
+        })
+    };
     let mut roots = Vec::new();
-    let mut guarded = std::collections::HashSet::new();
+    let mut guarded = std::collections::HashMap::new();
     for h in found.holders.iter().filter(|h| no_live_owner(h)) {
         if h.orphaned.is_none() {
             continue;
@@ -186,12 +198,18 @@ pub fn reap_checkout(
             Ok(s) => s,
             Err(_) => continue,
         };
-        if below
-            .members
-            .iter()
-            .any(|m| guardians.contains(&(m.witness.pid, m.witness.start_time)))
-        {
-            guarded.insert(h.witness);
+        let guardian = below.members.iter().find_map(|m| {
+            guardian_here(&m.witness)
+                .or_else(|| holders::guardian_of(&m.witness))
+                .map(|g| (m.witness, g))
+        });
+        if let Some((w, guardian_of)) = guardian {
+            let why = if w == h.witness {
+                Why::Guardian { guardian_of }
+            } else {
+                Why::GuardianBelow { guardian_of }
+            };
+            guarded.insert(h.witness, why);
             continue;
         }
         roots.push(h.witness);
@@ -220,8 +238,8 @@ pub fn reap_checkout(
             Why::LiveWorkload
         } else if !no_live_owner(&holder) {
             Why::ResidueSurvived
-        } else if guarded.contains(&holder.witness) {
-            Why::GuardianBelow
+        } else if let Some(why) = guarded.get(&holder.witness) {
+            why.clone()
         } else if holder.orphaned.is_some() {
             Why::Survived
         } else {

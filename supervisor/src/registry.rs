@@ -41,7 +41,11 @@
 //! `run/`, `run/P` and its folders are created 0700 and its files 0600, whatever the umask
 //! ([`durable`]). Opening a runtime refuses a `run/P` (or a folder of it) that is not a plain
 //! folder of this user, or that group or others may write ([`RegistryError::Unsafe`]): another
-//! user could replace records, proofs or locks there (X1).
+//! user could replace records, proofs or locks there (X1). The home, `run/` and every folder
+//! above them (as written and as resolved) are checked like sshd's StrictModes
+//! ([`check_home`], [`RegistryError::UnsafePath`]): owned by this user or root, writable by no
+//! one else unless sticky, so nobody else can rename `run/` away and put another in its place
+//! (X4). A relative home is made absolute before anything is recorded under it.
 //!
 //! # Caveats
 //! Nothing here deletes a record or a proof: retention removes only artifacts, after assessment;
@@ -84,7 +88,7 @@ impl Stream {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    #[error("home {0} does not exist")]
+    #[error("home {} does not exist (only run and serve create a home)", .0.display())]
     MissingHome(PathBuf),
     #[error("runtime {0} does not exist (nothing was ever launched on this port)")]
     MissingRuntime(PathBuf),
@@ -109,8 +113,16 @@ pub enum RegistryError {
     #[error("registration {0}: its lock is not held by the caller")]
     NotLocked(RegistrationId),
     /// `run/P` or one of its folders is not this user's alone (X1): nothing is read or written.
-    #[error("refusing {path}: {why}; run/P and its folders must be this user's alone (chown, chmod 0700)")]
+    #[error("refusing {}: {why}; run/P and its folders must be this user's alone (chown, chmod 0700)", .path.display())]
     Unsafe { path: PathBuf, why: String },
+    /// The home, `run/` or one of their ancestors could be replaced by another user (X4, sshd's
+    /// StrictModes): nothing is read or written.
+    #[error("refusing the home {}: {} is {why}; the home, run/ and every folder above them must be owned by this user or root and writable by no one else (sticky folders such as /tmp excepted)", .home.display(), .path.display())]
+    UnsafePath {
+        home: PathBuf,
+        path: PathBuf,
+        why: String,
+    },
     /// The record would not be readable back (larger than the record limit): nothing is written.
     #[error("{what} refused")]
     Refused {
@@ -142,11 +154,11 @@ const SUBDIRS: [&str; 4] = ["registrations", "proofs", "logs", "locks"];
 impl Runtime {
     /// Opens `run/P`, creating it (and its runtime id) if needed.
     pub fn open(home: &Path, port: u16) -> Result<Self, RegistryError> {
-        if !home.is_dir() {
-            return Err(RegistryError::MissingHome(home.to_owned()));
-        }
+        let home = &absolute_home(home)?;
+        check_home(home)?;
         let run = home.join("run");
         durable::create_private_dir(&run).map_err(io_err("create", &run))?;
+        check_strict(home, &run)?;
         write_ignore_marker(&run)?;
         let dir = run.join(port.to_string());
         durable::create_private_dir(&dir).map_err(io_err("create", &dir))?;
@@ -225,10 +237,13 @@ impl Runtime {
 
     /// Opens an existing `run/P` without creating anything (operator commands).
     pub fn open_existing(home: &Path, port: u16) -> Result<Self, RegistryError> {
-        if !home.is_dir() {
-            return Err(RegistryError::MissingHome(home.to_owned()));
+        let home = &absolute_home(home)?;
+        check_home(home)?;
+        let run = home.join("run");
+        if run.symlink_metadata().is_ok() {
+            check_strict(home, &run)?;
         }
-        let dir = home.join("run").join(port.to_string());
+        let dir = run.join(port.to_string());
         if dir.symlink_metadata().is_ok() {
             check_private(&dir)?;
             for sub in SUBDIRS {
@@ -676,6 +691,57 @@ fn write_ignore_marker(run: &Path) -> Result<(), RegistryError> {
             source: e,
         }),
     }
+}
+
+/// `home` made absolute against the current directory (lexically, as the caller wrote it), so
+/// that every path recorded under it reads the same from any directory (X4).
+fn absolute_home(home: &Path) -> Result<PathBuf, RegistryError> {
+    std::path::absolute(home).map_err(io_err("resolve", home))
+}
+
+/// The home must be a folder, and it and every folder above it (as written, and as resolved
+/// through symbolic links) must pass [`check_strict`]: nobody but this user and root could
+/// rename or replace anything on the way to `run/` (X4).
+pub fn check_home(home: &Path) -> Result<(), RegistryError> {
+    if !home.is_dir() {
+        return Err(RegistryError::MissingHome(home.to_owned()));
+    }
+    let real = fs::canonicalize(home).map_err(io_err("resolve", home))?;
+    for chain in [home, real.as_path()] {
+        for p in chain.ancestors() {
+            check_strict(home, p)?;
+        }
+    }
+    Ok(())
+}
+
+/// sshd's StrictModes for one entry on the way to `run/P`: owned by this process's effective
+/// uid or by root, and (unless it is a symbolic link, whose mode means nothing, or a sticky
+/// folder such as `/tmp`) writable by neither group nor others.
+fn check_strict(home: &Path, path: &Path) -> Result<(), RegistryError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = path.symlink_metadata().map_err(io_err("inspect", path))?;
+    let me = rustix::process::geteuid().as_raw();
+    let mode = meta.mode() & 0o7777;
+    let why = if meta.uid() != me && meta.uid() != 0 {
+        format!(
+            "owned by uid {}, neither this user (uid {me}) nor root",
+            meta.uid()
+        )
+    } else if meta.file_type().is_symlink() {
+        return Ok(());
+    } else if !meta.is_dir() {
+        "not a folder".to_owned()
+    } else if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        format!("writable by group or others (mode {mode:04o})")
+    } else {
+        return Ok(());
+    };
+    Err(RegistryError::UnsafePath {
+        home: home.to_owned(),
+        path: path.to_owned(),
+        why,
+    })
 }
 
 /// Refuses `path` unless it is a folder (not a link) owned by this process's effective uid that

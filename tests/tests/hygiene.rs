@@ -430,8 +430,81 @@ fn a_sleeping_scope_becomes_silent() {
     assert!(wait_until(DEADLINE, || !stall_file.exists()));
 }
 
+/// Host pid of the process of pid namespace `ns` (the `ns/pid` link) whose innermost pid is
+/// `inner`.
+fn host_pid_in(ns: &str, inner: u32) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let link = std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()?;
+        if link.to_str()? != ns {
+            return None;
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let last = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))?
+            .split_ascii_whitespace()
+            .last()?
+            .parse::<u32>()
+            .ok()?;
+        (last == inner).then_some(pid)
+    })
+}
+
+/// An `unshare` child, SIGKILLed (and so its namespace, `--kill-child`) and reaped on drop.
+struct Unshared(Child);
+
+impl Drop for Unshared {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A new mount and pid namespace (`unshare -m -p -f`) running `script` as its init's shell,
+/// which writes `ready` to `ready` when set up. Returns the unshare child and the namespace's
+/// `ns/pid` link (read from its init).
+fn namespace(script: &str, ready: &Path) -> (Unshared, String) {
+    let child = Unshared(
+        Command::new("unshare")
+            .args([
+                "--mount",
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "sh",
+                "-c",
+                script,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("unshare"),
+    );
+    assert!(
+        wait_until(DEADLINE, || std::fs::read_to_string(ready)
+            .is_ok_and(|s| s.trim() == "ready")),
+        "the namespace never got ready"
+    );
+    let init = host_pid_in_children(child.0.id()).expect("the namespace's init");
+    let ns = std::fs::read_link(format!("/proc/{init}/ns/pid"))
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    (child, ns)
+}
+
+/// The first child of `pid` (the init `unshare --fork` started).
+fn host_pid_in_children(pid: u32) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children.split_ascii_whitespace().next()?.parse().ok()
+}
+
+/// H5: a child of a pid-namespace init is not an orphan of ours: `reap` leaves it (and the
+/// init), reported as not orphaned.
 #[test]
-fn an_orphan_adopted_by_a_pid_namespace_init_is_reaped_and_the_init_is_not() {
+fn an_orphan_adopted_by_a_pid_namespace_init_is_not_ours_and_is_left() {
     if !rustix::process::geteuid().is_root() {
         eprintln!("skipped: creating a pid namespace needs root");
         return;
@@ -443,39 +516,292 @@ fn an_orphan_adopted_by_a_pid_namespace_init_is_reaped_and_the_init_is_not() {
     // namespace's init (a sleep elsewhere) adopts it.
     let script =
         format!("(cd '{d}'; setsid sleep 1000 </dev/null >/dev/null 2>&1 &); exec sleep 1000");
-    let mut init = Command::new("unshare")
-        .args(["--pid", "--fork", "--kill-child", "sh", "-c", &script])
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("unshare");
+    let init = Unshared(
+        Command::new("unshare")
+            .args(["--pid", "--fork", "--kill-child", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("unshare"),
+    );
     let mut doc = Value::Null;
-    let adopted = wait_until(DEADLINE, || {
+    let listed = wait_until(DEADLINE, || {
         doc = holders(&home, dir.path()).1;
-        doc["holders"].as_array().is_some_and(|a| {
-            a.iter()
-                .any(|h| h["orphaned"]["adopter"] == "namespace_init")
-        })
+        doc["holders"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|h| h["program"] == "sleep"))
     });
-    assert!(adopted, "no holder adopted by the namespace init: {doc}");
+    assert!(listed, "the namespaced sleep is not listed: {doc}");
     let orphan = doc["holders"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|h| h["orphaned"]["adopter"] == "namespace_init")
+        .find(|h| h["program"] == "sleep")
         .cloned()
         .unwrap();
-    let ns_init = orphan["ppid"].as_u64().unwrap();
+    assert_eq!(orphan["orphaned"], Value::Null, "not our orphan: {orphan}");
     let (code, doc) = reap(&home, dir.path());
-    assert_eq!(code, 0, "{doc}");
+    assert_eq!(code, 1, "it is left: {doc}");
     let (pid, start) = (
         orphan["pid"].as_u64().unwrap(),
         orphan["start_time"].as_u64().unwrap(),
     );
-    assert!(wait_until(DEADLINE, || !alive(pid, start)), "{doc}");
+    assert!(doc["killed"].as_array().unwrap().is_empty(), "{doc}");
+    let left = doc["left"].as_array().unwrap();
     assert!(
-        std::fs::metadata(format!("/proc/{ns_init}")).is_ok(),
-        "the namespace's init is not under DIR and stays"
+        left.iter()
+            .any(|l| l["pid"] == pid && l["reason"] == "not_orphan"),
+        "{doc}"
     );
-    let _ = init.kill();
-    let _ = init.wait();
+    assert!(
+        alive(pid, start),
+        "a namespace's process is not ours to kill"
+    );
+    drop(init);
+    assert!(wait_until(DEADLINE, || !alive(pid, start)));
+}
+
+/// H5: `holders` and `reap --checkout` match by file identity across mount namespaces, never
+/// by path text: a process in another mount namespace whose cwd reads `X/checkout` (a tmpfs
+/// there, mounted over X in its namespace only) holds neither `X/checkout` (which does not
+/// exist here) nor `X`; one whose cwd really is this host's `D/real` holds `D`.
+#[test]
+fn holders_and_reap_match_by_file_identity_across_mount_namespaces() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: unshare -m -p needs root");
+        return;
+    }
+    let home = Home::new();
+    let covered = tempfile::tempdir().expect("tempdir");
+    let checkout = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(checkout.path().join("real")).unwrap();
+    let x = covered.path().display().to_string();
+    let d = checkout.path().display().to_string();
+    let script = format!(
+        "mount -t tmpfs none '{x}' && mkdir '{x}/checkout' && \
+         (cd '{x}/checkout' && setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > '{d}/covered.pid') && \
+         (cd '{d}/real' && setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > '{d}/real.pid') && \
+         sleep 0.2; echo ready > '{d}/ready'; cd /; exec sleep 1000"
+    );
+    let (init, ns) = namespace(&script, &checkout.path().join("ready"));
+    let inner = |f: &str| -> u32 {
+        std::fs::read_to_string(checkout.path().join(f))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let in_covered = host_pid_in(&ns, inner("covered.pid")).expect("the covered sleep");
+    let in_real = host_pid_in(&ns, inner("real.pid")).expect("the real sleep");
+    let covered_start = start_time(in_covered);
+
+    // Path text says X/checkout; it does not exist here and nothing here holds it.
+    let gone = covered.path().join("checkout");
+    assert!(!gone.exists());
+    let (_, doc) = holders(&home, &gone);
+    assert!(
+        row(&doc, in_covered).is_none(),
+        "matched by path text: {doc}"
+    );
+    let (_, doc) = holders(&home, covered.path());
+    assert!(
+        row(&doc, in_covered).is_none(),
+        "matched by path text: {doc}"
+    );
+    // By identity, across the namespace: the sleep whose cwd is this host's D/real.
+    let (code, doc) = holders(&home, checkout.path());
+    assert_eq!(code, 1, "{doc}");
+    let h = row(&doc, in_real).unwrap_or_else(|| panic!("not matched by identity: {doc}"));
+    assert_eq!(h["via"], "cwd", "{h}");
+    assert_eq!(h["orphaned"], Value::Null, "a namespace init's child: {h}");
+
+    // reap kills neither.
+    let (_, doc) = reap(&home, covered.path());
+    assert!(doc["killed"].as_array().unwrap().is_empty(), "{doc}");
+    let (_, doc) = reap(&home, &gone);
+    assert!(doc["killed"].as_array().unwrap().is_empty(), "{doc}");
+    let (code, doc) = reap(&home, checkout.path());
+    assert_eq!(code, 1, "{doc}");
+    assert!(doc["killed"].as_array().unwrap().is_empty(), "{doc}");
+    assert!(alive(u64::from(in_covered), covered_start));
+    assert!(alive(u64::from(in_real), start_time(in_real)));
+    drop(init);
+}
+
+/// H5: a guardian of another home is never killed by `reap`: a second home inside the
+/// checkout, whose launcher is gone (the guardian adopted, holding its proof file there), is
+/// left and reported with the home it belongs to; its registration stays live and ends through
+/// its own stop with a verified receipt.
+#[test]
+fn reap_never_kills_a_guardian_of_a_second_home_inside_the_checkout() {
+    let home = Home::new();
+    let checkout = tempfile::tempdir().expect("tempdir");
+    let second = Home {
+        dir: tempfile::tempdir_in(checkout.path()).expect("tempdir"),
+        port: 7411,
+    };
+    let (_launcher, id) = launch(&second, "leave", &["sleep", "1000"]);
+    let [guardian, workload] = witnesses(&second, &id);
+    let mut doc = Value::Null;
+    assert!(
+        wait_until(DEADLINE, || {
+            doc = holders(&home, checkout.path()).1;
+            row(&doc, guardian.0 as u32).is_some()
+        }),
+        "the guardian holds its proof file in the checkout: {doc}"
+    );
+    let (code, doc) = reap(&home, checkout.path());
+    assert_eq!(code, 1, "{doc}");
+    assert!(
+        alive(guardian.0, guardian.1),
+        "reap killed another home's guardian: {doc}"
+    );
+    assert!(alive(workload.0, workload.1), "{doc}");
+    let left = doc["left"].as_array().unwrap();
+    let g = left
+        .iter()
+        .find(|l| l["pid"] == guardian.0)
+        .unwrap_or_else(|| panic!("the guardian is not reported: {doc}"));
+    assert_eq!(g["reason"], "guardian", "{g}");
+    assert_eq!(g["guardian_of"]["id"], id.as_str(), "{g}");
+    let home_of = std::fs::canonicalize(second.path()).unwrap();
+    assert_eq!(
+        g["guardian_of"]["home"],
+        home_of.to_str().unwrap(),
+        "the home it belongs to: {g}"
+    );
+    assert_eq!(second.state(&id), "live");
+    let out = second.cli(&["stop", &id]);
+    assert!(out.status.success(), "{}", describe(&["stop"], &out));
+    assert_eq!(second.state(&id), "exited");
+}
+
+/// Bytes a terminal acts on: C0 controls but the line feed, DEL, and the C1 controls as UTF-8
+/// (U+0080..U+009F, `\xc2\x80`..`\xc2\x9f`), each with its offset.
+fn raw_controls(bytes: &[u8]) -> Vec<(usize, u8)> {
+    let mut found = Vec::new();
+    for (i, &b) in bytes.iter().enumerate() {
+        let c1 = b == 0xc2 && bytes.get(i + 1).is_some_and(|n| (0x80..0xa0).contains(n));
+        if (b < 0x20 && b != b'\n') || b == 0x7f || c1 {
+            found.push((i, b));
+        }
+    }
+    found
+}
+
+/// X6: an escape sequence in a label, in argv or in the output is escaped before it reaches a
+/// terminal, in every human view (`ps`, `show` with its output excerpt, `stop`) and in errors
+/// (an ambiguous label's candidates, a spawn failure naming the program).
+#[test]
+fn escape_sequences_in_a_label_argv_and_output_never_reach_the_terminal_raw() {
+    let home = Home::new();
+    // OSC 0 retitles the terminal, CSI 2J clears it, OSC 52 writes the clipboard, U+009B is
+    // the one-character CSI.
+    let label = "evil\u{1b}]0;PWNED\u{7}\u{1b}[2J\u{9b}31m";
+    let arg = "\u{1b}]52;c;cHduZWQ=\u{7}";
+    let script = "printf 'out \\033[31mred\\n'; sleep 600 </dev/null >/dev/null 2>&1 &";
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let args = [
+            "run", "--label", label, "--json", "--", "sh", "-c", script, arg,
+        ];
+        let out = home.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+        ids.push(parse(&args, &out)["id"].as_str().unwrap().to_owned());
+    }
+    let check = |args: &[&str], out: &std::process::Output, want: &str| {
+        for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            let raw = raw_controls(bytes);
+            assert!(
+                raw.is_empty(),
+                "{name} of {args:?} has raw control bytes {raw:?}: {}",
+                describe(args, out)
+            );
+        }
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            all.contains(want),
+            "{want:?} not shown: {}",
+            describe(args, out)
+        );
+    };
+    let shown_label = r"evil\x1b]0;PWNED\x07\x1b[2J\u009b31m";
+    for args in [
+        &["ps"][..],
+        &["ps", "--all", "--no-trunc"],
+        &["show", &ids[1]],
+        &["show", &ids[0], "-n", "5"],
+    ] {
+        let out = home.cli(args);
+        assert!(out.status.success(), "{}", describe(args, &out));
+        check(args, &out, shown_label);
+        check(args, &out, r"\x1b]52;c;cHduZWQ=\x07");
+    }
+    let args = ["show", &ids[1]];
+    check(&args, &home.cli(&args), r"out \x1b[31mred");
+    // Two live registrations with the label: stop refuses, listing them.
+    let args = ["stop", label];
+    let out = home.cli(&args);
+    assert!(!out.status.success(), "{}", describe(&args, &out));
+    check(&args, &out, shown_label);
+    for id in &ids {
+        let args = ["stop", id.as_str()];
+        let out = home.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+        check(&args, &out, id);
+    }
+    // A spawn failure names the program, escaped.
+    let args = ["run", "--", "/nonexistent/\u{1b}[2Jprog"];
+    let out = home.cli(&args);
+    assert!(!out.status.success(), "{}", describe(&args, &out));
+    check(&args, &out, r"/nonexistent/\x1b[2Jprog");
+}
+
+/// H5: a child of a container shim is a container's process, not an orphan of ours: `reap`
+/// leaves it (a copy of `sh` named as containerd's shim stands in for one).
+#[test]
+fn a_child_of_a_container_shim_is_not_our_orphan() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tools = tempfile::tempdir().expect("tempdir");
+    let shim = tools.path().join("containerd-shim-runc-v2");
+    std::fs::copy("/bin/sh", &shim).expect("copy sh");
+    let script = format!(
+        "cd '{}' && sleep 1000 </dev/null >/dev/null 2>&1 & echo $!; wait",
+        dir.path().display()
+    );
+    let mut parent = Command::new(&shim)
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the shim");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(parent.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("pid");
+    let pid: u32 = line.trim().parse().expect("pid");
+    let start = start_time(pid);
+    let mut doc = Value::Null;
+    assert!(
+        wait_until(DEADLINE, || {
+            doc = holders(&home, dir.path()).1;
+            row(&doc, pid).is_some()
+        }),
+        "{doc}"
+    );
+    assert_eq!(row(&doc, pid).unwrap()["orphaned"], Value::Null, "{doc}");
+    let (code, doc) = reap(&home, dir.path());
+    assert_eq!(code, 1, "{doc}");
+    assert!(doc["killed"].as_array().unwrap().is_empty(), "{doc}");
+    assert!(alive(u64::from(pid), start), "{doc}");
+    kill_witness(u64::from(pid), start, rustix::process::Signal::KILL);
+    let _ = parent.wait();
 }

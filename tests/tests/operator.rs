@@ -49,21 +49,12 @@ fn ids_by_unique_prefix_and_label_ambiguous_and_unknown() {
         assert!(out.status.success(), "{}", describe(&args, &out));
     }
 
-    // An ambiguous label lists the candidates: id, label, state, start.
-    let args = ["show", "twin"];
-    let out = home.cli(&args);
-    assert!(!out.status.success(), "{}", describe(&args, &out));
-    let err = text(&out.stderr);
-    assert!(err.contains("ambiguous"), "{err}");
-    for id in [&twin_a, &twin_b] {
-        let line = err
-            .lines()
-            .find(|l| l.contains(id.as_str()))
-            .unwrap_or_else(|| panic!("{id} not listed: {err}"));
-        assert!(line.contains("twin") && line.contains("exited"), "{line}");
-        assert!(line.contains(':'), "start time missing: {line}");
+    // A label used twice: reading commands take the newest (O12).
+    for cmd in ["show", "receipt"] {
+        let doc = home.json(&[cmd, "twin", "--json"]);
+        assert_eq!(doc["id"], twin_b.as_str(), "{cmd} twin: {doc}");
     }
-    assert!(!err.contains(&solo), "{err}");
+    assert_ne!(twin_a, twin_b);
 
     // Unknown: one line, for ids, prefixes and labels alike; too short a prefix is no prefix.
     let unknown_prefix = if solo.starts_with("ffff") {
@@ -76,6 +67,96 @@ fn ids_by_unique_prefix_and_label_ambiguous_and_unknown() {
             let err = one_line_error(&home, &[cmd, t]);
             assert!(err.contains("no registration matches"), "{cmd} {t}: {err}");
         }
+    }
+}
+
+/// `run --label LABEL` of a workload that leaves a `sleep` holding its scope: live once `run`
+/// returns.
+fn run_live(home: &Home, label: &str) -> String {
+    let id = run_labelled(
+        home,
+        label,
+        &["sh", "-c", "sleep 600 </dev/null >/dev/null 2>&1 &"],
+    );
+    assert_eq!(home.state(&id), "live");
+    id
+}
+
+/// O12: a full id; else a label (readers take the newest registration with it, `stop` the one
+/// live one and refuses several); else a 4+ hex prefix. A label that is also another
+/// registration's id prefix is the label for readers and ambiguous for `stop`.
+#[test]
+fn names_resolve_full_id_then_label_then_prefix() {
+    let home = Home::new();
+    // The README's tour: `run --label demo` twice, then `show demo`.
+    let first = run_labelled(&home, "demo", &["sh", "-c", "echo started"]);
+    let second = run_labelled(&home, "demo", &["sh", "-c", "echo again"]);
+    let args = ["show", "demo"];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert!(text(&out.stdout).contains(&second), "{}", text(&out.stdout));
+    let args = ["logs", "demo"];
+    assert_eq!(text(&home.cli(&args).stdout), "again\n");
+    assert_eq!(home.json(&["show", &first, "--json"])["id"], first.as_str());
+
+    // stop LABEL: the one live registration with it, not the newest exited one.
+    let live = run_live(&home, "svc");
+    let _newer = run_labelled(&home, "svc", &["true"]);
+    let args = ["stop", "svc"];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert!(text(&out.stdout).contains(&live), "{}", text(&out.stdout));
+    assert_eq!(home.state(&live), "exited");
+
+    // Several live with the label: refused with the candidates, nothing stopped.
+    let a = run_live(&home, "pair");
+    let b = run_live(&home, "pair");
+    let args = ["stop", "pair"];
+    let out = home.cli(&args);
+    assert!(!out.status.success(), "{}", describe(&args, &out));
+    let err = text(&out.stderr);
+    assert!(err.contains("ambiguous"), "{err}");
+    for id in [&a, &b] {
+        let line = err
+            .lines()
+            .find(|l| l.contains(id.as_str()))
+            .unwrap_or_else(|| panic!("{id} not listed: {err}"));
+        assert!(line.contains("pair") && line.contains("live"), "{line}");
+        assert!(line.contains(':'), "start time missing: {line}");
+    }
+    assert_eq!(home.state(&a), "live");
+    assert_eq!(home.state(&b), "live");
+    // Readers still take the newest.
+    assert_eq!(home.json(&["show", "pair", "--json"])["id"], b.as_str());
+
+    // A label of hex digits that is another registration's id prefix: the label for readers,
+    // ambiguous for stop (which stops nothing).
+    let hex = a[..6].to_owned();
+    let labelled = run_live(&home, &hex);
+    let doc = home.json(&["show", &hex, "--json"]);
+    assert_eq!(
+        doc["id"],
+        labelled.as_str(),
+        "the label, not the prefix: {doc}"
+    );
+    let args = ["stop", &hex];
+    let out = home.cli(&args);
+    assert!(!out.status.success(), "{}", describe(&args, &out));
+    let err = text(&out.stderr);
+    assert!(err.contains("ambiguous"), "{err}");
+    assert!(err.contains(&a) && err.contains(&labelled), "{err}");
+    assert_eq!(
+        home.state(&a),
+        "live",
+        "stop of a shadowed prefix stopped nothing"
+    );
+    assert_eq!(home.state(&labelled), "live");
+    // A prefix still works where no label shadows it.
+    let out = home.cli(&["stop", &b[..8]]);
+    assert!(out.status.success(), "{}", describe(&["stop"], &out));
+    for id in [&a, &labelled] {
+        let out = home.cli(&["stop", id]);
+        assert!(out.status.success(), "{}", describe(&["stop"], &out));
     }
 }
 
@@ -443,15 +524,16 @@ fn errors_name_the_missing_argument_suggest_and_say_each_cause_once() {
 }
 
 #[test]
-fn home_from_flag_or_env_is_created_and_said() {
+fn home_from_flag_or_env_is_created_by_run_and_said() {
     let home = Home::new();
     let fresh = home.path().join("a").join("fresh");
+    let f = fresh.as_os_str();
     let out = output_of({
         let mut c = std::process::Command::new(refine_tests::bin("refine-supervisor"));
-        c.arg("--home").arg(&fresh).arg("ps");
+        c.arg("--home").arg(f).args(["run", "--", "true"]);
         c
     });
-    assert!(out.status.success(), "{}", describe(&["ps"], &out));
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
     assert!(fresh.is_dir());
     assert!(
         text(&out.stderr).contains(fresh.to_str().unwrap()),
@@ -479,6 +561,198 @@ fn home_from_flag_or_env_is_created_and_said() {
     });
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).lines().count(), 1);
+}
+
+/// D7: every reader (and every command but `run` and `serve`) on a home that does not exist
+/// says so in one line naming it, exits non-zero, and creates nothing.
+#[test]
+fn readers_on_a_missing_home_say_so_in_one_line_and_create_nothing() {
+    let parent = tempfile::tempdir().expect("tempdir");
+    let missing = parent.path().join("typo").join("home");
+    let m = missing.to_str().unwrap();
+    let checkout = parent.path().to_str().unwrap().to_owned();
+    let id = "0123456789abcdef0123456789abcdef";
+    let commands: [&[&str]; 13] = [
+        &["ps"],
+        &["ps", "--all", "--json"],
+        &["show", id],
+        &["logs", "demo"],
+        &["stop", id],
+        &["wait", id],
+        &["receipt", id],
+        &["recover", "--dry-run"],
+        &["recover"],
+        &["gc"],
+        &["capacity"],
+        &["holders", &checkout],
+        &["reap", "--checkout", &checkout],
+    ];
+    for args in commands {
+        for by_env in [false, true] {
+            let out = output_of({
+                let mut c = std::process::Command::new(refine_tests::bin("refine-supervisor"));
+                if by_env {
+                    c.env("REFINE_HOME", m);
+                } else {
+                    c.args(["--home", m]);
+                }
+                c.args(args).stdin(Stdio::null());
+                c
+            });
+            let err = assert_one_line_error(args, &out);
+            assert!(err.contains(m), "{args:?}: the line names the home: {err}");
+            assert!(err.contains("does not exist"), "{args:?}: {err}");
+            assert!(
+                !parent.path().join("typo").exists(),
+                "{args:?} created {}",
+                missing.display()
+            );
+        }
+    }
+}
+
+/// X4: the home is created 0700 whatever the umask (its missing parents too), and so are
+/// `run/` and `run/P`.
+#[test]
+fn the_home_is_created_private_under_umask_000() {
+    use std::os::unix::fs::PermissionsExt;
+    let parent = tempfile::tempdir().expect("tempdir");
+    let home = parent.path().join("made").join("home");
+    let out = output_of({
+        let mut c = std::process::Command::new("sh");
+        c.arg("-c")
+            .arg("umask 000; exec \"$@\"")
+            .arg("sh")
+            .arg(refine_tests::bin("refine-supervisor"))
+            .arg("--home")
+            .arg(&home)
+            .args(["run", "--", "true"])
+            .stdin(Stdio::null());
+        c
+    });
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
+    for d in [
+        parent.path().join("made"),
+        home.clone(),
+        home.join("run"),
+        home.join("run/7411"),
+    ] {
+        let mode = fs::metadata(&d).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o700, "{} is {mode:04o}", d.display());
+    }
+}
+
+/// X4: a relative `--home` or `REFINE_HOME` is made absolute before anything is recorded: the
+/// registration reads `exited` from any other directory, with absolute paths in its record.
+#[test]
+fn a_relative_home_is_recorded_absolute() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let abs = work.path().join("hrel");
+    for by_env in [false, true] {
+        let out = output_of({
+            let mut c = std::process::Command::new(refine_tests::bin("refine-supervisor"));
+            if by_env {
+                c.env("REFINE_HOME", "hrel");
+            } else {
+                c.args(["--home", "hrel"]);
+            }
+            c.args(["run", "--json", "--", "true"])
+                .current_dir(work.path())
+                .stdin(Stdio::null());
+            c
+        });
+        assert!(out.status.success(), "{}", describe(&["run"], &out));
+        let id = parse(&["run"], &out)["id"].as_str().unwrap().to_owned();
+        let show = output_of({
+            let mut c = std::process::Command::new(refine_tests::bin("refine-supervisor"));
+            c.arg("--home")
+                .arg(&abs)
+                .args(["show", &id, "--json"])
+                .current_dir(elsewhere.path())
+                .stdin(Stdio::null());
+            c
+        });
+        assert!(show.status.success(), "{}", describe(&["show"], &show));
+        let doc = parse(&["show"], &show);
+        assert_eq!(doc["state"], "exited", "from another directory: {doc}");
+        for p in [
+            &doc["record"]["proof"]["path"],
+            &doc["record"]["stdout"],
+            &doc["record"]["stderr"],
+        ] {
+            let p = p.as_str().unwrap_or_default();
+            assert!(p.starts_with(abs.to_str().unwrap()), "{p:?}: {doc}");
+        }
+    }
+}
+
+/// X4: the home, `home/run` and every ancestor are checked like sshd's StrictModes. A `run/`
+/// another user could have put there (the rename attack: `mv run run.hidden; mkdir run`), a
+/// `run/` or an ancestor that group or others may write, a home another user owns: refused in
+/// one line naming it, by readers and by `run` (which then runs nothing).
+#[test]
+fn a_home_path_another_user_could_replace_is_refused_in_one_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let set_mode = |p: &std::path::Path, m: u32| {
+        fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap()
+    };
+    let home = Home::new();
+    let args = ["run", "--json", "--", "true"];
+    assert!(home.cli(&args).status.success());
+    let run = home.path().join("run");
+    let marker = home.path().join("ran");
+    let marker_cmd = format!("touch '{}'", marker.display());
+    let run_marker = ["run", "--", "sh", "-c", &marker_cmd];
+
+    let refused = |what: &std::path::Path| {
+        for args in [&["ps", "--all"][..], &run_marker[..]] {
+            let err = one_line_error(&home, args);
+            assert!(
+                err.contains(what.to_str().unwrap()) && err.contains("refusing"),
+                "{args:?} names {}: {err}",
+                what.display()
+            );
+        }
+        assert!(!marker.exists(), "run ran its workload on an unsafe home");
+    };
+
+    // run/ writable by others.
+    set_mode(&run, 0o777);
+    refused(&run);
+    set_mode(&run, 0o700);
+    assert!(home.cli(&["ps", "--all"]).status.success());
+
+    // An ancestor of the home writable by group (not sticky).
+    let outer = tempfile::tempdir().expect("tempdir");
+    let nested = Home {
+        dir: tempfile::tempdir_in(outer.path()).expect("tempdir"),
+        port: 7411,
+    };
+    assert!(nested.cli(&["run", "--", "true"]).status.success());
+    set_mode(outer.path(), 0o770);
+    let err = one_line_error(&nested, &["ps", "--all"]);
+    assert!(err.contains(outer.path().to_str().unwrap()), "{err}");
+    set_mode(outer.path(), 0o700);
+    assert!(nested.cli(&["ps", "--all"]).status.success());
+
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped the ownership cases: chown needs root");
+        return;
+    }
+    // The rename attack: run/ moved away and replaced by one another user made.
+    fs::rename(&run, home.path().join("run.hidden")).unwrap();
+    fs::create_dir(&run).unwrap();
+    set_mode(&run, 0o700);
+    std::os::unix::fs::chown(&run, Some(65534), Some(65534)).unwrap();
+    refused(&run);
+    fs::remove_dir(&run).unwrap();
+    fs::rename(home.path().join("run.hidden"), &run).unwrap();
+    assert!(home.cli(&["ps", "--all"]).status.success());
+    // A home another user owns.
+    std::os::unix::fs::chown(home.path(), Some(65534), None).unwrap();
+    refused(home.path());
+    std::os::unix::fs::chown(home.path(), Some(0), None).unwrap();
 }
 
 #[test]

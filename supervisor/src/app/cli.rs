@@ -512,9 +512,10 @@ pub(super) fn parse_kv(text: &str) -> Result<(String, String), String> {
     }
 }
 
-/// Resolves the home: `--home` or `REFINE_HOME` (created if missing, and said where), else
-/// derived from the executable (which must exist).
-pub fn home(cli: &Cli) -> Result<PathBuf, CliError> {
+/// Resolves the home: `--home` or `REFINE_HOME`, made absolute (X4), else derived from the
+/// executable. Only `create` (`run`, `serve`) makes a missing one, 0700 whatever the umask, and
+/// says where; every other command refuses it in one line and creates nothing (D7).
+pub fn home(cli: &Cli, create: bool) -> Result<PathBuf, CliError> {
     let Some(h) = &cli.home else {
         let home = registry::default_home().map_err(CliError::NoHome)?;
         if !home.is_dir() {
@@ -522,15 +523,25 @@ pub fn home(cli: &Cli) -> Result<PathBuf, CliError> {
         }
         return Ok(home);
     };
+    let h = std::path::absolute(h).map_err(|source| CliError::CreateHome {
+        path: h.clone(),
+        source,
+    })?;
     if !h.is_dir() {
-        std::fs::create_dir_all(h).map_err(|source| CliError::CreateHome {
+        if !create {
+            return Err(RegistryError::MissingHome(h).into());
+        }
+        crate::durable::create_private_dirs(&h).map_err(|source| CliError::CreateHome {
             path: h.clone(),
             source,
         })?;
-        let shown = std::path::absolute(h).unwrap_or_else(|_| h.clone());
-        eprintln!("refine-supervisor: created the home {}", shown.display());
+        let shown = h.display().to_string();
+        eprintln!(
+            "refine-supervisor: created the home {}",
+            view::escape(&shown)
+        );
     }
-    Ok(h.clone())
+    Ok(h)
 }
 
 /// Opens `run/P` if it exists; `Ok(None)` when the home exists but nothing ran on this port.
@@ -553,9 +564,10 @@ fn runtime_and_id(
     home: &Path,
     port: u16,
     text: &str,
+    intent: resolve::Intent,
 ) -> Result<(Runtime, RegistrationId), CliError> {
     let rt = open_runtime(home, port)?;
-    let id = resolve::resolve(rt.as_ref(), text)?;
+    let id = resolve::resolve(rt.as_ref(), text, intent)?;
     tracing::debug!(%id, given = text, "resolved the id");
     match rt {
         Some(rt) => Ok((rt, id)),
@@ -582,7 +594,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         }
         _ => {}
     }
-    let home = home(&cli)?;
+    let creates = matches!(cli.command, Command::Run(_) | Command::Serve(_));
+    let home = home(&cli, creates)?;
     let port = cli.port;
     tracing::debug!(home = %home.display(), port, "home");
     match cli.command {
@@ -733,7 +746,7 @@ fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {
 }
 
 fn show(home: &Path, port: u16, args: ShowArgs) -> Result<ExitCode, CliError> {
-    let (rt, id) = runtime_and_id(home, port, &args.id)?;
+    let (rt, id) = runtime_and_id(home, port, &args.id, resolve::Intent::Read)?;
     let doc = show_doc(&rt, id)?;
     if args.json {
         print_json(&doc)?;
@@ -755,7 +768,7 @@ fn show(home: &Path, port: u16, args: ShowArgs) -> Result<ExitCode, CliError> {
 }
 
 fn stop(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliError> {
-    let (rt, id) = runtime_and_id(home, port, &args.id)?;
+    let (rt, id) = runtime_and_id(home, port, &args.id, resolve::Intent::Change)?;
     let reg = rt.read_registration(id)?;
     let grace = args.grace.map(|g| (g, args.signal));
     let doc = ops::stop_one(&rt, &reg, refine_protocol::StopCause::Operator, grace);
@@ -780,7 +793,8 @@ fn holders_cmd(home: &Path, args: HoldersArgs) -> Result<ExitCode, CliError> {
     if args.json {
         print_json(&doc)?;
     } else if doc.holders.is_empty() {
-        writeln!(out(), "nothing holds {}", doc.path.display()).map_err(CliError::Output)?;
+        let shown = doc.path.display().to_string();
+        writeln!(out(), "nothing holds {}", view::escape(&shown)).map_err(CliError::Output)?;
     } else {
         holders_table(&doc.holders, None)?;
     }
@@ -841,11 +855,12 @@ fn reap(home: &Path, port: u16, args: ReapArgs) -> Result<ExitCode, CliError> {
         return Ok(code);
     }
     let mut o = out();
+    let shown = doc.path.display().to_string();
+    let path = view::escape(&shown);
     if !doc.refused.is_empty() {
         writeln!(
             o,
-            "refused: a live workload works in {} (end it first); nothing was signalled",
-            doc.path.display()
+            "refused: a live workload works in {path} (end it first); nothing was signalled"
         )
         .map_err(CliError::Output)?;
         drop(o);
@@ -859,17 +874,17 @@ fn reap(home: &Path, port: u16, args: ReapArgs) -> Result<ExitCode, CliError> {
             (Some(outcome), false, None) => format!("{outcome:?}, no receipt").to_lowercase(),
             (None, false, None) => "not stopped".to_owned(),
         };
-        writeln!(o, "scope {}: {verdict}", s.id).map_err(CliError::Output)?;
+        writeln!(o, "scope {}: {}", s.id, view::escape(&verdict)).map_err(CliError::Output)?;
     }
     writeln!(o, "orphans killed: {}", doc.killed.len()).map_err(CliError::Output)?;
     if let Some(e) = &doc.error {
-        writeln!(o, "kill failed: {e}").map_err(CliError::Output)?;
+        writeln!(o, "kill failed: {}", view::escape(e)).map_err(CliError::Output)?;
     }
     if doc.left.is_empty() {
-        writeln!(o, "nothing holds {} any more", doc.path.display()).map_err(CliError::Output)?;
+        writeln!(o, "nothing holds {path} any more").map_err(CliError::Output)?;
         return Ok(code);
     }
-    writeln!(o, "still holding {}:", doc.path.display()).map_err(CliError::Output)?;
+    writeln!(o, "still holding {path}:").map_err(CliError::Output)?;
     drop(o);
     let why: Vec<String> = doc.left.iter().map(|l| why_text(&l.why)).collect();
     let rows: Vec<Holder> = doc.left.into_iter().map(|l| l.holder).collect();
@@ -882,7 +897,18 @@ fn why_text(why: &Why) -> String {
         Why::LiveWorkload => "its workload is live".to_owned(),
         Why::ResidueSurvived => "its scope's stop did not end it".to_owned(),
         Why::NotOrphan { ppid, parent } => format!("not an orphan (parent {ppid} {parent})"),
-        Why::GuardianBelow => "a live scope's guardian is below it".to_owned(),
+        Why::Guardian { guardian_of: g } => format!(
+            "the guardian of {} in home {} (port {}): never reaped, stop it there",
+            g.id,
+            g.home.display(),
+            g.port
+        ),
+        Why::GuardianBelow { guardian_of: g } => format!(
+            "the guardian of {} in home {} (port {}) is below it",
+            g.id,
+            g.home.display(),
+            g.port
+        ),
         Why::Survived => "survived SIGKILL within the budget".to_owned(),
     }
 }
@@ -930,7 +956,7 @@ impl Follow {
 }
 
 fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
-    let (rt, id) = runtime_and_id(home, port, &args.id)?;
+    let (rt, id) = runtime_and_id(home, port, &args.id, resolve::Intent::Read)?;
     let reg = rt.read_registration(id)?;
     let streams: Vec<(&String, bool)> = if args.all {
         vec![(&reg.stdout_path, false), (&reg.stderr_path, true)]
@@ -1016,7 +1042,7 @@ fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
     let ids = args
         .ids
         .iter()
-        .map(|t| resolve::resolve(rt.as_ref(), t))
+        .map(|t| resolve::resolve(rt.as_ref(), t, resolve::Intent::Read))
         .collect::<Result<Vec<_>, _>>()?;
     let Some(rt) = rt else {
         return Err(CliError::UnknownId(args.ids.join(" ")));
@@ -1080,7 +1106,7 @@ fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliErr
     let by_id = if args.target.contains('/') {
         None
     } else {
-        match runtime_and_id(home, port, &args.target) {
+        match runtime_and_id(home, port, &args.target, resolve::Intent::Read) {
             Err(CliError::UnknownId(_)) if Path::new(&args.target).is_file() => None,
             other => Some(other?),
         }

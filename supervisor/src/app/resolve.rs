@@ -1,12 +1,20 @@
-//! What an operator may type where an id is taken (SPEC O5): the full 32 hex digits, a unique
-//! prefix of at least [`MIN_PREFIX`] hex digits, or a label. An ambiguous one is refused with
-//! the candidates (id, label, state, start); an unknown one gets one line.
+//! What an operator may type where an id is taken (SPEC O5, O12), tried in this order:
+//!
+//! 1. the full 32 hex digits of an id;
+//! 2. a label: a reading command ([`Intent::Read`]) takes the newest registration with it; a
+//!    command that changes something ([`Intent::Change`], `stop`) takes the one live
+//!    registration with it (the newest when none is live) and refuses when several are live;
+//! 3. a prefix of at least [`MIN_PREFIX`] hex digits, which must be unique.
+//!
+//! A word that is a label and also another registration's id prefix is the label for readers
+//! and ambiguous for a command that changes something: `stop cafe` never stops the wrong scope
+//! because a label happens to be hex. An ambiguous word is refused with the candidates (id,
+//! label, state, start); an unknown one gets one line.
 //!
 //! # Caveats
-//! Labels are free text and need not be unique: a label shared by several registrations is
-//! ambiguous like a short prefix, and the candidates say which ids to use instead. A prefix is
-//! looked up before a label, so a label that is itself 4+ hex digits is shadowed by a matching id.
+//! Finding a label reads every record of the port (labels are not indexed): O(history).
 
+use refine_protocol::record::Registration;
 use refine_protocol::RegistrationId;
 
 use super::error::CliError;
@@ -17,8 +25,21 @@ use crate::registry::{RegistryError, Runtime};
 /// The shortest id prefix accepted.
 pub const MIN_PREFIX: usize = 4;
 
+/// What the command does with the registration it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Intent {
+    /// It only reads (show, logs, wait, receipt).
+    Read,
+    /// It changes something (stop).
+    Change,
+}
+
 /// Resolves `text` to one registration of `rt` (`None`: nothing ran on this port yet).
-pub fn resolve(rt: Option<&Runtime>, text: &str) -> Result<RegistrationId, CliError> {
+pub fn resolve(
+    rt: Option<&Runtime>,
+    text: &str,
+    intent: Intent,
+) -> Result<RegistrationId, CliError> {
     if let Some(id) = RegistrationId::parse(text) {
         return Ok(id);
     }
@@ -29,7 +50,7 @@ pub fn resolve(rt: Option<&Runtime>, text: &str) -> Result<RegistrationId, CliEr
     let ids = rt.list_ids()?;
     let lower = text.to_ascii_lowercase();
     let is_prefix = lower.len() >= MIN_PREFIX && lower.bytes().all(|b| b.is_ascii_hexdigit());
-    let mut found: Vec<RegistrationId> = if is_prefix {
+    let by_prefix: Vec<RegistrationId> = if is_prefix {
         ids.iter()
             .copied()
             .filter(|id| id.to_string().starts_with(&lower))
@@ -37,24 +58,56 @@ pub fn resolve(rt: Option<&Runtime>, text: &str) -> Result<RegistrationId, CliEr
     } else {
         Vec::new()
     };
-    if found.is_empty() && !text.is_empty() {
-        found = ids
-            .iter()
-            .copied()
-            .filter(|id| {
-                rt.read_registration(*id)
-                    .map(|r| r.label == text)
-                    .unwrap_or(false)
-            })
-            .collect();
+    let labelled: Vec<Registration> = if text.is_empty() {
+        Vec::new()
+    } else {
+        ids.iter()
+            .filter_map(|id| rt.read_registration(*id).ok())
+            .filter(|r| r.label == text)
+            .collect()
+    };
+    let ambiguous = |many: &[RegistrationId]| CliError::AmbiguousId {
+        text: text.to_owned(),
+        candidates: candidates(rt, many),
+    };
+    if !labelled.is_empty() {
+        let newest = |regs: &[&Registration]| {
+            regs.iter()
+                .max_by_key(|r| (r.started_at_unix_ms, r.id))
+                .map(|r| r.id)
+        };
+        let all: Vec<&Registration> = labelled.iter().collect();
+        let chosen = match intent {
+            Intent::Read => newest(&all),
+            Intent::Change => {
+                let live: Vec<&Registration> = all
+                    .iter()
+                    .copied()
+                    .filter(|r| assess(rt, r).state == super::docs::State::Live)
+                    .collect();
+                if live.len() > 1 {
+                    return Err(ambiguous(&live.iter().map(|r| r.id).collect::<Vec<_>>()));
+                }
+                newest(if live.is_empty() { &all } else { &live })
+            }
+        };
+        let Some(chosen) = chosen else {
+            return Err(unknown());
+        };
+        // Also another registration's id prefix: a command that changes something refuses.
+        let shadowed: Vec<RegistrationId> =
+            by_prefix.iter().copied().filter(|&p| p != chosen).collect();
+        if intent == Intent::Change && !shadowed.is_empty() {
+            let mut many = vec![chosen];
+            many.extend(shadowed);
+            return Err(ambiguous(&many));
+        }
+        return Ok(chosen);
     }
-    match found.as_slice() {
+    match by_prefix.as_slice() {
         [] => Err(unknown()),
         [one] => Ok(*one),
-        many => Err(CliError::AmbiguousId {
-            text: text.to_owned(),
-            candidates: candidates(rt, many),
-        }),
+        many => Err(ambiguous(many)),
     }
 }
 

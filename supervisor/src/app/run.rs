@@ -386,8 +386,9 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         if let Some(f) = doc.stop_failure {
             tracing::warn!(id = %result.id, error = %f, "scope stop failed");
             eprintln!(
-                "refine-supervisor: warning: stopping the scope of {} failed: {f}",
-                result.id
+                "refine-supervisor: warning: stopping the scope of {} failed: {}",
+                result.id,
+                super::view::escape(&f.to_string())
             );
         }
     }
@@ -424,7 +425,7 @@ pub(crate) fn spawn_failure(spec: &LaunchAsk, errno: i32, step: Option<SpawnStep
         Some(d) => d.clone(),
         None => spec.argv.first().cloned().unwrap_or_default(),
     };
-    format!("{what}: {error}")
+    format!("{}: {error}", super::view::escape(&what))
 }
 
 /// What the setup step of a spawn covers, for its one line.

@@ -3,6 +3,10 @@
 //! drawn from the typed document `--json` prints ([`super::docs`]): a key added there is shown
 //! here by adding one line, and the JSON contract never depends on the human layout.
 //!
+//! Untrusted text (labels, argv, paths, output excerpts, error messages that quote them) goes
+//! through the one [`escape`] before it reaches a terminal (X6): tables escape every cell,
+//! [`shell_join`] quotes a control character as the shell would type it (`$'\x1b'`).
+//!
 //! Conventions: times are local (`jiff`, the system time zone, looked up only when a time is
 //! printed) with their age; sizes are binary units; durations go through `humantime`.
 //!
@@ -10,6 +14,7 @@
 //! column is the last one (a command line), which is cut to the terminal width with `…`. Table
 //! crates that fit a width wrap cells onto several lines, which breaks `grep`/`awk` over `ps`.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -108,7 +113,50 @@ fn age_since(unix_ms: u64) -> String {
     ))
 }
 
-/// An argv as a shell would need it typed (single quotes where needed).
+/// Whether a terminal could act on `c`: a control character (C0, DEL, C1) or one that
+/// reorders the text around it (bidirectional overrides and isolates, "Trojan source").
+fn acts_on_terminal(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Writes `c` as an escape: `\n`, `\t`, `\r`, `\xHH` below U+0080, `\uHHHH` above (the forms
+/// bash's `$'...'` reads).
+fn push_escaped(out: &mut String, c: char) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\t' => out.push_str("\\t"),
+        '\r' => out.push_str("\\r"),
+        c if (c as u32) < 0x80 => {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        }
+        c => {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        }
+    }
+}
+
+/// Untrusted text made safe for a terminal (X6): every character a terminal could act on
+/// ([`acts_on_terminal`]) is written as its escape, the rest as it is. The one escape of the
+/// human views and errors.
+pub fn escape(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(acts_on_terminal) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if acts_on_terminal(c) {
+            push_escaped(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// An argv as a shell would need it typed: plain words as they are, others in single quotes,
+/// and a word with a control character in `$'...'` with that character escaped ([`escape`]'s
+/// forms), so nothing a terminal acts on is printed raw (X6).
 pub fn shell_join(argv: &[String]) -> String {
     let quote = |a: &String| {
         let plain = !a.is_empty()
@@ -116,6 +164,18 @@ pub fn shell_join(argv: &[String]) -> String {
                 .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
         if plain {
             a.clone()
+        } else if a.chars().any(acts_on_terminal) {
+            let mut q = String::from("$'");
+            for c in a.chars() {
+                match c {
+                    '\\' => q.push_str("\\\\"),
+                    '\'' => q.push_str("\\'"),
+                    c if acts_on_terminal(c) => push_escaped(&mut q, c),
+                    c => q.push(c),
+                }
+            }
+            q.push('\'');
+            q
         } else {
             format!("'{}'", a.replace('\'', r"'\''"))
         }
@@ -154,9 +214,14 @@ fn signal_name(n: i32) -> Option<&'static str> {
     })
 }
 
-/// Rows as columns aligned on the widest cell. With `width`, the last column is cut so that
+/// Rows as columns aligned on the widest cell, every cell [`escape`]d. With `width`, the last column is cut so that
 /// every line fits (`…` marks the cut).
 pub fn table_lines(rows: &[Vec<String>], width: Option<usize>) -> Vec<String> {
+    let escaped: Vec<Vec<Cow<'_, str>>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| escape(c)).collect())
+        .collect();
+    let rows = &escaped;
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let mut widest = vec![0usize; cols];
     for r in rows {
@@ -299,7 +364,7 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
     } else {
         &rec.label
     };
-    writeln!(o, "{dot} {}  {label}  ({})", doc.id, rec.kind)?;
+    writeln!(o, "{dot} {}  {}  ({})", doc.id, escape(label), rec.kind)?;
 
     let mut lines: Vec<(&str, String)> = Vec::new();
     // State, its reason and since when.
@@ -369,7 +434,7 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         lines.push(("Purpose", meta.join(" ")));
     }
     for (k, v) in &lines {
-        writeln!(o, "{k:>10}: {v}")?;
+        writeln!(o, "{k:>10}: {}", escape(v))?;
     }
     if !doc.processes.is_empty() {
         writeln!(o, "{:>10}:", "Processes")?;
@@ -396,7 +461,7 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
             if n == 1 { "" } else { "s" }
         )?;
         for l in tail {
-            writeln!(o, "  {l}")?;
+            writeln!(o, "  {}", escape(l))?;
         }
     }
     Ok(())
@@ -537,7 +602,7 @@ pub fn tail_offset(f: &mut std::fs::File, floor: u64, len: u64, n: usize) -> io:
 
 /// `receipt`: one line.
 pub fn receipt_verdict(doc: &ReceiptVerdictDoc) -> String {
-    match (&doc.receipt, doc.verified) {
+    let line = match (&doc.receipt, doc.verified) {
         (Some(r), true) => format!("{}: receipt {}", doc.id, verified_receipt(r)),
         (_, _) => format!(
             "{}: receipt does not verify{} ({})",
@@ -547,7 +612,8 @@ pub fn receipt_verdict(doc: &ReceiptVerdictDoc) -> String {
                 .unwrap_or_default(),
             doc.reason.as_deref().unwrap_or("no receipt")
         ),
-    }
+    };
+    escape(&line).into_owned()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -555,6 +621,11 @@ pub fn receipt_verdict(doc: &ReceiptVerdictDoc) -> String {
 
 /// `stop`: one line.
 pub fn stop_line(doc: &StopDoc) -> String {
+    let line = stop_line_raw(doc);
+    escape(&line).into_owned()
+}
+
+fn stop_line_raw(doc: &StopDoc) -> String {
     match &doc.detail {
         StopDetail::Done {
             killed,
@@ -726,6 +797,19 @@ mod tests {
             r"sh -c 'echo it'\''s'"
         );
         assert_eq!(shell_join(&v(&["sleep", "30"])), "sleep 30");
+        assert_eq!(
+            shell_join(&v(&["printf", "\u{1b}]0;t\u{7}'\\\n\u{9b}"])),
+            r"printf $'\x1b]0;t\x07\'\\\n\u009b'"
+        );
+    }
+
+    #[test]
+    fn escapes_what_a_terminal_acts_on() {
+        assert!(matches!(escape("plain é"), Cow::Borrowed("plain é")));
+        assert_eq!(
+            escape("a\u{1b}[2J\u{7}\u{7f}\u{9b}\u{202e}\tb\n"),
+            r"a\x1b[2J\x07\x7f\u009b\u202e\tb\n"
+        );
     }
 
     #[test]
