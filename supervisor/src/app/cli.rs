@@ -187,8 +187,11 @@ pub struct RunArgs {
     /// Print the result object at the end instead of streaming output.
     #[arg(long)]
     pub json: bool,
-    /// After a SIGINT, SIGTERM or SIGHUP (forwarded to the workload), how long the workload has
-    /// to end by itself before its whole scope is stopped (a second such signal: at once).
+    /// After a SIGINT or SIGTERM (forwarded to the workload), how long the workload has to end
+    /// by itself before its whole scope is stopped (the same signal again: at once; the other
+    /// one is only forwarded). Once the workload has ended, the rest of its scope is stopped and
+    /// run exits with the workload's status. Every other signal (HUP, QUIT, USR1...) is only
+    /// forwarded.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = STOP_GRACE_DEFAULT)]
     pub stop_grace: Duration,
     /// Byte cap of each output artifact (e.g. 10M, 1GiB; 0: none); past it the stream is

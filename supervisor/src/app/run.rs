@@ -7,12 +7,15 @@
 //!   the terminal itself would stop it with `SIGTTIN`; `run` reads it only while its own group
 //!   is in the foreground) and `--idle-timeout` (input is activity). `--detach` launches read
 //!   `/dev/null`.
-//! - **signals** (W2): every catchable signal `run` receives is forwarded to the workload
+//! - **signals** (W2, W9): every catchable signal `run` receives is forwarded to the workload
 //!   (through the guardian), except `SIGCHLD` (about `run`'s own child) and `SIGPIPE` (ignored:
 //!   a broken stdout reaches the workload as a broken pipe instead) and the fault signals.
-//!   `SIGINT`/`SIGTERM`/`SIGHUP` are forwarded first; if the workload has not ended after
-//!   `--stop-grace`, or at a second such signal, the scope ends through the shared stop
-//!   (outcome `cancelled`). `SIGTSTP`/`SIGTTIN`/`SIGTTOU` are forwarded and then `run` stops
+//!   Only `SIGINT` and `SIGTERM` are requests to end: forwarded, then the workload has
+//!   `--stop-grace`; once it has ended (or the grace has passed: outcome `cancelled`), what is
+//!   left of its scope ends through the shared stop and `run` exits with the workload's
+//!   status. The same one again ends the scope at once; the other one is only forwarded, as
+//!   is every other signal (`SIGHUP` reloads a daemon and starts no timer).
+//!   `SIGTSTP`/`SIGTTIN`/`SIGTTOU` are forwarded and then `run` stops
 //!   itself (`SIGSTOP`); `fg` (`SIGCONT`) continues `run`, which forwards the `SIGCONT`.
 //!   `SIGWINCH` resizes the PTY of an interactive `--pty` launch and is forwarded otherwise.
 //! - **pipes** (W3): stdout and stderr are forwarded at the reader's pace
@@ -183,11 +186,12 @@ fn relayed_signals() -> Vec<i32> {
 struct Relay {
     signals: std::os::fd::OwnedFd,
     grace: Duration,
-    /// A first `SIGINT`/`SIGTERM`/`SIGHUP` was forwarded: a second one ends the scope at once.
-    asked_to_end: bool,
+    /// The first termination request (`SIGINT` or `SIGTERM`, W9) that was forwarded: the same
+    /// signal again ends the scope at once; the other one is only forwarded.
+    asked_to_end: Option<i32>,
     /// When the grace of that first one is over and the scope ends through the shared stop.
     cancel_at: Option<Instant>,
-    /// Such a signal came and [`Relay::wait`] has not told it yet.
+    /// A termination request came and [`Relay::wait`] has not told it yet.
     unseen_end: bool,
 }
 
@@ -208,7 +212,7 @@ impl Relay {
         Ok(Relay {
             signals,
             grace,
-            asked_to_end: false,
+            asked_to_end: None,
             cancel_at: None,
             unseen_end: false,
         })
@@ -218,15 +222,19 @@ impl Relay {
     fn take(&mut self, launch: &mut dyn LaunchAsks) {
         while let Some(sig) = crate::child_signals::read_signal(self.signals.as_fd()) {
             match sig {
-                libc::SIGINT | libc::SIGTERM | libc::SIGHUP => {
+                libc::SIGINT | libc::SIGTERM => {
                     self.unseen_end = true;
-                    if self.asked_to_end {
-                        launch.cancel();
-                        continue;
+                    match self.asked_to_end {
+                        // The same request again: at once.
+                        Some(first) if first == sig => launch.cancel(),
+                        // The other one: forwarded, and nothing more.
+                        Some(_) => launch.signal(sig),
+                        None => {
+                            self.asked_to_end = Some(sig);
+                            launch.signal(sig);
+                            self.cancel_at = Some(Instant::now() + self.grace);
+                        }
                     }
-                    self.asked_to_end = true;
-                    launch.signal(sig);
-                    self.cancel_at = Some(Instant::now() + self.grace);
                 }
                 libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
                     // Passed on before `run` stops itself (and the engine with it).
@@ -239,7 +247,7 @@ impl Relay {
     }
 
     /// After the launch: waits for a signal up to `bound` and takes what came; true if a
-    /// `SIGINT`/`SIGTERM`/`SIGHUP` came since the last call (or while the launch ran).
+    /// `SIGINT`/`SIGTERM` came since the last call (or while the launch ran).
     fn wait(&mut self, bound: Duration) -> bool {
         use rustix::event::{PollFd, PollFlags};
         let mut fds = [PollFd::new(&self.signals, PollFlags::IN)];
@@ -340,8 +348,23 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     // scope (W7), ends the residue on the engine's watch thread: see it through before this
     // process exits, or the stop would die with us.
     let mut doc = run_doc(&result);
-    if result.scope == ScopeState::Stopping {
-        let at = result.scope_watch.stop_at().unwrap_or_else(Instant::now);
+    let stop_residue = |result: &LaunchResult| {
+        if let Err(e) = crate::launch::shared_stop(rt, &result.registration) {
+            tracing::warn!(id = %result.id, error = %error_chain(&e), "residue stop failed");
+        }
+    };
+    // W9: after a termination request, what is left of the scope once the workload has ended
+    // is stopped through the shared stop, as `docker stop` and `tini -g` end the group.
+    let mut residue_stopped = false;
+    if result.scope == ScopeState::Live && relay.asked_to_end.is_some() {
+        stop_residue(&result);
+        residue_stopped = true;
+    }
+    if result.scope == ScopeState::Stopping || residue_stopped {
+        let at = match result.scope_watch.stop_at() {
+            Some(at) if !residue_stopped => at,
+            _ => Instant::now(),
+        };
         let mut end = at + RESIDUE_STOP_WAIT;
         let mut ended = None;
         while ended.is_none() && Instant::now() < end {
@@ -349,12 +372,10 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
                 .saturating_duration_since(Instant::now())
                 .min(SIGNAL_POLL);
             ended = result.scope_watch.wait(slice).is_some().then_some(());
-            // SIGINT/SIGTERM/SIGHUP: a residue held for its deadline ends at once (W7).
-            if ended.is_none() && relay.wait(Duration::ZERO) {
-                // SIGINT/SIGTERM/SIGHUP: the residue is not held to its deadline any longer.
-                if let Err(e) = crate::launch::shared_stop(rt, &result.registration) {
-                    tracing::warn!(id = %result.id, error = %error_chain(&e), "residue stop failed");
-                }
+            // SIGINT/SIGTERM: the residue is not held to its deadline any longer (W7, W9).
+            if ended.is_none() && relay.wait(Duration::ZERO) && !residue_stopped {
+                stop_residue(&result);
+                residue_stopped = true;
                 end = end.min(Instant::now() + RESIDUE_STOP_WAIT);
             }
         }

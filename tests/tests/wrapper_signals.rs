@@ -1,0 +1,225 @@
+//! `run` behaves like the bare command, part II (SPEC W9–W12, issue 22): which signals are
+//! requests to end (W9), the signal state the workload inherits (W10), deadlines like coreutils
+//! `timeout` (W11), terminals and pipes (W12), and the behaviours the peers' own suites check
+//! (tini, dumb-init: inherited signal configuration, every signal forwarded in order, exit codes,
+//! reaping, parent-death forwarding), written for this project. Each case runs the real
+//! `refine-supervisor run` as a shell would.
+
+mod cli_support;
+
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use cli_support::*;
+use refine_tests::wait_until;
+
+/// Waits for `child` at most `bound` (its exit observed on a pidfd); kills it (and says so)
+/// when it is still running.
+fn wait_bounded(child: &mut Child, bound: Duration, what: &str) -> ExitStatus {
+    let fd = pidfd(child.id());
+    if !exited_within(&fd, bound) {
+        let _ = child.kill();
+        let st = child.wait().expect("wait");
+        panic!("{what}: still running after {bound:?} (killed: {st})");
+    }
+    child.wait().expect("wait")
+}
+
+fn pidfd(pid: u32) -> OwnedFd {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).expect("pidfd_open")
+}
+
+/// Whether the process of `fd` has exited within `bound` (a pidfd polls readable then).
+fn exited_within(fd: &OwnedFd, bound: Duration) -> bool {
+    let end = Instant::now() + bound;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        let limit = rustix::time::Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+        match rustix::event::poll(&mut fds, Some(&limit)) {
+            Ok(0) => return false,
+            Ok(_) => return true,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => panic!("poll pidfd: {e}"),
+        }
+    }
+}
+
+/// Reads a child's pipe to its end on a thread.
+fn collect(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = r.read_to_end(&mut v);
+        v
+    })
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: plain kill(2) on the pid of a child this test spawned and has not reaped.
+    let rc = unsafe { libc::kill(child.id() as i32, sig) };
+    assert_eq!(rc, 0, "kill {sig}");
+}
+
+fn json_of(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON document ({e}): {}",
+            String::from_utf8_lossy(bytes)
+        )
+    })
+}
+
+/// Waits until `path` exists (the workload wrote it), while `child` runs.
+fn wait_file(child: &mut Child, path: &Path, what: &str) {
+    let ok = wait_until(DEADLINE, || {
+        path.exists() || child.try_wait().ok().flatten().is_some()
+    });
+    assert!(
+        ok && path.exists(),
+        "{what}: never seen ({:?})",
+        child.try_wait()
+    );
+}
+
+/// `run --json EXTRA -- sh -c SCRIPT` started and ready: the script runs `traps`, then creates
+/// the ready file and waits in short sleeps for ever.
+fn trapping_run(
+    home: &Home,
+    extra: &[&str],
+    traps: &str,
+) -> (Child, std::thread::JoinHandle<Vec<u8>>) {
+    let ready = home.path().join("ready");
+    let script = format!(
+        "{traps}; : > '{}'; while :; do sleep 0.05; done",
+        ready.display()
+    );
+    let mut args = vec!["run", "--json"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", &script]);
+    let mut child = home
+        .command(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn run");
+    let out = collect(child.stdout.take().expect("stdout"));
+    wait_file(&mut child, &ready, "the workload's ready file");
+    (child, out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// W9 termination requests.
+
+/// A daemon that reloads on SIGHUP keeps running: SIGHUP is forwarded and starts no timer.
+#[test]
+fn sighup_is_forwarded_and_starts_no_grace() {
+    let home = Home::new();
+    let hup = home.path().join("hup");
+    let traps = format!("trap ': > {}' HUP; trap 'exit 7' USR1", hup.display());
+    let (mut child, out) = trapping_run(&home, &["--stop-grace", "1s"], &traps);
+    signal(&child, libc::SIGHUP);
+    wait_file(&mut child, &hup, "the forwarded SIGHUP");
+    // Time must pass here: well past the grace a SIGHUP would have started.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "run ended after a SIGHUP: {:?}",
+        child.try_wait()
+    );
+    signal(&child, libc::SIGUSR1);
+    let st = wait_bounded(&mut child, DEADLINE, "run after SIGUSR1");
+    let doc = json_of(&out.join().unwrap());
+    assert_eq!(st.code(), Some(7), "{st}: {doc}");
+    assert_eq!(doc["outcome"], "completed", "{doc}");
+}
+
+/// SIGHUP, then SIGINT, then SIGTERM: each is forwarded; a different signal never escalates
+/// (the workload's own TERM trap decides the status).
+#[test]
+fn different_signals_never_escalate_each_is_forwarded() {
+    let home = Home::new();
+    let (hup, int) = (home.path().join("hup"), home.path().join("int"));
+    let traps = format!(
+        "trap ': > {}' HUP; trap ': > {}' INT; trap 'exit 9' TERM",
+        hup.display(),
+        int.display()
+    );
+    let (mut child, out) = trapping_run(&home, &[], &traps);
+    signal(&child, libc::SIGHUP);
+    wait_file(&mut child, &hup, "the forwarded SIGHUP");
+    signal(&child, libc::SIGINT);
+    wait_file(&mut child, &int, "the forwarded SIGINT");
+    signal(&child, libc::SIGTERM);
+    let st = wait_bounded(&mut child, DEADLINE, "run after HUP, INT, TERM");
+    let doc = json_of(&out.join().unwrap());
+    assert_eq!(st.code(), Some(9), "{st}: {doc}");
+    assert_eq!(doc["outcome"], "completed", "{doc}");
+}
+
+/// `kill -TERM` to `run -- sh -c 'sleep 300 & wait'`: the shell dies of it, and the rest of the
+/// scope (the background sleep) is stopped before `run` exits with the shell's status.
+#[test]
+fn sigterm_ends_the_whole_scope_once_the_workload_ended() {
+    let home = Home::new();
+    let pidfile = home.path().join("bg.pid");
+    let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+    let mut child = home
+        .command(&["run", "--json", "--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn run");
+    let out = collect(child.stdout.take().expect("stdout"));
+    let mut pid = None;
+    assert!(
+        wait_until(DEADLINE, || {
+            pid = std::fs::read_to_string(&pidfile)
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok());
+            pid.is_some()
+        }),
+        "no background pid"
+    );
+    let sleeper = pidfd(pid.unwrap());
+    signal(&child, libc::SIGTERM);
+    let st = wait_bounded(&mut child, DEADLINE, "run after SIGTERM");
+    let doc = json_of(&out.join().unwrap());
+    assert_eq!(st.code(), Some(143), "{st}: {doc}");
+    assert!(
+        exited_within(&sleeper, Duration::ZERO),
+        "the background sleep outlived run: {doc}"
+    );
+    assert_eq!(doc["scope"], "exited", "{doc}");
+}
+
+/// Negative control: without a termination request the residue is kept (the workload's exit
+/// alone stops nothing).
+#[test]
+fn without_a_request_the_background_job_is_kept_negative_control() {
+    let home = Home::new();
+    let pidfile = home.path().join("bg.pid");
+    let script = format!("sleep 300 & echo $! > {}", pidfile.display());
+    let (out, doc) = home.run_json(&["sh", "-c", &script]);
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let sleeper = pidfd(pid);
+    assert!(
+        !exited_within(&sleeper, Duration::ZERO),
+        "the residue was stopped: {doc}"
+    );
+    let id = doc["id"].as_str().unwrap().to_owned();
+    let st = home.cli(&["stop", &id]);
+    assert!(st.status.success(), "{}", describe(&["stop"], &st));
+    assert!(exited_within(&sleeper, DEADLINE));
+}
