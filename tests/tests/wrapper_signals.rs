@@ -223,3 +223,188 @@ fn without_a_request_the_background_job_is_kept_negative_control() {
     assert!(st.status.success(), "{}", describe(&["stop"], &st));
     assert!(exited_within(&sleeper, DEADLINE));
 }
+
+// ---------------------------------------------------------------------------------------------
+// W11 deadlines like coreutils `timeout`; durations and sizes.
+
+/// `run --timeout` alone is `timeout DUR CMD`: SIGTERM first (the workload's trap runs), and
+/// `run` exits 124.
+#[test]
+fn timeout_alone_sends_sigterm_first_and_exits_124() {
+    let home = Home::new();
+    let script = "trap 'echo got-term; exit 0' TERM; while :; do sleep 0.05; done";
+    let args = ["run", "--json", "--timeout", "1s", "--", "sh", "-c", script];
+    let out = home.cli(&args);
+    let doc = parse(&args, &out);
+    assert_eq!(doc["outcome"], "timed_out", "{doc}");
+    assert_eq!(out.status.code(), Some(124), "{}", describe(&args, &out));
+    let path = doc["stdout"]["path"].as_str().expect("stdout path");
+    assert_eq!(std::fs::read_to_string(path).unwrap(), "got-term\n");
+}
+
+/// A workload that ignores the SIGTERM is killed after `--kill-after`'s default of 5 s: 137.
+#[test]
+fn timeout_alone_kills_a_term_ignorer_after_the_default_five_seconds() {
+    let home = Home::new();
+    let script = "trap '' TERM; while :; do sleep 0.05; done";
+    let args = [
+        "run",
+        "--json",
+        "--timeout",
+        "0.5",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ];
+    let started = Instant::now();
+    let out = home.cli(&args);
+    let doc = parse(&args, &out);
+    assert!(
+        started.elapsed() >= Duration::from_millis(5500),
+        "killed before the default grace"
+    );
+    assert_eq!(doc["outcome"], "timed_out", "{doc}");
+    assert_eq!(doc["signal"], 9, "{doc}");
+    assert_eq!(out.status.code(), Some(137), "{}", describe(&args, &out));
+}
+
+/// `--log-cap 1.5M` is 1.5 MiB.
+#[test]
+fn sizes_take_fractions() {
+    let home = Home::new();
+    let args = [
+        "run",
+        "--json",
+        "--log-cap",
+        "1.5M",
+        "--",
+        "head",
+        "-c",
+        "2000000",
+        "/dev/zero",
+    ];
+    let out = home.cli(&args);
+    let doc = parse(&args, &out);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert_eq!(doc["stdout"]["bytes"], 1_572_864, "{doc}");
+    assert_eq!(doc["stdout"]["complete"], false, "{doc}");
+}
+
+/// Every duration flag is bounded when it is parsed: a value the clock cannot hold is a usage
+/// error naming the flag and the bound (exit 2), never an abort after something was done.
+#[test]
+fn every_duration_flag_refuses_what_the_clock_cannot_hold() {
+    let home = Home::new();
+    let huge = "18446744073709551615";
+    let run = |flag: &'static str| vec!["run", flag, huge, "--", "true"];
+    let mut cases: Vec<Vec<&str>> = vec![
+        run("--timeout"),
+        run("--idle-timeout"),
+        run("--kill-after"),
+        run("--wait-for-slot"),
+        run("--stop-grace"),
+        vec!["stop", "--grace", huge, "0123456789abcdef0123456789abcdef"],
+        vec![
+            "wait",
+            "--timeout",
+            huge,
+            "0123456789abcdef0123456789abcdef",
+        ],
+        vec!["gc", "--older-than", huge, "--dry-run"],
+        vec!["gc", "--forget-after", huge, "--dry-run"],
+        vec!["reap", "--checkout", "/nonexistent", "--budget", huge],
+    ];
+    for flag in [
+        "--shutdown-grace",
+        "--maintenance-every",
+        "--retain",
+        "--forget-after",
+        "--stall-period",
+    ] {
+        cases.push(vec!["serve", flag, huge]);
+    }
+    for args in &cases {
+        for value in [huge, "300000y"] {
+            let args: Vec<&str> = args
+                .iter()
+                .map(|a| if *a == huge { value } else { a })
+                .collect();
+            let out = home.cli(&args);
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
+            let first = err.lines().next().unwrap_or_default();
+            let at = args.iter().position(|a| *a == value).unwrap();
+            let flag = args[at - 1];
+            assert!(
+                first.contains(flag) && first.contains("at most"),
+                "{}",
+                describe(&args, &out)
+            );
+        }
+    }
+}
+
+/// Bare numbers are seconds, also with a fraction; fractions with a unit too.
+#[test]
+fn durations_take_fractions() {
+    let home = Home::new();
+    let args = [
+        "run",
+        "--json",
+        "--timeout",
+        "0.5",
+        "--kill-after",
+        "0.5",
+        "--",
+        "sleep",
+        "60",
+    ];
+    let out = home.cli(&args);
+    let doc = parse(&args, &out);
+    assert_eq!(doc["outcome"], "timed_out", "{doc}");
+    for d in ["0.5", "1.5m", "0.25h", "2.5d"] {
+        let args = ["gc", "--older-than", d, "--dry-run"];
+        let out = home.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+    }
+}
+
+/// The service API bounds its durations too: a launch or stop whose milliseconds the clock
+/// cannot hold is refused (`bad_request`), and the service goes on.
+#[test]
+fn the_api_refuses_durations_the_clock_cannot_hold() {
+    use std::io::{BufRead, BufReader, Write};
+    let home = Home::new();
+    let mut served = Serving::start(&home, &[]);
+    let api = |line: &str| -> serde_json::Value {
+        let mut s = std::os::unix::net::UnixStream::connect(home.run_dir().join("supervisor.sock"))
+            .unwrap();
+        s.write_all(line.as_bytes()).unwrap();
+        let mut resp = String::new();
+        BufReader::new(s).read_line(&mut resp).unwrap();
+        serde_json::from_str(&resp).unwrap_or_else(|e| panic!("{e}: {resp:?} for {line}"))
+    };
+    let huge = u64::MAX;
+    for field in [
+        "timeout_ms",
+        "idle_timeout_ms",
+        "kill_after_ms",
+        "wait_for_slot_ms",
+    ] {
+        let line = format!(
+            "{{\"v\":1,\"op\":\"launch\",\"argv\":[\"true\"],\"kind\":\"command\",\"label\":\"\",\"cwd\":null,\"env\":{{}},\"meta\":{{}},\"pty\":false,\"{field}\":{huge}}}\n"
+        );
+        let doc = api(&line);
+        assert_eq!(doc["ok"], false, "{field}: {doc}");
+        assert_eq!(doc["error"]["kind"], "bad_request", "{field}: {doc}");
+    }
+    let doc = api(&format!(
+        "{{\"v\":1,\"op\":\"stop\",\"id\":\"0123456789abcdef0123456789abcdef\",\"grace_ms\":{huge}}}\n"
+    ));
+    assert_eq!(doc["error"]["kind"], "bad_request", "{doc}");
+    let list = api("{\"v\":1,\"op\":\"list\"}\n");
+    assert_eq!(list["ok"], true, "the service went on: {list}");
+    served.signal(rustix::process::Signal::TERM);
+    assert!(served.wait().success());
+}
