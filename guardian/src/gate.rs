@@ -482,7 +482,8 @@ fn isolate(spec: &LaunchSpec<'static>) -> Result<(), Errno> {
     }
 }
 
-/// Stdio, controlling tty, signals, limits, credentials, cwd: in this order, stopping at the
+/// Stdio, controlling tty, signals (a clean state, or the launch's inherited one), limits,
+/// credentials, cwd: in this order, stopping at the
 /// first error. The credentials go after the limits (raising a hard limit needs the privilege
 /// they give up) and before the cwd (the workload's own permissions decide whether it may work
 /// there, as with `su` or `sudo -D`).
@@ -500,7 +501,9 @@ fn prepare(
         child::set_controlling_tty()?;
     }
     child::cloexec_from_3();
-    child::reset_signals()?;
+    // G8, W10: a clean start, or the launcher's own inherited state (ignored, blocked).
+    let st = spec.signal_state.unwrap_or_default();
+    child::reset_signals(st.ignored, st.blocked)?;
     for l in spec.rlimits.iter() {
         child::setrlimit(l.resource, l.soft, l.hard)?;
     }

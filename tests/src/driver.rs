@@ -126,6 +126,7 @@ impl Launch {
             env: &env,
             rlimits: &self.rlimits,
             credentials: None,
+            signal_state: None,
         };
         let mut buf = vec![0u8; MAX_FRAME];
         let len = encode_launch(&params, &mut buf).expect("encode launch");

@@ -408,3 +408,144 @@ fn the_api_refuses_durations_the_clock_cannot_hold() {
     served.signal(rustix::process::Signal::TERM);
     assert!(served.wait().success());
 }
+
+// ---------------------------------------------------------------------------------------------
+// W10 inherited signal state.
+
+/// Bit of signal `sig` in a `/proc/PID/status` signal set.
+fn bit(sig: i32) -> u64 {
+    1 << (sig - 1)
+}
+
+/// The `SigIgn` and `SigBlk` sets of a `/proc/PID/status` text.
+fn sig_sets(status: &str) -> (u64, u64) {
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or_else(|| panic!("no {name} in {status}"))
+    };
+    (field("SigIgn:"), field("SigBlk:"))
+}
+
+/// `cmd` starts with `ignored` set to `SIG_IGN` and `blocked` in its mask, as `nohup` or a
+/// shell's `&` job leaves them.
+fn with_signal_state(
+    cmd: &mut std::process::Command,
+    ignored: &'static [i32],
+    blocked: &'static [i32],
+) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec only async-signal-safe calls (signal, sigemptyset,
+    // sigaddset, sigprocmask) on a local set; nothing is allocated.
+    unsafe {
+        cmd.pre_exec(move || {
+            for &s in ignored {
+                libc::signal(s, libc::SIG_IGN);
+            }
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for &s in blocked {
+                libc::sigaddset(&mut set, s);
+            }
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+}
+
+/// The workload inherits what `run` inherited: its ignored dispositions and its blocked mask,
+/// as the bare command would (tini's sigconf check).
+#[test]
+fn the_workload_inherits_the_ignored_and_blocked_signals_of_run() {
+    let home = Home::new();
+    let mut cmd = home.command(&["run", "--", "grep", "^Sig", "/proc/self/status"]);
+    with_signal_state(
+        &mut cmd,
+        &[libc::SIGUSR1, libc::SIGHUP],
+        &[libc::SIGUSR2, libc::SIGTERM],
+    );
+    let out = output_of(cmd);
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
+    let (ign, blk) = sig_sets(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        ign & (bit(libc::SIGUSR1) | bit(libc::SIGHUP)),
+        bit(libc::SIGUSR1) | bit(libc::SIGHUP),
+        "SigIgn {ign:x}"
+    );
+    assert_eq!(
+        blk,
+        bit(libc::SIGUSR2) | bit(libc::SIGTERM),
+        "SigBlk {blk:x}"
+    );
+    // Negative control: a caller that ignores and blocks nothing gives a clean workload.
+    let out = home.cli(&["run", "--", "grep", "^Sig", "/proc/self/status"]);
+    let (ign, blk) = sig_sets(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!((ign, blk), (0, 0), "{}", describe(&["run"], &out));
+}
+
+/// `nohup run -- job`, then SIGHUP to `run`: the job ignores it (it inherited the `SIG_IGN`)
+/// and `run` does not relay it; the job lives on.
+#[test]
+fn nohup_run_then_sighup_the_job_survives() {
+    let home = Home::new();
+    let ready = home.path().join("ready");
+    let script = format!(": > {}; while :; do sleep 0.05; done", ready.display());
+    let mut cmd = home.command(&["run", "--json", "--", "sh", "-c", &script]);
+    with_signal_state(&mut cmd, &[libc::SIGHUP], &[]);
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn run");
+    let out = collect(child.stdout.take().expect("stdout"));
+    wait_file(&mut child, &ready, "the workload's ready file");
+    signal(&child, libc::SIGHUP);
+    // Time must pass: the HUP had its chance to end the job.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the job died of SIGHUP: {:?}",
+        child.try_wait()
+    );
+    signal(&child, libc::SIGTERM);
+    let st = wait_bounded(&mut child, DEADLINE, "run after SIGTERM");
+    let doc = json_of(&out.join().unwrap());
+    assert_eq!(st.code(), Some(128 + libc::SIGTERM), "{st}: {doc}");
+}
+
+/// Launches the service makes start clean whatever the service inherited (G8).
+#[test]
+fn service_launches_start_clean() {
+    let home = Home::new();
+    let mut cmd = home.command(&["serve"]);
+    with_signal_state(&mut cmd, &[libc::SIGUSR1], &[libc::SIGUSR2]);
+    let mut serve = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let sock = home.run_dir().join("supervisor.sock");
+    assert!(wait_until(DEADLINE, || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok()
+    }));
+    let out = home.cli(&[
+        "run",
+        "--detach",
+        "--json",
+        "--",
+        "grep",
+        "^Sig",
+        "/proc/self/status",
+    ]);
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
+    let id = parse(&["run"], &out)["id"].as_str().unwrap().to_owned();
+    home.wait_state(&id, "exited");
+    let text =
+        std::fs::read_to_string(home.run_dir().join("logs").join(format!("{id}.stdout"))).unwrap();
+    assert_eq!(sig_sets(&text), (0, 0), "{text}");
+    signal(&serve, libc::SIGTERM);
+    let st = wait_bounded(&mut serve, DEADLINE, "serve after SIGTERM");
+    assert!(st.success(), "{st}");
+}

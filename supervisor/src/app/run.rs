@@ -15,6 +15,8 @@
 //!   left of its scope ends through the shared stop and `run` exits with the workload's
 //!   status. The same one again ends the scope at once; the other one is only forwarded, as
 //!   is every other signal (`SIGHUP` reloads a daemon and starts no timer).
+//!   A signal `run` inherited as ignored is neither caught nor relayed, and the workload starts
+//!   with the ignored set and blocked mask `run` inherited (W10; `SIGPIPE` aside).
 //!   `SIGTSTP`/`SIGTTIN`/`SIGTTOU` are forwarded and then `run` stops
 //!   itself (`SIGSTOP`); `fg` (`SIGCONT`) continues `run`, which forwards the `SIGCONT`.
 //!   `SIGWINCH` resizes the PTY of an interactive `--pty` launch and is forwarded otherwise.
@@ -292,15 +294,19 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     // inherits the mask): from here on no catchable signal ends `run` by itself. An interactive
     // terminal launch keeps SIGWINCH for its window-size forwarder.
     let interactive_pty = spec.pty && rustix::termios::isatty(rustix::stdio::stdin());
+    // W10: a signal inherited as ignored stays ignored here (neither caught nor relayed), and the
+    // workload starts with the ignored set and the mask this process inherited.
     let relayed: Vec<i32> = relayed_signals()
         .into_iter()
         .filter(|&s| !(interactive_pty && s == libc::SIGWINCH))
+        .filter(|&s| !crate::child_signals::inherited_ignored(s))
         .collect();
     let signals = crate::child_signals::Blocked::block(&relayed);
     // C4: the admission lock is held from the check until the registration is durable.
     let slot = admit(rt, &spec)?;
     let mut req = launch_request(&spec)?;
     req.argv = opts.argv;
+    req.signal_state = Some(crate::child_signals::inherited());
     req.env = opts.env.into_iter().map(|(k, v)| (k, Some(v))).collect();
     if !opts.json {
         req.forward_stdout = forward_of(io::stdout().as_fd());
