@@ -9,6 +9,7 @@ mod cli_support;
 
 use std::io::Read;
 use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -548,4 +549,92 @@ fn service_launches_start_clean() {
     signal(&serve, libc::SIGTERM);
     let st = wait_bounded(&mut serve, DEADLINE, "serve after SIGTERM");
     assert!(st.success(), "{st}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// W12 terminals and pipes.
+
+/// `printf 'hi\n' | run --pty -- head -n 1`: the input reaches the terminal, and the command
+/// ends at once (as under `script`).
+#[test]
+fn piped_input_reaches_a_pty_launch() {
+    use std::io::Write;
+    let home = Home::new();
+    let mut child = home
+        .command(&["run", "--pty", "--", "head", "-n", "1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn run");
+    let out = collect(child.stdout.take().expect("stdout"));
+    let mut input = child.stdin.take().expect("stdin");
+    input.write_all(b"hi\n").expect("write stdin");
+    drop(input);
+    let st = wait_bounded(
+        &mut child,
+        DEADLINE,
+        "printf 'hi\\n' | run --pty -- head -n 1",
+    );
+    let out = String::from_utf8_lossy(&out.join().unwrap()).into_owned();
+    assert!(st.success(), "{st}: {out:?}");
+    assert!(out.contains("hi"), "{out:?}");
+}
+
+/// `run --pty -- sh -c read </dev/null`: the end of input reaches the terminal (VEOF), `read`
+/// returns, the command ends; likewise after a last line without its newline.
+#[test]
+fn the_end_of_a_non_terminal_stdin_reaches_a_pty_launch() {
+    use std::io::Write;
+    let home = Home::new();
+    let mut child = home
+        .command(&["run", "--pty", "--", "sh", "-c", "read x; echo read-ended"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn run");
+    let out = collect(child.stdout.take().expect("stdout"));
+    let st = wait_bounded(&mut child, DEADLINE, "run --pty -- sh -c read </dev/null");
+    let out = String::from_utf8_lossy(&out.join().unwrap()).into_owned();
+    assert!(out.contains("read-ended"), "{st}: {out:?}");
+
+    let mut child = home
+        .command(&["run", "--pty", "--", "sh", "-c", "read x; echo got:$x"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn run");
+    let out = collect(child.stdout.take().expect("stdout"));
+    let mut input = child.stdin.take().expect("stdin");
+    input.write_all(b"partial").expect("write stdin");
+    drop(input);
+    let st = wait_bounded(
+        &mut child,
+        DEADLINE,
+        "printf partial | run --pty -- sh -c read",
+    );
+    let out = String::from_utf8_lossy(&out.join().unwrap()).into_owned();
+    assert!(out.contains("got:partial"), "{st}: {out:?}");
+}
+
+/// `run --json -- sh -c 'exit 3' | true`: the reader of `run`'s stdout is gone when the document
+/// is printed; `run` still exits with the workload's status (or 141), never 0.
+#[test]
+fn the_status_survives_a_gone_stdout_reader() {
+    let home = Home::new();
+    let (r, w) = rustix::pipe::pipe().expect("pipe");
+    drop(r);
+    let mut cmd = home.command(&["run", "--json", "--", "sh", "-c", "exit 3"]);
+    cmd.stdout(std::process::Stdio::from(w))
+        .stderr(Stdio::piped());
+    let out = cmd.output().expect("run");
+    let code = out.status.code().or(out.status.signal().map(|s| 128 + s));
+    assert!(
+        matches!(code, Some(3) | Some(141)),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

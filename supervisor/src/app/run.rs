@@ -1,12 +1,13 @@
 //! `run` without `--detach`: launch in this process, stream the output, exit with the workload's
-//! code — and otherwise behave like the bare command (SPEC W1–W5):
+//! code — and otherwise behave like the bare command (SPEC W1–W5, W9–W12):
 //!
 //! - **stdin** (W1): this process's own fd 0 is the workload's, passed as it is (a pipe or a
 //!   file keeps its end of file, offsets and seeks, as under `tini`). Two cases relay it
 //!   through a pipe instead: a terminal (the workload runs in its own process group, so reading
 //!   the terminal itself would stop it with `SIGTTIN`; `run` reads it only while its own group
 //!   is in the foreground) and `--idle-timeout` (input is activity). `--detach` launches read
-//!   `/dev/null`.
+//!   `/dev/null`. A `--pty` launch whose stdin is not a terminal gets that input relayed into its
+//!   terminal and then the terminal's end of file (W12).
 //! - **signals** (W2, W9): every catchable signal `run` receives is forwarded to the workload
 //!   (through the guardian), except `SIGCHLD` (about `run`'s own child) and `SIGPIPE` (ignored:
 //!   a broken stdout reaches the workload as a broken pipe instead) and the fault signals.
@@ -107,7 +108,12 @@ fn forward_terminal(input: InputWriter) -> Result<(), CliError> {
 /// Relays this process's stdin into the workload's stdin pipe until end of file (then closes
 /// it) or until the workload closes its end. On a terminal, reads only while this process's
 /// group is the terminal's foreground group (a background read would stop `run`).
-fn relay_stdin(input: InputWriter, terminal: bool) -> Result<(), CliError> {
+///
+/// With `pty` (a `--pty` launch whose stdin is a pipe, a file or `/dev/null`, W12) the input
+/// goes into the workload's terminal, and its end is the terminal's end-of-file character, as
+/// `script` gives it: one after a complete line (or no input), two after a partial one (the
+/// first hands the partial line to the reader, the second reads as the end).
+fn relay_stdin(input: InputWriter, terminal: bool, pty: bool) -> Result<(), CliError> {
     // A terminal that is not our controlling terminal has no foreground group for us.
     let foreground = move || {
         !terminal
@@ -118,14 +124,22 @@ fn relay_stdin(input: InputWriter, terminal: bool) -> Result<(), CliError> {
         .name("refine-stdin".into())
         .spawn(move || {
             let mut buf = vec![0u8; 64 * 1024];
+            let mut partial_line = false;
             loop {
                 if !foreground() {
                     std::thread::sleep(BACKGROUND_RECHECK);
                     continue;
                 }
                 match rustix::io::read(rustix::stdio::stdin(), &mut buf) {
-                    Ok(0) => break,
+                    Ok(0) => {
+                        if pty {
+                            let eof = [PTY_EOF; 2];
+                            let _ = input.feed_input(&eof[..1 + usize::from(partial_line)]);
+                        }
+                        break;
+                    }
                     Ok(n) => {
+                        partial_line = buf[n - 1] != b'\n';
                         if input.feed_input(&buf[..n]).is_err() {
                             break;
                         }
@@ -146,6 +160,10 @@ fn relay_stdin(input: InputWriter, terminal: bool) -> Result<(), CliError> {
         })?;
     Ok(())
 }
+
+/// The end-of-file character (`VEOF`, Ctrl-D) of the terminal a PTY launch gets: the kernel's
+/// default, which the guardian leaves as it is.
+const PTY_EOF: u8 = 0x04;
 
 /// How often a stdin relay on a terminal looks whether `run` is back in the foreground.
 const BACKGROUND_RECHECK: Duration = Duration::from_millis(100);
@@ -327,6 +345,7 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         (false, true) => StdinMode::Pipe,
         (false, false) => StdinMode::Inherit,
     };
+    let req_pty = req.pty.is_some();
     // This thread drives the launch's engine (below) and relays signals beside it.
     let sup = Supervisor::new(rt.clone()).driven_by_caller();
     let handle = sup.launch(req).map_err(ServiceError::Launch)?;
@@ -343,7 +362,10 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         None
     };
     if relay {
-        relay_stdin(handle.input_writer(), stdin_is_terminal)?;
+        relay_stdin(handle.input_writer(), stdin_is_terminal, false)?;
+    } else if req_pty && !interactive {
+        // W12: a pipe, a file or `/dev/null` on stdin reaches the terminal, then its end.
+        relay_stdin(handle.input_writer(), false, true)?;
     }
     let mut relay = Relay::new(signals, opts.stop_grace)?;
     let mut result = handle
@@ -401,7 +423,13 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         result.capture.wait_delivered();
     }
     if opts.json {
-        print_json(&doc)?;
+        // The reader went away (`run --json | true`) or the output failed: the document cannot
+        // be given, the status still is (W12).
+        if let Err(CliError::Output(e)) = print_json(&doc) {
+            if e.kind() != io::ErrorKind::BrokenPipe {
+                eprintln!("refine-supervisor: cannot print the result document: {e}");
+            }
+        }
     } else {
         if let LaunchOutcome::SpawnFailed { errno } = result.outcome {
             eprintln!("refine-supervisor: {}", spawn_failure(&spec, errno));
