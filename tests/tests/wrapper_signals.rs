@@ -638,3 +638,211 @@ fn the_status_survives_a_gone_stdout_reader() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// What the peers' own suites check (tini `test/`, dumb-init `tests/`), as this project's tests.
+
+/// tini's sigconf check: the workload starts with what the caller ignored (SIGTTOU, SIGSEGV,
+/// SIGINT) and blocked (SIGTTIN, SIGILL, SIGTERM), including signals `run` itself relays. The
+/// probe is `cat`: `grep` installs its own SIGSEGV handler, and `dash` resets SIGSEGV.
+#[test]
+fn peer_sigconf_ignored_and_blocked_signals_survive_the_wrapper() {
+    let home = Home::new();
+    let mut cmd = home.command(&["run", "--", "cat", "/proc/self/status"]);
+    with_signal_state(
+        &mut cmd,
+        &[libc::SIGTTOU, libc::SIGSEGV, libc::SIGINT],
+        &[libc::SIGTTIN, libc::SIGILL, libc::SIGTERM],
+    );
+    let out = output_of(cmd);
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
+    let (ign, blk) = sig_sets(&String::from_utf8_lossy(&out.stdout));
+    let want_ign = bit(libc::SIGTTOU) | bit(libc::SIGSEGV) | bit(libc::SIGINT);
+    assert_eq!(ign & want_ign, want_ign, "SigIgn {ign:x}");
+    assert_eq!(
+        blk,
+        bit(libc::SIGTTIN) | bit(libc::SIGILL) | bit(libc::SIGTERM),
+        "SigBlk {blk:x}"
+    );
+}
+
+/// dumb-init's `test_proxies_signals`: every normal signal sent to the wrapper reaches the
+/// workload, each once and in the order sent. Normal here: 1–31 but SIGKILL/SIGSTOP (the kernel's),
+/// SIGCHLD (about `run`'s own child), the job-control stops (which stop `run` too, tested in
+/// `wrapper.rs`), and what `run` never relays by design: SIGPIPE and the fault signals (SEGV,
+/// BUS, ILL, FPE, TRAP, SYS); plus real-time signals.
+#[test]
+fn peer_every_normal_signal_is_forwarded_once_in_order() {
+    use std::io::{BufRead, BufReader};
+    let home = Home::new();
+    let printer = refine_tests::bin("signal-printer");
+    let printer = printer.to_str().unwrap();
+    let mut child = home
+        .command(&["run", "--", printer])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn run");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut next = || lines.next().and_then(|l| l.ok()).unwrap_or_default();
+    assert_eq!(next(), "ready");
+    let skipped = [
+        libc::SIGKILL,
+        libc::SIGSTOP,
+        libc::SIGCHLD,
+        libc::SIGTSTP,
+        libc::SIGTTIN,
+        libc::SIGTTOU,
+        libc::SIGPIPE,
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGILL,
+        libc::SIGFPE,
+        libc::SIGTRAP,
+        libc::SIGSYS,
+    ];
+    let rt = [libc::SIGRTMIN(), libc::SIGRTMIN() + 5, libc::SIGRTMAX()];
+    let sent: Vec<i32> = (1..32).filter(|s| !skipped.contains(s)).chain(rt).collect();
+    for &sig in &sent {
+        signal(&child, sig);
+        assert_eq!(
+            next(),
+            sig.to_string(),
+            "after signal {sig} (sent so far: {sent:?})"
+        );
+    }
+    // SIGINT a second time: the request again ends the scope (W9).
+    signal(&child, libc::SIGINT);
+    let st = wait_bounded(&mut child, DEADLINE, "run after the second SIGINT");
+    assert_eq!(st.code(), Some(137), "{st}");
+}
+
+/// tini's and dumb-init's exit status tests: every code 0–255 comes back as it is, and a death
+/// by signal N as 128+N.
+#[test]
+fn peer_exit_codes_and_signal_deaths_come_back_as_they_are() {
+    let home = Home::new();
+    for code in (0..=255).step_by(3).chain([1, 2, 126, 127, 128, 254, 255]) {
+        let script = format!("exit {code}");
+        let out = home.cli(&["run", "--", "sh", "-c", &script]);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{}",
+            describe(&["run", &script], &out)
+        );
+    }
+    for sig in [
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGKILL,
+        libc::SIGUSR1,
+    ] {
+        let script = format!("kill -{sig} $$");
+        let out = home.cli(&["run", "--", "sh", "-c", &script]);
+        assert_eq!(
+            out.status.code(),
+            Some(128 + sig),
+            "{}",
+            describe(&["run", &script], &out)
+        );
+    }
+}
+
+/// `/proc/PID/task/*/children` of `pid`, each with its state letter.
+fn children_of(pid: u32) -> Vec<(u32, char)> {
+    let mut kids = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return kids;
+    };
+    for t in tasks.flatten() {
+        let list = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        for k in list
+            .split_whitespace()
+            .filter_map(|k| k.parse::<u32>().ok())
+        {
+            let stat = std::fs::read_to_string(format!("/proc/{k}/stat")).unwrap_or_default();
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].trim_start().chars().next())
+                .unwrap_or('?');
+            kids.push((k, state));
+        }
+    }
+    kids
+}
+
+/// tini's reaping test: orphans the workload leaves behind are adopted and reaped while the
+/// workload runs (no zombie stays under the guardian), and the scope's end waits for them.
+#[test]
+fn peer_orphans_are_reaped_no_zombie_stays() {
+    let home = Home::new();
+    let ready = home.path().join("ready");
+    let guardian_file = home.path().join("guardian");
+    // Five orphans that exit at once (each subshell exits right after its fork), then a wait.
+    let script = format!(
+        "for i in 1 2 3 4 5; do (sh -c 'exit 0' &); done; echo $PPID > {}; : > {}; sleep 300",
+        guardian_file.display(),
+        ready.display()
+    );
+    let mut child = home
+        .command(&["run", "--json", "--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn run");
+    let out = collect(child.stdout.take().expect("stdout"));
+    wait_file(&mut child, &ready, "the workload's ready file");
+    let guardian: u32 = std::fs::read_to_string(&guardian_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut kids = Vec::new();
+    let reaped = wait_until(DEADLINE, || {
+        kids = children_of(guardian);
+        kids.iter().all(|&(_, s)| s != 'Z') && kids.len() == 1
+    });
+    assert!(reaped, "the guardian's children: {kids:?}");
+    signal(&child, libc::SIGTERM);
+    let st = wait_bounded(&mut child, DEADLINE, "run after SIGTERM");
+    let doc = json_of(&out.join().unwrap());
+    assert_eq!(st.code(), Some(143), "{st}: {doc}");
+    assert_eq!(doc["scope"], "exited", "{doc}");
+}
+
+/// tini's pdeathsignal test, for a wrapper: when `run` itself is killed (SIGKILL, nothing to
+/// forward), the guardian sends the workload the parent-death signal (SIGKILL for `run`) and the
+/// scope still ends with a receipt.
+#[test]
+fn peer_the_launchers_death_reaches_the_workload() {
+    let home = Home::new();
+    let pidfile = home.path().join("pid");
+    let script = format!("echo $$ > {}; exec sleep 300", pidfile.display());
+    let mut child = home
+        .command(&["run", "--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn run");
+    let mut pid = None;
+    assert!(wait_until(DEADLINE, || {
+        pid = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok());
+        pid.is_some()
+            && std::fs::read_to_string(format!("/proc/{}/comm", pid.unwrap()))
+                .is_ok_and(|c| c.trim() == "sleep")
+    }));
+    let workload = pidfd(pid.unwrap());
+    signal(&child, libc::SIGKILL);
+    let _ = child.wait();
+    assert!(
+        exited_within(&workload, DEADLINE),
+        "the workload outlived its launcher"
+    );
+    let rows = home.ps();
+    let id = rows[0]["id"].as_str().unwrap().to_owned();
+    home.wait_state(&id, "exited");
+}
