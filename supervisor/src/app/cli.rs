@@ -102,6 +102,9 @@ impl<T: clap::FromArgMatches> clap::FromArgMatches for Deferred<T> {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Launch one managed command in this process, stream its output, exit with its status.
+    /// The workload gets this process's stdin and the signal state it inherited (ignored
+    /// signals, blocked mask; a signal inherited as ignored is not relayed); every other signal
+    /// run receives is forwarded to it (SIGINT/SIGTERM: see --stop-grace).
     Run(Deferred<RunArgs>),
     /// Run the service for this port in the foreground. SIGTERM/SIGINT stop it and its own
     /// launches: SIGTERM to each, up to --shutdown-grace for them to end, then the shared stop,
@@ -179,7 +182,9 @@ pub struct RunArgs {
     /// Purpose metadata stored in the record (repeatable).
     #[arg(long = "meta", value_name = "K=V", value_parser = parse_kv)]
     pub meta: Vec<(String, String)>,
-    /// Run on a pseudo-terminal.
+    /// Run on a pseudo-terminal. On a terminal it is interactive (keys, resizes); a pipe, file
+    /// or /dev/null on stdin is relayed into it and then its end of file (Ctrl-D), as `script`
+    /// does.
     #[arg(long)]
     pub pty: bool,
     /// Ask the running service to launch it; print the id and return.
@@ -198,7 +203,7 @@ pub struct RunArgs {
     /// forwarded.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = STOP_GRACE_DEFAULT)]
     pub stop_grace: Duration,
-    /// Byte cap of each output artifact (e.g. 10M, 1GiB; 0: none); past it the stream is
+    /// Byte cap of each output artifact (e.g. 10M, 1.5M, 1GiB; 0: none); past it the stream is
     /// incomplete ("log cap") and the pipe is still drained.
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = LOG_CAP_DEFAULT)]
     pub log_cap: u64,
