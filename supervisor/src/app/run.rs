@@ -48,7 +48,7 @@ use crate::registry::{Runtime, Stream};
 pub struct RunOptions {
     /// Print the result document instead of streaming the output.
     pub json: bool,
-    /// After a forwarded `SIGINT`/`SIGTERM`/`SIGHUP`, how long the workload has to end by
+    /// After a forwarded `SIGINT`/`SIGTERM` (W9), how long the workload has to end by
     /// itself before the shared stop ends the scope.
     pub stop_grace: Duration,
     /// The command as bytes (W6; the ask's `argv` is its text form, for documents).
