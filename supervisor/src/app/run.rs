@@ -10,7 +10,8 @@
 //!   terminal and then the terminal's end of file (W12).
 //! - **signals** (W2, W9): every catchable signal `run` receives is forwarded to the workload
 //!   (through the guardian), except `SIGCHLD` (about `run`'s own child) and `SIGPIPE` (ignored:
-//!   a broken stdout reaches the workload as a broken pipe instead) and the fault signals.
+//!   a broken stdout reaches the workload as a broken pipe instead); a fault signal sent with
+//!   `kill` is forwarded too (a real fault still ends `run`).
 //!   Only `SIGINT` and `SIGTERM` are requests to end: forwarded, then the workload has
 //!   `--stop-grace`; once it has ended (or the grace has passed: outcome `cancelled`), what is
 //!   left of its scope ends through the shared stop and `run` exits with the workload's
@@ -168,12 +169,21 @@ const PTY_EOF: u8 = 0x04;
 /// How often a stdin relay on a terminal looks whether `run` is back in the foreground.
 const BACKGROUND_RECHECK: Duration = Duration::from_millis(100);
 
-/// Every signal `run` takes: all catchable ones but the fault signals (a handler that returns
-/// from a real fault would re-run the faulting instruction), `SIGCHLD` (about `run`'s own
-/// children; `main` has set it to its default, G11) and `SIGPIPE` (stays ignored).
+/// Every signal `run` takes: all catchable ones but `SIGCHLD` (about `run`'s own children;
+/// `main` has set it to its default, G11) and `SIGPIPE` (stays ignored: `run`'s own broken
+/// stdout must not reach the workload as a signal). The fault signals are taken too: one sent
+/// with `kill` is forwarded like any other, while a real fault in `run` still ends it (the
+/// kernel unblocks a synchronous fault and restores its default action before it delivers it;
+/// no handler runs, so none can return into the faulting instruction).
 fn relayed_signals() -> Vec<i32> {
     use signal_hook::consts::*;
     let mut v = vec![
+        SIGILL,
+        SIGTRAP,
+        SIGBUS,
+        SIGFPE,
+        SIGSEGV,
+        libc::SIGSYS,
         SIGHUP,
         SIGINT,
         SIGQUIT,
