@@ -556,7 +556,7 @@ fn isolate(spec: &LaunchSpec<'static>) -> Result<(), Errno> {
     }
 }
 
-/// Stdio, controlling tty, signals, limits: in this order, stopping at the first error. The
+/// Stdio, controlling tty, signals (a clean state, or the launch's inherited one), limits: in this order, stopping at the first error. The
 /// limits go before the user switch (raising a hard limit needs the privilege it gives up).
 fn prepare(spec: &LaunchSpec<'static>, stdio: &[Option<OwnedFd>; 3]) -> Result<(), Errno> {
     for (target, fd) in stdio.iter().enumerate() {
@@ -568,7 +568,9 @@ fn prepare(spec: &LaunchSpec<'static>, stdio: &[Option<OwnedFd>; 3]) -> Result<(
         child::set_controlling_tty()?;
     }
     child::cloexec_from_3();
-    child::reset_signals()?;
+    // G8, W10: a clean start, or the launcher's own inherited state (ignored, blocked).
+    let st = spec.signal_state.unwrap_or_default();
+    child::reset_signals(st.ignored, st.blocked)?;
     for l in spec.rlimits.iter() {
         child::setrlimit(l.resource, l.soft, l.hard)?;
     }

@@ -82,11 +82,17 @@ impl LaunchAsk {
     }
 }
 
-/// An optional [`Duration`] as whole milliseconds on the wire.
+/// The longest duration anything takes from outside (a deadline, a grace, a wait, an age): ten
+/// years. Every duration from a command line or a request is bounded by it when it is parsed,
+/// so no clock arithmetic on it can overflow (SPEC W11: refused in one line, never an abort).
+pub const MAX_DURATION: Duration = Duration::from_secs(3650 * 86_400);
+
+/// An optional [`Duration`] as whole milliseconds on the wire; more than [`MAX_DURATION`] is
+/// refused when it is decoded.
 mod millis {
     use std::time::Duration;
 
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde::{de::Error, Deserialize, Deserializer, Serialize, Serializer};
 
     pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
         d.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -94,7 +100,13 @@ mod millis {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+        let max = super::MAX_DURATION.as_millis();
+        match Option::<u64>::deserialize(d)? {
+            Some(ms) if u128::from(ms) > max => Err(D::Error::custom(format_args!(
+                "{ms} ms is longer than the clock holds (at most {max} ms, ten years)"
+            ))),
+            ms => Ok(ms.map(Duration::from_millis)),
+        }
     }
 }
 

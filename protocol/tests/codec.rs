@@ -79,6 +79,7 @@ fn launch_bytes() -> Vec<u8> {
         env: &env,
         rlimits: &limits,
         credentials: None,
+        signal_state: None,
     };
     // Sized exactly: launch_len is what encode_launch writes, and one byte less does not fit.
     let mut buf = vec![0u8; launch_len(&params)];
@@ -238,6 +239,7 @@ fn launch_rejects_strings_without_nul_and_bad_fields() {
             env: &[],
             rlimits: &[],
             credentials: None,
+            signal_state: None,
         },
         &mut buf,
     );
@@ -258,6 +260,7 @@ fn launch_rejects_strings_without_nul_and_bad_fields() {
             env: &[],
             rlimits: &[],
             credentials: None,
+            signal_state: None,
         },
         &mut buf,
     );
@@ -564,6 +567,7 @@ fn launch_encoder_enforces_the_decoders_domain() {
             env: &[],
             rlimits: &[],
             credentials: None,
+            signal_state: None,
         }
     }
     let mut out = vec![0u8; MAX_FRAME];
@@ -615,6 +619,7 @@ fn launch_without_a_parent_death_signal() {
         env: &[],
         rlimits: &[],
         credentials: None,
+        signal_state: None,
     };
     let mut out = vec![0u8; MAX_FRAME];
     let n = encode_launch(&p(None), &mut out).unwrap();
@@ -766,6 +771,7 @@ fn launch_credentials_round_trip_and_limits() {
         env: &[],
         rlimits: &[],
         credentials,
+        signal_state: None,
     };
     let encode = |p: &LaunchParams<'_>| {
         let mut buf = vec![0u8; launch_len(p)];
@@ -848,4 +854,65 @@ fn launch_credentials_round_trip_and_limits() {
             field: "credentials"
         }
     );
+}
+
+/// W10: the launcher's inherited signal state travels with flag bit 4 and comes back as it went;
+/// without it the flag is clear; a set that names SIGKILL or SIGSTOP is refused by the encoder
+/// (and would be by the decoder).
+#[test]
+fn launch_signal_state_round_trips_and_refuses_unblockable_signals() {
+    use refine_protocol::frame::{SignalState, FLAG_SIGNAL_STATE};
+    const ARGV: [&[u8]; 1] = [b"/bin/true"];
+    let p = |signal_state| LaunchParams {
+        flags: 0,
+        pdeath_signal: None,
+        start_timeout_ms: 1000,
+        stdio_fds: 0,
+        registration: RegistrationId([1; 16]),
+        runtime: RuntimeId([2; 16]),
+        proof_path: b"/p",
+        cwd: b"",
+        argv: &ARGV,
+        env: &[],
+        rlimits: &[],
+        credentials: None,
+        signal_state,
+    };
+    let mut out = vec![0u8; MAX_FRAME];
+    let st = SignalState {
+        ignored: 1 << (libc_sig::HUP - 1),
+        blocked: (1 << (libc_sig::USR2 - 1)) | (1 << 63),
+    };
+    let n = encode_launch(&p(Some(st)), &mut out).unwrap();
+    assert_eq!(n, launch_len(&p(Some(st))));
+    let Frame::Launch(spec) = Frame::decode(&out[..n]).unwrap() else {
+        panic!("not a launch frame")
+    };
+    assert_eq!(spec.signal_state, Some(st));
+    assert_eq!(spec.flags, FLAG_SIGNAL_STATE);
+    let n = encode_launch(&p(None), &mut out).unwrap();
+    let Frame::Launch(spec) = Frame::decode(&out[..n]).unwrap() else {
+        panic!("not a launch frame")
+    };
+    assert_eq!((spec.signal_state, spec.flags), (None, 0));
+    for bad in [
+        SignalState {
+            ignored: 1 << (libc_sig::KILL - 1),
+            blocked: 0,
+        },
+        SignalState {
+            ignored: 0,
+            blocked: 1 << (libc_sig::STOP - 1),
+        },
+    ] {
+        assert!(encode_launch(&p(Some(bad)), &mut out).is_err(), "{bad:?}");
+    }
+}
+
+/// Signal numbers the signal-state test names (Linux).
+mod libc_sig {
+    pub const HUP: u32 = 1;
+    pub const KILL: u32 = 9;
+    pub const USR2: u32 = 12;
+    pub const STOP: u32 = 19;
 }

@@ -61,6 +61,7 @@ fn main() -> anyhow::Result<()> {
             start_timeout: guardian::DEFAULT_START_TIMEOUT,
             guardian_exe: None,
             credentials: None,
+            signal_state: None,
         },
     )?;
     eprintln!(

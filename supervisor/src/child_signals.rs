@@ -18,6 +18,56 @@
 //! a `SIGCHLD` handler yet that this could displace; no thread exists that the mask would miss).
 #![allow(unsafe_code)]
 
+/// The signal state this process inherited, read by [`capture_inherited`].
+static INHERITED: std::sync::OnceLock<refine_protocol::frame::SignalState> =
+    std::sync::OnceLock::new();
+
+/// Reads the signal state this process inherited (W10): the signals set to `SIG_IGN` and the
+/// blocked mask. Call first thing in `main`, before [`reset`] or anything else changes them.
+/// `SIGPIPE` is left out: the Rust runtime ignores it before `main`, so whether the caller did
+/// cannot be told (the workload gets it at its default, W3).
+pub fn capture_inherited() {
+    let mut st = refine_protocol::frame::SignalState::default();
+    // SAFETY: `old` and `mask` are local and zero-initialized; sigaction with a null new action
+    // only reads the current one (signals libc keeps for itself fail with EINVAL and are left
+    // out); pthread_sigmask with a null new set only reads the mask; sigismember reads `mask`.
+    unsafe {
+        for sig in 1..=64 {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP || sig == libc::SIGPIPE {
+                continue;
+            }
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == libc::SIG_IGN
+            {
+                st.ignored |= 1 << (sig - 1);
+            }
+        }
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        if libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut mask) == 0 {
+            for sig in 1..=64 {
+                if sig != libc::SIGKILL
+                    && sig != libc::SIGSTOP
+                    && libc::sigismember(&mask, sig) == 1
+                {
+                    st.blocked |= 1 << (sig - 1);
+                }
+            }
+        }
+    }
+    let _ = INHERITED.set(st);
+}
+
+/// What [`capture_inherited`] read (a clean state if it was not called).
+pub fn inherited() -> refine_protocol::frame::SignalState {
+    INHERITED.get().copied().unwrap_or_default()
+}
+
+/// Whether `sig` was inherited as `SIG_IGN` ([`capture_inherited`]).
+pub fn inherited_ignored(sig: i32) -> bool {
+    (1..=64).contains(&sig) && inherited().ignored & (1 << (sig - 1)) != 0
+}
+
 /// Sets `SIGCHLD` to `SIG_DFL` and unblocks it in the calling thread. Call at the start of
 /// `main`, before any thread is spawned. Best effort: the calls cannot fail for `SIGCHLD`.
 pub fn reset() {

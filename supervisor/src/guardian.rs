@@ -80,6 +80,9 @@ pub struct LaunchConfig {
     pub guardian_exe: Option<PathBuf>,
     /// Who the workload runs as (`None`: this process's credentials).
     pub credentials: Option<crate::credentials::Credentials>,
+    /// The signal state the workload starts with (`None`: a clean one, G8; W10: `run` passes
+    /// what it inherited itself).
+    pub signal_state: Option<refine_protocol::frame::SignalState>,
 }
 
 /// What the guardian reports after `Hello`.
@@ -240,6 +243,7 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
                 gid: c.gid,
                 groups: &c.groups,
             }),
+        signal_state: config.signal_state,
     };
     // Sized to this launch (a few hundred bytes, usually), capped at the largest frame: a
     // bigger launch fails to encode exactly as before.

@@ -135,6 +135,7 @@ impl Launch {
                     groups,
                 }
             }),
+            signal_state: None,
         };
         let mut buf = vec![0u8; MAX_FRAME];
         let len = encode_launch(&params, &mut buf).expect("encode launch");

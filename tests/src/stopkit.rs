@@ -108,6 +108,7 @@ pub fn request(argv: Vec<OsString>, out: OwnedFd) -> RegisteredLaunch {
         start_timeout: Duration::from_secs(30),
         guardian_exe: None,
         credentials: None,
+        signal_state: None,
     }
 }
 

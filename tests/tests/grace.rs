@@ -195,10 +195,19 @@ fn kill_after_gives_a_deadline_a_grace_and_keeps_its_outcome() {
 }
 
 #[test]
-fn a_deadline_without_kill_after_kills_negative_control() {
+fn a_deadline_with_kill_after_0_kills_negative_control() {
     let home = Home::new();
     let argv = trapper("TERM");
-    let mut args = vec!["run", "--json", "--timeout", "1s", "--"];
+    // `--kill-after 0`: no grace (a deadline alone has 5 s, W11).
+    let mut args = vec![
+        "run",
+        "--json",
+        "--timeout",
+        "1s",
+        "--kill-after",
+        "0",
+        "--",
+    ];
     args.extend(strs(&argv));
     let out = home.cli(&args);
     let doc = parse(&args, &out);

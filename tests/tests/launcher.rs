@@ -32,6 +32,7 @@ fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
         start_timeout: Duration::from_secs(30),
         guardian_exe: Some(bin("refine-guardian")),
         credentials: None,
+        signal_state: None,
     }
 }
 

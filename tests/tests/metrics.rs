@@ -158,7 +158,11 @@ fn exposition_follows_launches_stops_and_receipt_failures() {
     // A launch that completes, and one whose completion deadline the engine enforces.
     let done = detach(&home, &[], &["true"]);
     served.wait_for("refine_launches_total{outcome=\"completed\"}", 1.0);
-    detach(&home, &["--timeout", "1s"], &["sleep", "600"]);
+    detach(
+        &home,
+        &["--timeout", "1s", "--kill-after", "0"],
+        &["sleep", "600"],
+    );
     let live = detach(&home, &[], &["sleep", "600"]);
     let text = served.wait_for("refine_launches_total{outcome=\"timed_out\"}", 1.0);
     assert_eq!(

@@ -828,10 +828,31 @@ pub mod child {
         cvt(unsafe { syscall!(libc::SYS_ioctl, 0, libc::TIOCSCTTY, 0) }).map(drop)
     }
 
-    /// Every disposition back to `SIG_DFL` ([`super::reset_dispositions`]), then an empty mask.
-    pub fn reset_signals() -> Result<(), Errno> {
+    /// Every disposition back to `SIG_DFL` ([`super::reset_dispositions`]), then `SIG_IGN` for
+    /// the signals of `ignored` and `blocked` as the mask (bit n-1: signal n; both empty for a
+    /// clean start). `SIGKILL`/`SIGSTOP` bits are refused by the decoder and skipped here.
+    pub fn reset_signals(ignored: u64, blocked: u64) -> Result<(), Errno> {
         super::reset_dispositions();
-        set_signal_mask(0)
+        // A kernel `struct sigaction` whose handler is SIG_IGN (1), no flags, an empty mask.
+        let ign = [1u64, 0, 0, 0];
+        for sig in 1..=64 as c_int {
+            if ignored & (1 << (sig - 1)) == 0 || sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            // SAFETY: ign is a live buffer at least the size of the kernel's struct sigaction
+            // (handler SIG_IGN, the rest zero); the old action is not requested; sigsetsize is
+            // the kernel's (8).
+            unsafe {
+                syscall!(
+                    libc::SYS_rt_sigaction,
+                    sig,
+                    ign.as_ptr(),
+                    0usize,
+                    SIGSET_SIZE
+                )
+            };
+        }
+        set_signal_mask(blocked)
     }
 
     /// Marks every descriptor from 3 up close-on-exec, so the workload gets exactly its

@@ -43,6 +43,9 @@
 //! u32 rlimit count (<= MAX_RLIMITS), each: u32 resource, u64 soft, u64 hard (u64::MAX = infinity)
 //! only with flag bit 3 (CREDENTIALS): u32 uid, u32 gid, u32 group count (<= MAX_GROUPS),
 //!   that many u32 supplementary gids (none of the ids may be u32::MAX, the kernel's "unchanged")
+//! only with flag bit 4 (SIGNAL_STATE): u64 ignored set, u64 blocked mask, bit n-1 for signal n
+//!   (the launcher's inherited state, W10; SIGKILL and SIGSTOP bits must be 0); without it the
+//!   workload starts with every disposition default and an empty mask
 //! ```
 //! where `str` is a `u32` length and that many bytes, the last of which is the only NUL, so the
 //! guardian can hand pointers into the receive buffer straight to `execve` without allocating.
@@ -76,7 +79,28 @@ pub const FLAG_NO_PDEATH_SIGNAL: u32 = 1 << 2;
 /// The workload runs under the launch's credentials (X1); set by the encoder from
 /// [`LaunchParams::credentials`].
 pub const FLAG_CREDENTIALS: u32 = 1 << 3;
-const KNOWN_FLAGS: u32 = FLAG_PTY | FLAG_NEW_SESSION | FLAG_CREDENTIALS;
+/// The workload starts with the launch's [`SignalState`] (W10); set by the encoder from
+/// [`LaunchParams::signal_state`].
+pub const FLAG_SIGNAL_STATE: u32 = 1 << 4;
+const KNOWN_FLAGS: u32 = FLAG_PTY | FLAG_NEW_SESSION | FLAG_CREDENTIALS | FLAG_SIGNAL_STATE;
+
+/// The signal state a workload starts with instead of a clean one (W10: what `run` itself
+/// inherited, as the bare command would have it): bit `n - 1` stands for signal `n`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SignalState {
+    /// Signals set to `SIG_IGN`.
+    pub ignored: u64,
+    /// The blocked mask.
+    pub blocked: u64,
+}
+
+impl SignalState {
+    /// Neither set names `SIGKILL` or `SIGSTOP` (the kernel refuses to ignore or block them).
+    pub const fn is_valid(&self) -> bool {
+        let unblockable = (1u64 << (9 - 1)) | (1u64 << (19 - 1));
+        (self.ignored | self.blocked) & unblockable == 0
+    }
+}
 /// Most supplementary groups a launch may give its workload.
 pub const MAX_GROUPS: usize = 256;
 
@@ -162,6 +186,8 @@ pub struct LaunchParams<'a> {
     pub rlimits: &'a [Rlimit],
     /// `None`: the workload keeps the guardian's credentials.
     pub credentials: Option<Credentials<'a>>,
+    /// `None`: the workload starts clean (every disposition default, an empty mask).
+    pub signal_state: Option<SignalState>,
 }
 
 /// A decoded launch spec: a validated view into the received bytes.
@@ -182,6 +208,8 @@ pub struct LaunchSpec<'a> {
     pub rlimits: RlimitList<'a>,
     /// Set when flag [`FLAG_CREDENTIALS`] is.
     pub credentials: Option<DecodedCredentials<'a>>,
+    /// Set when flag [`FLAG_SIGNAL_STATE`] is.
+    pub signal_state: Option<SignalState>,
 }
 
 /// Decoded [`Credentials`]: the groups are a validated view into the frame.
@@ -409,6 +437,7 @@ pub fn launch_len(p: &LaunchParams<'_>) -> usize {
         + 4
         + p.rlimits.len() * (4 + 8 + 8)
         + p.credentials.map_or(0, |c| 3 * 4 + c.groups.len() * 4)
+        + p.signal_state.map_or(0, |_| 2 * 8)
 }
 
 pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, EncodeError> {
@@ -470,10 +499,20 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
             });
         }
     }
+    if p.signal_state.is_some_and(|st| !st.is_valid()) {
+        return Err(EncodeError::InvalidField {
+            field: "signal state",
+        });
+    }
     // The flag says whether credentials follow: it mirrors `p.credentials`.
     let flags = match p.credentials {
         Some(_) => p.flags | FLAG_CREDENTIALS,
         None => p.flags & !FLAG_CREDENTIALS,
+    };
+    // Likewise the signal state.
+    let flags = match p.signal_state {
+        Some(_) => flags | FLAG_SIGNAL_STATE,
+        None => flags & !FLAG_SIGNAL_STATE,
     };
     let mut w = Writer::new(out);
     start_frame(&mut w, kind::LAUNCH)?;
@@ -506,6 +545,10 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
         for &g in c.groups {
             w.u32(g)?;
         }
+    }
+    if let Some(st) = p.signal_state {
+        w.u64(st.ignored)?;
+        w.u64(st.blocked)?;
     }
     finish_frame(&mut w)
 }
@@ -715,6 +758,21 @@ fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
         0 => None,
         _ => Some(decode_credentials(r)?),
     };
+    let signal_state = match flags & FLAG_SIGNAL_STATE {
+        0 => None,
+        _ => {
+            let st = SignalState {
+                ignored: r.u64()?,
+                blocked: r.u64()?,
+            };
+            if !st.is_valid() {
+                return Err(DecodeError::InvalidField {
+                    field: "signal state",
+                });
+            }
+            Some(st)
+        }
+    };
     Ok(LaunchSpec {
         flags,
         pdeath_signal,
@@ -731,6 +789,7 @@ fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
             bytes: rl,
         },
         credentials,
+        signal_state,
     })
 }
 

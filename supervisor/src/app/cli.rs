@@ -102,6 +102,9 @@ impl<T: clap::FromArgMatches> clap::FromArgMatches for Deferred<T> {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Launch one managed command in this process, stream its output, exit with its status.
+    /// The workload gets this process's stdin and the signal state it inherited (ignored
+    /// signals, blocked mask; a signal inherited as ignored is not relayed); every other signal
+    /// run receives is forwarded to it (SIGINT/SIGTERM: see --stop-grace).
     Run(Deferred<RunArgs>),
     /// Run the service for this port in the foreground. SIGTERM/SIGINT stop it and its own
     /// launches: SIGTERM to each, up to --shutdown-grace for them to end, then the shared stop,
@@ -144,6 +147,8 @@ pub enum Command {
 
 /// `run --stop-grace` when not given.
 pub const STOP_GRACE_DEFAULT: &str = "10s";
+/// `run --kill-after` when a deadline is given without it (W11).
+pub const KILL_AFTER_DEFAULT: Duration = Duration::from_secs(5);
 /// `run --log-cap` when not given.
 pub const LOG_CAP_DEFAULT: &str = "1GiB";
 
@@ -155,15 +160,17 @@ pub struct RunArgs {
     /// Kind of workload.
     #[arg(long, value_enum, default_value_t = KindArg::Command)]
     pub kind: KindArg,
-    /// Completion deadline from the start (e.g. 30s, 5m, 2h, 7d).
+    /// Completion deadline from the start (e.g. 30s, 0.5, 5m, 2h, 7d; a bare number is
+    /// seconds, at most 3650d), for the whole scope: SIGTERM to the workload's process group,
+    /// then the scope is stopped after --kill-after; run exits 124 (137 if it had to kill).
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
     /// Idle deadline: no output, input, resize or signal activity for this long.
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub idle_timeout: Option<Duration>,
-    /// When a deadline passes, SIGTERM the workload's process group first and kill the scope
-    /// only this much later (coreutils `timeout -k`); the outcome stays the deadline's, and run
-    /// exits 124 (137 once it had to kill), as timeout does.
+    /// When a deadline passes, SIGTERM the workload's process group first and stop the scope
+    /// only this much later (coreutils `timeout -k`; default 5s, 0: kill at once); the outcome
+    /// stays the deadline's, and run exits 124 (137 once it had to kill), as timeout does.
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub kill_after: Option<Duration>,
     /// Working directory of the workload (default: this one).
@@ -175,7 +182,9 @@ pub struct RunArgs {
     /// Purpose metadata stored in the record (repeatable).
     #[arg(long = "meta", value_name = "K=V", value_parser = parse_kv)]
     pub meta: Vec<(String, String)>,
-    /// Run on a pseudo-terminal.
+    /// Run on a pseudo-terminal. On a terminal it is interactive (keys, resizes); a pipe, file
+    /// or /dev/null on stdin is relayed into it and then its end of file (Ctrl-D), as `script`
+    /// does.
     #[arg(long)]
     pub pty: bool,
     /// Ask the running service to launch it; print the id and return.
@@ -187,11 +196,14 @@ pub struct RunArgs {
     /// Print the result object at the end instead of streaming output.
     #[arg(long)]
     pub json: bool,
-    /// After a SIGINT, SIGTERM or SIGHUP (forwarded to the workload), how long the workload has
-    /// to end by itself before its whole scope is stopped (a second such signal: at once).
+    /// After a SIGINT or SIGTERM (forwarded to the workload), how long the workload has to end
+    /// by itself before its whole scope is stopped (the same signal again: at once; the other
+    /// one is only forwarded). Once the workload has ended, the rest of its scope is stopped and
+    /// run exits with the workload's status. Every other signal (HUP, QUIT, USR1...) is only
+    /// forwarded.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = STOP_GRACE_DEFAULT)]
     pub stop_grace: Duration,
-    /// Byte cap of each output artifact (e.g. 10M, 1GiB; 0: none); past it the stream is
+    /// Byte cap of each output artifact (e.g. 10M, 1.5M, 1GiB; 0: none); past it the stream is
     /// incomplete ("log cap") and the pipe is still drained.
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = LOG_CAP_DEFAULT)]
     pub log_cap: u64,
@@ -467,15 +479,21 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     view::parse_duration(text)
 }
 
-/// A byte size: a number with an optional unit, `K`/`M`/`G`/`T` (powers of 1024, also spelt
-/// `KiB`, `KB`, `k`...) or `B`.
+/// A byte size: a number, with an optional fraction (`1.5M`; what is below one byte is dropped),
+/// and an optional unit, `K`/`M`/`G`/`T` (powers of 1024, also spelt `KiB`, `KB`, `k`...) or
+/// `B`.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size (examples: 0, 512K, 10M, 1GiB)"))?;
+    let not_a_size = || format!("{text:?} is not a size (examples: 0, 512K, 1.5M, 1GiB)");
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() || !digits(int) || !digits(frac) || (num.contains('.') && frac.is_empty()) {
+        return Err(not_a_size());
+    }
     let shift = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,
@@ -488,8 +506,19 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
             ))
         }
     };
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("{text:?} is out of range"))
+    let out_of_range = || format!("{text:?} is out of range (at most 16EiB)");
+    let int: u128 = int.parse().map_err(|_| out_of_range())?;
+    // Fraction digits past what one byte of the largest unit can tell change nothing.
+    let frac = &frac[..frac.len().min(20)];
+    let frac_bytes = match frac.parse::<u128>() {
+        Ok(f) => (f << shift) / 10u128.pow(frac.len() as u32),
+        Err(_) => 0,
+    };
+    let bytes = int
+        .checked_mul(1 << shift)
+        .and_then(|b| b.checked_add(frac_bytes))
+        .ok_or_else(out_of_range)?;
+    u64::try_from(bytes).map_err(|_| out_of_range())
 }
 
 /// `K=V` for `--env`: the name is text, the value any bytes.
@@ -650,7 +679,10 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
         meta: args.meta.into_iter().collect(),
         timeout: args.timeout,
         idle_timeout: args.idle_timeout,
-        kill_after: args.kill_after,
+        // W11: a deadline alone is `timeout DUR`: SIGTERM first, the kill 5 s later.
+        kill_after: args.kill_after.or_else(|| {
+            (args.timeout.is_some() || args.idle_timeout.is_some()).then_some(KILL_AFTER_DEFAULT)
+        }),
         pty: args.pty,
         wait_for_slot: args.wait_for_slot,
         log_cap_bytes: Some(args.log_cap),
@@ -1299,5 +1331,32 @@ mod tests {
     fn clap_contract_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("512K"), Ok(512 << 10));
+        assert_eq!(parse_size("1.5M"), Ok(3 << 19));
+        assert_eq!(parse_size("0.5k"), Ok(512));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("1.7b"), Ok(1));
+        assert_eq!(
+            parse_size("16777215.99T"),
+            Ok((16_777_215 << 40) + (99 << 40) / 100)
+        );
+        for bad in [
+            "",
+            "M",
+            ".5M",
+            "5.M",
+            "1.2.3K",
+            "5X",
+            "-1",
+            "16777216T",
+            "1e6",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
     }
 }

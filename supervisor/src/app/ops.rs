@@ -613,7 +613,8 @@ pub(crate) fn launch_request(spec: &LaunchAsk) -> Result<LaunchRequest, ServiceE
         Some(0) => req.log_cap = None,
         Some(n) => req.log_cap = Some(n),
     }
-    req.kill_after = spec.kill_after;
+    // `0`: no grace, the kill at once.
+    req.kill_after = spec.kill_after.filter(|d| !d.is_zero());
     if spec.pty {
         req.pty = Some(WindowSize::default());
     }

@@ -1,18 +1,25 @@
 //! `run` without `--detach`: launch in this process, stream the output, exit with the workload's
-//! code — and otherwise behave like the bare command (SPEC W1–W5):
+//! code — and otherwise behave like the bare command (SPEC W1–W5, W9–W12):
 //!
 //! - **stdin** (W1): this process's own fd 0 is the workload's, passed as it is (a pipe or a
 //!   file keeps its end of file, offsets and seeks, as under `tini`). Two cases relay it
 //!   through a pipe instead: a terminal (the workload runs in its own process group, so reading
 //!   the terminal itself would stop it with `SIGTTIN`; `run` reads it only while its own group
 //!   is in the foreground) and `--idle-timeout` (input is activity). `--detach` launches read
-//!   `/dev/null`.
-//! - **signals** (W2): every catchable signal `run` receives is forwarded to the workload
+//!   `/dev/null`. A `--pty` launch whose stdin is not a terminal gets that input relayed into its
+//!   terminal and then the terminal's end of file (W12).
+//! - **signals** (W2, W9): every catchable signal `run` receives is forwarded to the workload
 //!   (through the guardian), except `SIGCHLD` (about `run`'s own child) and `SIGPIPE` (ignored:
-//!   a broken stdout reaches the workload as a broken pipe instead) and the fault signals.
-//!   `SIGINT`/`SIGTERM`/`SIGHUP` are forwarded first; if the workload has not ended after
-//!   `--stop-grace`, or at a second such signal, the scope ends through the shared stop
-//!   (outcome `cancelled`). `SIGTSTP`/`SIGTTIN`/`SIGTTOU` are forwarded and then `run` stops
+//!   a broken stdout reaches the workload as a broken pipe instead); a fault signal sent with
+//!   `kill` is forwarded too (a real fault still ends `run`).
+//!   Only `SIGINT` and `SIGTERM` are requests to end: forwarded, then the workload has
+//!   `--stop-grace`; once it has ended (or the grace has passed: outcome `cancelled`), what is
+//!   left of its scope ends through the shared stop and `run` exits with the workload's
+//!   status. The same one again ends the scope at once; the other one is only forwarded, as
+//!   is every other signal (`SIGHUP` reloads a daemon and starts no timer).
+//!   A signal `run` inherited as ignored is neither caught nor relayed, and the workload starts
+//!   with the ignored set and blocked mask `run` inherited (W10; `SIGPIPE` aside).
+//!   `SIGTSTP`/`SIGTTIN`/`SIGTTOU` are forwarded and then `run` stops
 //!   itself (`SIGSTOP`); `fg` (`SIGCONT`) continues `run`, which forwards the `SIGCONT`.
 //!   `SIGWINCH` resizes the PTY of an interactive `--pty` launch and is forwarded otherwise.
 //! - **pipes** (W3): stdout and stderr are forwarded at the reader's pace
@@ -43,7 +50,7 @@ use crate::registry::{Runtime, Stream};
 pub struct RunOptions {
     /// Print the result document instead of streaming the output.
     pub json: bool,
-    /// After a forwarded `SIGINT`/`SIGTERM`/`SIGHUP`, how long the workload has to end by
+    /// After a forwarded `SIGINT`/`SIGTERM` (W9), how long the workload has to end by
     /// itself before the shared stop ends the scope.
     pub stop_grace: Duration,
     /// The command as bytes (W6; the ask's `argv` is its text form, for documents).
@@ -103,7 +110,12 @@ fn forward_terminal(input: InputWriter) -> Result<(), CliError> {
 /// Relays this process's stdin into the workload's stdin pipe until end of file (then closes
 /// it) or until the workload closes its end. On a terminal, reads only while this process's
 /// group is the terminal's foreground group (a background read would stop `run`).
-fn relay_stdin(input: InputWriter, terminal: bool) -> Result<(), CliError> {
+///
+/// With `pty` (a `--pty` launch whose stdin is a pipe, a file or `/dev/null`, W12) the input
+/// goes into the workload's terminal, and its end is the terminal's end-of-file character, as
+/// `script` gives it: one after a complete line (or no input), two after a partial one (the
+/// first hands the partial line to the reader, the second reads as the end).
+fn relay_stdin(input: InputWriter, terminal: bool, pty: bool) -> Result<(), CliError> {
     // A terminal that is not our controlling terminal has no foreground group for us.
     let foreground = move || {
         !terminal
@@ -114,14 +126,22 @@ fn relay_stdin(input: InputWriter, terminal: bool) -> Result<(), CliError> {
         .name("refine-stdin".into())
         .spawn(move || {
             let mut buf = vec![0u8; 64 * 1024];
+            let mut partial_line = false;
             loop {
                 if !foreground() {
                     std::thread::sleep(BACKGROUND_RECHECK);
                     continue;
                 }
                 match rustix::io::read(rustix::stdio::stdin(), &mut buf) {
-                    Ok(0) => break,
+                    Ok(0) => {
+                        if pty {
+                            let eof = [PTY_EOF; 2];
+                            let _ = input.feed_input(&eof[..1 + usize::from(partial_line)]);
+                        }
+                        break;
+                    }
                     Ok(n) => {
+                        partial_line = buf[n - 1] != b'\n';
                         if input.feed_input(&buf[..n]).is_err() {
                             break;
                         }
@@ -143,15 +163,28 @@ fn relay_stdin(input: InputWriter, terminal: bool) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The end-of-file character (`VEOF`, Ctrl-D) of the terminal a PTY launch gets: the kernel's
+/// default, which the guardian leaves as it is.
+const PTY_EOF: u8 = 0x04;
+
 /// How often a stdin relay on a terminal looks whether `run` is back in the foreground.
 const BACKGROUND_RECHECK: Duration = Duration::from_millis(100);
 
-/// Every signal `run` takes: all catchable ones but the fault signals (a handler that returns
-/// from a real fault would re-run the faulting instruction), `SIGCHLD` (about `run`'s own
-/// children; `main` has set it to its default, G11) and `SIGPIPE` (stays ignored).
+/// Every signal `run` takes: all catchable ones but `SIGCHLD` (about `run`'s own children;
+/// `main` has set it to its default, G11) and `SIGPIPE` (stays ignored: `run`'s own broken
+/// stdout must not reach the workload as a signal). The fault signals are taken too: one sent
+/// with `kill` is forwarded like any other, while a real fault in `run` still ends it (the
+/// kernel unblocks a synchronous fault and restores its default action before it delivers it;
+/// no handler runs, so none can return into the faulting instruction).
 fn relayed_signals() -> Vec<i32> {
     use signal_hook::consts::*;
     let mut v = vec![
+        SIGILL,
+        SIGTRAP,
+        SIGBUS,
+        SIGFPE,
+        SIGSEGV,
+        libc::SIGSYS,
         SIGHUP,
         SIGINT,
         SIGQUIT,
@@ -184,11 +217,12 @@ fn relayed_signals() -> Vec<i32> {
 struct Relay {
     signals: std::os::fd::OwnedFd,
     grace: Duration,
-    /// A first `SIGINT`/`SIGTERM`/`SIGHUP` was forwarded: a second one ends the scope at once.
-    asked_to_end: bool,
+    /// The first termination request (`SIGINT` or `SIGTERM`, W9) that was forwarded: the same
+    /// signal again ends the scope at once; the other one is only forwarded.
+    asked_to_end: Option<i32>,
     /// When the grace of that first one is over and the scope ends through the shared stop.
     cancel_at: Option<Instant>,
-    /// Such a signal came and [`Relay::wait`] has not told it yet.
+    /// A termination request came and [`Relay::wait`] has not told it yet.
     unseen_end: bool,
 }
 
@@ -209,7 +243,7 @@ impl Relay {
         Ok(Relay {
             signals,
             grace,
-            asked_to_end: false,
+            asked_to_end: None,
             cancel_at: None,
             unseen_end: false,
         })
@@ -219,15 +253,19 @@ impl Relay {
     fn take(&mut self, launch: &mut dyn LaunchAsks) {
         while let Some(sig) = crate::child_signals::read_signal(self.signals.as_fd()) {
             match sig {
-                libc::SIGINT | libc::SIGTERM | libc::SIGHUP => {
+                libc::SIGINT | libc::SIGTERM => {
                     self.unseen_end = true;
-                    if self.asked_to_end {
-                        launch.cancel();
-                        continue;
+                    match self.asked_to_end {
+                        // The same request again: at once.
+                        Some(first) if first == sig => launch.cancel(),
+                        // The other one: forwarded, and nothing more.
+                        Some(_) => launch.signal(sig),
+                        None => {
+                            self.asked_to_end = Some(sig);
+                            launch.signal(sig);
+                            self.cancel_at = Some(Instant::now() + self.grace);
+                        }
                     }
-                    self.asked_to_end = true;
-                    launch.signal(sig);
-                    self.cancel_at = Some(Instant::now() + self.grace);
                 }
                 libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
                     // Passed on before `run` stops itself (and the engine with it).
@@ -240,7 +278,7 @@ impl Relay {
     }
 
     /// After the launch: waits for a signal up to `bound` and takes what came; true if a
-    /// `SIGINT`/`SIGTERM`/`SIGHUP` came since the last call (or while the launch ran).
+    /// `SIGINT`/`SIGTERM` came since the last call (or while the launch ran).
     fn wait(&mut self, bound: Duration) -> bool {
         use rustix::event::{PollFd, PollFlags};
         let mut fds = [PollFd::new(&self.signals, PollFlags::IN)];
@@ -285,15 +323,19 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     // inherits the mask): from here on no catchable signal ends `run` by itself. An interactive
     // terminal launch keeps SIGWINCH for its window-size forwarder.
     let interactive_pty = spec.pty && rustix::termios::isatty(rustix::stdio::stdin());
+    // W10: a signal inherited as ignored stays ignored here (neither caught nor relayed), and the
+    // workload starts with the ignored set and the mask this process inherited.
     let relayed: Vec<i32> = relayed_signals()
         .into_iter()
         .filter(|&s| !(interactive_pty && s == libc::SIGWINCH))
+        .filter(|&s| !crate::child_signals::inherited_ignored(s))
         .collect();
     let signals = crate::child_signals::Blocked::block(&relayed);
     // C4: the admission lock is held from the check until the registration is durable.
     let slot = admit(rt, &spec)?;
     let mut req = launch_request(&spec)?;
     req.argv = opts.argv;
+    req.signal_state = Some(crate::child_signals::inherited());
     req.env = opts.env.into_iter().map(|(k, v)| (k, Some(v))).collect();
     if !opts.json {
         req.forward_stdout = forward_of(io::stdout().as_fd());
@@ -314,6 +356,7 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         (false, true) => StdinMode::Pipe,
         (false, false) => StdinMode::Inherit,
     };
+    let req_pty = req.pty.is_some();
     // This thread drives the launch's engine (below) and relays signals beside it.
     let sup = Supervisor::new(rt.clone()).driven_by_caller();
     let handle = sup.launch(req).map_err(ServiceError::Launch)?;
@@ -330,7 +373,10 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         None
     };
     if relay {
-        relay_stdin(handle.input_writer(), stdin_is_terminal)?;
+        relay_stdin(handle.input_writer(), stdin_is_terminal, false)?;
+    } else if req_pty && !interactive {
+        // W12: a pipe, a file or `/dev/null` on stdin reaches the terminal, then its end.
+        relay_stdin(handle.input_writer(), false, true)?;
     }
     let mut relay = Relay::new(signals, opts.stop_grace)?;
     let mut result = handle
@@ -341,8 +387,23 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     // scope (W7), ends the residue on the engine's watch thread: see it through before this
     // process exits, or the stop would die with us.
     let mut doc = run_doc(&result);
-    if result.scope == ScopeState::Stopping {
-        let at = result.scope_watch.stop_at().unwrap_or_else(Instant::now);
+    let stop_residue = |result: &LaunchResult| {
+        if let Err(e) = crate::launch::shared_stop(rt, &result.registration) {
+            tracing::warn!(id = %result.id, error = %error_chain(&e), "residue stop failed");
+        }
+    };
+    // W9: after a termination request, what is left of the scope once the workload has ended
+    // is stopped through the shared stop, as `docker stop` and `tini -g` end the group.
+    let mut residue_stopped = false;
+    if result.scope == ScopeState::Live && relay.asked_to_end.is_some() {
+        stop_residue(&result);
+        residue_stopped = true;
+    }
+    if result.scope == ScopeState::Stopping || residue_stopped {
+        let at = match result.scope_watch.stop_at() {
+            Some(at) if !residue_stopped => at,
+            _ => Instant::now(),
+        };
         let mut end = at + RESIDUE_STOP_WAIT;
         let mut ended = None;
         while ended.is_none() && Instant::now() < end {
@@ -350,12 +411,10 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
                 .saturating_duration_since(Instant::now())
                 .min(SIGNAL_POLL);
             ended = result.scope_watch.wait(slice).is_some().then_some(());
-            // SIGINT/SIGTERM/SIGHUP: a residue held for its deadline ends at once (W7).
-            if ended.is_none() && relay.wait(Duration::ZERO) {
-                // SIGINT/SIGTERM/SIGHUP: the residue is not held to its deadline any longer.
-                if let Err(e) = crate::launch::shared_stop(rt, &result.registration) {
-                    tracing::warn!(id = %result.id, error = %error_chain(&e), "residue stop failed");
-                }
+            // SIGINT/SIGTERM: the residue is not held to its deadline any longer (W7, W9).
+            if ended.is_none() && relay.wait(Duration::ZERO) && !residue_stopped {
+                stop_residue(&result);
+                residue_stopped = true;
                 end = end.min(Instant::now() + RESIDUE_STOP_WAIT);
             }
         }
@@ -375,7 +434,13 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         result.capture.wait_delivered();
     }
     if opts.json {
-        print_json(&doc)?;
+        // The reader went away (`run --json | true`) or the output failed: the document cannot
+        // be given, the status still is (W12).
+        if let Err(CliError::Output(e)) = print_json(&doc) {
+            if e.kind() != io::ErrorKind::BrokenPipe {
+                eprintln!("refine-supervisor: cannot print the result document: {e}");
+            }
+        }
     } else {
         if let LaunchOutcome::SpawnFailed { errno, step } = result.outcome {
             eprintln!(

@@ -32,22 +32,78 @@ use crate::retention;
 // ---------------------------------------------------------------------------------------------
 // Conventions.
 
-/// Parses a duration: anything `humantime` reads (`1h30m`, `1.5s`, `500ms`, `7d`, `0s`), or a
-/// bare number, which is seconds (as `sleep 5` and `timeout 5` read it).
+/// Parses a duration: a number with an optional fraction and unit (`0.5`, `1.5s`, `500ms`,
+/// `1.5h`, `7d`; a bare number is seconds, as `sleep 5` and `timeout 0.5` read it), or anything
+/// else `humantime` reads (`1h30m`). At most [`MAX_DURATION`] (SPEC W11): a value the clock
+/// cannot hold is refused here, before it meets a clock.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
-    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
-        return t
-            .parse::<u64>()
-            .map(Duration::from_secs)
-            .map_err(|_| format!("{text:?} is out of range"));
+    let d = match decimal_duration(t) {
+        Some(d) => d,
+        None => humantime::parse_duration(t).map_err(|e| {
+            format!("{text:?} is not a duration ({e}; examples: 1h30m, 1.5s, 0.5, 500ms, 7d)")
+        })?,
+    };
+    if d > MAX_DURATION {
+        return Err(format!(
+            "{text:?} is longer than the clock holds (at most 3650d, ten years)"
+        ));
     }
-    if let Some(secs) = t.strip_suffix('s').and_then(|n| n.parse::<f64>().ok()) {
-        // humantime takes no fractions; `1.5s` is too common to refuse.
-        return Duration::try_from_secs_f64(secs).map_err(|e| format!("{text:?}: {e}"));
+    Ok(d)
+}
+
+/// The longest duration any flag takes.
+pub use refine_protocol::api::MAX_DURATION;
+
+/// `DIGITS[.DIGITS][UNIT]`, exactly (no rounding beyond the nanosecond); `None` for any other
+/// shape, and `Some(Duration::MAX)` for a number too large to hold.
+fn decimal_duration(t: &str) -> Option<Duration> {
+    let (number, unit) = t.split_at(
+        t.find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(t.len()),
+    );
+    const S: u128 = 1_000_000_000;
+    let per_unit: u128 = match unit {
+        "" | "s" | "sec" | "secs" | "second" | "seconds" => S,
+        "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" | "msec" | "msecs" => 1_000_000,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60 * S,
+        "h" | "hr" | "hrs" | "hour" | "hours" => 3_600 * S,
+        "d" | "day" | "days" => 86_400 * S,
+        "w" | "week" | "weeks" => 604_800 * S,
+        _ => return None,
+    };
+    let (int, frac) = match number.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (number, ""),
+    };
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() || !digits(int) || !digits(frac) || (number.contains('.') && frac.is_empty())
+    {
+        return None;
     }
-    humantime::parse_duration(t)
-        .map_err(|e| format!("{text:?} is not a duration ({e}; examples: 1h30m, 1.5s, 500ms, 7d)"))
+    let too_big = Some(Duration::MAX);
+    let Ok(int) = int.parse::<u128>() else {
+        return too_big;
+    };
+    // Fraction digits past the nanosecond of the largest unit change nothing.
+    let frac = &frac[..frac.len().min(24)];
+    let scale = 10u128.pow(frac.len() as u32);
+    let frac_ns = match frac.parse::<u128>() {
+        Ok(f) => f * per_unit / scale,
+        Err(_) => 0,
+    };
+    let Some(ns) = int
+        .checked_mul(per_unit)
+        .and_then(|n| n.checked_add(frac_ns))
+    else {
+        return too_big;
+    };
+    let Ok(secs) = u64::try_from(ns / S) else {
+        return too_big;
+    };
+    Some(Duration::new(secs, (ns % S) as u32))
 }
 
 /// A point in time given as `DUR` (that long ago), an RFC 3339 timestamp, or a local
@@ -777,7 +833,26 @@ mod tests {
         assert_eq!(d("7d"), Ok(Duration::from_secs(604_800)));
         assert_eq!(d("0s"), Ok(Duration::ZERO));
         assert_eq!(d("5"), Ok(Duration::from_secs(5)));
-        for bad in ["", "s", "5x", "-1s", "99999999999999999999d", "1.5.5s"] {
+        assert_eq!(d("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(d("1.5m"), Ok(Duration::from_secs(90)));
+        assert_eq!(d("0.25h"), Ok(Duration::from_secs(900)));
+        assert_eq!(d("2.5d"), Ok(Duration::from_secs(216_000)));
+        assert_eq!(d("1.000000001"), Ok(Duration::new(1, 1)));
+        assert_eq!(d("3650d"), Ok(MAX_DURATION));
+        for bad in [
+            "",
+            "s",
+            "5x",
+            "-1s",
+            "99999999999999999999d",
+            "1.5.5s",
+            ".5",
+            "5.",
+            "3651d",
+            "18446744073709551615",
+            "300000y",
+            "1e3",
+        ] {
             assert!(d(bad).is_err(), "{bad}");
         }
     }

@@ -491,6 +491,7 @@ impl Supervisor {
                 start_timeout: guardian::DEFAULT_START_TIMEOUT,
                 guardian_exe: self.guardian_exe.clone(),
                 credentials: req.user,
+                signal_state: req.signal_state,
             },
         )?;
         let deadlines = Deadlines::resume(&registration);

@@ -38,6 +38,8 @@ pub struct RegisteredLaunch {
     pub guardian_exe: Option<PathBuf>,
     /// Who the workload runs as (`None`: this process's credentials).
     pub credentials: Option<crate::credentials::Credentials>,
+    /// The signal state the workload starts with (`None`: a clean one, G8; W10).
+    pub signal_state: Option<refine_protocol::frame::SignalState>,
 }
 
 /// The minimal managed launch: spawn the guardian, receive its identities, write the registration
@@ -133,6 +135,7 @@ pub fn launch_registered(
         start_timeout: req.start_timeout,
         guardian_exe: req.guardian_exe,
         credentials: req.credentials,
+        signal_state: req.signal_state,
     })?;
     registration.started_at_unix_ms = crate::deadline::unix_ms();
     registration.hello = *link.hello();

@@ -76,6 +76,10 @@ pub struct LaunchRequest {
     pub pdeath_signal: Option<crate::signal::Signal>,
     /// Run the workload as this user (X1; `None`: as this process).
     pub user: Option<crate::credentials::Credentials>,
+    /// The signal state the workload starts with: `None` (the default) a clean one, every
+    /// disposition default and an empty mask (G8); `run` passes what it inherited (W10,
+    /// [`crate::child_signals::inherited`]).
+    pub signal_state: Option<refine_protocol::frame::SignalState>,
 }
 
 impl std::fmt::Debug for LaunchRequest {
@@ -118,6 +122,7 @@ impl LaunchRequest {
             new_session: false,
             pdeath_signal: Some(crate::signal::Signal::KILL),
             user: None,
+            signal_state: None,
         }
     }
 }

@@ -62,6 +62,7 @@ fn guardian_launch(exe: &Path, dir: &Path, n: u64, argv: &[&str], stdio: Stdio) 
         start_timeout: Duration::from_secs(30),
         guardian_exe: Some(exe.to_owned()),
         credentials: None,
+        signal_state: None,
     })
     .expect("guardian spawn")
 }

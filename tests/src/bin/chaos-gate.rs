@@ -87,6 +87,7 @@ fn main() {
         start_timeout: guardian::DEFAULT_START_TIMEOUT,
         guardian_exe: None,
         credentials: None,
+        signal_state: None,
     })
     .expect("spawn the guardian");
     let hello = *link.hello();

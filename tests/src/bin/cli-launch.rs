@@ -72,6 +72,7 @@ fn main() {
             start_timeout: guardian::DEFAULT_START_TIMEOUT,
             guardian_exe: None,
             credentials: None,
+            signal_state: None,
         },
     )
     .expect("launch");
