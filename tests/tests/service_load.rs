@@ -1,0 +1,147 @@
+//! SPEC D1–D3, D6: the service under load and faults. Graces, slot waits and result waits are
+//! timers, not threads (D2); a descriptor limit makes the service back off, not spin (D1);
+//! shutdown admits nothing (D3); a failed stop is reported at once (D6).
+
+mod cli_support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use cli_support::*;
+use refine_protocol::api::{self, LaunchAsk, Request};
+use refine_protocol::Kind;
+use refine_tests::wait_until;
+
+/// One request over the socket; the response line, or an empty string when none came within
+/// `within` (a read timeout: the caller asserts on it).
+fn ask(home: &Home, req: &Request, within: Duration) -> String {
+    let sock = home.run_dir().join("supervisor.sock");
+    let Ok(mut c) = UnixStream::connect(&sock) else {
+        return String::new();
+    };
+    c.set_read_timeout(Some(within)).expect("read timeout");
+    if c.write_all(&api::encode_request(req)).is_err() {
+        return String::new();
+    }
+    let mut line = String::new();
+    let _ = BufReader::new(c).read_line(&mut line);
+    line
+}
+
+/// Sends a request and leaves the connection open, unread (a pending slot waiter).
+fn ask_and_leave(home: &Home, req: &Request) -> UnixStream {
+    let sock = home.run_dir().join("supervisor.sock");
+    let mut c = UnixStream::connect(&sock).expect("connect");
+    c.write_all(&api::encode_request(req)).expect("send");
+    c
+}
+
+fn detach_with(home: &Home, flags: &[&str], argv: &[&str]) -> String {
+    let mut args = vec!["run", "--detach"];
+    args.extend_from_slice(flags);
+    args.push("--");
+    args.extend_from_slice(argv);
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// D2: two residue graces of 25 s (a workload that exits at once and leaves a SIGTERM-ignoring
+/// child behind, `--timeout 1s --kill-after 25s`) hold no thread: a third launch's 2 s deadline
+/// ends it while both graces still run (ordering, not timing: their residues cannot end before
+/// their grace is over, 26 s in). Before, both pool threads slept through the graces and the
+/// third launch was killed after them.
+#[test]
+fn residue_graces_do_not_delay_another_launchs_deadline() {
+    let home = Home::new();
+    let mut svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
+    let residue = ["sh", "-c", "trap '' TERM; sleep 100 & exit 0"];
+    let graced = ["--timeout", "1s", "--kill-after", "25s"];
+    let a = detach_with(&home, &graced, &residue);
+    let b = detach_with(&home, &graced, &residue);
+    let c = detach_with(&home, &["--timeout", "2s"], &["sleep", "100"]);
+    home.wait_state(&c, "exited");
+    let (sa, sb) = (home.state(&a), home.state(&b));
+    assert_eq!(
+        (sa.as_str(), sb.as_str()),
+        ("live", "live"),
+        "the third launch ended only after the graces"
+    );
+    assert_eq!(
+        show(&home, &c)["result"]["outcome"],
+        "timed_out",
+        "{}",
+        show(&home, &c)
+    );
+    svc.signal(rustix::process::Signal::TERM);
+    assert!(svc.wait().success());
+}
+
+/// D2: slot waiters hold no thread and run no census each: with the one slot taken and 70
+/// launches waiting for it (more than the blocking pool's 64 threads), `list` is answered.
+/// Before, every waiter slept on a blocking thread and `list` never got one.
+#[test]
+fn slot_waiters_do_not_wedge_the_api() {
+    let home = Home::new();
+    let mut svc = Serving::start_with_env(
+        &home,
+        &["--maintenance-every", "200ms"],
+        &[
+            ("REFINE_CAPACITY_MEMORY", "1073741824"),
+            ("REFINE_CAPACITY_CORES", "64"),
+        ],
+    );
+    let holder = detach_with(&home, &["--kind", "agent"], &["sleep", "100"]);
+    assert_eq!(home.state(&holder), "live");
+    let mut ask = LaunchAsk::new(Kind::Agent, vec!["true".into()]);
+    ask.wait_for_slot = Some(Duration::from_secs(3600));
+    let before = svc.fds();
+    let waiters: Vec<UnixStream> = (0..70)
+        .map(|_| ask_and_leave(&home, &Request::Launch(ask.clone())))
+        .collect();
+    // Every waiter accepted: the service holds a descriptor for each.
+    assert!(
+        wait_until(DEADLINE, || svc.fds() >= before + 70),
+        "the waiters were not accepted"
+    );
+    let reply = self::ask(&home, &Request::List { all: true }, Duration::from_secs(10));
+    assert!(
+        reply.contains("\"ok\":true"),
+        "list was not answered with 70 slot waiters pending: {reply:?}"
+    );
+    drop(waiters);
+    svc.signal(rustix::process::Signal::TERM);
+    assert!(svc.wait().success());
+}
+
+/// D2: an operator stop's grace is a timer too: with 70 graced stops of a SIGTERM-ignoring
+/// scope pending over the socket (more than the blocking pool's 64 threads), `list` is
+/// answered. Before, each grace slept on a blocking thread.
+#[test]
+fn pending_stop_graces_do_not_wedge_the_api() {
+    let home = Home::new();
+    let mut svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
+    let id = detach(&home, &[env!("CARGO_BIN_EXE_term-ignorer")]);
+    assert_eq!(home.state(&id), "live");
+    let stop = Request::Stop {
+        id: id.clone(),
+        grace: Some(Duration::from_secs(3600)),
+        signal: None,
+    };
+    let before = svc.fds();
+    let stops: Vec<UnixStream> = (0..70).map(|_| ask_and_leave(&home, &stop)).collect();
+    assert!(
+        wait_until(DEADLINE, || svc.fds() >= before + 70),
+        "the stops were not accepted"
+    );
+    let reply = ask(&home, &Request::List { all: true }, Duration::from_secs(10));
+    assert!(
+        reply.contains("\"ok\":true"),
+        "list was not answered with 70 graced stops pending: {reply:?}"
+    );
+    drop(stops);
+    svc.signal(rustix::process::Signal::TERM);
+    assert!(svc.wait().success());
+    assert_eq!(home.state(&id), "exited");
+}
