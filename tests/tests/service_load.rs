@@ -145,3 +145,47 @@ fn pending_stop_graces_do_not_wedge_the_api() {
     assert!(svc.wait().success());
     assert_eq!(home.state(&id), "exited");
 }
+
+/// D3: once shutdown begins nothing more is admitted, waiters included. The one slot is held by
+/// a launch that SIGTERM ends at once; a launch waiting for that slot is refused when shutdown
+/// frees it, and no registration is left live after the service exited. Before, the waiter was
+/// admitted after shutdown's snapshot and its launch outlived the service.
+#[test]
+fn shutdown_admits_no_slot_waiter() {
+    let home = Home::new();
+    let mut svc = Serving::start_with_env(
+        &home,
+        &["--maintenance-every", "200ms", "--shutdown-grace", "3s"],
+        &[
+            ("REFINE_CAPACITY_MEMORY", "1073741824"),
+            ("REFINE_CAPACITY_CORES", "64"),
+        ],
+    );
+    let holder = detach_with(&home, &["--kind", "agent"], &["sleep", "600"]);
+    assert_eq!(home.state(&holder), "live");
+    let mut ask = LaunchAsk::new(Kind::Agent, vec!["sleep".into(), "600".into()]);
+    ask.wait_for_slot = Some(Duration::from_secs(3600));
+    let before = svc.fds();
+    let waiter = ask_and_leave(&home, &Request::Launch(ask));
+    assert!(
+        wait_until(DEADLINE, || svc.fds() > before),
+        "the waiter was not accepted"
+    );
+    svc.signal(rustix::process::Signal::TERM);
+    assert!(svc.wait().success());
+    let mut reply = String::new();
+    waiter
+        .set_read_timeout(Some(DEADLINE))
+        .expect("read timeout");
+    let _ = BufReader::new(waiter).read_line(&mut reply);
+    assert!(
+        reply.contains("\"ok\":false"),
+        "the waiter was admitted: {reply}"
+    );
+    let live: Vec<_> = home
+        .ps()
+        .into_iter()
+        .filter(|r| r["state"] != "exited")
+        .collect();
+    assert!(live.is_empty(), "left after the service exited: {live:?}");
+}

@@ -158,7 +158,11 @@ async fn admit_queued(
             .unwrap_or_else(|e| Err(ServiceError::Capacity(e.to_string())))
         }
     };
-    let turn = tokio::time::timeout_at(deadline, state.slot_queue.lock()).await;
+    let mut closing = state.closing.subscribe();
+    let turn = tokio::select! {
+        turn = tokio::time::timeout_at(deadline, state.slot_queue.lock()) => turn,
+        _ = closing.wait_for(|c| *c) => return Err(shutting_down()),
+    };
     if state.is_closed() {
         return Err(shutting_down());
     }
@@ -174,7 +178,10 @@ async fn admit_queued(
                 if now >= deadline {
                     return Err(capacity_response(e));
                 }
-                tokio::time::sleep_until(deadline.min(now + SLOT_POLL)).await;
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline.min(now + SLOT_POLL)) => {}
+                    _ = closing.wait_for(|c| *c) => {}
+                }
                 if state.is_closed() {
                     return Err(shutting_down());
                 }
@@ -337,6 +344,10 @@ struct Service {
     /// Set when shutdown begins: nothing more is launched (D3). Held across a launch and its
     /// entry in `launched`, so shutdown's snapshot has every launch that was let through.
     closed: Mutex<bool>,
+    /// Tells the slot waiters that shutdown has begun (they are refused at once).
+    closing: tokio::sync::watch::Sender<bool>,
+    /// Connections being answered (shutdown lets them finish, bounded).
+    answering: std::sync::atomic::AtomicUsize,
     /// The FIFO of `agent` launches waiting for a slot (D2): only its head takes censuses.
     slot_queue: tokio::sync::Mutex<()>,
     /// Registrations with a graced deadline stop under way ([`graced_deadline_stop`]).
@@ -430,6 +441,8 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         last_retention: Mutex::new(None),
         metrics,
         closed: Mutex::new(false),
+        closing: tokio::sync::watch::Sender::new(false),
+        answering: std::sync::atomic::AtomicUsize::new(0),
         slot_queue: tokio::sync::Mutex::new(()),
         probe: Mutex::new(ops::probe()),
         graced: Mutex::new(HashSet::new()),
@@ -448,6 +461,15 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         metrics_addr,
     ));
     shutdown(&state, shutdown_grace);
+    // The requests under way (a slot waiter's refusal) are answered before the runtime goes.
+    runtime.block_on(async {
+        let end = tokio::time::Instant::now() + ANSWERS_AT_SHUTDOWN;
+        while state.answering.load(std::sync::atomic::Ordering::Acquire) > 0
+            && tokio::time::Instant::now() < end
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
     runtime.shutdown_background();
     let _ = std::fs::remove_file(state.rt.socket_path());
     tracing::info!("service stopped");
@@ -580,10 +602,12 @@ async fn serve_async(
             conn = listener.accept() => match conn {
                 Ok((stream, _)) => {
                     let st = state.clone();
+                    st.answering.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                     tokio::spawn(async move {
-                        if let Err(e) = handle_conn(st, stream).await {
+                        if let Err(e) = handle_conn(st.clone(), stream).await {
                             tracing::warn!(error = %e, "connection failed");
                         }
+                        st.answering.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                     });
                 }
                 Err(e) => tracing::warn!(error = %e, "accept failed"),
@@ -761,6 +785,9 @@ fn registry_response(e: RegistryError) -> Response {
     Response::err(kind, e.to_string())
 }
 
+/// How long the service lets the requests under way be answered once its launches have ended.
+const ANSWERS_AT_SHUTDOWN: Duration = Duration::from_secs(2);
+
 /// How long shutdown waits for its launches' engines to record their results after the stops.
 const ENGINES_AT_SHUTDOWN: Duration = Duration::from_secs(10);
 
@@ -771,6 +798,7 @@ fn shutdown(state: &Service, grace: Duration) {
     // D3: nothing more is admitted, waiters included; a launch under way finishes first and is
     // in the snapshot below.
     *state.closed.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    state.closing.send_replace(true);
     let ids: Vec<RegistrationId> = state
         .launched
         .lock()
