@@ -304,6 +304,69 @@ async fn guardian_exit(guardian: refine_protocol::ProcessWitness, within: Durati
     }
 }
 
+/// How long a client has to send its whole request line (D1).
+const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The accept loop's pause after a failure (D1): 10 ms, doubling up to 1 s while the failures
+/// last; reset by the next accepted connection.
+#[derive(Default)]
+struct Backoff {
+    pause: Option<Duration>,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(10);
+    const MOST: Duration = Duration::from_secs(1);
+
+    fn next(&mut self, _e: &io::Error) -> Duration {
+        let pause = self.pause.map_or(Self::FIRST, |p| (p * 2).min(Self::MOST));
+        self.pause = Some(pause);
+        pause
+    }
+
+    fn reset(&mut self) {
+        self.pause = None;
+    }
+}
+
+/// A log line that may repeat at any rate (an accept error, a bad connection): written at most
+/// once per [`LogLimit::WINDOW`], with how many were suppressed since the last one (D1).
+pub(super) struct LogLimit {
+    state: Mutex<(Option<Instant>, u64)>,
+}
+
+impl LogLimit {
+    const WINDOW: Duration = Duration::from_secs(10);
+
+    pub(super) const fn new() -> LogLimit {
+        LogLimit {
+            state: Mutex::new((None, 0)),
+        }
+    }
+
+    /// `Some(suppressed since the last line)` when this line may be written now.
+    pub(super) fn allow(&self) -> Option<u64> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        match s.0 {
+            Some(last) if now.duration_since(last) < Self::WINDOW => {
+                s.1 += 1;
+                None
+            }
+            _ => {
+                let suppressed = std::mem::take(&mut s.1);
+                s.0 = Some(now);
+                Some(suppressed)
+            }
+        }
+    }
+}
+
+static ACCEPT_LOG: LogLimit = LogLimit::new();
+static CONN_LOG: LogLimit = LogLimit::new();
+static PEER_LOG: LogLimit = LogLimit::new();
+static SLOW_LOG: LogLimit = LogLimit::new();
+
 /// How long a detached launch waits for the guardian's word on the `execve` (it comes within
 /// milliseconds of *start*).
 const SPAWN_WORD_WAIT: Duration = Duration::from_secs(5);
@@ -545,6 +608,7 @@ async fn serve_async(
     let mut term = signal(SignalKind::terminate()).map_err(io_err("install SIGTERM handler"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(io_err("install SIGINT handler"))?;
     tracing::info!(socket = %state.rt.socket_path().display(), "listening");
+    let mut backoff = Backoff::default();
     // Recovery runs behind the socket (bind first): requests meanwhile are answered from the
     // records as they are, each scope's state decided by the one assessment, and the
     // registration locks serialize recovery with a stop or a launch of the same scope.
@@ -601,16 +665,32 @@ async fn serve_async(
             _ = int.recv() => { tracing::info!("SIGINT"); break; }
             conn = listener.accept() => match conn {
                 Ok((stream, _)) => {
+                    backoff.reset();
                     let st = state.clone();
                     st.answering.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                     tokio::spawn(async move {
                         if let Err(e) = handle_conn(st.clone(), stream).await {
-                            tracing::warn!(error = %e, "connection failed");
+                            if let Some(suppressed) = CONN_LOG.allow() {
+                                tracing::warn!(error = %e, suppressed, "connection failed");
+                            }
                         }
                         st.answering.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                     });
                 }
-                Err(e) => tracing::warn!(error = %e, "accept failed"),
+                Err(e) => {
+                    // D1: at the descriptor limit (EMFILE, ENFILE) or short of memory, retrying
+                    // at once only spins: back off (doubling, up to a second), and say so at
+                    // most once per window.
+                    let pause = backoff.next(&e);
+                    if let Some(suppressed) = ACCEPT_LOG.allow() {
+                        tracing::warn!(error = %e, suppressed, pause_ms = pause.as_millis() as u64, "accept failed");
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = term.recv() => { tracing::info!("SIGTERM"); break; }
+                        _ = int.recv() => { tracing::info!("SIGINT"); break; }
+                    }
+                }
             }
         }
     }
@@ -673,16 +753,37 @@ async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io:
     let me = rustix::process::getuid().as_raw();
     let (rd, mut wr) = stream.into_split();
     if cred.uid() != me && cred.uid() != 0 {
-        tracing::warn!(uid = cred.uid(), "refused a peer with another uid");
+        if let Some(suppressed) = PEER_LOG.allow() {
+            tracing::warn!(
+                uid = cred.uid(),
+                suppressed,
+                "refused a peer with another uid"
+            );
+        }
         let resp = Response::err(ErrorKind::BadRequest, "permission denied: peer uid differs");
         wr.write_all(&api::encode_response(&resp)).await?;
         return Ok(());
     }
     let mut line = Vec::new();
-    tokio::io::BufReader::new(rd)
-        .take(MAX_MESSAGE as u64 + 1)
-        .read_until(b'\n', &mut line)
-        .await?;
+    // D1: a request that is not whole within the read timeout is dropped, with its descriptor
+    // (an idle client must not pin one for ever).
+    let mut reader = tokio::io::BufReader::new(rd).take(MAX_MESSAGE as u64 + 1);
+    let read = reader.read_until(b'\n', &mut line);
+    match tokio::time::timeout(REQUEST_READ_TIMEOUT, read).await {
+        Ok(r) => {
+            r?;
+        }
+        Err(_) => {
+            if let Some(suppressed) = SLOW_LOG.allow() {
+                tracing::warn!(
+                    suppressed,
+                    timeout_ms = REQUEST_READ_TIMEOUT.as_millis() as u64,
+                    "dropped a request not whole within the read timeout"
+                );
+            }
+            return Ok(());
+        }
+    }
     if line.is_empty() {
         // A client that connected and closed (a readiness probe): nothing to answer.
         return Ok(());
