@@ -193,9 +193,9 @@ fn shutdown_admits_no_slot_waiter() {
 /// `linux/capability.h`.
 const CAP_SYS_RESOURCE: libc::c_ulong = 24;
 
-/// `serve` under a low descriptor limit it cannot raise: `RLIMIT_NOFILE` 64 and, for root,
+/// `serve` under a low descriptor limit it cannot raise: `RLIMIT_NOFILE` `limit` and, for root,
 /// without `CAP_SYS_RESOURCE` in its bounding set (set in the child before `execve`).
-fn serve_with_few_descriptors(home: &Home) -> Serving {
+fn serve_with_few_descriptors(home: &Home, limit: u64) -> Serving {
     use std::os::unix::process::CommandExt;
     let mut cmd = home.command(&["serve", "--maintenance-every", "200ms"]);
     cmd.stdout(std::process::Stdio::null())
@@ -203,10 +203,10 @@ fn serve_with_few_descriptors(home: &Home) -> Serving {
     // SAFETY: `setrlimit` and `prctl` are async-signal-safe system calls; the closure allocates
     // nothing and touches no lock.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             let lim = libc::rlimit {
-                rlim_cur: 64,
-                rlim_max: 64,
+                rlim_cur: limit,
+                rlim_max: limit,
             };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
                 return Err(std::io::Error::last_os_error());
@@ -245,9 +245,9 @@ fn cpu_ticks(pid: u32) -> u64 {
 #[test]
 fn at_its_descriptor_limit_the_service_backs_off_and_serves_again() {
     let home = Home::new();
-    let svc = serve_with_few_descriptors(&home);
+    let svc = serve_with_few_descriptors(&home, 128);
     let sock = home.run_dir().join("supervisor.sock");
-    let idle: Vec<UnixStream> = (0..60)
+    let idle: Vec<UnixStream> = (0..120)
         .filter_map(|_| UnixStream::connect(&sock).ok())
         .collect();
     assert!(
@@ -291,4 +291,55 @@ fn at_its_descriptor_limit_the_service_backs_off_and_serves_again() {
     assert!(svc.wait().success());
     let size = std::fs::metadata(&log).map_or(0, |m| m.len());
     assert!(size < 1024 * 1024, "service.log grew to {size} bytes");
+}
+
+/// The registration ids named by the files of `run/P/<dir>` (`ID`, `ID.stdout`, `ID.lock`...).
+fn ids_in(home: &Home, dir: &str) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(home.run_dir().join(dir))
+        .map(|d| {
+            d.filter_map(|e| {
+                let name = e.ok()?.file_name().to_string_lossy().into_owned();
+                let id = name.split('.').next()?.to_owned();
+                (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
+            })
+            .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// D1: each scope's descriptors are budgeted: under a low limit, the launch past the budget is
+/// refused in one line naming the descriptor limit, before anything is created (no record,
+/// proof, log or lock of it), and every launch let through is live. Before, the launch failed
+/// midway with EMFILE and left its files behind.
+#[test]
+fn a_launch_past_the_descriptor_budget_is_refused_before_anything_is_created() {
+    let home = Home::new();
+    let mut svc = serve_with_few_descriptors(&home, 128);
+    let args = ["run", "--detach", "--", "sleep", "100"];
+    let mut refused = None;
+    let mut ids = Vec::new();
+    for _ in 0..40 {
+        let out = home.cli(&args);
+        if out.status.success() {
+            ids.push(String::from_utf8_lossy(&out.stdout).trim().to_owned());
+        } else {
+            refused = Some(out);
+            break;
+        }
+    }
+    let out = refused.expect("40 launches under a limit of 128 descriptors were all let through");
+    assert!(!ids.is_empty(), "not one launch was let through");
+    let err = assert_one_line_error(&args, &out);
+    assert!(err.contains("descriptor"), "{err}");
+    let records = ids_in(&home, "registrations");
+    for dir in ["proofs", "logs", "locks", "open"] {
+        let stray: Vec<_> = ids_in(&home, dir).difference(&records).cloned().collect();
+        assert!(stray.is_empty(), "{dir}: files of no record: {stray:?}");
+    }
+    assert_eq!(records.len(), ids.len(), "{records:?} vs {ids:?}");
+    for id in &ids {
+        assert_eq!(home.state(id), "live", "{id}");
+    }
+    svc.signal(rustix::process::Signal::TERM);
+    assert!(svc.wait().success());
 }

@@ -88,6 +88,7 @@ fn launch_admitted(
         if *closed {
             return Err(shutting_down());
         }
+        descriptor_budget()?;
         let handle = state
             .sup
             .launch(req)
@@ -114,6 +115,34 @@ fn launch_admitted(
         }));
     }
     Ok(id)
+}
+
+/// Descriptors a launch may hold at its peak (its pipes, the guardian's channel and pidfd, its
+/// lock, proof and artifacts, the spawn's own), of which about four stay while the scope lives.
+const SCOPE_DESCRIPTORS: usize = 24;
+/// Descriptors kept for the service itself (connections, stops, `/proc` reads, the log).
+const SERVICE_RESERVE: usize = 32;
+
+/// D1: a launch is let through only while the descriptor limit leaves room for one more scope
+/// beside the service's reserve; else it is refused before anything is created. The count reads
+/// `/proc/self/fd` (O(open descriptors)), skipped where the limit is the kernel's ceiling.
+fn descriptor_budget() -> Result<(), Response> {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    if soft.is_none_or(|s| s >= 1 << 20) {
+        return Ok(());
+    }
+    let left = crate::limits::descriptors_left(SERVICE_RESERVE);
+    if left >= SCOPE_DESCRIPTORS {
+        return Ok(());
+    }
+    Err(Response::err(
+        ErrorKind::NoCapacity,
+        format!(
+            "descriptor limit: {left} descriptors left beside the service's reserve of \
+             {SERVICE_RESERVE} (RLIMIT_NOFILE {}), a scope needs {SCOPE_DESCRIPTORS}",
+            soft.unwrap_or(0)
+        ),
+    ))
 }
 
 /// The refusal of a launch asked for once shutdown has begun (D3).
