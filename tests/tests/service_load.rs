@@ -195,9 +195,11 @@ const CAP_SYS_RESOURCE: libc::c_ulong = 24;
 
 /// `serve` under a low descriptor limit it cannot raise: `RLIMIT_NOFILE` `limit` and, for root,
 /// without `CAP_SYS_RESOURCE` in its bounding set (set in the child before `execve`).
-fn serve_with_few_descriptors(home: &Home, limit: u64) -> Serving {
+fn serve_with_few_descriptors(home: &Home, limit: u64, flags: &[&str]) -> Serving {
     use std::os::unix::process::CommandExt;
-    let mut cmd = home.command(&["serve", "--maintenance-every", "200ms"]);
+    let mut args = vec!["serve", "--maintenance-every", "200ms"];
+    args.extend_from_slice(flags);
+    let mut cmd = home.command(&args);
     cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     // SAFETY: `setrlimit` and `prctl` are async-signal-safe system calls; the closure allocates
@@ -245,7 +247,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 #[test]
 fn at_its_descriptor_limit_the_service_backs_off_and_serves_again() {
     let home = Home::new();
-    let svc = serve_with_few_descriptors(&home, 128);
+    let svc = serve_with_few_descriptors(&home, 128, &[]);
     let sock = home.run_dir().join("supervisor.sock");
     let idle: Vec<UnixStream> = (0..120)
         .filter_map(|_| UnixStream::connect(&sock).ok())
@@ -314,7 +316,7 @@ fn ids_in(home: &Home, dir: &str) -> std::collections::BTreeSet<String> {
 #[test]
 fn a_launch_past_the_descriptor_budget_is_refused_before_anything_is_created() {
     let home = Home::new();
-    let mut svc = serve_with_few_descriptors(&home, 128);
+    let mut svc = serve_with_few_descriptors(&home, 128, &[]);
     let args = ["run", "--detach", "--", "sleep", "100"];
     let mut refused = None;
     let mut ids = Vec::new();
@@ -340,6 +342,54 @@ fn a_launch_past_the_descriptor_budget_is_refused_before_anything_is_created() {
     for id in &ids {
         assert_eq!(home.state(id), "live", "{id}");
     }
+    svc.signal(rustix::process::Signal::TERM);
+    assert!(svc.wait().success());
+}
+
+/// D6: the metrics listener survives an accept error: scraped while the service is at its
+/// descriptor limit (EMFILE on accept), it answers again once descriptors are free. Before, the
+/// first accept error ended the listener for good.
+#[test]
+fn the_metrics_listener_survives_an_accept_error() {
+    let home = Home::new();
+    let addr = free_loopback_addr();
+    let mut svc = serve_with_few_descriptors(&home, 128, &["--metrics", &addr]);
+    assert!(
+        wait_until(DEADLINE, || scrape(&addr).contains("200 OK")),
+        "no metrics at the start"
+    );
+    let sock = home.run_dir().join("supervisor.sock");
+    let idle: Vec<UnixStream> = (0..120)
+        .filter_map(|_| UnixStream::connect(&sock).ok())
+        .collect();
+    assert!(
+        idle.len() >= 100,
+        "only {} idle clients connected",
+        idle.len()
+    );
+    assert!(
+        wait_until(DEADLINE, || svc.fds() >= 120),
+        "the service did not reach its limit: {} descriptors",
+        svc.fds()
+    );
+    // Scrapes at the limit: accepted by the kernel, refused by accept (EMFILE) for now.
+    let pending: Vec<_> = (0..4)
+        .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
+        .collect();
+    let log = home.run_dir().join("service.log");
+    assert!(
+        wait_until(DEADLINE, || std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains("metrics") && l.contains("failed"))),
+        "the metrics listener met no accept error"
+    );
+    drop(pending);
+    drop(idle);
+    assert!(
+        wait_until(DEADLINE, || scrape(&addr).contains("200 OK")),
+        "the metrics listener did not answer after the accept errors"
+    );
     svc.signal(rustix::process::Signal::TERM);
     assert!(svc.wait().success());
 }

@@ -339,7 +339,7 @@ const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// The accept loop's pause after a failure (D1): 10 ms, doubling up to 1 s while the failures
 /// last; reset by the next accepted connection.
 #[derive(Default)]
-struct Backoff {
+pub(super) struct Backoff {
     pause: Option<Duration>,
 }
 
@@ -347,13 +347,13 @@ impl Backoff {
     const FIRST: Duration = Duration::from_millis(10);
     const MOST: Duration = Duration::from_secs(1);
 
-    fn next(&mut self, _e: &io::Error) -> Duration {
+    pub(super) fn next(&mut self) -> Duration {
         let pause = self.pause.map_or(Self::FIRST, |p| (p * 2).min(Self::MOST));
         self.pause = Some(pause);
         pause
     }
 
-    fn reset(&mut self) {
+    pub(super) fn reset(&mut self) {
         self.pause = None;
     }
 }
@@ -710,7 +710,7 @@ async fn serve_async(
                     // D1: at the descriptor limit (EMFILE, ENFILE) or short of memory, retrying
                     // at once only spins: back off (doubling, up to a second), and say so at
                     // most once per window.
-                    let pause = backoff.next(&e);
+                    let pause = backoff.next();
                     if let Some(suppressed) = ACCEPT_LOG.allow() {
                         tracing::warn!(error = %e, suppressed, pause_ms = pause.as_millis() as u64, "accept failed");
                     }
