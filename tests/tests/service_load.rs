@@ -393,3 +393,75 @@ fn the_metrics_listener_survives_an_accept_error() {
     svc.signal(rustix::process::Signal::TERM);
     assert!(svc.wait().success());
 }
+
+/// D6: a stop that failed is reported at once. `run --timeout 2s` without CAP_KILL (root's
+/// bounding set) over a scope with a member of another uid: the stop is refused (EPERM, T6) and
+/// `run` returns with the refusal, not after retrying it five times and waiting 10 s for a
+/// receipt that cannot come (22 s before). Root only.
+#[test]
+fn a_refused_stop_is_reported_at_once() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root (a member of another uid, and CAP_KILL to drop)");
+        return;
+    }
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: setpriv (util-linux) is not installed");
+        return;
+    }
+    let home = Home::new();
+    let script = "setpriv --reuid=65534 --regid=65534 --clear-groups sleep 1000 & exec sleep 1000";
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--bounding-set", "-kill", "--"])
+        .arg(refine_tests::bin("refine-supervisor"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["run", "--json", "--timeout", "2s", "--", "sh", "-c", script])
+        .stdin(std::process::Stdio::null());
+    let t = std::time::Instant::now();
+    let out = output_of(cmd);
+    let took = t.elapsed();
+    let doc: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    // Clean up the other uid's sleep, by its pid below the guardian (the guardian then ends).
+    if let Some(id) = doc["id"].as_str() {
+        let [guardian, _] = witnesses(&home, id);
+        for pid in children_of(guardian.0) {
+            kill_witness(pid, start_time(pid as u32), rustix::process::Signal::KILL);
+        }
+    }
+    assert_eq!(
+        doc["outcome"],
+        "timed_out",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Generous: the timeout, one stop's budget and the drain are about 5 s; the retries and the
+    // receipt wait made it 22 s.
+    assert!(
+        took < Duration::from_secs(15),
+        "the refused stop was reported after {took:?}"
+    );
+}
+
+/// The pids whose parent is `parent` (from `/proc/*/stat`).
+fn children_of(parent: u64) -> Vec<u64> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let pid: u64 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let close = stat.rfind(')')?;
+        let ppid: u64 = stat[close + 1..]
+            .split_ascii_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        (ppid == parent).then_some(pid)
+    })
+    .collect()
+}
