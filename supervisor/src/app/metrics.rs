@@ -336,8 +336,25 @@ pub async fn serve(
     metrics: Arc<Metrics>,
     rt: Runtime,
 ) -> std::io::Result<()> {
+    let mut backoff = super::serve::Backoff::default();
     loop {
-        let (stream, peer) = listener.accept().await?;
+        // D6: an accept error (EMFILE at the descriptor limit, a connection aborted before it
+        // was taken) ends no listener: it pauses, backing off, and says so at most once per
+        // window.
+        let (stream, peer) = match listener.accept().await {
+            Ok(conn) => {
+                backoff.reset();
+                conn
+            }
+            Err(e) => {
+                let pause = backoff.next();
+                if let Some(suppressed) = ACCEPT_LOG.allow() {
+                    tracing::warn!(error = %e, suppressed, pause_ms = pause.as_millis() as u64, "metrics accept failed");
+                }
+                tokio::time::sleep(pause).await;
+                continue;
+            }
+        };
         let (metrics, rt) = (metrics.clone(), rt.clone());
         tokio::spawn(async move {
             if let Err(e) = answer(stream, metrics, rt).await {
@@ -346,6 +363,8 @@ pub async fn serve(
         });
     }
 }
+
+static ACCEPT_LOG: super::serve::LogLimit = super::serve::LogLimit::new();
 
 /// Reads one request head and answers it.
 async fn answer(

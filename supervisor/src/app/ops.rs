@@ -638,21 +638,29 @@ pub(crate) fn admit(
     let deadline = Instant::now() + spec.wait_for_slot.unwrap_or_default();
     let mut probe = probe();
     loop {
-        let lock =
-            capacity::admission_lock(rt).map_err(|e| ServiceError::Capacity(e.to_string()))?;
-        let report = capacity_report(Some(rt), capacity::Policy::default(), &mut *probe)
-            .map_err(|e| ServiceError::Capacity(e.to_string()))?;
-        if report.free > 0 {
-            return Ok(Some(lock));
-        }
-        drop(lock);
-        if Instant::now() >= deadline {
-            return Err(ServiceError::NoCapacity {
-                slots: report.slots,
-                live: report.live,
-                unverified: report.unverified,
-            });
+        match try_admit(rt, &mut *probe) {
+            Err(ServiceError::NoCapacity { .. }) if Instant::now() < deadline => {}
+            other => return other.map(Some),
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// One capacity census under the admission lock: the lock when a slot is free now, else
+/// [`ServiceError::NoCapacity`] (the service's slot queue waits between two on a timer, D2).
+pub(crate) fn try_admit(
+    rt: &Runtime,
+    probe: &mut dyn HostProbe,
+) -> Result<crate::fence::Fence, ServiceError> {
+    let lock = capacity::admission_lock(rt).map_err(|e| ServiceError::Capacity(e.to_string()))?;
+    let report = capacity_report(Some(rt), capacity::Policy::default(), probe)
+        .map_err(|e| ServiceError::Capacity(e.to_string()))?;
+    if report.free > 0 {
+        return Ok(lock);
+    }
+    Err(ServiceError::NoCapacity {
+        slots: report.slots,
+        live: report.live,
+        unverified: report.unverified,
+    })
 }

@@ -23,9 +23,17 @@
 //! launches ask for no parent-death signal, so they keep running, `live`, and the next service's
 //! recovery pass (or `recover`) stops them.
 //!
+//! # Nothing waits on a thread (SPEC D2)
+//! What only waits is a timer in the event loop, never a thread: a stop's grace (the polite
+//! signal, then the guardian's pidfd looked at on a timer, then the stop proper), an `agent`
+//! launch waiting for a slot (one FIFO queue; only its head takes a census, every 200 ms), a
+//! deadline's grace for a registration this service did not launch. The engines' own graces,
+//! retries and receipt waits are timers of the shared loop ([`crate::launch::SharedLoop`]).
+//!
 //! # Caveats
-//! Requests are handled on tokio's blocking pool: the engine, the stop and the assessment are
-//! blocking by design, and the supervisor never reaps anything but its own guardians by pid.
+//! The work that blocks (the engine's launch, the stop's quiesce, kill and proof, the
+//! assessment) runs on tokio's blocking pool, bounded by the stop's budget; the supervisor never
+//! reaps anything but its own guardians by pid.
 
 use std::collections::HashSet;
 use std::io;
@@ -37,14 +45,14 @@ use std::time::{Duration, Instant};
 use refine_protocol::api::{self, ErrorKind, LaunchAsk, Reply, Request, Response, MAX_MESSAGE};
 use refine_protocol::{Registration, RegistrationId, StopCause};
 
-use super::docs::{json_line, to_value, RecoverAction, State, StopDetail, StopDoc};
+use super::docs::{json_line, to_value, RecoverAction, State, StopDetail, StopDoc, StopOutcomeDoc};
 use super::error::{io_err, CliError, ServiceError};
 use super::metrics::{self, Metrics, RequestResult};
-use super::ops::{self, admit, assess_one, launch_request, recover_all, retire, stop_one};
+use super::ops::{self, assess_one, launch_request, recover_all, retire, stop_one};
 use crate::deadline::{expired_on_record, Expired};
 use crate::error_chain;
 use crate::fence;
-use crate::launch::{LaunchHandle, Supervisor};
+use crate::launch::Supervisor;
 use crate::open_index::{self, Settled};
 use crate::registry::{RegistryError, Runtime};
 use crate::signal::Signal;
@@ -60,41 +68,341 @@ pub struct Housekeeping {
     pub forget_after: Duration,
 }
 
-/// Launches for the service: the engine keeps running in the shared loop; the handle is not
-/// awaited (the record and the receipt carry the result), so the service holds no per-launch
-/// state beyond the id.
-fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<LaunchHandle, Response> {
-    let rt = sup.runtime();
-    let slot = admit(rt, &spec).map_err(|e| match e {
-        ServiceError::NoCapacity { .. } => Response::err(ErrorKind::NoCapacity, e.to_string()),
-        other => Response::err(ErrorKind::BadRequest, other.to_string()),
-    })?;
+/// Launches for the service (after [`admit_queued`]): the engine keeps running in the shared
+/// loop; the handle is not awaited (the record and the receipt carry the result), so the service
+/// holds no per-launch state beyond the id and the engine. Refused once shutdown has begun (D3):
+/// the check, the launch and its entry among the service's launches happen under one lock that
+/// shutdown takes before its snapshot, so a launch is either refused or ended by the shutdown.
+fn launch_admitted(
+    state: &Service,
+    spec: LaunchAsk,
+    slot: Option<crate::fence::Fence>,
+) -> Result<RegistrationId, Response> {
     let mut req =
         launch_request(&spec).map_err(|e| Response::err(ErrorKind::BadRequest, e.to_string()))?;
     // The service ends its launches itself when it stops (W8); when it is killed, they outlive
     // it until recovery rather than die with no receipt reader.
     req.pdeath_signal = None;
-    let handle = sup
-        .launch(req)
-        .map_err(|e| Response::err(ErrorKind::LaunchFailed, error_chain(&e)))?;
-    drop(slot);
+    let handle = {
+        let closed = state.closed.lock().unwrap_or_else(|p| p.into_inner());
+        if *closed {
+            return Err(shutting_down());
+        }
+        descriptor_budget()?;
+        let handle = state
+            .sup
+            .launch(req)
+            .map_err(|e| Response::err(ErrorKind::LaunchFailed, error_chain(&e)))?;
+        drop(slot);
+        if let Ok(mut l) = state.launched.lock() {
+            l.insert(handle.id());
+        }
+        handle
+    };
+    let id = handle.id();
     // The caller learns a spawn failure now rather than an id of something that never ran.
-    if let Some(Err((errno, step))) = handle.wait_spawned(SPAWN_WORD_WAIT) {
+    let spawned = handle.wait_spawned(SPAWN_WORD_WAIT);
+    if let Ok(mut e) = state.engines.lock() {
+        e.retain(|h| !h.is_finished());
+        // Only the engine: a handle would keep the control channel open (a descriptor per
+        // detached scope for nothing).
+        e.push(handle.into_engine());
+    }
+    if let Some(Err((errno, step))) = spawned {
         return Err(Response::ok(Reply::SpawnFailed {
-            id: handle.id().to_string(),
+            id: id.to_string(),
             errno,
             step: Some(step),
         }));
     }
-    Ok(handle)
+    Ok(id)
 }
+
+/// Descriptors a launch may hold at its peak (its pipes, the guardian's channel and pidfd, its
+/// lock, proof and artifacts, the spawn's own), of which about four stay while the scope lives.
+const SCOPE_DESCRIPTORS: usize = 24;
+/// Descriptors kept for the service itself (connections, stops, `/proc` reads, the log).
+const SERVICE_RESERVE: usize = 32;
+
+/// D1: a launch is let through only while the descriptor limit leaves room for one more scope
+/// beside the service's reserve; else it is refused before anything is created. The count reads
+/// `/proc/self/fd` (O(open descriptors)), skipped where the limit is the kernel's ceiling.
+fn descriptor_budget() -> Result<(), Response> {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    if soft.is_none_or(|s| s >= 1 << 20) {
+        return Ok(());
+    }
+    let left = crate::limits::descriptors_left(SERVICE_RESERVE);
+    if left >= SCOPE_DESCRIPTORS {
+        return Ok(());
+    }
+    Err(Response::err(
+        ErrorKind::NoCapacity,
+        format!(
+            "descriptor limit: {left} descriptors left beside the service's reserve of \
+             {SERVICE_RESERVE} (RLIMIT_NOFILE {}), a scope needs {SCOPE_DESCRIPTORS}",
+            soft.unwrap_or(0)
+        ),
+    ))
+}
+
+/// The refusal of a launch asked for once shutdown has begun (D3).
+fn shutting_down() -> Response {
+    Response::err(
+        ErrorKind::LaunchFailed,
+        "the service is shutting down: nothing more is launched",
+    )
+}
+
+fn capacity_response(e: ServiceError) -> Response {
+    match e {
+        ServiceError::NoCapacity { .. } => Response::err(ErrorKind::NoCapacity, e.to_string()),
+        other => Response::err(ErrorKind::BadRequest, other.to_string()),
+    }
+}
+
+/// How often the head of the slot queue takes a census while it waits.
+const SLOT_POLL: Duration = Duration::from_millis(200);
+
+/// Capacity admission for the service (C1–C4) without a thread per waiter (D2): an `agent`
+/// launch takes its turn in one FIFO queue (an async lock: waiting in it costs no thread and no
+/// census), and only the queue's head takes a census, every [`SLOT_POLL`], on the blocking pool
+/// for the census alone, until a slot is free or its `wait_for_slot` is over. Returns the
+/// admission lock, held until the registration is durable. Refused once shutdown began (D3).
+async fn admit_queued(
+    state: &Arc<Service>,
+    spec: &LaunchAsk,
+) -> Result<Option<crate::fence::Fence>, Response> {
+    if spec.kind != refine_protocol::Kind::Agent {
+        return Ok(None);
+    }
+    let deadline = tokio::time::Instant::now() + spec.wait_for_slot.unwrap_or_default();
+    let census = |state: &Arc<Service>| {
+        let st = state.clone();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let mut probe = st.probe.lock().unwrap_or_else(|p| p.into_inner());
+                ops::try_admit(&st.rt, &mut **probe)
+            })
+            .await
+            .unwrap_or_else(|e| Err(ServiceError::Capacity(e.to_string())))
+        }
+    };
+    let mut closing = state.closing.subscribe();
+    let turn = tokio::select! {
+        turn = tokio::time::timeout_at(deadline, state.slot_queue.lock()) => turn,
+        _ = closing.wait_for(|c| *c) => return Err(shutting_down()),
+    };
+    if state.is_closed() {
+        return Err(shutting_down());
+    }
+    let Ok(_turn) = turn else {
+        // Its wait is over while others were ahead of it: one last census decides.
+        return census(state).await.map(Some).map_err(capacity_response);
+    };
+    loop {
+        match census(state).await {
+            Ok(lock) => return Ok(Some(lock)),
+            Err(e @ ServiceError::NoCapacity { .. }) => {
+                let now = tokio::time::Instant::now();
+                if now >= deadline {
+                    return Err(capacity_response(e));
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline.min(now + SLOT_POLL)) => {}
+                    _ = closing.wait_for(|c| *c) => {}
+                }
+                if state.is_closed() {
+                    return Err(shutting_down());
+                }
+            }
+            Err(e) => return Err(capacity_response(e)),
+        }
+    }
+}
+
+/// A launch request: admission (queued, D2), then the launch on the blocking pool.
+async fn launch_request_async(state: &Arc<Service>, spec: LaunchAsk) -> Response {
+    let launched = match admit_queued(state, &spec).await {
+        Err(resp) => Err(resp),
+        Ok(slot) => {
+            let st = state.clone();
+            tokio::task::spawn_blocking(move || launch_admitted(&st, spec, slot))
+                .await
+                .unwrap_or_else(|e| Err(Response::err(ErrorKind::Internal, e.to_string())))
+        }
+    };
+    state.metrics.request(request_result(&launched));
+    match launched {
+        Ok(id) => {
+            tracing::info!(%id, "launched");
+            Response::ok(Reply::Launched { id: id.to_string() })
+        }
+        Err(resp) => resp,
+    }
+}
+
+/// The shared stop with its grace as a timer (D2, T7): the polite signal on the blocking pool,
+/// the grace as a wait on the guardian's pidfd in the event loop (no thread), then the stop
+/// proper (quiesce, kill, proof) on the blocking pool. The grace's signals and time are in the
+/// document as if the stop had waited them out itself. A scope without a live guardian has no
+/// pidfd to wait on: it is stopped at once after the polite signal.
+async fn stop_async(
+    state: &Arc<Service>,
+    reg: Registration,
+    cause: StopCause,
+    grace: Option<(Duration, Signal)>,
+) -> StopDoc {
+    let blocking = |st: Arc<Service>, reg: Registration| async move {
+        let id = reg.id;
+        tokio::task::spawn_blocking(move || st.stop(&reg, cause, None))
+            .await
+            .unwrap_or_else(|e| StopDoc {
+                id: id.to_string(),
+                outcome: StopOutcomeDoc::Failed("failed"),
+                state: State::Unverified,
+                reason: None,
+                detail: StopDetail::Failed {
+                    error: e.to_string(),
+                },
+            })
+    };
+    let Some((grace, sig)) = grace else {
+        return blocking(state.clone(), reg).await;
+    };
+    let t = Instant::now();
+    let polite = {
+        let (st, reg) = (state.clone(), reg.clone());
+        tokio::task::spawn_blocking(move || {
+            let opts = stop::StopOptions {
+                cause: Some(cause),
+                ..stop::StopOptions::default()
+            };
+            stop::signal_politely(&st.rt, &reg, sig, &opts)
+        })
+        .await
+    };
+    let sent = match polite {
+        Ok(Ok(sent)) => sent.len(),
+        Ok(Err(e)) => {
+            tracing::warn!(id = %reg.id, error = %error_chain(&e), "cannot send the grace's signal");
+            0
+        }
+        Err(_) => 0,
+    };
+    if sent > 0 {
+        guardian_exit(reg.hello.guardian, grace).await;
+    }
+    let waited = t.elapsed();
+    let mut doc = blocking(state.clone(), reg).await;
+    if let StopDetail::Done {
+        signalled,
+        timings_ms,
+        ..
+    } = &mut doc.detail
+    {
+        let ms = waited.as_secs_f64() * 1e3;
+        *signalled += sent;
+        timings_ms.grace = ms;
+        timings_ms.total += ms;
+    }
+    if sent > 0 {
+        if let StopOutcomeDoc::Stopped(o @ stop::StopOutcome::AlreadyExited) = &mut doc.outcome {
+            *o = stop::StopOutcome::Stopped;
+        }
+    }
+    doc
+}
+
+/// How often a grace's timer looks at the guardian's pidfd.
+const GRACE_POLL: Duration = Duration::from_millis(50);
+
+/// Waits up to `within` for the guardian to exit, as a timer in the event loop (no thread): its
+/// pidfd, polled without blocking every [`GRACE_POLL`], is readable once it has exited. A
+/// guardian that cannot be opened is gone or reused: no wait.
+async fn guardian_exit(guardian: refine_protocol::ProcessWitness, within: Duration) {
+    let Ok(v) = crate::signal::Verified::open(guardian) else {
+        return;
+    };
+    let end = tokio::time::Instant::now() + within;
+    while !v.has_exited().unwrap_or(true) {
+        let now = tokio::time::Instant::now();
+        if now >= end {
+            return;
+        }
+        tokio::time::sleep_until(end.min(now + GRACE_POLL)).await;
+    }
+}
+
+/// How long a client has to send its whole request line (D1).
+const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The accept loop's pause after a failure (D1): 10 ms, doubling up to 1 s while the failures
+/// last; reset by the next accepted connection.
+#[derive(Default)]
+pub(super) struct Backoff {
+    pause: Option<Duration>,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(10);
+    const MOST: Duration = Duration::from_secs(1);
+
+    pub(super) fn next(&mut self) -> Duration {
+        let pause = self.pause.map_or(Self::FIRST, |p| (p * 2).min(Self::MOST));
+        self.pause = Some(pause);
+        pause
+    }
+
+    pub(super) fn reset(&mut self) {
+        self.pause = None;
+    }
+}
+
+/// A log line that may repeat at any rate (an accept error, a bad connection): written at most
+/// once per [`LogLimit::WINDOW`], with how many were suppressed since the last one (D1).
+pub(super) struct LogLimit {
+    state: Mutex<(Option<Instant>, u64)>,
+}
+
+impl LogLimit {
+    const WINDOW: Duration = Duration::from_secs(10);
+
+    pub(super) const fn new() -> LogLimit {
+        LogLimit {
+            state: Mutex::new((None, 0)),
+        }
+    }
+
+    /// `Some(suppressed since the last line)` when this line may be written now.
+    pub(super) fn allow(&self) -> Option<u64> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        match s.0 {
+            Some(last) if now.duration_since(last) < Self::WINDOW => {
+                s.1 += 1;
+                None
+            }
+            _ => {
+                let suppressed = std::mem::take(&mut s.1);
+                s.0 = Some(now);
+                Some(suppressed)
+            }
+        }
+    }
+}
+
+static ACCEPT_LOG: LogLimit = LogLimit::new();
+static CONN_LOG: LogLimit = LogLimit::new();
+static PEER_LOG: LogLimit = LogLimit::new();
+static SLOW_LOG: LogLimit = LogLimit::new();
 
 /// How long a detached launch waits for the guardian's word on the `execve` (it comes within
 /// milliseconds of *start*).
 const SPAWN_WORD_WAIT: Duration = Duration::from_secs(5);
 
 /// How a launch request ended, for the metrics.
-fn request_result(r: &Result<LaunchHandle, Response>) -> RequestResult {
+fn request_result(r: &Result<RegistrationId, Response>) -> RequestResult {
     let kind = match r {
         Ok(_) => return RequestResult::Started,
         // A reply without an error: the spawn failed (`Reply::SpawnFailed`).
@@ -126,9 +434,26 @@ struct Service {
     last_retention: Mutex<Option<Instant>>,
     /// Counters and gauges for `--metrics` (kept whether or not they are served).
     metrics: Arc<Metrics>,
+    /// Set when shutdown begins: nothing more is launched (D3). Held across a launch and its
+    /// entry in `launched`, so shutdown's snapshot has every launch that was let through.
+    closed: Mutex<bool>,
+    /// Tells the slot waiters that shutdown has begun (they are refused at once).
+    closing: tokio::sync::watch::Sender<bool>,
+    /// Connections being answered (shutdown lets them finish, bounded).
+    answering: std::sync::atomic::AtomicUsize,
+    /// The FIFO of `agent` launches waiting for a slot (D2): only its head takes censuses.
+    slot_queue: tokio::sync::Mutex<()>,
+    /// Registrations with a graced deadline stop under way ([`graced_deadline_stop`]).
+    graced: Mutex<HashSet<RegistrationId>>,
+    /// The host probe of the censuses of admission.
+    probe: Mutex<Box<dyn crate::capacity::HostProbe + Send>>,
 }
 
 impl Service {
+    fn is_closed(&self) -> bool {
+        *self.closed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The shared stop, observed by the metrics when it returned a report.
     fn stop(
         &self,
@@ -208,6 +533,12 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         engines: Mutex::new(Vec::new()),
         last_retention: Mutex::new(None),
         metrics,
+        closed: Mutex::new(false),
+        closing: tokio::sync::watch::Sender::new(false),
+        answering: std::sync::atomic::AtomicUsize::new(0),
+        slot_queue: tokio::sync::Mutex::new(()),
+        probe: Mutex::new(ops::probe()),
+        graced: Mutex::new(HashSet::new()),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -223,6 +554,15 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         metrics_addr,
     ));
     shutdown(&state, shutdown_grace);
+    // The requests under way (a slot waiter's refusal) are answered before the runtime goes.
+    runtime.block_on(async {
+        let end = tokio::time::Instant::now() + ANSWERS_AT_SHUTDOWN;
+        while state.answering.load(std::sync::atomic::Ordering::Acquire) > 0
+            && tokio::time::Instant::now() < end
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
     runtime.shutdown_background();
     let _ = std::fs::remove_file(state.rt.socket_path());
     tracing::info!("service stopped");
@@ -298,6 +638,7 @@ async fn serve_async(
     let mut term = signal(SignalKind::terminate()).map_err(io_err("install SIGTERM handler"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(io_err("install SIGINT handler"))?;
     tracing::info!(socket = %state.rt.socket_path().display(), "listening");
+    let mut backoff = Backoff::default();
     // Recovery runs behind the socket (bind first): requests meanwhile are answered from the
     // records as they are, each scope's state decided by the one assessment, and the
     // registration locks serialize recovery with a stop or a launch of the same scope.
@@ -354,14 +695,32 @@ async fn serve_async(
             _ = int.recv() => { tracing::info!("SIGINT"); break; }
             conn = listener.accept() => match conn {
                 Ok((stream, _)) => {
+                    backoff.reset();
                     let st = state.clone();
+                    st.answering.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                     tokio::spawn(async move {
-                        if let Err(e) = handle_conn(st, stream).await {
-                            tracing::warn!(error = %e, "connection failed");
+                        if let Err(e) = handle_conn(st.clone(), stream).await {
+                            if let Some(suppressed) = CONN_LOG.allow() {
+                                tracing::warn!(error = %e, suppressed, "connection failed");
+                            }
                         }
+                        st.answering.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                     });
                 }
-                Err(e) => tracing::warn!(error = %e, "accept failed"),
+                Err(e) => {
+                    // D1: at the descriptor limit (EMFILE, ENFILE) or short of memory, retrying
+                    // at once only spins: back off (doubling, up to a second), and say so at
+                    // most once per window.
+                    let pause = backoff.next();
+                    if let Some(suppressed) = ACCEPT_LOG.allow() {
+                        tracing::warn!(error = %e, suppressed, pause_ms = pause.as_millis() as u64, "accept failed");
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = term.recv() => { tracing::info!("SIGTERM"); break; }
+                        _ = int.recv() => { tracing::info!("SIGINT"); break; }
+                    }
+                }
             }
         }
     }
@@ -424,22 +783,45 @@ async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io:
     let me = rustix::process::getuid().as_raw();
     let (rd, mut wr) = stream.into_split();
     if cred.uid() != me && cred.uid() != 0 {
-        tracing::warn!(uid = cred.uid(), "refused a peer with another uid");
+        if let Some(suppressed) = PEER_LOG.allow() {
+            tracing::warn!(
+                uid = cred.uid(),
+                suppressed,
+                "refused a peer with another uid"
+            );
+        }
         let resp = Response::err(ErrorKind::BadRequest, "permission denied: peer uid differs");
         wr.write_all(&api::encode_response(&resp)).await?;
         return Ok(());
     }
     let mut line = Vec::new();
-    tokio::io::BufReader::new(rd)
-        .take(MAX_MESSAGE as u64 + 1)
-        .read_until(b'\n', &mut line)
-        .await?;
+    // D1: a request that is not whole within the read timeout is dropped, with its descriptor
+    // (an idle client must not pin one for ever).
+    let mut reader = tokio::io::BufReader::new(rd).take(MAX_MESSAGE as u64 + 1);
+    let read = reader.read_until(b'\n', &mut line);
+    match tokio::time::timeout(REQUEST_READ_TIMEOUT, read).await {
+        Ok(r) => {
+            r?;
+        }
+        Err(_) => {
+            if let Some(suppressed) = SLOW_LOG.allow() {
+                tracing::warn!(
+                    suppressed,
+                    timeout_ms = REQUEST_READ_TIMEOUT.as_millis() as u64,
+                    "dropped a request not whole within the read timeout"
+                );
+            }
+            return Ok(());
+        }
+    }
     if line.is_empty() {
         // A client that connected and closed (a readiness probe): nothing to answer.
         return Ok(());
     }
     let resp = match api::decode_request_explained(&line) {
         Err(why) => Response::err(ErrorKind::BadRequest, format!("bad request: {why}")),
+        Ok(Request::Launch(spec)) => launch_request_async(&state, spec).await,
+        Ok(Request::Stop { id, grace, signal }) => stop_request(&state, id, grace, signal).await,
         Ok(req) => {
             let st = state.clone();
             tokio::task::spawn_blocking(move || handle(&st, req))
@@ -462,25 +844,11 @@ fn handle(state: &Service, req: Request) -> Response {
         })
     };
     let result = match req {
-        Request::Launch(spec) => {
-            let launched = launch_detached(&state.sup, spec);
-            state.metrics.request(request_result(&launched));
-            launched
-        }
-        .map(|handle| {
-            let id = handle.id();
-            if let Ok(mut l) = state.launched.lock() {
-                l.insert(id);
-            }
-            if let Ok(mut e) = state.engines.lock() {
-                e.retain(|h| !h.is_finished());
-                // Only the engine: a handle would keep the control channel open (a descriptor
-                // per detached scope for nothing).
-                e.push(handle.into_engine());
-            }
-            tracing::info!(%id, "launched");
-            Reply::Launched { id: id.to_string() }
-        }),
+        // Taken before the blocking pool (`handle_conn`): admission waits on a timer.
+        Request::Launch(_) => Err(Response::err(
+            ErrorKind::Internal,
+            "a launch is not handled here",
+        )),
         Request::List { all } => ops::list_views(rt, all)
             .map(Reply::List)
             .map_err(registry_response),
@@ -492,31 +860,51 @@ fn handle(state: &Service, req: Request) -> Response {
                     other => Response::err(ErrorKind::Internal, other.to_string()),
                 })
         }),
-        Request::Stop { id, grace, signal } => parse(&id).and_then(|id| {
-            let grace = match (grace, signal) {
-                (None, None) => None,
-                (None, Some(_)) => {
-                    return Err(Response::err(
-                        ErrorKind::BadRequest,
-                        "`signal` is the grace's signal: it needs `grace_ms`".to_owned(),
-                    ))
-                }
-                (Some(g), sig) => Some((
-                    g,
-                    match sig {
-                        None => Signal::TERM,
-                        Some(text) => crate::signal::parse(&text)
-                            .map_err(|e| Response::err(ErrorKind::BadRequest, e))?,
-                    },
-                )),
-            };
-            let reg = rt.read_registration(id).map_err(registry_response)?;
-            let doc = state.stop(&reg, StopCause::Operator, grace);
-            tracing::info!(%id, result = %json_line(&doc), "stop");
-            Ok(Reply::Stop(to_value(&doc)))
-        }),
+        // Taken before the blocking pool (`handle_conn`): a grace waits on a timer.
+        Request::Stop { .. } => Err(Response::err(
+            ErrorKind::Internal,
+            "a stop is not handled here",
+        )),
     };
     result.map(Response::ok).unwrap_or_else(|e| e)
+}
+
+/// A stop request: its grace checked, the record read (blocking pool), then [`stop_async`].
+async fn stop_request(
+    state: &Arc<Service>,
+    id: String,
+    grace: Option<Duration>,
+    signal: Option<String>,
+) -> Response {
+    let Some(id) = RegistrationId::parse(&id) else {
+        return Response::err(
+            ErrorKind::BadRequest,
+            format!("invalid registration id {id:?}"),
+        );
+    };
+    let grace = match (grace, signal) {
+        (None, None) => None,
+        (None, Some(_)) => {
+            return Response::err(
+                ErrorKind::BadRequest,
+                "`signal` is the grace's signal: it needs `grace_ms`".to_owned(),
+            )
+        }
+        (Some(g), None) => Some((g, Signal::TERM)),
+        (Some(g), Some(text)) => match crate::signal::parse(&text) {
+            Ok(sig) => Some((g, sig)),
+            Err(e) => return Response::err(ErrorKind::BadRequest, e),
+        },
+    };
+    let st = state.clone();
+    let reg = match tokio::task::spawn_blocking(move || st.rt.read_registration(id)).await {
+        Ok(Ok(reg)) => reg,
+        Ok(Err(e)) => return registry_response(e),
+        Err(e) => return Response::err(ErrorKind::Internal, e.to_string()),
+    };
+    let doc = stop_async(state, reg, StopCause::Operator, grace).await;
+    tracing::info!(%id, result = %json_line(&doc), "stop");
+    Response::ok(Reply::Stop(to_value(&doc)))
 }
 
 fn registry_response(e: RegistryError) -> Response {
@@ -528,6 +916,9 @@ fn registry_response(e: RegistryError) -> Response {
     Response::err(kind, e.to_string())
 }
 
+/// How long the service lets the requests under way be answered once its launches have ended.
+const ANSWERS_AT_SHUTDOWN: Duration = Duration::from_secs(2);
+
 /// How long shutdown waits for its launches' engines to record their results after the stops.
 const ENGINES_AT_SHUTDOWN: Duration = Duration::from_secs(10);
 
@@ -535,6 +926,10 @@ const ENGINES_AT_SHUTDOWN: Duration = Duration::from_secs(10);
 /// rest; then the engines are joined (bounded) so each result is on disk.
 fn shutdown(state: &Service, grace: Duration) {
     let rt = &state.rt;
+    // D3: nothing more is admitted, waiters included; a launch under way finishes first and is
+    // in the snapshot below.
+    *state.closed.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    state.closing.send_replace(true);
     let ids: Vec<RegistrationId> = state
         .launched
         .lock()
@@ -598,7 +993,7 @@ const RETENTION_EVERY: Duration = Duration::from_secs(600);
 /// service did not launch, settling what the assessment proves exited (under each lock), and
 /// capacity sampling; then, when due, housekeeping over the history. Every failure is logged
 /// and the loop goes on.
-fn maintenance(state: &Service, keep: Housekeeping) {
+fn maintenance(state: &Arc<Service>, keep: Housekeeping) {
     let rt = &state.rt;
     let started = Instant::now();
     let ours = state.launched.lock().map(|l| l.clone()).unwrap_or_default();
@@ -626,9 +1021,15 @@ fn maintenance(state: &Service, keep: Housekeeping) {
             match assess_one(rt, &reg).state {
                 State::Live => {
                     if let Some(cause) = deadline_passed(&reg) {
-                        let grace = reg.limits.kill_after_ms.map(Duration::from_millis);
-                        let doc = state.stop(&reg, cause, grace.map(|g| (g, Signal::TERM)));
-                        tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
+                        match reg.limits.kill_after_ms.map(Duration::from_millis) {
+                            None => {
+                                let doc = state.stop(&reg, cause, None);
+                                tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
+                            }
+                            // D2: a grace does not hold the maintenance pass: it runs as a
+                            // task of its own (once per registration), its wait a timer.
+                            Some(grace) => graced_deadline_stop(state, reg, cause, grace),
+                        }
                     }
                 }
                 State::Exited => {
@@ -662,6 +1063,36 @@ fn maintenance(state: &Service, keep: Housekeeping) {
     // Logged at info with housekeeping (at start, then every RETENTION_EVERY), not every pass.
     tracing::info!(elapsed_us, open, settled, "maintenance pass");
     housekeeping(state, keep);
+}
+
+/// A deadline stop with a grace, for a registration this service did not launch, as a task in
+/// the event loop; a registration with one under way is not stopped again by the next pass.
+fn graced_deadline_stop(
+    state: &Arc<Service>,
+    reg: Registration,
+    cause: StopCause,
+    grace: Duration,
+) {
+    let id = reg.id;
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let fresh = state
+        .graced
+        .lock()
+        .map(|mut g| g.insert(id))
+        .unwrap_or(false);
+    if !fresh {
+        return;
+    }
+    let st = state.clone();
+    rt.spawn(async move {
+        let doc = stop_async(&st, reg, cause, Some((grace, Signal::TERM))).await;
+        tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
+        if let Ok(mut g) = st.graced.lock() {
+            g.remove(&id);
+        }
+    });
 }
 
 /// Retention and forgetting over the whole history (R1–R4); the only O(history) part of the

@@ -171,6 +171,9 @@ pub(super) struct State {
     pub(super) polite: bool,
     /// When that grace ends and the shared stop follows.
     pub(super) grace_until: Option<Instant>,
+    /// After a stop this engine proved: until when the loop waits on the channel for the
+    /// receipt (a timer, D2), set when the result is otherwise due.
+    pub(super) receipt_until: Option<Instant>,
 }
 
 impl State {
@@ -255,6 +258,15 @@ impl Engine {
             // scope's end is known (its receipt usually follows the exit within ms).
             let scope_known = st.receipt.is_some() || st.channel_closed;
             if self.capture.is_done(now) && (scope_known || self.capture.drain_over(now)) {
+                // D2: after a stop this engine proved, the receipt is due within milliseconds:
+                // wait for it on the channel like for anything else, not on a thread. A stop
+                // that failed waits for nothing (D6: a receipt that cannot come).
+                if st.stop_report.is_some() && st.receipt.is_none() && !st.channel_closed {
+                    let until = *st.receipt_until.get_or_insert(now + RECEIPT_AFTER_STOP);
+                    if now < until {
+                        return Step::Wait(Some(until));
+                    }
+                }
                 return Step::Done;
             }
         }
@@ -542,10 +554,12 @@ impl Engine {
             }
             Err(e) => {
                 tracing::warn!(id = %self.registration.id, error = %e, attempt = st.stop_attempts, "stop failed");
+                let permanent = is_permanent(&e);
                 st.stop_failure = Some(e);
                 // The failure modes (fence held, quiescence not reached) are transient: try again
-                // while the workload runs, a bounded number of times.
-                if st.stop_attempts < STOP_ATTEMPTS {
+                // while the workload runs, a bounded number of times. A refusal (EPERM) is not:
+                // it is reported at once (D6).
+                if st.stop_attempts < STOP_ATTEMPTS && !permanent {
                     st.retry_stop_at = Some(Instant::now() + STOP_RETRY);
                 }
             }
@@ -572,8 +586,14 @@ impl Engine {
         } else {
             LaunchOutcome::Completed
         };
-        // A stop this engine made already: its receipt is due shortly; take it if it comes.
-        if st.stopped && st.receipt.is_none() && !st.channel_closed {
+        // A stop this engine proved: its receipt is due shortly; take it if it comes (unless
+        // the loop has waited for it already, [`Engine::step`]). After a failed stop no receipt
+        // is due: the result is reported at once (D6).
+        if st.stop_report.is_some()
+            && st.receipt_until.is_none()
+            && st.receipt.is_none()
+            && !st.channel_closed
+        {
             self.wait_events(&mut st, RECEIPT_AFTER_STOP, |st| st.receipt.is_some());
         }
         // Any events already queued (the receipt often follows the exit immediately).
@@ -849,9 +869,29 @@ impl Watch {
             return;
         };
         let id = self.registration.id;
+        // T7, D2: the grace is a timer, not a wait on this thread: the polite signal now, the
+        // stop when the grace is over (unless the receipt comes first and ends the watch).
+        if let Some(grace) = s.grace {
+            let opts = StopOptions {
+                cause: s.cause,
+                ..StopOptions::default()
+            };
+            let sig = crate::signal::Signal::TERM;
+            if let Err(e) =
+                crate::stop::signal_politely(&self.runtime, &self.registration, sig, &opts)
+            {
+                tracing::warn!(%id, error = %crate::error_chain(&e), "cannot send the residue's polite signal");
+            }
+            self.next = Some(ResidueStop {
+                at: Instant::now() + grace,
+                grace: None,
+                ..s
+            });
+            return;
+        }
         self.attempts += 1;
         let attempts = self.attempts;
-        match stop_scope(&self.runtime, &self.registration, s.cause, s.grace) {
+        match stop_scope(&self.runtime, &self.registration, s.cause, None) {
             Ok(r) => {
                 self.stop_report = Some(r);
                 self.stop_failure = None;
@@ -859,7 +899,7 @@ impl Watch {
             Err(e) => {
                 let error = crate::error_chain(&e);
                 tracing::warn!(%id, attempts, %error, "residue stop failed");
-                if attempts < RESIDUE_ATTEMPTS {
+                if attempts < RESIDUE_ATTEMPTS && !is_permanent(&e) {
                     self.next = Some(ResidueStop {
                         at: Instant::now() + STOP_RETRY,
                         grace: None,
@@ -929,6 +969,12 @@ impl Watch {
         }
         self.finish();
     }
+}
+
+/// Whether a failed stop would fail the same way again: members refused its signals (EPERM,
+/// T6). Retrying it only delays the report (D6).
+fn is_permanent(e: &StopFailure) -> bool {
+    matches!(*e.error, crate::stop::StopError::Refused { .. })
 }
 
 /// Records a residue stop that failed in the launch's result (outcome `stop_failed`, the

@@ -20,6 +20,10 @@
 //! What outlives a launch's result runs in the loop too: the [`Watch`] of a scope a residue holds
 //! (its stop at a deadline goes to the pool like the engine's) and the [`Tail`] of the streams
 //! the residue still writes to.
+//!
+//! Nothing that only waits goes to the pool (SPEC D2): a grace (`--kill-after`: the polite
+//! signal, then a timer), a stop's retry and the wait for the receipt after a stop are wake-ups
+//! in the timer heap; the pool runs only the bounded work of a stop and of a result.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

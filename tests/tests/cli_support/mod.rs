@@ -325,10 +325,16 @@ pub struct Serving {
 impl Serving {
     /// `serve FLAGS...`, waited for until its socket accepts.
     pub fn start(home: &Home, flags: &[&str]) -> Serving {
+        Serving::start_with_env(home, flags, &[])
+    }
+
+    /// [`Serving::start`] with extra environment variables for the service.
+    pub fn start_with_env(home: &Home, flags: &[&str], env: &[(&str, &str)]) -> Serving {
         let mut args = vec!["serve"];
         args.extend_from_slice(flags);
         let child = home
             .command(&args)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
