@@ -568,9 +568,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     // These need no home.
     match &cli.command {
         Command::Completions(Deferred(args)) => {
-            use clap::CommandFactory;
-            let mut cmd = Cli::command();
-            clap_complete::generate(args.shell, &mut cmd, "refine-supervisor", &mut out());
+            super::completions::write(args.shell, &mut out()).map_err(CliError::Output)?;
             return Ok(0);
         }
         Command::Man => {

@@ -5,6 +5,7 @@
 //! - `cli`: the clap definitions, one function per command, human output.
 //! - `run`: `run` in the foreground (streaming, terminal forwarding, signals); `run_line`: a
 //!   common `run` line read without building clap's parser.
+//! - `completions`: the shell completion scripts, put right where the generator falls short.
 //! - `serve`: the per-port service; `client`: its socket client.
 //! - `metrics`: the service's Prometheus exposition (`serve --metrics`).
 //! - `ops`: what the CLI and the service share (assessment views, documents, capacity).
@@ -13,6 +14,7 @@
 
 mod cli;
 mod client;
+mod completions;
 mod docs;
 mod error;
 mod metrics;
