@@ -137,9 +137,8 @@ pub enum Command {
     Reap(Deferred<ReapArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(Deferred<CompletionsArgs>),
-    /// Print the man page (roff), generated from this command line's definition.
-    #[command(hide = true)]
-    Man,
+    /// Print the manual page of the whole, or of one subcommand (roff); --dir writes them all.
+    Man(Deferred<ManArgs>),
 }
 
 /// `run --stop-grace` when not given.
@@ -425,6 +424,16 @@ pub struct CompletionsArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The subcommand whose page to print (default: the page of the whole).
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(super::man::SUBCOMMANDS), conflicts_with = "dir")]
+    pub subcommand: Option<String>,
+    /// Write every page into DIR (e.g. /usr/local/share/man/man1) instead of printing one.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct ReceiptArgs {
     /// Registration id, or the path of a proof file.
     pub target: String,
@@ -571,11 +580,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             super::completions::write(args.shell, &mut out()).map_err(CliError::Output)?;
             return Ok(0);
         }
-        Command::Man => {
-            use clap::CommandFactory;
-            clap_mangen::Man::new(Cli::command())
-                .render(&mut out())
-                .map_err(CliError::Output)?;
+        Command::Man(Deferred(args)) => {
+            match &args.dir {
+                Some(dir) => super::man::write_all(dir)?,
+                None => super::man::write(args.subcommand.as_deref(), &mut out())
+                    .map_err(CliError::Output)?,
+            }
             return Ok(0);
         }
         _ => {}
@@ -615,7 +625,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Capacity(Deferred(args)) => capacity_cmd(&home, port, args),
         Command::Holders(Deferred(args)) => holders_cmd(&home, args),
         Command::Reap(Deferred(args)) => reap(&home, port, args),
-        Command::Completions(_) | Command::Man => Ok(0),
+        Command::Completions(_) | Command::Man(_) => Ok(0),
     }
 }
 

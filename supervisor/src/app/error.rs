@@ -59,6 +59,12 @@ pub enum CliError {
     Service(#[from] ServiceError),
     #[error("cannot write output")]
     Output(#[source] io::Error),
+    #[error("cannot write the manual page {path}")]
+    ManPage {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error(transparent)]
     Holders(#[from] crate::holders::HoldersError),
     #[error(transparent)]

@@ -10,6 +10,7 @@
 //! - `metrics`: the service's Prometheus exposition (`serve --metrics`).
 //! - `ops`: what the CLI and the service share (assessment views, documents, capacity).
 //! - `view`: the human views drawn from the documents; `resolve`: ids, prefixes and labels.
+//! - `man`: the manual, a page per subcommand.
 //! - `error`: the application's errors.
 
 mod cli;
@@ -17,6 +18,7 @@ mod client;
 mod completions;
 mod docs;
 mod error;
+mod man;
 mod metrics;
 mod ops;
 mod resolve;
