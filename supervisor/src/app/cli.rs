@@ -180,6 +180,10 @@ pub struct RunArgs {
     /// Ask the running service to launch it; print the id and return.
     #[arg(long)]
     pub detach: bool,
+    /// Refuse to start while another scope with this --label is live or unverified (one at a
+    /// time, checked atomically with admission).
+    #[arg(long, requires = "label")]
+    pub unique: bool,
     /// For `agent`: when no capacity slot is free, wait up to this long instead of refusing.
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub wait_for_slot: Option<Duration>,
@@ -650,6 +654,7 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
         wait_for_slot: args.wait_for_slot,
         log_cap_bytes: Some(args.log_cap),
         user: args.user,
+        unique: args.unique,
     };
     if args.detach {
         let not_text = args.command.iter().any(|a| a.to_str().is_none())

@@ -118,6 +118,12 @@ pub enum ServiceError {
         live: usize,
         unverified: usize,
     },
+    #[error("--unique: the label {label:?} is held by {holder}, which is {state}; it is free once that scope is proven exited")]
+    LabelHeld {
+        label: String,
+        holder: refine_protocol::RegistrationId,
+        state: &'static str,
+    },
     #[error("recovery failed")]
     Recover(#[from] recover::RecoverError),
     #[error("cannot serve metrics on {addr}")]

@@ -67,6 +67,7 @@ fn launch_detached(sup: &Supervisor, spec: LaunchAsk) -> Result<LaunchHandle, Re
     let rt = sup.runtime();
     let slot = admit(rt, &spec).map_err(|e| match e {
         ServiceError::NoCapacity { .. } => Response::err(ErrorKind::NoCapacity, e.to_string()),
+        ServiceError::LabelHeld { .. } => Response::err(ErrorKind::LabelHeld, e.to_string()),
         other => Response::err(ErrorKind::BadRequest, other.to_string()),
     })?;
     let mut req =
