@@ -49,7 +49,10 @@ fn ids_with_label(home: &Home, label: &str) -> Vec<String> {
 #[test]
 fn a_unique_launch_is_refused_while_its_label_is_live_or_unverified() {
     let home = Home::new();
-    let mut holder = hold(&home, &["--label", "nightly", "--unique"]);
+    let mut holder = Runs(vec![(
+        hold(&home, &["--label", "nightly", "--unique"]),
+        None,
+    )]);
     let held = ids_with_label(&home, "nightly");
     assert_eq!(held.len(), 1, "{held:?}");
     let holder_id = held[0].clone();
@@ -83,7 +86,7 @@ fn a_unique_launch_is_refused_while_its_label_is_live_or_unverified() {
         "{}",
         describe(&["stop", &holder_id], &stop)
     );
-    let _ = holder.wait();
+    let _ = holder.0[0].0.wait();
     let args = [
         "run", "--label", "nightly", "--unique", "--json", "--", "true",
     ];
