@@ -59,6 +59,10 @@ pub struct LaunchAsk {
     /// Run the workload as `USER[:GROUP]` (names or numbers; SPEC X1). Absent: as the service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// One scope per label at a time (s6-style): refused while another scope with this label
+    /// is live or unverified (`label_held`). Absent: `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unique: bool,
 }
 
 impl LaunchAsk {
@@ -78,6 +82,7 @@ impl LaunchAsk {
             wait_for_slot: None,
             log_cap_bytes: None,
             user: None,
+            unique: false,
         }
     }
 }
@@ -171,6 +176,8 @@ pub enum ErrorKind {
     NotFound,
     Corrupt,
     NoCapacity,
+    /// A `unique` launch whose label another open scope holds.
+    LabelHeld,
     LaunchFailed,
     StopFailed,
     Internal,

@@ -106,6 +106,20 @@ pub enum UnverifiedReason {
 }
 
 impl UnverifiedReason {
+    /// Every reason's [`name`](Self::name), in declaration order (the metrics expose each from
+    /// the start).
+    pub const NAMES: [&'static str; 9] = [
+        "proof_missing",
+        "proof_unreadable",
+        "proof_replaced",
+        "receipt_corrupt",
+        "field_mismatch",
+        "guardian_gone_without_receipt",
+        "boot_id_missing",
+        "current_boot_unknown",
+        "mixed_boot_ids",
+    ];
+
     /// The check that failed, by name (the variant's serialized name, without its fields).
     pub fn name(&self) -> &'static str {
         match self {

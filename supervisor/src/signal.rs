@@ -34,6 +34,11 @@ pub use rustix::process::Signal;
 
 use crate::procfs::{self, ProcfsError, Stat};
 
+/// The signal names [`parse`] reads (without `SIG`), as completion offers them.
+pub const NAMES: [&str; 11] = [
+    "TERM", "INT", "HUP", "QUIT", "KILL", "USR1", "USR2", "ALRM", "CONT", "STOP", "WINCH",
+];
+
 /// Parses a signal as operators write it: a name (`TERM`, `SIGTERM`, `term`) or a number (`15`);
 /// the one reading of `stop --signal` and of the service API's stop `signal`.
 pub fn parse(text: &str) -> Result<Signal, String> {
@@ -255,6 +260,13 @@ pub fn checked_group(pgid: i32) -> Result<Pid, SignalError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_completed_name_parses() {
+        for name in NAMES {
+            assert!(parse(name).is_ok(), "{name}");
+        }
+    }
 
     #[test]
     fn never_a_group_at_or_below_one() {

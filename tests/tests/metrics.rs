@@ -348,3 +348,149 @@ fn a_real_prometheus_scrapes_the_launch_counter() {
         "the scrape target is up"
     );
 }
+
+/// A raw HTTP/1.1 exchange (`Connection: close`): the whole response, head and body.
+fn http_raw(addr: SocketAddr, request: &str) -> String {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(request.as_bytes()).expect("send");
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+/// Every series is there at the first scrape, before any event, at zero; the build is named.
+#[test]
+fn every_series_is_exposed_from_the_start_and_the_build_is_named() {
+    let home = Home::new();
+    let served = Served::start(&home);
+    let text = served.scrape();
+    let build = format!(
+        "refine_build_info{{version=\"{}\"}}",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_eq!(sample(&text, &build), Some(1.0), "{build}:\n{text}");
+    let mut missing = Vec::new();
+    let mut want = |series: String| {
+        if sample(&text, &series) != Some(0.0) {
+            missing.push(series);
+        }
+    };
+    for result in ["started", "no_capacity", "rejected", "failed"] {
+        want(format!(
+            "refine_launch_requests_total{{result=\"{result}\"}}"
+        ));
+    }
+    for outcome in [
+        "completed",
+        "timed_out",
+        "idle_timeout",
+        "cancelled",
+        "output_limit",
+        "spawn_failed",
+        "capture_fault",
+        "stopped",
+        "guardian_lost",
+    ] {
+        want(format!("refine_launches_total{{outcome=\"{outcome}\"}}"));
+    }
+    for cause in [
+        "operator",
+        "completion_deadline",
+        "idle_deadline",
+        "timed_out",
+        "cancelled",
+    ] {
+        want(format!(
+            "refine_stop_duration_seconds_count{{cause=\"{cause}\"}}"
+        ));
+    }
+    for reason in [
+        "receipt_corrupt",
+        "proof_missing",
+        "guardian_gone_without_receipt",
+    ] {
+        want(format!(
+            "refine_receipt_failures_total{{reason=\"{reason}\"}}"
+        ));
+    }
+    for kind in ["agent", "quality", "command", "terminal"] {
+        want(format!(
+            "refine_tree_max_rss_bytes_count{{kind=\"{kind}\"}}"
+        ));
+        for mode in ["user", "system"] {
+            want(format!(
+                "refine_tree_cpu_seconds_total{{kind=\"{kind}\",mode=\"{mode}\"}}"
+            ));
+        }
+        for state in ["live", "unverified"] {
+            want(format!(
+                "refine_scopes{{kind=\"{kind}\",state=\"{state}\"}}"
+            ));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not exposed at 0 from the start: {missing:?}\n{text}"
+    );
+    if let Some(promtool) = tool("promtool") {
+        let (ok, out) = promtool_check(&promtool, &text);
+        assert!(ok, "promtool check metrics:\n{out}\non:\n{text}");
+    }
+}
+
+/// `/metrics?query` is `/metrics`; `HEAD` answers the head alone; other methods are 405 with
+/// `Allow`, other paths 404.
+#[test]
+fn query_strings_and_head_are_served() {
+    let home = Home::new();
+    let served = Served::start(&home);
+    let (status, body) = http_get(served.metrics, "/metrics?x=1").expect("GET /metrics?x=1");
+    assert!(status.contains(" 200 "), "{status}\n{body}");
+    assert!(body.contains("refine_launches_total"), "{body}");
+
+    let head = http_raw(
+        served.metrics,
+        "HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    let (top, rest) = head.split_once("\r\n\r\n").unwrap_or((&head, ""));
+    assert!(top.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(rest.is_empty(), "HEAD has no body: {head}");
+    assert!(
+        top.to_ascii_lowercase()
+            .contains("content-type: text/plain"),
+        "{head}"
+    );
+
+    let post = http_raw(
+        served.metrics,
+        "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    assert!(post.starts_with("HTTP/1.1 405"), "{post}");
+    assert!(
+        post.to_ascii_lowercase().contains("allow: get, head"),
+        "{post}"
+    );
+    let (status, _) = http_get(served.metrics, "/metricsx").expect("GET /metricsx");
+    assert!(status.contains(" 404 "), "{status}");
+    // Not HTTP at all: an error answer or a closed connection, and the next scrape still works.
+    let junk = http_raw(served.metrics, "\x00\x01 nonsense\r\n\r\n");
+    assert!(
+        junk.is_empty() || junk.starts_with("HTTP/1.1 400"),
+        "{junk}"
+    );
+    served.scrape();
+}
+
+/// A stop from the command line of a launch the service made is counted as the service's
+/// launch outcome `stopped`.
+#[test]
+fn a_cli_stop_of_a_service_launch_is_counted() {
+    let home = Home::new();
+    let served = Served::start(&home);
+    let id = detach(&home, &[], &["sleep", "600"]);
+    home.wait_state(&id, "live");
+    let out = home.cli(&["stop", &id]);
+    assert!(out.status.success(), "{}", describe(&["stop", &id], &out));
+    served.wait_for("refine_launches_total{outcome=\"stopped\"}", 1.0);
+}

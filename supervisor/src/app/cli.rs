@@ -140,9 +140,8 @@ pub enum Command {
     Reap(Deferred<ReapArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(Deferred<CompletionsArgs>),
-    /// Print the man page (roff), generated from this command line's definition.
-    #[command(hide = true)]
-    Man,
+    /// Print the manual page of the whole, or of one subcommand (roff); --dir writes them all.
+    Man(Deferred<ManArgs>),
 }
 
 /// `run --stop-grace` when not given.
@@ -190,6 +189,10 @@ pub struct RunArgs {
     /// Ask the running service to launch it; print the id and return.
     #[arg(long)]
     pub detach: bool,
+    /// Refuse to start while another scope with this --label is live or unverified (one at a
+    /// time, checked atomically with admission).
+    #[arg(long, requires = "label")]
+    pub unique: bool,
     /// For `agent`: when no capacity slot is free, wait up to this long instead of refusing.
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub wait_for_slot: Option<Duration>,
@@ -437,6 +440,16 @@ pub struct CompletionsArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The subcommand whose page to print (default: the page of the whole).
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(super::man::SUBCOMMANDS), conflicts_with = "dir")]
+    pub subcommand: Option<String>,
+    /// Write every page into DIR (e.g. /usr/local/share/man/man1) instead of printing one.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct ReceiptArgs {
     /// Registration id, or the path of a proof file.
     pub target: String,
@@ -609,16 +622,15 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     // These need no home.
     match &cli.command {
         Command::Completions(Deferred(args)) => {
-            use clap::CommandFactory;
-            let mut cmd = Cli::command();
-            clap_complete::generate(args.shell, &mut cmd, "refine-supervisor", &mut out());
+            super::completions::write(args.shell, &mut out()).map_err(CliError::Output)?;
             return Ok(0);
         }
-        Command::Man => {
-            use clap::CommandFactory;
-            clap_mangen::Man::new(Cli::command())
-                .render(&mut out())
-                .map_err(CliError::Output)?;
+        Command::Man(Deferred(args)) => {
+            match &args.dir {
+                Some(dir) => super::man::write_all(dir)?,
+                None => super::man::write(args.subcommand.as_deref(), &mut out())
+                    .map_err(CliError::Output)?,
+            }
             return Ok(0);
         }
         _ => {}
@@ -659,7 +671,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Capacity(Deferred(args)) => capacity_cmd(&home, port, args),
         Command::Holders(Deferred(args)) => holders_cmd(&home, args),
         Command::Reap(Deferred(args)) => reap(&home, port, args),
-        Command::Completions(_) | Command::Man => Ok(0),
+        Command::Completions(_) | Command::Man(_) => Ok(0),
     }
 }
 
@@ -687,6 +699,7 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
         wait_for_slot: args.wait_for_slot,
         log_cap_bytes: Some(args.log_cap),
         user: args.user,
+        unique: args.unique,
     };
     if args.detach {
         let not_text = args.command.iter().any(|a| a.to_str().is_none())

@@ -59,6 +59,12 @@ pub enum CliError {
     Service(#[from] ServiceError),
     #[error("cannot write output")]
     Output(#[source] io::Error),
+    #[error("cannot write the manual page {path}")]
+    ManPage {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error(transparent)]
     Holders(#[from] crate::holders::HoldersError),
     #[error(transparent)]
@@ -111,6 +117,12 @@ pub enum ServiceError {
         slots: usize,
         live: usize,
         unverified: usize,
+    },
+    #[error("--unique: the label {label:?} is held by {holder}, which is {state}; it is free once that scope is proven exited")]
+    LabelHeld {
+        label: String,
+        holder: refine_protocol::RegistrationId,
+        state: &'static str,
     },
     #[error("recovery failed")]
     Recover(#[from] recover::RecoverError),

@@ -18,16 +18,24 @@
 //! | `refine_launches_total` | counter | `outcome` (S7: `completed`, `timed_out`, `stopped`, ...) |
 //! | `refine_stop_duration_seconds` | histogram | `cause` |
 //! | `refine_receipt_failures_total` | counter | `reason` (why a scope is unverified) |
+//! | `refine_build_info` | gauge (1) | `version` |
 //!
-//! The HTTP side is a bare tokio listener: it reads one request head (at most
-//! [`MAX_REQUEST_HEAD`] bytes, within [`REQUEST_TIMEOUT`]), answers `GET /metrics` and closes.
+//! Every labelled series exists from the start at zero (each result, outcome, stop cause,
+//! reason and kind), so the first scrape shows them all.
+//!
+//! The HTTP side is `hyper`'s HTTP/1.1 server on the service's tokio runtime: one request per
+//! connection, its head at most [`MAX_REQUEST_HEAD`] bytes within [`REQUEST_TIMEOUT`]; `GET`
+//! and `HEAD` of `/metrics` (a query string is ignored) answer the exposition.
 //!
 //! # Caveats
 //! - `refine_receipt_failures_total` counts a registration once, at the first scrape that finds it
 //!   unverified (it is counted again only if it was seen verified or live in between); a scope
 //!   that turned unverified and was forgotten between two scrapes is not counted.
 //! - `refine_launches_total` counts launches of this service only (`run` in the foreground reports
-//!   its own outcome); its counters start at zero with each service.
+//!   its own outcome); its counters start at zero with each service. A stop of one of them from
+//!   the command line (`refine-supervisor stop ID`, in its own process) is counted there as
+//!   `stopped`, but its latency is not in `refine_stop_duration_seconds`, which observes the
+//!   stops this service makes (its `stop --json` has the timings).
 //! - The listener has no authentication: bind it to loopback or a management network.
 
 use std::collections::HashSet;
@@ -35,20 +43,26 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{self, HeaderValue};
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus::{
     CounterVec, Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
 };
 use refine_protocol::{Kind, RegistrationId};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::docs::State;
 use super::ops::{self, Census};
+use crate::assess::UnverifiedReason;
 use crate::capacity;
-use crate::launch::{LaunchResult, ResultHook};
+use crate::launch::{LaunchOutcome, LaunchResult, ResultHook};
 use crate::registry::Runtime;
 
-/// The longest request head the listener reads.
+/// The longest request head the listener reads (`hyper`'s smallest buffer).
 pub const MAX_REQUEST_HEAD: usize = 8 * 1024;
 /// How long a client may take to send its request head.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -57,6 +71,22 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// slow tree takes seconds.
 const STOP_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// The kinds, as the labelled series carry them.
+const KINDS: [Kind; 4] = [Kind::Agent, Kind::Quality, Kind::Command, Kind::Terminal];
+
+/// The causes of `refine_stop_duration_seconds`: the service's own stops (operator and
+/// deadlines), and the outcomes for which a launch's engine stops its scope itself.
+const STOP_CAUSES: [&str; 8] = [
+    "operator",
+    "completion_deadline",
+    "idle_deadline",
+    "timed_out",
+    "idle_timeout",
+    "cancelled",
+    "output_limit",
+    "capture_fault",
 ];
 
 /// How a launch request to the service ended.
@@ -73,6 +103,13 @@ pub enum RequestResult {
 }
 
 impl RequestResult {
+    const ALL: [RequestResult; 4] = [
+        RequestResult::Started,
+        RequestResult::NoCapacity,
+        RequestResult::Rejected,
+        RequestResult::Failed,
+    ];
+
     fn name(self) -> &'static str {
         match self {
             RequestResult::Started => "started",
@@ -174,7 +211,21 @@ impl Metrics {
             )
             .expect("valid metric"),
         );
-        Metrics {
+        let build_info = register(
+            &r,
+            IntGaugeVec::new(
+                Opts::new(
+                    "refine_build_info",
+                    "1, labelled with the version of the refine-supervisor that serves.",
+                ),
+                &["version"],
+            )
+            .expect("valid metric"),
+        );
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        let metrics = Metrics {
             tree_cpu_seconds,
             tree_max_rss_bytes,
             scopes,
@@ -213,6 +264,32 @@ impl Metrics {
             ),
             registry: r,
             counted_unverified: Mutex::new(HashSet::new()),
+        };
+        metrics.expose_every_series();
+        metrics
+    }
+
+    /// Creates every labelled series at zero, so that the first scrape shows all of them (a
+    /// series that appears only with its first event breaks `rate()` and `absent()`).
+    fn expose_every_series(&self) {
+        for result in RequestResult::ALL {
+            self.requests.with_label_values(&[result.name()]);
+        }
+        for outcome in LaunchOutcome::NAMES {
+            self.launches.with_label_values(&[outcome]);
+        }
+        for cause in STOP_CAUSES {
+            self.stop_seconds.with_label_values(&[cause]);
+        }
+        for reason in UnverifiedReason::NAMES {
+            self.receipt_failures.with_label_values(&[reason]);
+        }
+        for kind in KINDS {
+            self.tree_max_rss_bytes.with_label_values(&[kind.as_str()]);
+            for mode in ["user", "system"] {
+                self.tree_cpu_seconds
+                    .with_label_values(&[kind.as_str(), mode]);
+            }
         }
     }
 
@@ -273,7 +350,7 @@ impl Metrics {
     pub fn observe(&self, census: &Census, cap: &capacity::CapacityReport) {
         self.scopes.reset();
         for state in [State::Live, State::Unverified] {
-            for kind in [Kind::Agent, Kind::Quality, Kind::Command, Kind::Terminal] {
+            for kind in KINDS {
                 let n = census.scopes.get(&(state, kind.as_str())).copied();
                 self.scopes
                     .with_label_values(&[state.name(), kind.as_str()])
@@ -329,8 +406,9 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
     tokio::net::TcpListener::bind(addr).await
 }
 
-/// Serves `GET /metrics` on `listener` until the task is dropped. `scrape` runs on the blocking
-/// pool (a census assesses every open registration).
+/// Serves `/metrics` on `listener` until the task is dropped: HTTP/1.1 by `hyper`, one request
+/// per connection. `scrape` runs on the blocking pool (a census assesses every open
+/// registration).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
@@ -357,7 +435,15 @@ pub async fn serve(
         };
         let (metrics, rt) = (metrics.clone(), rt.clone());
         tokio::spawn(async move {
-            if let Err(e) = answer(stream, metrics, rt).await {
+            let service = service_fn(move |req| answer(req, metrics.clone(), rt.clone()));
+            let served = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(REQUEST_TIMEOUT)
+                .max_buf_size(MAX_REQUEST_HEAD)
+                .keep_alive(false)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+            if let Err(e) = served {
                 tracing::debug!(%peer, error = %e, "metrics request failed");
             }
         });
@@ -366,53 +452,44 @@ pub async fn serve(
 
 static ACCEPT_LOG: super::serve::LogLimit = super::serve::LogLimit::new();
 
-/// Reads one request head and answers it.
+/// One request: `GET` or `HEAD` of `/metrics` (any query string) is the exposition (`HEAD`:
+/// its head alone, `hyper` leaves the body out); another method there is 405 with `Allow`;
+/// any other path is 404.
 async fn answer(
-    mut stream: tokio::net::TcpStream,
+    req: Request<Incoming>,
     metrics: Arc<Metrics>,
     rt: Runtime,
-) -> std::io::Result<()> {
-    let mut head = Vec::with_capacity(1024);
-    let read = async {
-        let mut buf = [0u8; 1024];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST_HEAD {
-            let n = stream.read(&mut buf).await?;
-            if n == 0 {
-                break;
-            }
-            head.extend_from_slice(&buf[..n]);
-        }
-        Ok::<_, std::io::Error>(())
+) -> Result<Response<Full<Bytes>>, std::io::Error> {
+    let plain = |status: StatusCode, text: &'static str| {
+        let mut r = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+        *r.status_mut() = status;
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        r
     };
-    tokio::time::timeout(REQUEST_TIMEOUT, read)
+    if req.uri().path() != "/metrics" {
+        return Ok(plain(
+            StatusCode::NOT_FOUND,
+            "not found: the metrics are on /metrics\n",
+        ));
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "GET or HEAD /metrics only\n",
+        );
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return Ok(r);
+    }
+    let body = tokio::task::spawn_blocking(move || metrics.scrape(&rt))
         .await
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
-    let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
-    let mut words = line.split(|b| *b == b' ');
-    let (method, target) = (words.next(), words.next());
-    let (status, content_type, body) = match (method, target) {
-        (Some(b"GET"), Some(b"/metrics")) => {
-            let body = tokio::task::spawn_blocking(move || metrics.scrape(&rt))
-                .await
-                .map_err(std::io::Error::other)?;
-            ("200 OK", TextEncoder::new().format_type().to_owned(), body)
-        }
-        (Some(b"GET"), Some(_)) => (
-            "404 Not Found",
-            "text/plain".into(),
-            b"not found\n".to_vec(),
-        ),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain".into(),
-            b"GET /metrics only\n".to_vec(),
-        ),
-    };
-    let header = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(header.as_bytes()).await?;
-    stream.write_all(&body).await?;
-    stream.shutdown().await
+        .map_err(std::io::Error::other)?;
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    let content_type = HeaderValue::from_str(TextEncoder::new().format_type())
+        .unwrap_or(HeaderValue::from_static("text/plain"));
+    r.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    Ok(r)
 }

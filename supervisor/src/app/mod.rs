@@ -5,16 +5,20 @@
 //! - `cli`: the clap definitions, one function per command, human output.
 //! - `run`: `run` in the foreground (streaming, terminal forwarding, signals); `run_line`: a
 //!   common `run` line read without building clap's parser.
+//! - `completions`: the shell completion scripts, put right where the generator falls short.
 //! - `serve`: the per-port service; `client`: its socket client.
 //! - `metrics`: the service's Prometheus exposition (`serve --metrics`).
 //! - `ops`: what the CLI and the service share (assessment views, documents, capacity).
 //! - `view`: the human views drawn from the documents; `resolve`: ids, prefixes and labels.
+//! - `man`: the manual, a page per subcommand.
 //! - `error`: the application's errors.
 
 mod cli;
 mod client;
+mod completions;
 mod docs;
 mod error;
+mod man;
 mod metrics;
 mod ops;
 mod resolve;

@@ -625,20 +625,30 @@ pub(crate) fn launch_request(spec: &LaunchAsk) -> Result<LaunchRequest, ServiceE
     Ok(req)
 }
 
-/// Capacity admission for `agent` launches (C1–C4): `Ok` when a slot is free now or frees up
-/// within the ask's `wait_for_slot`, with the admission lock held: the caller keeps it until the
-/// launch's registration is durable (C4), so concurrent launches never overshoot the slots.
+/// Admission: capacity for `agent` launches (C1–C4) and the one-scope-per-label rule of
+/// `unique` launches. `Ok` when a slot is free now or frees up within the ask's
+/// `wait_for_slot`, and no other open scope holds a unique launch's label, with the admission
+/// lock held: the caller keeps it until the launch's registration is durable (C4), so
+/// concurrent launches never overshoot the slots and two unique launches of one label never
+/// both start (the second one's check sees the first one's record).
 pub(crate) fn admit(
     rt: &Runtime,
     spec: &LaunchAsk,
 ) -> Result<Option<crate::fence::Fence>, ServiceError> {
-    if spec.kind != Kind::Agent {
+    if spec.kind != Kind::Agent && !spec.unique {
         return Ok(None);
     }
+    if spec.unique && spec.label.is_empty() {
+        return Err(ServiceError::BadSpec("--unique needs a --label".into()));
+    }
     let deadline = Instant::now() + spec.wait_for_slot.unwrap_or_default();
-    let mut probe = probe();
+    let mut probe = (spec.kind == Kind::Agent).then(probe);
     loop {
-        match try_admit(rt, &mut *probe) {
+        match try_admit(
+            rt,
+            probe.as_mut().map(|p| &mut **p as &mut dyn HostProbe),
+            spec,
+        ) {
             Err(ServiceError::NoCapacity { .. }) if Instant::now() < deadline => {}
             other => return other.map(Some),
         }
@@ -646,13 +656,28 @@ pub(crate) fn admit(
     }
 }
 
-/// One capacity census under the admission lock: the lock when a slot is free now, else
-/// [`ServiceError::NoCapacity`] (the service's slot queue waits between two on a timer, D2).
+/// One admission check under the admission lock: a `unique` launch's label (refused while an open
+/// scope holds it), then, for an agent (`probe` given), one capacity census. The lock when the
+/// launch may go now, else [`ServiceError::LabelHeld`] or [`ServiceError::NoCapacity`] (the
+/// service's slot queue waits between two on a timer, D2).
 pub(crate) fn try_admit(
     rt: &Runtime,
-    probe: &mut dyn HostProbe,
+    probe: Option<&mut dyn HostProbe>,
+    spec: &LaunchAsk,
 ) -> Result<crate::fence::Fence, ServiceError> {
     let lock = capacity::admission_lock(rt).map_err(|e| ServiceError::Capacity(e.to_string()))?;
+    if spec.unique {
+        if let Some((holder, state)) = label_holder(rt, &spec.label)? {
+            return Err(ServiceError::LabelHeld {
+                label: spec.label.clone(),
+                holder,
+                state: state.name(),
+            });
+        }
+    }
+    let Some(probe) = probe else {
+        return Ok(lock);
+    };
     let report = capacity_report(Some(rt), capacity::Policy::default(), probe)
         .map_err(|e| ServiceError::Capacity(e.to_string()))?;
     if report.free > 0 {
@@ -663,4 +688,27 @@ pub(crate) fn try_admit(
         live: report.live,
         unverified: report.unverified,
     })
+}
+
+/// The open scope (live or unverified, by the shared assessment) whose label is `label`, if
+/// any: what a `unique` launch of that label is refused for. Only the open index is read (F1);
+/// a record that does not decode has no label to hold.
+fn label_holder(
+    rt: &Runtime,
+    label: &str,
+) -> Result<Option<(RegistrationId, State)>, ServiceError> {
+    for id in rt.open_ids()? {
+        let Ok(reg) = rt.read_registration(id) else {
+            continue;
+        };
+        if reg.label != label {
+            continue;
+        }
+        match assess::assess(rt, &reg, &assess::KERNEL_BOOT) {
+            assess::Assessment::Exited { .. } => {}
+            assess::Assessment::Live => return Ok(Some((id, State::Live))),
+            assess::Assessment::Unverified { .. } => return Ok(Some((id, State::Unverified))),
+        }
+    }
+    Ok(None)
 }

@@ -12,7 +12,8 @@
 //! - then `--` and at least one word of command.
 //!
 //! Declined, and so parsed by clap with its full messages: `-h`/`--help`/`--version`, a short
-//! option, a name it does not know, an option given twice (only `--env` and `--meta` repeat), a
+//! option, a name it does not know, `--unique` without `--label`, an option given twice (only
+//! `--env` and `--meta` repeat), a
 //! value that is empty, starts with `-`, is not UTF-8 where the option wants text, or that the
 //! option's own value parser (the same function clap calls) refuses, and an empty
 //! `REFINE_HOME`. An accepted line gives exactly the [`Cli`] clap gives for it: the tests
@@ -55,6 +56,7 @@ pub(crate) const OPTIONS: &[(&str, Shape)] = &[
     ("meta", Shape::Repeated),
     ("pty", Shape::Flag),
     ("detach", Shape::Flag),
+    ("unique", Shape::Flag),
     ("wait-for-slot", Shape::Value),
     ("json", Shape::Flag),
     ("stop-grace", Shape::Value),
@@ -128,6 +130,7 @@ impl Line {
             meta: Vec::new(),
             pty: false,
             detach: false,
+            unique: false,
             wait_for_slot: None,
             json: false,
             stop_grace: parse_duration(STOP_GRACE_DEFAULT).unwrap_or_default(),
@@ -159,6 +162,7 @@ impl Line {
             match name {
                 "pty" => run.pty = true,
                 "detach" => run.detach = true,
+                "unique" => run.unique = true,
                 _ => run.json = true,
             }
             return Some(());
@@ -213,6 +217,10 @@ impl Line {
             line.run.take().expect("just made")
         });
         run.command = command;
+        // `--unique` requires `--label`: clap's message says so.
+        if run.unique && !self.seen.contains(&"label") {
+            return None;
+        }
         Some(Cli {
             home,
             port,
@@ -301,11 +309,13 @@ mod tests {
         ],
         &["run", "--log-cap=0", "--user", "nobody:nogroup", "--", "id"],
         &["run", "--stop-grace=1.5s", "--label=a=b", "--", "x", "y"],
+        &["run", "--unique", "--label", "nightly", "--", "x"],
     ];
 
     /// Lines it must leave to clap (which accepts some, refuses others).
     const DECLINED: &[&[&str]] = &[
         &["run", "--help"],
+        &["run", "--unique", "--", "x"],
         &["--version"],
         &["run", "-h"],
         &["ps"],

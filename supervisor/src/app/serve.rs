@@ -157,6 +157,7 @@ fn shutting_down() -> Response {
 fn capacity_response(e: ServiceError) -> Response {
     match e {
         ServiceError::NoCapacity { .. } => Response::err(ErrorKind::NoCapacity, e.to_string()),
+        ServiceError::LabelHeld { .. } => Response::err(ErrorKind::LabelHeld, e.to_string()),
         other => Response::err(ErrorKind::BadRequest, other.to_string()),
     }
 }
@@ -173,16 +174,31 @@ async fn admit_queued(
     state: &Arc<Service>,
     spec: &LaunchAsk,
 ) -> Result<Option<crate::fence::Fence>, Response> {
+    if spec.unique && spec.label.is_empty() {
+        return Err(capacity_response(ServiceError::BadSpec(
+            "unique needs a label".into(),
+        )));
+    }
     if spec.kind != refine_protocol::Kind::Agent {
-        return Ok(None);
+        if !spec.unique {
+            return Ok(None);
+        }
+        // Not an agent: no census, only the label under the admission lock.
+        let (rt, spec) = (state.rt.clone(), spec.clone());
+        return tokio::task::spawn_blocking(move || ops::try_admit(&rt, None, &spec))
+            .await
+            .unwrap_or_else(|e| Err(ServiceError::Capacity(e.to_string())))
+            .map(Some)
+            .map_err(capacity_response);
     }
     let deadline = tokio::time::Instant::now() + spec.wait_for_slot.unwrap_or_default();
     let census = |state: &Arc<Service>| {
         let st = state.clone();
+        let spec = spec.clone();
         async move {
             tokio::task::spawn_blocking(move || {
                 let mut probe = st.probe.lock().unwrap_or_else(|p| p.into_inner());
-                ops::try_admit(&st.rt, &mut **probe)
+                ops::try_admit(&st.rt, Some(&mut **probe), &spec)
             })
             .await
             .unwrap_or_else(|e| Err(ServiceError::Capacity(e.to_string())))

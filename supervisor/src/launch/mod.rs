@@ -90,6 +90,20 @@ pub enum LaunchOutcome {
 }
 
 impl LaunchOutcome {
+    /// Every outcome's [`name`](Self::name), in declaration order (the metrics expose each from
+    /// the start).
+    pub const NAMES: [&'static str; 9] = [
+        "completed",
+        "timed_out",
+        "idle_timeout",
+        "cancelled",
+        "output_limit",
+        "spawn_failed",
+        "capture_fault",
+        "stopped",
+        "guardian_lost",
+    ];
+
     /// The outcome's name in documents and records (`run --json`, `ps`, the launch result).
     pub fn name(&self) -> &'static str {
         match self {
