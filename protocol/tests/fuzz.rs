@@ -176,6 +176,7 @@ fn reencode_launch(spec: &LaunchSpec<'_>, out: &mut [u8]) -> Result<usize, Encod
                 gid: c.gid,
                 groups: &groups,
             }),
+            signal_state: spec.signal_state,
         },
         out,
     )
@@ -280,6 +281,10 @@ fn frame_seeds() -> Vec<Vec<u8>> {
             env: &env,
             rlimits: &limits,
             credentials,
+            signal_state: (flags == 0).then_some(refine_protocol::frame::SignalState {
+                ignored: 1 << 0,
+                blocked: 1 << 9,
+            }),
         };
         let mut buf = vec![0u8; MAX_FRAME];
         let n = encode_launch(&p, &mut buf).unwrap();
@@ -291,7 +296,10 @@ fn frame_seeds() -> Vec<Vec<u8>> {
         Frame::Start,
         Frame::Abort,
         Frame::Started,
-        Frame::SpawnFailed { errno: 2 },
+        Frame::SpawnFailed {
+            errno: 2,
+            step: refine_protocol::frame::SpawnStep::Cwd,
+        },
         Frame::WorkloadExited {
             status: WorkloadStatus::Signaled(9),
             at_ns: 12345,
@@ -489,6 +497,7 @@ fn response_seeds() -> Vec<Vec<u8>> {
         Response::ok(Reply::SpawnFailed {
             id: "x".into(),
             errno: 2,
+            step: Some(refine_protocol::frame::SpawnStep::User),
         }),
         Response::ok(Reply::List(vec![view])),
         Response::ok(Reply::Show(serde_json::json!({

@@ -207,6 +207,8 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
                     groups: &groups[..MAX_GROUPS],
                 }),
             ]),
+            // The hand-written reference (`raw_launch`) writes no signal state.
+            signal_state: None,
         };
         // At most one field at or past its limit.
         let bad_args: [&[u8]; 2] = [b"/bin/true", b"a\0b"];
@@ -518,6 +520,7 @@ fn small_frame_encoders_refuse_what_their_decoders_refuse() {
             3 => Frame::Started,
             4 => Frame::SpawnFailed {
                 errno: rng.next() as i32,
+                step: refine_protocol::frame::SpawnStep::Program,
             },
             _ => Frame::GuardianFailed {
                 code: rng.next() as u16,
