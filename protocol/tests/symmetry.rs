@@ -223,7 +223,8 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
             6 => p.pdeath_signal = Some(rng.pick(&[0, 65, u32::MAX])),
             7 => p.start_timeout_ms = rng.pick(&[0, MAX_START_TIMEOUT_MS + 1, u32::MAX]),
             8 => p.stdio_fds = rng.pick(&[1, 2, 4, u32::MAX]),
-            9 => p.flags = rng.pick(&[1 << 4, 1 << 31]),
+            // (bit 4 is the signal state, W10: the lowest unknown bit is 5)
+            9 => p.flags = rng.pick(&[1 << 5, 1 << 31]),
             10 => p.rlimits = &rlimits,
             11 => {
                 p.credentials = Some(Credentials {

@@ -470,12 +470,14 @@ pub(crate) fn spawn_failure(spec: &LaunchAsk, errno: i32, step: Option<SpawnStep
         Some(i) => error[..i].to_owned(),
         None => error,
     };
-    let program = spec.argv.first().cloned().unwrap_or_default();
+    // X6: the program, the directory and the user are the caller's text: escaped for the terminal.
+    let esc = super::view::escape;
+    let program = esc(spec.argv.first().map_or("", String::as_str));
     match (step, &spec.cwd, &spec.user) {
         (Some(SpawnStep::Program), _, _) => return format!("{program}: {error}"),
-        (Some(SpawnStep::Cwd), Some(cwd), _) => return format!("{cwd}: {error}"),
+        (Some(SpawnStep::Cwd), Some(cwd), _) => return format!("{}: {error}", esc(cwd)),
         (Some(SpawnStep::User), _, Some(user)) => {
-            return format!("--user {user}: cannot switch to the user: {error}")
+            return format!("--user {}: cannot switch to the user: {error}", esc(user))
         }
         (Some(SpawnStep::Setup), _, _) => {
             return format!("{program}: cannot prepare the workload ({SETUP_STEPS}): {error}")
