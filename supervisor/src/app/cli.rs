@@ -622,14 +622,23 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     // These need no home.
     match &cli.command {
         Command::Completions(Deferred(args)) => {
-            super::completions::write(args.shell, &mut out()).map_err(CliError::Output)?;
+            super::completions::write(
+                <Cli as clap::CommandFactory>::command(),
+                args.shell,
+                &mut out(),
+            )
+            .map_err(CliError::Output)?;
             return Ok(0);
         }
         Command::Man(Deferred(args)) => {
             match &args.dir {
-                Some(dir) => super::man::write_all(dir)?,
-                None => super::man::write(args.subcommand.as_deref(), &mut out())
-                    .map_err(CliError::Output)?,
+                Some(dir) => super::man::write_all(&<Cli as clap::CommandFactory>::command(), dir)?,
+                None => super::man::write(
+                    <Cli as clap::CommandFactory>::command(),
+                    args.subcommand.as_deref(),
+                    &mut out(),
+                )
+                .map_err(CliError::Output)?,
             }
             return Ok(0);
         }
@@ -1339,6 +1348,20 @@ fn write_table(rows: &[Vec<String>]) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every subcommand has a man page and every page a subcommand (`man.rs`).
+    #[test]
+    fn man_pages_match_the_definition() {
+        use clap::CommandFactory;
+        let cmd = Cli::command();
+        let defined: Vec<&str> = cmd
+            .get_subcommands()
+            .map(|c| c.get_name())
+            .filter(|n| *n != "help")
+            .collect();
+        assert_eq!(defined, super::super::man::SUBCOMMANDS);
+        assert_eq!(super::super::man::paged(), super::super::man::SUBCOMMANDS);
+    }
 
     #[test]
     fn clap_contract_is_consistent() {

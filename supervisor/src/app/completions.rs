@@ -20,17 +20,15 @@
 use std::io::{self, Write};
 
 use clap::builder::PossibleValuesParser;
-use clap::{CommandFactory, ValueHint};
+use clap::ValueHint;
 use clap_complete::Shell;
-
-use super::cli::Cli;
 
 /// The name the scripts complete.
 const BIN: &str = "refine-supervisor";
 
-/// Writes the completion script for `shell`.
-pub(super) fn write(shell: Shell, out: &mut dyn Write) -> io::Result<()> {
-    let mut cmd = definition();
+/// Writes the completion script for `shell` from `cmd`, the command line's definition.
+pub(super) fn write(cmd: clap::Command, shell: Shell, out: &mut dyn Write) -> io::Result<()> {
+    let mut cmd = definition(cmd);
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cmd, BIN, &mut script);
     match shell {
@@ -47,8 +45,7 @@ pub(super) fn write(shell: Shell, out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// The command line's definition with the completion hints a parser function cannot give.
-fn definition() -> clap::Command {
-    let mut cmd = Cli::command();
+fn definition(mut cmd: clap::Command) -> clap::Command {
     // The subcommands' arguments are deferred (`cli::Deferred`): build them to edit them.
     cmd.build();
     cmd.mut_arg("home", |a| a.value_hint(ValueHint::DirPath))

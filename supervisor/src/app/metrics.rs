@@ -414,7 +414,7 @@ pub async fn serve(
     metrics: Arc<Metrics>,
     rt: Runtime,
 ) -> std::io::Result<()> {
-    let mut backoff = super::serve::Backoff::default();
+    let mut backoff = super::throttle::Backoff::default();
     loop {
         // D6: an accept error (EMFILE at the descriptor limit, a connection aborted before it
         // was taken) ends no listener: it pauses, backing off, and says so at most once per
@@ -450,7 +450,7 @@ pub async fn serve(
     }
 }
 
-static ACCEPT_LOG: super::serve::LogLimit = super::serve::LogLimit::new();
+static ACCEPT_LOG: super::throttle::LogLimit = super::throttle::LogLimit::new();
 
 /// One request: `GET` or `HEAD` of `/metrics` (any query string) is the exposition (`HEAD`:
 /// its head alone, `hyper` leaves the body out); another method there is 405 with `Allow`;

@@ -25,6 +25,7 @@ mod resolve;
 mod run;
 mod run_line;
 mod serve;
+mod throttle;
 mod view;
 
 pub use cli::{dispatch, Cli, Command, ExitCode};

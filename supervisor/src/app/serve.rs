@@ -49,6 +49,7 @@ use super::docs::{json_line, to_value, RecoverAction, State, StopDetail, StopDoc
 use super::error::{io_err, CliError, ServiceError};
 use super::metrics::{self, Metrics, RequestResult};
 use super::ops::{self, assess_one, launch_request, recover_all, retire, stop_one};
+use super::throttle::{Backoff, LogLimit};
 use crate::deadline::{expired_on_record, Expired};
 use crate::error_chain;
 use crate::fence;
@@ -352,61 +353,6 @@ async fn guardian_exit(guardian: refine_protocol::ProcessWitness, within: Durati
 
 /// How long a client has to send its whole request line (D1).
 const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The accept loop's pause after a failure (D1): 10 ms, doubling up to 1 s while the failures
-/// last; reset by the next accepted connection.
-#[derive(Default)]
-pub(super) struct Backoff {
-    pause: Option<Duration>,
-}
-
-impl Backoff {
-    const FIRST: Duration = Duration::from_millis(10);
-    const MOST: Duration = Duration::from_secs(1);
-
-    pub(super) fn next(&mut self) -> Duration {
-        let pause = self.pause.map_or(Self::FIRST, |p| (p * 2).min(Self::MOST));
-        self.pause = Some(pause);
-        pause
-    }
-
-    pub(super) fn reset(&mut self) {
-        self.pause = None;
-    }
-}
-
-/// A log line that may repeat at any rate (an accept error, a bad connection): written at most
-/// once per [`LogLimit::WINDOW`], with how many were suppressed since the last one (D1).
-pub(super) struct LogLimit {
-    state: Mutex<(Option<Instant>, u64)>,
-}
-
-impl LogLimit {
-    const WINDOW: Duration = Duration::from_secs(10);
-
-    pub(super) const fn new() -> LogLimit {
-        LogLimit {
-            state: Mutex::new((None, 0)),
-        }
-    }
-
-    /// `Some(suppressed since the last line)` when this line may be written now.
-    pub(super) fn allow(&self) -> Option<u64> {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        match s.0 {
-            Some(last) if now.duration_since(last) < Self::WINDOW => {
-                s.1 += 1;
-                None
-            }
-            _ => {
-                let suppressed = std::mem::take(&mut s.1);
-                s.0 = Some(now);
-                Some(suppressed)
-            }
-        }
-    }
-}
 
 static ACCEPT_LOG: LogLimit = LogLimit::new();
 static CONN_LOG: LogLimit = LogLimit::new();
