@@ -8,65 +8,11 @@ use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use cli_support::*;
 use refine_tests::wait_until;
-
-/// Waits for `child` at most `bound` (its exit observed on a pidfd); kills it (and says so)
-/// when it is still running.
-fn wait_bounded(child: &mut Child, bound: Duration, what: &str) -> ExitStatus {
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
-    let fd =
-        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).expect("pidfd_open");
-    let end = Instant::now() + bound;
-    loop {
-        let left = end.saturating_duration_since(Instant::now());
-        let limit = rustix::time::Timespec {
-            tv_sec: left.as_secs() as i64,
-            tv_nsec: i64::from(left.subsec_nanos()),
-        };
-        let mut fds = [rustix::event::PollFd::new(
-            &fd,
-            rustix::event::PollFlags::IN,
-        )];
-        match rustix::event::poll(&mut fds, Some(&limit)) {
-            Ok(0) => {
-                let _ = child.kill();
-                let st = child.wait().expect("wait");
-                panic!("{what}: still running after {bound:?} (killed: {st})");
-            }
-            Ok(_) => return child.wait().expect("wait"),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => panic!("poll pidfd: {e}"),
-        }
-    }
-}
-
-/// Reads a child's pipe to its end on a thread.
-fn collect(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = r.read_to_end(&mut v);
-        v
-    })
-}
-
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: plain kill(2) on the pid of a child this test spawned and has not reaped.
-    let rc = unsafe { libc::kill(child.id() as i32, sig) };
-    assert_eq!(rc, 0, "kill {sig}");
-}
-
-fn json_of(bytes: &[u8]) -> serde_json::Value {
-    serde_json::from_slice(bytes).unwrap_or_else(|e| {
-        panic!(
-            "not one JSON document ({e}): {}",
-            String::from_utf8_lossy(bytes)
-        )
-    })
-}
 
 // ---------------------------------------------------------------------------------------------
 // W1 stdin.
@@ -228,35 +174,6 @@ fn stdin_input_counts_as_activity_for_the_idle_deadline() {
 
 // ---------------------------------------------------------------------------------------------
 // W2 signals.
-
-/// `run --json -- sh` with `trap` lines installed, started and ready (its ready file exists).
-fn trapping_run(
-    home: &Home,
-    extra: &[&str],
-    traps: &str,
-) -> (Child, std::thread::JoinHandle<Vec<u8>>) {
-    let ready = home.path().join("ready");
-    let _ = std::fs::remove_file(&ready);
-    let script = format!(
-        "{traps}; : > '{}'; while :; do sleep 0.05; done",
-        ready.display()
-    );
-    let mut args = vec!["run", "--json"];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", "sh", "-c", &script]);
-    let mut child = home
-        .command(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn run");
-    let out = collect(child.stdout.take().expect("stdout"));
-    let ok = wait_until(DEADLINE, || {
-        ready.exists() || child.try_wait().ok().flatten().is_some()
-    });
-    assert!(ok && ready.exists(), "the workload never got ready");
-    (child, out)
-}
 
 #[test]
 fn sigterm_to_run_reaches_the_workload_whose_trap_exits_0_completed() {

@@ -7,75 +7,13 @@
 
 mod cli_support;
 
-use std::io::Read;
-use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use cli_support::*;
 use refine_tests::wait_until;
-
-/// Waits for `child` at most `bound` (its exit observed on a pidfd); kills it (and says so)
-/// when it is still running.
-fn wait_bounded(child: &mut Child, bound: Duration, what: &str) -> ExitStatus {
-    let fd = pidfd(child.id());
-    if !exited_within(&fd, bound) {
-        let _ = child.kill();
-        let st = child.wait().expect("wait");
-        panic!("{what}: still running after {bound:?} (killed: {st})");
-    }
-    child.wait().expect("wait")
-}
-
-fn pidfd(pid: u32) -> OwnedFd {
-    let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
-    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).expect("pidfd_open")
-}
-
-/// Whether the process of `fd` has exited within `bound` (a pidfd polls readable then).
-fn exited_within(fd: &OwnedFd, bound: Duration) -> bool {
-    let end = Instant::now() + bound;
-    loop {
-        let left = end.saturating_duration_since(Instant::now());
-        let limit = rustix::time::Timespec {
-            tv_sec: left.as_secs() as i64,
-            tv_nsec: i64::from(left.subsec_nanos()),
-        };
-        let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
-        match rustix::event::poll(&mut fds, Some(&limit)) {
-            Ok(0) => return false,
-            Ok(_) => return true,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => panic!("poll pidfd: {e}"),
-        }
-    }
-}
-
-/// Reads a child's pipe to its end on a thread.
-fn collect(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = r.read_to_end(&mut v);
-        v
-    })
-}
-
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: plain kill(2) on the pid of a child this test spawned and has not reaped.
-    let rc = unsafe { libc::kill(child.id() as i32, sig) };
-    assert_eq!(rc, 0, "kill {sig}");
-}
-
-fn json_of(bytes: &[u8]) -> serde_json::Value {
-    serde_json::from_slice(bytes).unwrap_or_else(|e| {
-        panic!(
-            "not one JSON document ({e}): {}",
-            String::from_utf8_lossy(bytes)
-        )
-    })
-}
 
 /// Waits until `path` exists (the workload wrote it), while `child` runs.
 fn wait_file(child: &mut Child, path: &Path, what: &str) {
@@ -87,32 +25,6 @@ fn wait_file(child: &mut Child, path: &Path, what: &str) {
         "{what}: never seen ({:?})",
         child.try_wait()
     );
-}
-
-/// `run --json EXTRA -- sh -c SCRIPT` started and ready: the script runs `traps`, then creates
-/// the ready file and waits in short sleeps for ever.
-fn trapping_run(
-    home: &Home,
-    extra: &[&str],
-    traps: &str,
-) -> (Child, std::thread::JoinHandle<Vec<u8>>) {
-    let ready = home.path().join("ready");
-    let script = format!(
-        "{traps}; : > '{}'; while :; do sleep 0.05; done",
-        ready.display()
-    );
-    let mut args = vec!["run", "--json"];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", "sh", "-c", &script]);
-    let mut child = home
-        .command(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn run");
-    let out = collect(child.stdout.take().expect("stdout"));
-    wait_file(&mut child, &ready, "the workload's ready file");
-    (child, out)
 }
 
 // ---------------------------------------------------------------------------------------------

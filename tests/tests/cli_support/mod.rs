@@ -2,10 +2,11 @@
 //! with `--home <tempdir>` as a user would, and read its `--json` documents.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use refine_tests::{bin, wait_until};
 use serde_json::Value;
@@ -418,4 +419,96 @@ pub fn scrape(addr: &str) -> String {
     let mut out = String::new();
     let _ = c.read_to_string(&mut out);
     out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driving `run` as a wrapper (wrapper.rs, wrapper_signals.rs).
+
+/// Waits for `child` at most `bound` (its exit observed on a pidfd); kills it (and says so)
+/// when it is still running.
+pub fn wait_bounded(child: &mut Child, bound: Duration, what: &str) -> ExitStatus {
+    let fd = pidfd(child.id());
+    if !exited_within(&fd, bound) {
+        let _ = child.kill();
+        let st = child.wait().expect("wait");
+        panic!("{what}: still running after {bound:?} (killed: {st})");
+    }
+    child.wait().expect("wait")
+}
+
+pub fn pidfd(pid: u32) -> OwnedFd {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).expect("pidfd_open")
+}
+
+/// Whether the process of `fd` has exited within `bound` (a pidfd polls readable then).
+pub fn exited_within(fd: &OwnedFd, bound: Duration) -> bool {
+    let end = Instant::now() + bound;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        let limit = rustix::time::Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+        match rustix::event::poll(&mut fds, Some(&limit)) {
+            Ok(0) => return false,
+            Ok(_) => return true,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => panic!("poll pidfd: {e}"),
+        }
+    }
+}
+
+/// Reads a child's pipe to its end on a thread.
+pub fn collect(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = r.read_to_end(&mut v);
+        v
+    })
+}
+
+pub fn signal(child: &Child, sig: i32) {
+    // SAFETY: plain kill(2) on the pid of a child this test spawned and has not reaped.
+    let rc = unsafe { libc::kill(child.id() as i32, sig) };
+    assert_eq!(rc, 0, "kill {sig}");
+}
+
+pub fn json_of(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON document ({e}): {}",
+            String::from_utf8_lossy(bytes)
+        )
+    })
+}
+
+/// `run --json -- sh` with `trap` lines installed, started and ready (its ready file exists).
+pub fn trapping_run(
+    home: &Home,
+    extra: &[&str],
+    traps: &str,
+) -> (Child, std::thread::JoinHandle<Vec<u8>>) {
+    let ready = home.path().join("ready");
+    let _ = std::fs::remove_file(&ready);
+    let script = format!(
+        "{traps}; : > '{}'; while :; do sleep 0.05; done",
+        ready.display()
+    );
+    let mut args = vec!["run", "--json"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", &script]);
+    let mut child = home
+        .command(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn run");
+    let out = collect(child.stdout.take().expect("stdout"));
+    let ok = wait_until(DEADLINE, || {
+        ready.exists() || child.try_wait().ok().flatten().is_some()
+    });
+    assert!(ok && ready.exists(), "the workload never got ready");
+    (child, out)
 }
