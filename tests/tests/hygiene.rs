@@ -763,14 +763,16 @@ fn escape_sequences_in_a_label_argv_and_output_never_reach_the_terminal_raw() {
 }
 
 /// H5: a child of a container shim is a container's process, not an orphan of ours: `reap`
-/// leaves it (a copy of `sh` named as containerd's shim stands in for one).
+/// leaves it (`sh` run by a link named as containerd's shim stands in for one).
 #[test]
 fn a_child_of_a_container_shim_is_not_our_orphan() {
     let home = Home::new();
     let dir = tempfile::tempdir().expect("tempdir");
     let tools = tempfile::tempdir().expect("tempdir");
     let shim = tools.path().join("containerd-shim-runc-v2");
-    std::fs::copy("/bin/sh", &shim).expect("copy sh");
+    // A link, not a copy: the kernel names the process after the path it was run by, and a
+    // copy's write descriptor, inherited by another test's fork, makes its exec fail (ETXTBSY).
+    std::os::unix::fs::symlink("/bin/sh", &shim).expect("link sh");
     let script = format!(
         "cd '{}' && sleep 1000 </dev/null >/dev/null 2>&1 & echo $!; wait",
         dir.path().display()
