@@ -123,18 +123,71 @@ impl Blocked {
     }
 }
 
+/// One signal read from a [`Blocked::signalfd`]: its number and who sent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Taken {
+    /// The signal's number.
+    pub signo: i32,
+    /// `ssi_code`: `SI_USER` (0) for `kill`, `SI_TKILL`/`SI_QUEUE` for `tgkill`/`sigqueue`.
+    pub code: i32,
+    /// `ssi_pid`: the sending process (for a signal the kernel raised on a process's behalf,
+    /// such as the `SIGPIPE` of a write to a broken pipe, that process itself).
+    pub pid: u32,
+}
+
+impl Taken {
+    /// Whether another process sent this signal with `kill`, `tgkill` or `sigqueue`. The
+    /// kernel's `SIGPIPE` for a write of this process to a broken pipe reads as `SI_USER` from
+    /// this process itself (`send_sig` without info), so it is not.
+    pub fn sent_by_another_process(&self) -> bool {
+        matches!(self.code, libc::SI_USER | libc::SI_TKILL | libc::SI_QUEUE)
+            && self.pid != std::process::id()
+    }
+}
+
 /// The next signal queued for a [`Blocked::signalfd`], or `None` when none is pending.
-pub fn read_signal(fd: std::os::fd::BorrowedFd<'_>) -> Option<i32> {
-    // One `struct signalfd_siginfo` (128 bytes); its first field is the signal's number.
+pub fn read_signal(fd: std::os::fd::BorrowedFd<'_>) -> Option<Taken> {
+    // One `struct signalfd_siginfo` (128 bytes): `ssi_signo` (u32) at 0, `ssi_errno` (i32) at
+    // 4, `ssi_code` (i32) at 8, `ssi_pid` (u32) at 12.
     let mut info = [0u8; 128];
+    let word = |info: &[u8; 128], at: usize| {
+        u32::from_ne_bytes([info[at], info[at + 1], info[at + 2], info[at + 3]])
+    };
     loop {
         match rustix::io::read(fd, &mut info) {
             Ok(n) if n == info.len() => {
-                let signo = u32::from_ne_bytes([info[0], info[1], info[2], info[3]]);
-                return i32::try_from(signo).ok();
+                let signo = i32::try_from(word(&info, 0)).ok()?;
+                return Some(Taken {
+                    signo,
+                    code: i32::from_ne_bytes(word(&info, 8).to_ne_bytes()),
+                    pid: word(&info, 12),
+                });
             }
             Err(rustix::io::Errno::INTR) => {}
             _ => return None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Taken;
+
+    /// The kernel's `SIGPIPE` for this process's own write reads as `SI_USER` from itself: not
+    /// forwarded; one that another process sent with `kill`, `tgkill` or `sigqueue` is.
+    #[test]
+    fn a_signal_from_another_process_is_told_from_the_kernels_own() {
+        let me = std::process::id();
+        let other = me.wrapping_add(1).max(2);
+        let taken = |code, pid| Taken {
+            signo: libc::SIGPIPE,
+            code,
+            pid,
+        };
+        assert!(!taken(libc::SI_USER, me).sent_by_another_process());
+        assert!(!taken(libc::SI_KERNEL, 0).sent_by_another_process());
+        assert!(taken(libc::SI_USER, other).sent_by_another_process());
+        assert!(taken(libc::SI_TKILL, other).sent_by_another_process());
+        assert!(taken(libc::SI_QUEUE, other).sent_by_another_process());
     }
 }

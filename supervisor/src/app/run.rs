@@ -9,9 +9,11 @@
 //!   `/dev/null`. A `--pty` launch whose stdin is not a terminal gets that input relayed into its
 //!   terminal and then the terminal's end of file (W12).
 //! - **signals** (W2, W9): every catchable signal `run` receives is forwarded to the workload
-//!   (through the guardian), except `SIGCHLD` (about `run`'s own child) and `SIGPIPE` (ignored:
-//!   a broken stdout reaches the workload as a broken pipe instead); a fault signal sent with
-//!   `kill` is forwarded too (a real fault still ends `run`).
+//!   (through the guardian), except `SIGCHLD` (about `run`'s own child) and the kernel's
+//!   `SIGPIPE` for `run`'s own write to a gone reader (a broken stdout reaches the workload as
+//!   a broken pipe instead; a `SIGPIPE` another process sends with `kill` is forwarded, told
+//!   apart by its sender in the `signalfd` record); a fault signal sent with `kill` is
+//!   forwarded too (a real fault still ends `run`).
 //!   Only `SIGINT` and `SIGTERM` are requests to end: forwarded, then the workload has
 //!   `--stop-grace`; once it has ended (or the grace has passed: outcome `cancelled`), what is
 //!   left of its scope ends through the shared stop and `run` exits with the workload's
@@ -171,8 +173,10 @@ const PTY_EOF: u8 = 0x04;
 const BACKGROUND_RECHECK: Duration = Duration::from_millis(100);
 
 /// Every signal `run` takes: all catchable ones but `SIGCHLD` (about `run`'s own children;
-/// `main` has set it to its default, G11) and `SIGPIPE` (stays ignored: `run`'s own broken
-/// stdout must not reach the workload as a signal). The fault signals are taken too: one sent
+/// `main` has set it to its default, G11). `SIGPIPE` is taken, and forwarded only when another
+/// process sent it (`kill -PIPE`): the kernel's one for `run`'s own write to a gone reader
+/// must not reach the workload (its own stream breaks instead, W3); blocked, it leaves the
+/// write failing with `EPIPE` as the ignored one did. The fault signals are taken too: one sent
 /// with `kill` is forwarded like any other, while a real fault in `run` still ends it (the
 /// kernel unblocks a synchronous fault and restores its default action before it delivers it;
 /// no handler runs, so none can return into the faulting instruction).
@@ -189,6 +193,7 @@ fn relayed_signals() -> Vec<i32> {
         SIGINT,
         SIGQUIT,
         SIGABRT,
+        SIGPIPE,
         SIGUSR1,
         SIGUSR2,
         SIGALRM,
@@ -251,8 +256,11 @@ impl Relay {
 
     /// Relays every pending signal to `launch`.
     fn take(&mut self, launch: &mut dyn LaunchAsks) {
-        while let Some(sig) = crate::child_signals::read_signal(self.signals.as_fd()) {
+        while let Some(taken) = crate::child_signals::read_signal(self.signals.as_fd()) {
+            let sig = taken.signo;
             match sig {
+                // `run`'s own write to a gone reader: not for the workload (W3, W12).
+                libc::SIGPIPE if !taken.sent_by_another_process() => {}
                 libc::SIGINT | libc::SIGTERM => {
                     self.unseen_end = true;
                     match self.asked_to_end {
