@@ -32,8 +32,9 @@
 //!
 //! Every wait here is bounded and watches the channel and the signalfd too (G14): a gated child
 //! stopped with `SIGSTOP` can delay a launch by at most its start bound, never hang the guardian.
-//! - before *start*: abort, a closed channel, a termination signal to the guardian or the start
-//!   bound end the wait, and the launch is aborted;
+//! - before *start*: abort, a closed channel, a termination signal to the guardian (`SIGTERM`,
+//!   `SIGINT`: W9; `SIGHUP` and `SIGQUIT` are queued like the rest) or the start bound end the
+//!   wait, and the launch is aborted;
 //! - at the gate and while the child execs, the launcher's `Signal` frames and the other
 //!   forwarded signals are queued, in the order they came, and delivered to the program once it
 //!   runs (a direct launch would have delivered them to it, not to a child that never ran it).

@@ -41,12 +41,11 @@ impl Signals {
         sys::read_signal(&self.fd).map_err(Error::SignalRead)
     }
 
-    /// Signals that ask the guardian's scope to end.
+    /// Signals that ask the guardian's scope to end: only `SIGTERM` and `SIGINT` (W9). Before
+    /// the workload runs they abort it; `SIGHUP`, `SIGQUIT` and the rest are queued for the
+    /// program and follow its `execve` (a daemon's reload is not an end).
     pub fn is_termination(sig: i32) -> bool {
-        matches!(
-            sig,
-            libc::SIGTERM | libc::SIGINT | libc::SIGHUP | libc::SIGQUIT
-        )
+        matches!(sig, libc::SIGTERM | libc::SIGINT)
     }
 
     /// Signals forwarded to the workload (termination, terminal and user signals); every other
@@ -55,7 +54,9 @@ impl Signals {
         Self::is_termination(sig)
             || matches!(
                 sig,
-                libc::SIGUSR1
+                libc::SIGHUP
+                    | libc::SIGQUIT
+                    | libc::SIGUSR1
                     | libc::SIGUSR2
                     | libc::SIGWINCH
                     | libc::SIGALRM

@@ -360,3 +360,63 @@ fn a_gated_child_stopped_and_resumed_starts_normally() {
     assert!(g.finish().0.success());
     assert!(marker.exists());
 }
+
+// ---------------------------------------------------------------------------------------------
+// G9, W9: only SIGINT and SIGTERM ask the guardian's scope to end; the others are forwarded.
+
+/// Whether `sig` is pending for the whole process `pid` (`ShdPnd`): the guardian blocks every
+/// signal, so one it has not read yet stays there.
+fn shared_pending(pid: u32, sig: i32) -> bool {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("ShdPnd:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|set| set & (1 << (sig - 1)) != 0)
+}
+
+/// Sends `sig` to the guardian and waits until it has read it from its signalfd.
+fn signal_guardian_and_see_it_taken(hello: &Hello, sig: Signal) {
+    let gfd = pidfd(hello.guardian.pid, hello.guardian.start_time);
+    rustix::process::pidfd_send_signal(&gfd, sig).unwrap();
+    let pid = hello.guardian.pid;
+    assert!(
+        wait_until(PATIENCE, || !shared_pending(pid, sig.as_raw())),
+        "the guardian never took signal {}",
+        sig.as_raw()
+    );
+}
+
+/// SIGHUP to the guardian while the workload waits at the gate: not a request to end (W9); it
+/// is queued for the workload, which starts and then gets it (`sleep` dies of it).
+#[test]
+fn sighup_at_the_gate_is_forwarded_after_start_not_an_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = Launch::new(&dir.path().join("proof"), &["sleep", "300"]);
+    let g = Guardian::spawn();
+    g.launch(&l, None).unwrap();
+    let hello = g.expect_hello();
+    signal_guardian_and_see_it_taken(&hello, Signal::HUP);
+    g.start();
+    let (frames, r) = g.until_scope_exited();
+    assert_eq!(frames.first(), Some(&Msg::Started), "{frames:?}");
+    assert_eq!(r.status, WorkloadStatus::Signaled(libc::SIGHUP), "{r:?}");
+    assert_receipt_on_disk(&r, &hello, &l);
+    assert!(g.finish().0.success());
+}
+
+/// SIGQUIT to the guardian while the started child is on its way to `execve` (held there,
+/// stopped): not a request to end either; the program runs (the signal follows the exec).
+#[test]
+fn sigquit_while_the_child_execs_is_forwarded_not_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let (g, hello, l, _marker, child) = start_a_stopped_child(dir.path());
+    signal_guardian_and_see_it_taken(&hello, Signal::QUIT);
+    // (Gone already if the guardian took the signal for an end.)
+    let _ = rustix::process::pidfd_send_signal(&child, Signal::CONT);
+    let (frames, r) = g.until_scope_exited();
+    assert_eq!(frames.first(), Some(&Msg::Started), "{frames:?}");
+    assert_ne!(r.status, WorkloadStatus::NeverStarted, "{r:?}");
+    assert_receipt_on_disk(&r, &hello, &l);
+    assert!(g.finish().0.success());
+}
