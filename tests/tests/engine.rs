@@ -717,3 +717,38 @@ fn a_forwarded_signal_reaches_the_workload() {
     assert_eq!(r.status, WorkloadStatus::Signaled(libc::SIGTERM));
     expect_receipt(&mut r);
 }
+
+/// SPEC W11 for the library: a host passing a duration the clock cannot hold (`Duration::MAX`
+/// as a deadline or the kill-after grace) gets a typed error before anything is created, never
+/// a panic, an abort or a silently wrapped value (the CLI and the API bound them the same way).
+#[test]
+fn durations_the_clock_cannot_hold_are_refused_by_the_library() {
+    use refine_supervisor::launch::LaunchError;
+    let f = fixture();
+    let over = refine_protocol::api::MAX_DURATION + Duration::from_millis(1);
+    type Set = fn(&mut LaunchRequest, Duration);
+    let fields: [(&str, Set); 3] = [
+        ("completion_timeout", |r, d| r.completion_timeout = Some(d)),
+        ("idle_timeout", |r, d| r.idle_timeout = Some(d)),
+        ("kill_after", |r, d| r.kill_after = Some(d)),
+    ];
+    for (name, set) in fields {
+        for d in [Duration::MAX, over] {
+            let mut r = req(Kind::Command, &["true"]);
+            set(&mut r, d);
+            match f.sup.launch(r) {
+                Err(LaunchError::DurationTooLong { what, max }) => {
+                    assert_eq!(what, name);
+                    assert_eq!(max, refine_protocol::api::MAX_DURATION);
+                }
+                Err(e) => panic!("{name} = {d:?}: another error: {e}"),
+                Ok(h) => panic!("{name} = {d:?}: launched: {}", describe(&h.wait().unwrap())),
+            }
+        }
+        // The bound itself is accepted.
+        let mut r = req(Kind::Command, &["true"]);
+        set(&mut r, refine_protocol::api::MAX_DURATION);
+        let res = f.sup.run(r).unwrap();
+        assert_eq!(res.status, WorkloadStatus::Exited(0), "{}", describe(&res));
+    }
+}

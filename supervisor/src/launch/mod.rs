@@ -226,6 +226,10 @@ impl LaunchResult {
 pub enum LaunchError {
     #[error("empty argv")]
     EmptyArgv,
+    /// A deadline or grace longer than the clock can hold (SPEC W11): refused before anything
+    /// is created, as the CLI and the API refuse it.
+    #[error("{what} is longer than the longest duration the supervisor accepts ({max:?})")]
+    DurationTooLong { what: &'static str, max: Duration },
     #[error("cannot {op}")]
     Io {
         op: &'static str,
@@ -361,6 +365,7 @@ impl Supervisor {
         if req.argv.is_empty() {
             return Err(LaunchError::EmptyArgv);
         }
+        check_durations(&req)?;
         let rt = &self.runtime;
         let id = rt.new_id()?;
         let needs_login = matches!(req.kind, Kind::Agent | Kind::Quality);
@@ -568,6 +573,23 @@ impl Supervisor {
             },
         })
     }
+}
+
+/// The one bound on a launch's durations (SPEC W11), for every caller of the library: each
+/// deadline and grace is at most [`refine_protocol::api::MAX_DURATION`], so that it converts to
+/// the record's milliseconds and meets a clock (`Instant + d`) without overflow.
+fn check_durations(req: &LaunchRequest) -> Result<(), LaunchError> {
+    let max = refine_protocol::api::MAX_DURATION;
+    for (what, d) in [
+        ("completion_timeout", req.completion_timeout),
+        ("idle_timeout", req.idle_timeout),
+        ("kill_after", req.kill_after),
+    ] {
+        if d.is_some_and(|d| d > max) {
+            return Err(LaunchError::DurationTooLong { what, max });
+        }
+    }
+    Ok(())
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {
