@@ -11,6 +11,11 @@
 //! # Caveats
 //! A lost send (launcher gone, or its queue full) is dropped silently: the receipt in the proof
 //! file, not the channel, is the evidence. An empty message reads like end of file.
+//! A send that finds the launcher gone (`EPIPE`) does not close the channel: only the reading
+//! side does, when it reads the end of file, and that read is where the loss is acted on (G7:
+//! the parent-death signal). Closing it on a failed send lost that signal when the launcher
+//! died between the workload's exec and the `Started` frame (the reap loop then never looked
+//! at the channel again, and the workload outlived its SIGKILLed launcher).
 
 use refine_protocol::frame::MAX_FRAME;
 use refine_protocol::{DecodeError, Frame, LaunchSpec};
@@ -165,11 +170,8 @@ impl Channel {
         }
         let mut buf = [0u8; 256];
         if let Ok(len) = frame.encode_into(&mut buf) {
-            if let Err(sys::Errno(libc::EPIPE | libc::ECONNRESET)) =
-                sys::send_msg(&self.fd, &buf[..len])
-            {
-                self.open = false;
-            }
+            // A gone launcher (EPIPE, ECONNRESET) is left for the reading side to find (Caveats).
+            let _ = sys::send_msg(&self.fd, &buf[..len]);
         }
     }
 }

@@ -420,3 +420,59 @@ fn sigquit_while_the_child_execs_is_forwarded_not_a_kill() {
     assert_receipt_on_disk(&r, &hello, &l);
     assert!(g.finish().0.success());
 }
+
+// ---------------------------------------------------------------------------------------------
+// G7: the launcher's death reaches the workload also when a send found it gone first.
+
+/// The number of descriptors the guardian is polling, read from `/proc/PID/syscall` (the second
+/// argument of `poll`/`ppoll`): 3 while the child execs (report, signals, channel), 2 in the
+/// reap loop (signals, channel). `None` while it is not in a system call.
+fn polled_fds(pid: u32) -> Option<u64> {
+    let line = fs::read_to_string(format!("/proc/{pid}/syscall")).ok()?;
+    let nfds = line.split_whitespace().nth(2)?;
+    u64::from_str_radix(nfds.strip_prefix("0x")?, 16).ok()
+}
+
+/// The window of the CI flake (`peer_the_launchers_death_reaches_the_workload`): the launcher
+/// dies after the workload's exec but before the guardian's `Started` frame, whose send then
+/// fails with `EPIPE`. That failed send must not close the channel for the guardian: its end
+/// of file still comes, and with it the parent-death signal (G7). Made deterministic here by
+/// shutting the launcher's receiving side first (the send fails, no end of file yet), and
+/// closing the channel only once the guardian is in its reap loop.
+#[test]
+fn a_failed_send_to_a_gone_launcher_still_forwards_the_parent_death() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = Launch::new(&dir.path().join("proof"), &["sleep", "300"]);
+    let g = Guardian::spawn();
+    g.launch(&l, None).unwrap();
+    let hello = g.expect_hello();
+    let child = pidfd(hello.workload.pid, hello.workload.start_time);
+    rustix::process::pidfd_send_signal(&child, Signal::STOP).unwrap();
+    wait_stopped(hello.workload.pid);
+    g.start();
+    // The guardian waits for the exec (3 descriptors polled); nothing can reach us any more.
+    let gpid = hello.guardian.pid;
+    assert!(
+        wait_until(PATIENCE, || polled_fds(gpid) == Some(3)),
+        "the guardian never waited for the exec ({:?})",
+        polled_fds(gpid)
+    );
+    rustix::net::shutdown(g.chan_fd(), rustix::net::Shutdown::Read).unwrap();
+    rustix::process::pidfd_send_signal(&child, Signal::CONT).unwrap();
+    // `Started` was sent (and failed) once the guardian is in the reap loop.
+    assert!(
+        wait_until(PATIENCE, || polled_fds(gpid) == Some(2)),
+        "the guardian never reached its reap loop ({:?})",
+        polled_fds(gpid)
+    );
+    let guardian = g.hang_up();
+    let outlived = !cli_support::exited_within(&child, DEADLINE);
+    if outlived {
+        let _ = rustix::process::pidfd_send_signal(&child, Signal::KILL);
+    }
+    let (status, stderr) = refine_tests::driver::reap(guardian);
+    assert!(!outlived, "the workload outlived its launcher");
+    assert!(status.success(), "{status:?} {stderr}");
+    let r = Receipt::decode(&fs::read(&l.proof_path).unwrap()).expect("a receipt");
+    assert_eq!(r.status, WorkloadStatus::Signaled(libc::SIGKILL), "{r:?}");
+}
