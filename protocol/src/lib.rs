@@ -23,6 +23,8 @@ mod error;
 pub mod frame;
 #[path = "../core/src/ids.rs"]
 pub mod ids;
+#[path = "../core/src/mark.rs"]
+pub mod mark;
 #[path = "../core/src/receipt.rs"]
 pub mod receipt;
 

@@ -40,6 +40,7 @@ pub mod guardian;
 pub mod holders;
 pub mod launch;
 pub mod limits;
+pub mod nested;
 pub mod open_index;
 pub mod procfs;
 pub mod pty;
