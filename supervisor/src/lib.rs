@@ -51,6 +51,7 @@ pub mod retention;
 pub mod signal;
 pub mod stall;
 pub mod stop;
+pub mod strays;
 pub mod tree;
 
 /// An error and its sources on one line (`op: cause: cause`), for JSON documents and logs.

@@ -546,6 +546,8 @@ pub(crate) struct GcDoc {
     /// Records without an open-index marker that the assessment does not call `exited`, put
     /// back into the index.
     pub reindexed: Vec<String>,
+    /// Files no record covers (D5): removed, would be removed, or kept and why.
+    pub strays: Vec<crate::strays::Entry>,
 }
 
 /// `capacity --json`: the admission figures, as the library returns them.

@@ -566,10 +566,13 @@ pub(crate) fn gc(
             .map(|id| id.to_string())
             .collect()
     };
+    // D5: what no record covers, after forgetting (which may have left a `.stall` behind).
+    let strays = crate::strays::collect(rt, opts.dry_run)?;
     Ok(GcDoc {
         retention,
         forget,
         reindexed,
+        strays,
     })
 }
 
