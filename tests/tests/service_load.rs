@@ -548,3 +548,53 @@ fn every_duration_and_size_is_bounded_at_parse_time() {
     }
     assert!(home.ps().is_empty(), "a refused launch was registered");
 }
+
+/// D6: the stall watch counts bytes produced, also past `--log-cap`: a scope that writes
+/// steadily past a small cap is not `silent`. Ordering, not timing: a `sleep` launched once the
+/// writer's artifact is full becomes `silent` (so the watch sampled the writer at least that
+/// many times since its artifact stopped growing), and the writer is not.
+#[test]
+fn a_scope_writing_past_its_log_cap_is_not_silent() {
+    let home = Home::new();
+    let _svc = Serving::start(
+        &home,
+        &[
+            "--maintenance-every",
+            "200ms",
+            "--stall-period",
+            "300ms",
+            "--stall-samples",
+            "0",
+            "--silent-samples",
+            "3",
+        ],
+    );
+    let writer = detach_with(
+        &home,
+        &["--log-cap", "1K"],
+        &[
+            "sh",
+            "-c",
+            "while :; do echo 0123456789abcdef; sleep 0.05; done",
+        ],
+    );
+    let artifact = home.run_dir().join("logs").join(format!("{writer}.stdout"));
+    let full = wait_until(DEADLINE, || {
+        std::fs::metadata(&artifact).is_ok_and(|m| m.len() >= 1024)
+    });
+    assert!(full, "the writer's artifact never reached its cap");
+    let control = detach_with(&home, &[], &["sleep", "1000"]);
+    let silent = wait_until(DEADLINE, || {
+        show(&home, &control)["watch"]["silent"].is_object()
+    });
+    let row = show(&home, &writer);
+    for id in [&writer, &control] {
+        let _ = home.cli(&["stop", id]);
+    }
+    assert!(silent, "the control never became silent");
+    assert!(
+        !row["watch"]["silent"].is_object(),
+        "a scope writing past its cap reads as silent: {}",
+        row["watch"]
+    );
+}
