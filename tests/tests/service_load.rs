@@ -598,3 +598,33 @@ fn a_scope_writing_past_its_log_cap_is_not_silent() {
         row["watch"]
     );
 }
+
+/// D6: the residue stop of a detached launch and its result are part of the launch's outcome
+/// document: the workload completed at once, its residue was stopped at the completion deadline,
+/// and `show --json` says both (before, the result said `completed` and nothing else).
+#[test]
+fn a_detached_launchs_residue_stop_is_part_of_its_outcome() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
+    let id = detach_with(
+        &home,
+        &["--timeout", "1s", "--kill-after", "0"],
+        &["sh", "-c", "sleep 100 & exit 0"],
+    );
+    let mut doc = serde_json::Value::Null;
+    let ended = wait_until(DEADLINE, || {
+        doc = show(&home, &id);
+        doc["state"] == "exited" && doc["result"]["residue_stop"].is_object()
+    });
+    if !ended {
+        let _ = home.cli(&["stop", &id]);
+    }
+    assert!(ended, "no residue stop in the outcome: {:#}", doc["result"]);
+    let result = &doc["result"];
+    assert_eq!(result["outcome"], "completed", "{result:#}");
+    assert_eq!(result["residue_stop"]["outcome"], "stopped", "{result:#}");
+    assert!(
+        result["residue_stop"]["killed"].as_u64() >= Some(1),
+        "{result:#}"
+    );
+}

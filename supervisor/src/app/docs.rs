@@ -314,6 +314,9 @@ pub(crate) enum ResultDoc {
         /// What the tree cost (H4), once the receipt is in.
         #[serde(skip_serializing_if = "Option::is_none")]
         usage: Option<refine_protocol::TreeUsage>,
+        /// How the stop of the scope's residue ended, once it did (D6).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        residue_stop: Option<refine_protocol::ResidueStopRecord>,
     },
     Unreadable {
         error: String,
