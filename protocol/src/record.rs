@@ -491,3 +491,51 @@ mod v1 {
         }
     }
 }
+
+#[cfg(test)]
+mod result_versions {
+    use super::*;
+
+    /// Version 2 of the launch result, as its writer laid it out (no `residue_stop`).
+    #[derive(Serialize)]
+    struct ResultV2 {
+        id: RegistrationId,
+        runtime: RuntimeId,
+        outcome: String,
+        workload_status: WorkloadStatus,
+        written_at_unix_ms: u64,
+        stop_failure: Option<String>,
+        usage: Option<crate::TreeUsage>,
+    }
+
+    #[test]
+    fn a_version_2_result_still_decodes_without_its_residue_stop() {
+        let v2 = ResultV2 {
+            id: RegistrationId([1; 16]),
+            runtime: RuntimeId([2; 16]),
+            outcome: "completed".into(),
+            workload_status: WorkloadStatus::Exited(0),
+            written_at_unix_ms: 7,
+            stop_failure: Some("x".into()),
+            usage: None,
+        };
+        let bytes = seal(RESULT_MAGIC, 2, to_payload(&v2).unwrap());
+        let back = LaunchResultRecord::decode(&bytes).unwrap();
+        assert_eq!(back.outcome, "completed");
+        assert_eq!(back.stop_failure.as_deref(), Some("x"));
+        assert_eq!(back.residue_stop, None);
+        let current = LaunchResultRecord {
+            residue_stop: Some(ResidueStopRecord {
+                outcome: "stopped".into(),
+                cause: Some(StopCause::CompletionDeadline),
+                killed: 3,
+                at_unix_ms: 9,
+            }),
+            ..back
+        };
+        assert_eq!(
+            LaunchResultRecord::decode(&current.encode().unwrap()).unwrap(),
+            current
+        );
+    }
+}
