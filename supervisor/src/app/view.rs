@@ -767,24 +767,40 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
         ) {
             continue;
         }
+        let reason = match e.age_secs {
+            Some(s) => format!(
+                "exited (verified), {} old (limit {})",
+                age(Duration::from_secs(s)),
+                age(Duration::from_secs(report.retention.older_than_secs))
+            ),
+            None => escape(&e.reason).into_owned(),
+        };
         rows.push(vec![
             e.id.clone(),
             name_of(&e.action),
             e.files.len().to_string(),
             human_bytes(e.bytes),
-            escape(&e.reason).into_owned(),
+            reason,
         ]);
     }
     for e in &report.forget.entries {
         if e.action == crate::forget::Action::Kept {
             continue;
         }
+        let reason = match e.unchanged_secs {
+            Some(s) => format!(
+                "exited, nothing changed for {} (limit {})",
+                age(Duration::from_secs(s)),
+                age(Duration::from_secs(report.forget.forget_after_secs))
+            ),
+            None => escape(&e.reason).into_owned(),
+        };
         rows.push(vec![
             e.id.clone(),
             name_of(&e.action),
             "-".into(),
             "-".into(),
-            escape(&e.reason).into_owned(),
+            reason,
         ]);
     }
     let mut strays_kept = 0;
