@@ -60,23 +60,21 @@ impl NestedGuardians {
         let Some(pid) = procfs::pid_of(witness) else {
             return false;
         };
-        if !exec_d(pid) {
-            return false;
-        }
+        // One `stat` per member (a stopped process cannot exec, so its executable stays the
+        // file stat'ed); the section is read once per executable, `stat` only for one that
+        // carries the mark.
         let exe = format!("/proc/{}/exe", pid.as_raw_nonzero());
-        let Ok(file) = File::open(&exe) else {
-            return self
+        let marked = match std::fs::metadata(&exe) {
+            Ok(meta) => *self
+                .seen
+                .entry((meta.dev(), meta.ino()))
+                .or_insert_with(|| File::open(&exe).is_ok_and(|f| carries_mark(&f))),
+            Err(_) => self
                 .outer_comm
                 .as_ref()
-                .is_some_and(|c| c.as_bytes() == comm.as_bytes());
+                .is_some_and(|c| c.as_bytes() == comm.as_bytes()),
         };
-        let Ok(meta) = file.metadata() else {
-            return false;
-        };
-        *self
-            .seen
-            .entry((meta.dev(), meta.ino()))
-            .or_insert_with(|| carries_mark(&file))
+        marked && exec_d(pid)
     }
 }
 
