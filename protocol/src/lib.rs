@@ -23,6 +23,8 @@ mod error;
 pub mod frame;
 #[path = "../core/src/ids.rs"]
 pub mod ids;
+#[path = "../core/src/mark.rs"]
+pub mod mark;
 #[path = "../core/src/receipt.rs"]
 pub mod receipt;
 
@@ -35,6 +37,6 @@ pub use frame::{Frame, Hello, LaunchParams, LaunchSpec, Rlimit};
 pub use ids::{BootId, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId};
 pub use receipt::{is_unwritten, Receipt, ScopeEnd, TreeUsage, WorkloadStatus};
 pub use record::{
-    CaptureReceipt, Kind, LaunchResultRecord, Limits, Registration, ScopePolicy, StopCause,
-    StopRequest, StreamEnd, StreamReceipt,
+    CaptureReceipt, Kind, LaunchResultRecord, Limits, Registration, ResidueStopRecord, ScopePolicy,
+    StopCause, StopRequest, StreamEnd, StreamReceipt,
 };

@@ -46,7 +46,7 @@ pub const RECORD_VERSION: u16 = 1;
 pub const REGISTRATION_VERSION: u16 = 2;
 /// The launch result's version: 2 adds [`LaunchResultRecord::stop_failure`] and
 /// [`LaunchResultRecord::usage`].
-pub const RESULT_VERSION: u16 = 2;
+pub const RESULT_VERSION: u16 = 3;
 pub const ENVELOPE_LEN: usize = crate::codec::envelope_len(REGISTRATION_MAGIC.len());
 /// Largest record file accepted.
 pub const MAX_RECORD: usize = 1024 * 1024;
@@ -223,6 +223,22 @@ pub struct LaunchResultRecord {
     /// What the whole tree cost (H4), from the receipt: set when the receipt is in (at the
     /// result, or later when a descendant held the scope); `None` before.
     pub usage: Option<crate::TreeUsage>,
+    /// The stop of the scope's residue (what outlived the workload: the `stop` policy, a
+    /// deadline), once it succeeded (D6); a failed one is `stop_failure`. Version 3.
+    pub residue_stop: Option<ResidueStopRecord>,
+}
+
+/// How the stop of a launch's residue ended (D6): part of the launch's outcome document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResidueStopRecord {
+    /// The stop's outcome by name (`stopped`, `already_exited`, `killed_unverified`).
+    pub outcome: String,
+    /// Who asked for it when it was not the engine's own policy (a completion deadline).
+    pub cause: Option<StopCause>,
+    /// Processes found in the scope and killed.
+    pub killed: u32,
+    /// Wall clock when the stop finished.
+    pub at_unix_ms: u64,
 }
 
 /// A stall watch signal (SPEC H3).
@@ -388,16 +404,19 @@ impl LaunchResultRecord {
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         encode_versioned(RESULT_MAGIC, RESULT_VERSION, self)
     }
-    /// Decodes version 2, and version 1 (no `stop_failure`, no `usage`).
+    /// Decodes version 3, version 2 (no `residue_stop`) and version 1 (no `stop_failure`, no
+    /// `usage` either).
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         let (version, payload) = open_versions(RESULT_MAGIC, RESULT_VERSION, buf)?;
-        if version == 1 {
-            // Version 1 is version 2 without its last two fields: read it with both absent
-            // (bincode's one-byte absent `Option`, twice) appended.
-            let mut v2 = Vec::with_capacity(payload.len() + 2);
-            v2.extend_from_slice(payload);
-            v2.extend_from_slice(&[0, 0]);
-            return decode_payload(&v2, "launch result");
+        if version < RESULT_VERSION {
+            // An older version is the current one without its last fields (version 1: three,
+            // version 2: one): read it with each absent (bincode's one-byte absent `Option`)
+            // appended.
+            let missing = if version == 1 { 3 } else { 1 };
+            let mut current = Vec::with_capacity(payload.len() + missing);
+            current.extend_from_slice(payload);
+            current.resize(payload.len() + missing, 0);
+            return decode_payload(&current, "launch result");
         }
         decode_payload(payload, "launch result")
     }
@@ -470,5 +489,53 @@ mod v1 {
                 argv_bytes: None,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod result_versions {
+    use super::*;
+
+    /// Version 2 of the launch result, as its writer laid it out (no `residue_stop`).
+    #[derive(Serialize)]
+    struct ResultV2 {
+        id: RegistrationId,
+        runtime: RuntimeId,
+        outcome: String,
+        workload_status: WorkloadStatus,
+        written_at_unix_ms: u64,
+        stop_failure: Option<String>,
+        usage: Option<crate::TreeUsage>,
+    }
+
+    #[test]
+    fn a_version_2_result_still_decodes_without_its_residue_stop() {
+        let v2 = ResultV2 {
+            id: RegistrationId([1; 16]),
+            runtime: RuntimeId([2; 16]),
+            outcome: "completed".into(),
+            workload_status: WorkloadStatus::Exited(0),
+            written_at_unix_ms: 7,
+            stop_failure: Some("x".into()),
+            usage: None,
+        };
+        let bytes = seal(RESULT_MAGIC, 2, to_payload(&v2).unwrap());
+        let back = LaunchResultRecord::decode(&bytes).unwrap();
+        assert_eq!(back.outcome, "completed");
+        assert_eq!(back.stop_failure.as_deref(), Some("x"));
+        assert_eq!(back.residue_stop, None);
+        let current = LaunchResultRecord {
+            residue_stop: Some(ResidueStopRecord {
+                outcome: "stopped".into(),
+                cause: Some(StopCause::CompletionDeadline),
+                killed: 3,
+                at_unix_ms: 9,
+            }),
+            ..back
+        };
+        assert_eq!(
+            LaunchResultRecord::decode(&current.encode().unwrap()).unwrap(),
+            current
+        );
     }
 }

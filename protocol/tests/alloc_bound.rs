@@ -145,6 +145,12 @@ fn launch_result() -> LaunchResultRecord {
             system_us: 2,
             max_rss_kib: 3,
         }),
+        residue_stop: Some(refine_protocol::ResidueStopRecord {
+            outcome: "stopped".into(),
+            cause: None,
+            killed: 1,
+            at_unix_ms: 2,
+        }),
     }
 }
 

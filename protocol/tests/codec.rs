@@ -331,6 +331,7 @@ fn launch_result() -> LaunchResultRecord {
         written_at_unix_ms: 1_764_000_000_123,
         stop_failure: None,
         usage: None,
+        residue_stop: None,
     }
 }
 

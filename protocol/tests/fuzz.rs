@@ -430,6 +430,12 @@ fn launch_result(usage: Option<TreeUsage>) -> LaunchResultRecord {
         workload_status: WorkloadStatus::Signaled(9),
         written_at_unix_ms: 1_764_000_000_123,
         stop_failure: usage.map(|_| "EPERM".into()),
+        residue_stop: usage.map(|_| refine_protocol::ResidueStopRecord {
+            outcome: "stopped".into(),
+            cause: Some(refine_protocol::StopCause::CompletionDeadline),
+            killed: 2,
+            at_unix_ms: 1_764_000_000_456,
+        }),
         usage,
     }
 }

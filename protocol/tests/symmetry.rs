@@ -652,6 +652,7 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
             written_at_unix_ms: 1,
             stop_failure: None,
             usage: None,
+            residue_stop: None,
         },
         LaunchResultRecord::encode,
         LaunchResultRecord::decode,

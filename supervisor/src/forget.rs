@@ -87,6 +87,10 @@ pub struct Entry {
     pub id: String,
     pub action: Action,
     pub reason: String,
+    /// For a registration forgotten (or that would be): how long nothing of it changed, for a
+    /// view to print in its own words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unchanged_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -159,17 +163,20 @@ pub fn forget(rt: &Runtime, opts: Options, boot: &dyn BootSource) -> Result<Repo
                 id: id.to_string(),
                 action: Action::Kept,
                 reason,
+                unchanged_secs: None,
             }),
-            Candidate::Would(reason) => report.entries.push(Entry {
+            Candidate::Would(reason, unchanged) => report.entries.push(Entry {
                 id: id.to_string(),
                 action: Action::WouldForget,
                 reason,
+                unchanged_secs: Some(unchanged.as_secs()),
             }),
-            Candidate::Take(lock, reason) => {
+            Candidate::Take(lock, reason, unchanged) => {
                 report.entries.push(Entry {
                     id: id.to_string(),
                     action: Action::Forgotten,
                     reason,
+                    unchanged_secs: Some(unchanged.as_secs()),
                 });
                 batch.push((id, lock));
                 if batch.len() >= BATCH {
@@ -187,9 +194,9 @@ enum Candidate {
     /// No record any more (forgotten concurrently).
     Gone,
     Keep(String),
-    Would(String),
+    Would(String, Duration),
     /// Steps 1–2 are done; the lock is held for the batch.
-    Take(Fence, String),
+    Take(Fence, String, Duration),
 }
 
 /// Steps 1–2 for one registration, after every check under its lock.
@@ -222,7 +229,7 @@ fn candidate(
     }
     let reason = format!("exited, last change {}s ago", age.as_secs());
     if opts.dry_run {
-        return Candidate::Would(reason);
+        return Candidate::Would(reason, age);
     }
     if let Err(e) = rt.remove_open_marker(id, &lock) {
         return Candidate::Keep(format!("cannot remove the open marker: {e}"));
@@ -230,7 +237,7 @@ fn candidate(
     if let Err(e) = fs::rename(rt.record_path(id), rt.forget_intent_path(id)) {
         return Candidate::Keep(format!("cannot move the record aside: {e}"));
     }
-    Candidate::Take(lock, reason)
+    Candidate::Take(lock, reason, age)
 }
 
 /// Steps 2 (durability) to 4 for a batch whose records are already intents; returns how many

@@ -40,6 +40,7 @@ pub mod guardian;
 pub mod holders;
 pub mod launch;
 pub mod limits;
+pub mod nested;
 pub mod open_index;
 pub mod procfs;
 pub mod pty;
@@ -50,6 +51,7 @@ pub mod retention;
 pub mod signal;
 pub mod stall;
 pub mod stop;
+pub mod strays;
 pub mod tree;
 
 /// An error and its sources on one line (`op: cause: cause`), for JSON documents and logs.

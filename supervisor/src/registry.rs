@@ -314,7 +314,7 @@ impl Runtime {
     }
     /// Every file that belongs to registration `id`, whether it exists or not: the record
     /// first, the lock file last (the order forgetting removes them in, [`crate::forget`]).
-    pub fn registration_files(&self, id: RegistrationId) -> [PathBuf; 9] {
+    pub fn registration_files(&self, id: RegistrationId) -> [PathBuf; 10] {
         [
             self.record_path(id),
             self.proof_path(id),
@@ -324,6 +324,7 @@ impl Runtime {
             self.capture_receipt_path(id),
             self.result_path(id),
             self.stop_request_path(id),
+            self.stall_path(id),
             self.lock_path(id),
         ]
     }

@@ -89,6 +89,9 @@ pub struct Entry {
     pub reason: String,
     pub files: Vec<PathBuf>,
     pub bytes: u64,
+    /// How old the evidence is, when it was measured (for a view to print in its own words).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub age_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -142,6 +145,7 @@ pub fn retire(
             reason: "missing record: nothing proves the scope exited".to_owned(),
             bytes: files.iter().map(|(_, n)| n).sum(),
             files: files.into_iter().map(|(p, _)| p).collect(),
+            age_secs: None,
         });
     }
     Ok(report)
@@ -160,6 +164,7 @@ fn retire_one(
         reason: String::new(),
         bytes: files.iter().map(|(_, n)| n).sum(),
         files: files.iter().map(|(p, _)| p.clone()).collect(),
+        age_secs: None,
     };
     if files.is_empty() {
         entry.action = Action::Empty;
@@ -176,6 +181,7 @@ fn retire_one(
         (age < opts.older_than).then_some(age)
     });
     if let Some(age) = young {
+        entry.age_secs = Some(age.as_secs());
         entry.reason = format!(
             "only {}s old (limit {}s)",
             age.as_secs(),
@@ -221,6 +227,7 @@ fn retire_one(
     let age = SystemTime::now()
         .duration_since(newest)
         .unwrap_or(Duration::ZERO);
+    entry.age_secs = Some(age.as_secs());
     if age < opts.older_than {
         entry.reason = format!(
             "exited, but only {}s old (limit {}s)",

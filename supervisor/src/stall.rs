@@ -2,12 +2,13 @@
 //! of its own (the service samples; tests inject the times).
 //!
 //! Every sample period the service feeds one [`Sample`] per live scope: a monotonic time, the
-//! tree's cumulative CPU time, and the total size of the scope's artifacts. Between two samples
+//! tree's cumulative CPU time, and the bytes the scope produced (its artifacts' size plus what
+//! its members wrote, also past the log cap, see [`sample`]). Between two samples
 //! the tree's CPU use is `ΔCPU / Δt`, in cores.
 //!
 //! ```text
 //! stalled  the last N samples (default 5) averaged >= the threshold (default 0.75 core), none of
-//!          them calm (< half the threshold), and no artifact changed meanwhile. A calm sample or
+//!          them calm (< half the threshold), and nothing was produced meanwhile. A calm sample or
 //!          a write starts the count again; a busy sample a little under the threshold does not
 //!          (a pegged process on a loaded machine dips now and then), it only lowers the average.
 //! silent   nothing written for M samples in a row (default 30) while the scope is alive.
@@ -90,8 +91,9 @@ pub struct Sample {
     pub unix_ms: u64,
     /// The tree's cumulative CPU time (user + system).
     pub cpu: Duration,
-    /// The total size of the scope's artifacts, bytes.
-    pub artifact_bytes: u64,
+    /// Bytes the scope produced: its artifacts' size plus what its live members wrote
+    /// ([`sample`]); only a change matters (a member's exit may make it drop).
+    pub produced_bytes: u64,
 }
 
 pub use refine_protocol::record::{StallIncident as Incident, StallSignal as Signal};
@@ -108,7 +110,7 @@ pub fn signal_name(signal: Signal) -> &'static str {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cleared {
-    /// An artifact changed.
+    /// The scope produced output.
     Wrote,
     /// A calm sample (under half the threshold).
     Calm,
@@ -222,7 +224,7 @@ impl Watch {
             return events;
         }
         let cores = s.cpu.saturating_sub(prev.cpu).as_secs_f64() / dt.as_secs_f64();
-        let wrote = s.artifact_bytes != prev.artifact_bytes;
+        let wrote = s.produced_bytes != prev.produced_bytes;
         let calm = cores < self.cfg.threshold / 2.0;
         if wrote {
             self.quiet = 0;
@@ -349,7 +351,7 @@ mod tests {
                 at: self.at,
                 unix_ms: self.at.as_millis() as u64,
                 cpu: self.cpu,
-                artifact_bytes: self.bytes,
+                produced_bytes: self.bytes,
             })
         }
 

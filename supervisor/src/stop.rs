@@ -48,6 +48,7 @@ use rustix::process::Pid;
 
 use crate::assess::{self, Assessment, BootSource, KERNEL_BOOT};
 use crate::fence::Fence;
+use crate::nested::NestedGuardians;
 use crate::procfs::{self, Comm, ProcfsError, State};
 use crate::registry::{RegistryError, Runtime};
 use crate::signal::{self, Pinned, Signal, SignalError, Verified};
@@ -488,8 +489,8 @@ fn run(
 
     let t = Instant::now();
     let mut killed = 0;
-    // T5: nested guardians are not killed with the rest (see [`NestedGuardians`]).
-    let nested_id = guardian
+    // T5, D4: nested guardians are not killed with the rest (see [`crate::nested`]).
+    let mut nested_id = guardian
         .as_ref()
         .map(|g| NestedGuardians::like(g.witness()));
     let mut nested: Vec<&Held> = Vec::new();
@@ -497,7 +498,10 @@ fn run(
     // outside parent exits is orphaned, and the kernel sends it SIGHUP + SIGCONT, which would
     // resume a SIGHUP-ignoring member before its SIGKILL. Killed first, it is not stopped then.
     for h in held.iter().rev() {
-        if nested_id.as_ref().is_some_and(|n| n.is_one(h)) {
+        if nested_id
+            .as_mut()
+            .is_some_and(|n| n.is_one(&h.witness, &h.comm))
+        {
             nested.push(h);
             continue;
         }
@@ -541,73 +545,6 @@ fn run(
             finish(outcome, after, signalled, killed, timings)
         }
     }
-}
-
-/// How a nested guardian (a managed command that itself launches through a guardian, T5) is
-/// recognised: a member that has called `execve` since its `fork`, whose `comm` is the outer
-/// guardian's and, where `/proc/PID/exe` is readable for both (root, or a dumpable guardian),
-/// whose executable is the same file.
-///
-/// A guardian's gated child (its own, or a nested guardian's) has the guardian's `comm` and
-/// executable too, until it execs the workload: it is told apart by `PF_FORKNOEXEC` (set by
-/// `fork`, cleared by `execve`), and killed like any member. Spared and resumed, it would
-/// execute the workload it was stopped before, in the middle of the stop.
-///
-/// The rule errs on the side of a process that merely looks like a guardian (a workload can set
-/// its `comm`): such a process is spared only until it fails to exit within half the remaining
-/// budget, then killed like any member ([`let_nested_guardians_finish`]).
-struct NestedGuardians {
-    comm: Option<String>,
-    exe: Option<(u64, u64)>,
-}
-
-impl NestedGuardians {
-    fn like(outer: ProcessWitness) -> NestedGuardians {
-        let pid = procfs::pid_of(&outer);
-        NestedGuardians {
-            comm: pid.and_then(|p| procfs::comm(p).ok().flatten()),
-            exe: pid.and_then(exe_identity),
-        }
-    }
-
-    /// Whether `h` looks like one; its command name is the one the quiesce's last scan read (a
-    /// stopped process cannot exec), so only a member named like the guardian costs a read.
-    fn is_one(&self, h: &Held) -> bool {
-        let Some(pid) = procfs::pid_of(&h.witness) else {
-            return false;
-        };
-        let same_comm = self
-            .comm
-            .as_ref()
-            .is_some_and(|c| c.as_bytes() == h.comm.as_bytes());
-        same_comm
-            && exec_d(pid)
-            && match (self.exe, exe_identity(pid)) {
-                (Some(a), Some(b)) => a == b,
-                _ => true,
-            }
-    }
-}
-
-/// Whether the process has called `execve` since it was forked: `PF_FORKNOEXEC` (0x40) is clear
-/// in the flags of `/proc/PID/stat` (field 9). `false` when it cannot be read (gone).
-fn exec_d(pid: rustix::process::Pid) -> bool {
-    const PF_FORKNOEXEC: u64 = 0x40;
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero())) else {
-        return false;
-    };
-    // Field 9 is the 7th after the `)` that closes the command name (fields 3..).
-    text.rfind(')')
-        .and_then(|close| text[close + 1..].split_ascii_whitespace().nth(6))
-        .and_then(|flags| flags.parse::<u64>().ok())
-        .is_some_and(|flags| flags & PF_FORKNOEXEC == 0)
-}
-
-/// `(st_dev, st_ino)` of `/proc/PID/exe`, when readable.
-fn exe_identity(pid: rustix::process::Pid) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(format!("/proc/{}/exe", pid.as_raw_nonzero())).ok()?;
-    Some((m.dev(), m.ino()))
 }
 
 /// T5: every other member is killed; each nested guardian is resumed, reaps its (now killed)

@@ -165,6 +165,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
         written_at_unix_ms: ended_ns.as_millis() as u64,
         stop_failure: None,
         usage: None,
+        residue_stop: None,
     })
     .expect("result");
     File::create(rt.lock_path(id)).expect("lock file");

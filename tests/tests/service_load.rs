@@ -465,3 +465,166 @@ fn children_of(parent: u64) -> Vec<u64> {
     })
     .collect()
 }
+
+/// Issue 21 item 5: every duration and size, on the command line and in an API request, is
+/// bounded when it is parsed: `18446744073709551615` and `1e30` are refused with one error line
+/// naming the flag (exit 2), never an abort (exit 134) after something was done.
+#[test]
+fn every_duration_and_size_is_bounded_at_parse_time() {
+    let home = Home::new();
+    let id = "0123456789abcdef0123456789abcdef";
+    let run = |flag: &'static str| vec!["run", flag, "V", "--", "true"];
+    let mut cases: Vec<Vec<&str>> = vec![
+        run("--timeout"),
+        run("--idle-timeout"),
+        run("--kill-after"),
+        run("--wait-for-slot"),
+        run("--stop-grace"),
+        vec!["run", "--detach", "--timeout", "V", "--", "true"],
+        vec!["stop", "--grace", "V", id],
+        vec!["wait", "--timeout", "V", id],
+        vec!["logs", "--since", "V", id],
+        vec!["gc", "--older-than", "V", "--dry-run"],
+        vec!["gc", "--forget-after", "V", "--dry-run"],
+        vec!["reap", "--checkout", "/nonexistent", "--budget", "V"],
+    ];
+    for flag in [
+        "--shutdown-grace",
+        "--maintenance-every",
+        "--retain",
+        "--forget-after",
+        "--stall-period",
+    ] {
+        cases.push(vec!["serve", flag, "V"]);
+    }
+    for value in [
+        "18446744073709551615",
+        "1e30",
+        "300000y",
+        "18446744073709551615d",
+    ] {
+        for args in cases.iter().chain([&run("--log-cap")]) {
+            if args.contains(&"--log-cap") && value == "18446744073709551615" {
+                continue; // 16 EiB less one byte: a size a u64 holds, not a clock.
+            }
+            let args: Vec<&str> = args
+                .iter()
+                .map(|a| if *a == "V" { value } else { a })
+                .collect();
+            let out = home.cli(&args);
+            assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            let first = err.lines().next().unwrap_or_default();
+            let flag = args[args.iter().position(|a| *a == value).unwrap() - 1];
+            assert!(first.contains(flag), "{}", describe(&args, &out));
+        }
+    }
+
+    // The API: the same values in a launch request are refused in one line; the service goes on.
+    let _svc = Serving::start(&home, &[]);
+    let sock = home.run_dir().join("supervisor.sock");
+    for value in ["18446744073709551615", "1e30", "-1", "1.5"] {
+        for field in [
+            "timeout_ms",
+            "idle_timeout_ms",
+            "kill_after_ms",
+            "wait_for_slot_ms",
+        ] {
+            let line = format!(
+                r#"{{"v":1,"op":"launch","argv":["true"],"kind":"quality","label":"","cwd":null,"env":{{}},"meta":{{}},"pty":false,"{field}":{value}}}"#
+            );
+            let mut c = UnixStream::connect(&sock).expect("connect");
+            c.set_read_timeout(Some(DEADLINE)).expect("read timeout");
+            c.write_all(line.as_bytes()).expect("send");
+            c.write_all(b"\n").expect("send");
+            let mut resp = String::new();
+            BufReader::new(c).read_line(&mut resp).expect("a response");
+            assert!(
+                resp.contains("error") && !resp.contains(r#""ok":true"#),
+                "{field}={value}: {resp}"
+            );
+            assert_eq!(resp.trim_end().lines().count(), 1, "{resp}");
+        }
+    }
+    assert!(home.ps().is_empty(), "a refused launch was registered");
+}
+
+/// D6: the stall watch counts bytes produced, also past `--log-cap`: a scope that writes
+/// steadily past a small cap is not `silent`. Ordering, not timing: a `sleep` launched once the
+/// writer's artifact is full becomes `silent` (so the watch sampled the writer at least that
+/// many times since its artifact stopped growing), and the writer is not.
+#[test]
+fn a_scope_writing_past_its_log_cap_is_not_silent() {
+    let home = Home::new();
+    let _svc = Serving::start(
+        &home,
+        &[
+            "--maintenance-every",
+            "200ms",
+            "--stall-period",
+            "300ms",
+            "--stall-samples",
+            "0",
+            "--silent-samples",
+            "3",
+        ],
+    );
+    let writer = detach_with(
+        &home,
+        &["--log-cap", "1K"],
+        &[
+            "sh",
+            "-c",
+            "while :; do echo 0123456789abcdef; sleep 0.05; done",
+        ],
+    );
+    let artifact = home.run_dir().join("logs").join(format!("{writer}.stdout"));
+    let full = wait_until(DEADLINE, || {
+        std::fs::metadata(&artifact).is_ok_and(|m| m.len() >= 1024)
+    });
+    assert!(full, "the writer's artifact never reached its cap");
+    let control = detach_with(&home, &[], &["sleep", "1000"]);
+    let silent = wait_until(DEADLINE, || {
+        show(&home, &control)["watch"]["silent"].is_object()
+    });
+    let row = show(&home, &writer);
+    for id in [&writer, &control] {
+        let _ = home.cli(&["stop", id]);
+    }
+    assert!(silent, "the control never became silent");
+    assert!(
+        !row["watch"]["silent"].is_object(),
+        "a scope writing past its cap reads as silent: {}",
+        row["watch"]
+    );
+}
+
+/// D6: the residue stop of a detached launch and its result are part of the launch's outcome
+/// document: the workload completed at once, its residue was stopped at the completion deadline,
+/// and `show --json` says both (before, the result said `completed` and nothing else).
+#[test]
+fn a_detached_launchs_residue_stop_is_part_of_its_outcome() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
+    let id = detach_with(
+        &home,
+        &["--timeout", "1s", "--kill-after", "0"],
+        &["sh", "-c", "sleep 100 & exit 0"],
+    );
+    let mut doc = serde_json::Value::Null;
+    let ended = wait_until(DEADLINE, || {
+        doc = show(&home, &id);
+        doc["state"] == "exited" && doc["result"]["residue_stop"].is_object()
+    });
+    if !ended {
+        let _ = home.cli(&["stop", &id]);
+    }
+    assert!(ended, "no residue stop in the outcome: {:#}", doc["result"]);
+    let result = &doc["result"];
+    assert_eq!(result["outcome"], "completed", "{result:#}");
+    assert_eq!(result["residue_stop"]["outcome"], "stopped", "{result:#}");
+    assert!(
+        result["residue_stop"]["killed"].as_u64() >= Some(1),
+        "{result:#}"
+    );
+}

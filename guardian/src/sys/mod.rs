@@ -17,6 +17,7 @@
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 
+mod mark;
 pub mod raw;
 
 use raw::syscall;

@@ -20,6 +20,7 @@ pub mod codec;
 mod error;
 pub mod frame;
 pub mod ids;
+pub mod mark;
 pub mod receipt;
 
 pub use error::{DecodeError, EncodeError};

@@ -1279,6 +1279,7 @@ fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {
                 ..Default::default()
             },
             reindexed: Vec::new(),
+            strays: Vec::new(),
         },
     };
     if args.json {

@@ -314,6 +314,9 @@ pub(crate) enum ResultDoc {
         /// What the tree cost (H4), once the receipt is in.
         #[serde(skip_serializing_if = "Option::is_none")]
         usage: Option<refine_protocol::TreeUsage>,
+        /// How the stop of the scope's residue ended, once it did (D6).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        residue_stop: Option<refine_protocol::ResidueStopRecord>,
     },
     Unreadable {
         error: String,
@@ -546,6 +549,8 @@ pub(crate) struct GcDoc {
     /// Records without an open-index marker that the assessment does not call `exited`, put
     /// back into the index.
     pub reindexed: Vec<String>,
+    /// Files no record covers (D5): removed, would be removed, or kept and why.
+    pub strays: Vec<crate::strays::Entry>,
 }
 
 /// `capacity --json`: the admission figures, as the library returns them.

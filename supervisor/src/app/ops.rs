@@ -165,6 +165,7 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
             stop_failure: r.stop_failure,
             // Until whoever proves the end completes the record, the receipt's own figures.
             usage: r.usage.or(a.receipt.and_then(|rc| rc.usage)),
+            residue_stop: r.residue_stop,
         }),
         Ok(None) => None,
         Err(e) => Some(ResultDoc::Unreadable {
@@ -566,10 +567,13 @@ pub(crate) fn gc(
             .map(|id| id.to_string())
             .collect()
     };
+    // D5: what no record covers, after forgetting (which may have left a `.stall` behind).
+    let strays = crate::strays::collect(rt, opts.dry_run)?;
     Ok(GcDoc {
         retention,
         forget,
         reindexed,
+        strays,
     })
 }
 

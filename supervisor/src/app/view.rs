@@ -753,26 +753,85 @@ pub fn recover(o: &mut impl Write, doc: &RecoverDoc) -> io::Result<()> {
 }
 
 /// `gc`: one row per registration considered, sizes in binary units, and a total.
+/// `gc`: one row per thing removed (or, with `--dry-run`, that would be), each with its reason;
+/// what is kept is only counted (`--json` has every entry and why it was kept).
 pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
+    use crate::strays::{Action as StrayAction, Reason};
     let mut rows = vec![["ID", "ACTION", "FILES", "SIZE", "REASON"]
         .map(String::from)
         .to_vec()];
     for e in &report.retention.entries {
+        if !matches!(
+            e.action,
+            retention::Action::Deleted | retention::Action::WouldDelete
+        ) {
+            continue;
+        }
+        let reason = match e.age_secs {
+            Some(s) => format!(
+                "exited (verified), {} old (limit {})",
+                age(Duration::from_secs(s)),
+                age(Duration::from_secs(report.retention.older_than_secs))
+            ),
+            None => escape(&e.reason).into_owned(),
+        };
         rows.push(vec![
             e.id.clone(),
             name_of(&e.action),
             e.files.len().to_string(),
             human_bytes(e.bytes),
-            e.reason.clone(),
+            reason,
         ]);
     }
     for e in &report.forget.entries {
+        if e.action == crate::forget::Action::Kept {
+            continue;
+        }
+        let reason = match e.unchanged_secs {
+            Some(s) => format!(
+                "exited, nothing changed for {} (limit {})",
+                age(Duration::from_secs(s)),
+                age(Duration::from_secs(report.forget.forget_after_secs))
+            ),
+            None => escape(&e.reason).into_owned(),
+        };
         rows.push(vec![
             e.id.clone(),
             name_of(&e.action),
             "-".into(),
             "-".into(),
-            e.reason.clone(),
+            reason,
+        ]);
+    }
+    let mut strays_kept = 0;
+    for e in &report.strays {
+        if e.action == StrayAction::Kept {
+            strays_kept += 1;
+            continue;
+        }
+        let file = e
+            .path
+            .file_name()
+            .map(|n| escape(&n.to_string_lossy()).into_owned())
+            .unwrap_or_default();
+        let why = match &e.reason {
+            Reason::NoRecord => format!(
+                "{file}: no record names it (an aborted or forgotten launch), older than {}",
+                age(crate::strays::SAFETY_AGE)
+            ),
+            Reason::Temporary => format!("{file}: temporary file of an interrupted replacement"),
+            Reason::Young { age: a, limit } => {
+                format!("{file}: only {} old (limit {})", age(*a), age(*limit))
+            }
+            Reason::Locked => format!("{file}: its registration lock is held"),
+            Reason::Failed { error } => format!("{file}: {}", escape(error)),
+        };
+        rows.push(vec![
+            e.id.clone().unwrap_or_else(|| "-".into()),
+            name_of(&e.action),
+            "1".into(),
+            human_bytes(e.bytes),
+            why,
         ]);
     }
     if rows.len() > 1 {
@@ -816,6 +875,16 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
         report.forget.forgotten + report.forget.resumed + would,
         age(Duration::from_secs(report.forget.forget_after_secs)),
         report.forget.young,
+    )?;
+    let strays = report.strays.len() - strays_kept;
+    writeln!(
+        o,
+        "{} {strays} files no record covers; {strays_kept} kept (young or in use)",
+        if report.retention.dry_run {
+            "would remove"
+        } else {
+            "removed"
+        },
     )
 }
 

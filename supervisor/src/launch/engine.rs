@@ -642,6 +642,7 @@ impl Engine {
             written_at_unix_ms: crate::deadline::unix_ms(),
             stop_failure: None,
             usage: st.receipt.and_then(|r| r.usage),
+            residue_stop: None,
         };
         if let Err(e) = runtime.write_result(&result) {
             tracing::warn!(%id, error = %e, "cannot record the launch result");
@@ -932,6 +933,9 @@ impl Watch {
             settle_own(&self.runtime, id, owner);
         }
         drop(self.owner.take());
+        if let Some(report) = &self.stop_report {
+            record_residue_stop(&self.runtime, id, report);
+        }
         if let Some(r) = self.receipt {
             self.runtime.complete_result_usage(id, r.usage);
             if let Some(hook) = &self.on_receipt {
@@ -989,9 +993,43 @@ fn record_stop_failure(runtime: &Runtime, id: refine_protocol::RegistrationId, e
         written_at_unix_ms: crate::deadline::unix_ms(),
         stop_failure: Some(error.to_owned()),
         usage: None,
+        residue_stop: None,
     };
     if let Err(e) = runtime.write_result(&result) {
         tracing::warn!(%id, error = %e, "cannot record the failed stop");
+    }
+}
+
+/// Records the residue stop that ended the scope in the launch's result (D6): the outcome
+/// document says how the residue ended, not only how the workload did.
+fn record_residue_stop(
+    runtime: &Runtime,
+    id: refine_protocol::RegistrationId,
+    report: &crate::stop::StopReport,
+) {
+    use crate::stop::StopOutcome;
+    let Ok(Some(mut result)) = runtime.read_result(id) else {
+        return;
+    };
+    let cause = runtime
+        .read_stop_request(id)
+        .ok()
+        .flatten()
+        .map(|r| r.cause);
+    result.residue_stop = Some(refine_protocol::ResidueStopRecord {
+        outcome: match report.outcome {
+            StopOutcome::AlreadyExited => "already_exited",
+            StopOutcome::Stopped => "stopped",
+            StopOutcome::KilledUnverified => "killed_unverified",
+            StopOutcome::NotSignalled => "not_signalled",
+        }
+        .to_owned(),
+        cause,
+        killed: u32::try_from(report.killed).unwrap_or(u32::MAX),
+        at_unix_ms: crate::deadline::unix_ms(),
+    });
+    if let Err(e) = runtime.write_result(&result) {
+        tracing::warn!(%id, error = %e, "cannot record the residue stop");
     }
 }
 

@@ -1,4 +1,9 @@
-//! Sampling a scope for the stall watch: the tree's cumulative CPU time and its artifacts' size.
+//! Sampling a scope for the stall watch: the tree's cumulative CPU time and the bytes it produced.
+//!
+//! Bytes produced (D6) are the artifacts' size plus what the tree's live members have written
+//! (`wchar` of `/proc/PID/io`: every byte passed to `write` and its kin, whatever the target). A
+//! scope writing past its `--log-cap` leaves its artifacts' size unchanged but its members'
+//! `wchar` grows, so it is neither `silent` nor `stalled`.
 //!
 //! The tree's CPU time is read from `/proc/PID/stat` (fields 14–17): for every live member its
 //! own and its reaped children's user + system time, plus the guardian's reaped-children time
@@ -7,7 +12,9 @@
 //!
 //! # Caveats
 //! A member's time moves into its parent's child counters only when the parent waits for it; a
-//! zombie still counts as itself. The marker scan (every process's environment) is skipped:
+//! zombie still counts as itself. A member that exits takes its `wchar` with it: the sum drops,
+//! which the watch reads as a change (output), at worst one sample of activity too many. A member
+//! whose `/proc/PID/io` cannot be read (another user's, not dumpable) adds nothing. The marker scan (every process's environment) is skipped:
 //! escaped processes outside the guardian's tree are not sampled.
 
 use std::collections::{HashMap, HashSet};
@@ -22,8 +29,25 @@ use crate::procfs;
 use crate::registry::{Runtime, Stream};
 use crate::tree::{self, Roots, TreeError};
 
-/// The tree's cumulative CPU time (see the module docs); `None` once the guardian is gone.
-pub fn tree_cpu(reg: &Registration, boot: BootId) -> Result<Option<Duration>, TreeError> {
+/// What one look at a scope's tree found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeSample {
+    /// Cumulative CPU time (see the module docs).
+    pub cpu: Duration,
+    /// Bytes the live members have written (`wchar`), summed.
+    pub written: u64,
+}
+
+/// `wchar` of `/proc/PID/io`, when readable.
+fn wchar(pid: rustix::process::Pid) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{}/io", pid.as_raw_nonzero())).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The tree's cumulative CPU time and written bytes; `None` once the guardian is gone.
+pub fn tree_usage(reg: &Registration, boot: BootId) -> Result<Option<TreeSample>, TreeError> {
     let hz = procfs::ticks_per_second();
     let guardian = reg.hello.guardian;
     let Some(gpid) = procfs::pid_of(&guardian) else {
@@ -46,22 +70,26 @@ pub fn tree_cpu(reg: &Registration, boot: BootId) -> Result<Option<Duration>, Tr
         boot,
     )?;
     let mut ticks = reaped;
+    let mut written: u64 = 0;
     for m in scope.live() {
         let Some(pid) = procfs::pid_of(&m.witness) else {
             continue;
         };
         match procfs::stat_cpu(pid) {
             Ok((s, cpu)) if s.matches(&m.witness) => {
-                ticks = ticks.saturating_add(cpu.with_children())
+                ticks = ticks.saturating_add(cpu.with_children());
+                written = written.saturating_add(wchar(pid).unwrap_or(0));
             }
             Ok(_) => {}
             Err(e) if e.is_vanished() => {}
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(Some(
-        Duration::from_secs(ticks / hz) + Duration::from_nanos((ticks % hz) * 1_000_000_000 / hz),
-    ))
+    Ok(Some(TreeSample {
+        cpu: Duration::from_secs(ticks / hz)
+            + Duration::from_nanos((ticks % hz) * 1_000_000_000 / hz),
+        written,
+    }))
 }
 
 /// The total size of the registration's output artifacts (stdout, stderr), bytes; a missing
@@ -146,7 +174,7 @@ impl Watcher {
             if !assess::assess(runtime, &reg, boot).is_live() {
                 continue;
             }
-            let Ok(Some(cpu)) = tree_cpu(&reg, current) else {
+            let Ok(Some(tree)) = tree_usage(&reg, current) else {
                 continue;
             };
             seen.insert(id);
@@ -158,8 +186,8 @@ impl Watcher {
             let sample = Sample {
                 at,
                 unix_ms,
-                cpu,
-                artifact_bytes: artifact_bytes(runtime, &reg),
+                cpu: tree.cpu,
+                produced_bytes: artifact_bytes(runtime, &reg).wrapping_add(tree.written),
             };
             events.extend(watch.observe(sample).into_iter().map(|e| (id, e)));
             let status = watch.status();
