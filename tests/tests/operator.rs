@@ -309,7 +309,7 @@ fn ps_filters_quiet_newest_first_and_width() {
         assert!(l.chars().count() <= 72, "too wide: {l}");
     }
     assert!(
-        table.contains(&live[..12]) && table.contains("live"),
+        table.contains(&live[..12]) && table.contains("residue"),
         "{table}"
     );
     let mut c = home.command(&["ps", "--no-trunc"]);
@@ -842,4 +842,92 @@ fn serve_logs_json_lines_filtered_by_rust_log() {
     );
     let quiet = serve_once(&home, &[], Some("warn"));
     assert!(!quiet.contains("INFO"), "RUST_LOG=warn: {quiet}");
+}
+
+/// `ARGS` of the CLI on a real pseudo-terminal of `cols` columns (`script` allocates it, `stty`
+/// sets its window size with TIOCSWINSZ before the CLI starts); the terminal's output, `\r\n`
+/// made `\n`.
+fn on_terminal(home: &Home, cols: u16, args: &[&str]) -> String {
+    let mut line = format!(
+        "stty cols {cols} rows 50 && exec '{}' --home '{}' --port {}",
+        refine_tests::bin("refine-supervisor").display(),
+        home.path().display(),
+        home.port
+    );
+    for a in args {
+        line.push_str(&format!(" '{a}'"));
+    }
+    let mut c = std::process::Command::new("script");
+    c.args(["-qec", &line, "/dev/null"])
+        .env_remove("COLUMNS")
+        .stdin(Stdio::null());
+    let out = output_of(c);
+    assert!(out.status.success(), "script -c {line}: {out:?}");
+    text(&out.stdout).replace("\r\n", "\n")
+}
+
+#[test]
+fn ps_on_an_80_column_terminal_cuts_only_the_command() {
+    let home = Home::new();
+    // A launch that never starts, a residue (the workload exited 0, a descendant holds the
+    // scope), an unlabelled one and a wide label (10 columns: what 80 columns keep whole beside
+    // 5-digit pids and 8 columns of command).
+    let args = [
+        "run",
+        "--label",
+        "nosuchprog",
+        "--json",
+        "--",
+        "/nonexistent/program",
+    ];
+    let _ = home.cli(&args);
+    let residue = run_live(&home, "ビルド-dev");
+    let plain = {
+        let args = ["run", "--json", "--", "sh", "-c", "echo unlabelled"];
+        parse(&args, &home.cli(&args))["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let table = on_terminal(&home, 80, &["ps", "-a"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 4, "{table}");
+    let head = lines[0];
+    for col in ["ID", "STATE", "STATUS", "LABEL", "COMMAND"] {
+        assert!(head.contains(col), "{col} missing: {table}");
+    }
+    for l in &lines {
+        // Display width: each of ビルド's characters takes two columns.
+        let width: usize = l
+            .chars()
+            .map(|c| {
+                if ('\u{3040}'..='\u{30ff}').contains(&c) {
+                    2
+                } else {
+                    1
+                }
+            })
+            .sum();
+        assert!(width <= 80, "wider than 80 columns ({width}): {l}\n{table}");
+    }
+    assert!(table.contains("ビルド-dev"), "label cut: {table}");
+    assert!(table.contains("nosuchprog"), "label cut: {table}");
+    let residue_row = lines
+        .iter()
+        .find(|l| l.starts_with(&residue[..12]))
+        .unwrap();
+    // A live scope whose workload exited 0 reads as what it is, not `live` beside `exit 0`.
+    assert!(
+        residue_row.contains("residue") && residue_row.contains("exit 0"),
+        "{table}"
+    );
+    assert!(residue_row.contains("sh -c"), "command gone: {table}");
+    assert!(!table.contains("never started, spawn failed"), "{table}");
+    assert!(table.contains("spawn failed"), "{table}");
+    // One word for "no label" in ps, the ambiguity list and show.
+    let no_label: Vec<&&str> = lines.iter().filter(|l| l.contains("(none)")).collect();
+    assert_eq!(no_label.len(), 1, "{table}");
+    let shown = text(&home.cli(&["show", &plain]).stdout);
+    assert!(shown.lines().next().unwrap().contains("(none)"), "{shown}");
+    assert!(home.cli(&["stop", &residue]).status.success());
 }

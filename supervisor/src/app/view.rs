@@ -270,8 +270,34 @@ fn signal_name(n: i32) -> Option<&'static str> {
     })
 }
 
-/// Rows as columns aligned on the widest cell, every cell [`escape`]d. With `width`, the last column is cut so that
-/// every line fits (`…` marks the cut).
+/// How many terminal columns `text` takes (a CJK character two, a combining mark none).
+pub fn display_width(text: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(text)
+}
+
+/// `text` cut to at most `width` terminal columns, `…` marking the cut.
+pub fn cut_to_width(text: &str, width: usize) -> Cow<'_, str> {
+    if display_width(text) <= width {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if used + w + 1 > width {
+            break;
+        }
+        used += w;
+        out.push(c);
+    }
+    if width > 0 {
+        out.push('…');
+    }
+    Cow::Owned(out)
+}
+
+/// Rows as columns aligned on the widest cell (in terminal columns), every cell [`escape`]d.
+/// With `width`, the last column is cut so that every line fits (`…` marks the cut).
 pub fn table_lines(rows: &[Vec<String>], width: Option<usize>) -> Vec<String> {
     let escaped: Vec<Vec<Cow<'_, str>>> = rows
         .iter()
@@ -282,28 +308,22 @@ pub fn table_lines(rows: &[Vec<String>], width: Option<usize>) -> Vec<String> {
     let mut widest = vec![0usize; cols];
     for r in rows {
         for (i, c) in r.iter().enumerate() {
-            widest[i] = widest[i].max(c.chars().count());
+            widest[i] = widest[i].max(display_width(c));
         }
     }
     rows.iter()
         .map(|r| {
             let mut line = String::new();
             for (i, c) in r.iter().enumerate() {
-                if i + 1 == r.len() {
-                    line.push_str(c);
-                } else {
-                    line.push_str(c);
-                    line.extend(std::iter::repeat_n(' ', widest[i] - c.chars().count() + 2));
+                line.push_str(c);
+                if i + 1 < r.len() {
+                    line.extend(std::iter::repeat_n(' ', widest[i] - display_width(c) + 2));
                 }
             }
-            let line = line.trim_end().to_owned();
+            let line = line.trim_end();
             match width {
-                Some(w) if line.chars().count() > w && w > 1 => {
-                    let mut cut: String = line.chars().take(w - 1).collect();
-                    cut.push('…');
-                    cut
-                }
-                _ => line,
+                Some(w) if w > 1 => cut_to_width(line, w).into_owned(),
+                _ => line.to_owned(),
             }
         })
         .collect()
@@ -334,21 +354,41 @@ fn write_lines(o: &mut impl Write, lines: &[String]) -> io::Result<()> {
 // ---------------------------------------------------------------------------------------------
 // ps.
 
-/// The workload's status and the outcome when it is not a plain completion.
+/// The word for a registration without a label, everywhere a label is shown.
+pub const NO_LABEL: &str = "(none)";
+
+/// A label as the views show it.
+pub fn label_or_none(label: &str) -> &str {
+    if label.is_empty() {
+        NO_LABEL
+    } else {
+        label
+    }
+}
+
+/// The workload's status, short (podman style): `running`, `exit 0`, `signal 9`, or, when the
+/// launch did not simply complete, its outcome (`stopped`, `timed out`, `spawn failed`);
+/// `show` has both.
 fn ps_status(r: &ScopeView) -> String {
-    let status = match (r.status.as_deref(), r.exit_code, r.signal) {
+    match r.outcome.as_deref() {
+        None | Some("completed") => {}
+        Some(o) => return o.replace('_', " "),
+    }
+    match (r.status.as_deref(), r.exit_code, r.signal) {
         (_, Some(c), _) => format!("exit {c}"),
         (_, _, Some(s)) => format!("signal {s}"),
         (Some(s), _, _) => s.replace('_', " "),
         (None, _, _) => if r.state == "live" { "running" } else { "-" }.to_owned(),
-    };
-    match r.outcome.as_deref() {
-        None | Some("completed") => status,
-        Some(o) => format!("{status}, {}", o.replace('_', " ")),
     }
 }
 
-/// The state, with the stall watch's open incidents (`live (stalled)`).
+/// Whether a live scope's workload has ended and only what it left behind holds the scope.
+fn is_residue(r: &ScopeView) -> bool {
+    r.state == "live" && (r.status.is_some() || r.exit_code.is_some() || r.signal.is_some())
+}
+
+/// The state: `residue` for a live scope whose workload has ended (a descendant still holds
+/// it), with the stall watch's open incidents (`live (stalled)`).
 fn ps_state(r: &ScopeView) -> String {
     let open: Vec<&str> = [
         ("stalled", r.stalled.is_some()),
@@ -357,12 +397,16 @@ fn ps_state(r: &ScopeView) -> String {
     .into_iter()
     .filter_map(|(name, open)| open.then_some(name))
     .collect();
+    let state = if is_residue(r) { "residue" } else { &r.state };
     if open.is_empty() {
-        r.state.clone()
+        state.to_owned()
     } else {
-        format!("{} ({})", r.state, open.join(", "))
+        format!("{state} ({})", open.join(", "))
     }
 }
+
+/// The fewest columns the command keeps before the label is cut too.
+const MIN_COMMAND: usize = 8;
 
 /// The `ps` table: newest first (the rows' order), the command last and cut to `width`.
 pub fn ps_table(
@@ -393,13 +437,28 @@ pub fn ps_table(
             } else {
                 age(Duration::from_secs(r.age_secs))
             },
-            if r.label.is_empty() {
-                "-".into()
-            } else {
-                r.label.clone()
-            },
+            escape(label_or_none(&r.label)).into_owned(),
             shell_join(&r.argv),
         ]);
+    }
+    // Only the command is cut to fit; when even the fixed columns leave it fewer than
+    // MIN_COMMAND columns, the labels are cut as well (a label is free text of any length).
+    if let Some(w) = width {
+        let widest = |i: usize| {
+            table
+                .iter()
+                .map(|r| display_width(&escape(&r[i])) + 2)
+                .max()
+                .unwrap_or(0)
+        };
+        const LABEL: usize = 6;
+        let fixed: usize = (0..LABEL).map(widest).sum();
+        let room = w
+            .saturating_sub(fixed + MIN_COMMAND + 2)
+            .max(NO_LABEL.len());
+        for r in table.iter_mut().skip(1) {
+            r[LABEL] = cut_to_width(&r[LABEL], room).into_owned();
+        }
     }
     write_lines(o, &table_lines(&table, width))
 }
@@ -415,11 +474,7 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         State::Exited => "○",
         State::Unverified | State::Corrupt => "×",
     };
-    let label = if rec.label.is_empty() {
-        "(no label)"
-    } else {
-        &rec.label
-    };
+    let label = label_or_none(&rec.label);
     writeln!(o, "{dot} {}  {}  ({})", doc.id, escape(label), rec.kind)?;
 
     let mut lines: Vec<(&str, String)> = Vec::new();
@@ -908,7 +963,9 @@ mod tests {
             vec!["x".to_owned(), "a very long command line indeed".to_owned()],
         ];
         for l in table_lines(&rows, Some(12)) {
-            assert!(l.chars().count() <= 12, "{l}");
+            assert!(display_width(&l) <= 12, "{l}");
         }
+        assert_eq!(cut_to_width("ビルド", 5), "ビル…");
+        assert_eq!(display_width("ビルド"), 6);
     }
 }
