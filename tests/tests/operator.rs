@@ -793,22 +793,22 @@ fn completions_man_page_and_rust_log() {
     assert!(text(&out.stderr).contains("DEBUG"), "{}", text(&out.stderr));
 }
 
-/// Runs `serve ARGS` with `RUST_LOG` (or without), until it listens, then ends it with SIGTERM;
-/// returns what it wrote to its log.
+/// Runs `serve ARGS` with `RUST_LOG` (or without) and no `--log-file`, until it listens,
+/// then ends it with SIGTERM; returns what it wrote to stderr (a file: not a terminal).
 fn serve_once(home: &Home, args: &[&str], rust_log: Option<&str>) -> String {
-    let log = home.run_dir().join("service.log");
     let sock = home.run_dir().join("supervisor.sock");
     // A stale socket of an earlier run must not look like this one listening.
-    let _ = fs::remove_file(&log);
     let _ = fs::remove_file(&sock);
+    let err_path = home.path().join("serve.stderr");
+    let err = fs::File::create(&err_path).unwrap();
     let mut cmd = home.command(&[&["serve"], args].concat());
-    cmd.env_remove("RUST_LOG");
+    cmd.env_remove("RUST_LOG").env_remove("REFINE_LOG_FILE");
     if let Some(filter) = rust_log {
         cmd.env("RUST_LOG", filter);
     }
     let mut serve = cmd
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(err)
         .spawn()
         .expect("spawn serve");
     let up = wait_until(DEADLINE, || {
@@ -819,11 +819,12 @@ fn serve_once(home: &Home, args: &[&str], rust_log: Option<&str>) -> String {
     let fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).unwrap();
     rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::TERM).unwrap();
     let status = serve.wait().unwrap();
+    let log = fs::read_to_string(&err_path).unwrap_or_default();
     assert!(
         up && status.success(),
-        "serve did not come up or end well ({status})"
+        "serve did not come up or end well ({status}): {log}"
     );
-    fs::read_to_string(&log).unwrap_or_default()
+    log
 }
 
 #[test]
@@ -842,6 +843,55 @@ fn serve_logs_json_lines_filtered_by_rust_log() {
     );
     let quiet = serve_once(&home, &[], Some("warn"));
     assert!(!quiet.contains("INFO"), "RUST_LOG=warn: {quiet}");
+}
+
+#[test]
+fn serve_logs_to_stderr_one_plain_line_per_event() {
+    let home = Home::new();
+    let log = serve_once(&home, &[], Some("debug"));
+    assert!(
+        log.contains("service starting") && log.contains("service stopped"),
+        "stderr: {log}"
+    );
+    assert!(!log.contains('\u{1b}'), "colour codes into a file: {log:?}");
+    // The recovery at start is fields on its line, not an embedded JSON document.
+    for line in log.lines().filter(|l| l.contains("recovery")) {
+        assert!(!line.contains('{'), "embedded document: {line}");
+    }
+    assert!(
+        !home.run_dir().join("service.log").exists(),
+        "no log file without --log-file"
+    );
+    // The CLI's RUST_LOG trace into a pipe has no colour either.
+    let mut c = home.command(&["ps"]);
+    c.env("RUST_LOG", "debug");
+    let out = output_of(c);
+    assert!(
+        out.status.success() && text(&out.stderr).contains("DEBUG"),
+        "{out:?}"
+    );
+    assert!(!out.stderr.contains(&0x1b), "{:?}", text(&out.stderr));
+}
+
+#[test]
+fn serve_log_file_takes_the_log_private_and_bad_paths_in_one_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = Home::new();
+    let file = home.path().join("logs-dir").join("svc.log");
+    let file_arg = file.display().to_string();
+    let err = serve_once(&home, &["--log-file", &file_arg], None);
+    assert!(!err.contains("service starting"), "went to stderr: {err}");
+    let log = fs::read_to_string(&file).unwrap();
+    assert!(log.contains("service starting"), "{log}");
+    let mode = fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "log file mode");
+    // A path that names no file is one line, not an abort.
+    let args = ["serve", "--log-file", "/"];
+    let mut c = home.command(&args);
+    c.env_remove("REFINE_LOG_FILE");
+    let out = output_of(c);
+    assert!(!out.status.success(), "{}", describe(&args, &out));
+    assert_one_line_error(&args, &out);
 }
 
 /// `ARGS` of the CLI on a real pseudo-terminal of `cols` columns (`script` allocates it, `stty`

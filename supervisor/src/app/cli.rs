@@ -269,9 +269,13 @@ pub struct ServeArgs {
     /// the shared stop kills what is left.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10s")]
     pub shutdown_grace: Duration,
-    /// Format of the service log (`run/P/service.log`); RUST_LOG filters it (default: info).
+    /// Format of the service log (stderr, or --log-file); RUST_LOG filters it (default: info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Log to this file instead of stderr, rotated by size (PATH.1 ... PATH.5 of 10 MiB each;
+    /// mode 0600).
+    #[arg(long, value_name = "PATH", env = "REFINE_LOG_FILE")]
+    pub log_file: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -665,6 +669,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
                     metrics_addr: args.metrics,
                     shutdown_grace: args.shutdown_grace,
                     log_format: args.log_format,
+                    log_file: args.log_file,
                 },
             )?;
             Ok(0)

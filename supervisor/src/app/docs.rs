@@ -551,9 +551,55 @@ pub(crate) struct GcDoc {
 /// `capacity --json`: the admission figures, as the library returns them.
 pub(crate) type CapacityDoc = capacity::CapacityReport;
 
-/// A document as one compact JSON line (for the service log).
+/// A document as `key=value` fields on one log line (`outcome=stopped killed=2
+/// timings_ms.total=12`): nested keys joined with `.`, nulls and empty lists left out, text
+/// quoted only when it holds a space, `"` or `=`. A log event stays one line of fields that
+/// journald and `grep` read, never an embedded JSON document.
 pub(crate) fn json_line(doc: &impl Serialize) -> String {
-    serde_json::to_string(doc).unwrap_or_else(|e| format!("unserializable document: {e}"))
+    fn walk(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
+        use serde_json::Value;
+        let key = |k: &str| {
+            if prefix.is_empty() {
+                k.to_owned()
+            } else {
+                format!("{prefix}.{k}")
+            }
+        };
+        match v {
+            Value::Null => {}
+            Value::Object(m) => {
+                for (k, v) in m {
+                    walk(&key(k), v, out);
+                }
+            }
+            Value::Array(a) if a.is_empty() => {}
+            Value::Array(a) => {
+                for (i, v) in a.iter().enumerate() {
+                    walk(&key(&i.to_string()), v, out);
+                }
+            }
+            Value::String(t) => {
+                let shown = if t.is_empty()
+                    || t.chars()
+                        .any(|c| c.is_control() || matches!(c, ' ' | '"' | '='))
+                {
+                    format!("{t:?}")
+                } else {
+                    t.clone()
+                };
+                out.push(format!("{prefix}={shown}"));
+            }
+            v => out.push(format!("{prefix}={v}")),
+        }
+    }
+    match serde_json::to_value(doc) {
+        Ok(v) => {
+            let mut fields = Vec::new();
+            walk("", &v, &mut fields);
+            fields.join(" ")
+        }
+        Err(e) => format!("unserializable document: {e}"),
+    }
 }
 
 /// A document as the socket API's `show`/`stop` reply carries it.
