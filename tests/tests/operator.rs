@@ -981,3 +981,91 @@ fn ps_on_an_80_column_terminal_cuts_only_the_command() {
     assert!(shown.lines().next().unwrap().contains("(none)"), "{shown}");
     assert!(home.cli(&["stop", &residue]).status.success());
 }
+
+#[test]
+fn stop_show_and_wait_take_several_ids_and_wait_has_json() {
+    let home = Home::new();
+    let a = run_live(&home, "many-a");
+    let b = run_live(&home, "many-b");
+    // show of two: both, one after the other; --json of two is an array.
+    let args = ["show", "many-a", &b];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let shown = text(&out.stdout);
+    assert!(shown.contains(&a) && shown.contains(&b), "{shown}");
+    let docs = home.json(&["show", "--json", &a, &b]);
+    assert_eq!(docs[0]["id"], a.as_str(), "{docs}");
+    assert_eq!(docs[1]["id"], b.as_str(), "{docs}");
+
+    // stop of two and an unknown one: both stopped, the unknown one a line of its own, exit 1.
+    let args = ["stop", &a, "no-such-label", &b];
+    let out = home.cli(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&args, &out));
+    assert_eq!(
+        text(&out.stdout).lines().count(),
+        2,
+        "{}",
+        describe(&args, &out)
+    );
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no-such-label"), "{err}");
+    assert_eq!(home.state(&a), "exited");
+    assert_eq!(home.state(&b), "exited");
+
+    // wait --json: one document, each scope with its state and the code run would exit with.
+    let three = run_labelled(&home, "three", &["sh", "-c", "exit 3"]);
+    let args = ["wait", "--json", &three, &a];
+    let out = home.cli(&args);
+    let doc = parse(&args, &out);
+    assert_eq!(doc["scopes"][0]["id"], three.as_str(), "{doc}");
+    assert_eq!(doc["scopes"][0]["exit_code"], 3, "{doc}");
+    assert_eq!(doc["scopes"][1]["state"], "exited", "{doc}");
+    assert_eq!(doc["timed_out"], false, "{doc}");
+    // The residue's own workload (sh) had exited 0 before its leftover was stopped; as in the
+    // text form, the exit is the last scope's.
+    assert_eq!(doc["scopes"][1]["exit_code"], 0, "{doc}");
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+}
+
+#[test]
+fn short_flags_docker_users_type() {
+    let home = Home::new();
+    let dir = home.path().join("work");
+    fs::create_dir(&dir).unwrap();
+    let dir_arg = dir.display().to_string();
+    let args = [
+        "run",
+        "-e",
+        "GREETING=hi",
+        "-w",
+        &dir_arg,
+        "--",
+        "sh",
+        "-c",
+        "echo $GREETING; pwd",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert_eq!(text(&out.stdout), format!("hi\n{dir_arg}\n"));
+    let args = ["run", "-t", "--", "sh", "-c", "test -t 1 && echo tty"];
+    let out = home.cli(&args);
+    assert_eq!(text(&out.stdout).trim(), "tty", "{}", describe(&args, &out));
+    let live = run_live(&home, "short");
+    let args = ["stop", "-t", "5", "short"];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert_eq!(home.state(&live), "exited");
+    let help = text(&home.cli(&["run", "--help"]).stdout);
+    assert!(help.contains("-d, --detach"), "{help}");
+}
+
+#[test]
+fn logs_of_retired_output_says_so_in_one_line() {
+    let home = Home::new();
+    let id = run_labelled(&home, "gone", &["sh", "-c", "echo hi"]);
+    fs::remove_file(home.run_dir().join("logs").join(format!("{id}.stdout"))).unwrap();
+    let err = one_line_error(&home, &["logs", "gone"]);
+    assert!(err.contains("no stdout any more"), "{err}");
+    assert!(!err.contains("os error"), "{err}");
+}

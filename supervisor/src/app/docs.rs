@@ -208,6 +208,25 @@ pub(crate) struct DetachedSpawnFailedDoc {
     pub errno: i32,
 }
 
+/// `wait --json`: the scopes in the order given.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct WaitDoc {
+    pub scopes: Vec<WaitScope>,
+    /// `--timeout` passed first (the exit is 124).
+    pub timed_out: bool,
+}
+
+/// One scope of `wait --json`.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct WaitScope {
+    pub id: String,
+    /// `exited` or `unverified` once it ended, `live` when the wait timed out first.
+    pub state: &'static str,
+    /// The code `run` would exit with (128+N for signal N, 127 never started, 255 unknown);
+    /// `null` while live.
+    pub exit_code: Option<i32>,
+}
+
 /// `ps --json`.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct PsDoc {
