@@ -177,9 +177,9 @@ fn retire_one(
     });
     if let Some(age) = young {
         entry.reason = format!(
-            "only {}s old (limit {}s)",
-            age.as_secs(),
-            opts.older_than.as_secs()
+            "only {} old (limit {})",
+            crate::human::duration(age),
+            crate::human::duration(opts.older_than)
         );
         return entry;
     }
@@ -223,9 +223,9 @@ fn retire_one(
         .unwrap_or(Duration::ZERO);
     if age < opts.older_than {
         entry.reason = format!(
-            "exited, but only {}s old (limit {}s)",
-            age.as_secs(),
-            opts.older_than.as_secs()
+            "exited, but only {} old (limit {})",
+            crate::human::duration(age),
+            crate::human::duration(opts.older_than)
         );
         return entry;
     }

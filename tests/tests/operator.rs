@@ -1069,3 +1069,46 @@ fn logs_of_retired_output_says_so_in_one_line() {
     assert!(err.contains("no stdout any more"), "{err}");
     assert!(!err.contains("os error"), "{err}");
 }
+
+#[test]
+fn durations_sizes_and_errors_read_humanely() {
+    let home = Home::new();
+    // stop: the time in words, JSON timings as integer microseconds.
+    let live = run_live(&home, "humane-a");
+    let out = home.cli(&["stop", &live]);
+    let line = text(&out.stdout);
+    assert!(
+        out.status.success() && line.contains("killed in "),
+        "{line}"
+    );
+    assert!(!line.contains(" ms)"), "{line}");
+    let live = run_live(&home, "humane-b");
+    let doc = home.json(&["stop", "--json", &live]);
+    for phase in ["grace", "fence_wait", "quiesce", "kill_to_exit", "total"] {
+        assert!(doc["timings_us"][phase].is_u64(), "{phase}: {doc}");
+    }
+    assert!(doc.get("timings_ms").is_none(), "{doc}");
+    // gc: ages and limits as people write them.
+    let out = home.cli(&[
+        "gc",
+        "--dry-run",
+        "--older-than",
+        "1h30m",
+        "--forget-after",
+        "30d",
+    ]);
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("(limit 1h 30m)"), "{said}");
+    assert!(said.contains("older than 30d"), "{said}");
+    assert!(
+        !said.contains("30days") && !said.contains("5400s"),
+        "{said}"
+    );
+    // wait --timeout: the limit as given, not a float of nanoseconds.
+    let _bg = run_live(&home, "humane-c");
+    let args = ["wait", "--timeout", "200ms", "humane-c"];
+    let err = text(&home.cli(&args).stderr);
+    assert!(err.contains("timed out after 200ms"), "{err}");
+    assert!(home.cli(&["stop", "humane-c"]).status.success());
+}

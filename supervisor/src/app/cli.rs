@@ -993,7 +993,7 @@ fn reap(home: &Path, port: u16, args: ReapArgs) -> Result<ExitCode, CliError> {
         let verdict = match (&s.outcome, s.receipt_verified, &s.error) {
             (_, true, _) => "stopped, receipt verified".to_owned(),
             (_, _, Some(e)) => format!("stop failed: {e}"),
-            (Some(outcome), false, None) => format!("{outcome:?}, no receipt").to_lowercase(),
+            (Some(outcome), false, None) => format!("{}, no receipt", view::name_of(outcome)),
             (None, false, None) => "not stopped".to_owned(),
         };
         writeln!(o, "scope {}: {}", s.id, view::escape(&verdict)).map_err(CliError::Output)?;
@@ -1244,7 +1244,7 @@ fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
                 eprintln!(
                     "refine-supervisor: error: {}",
                     CliError::WaitTimeout {
-                        after: humantime::format_duration(limit).to_string(),
+                        after: crate::human::duration(limit),
                         live: live.join(", "),
                     }
                 );

@@ -477,7 +477,7 @@ pub(crate) enum StopDetail {
     Done {
         killed: usize,
         signalled: usize,
-        timings_ms: StopTimingsDoc,
+        timings_us: StopTimingsDoc,
         receipt: Option<Box<ReceiptDoc>>,
     },
     Failed {
@@ -485,15 +485,15 @@ pub(crate) enum StopDetail {
     },
 }
 
-/// The stop's phases, in milliseconds.
+/// The stop's phases, in whole microseconds.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub(crate) struct StopTimingsDoc {
     /// The grace phase (polite signal and wait, outside the fence); 0 without `--grace`.
-    pub grace: f64,
-    pub fence_wait: f64,
-    pub quiesce: f64,
-    pub kill_to_exit: f64,
-    pub total: f64,
+    pub grace: u64,
+    pub fence_wait: u64,
+    pub quiesce: u64,
+    pub kill_to_exit: u64,
+    pub total: u64,
 }
 
 /// `recover --json`: a `summary` of actions (absent when nothing ran on the port) and, per

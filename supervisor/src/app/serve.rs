@@ -314,14 +314,14 @@ async fn stop_async(
     let mut doc = blocking(state.clone(), reg).await;
     if let StopDetail::Done {
         signalled,
-        timings_ms,
+        timings_us,
         ..
     } = &mut doc.detail
     {
-        let ms = waited.as_secs_f64() * 1e3;
+        let us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
         *signalled += sent;
-        timings_ms.grace = ms;
-        timings_ms.total += ms;
+        timings_us.grace = us;
+        timings_us.total = timings_us.total.saturating_add(us);
     }
     if sent > 0 {
         if let StopOutcomeDoc::Stopped(o @ stop::StopOutcome::AlreadyExited) = &mut doc.outcome {
@@ -424,13 +424,13 @@ impl Service {
         grace: Option<(Duration, Signal)>,
     ) -> StopDoc {
         let doc = stop_one(&self.rt, reg, cause, grace);
-        if let StopDetail::Done { timings_ms, .. } = &doc.detail {
+        if let StopDetail::Done { timings_us, .. } = &doc.detail {
             let name = match cause {
                 StopCause::Operator => "operator",
                 StopCause::CompletionDeadline => "completion_deadline",
                 StopCause::IdleDeadline => "idle_deadline",
             };
-            let took = Duration::from_secs_f64(timings_ms.total.max(0.0) / 1e3);
+            let took = Duration::from_micros(timings_us.total);
             self.metrics.stopped(name, took);
         }
         doc

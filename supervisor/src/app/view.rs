@@ -8,7 +8,7 @@
 //! [`shell_join`] quotes a control character as the shell would type it (`$'\x1b'`).
 //!
 //! Conventions: times are local (`jiff`, the system time zone, looked up only when a time is
-//! printed) with their age; sizes are binary units; durations go through `humantime`.
+//! printed) with their age; sizes and durations through the one [`crate::human`] formatter.
 //!
 //! Tables are the small aligned-column writer below rather than a table crate: the only elastic
 //! column is the last one (a command line), which is cut to the terminal width with `…`. Table
@@ -149,18 +149,9 @@ fn short_time(unix_ms: u64) -> String {
     }
 }
 
-/// An age at a glance: `45s`, `12m`, `3h 5m`, `2days 4h`.
+/// An age at a glance: `45s`, `12m`, `3h 5m`, `2d 4h` ([`crate::human::age`]).
 pub fn age(d: Duration) -> String {
-    let s = d.as_secs();
-    let rounded = match s {
-        s if s < 120 => s,
-        s if s < 3600 => s / 60 * 60,
-        s if s < 172_800 => s / 60 * 60,
-        s => s / 3600 * 3600,
-    };
-    let text = humantime::format_duration(Duration::from_secs(rounded)).to_string();
-    // Two units are enough to read an age.
-    text.split(' ').take(2).collect::<Vec<_>>().join(" ")
+    crate::human::age(d)
 }
 
 fn age_since(unix_ms: u64) -> String {
@@ -740,7 +731,7 @@ fn stop_line_raw(doc: &StopDoc) -> String {
     match &doc.detail {
         StopDetail::Done {
             killed,
-            timings_ms,
+            timings_us,
             receipt,
             ..
         } => {
@@ -756,20 +747,22 @@ fn stop_line_raw(doc: &StopDoc) -> String {
                 ),
             };
             format!(
-                "{}: {} ({killed} killed, {:.0} ms); {proof}",
+                "{}: {} ({killed} killed in {}); {proof}",
                 doc.id,
                 serde_json::to_value(doc.outcome)
                     .ok()
                     .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
                     .unwrap_or_default(),
-                timings_ms.total,
+                crate::human::duration(Duration::from_micros(timings_us.total)),
             )
         }
         StopDetail::Failed { error } => format!("{}: stop failed: {error}", doc.id),
     }
 }
 
-fn name_of(v: &impl serde::Serialize) -> String {
+/// A closed enum's JSON name in words (`already_exited` → `already exited`), for the human
+/// views: never a Rust type name.
+pub(crate) fn name_of(v: &impl serde::Serialize) -> String {
     serde_json::to_value(v)
         .ok()
         .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
@@ -869,7 +862,7 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
             "forgot"
         },
         report.forget.forgotten + report.forget.resumed + would,
-        age(Duration::from_secs(report.forget.forget_after_secs)),
+        crate::human::duration(Duration::from_secs(report.forget.forget_after_secs)),
         report.forget.young,
     )
 }
