@@ -236,28 +236,13 @@ fn status_words(s: &StatusFields) -> Option<String> {
         StatusName::Exited => format!("exit {}", s.exit_code.unwrap_or_default()),
         StatusName::Signaled => {
             let n = s.signal.unwrap_or_default();
-            match signal_name(n) {
+            match crate::signal::name(n) {
                 Some(name) => format!("signal {n} ({name})"),
                 None => format!("signal {n}"),
             }
         }
         StatusName::NeverStarted => "never started".into(),
         StatusName::Unknown => "unknown".into(),
-    })
-}
-
-fn signal_name(n: i32) -> Option<&'static str> {
-    Some(match n {
-        1 => "HUP",
-        2 => "INT",
-        3 => "QUIT",
-        6 => "ABRT",
-        9 => "KILL",
-        11 => "SEGV",
-        13 => "PIPE",
-        14 => "ALRM",
-        15 => "TERM",
-        _ => return None,
     })
 }
 
