@@ -142,6 +142,10 @@ pub enum Command {
     Completions(Deferred<CompletionsArgs>),
     /// Print the manual page of the whole, or of one subcommand (roff); --dir writes them all.
     Man(Deferred<ManArgs>),
+    /// For the completion scripts: the ids and labels of the port, newest first, one a line;
+    /// nothing (and exit 0) when there are none or the home cannot be read.
+    #[command(name = "__complete-ids", hide = true)]
+    CompleteIds,
 }
 
 /// `run --stop-grace` when not given.
@@ -655,6 +659,28 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             }
             return Ok(0);
         }
+        Command::CompleteIds => {
+            // Quiet: a TAB never prints an error into the command line.
+            let mut o = out();
+            let Ok(home) = home(&cli, false) else {
+                return Ok(0);
+            };
+            let Ok(Some(rt)) = open_runtime(&home, cli.port) else {
+                return Ok(0);
+            };
+            let rows = list_views(&rt, true).unwrap_or_default();
+            let mut labels = std::collections::BTreeSet::new();
+            for r in &rows {
+                writeln!(o, "{}", r.id).map_err(CliError::Output)?;
+                if !r.label.is_empty() && !r.label.contains(char::is_whitespace) {
+                    labels.insert(r.label.as_str());
+                }
+            }
+            for l in labels {
+                writeln!(o, "{}", view::escape(l)).map_err(CliError::Output)?;
+            }
+            return Ok(0);
+        }
         _ => {}
     }
     let creates = matches!(cli.command, Command::Run(_) | Command::Serve(_));
@@ -683,6 +709,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             )?;
             Ok(0)
         }
+        // Answered above, before the home is required.
+        Command::CompleteIds => Ok(0),
         Command::Ps(Deferred(args)) => ps(&home, port, args),
         Command::Show(Deferred(args)) => show(&home, port, args),
         Command::Stop(Deferred(args)) => stop(&home, port, args),
