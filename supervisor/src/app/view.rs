@@ -34,14 +34,14 @@ use crate::retention;
 
 /// Parses a duration: a number with an optional fraction and unit (`0.5`, `1.5s`, `500ms`,
 /// `1.5h`, `7d`; a bare number is seconds, as `sleep 5` and `timeout 0.5` read it), or anything
-/// else `humantime` reads (`1h30m`). At most [`MAX_DURATION`] (SPEC W11): a value the clock
+/// else a compound one `jiff` reads (`1h30m`). At most [`MAX_DURATION`] (SPEC W11): a value the clock
 /// cannot hold is refused here, before it meets a clock.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let d = match decimal_duration(t) {
         Some(d) => d,
-        None => humantime::parse_duration(t).map_err(|e| {
-            format!("{text:?} is not a duration ({e}; examples: 1h30m, 1.5s, 0.5, 500ms, 7d)")
+        None => compound_duration(t).ok_or_else(|| {
+            format!("{text:?} is not a duration (examples: 1h30m, 1.5s, 0.5, 500ms, 7d)")
         })?,
     };
     if d > MAX_DURATION {
@@ -50,6 +50,17 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         ));
     }
     Ok(d)
+}
+
+/// A compound duration as `jiff`'s friendly format reads it (`1h30m`, `1h 30m`, `2 days 4
+/// hours`), days as 24 hours; never negative.
+fn compound_duration(t: &str) -> Option<Duration> {
+    let span: jiff::Span = t.parse().ok()?;
+    // Months and years have no fixed length: refused here (an error, not a guess).
+    let sd = span
+        .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+        .ok()?;
+    Duration::try_from(sd).ok()
 }
 
 /// The longest duration any flag takes.
@@ -872,6 +883,12 @@ mod tests {
         assert_eq!(d("2.5d"), Ok(Duration::from_secs(216_000)));
         assert_eq!(d("1.000000001"), Ok(Duration::new(1, 1)));
         assert_eq!(d("3650d"), Ok(MAX_DURATION));
+        assert_eq!(d("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(
+            d("2 days 4 hours"),
+            Ok(Duration::from_secs(2 * 86_400 + 4 * 3600))
+        );
+        assert_eq!(d("1m30s"), Ok(Duration::from_secs(90)));
         for bad in [
             "",
             "s",
