@@ -253,18 +253,7 @@ pub fn admission_lock(rt: &Runtime) -> Result<Fence, FenceError> {
 
 /// `1.5 GiB`-style rendering for humans.
 pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
+    crate::human::bytes(n)
 }
 
 /// Where host and tree figures come from.

@@ -38,6 +38,7 @@ pub mod fence;
 pub mod forget;
 pub mod guardian;
 pub mod holders;
+pub mod human;
 pub mod launch;
 pub mod limits;
 pub mod nested;

@@ -17,11 +17,12 @@ fn main() {
         Err(e) => usage_error(e, &args),
     };
     // `RUST_LOG` traces a command on stderr; unset, nothing is installed (the service installs
-    // its own subscriber, writing its log file).
+    // its own subscriber). Colour only on a terminal, never with NO_COLOR.
     if !matches!(cli.command, Command::Serve(_)) && std::env::var_os("RUST_LOG").is_some() {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_writer(std::io::stderr)
+            .with_ansi(cli::colour_on(&std::io::stderr()))
             .try_init();
     }
     match cli::dispatch(cli) {

@@ -183,9 +183,9 @@ fn retire_one(
     if let Some(age) = young {
         entry.age_secs = Some(age.as_secs());
         entry.reason = format!(
-            "only {}s old (limit {}s)",
-            age.as_secs(),
-            opts.older_than.as_secs()
+            "only {} old (limit {})",
+            crate::human::duration(age),
+            crate::human::duration(opts.older_than)
         );
         return entry;
     }
@@ -230,9 +230,9 @@ fn retire_one(
     entry.age_secs = Some(age.as_secs());
     if age < opts.older_than {
         entry.reason = format!(
-            "exited, but only {}s old (limit {}s)",
-            age.as_secs(),
-            opts.older_than.as_secs()
+            "exited, but only {} old (limit {})",
+            crate::human::duration(age),
+            crate::human::duration(opts.older_than)
         );
         return entry;
     }

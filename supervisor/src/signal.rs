@@ -34,10 +34,41 @@ pub use rustix::process::Signal;
 
 use crate::procfs::{self, ProcfsError, Stat};
 
-/// The signal names [`parse`] reads (without `SIG`), as completion offers them.
-pub const NAMES: [&str; 11] = [
-    "TERM", "INT", "HUP", "QUIT", "KILL", "USR1", "USR2", "ALRM", "CONT", "STOP", "WINCH",
+/// The one signal-name table: what [`parse`] reads (without `SIG`), what completion offers
+/// ([`NAMES`]) and what the views print beside a number ([`name`]). Kept here rather than
+/// taken from `nix` (not a dependency) or rustix (`Signal` has no names).
+const TABLE: [(&str, i32); 14] = [
+    ("TERM", libc::SIGTERM),
+    ("INT", libc::SIGINT),
+    ("HUP", libc::SIGHUP),
+    ("QUIT", libc::SIGQUIT),
+    ("KILL", libc::SIGKILL),
+    ("USR1", libc::SIGUSR1),
+    ("USR2", libc::SIGUSR2),
+    ("ALRM", libc::SIGALRM),
+    ("CONT", libc::SIGCONT),
+    ("STOP", libc::SIGSTOP),
+    ("WINCH", libc::SIGWINCH),
+    ("ABRT", libc::SIGABRT),
+    ("SEGV", libc::SIGSEGV),
+    ("PIPE", libc::SIGPIPE),
 ];
+
+/// The names of [`TABLE`], in its order.
+pub const NAMES: [&str; TABLE.len()] = {
+    let mut out = [""; TABLE.len()];
+    let mut i = 0;
+    while i < TABLE.len() {
+        out[i] = TABLE[i].0;
+        i += 1;
+    }
+    out
+};
+
+/// The short name of signal number `n` (`KILL` for 9), when the table has it.
+pub fn name(n: i32) -> Option<&'static str> {
+    TABLE.iter().find(|&&(_, v)| v == n).map(|&(name, _)| name)
+}
 
 /// Parses a signal as operators write it: a name (`TERM`, `SIGTERM`, `term`) or a number (`15`);
 /// the one reading of `stop --signal` and of the service API's stop `signal`.
@@ -45,19 +76,9 @@ pub fn parse(text: &str) -> Result<Signal, String> {
     let t = text.trim();
     let upper = t.to_ascii_uppercase();
     let name = upper.strip_prefix("SIG").unwrap_or(&upper);
-    let raw = match name {
-        "HUP" => libc::SIGHUP,
-        "INT" => libc::SIGINT,
-        "QUIT" => libc::SIGQUIT,
-        "KILL" => libc::SIGKILL,
-        "USR1" => libc::SIGUSR1,
-        "USR2" => libc::SIGUSR2,
-        "ALRM" => libc::SIGALRM,
-        "TERM" => libc::SIGTERM,
-        "CONT" => libc::SIGCONT,
-        "STOP" => libc::SIGSTOP,
-        "WINCH" => libc::SIGWINCH,
-        n => n.parse().unwrap_or(0),
+    let raw = match TABLE.iter().find(|&&(n, _)| n == name) {
+        Some(&(_, raw)) => raw,
+        None => name.parse().unwrap_or(0),
     };
     Signal::from_named_raw(raw)
         .ok_or_else(|| format!("{text:?} is not a signal (examples: TERM, INT, HUP, USR1, 15)"))
@@ -264,8 +285,11 @@ mod tests {
     #[test]
     fn every_completed_name_parses() {
         for name in NAMES {
-            assert!(parse(name).is_ok(), "{name}");
+            let sig = parse(name).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(super::name(sig.as_raw()), Some(name), "one table both ways");
         }
+        assert_eq!(super::name(9), Some("KILL"));
+        assert_eq!(super::name(64), None);
     }
 
     #[test]

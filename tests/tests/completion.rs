@@ -87,7 +87,15 @@ fn bash_complete(script: &Path, words: &[&str]) -> Vec<String> {
         "$fn" refine-supervisor "$cur" "$prev"
         printf '%s\n' "${COMPREPLY[@]}"
     "#;
+    // The script runs the binary the line names: the built one, on PATH.
+    let bin = refine_tests::bin("refine-supervisor");
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let out = Command::new("bash")
+        .env("PATH", path)
         .args(["--norc", "--noprofile", "-c", program, "bash"])
         .arg(script)
         .args(words)
@@ -269,4 +277,32 @@ fn fish_completes_every_subcommands_options_and_values() {
     let home = Home::new();
     let script = script(&home, "fish");
     check("fish", |w| fish_complete(&script, w));
+}
+
+/// Ids and labels complete in a real bash: the script asks the binary (a hidden
+/// `__complete-ids`) for the registrations of the home in `REFINE_HOME` or `--home`.
+#[test]
+fn bash_completes_ids_and_labels() {
+    let home = Home::new();
+    let args = ["run", "--label", "nightly-build", "--json", "--", "true"];
+    let out = home.cli(&args);
+    let id = parse(&args, &out)["id"].as_str().unwrap().to_owned();
+    let script = script(&home, "bash");
+    let home_arg = home.path().display().to_string();
+    for cmd in ["show", "stop", "logs", "wait", "receipt"] {
+        let offered = bash_complete(&script, &["--home", &home_arg, cmd, "night"]);
+        assert_eq!(offered, vec!["nightly-build".to_owned()], "{cmd}");
+        let offered = bash_complete(&script, &["--home", &home_arg, cmd, &id[..6]]);
+        assert_eq!(offered, vec![id.clone()], "{cmd}");
+    }
+    // The helper itself is never offered.
+    let offered = bash_complete(&script, &[""]);
+    assert!(offered.contains(&"show".to_owned()), "{offered:?}");
+    assert!(
+        !offered.iter().any(|w| w.contains("complete")),
+        "{offered:?}"
+    );
+    // Options still complete there.
+    let offered = bash_complete(&script, &["--home", &home_arg, "show", "--js"]);
+    assert_eq!(offered, vec!["--json".to_owned()]);
 }

@@ -309,7 +309,7 @@ fn ps_filters_quiet_newest_first_and_width() {
         assert!(l.chars().count() <= 72, "too wide: {l}");
     }
     assert!(
-        table.contains(&live[..12]) && table.contains("live"),
+        table.contains(&live[..12]) && table.contains("residue"),
         "{table}"
     );
     let mut c = home.command(&["ps", "--no-trunc"]);
@@ -793,22 +793,22 @@ fn completions_man_page_and_rust_log() {
     assert!(text(&out.stderr).contains("DEBUG"), "{}", text(&out.stderr));
 }
 
-/// Runs `serve ARGS` with `RUST_LOG` (or without), until it listens, then ends it with SIGTERM;
-/// returns what it wrote to its log.
+/// Runs `serve ARGS` with `RUST_LOG` (or without) and no `--log-file`, until it listens,
+/// then ends it with SIGTERM; returns what it wrote to stderr (a file: not a terminal).
 fn serve_once(home: &Home, args: &[&str], rust_log: Option<&str>) -> String {
-    let log = home.run_dir().join("service.log");
     let sock = home.run_dir().join("supervisor.sock");
     // A stale socket of an earlier run must not look like this one listening.
-    let _ = fs::remove_file(&log);
     let _ = fs::remove_file(&sock);
+    let err_path = home.path().join("serve.stderr");
+    let err = fs::File::create(&err_path).unwrap();
     let mut cmd = home.command(&[&["serve"], args].concat());
-    cmd.env_remove("RUST_LOG");
+    cmd.env_remove("RUST_LOG").env_remove("REFINE_LOG_FILE");
     if let Some(filter) = rust_log {
         cmd.env("RUST_LOG", filter);
     }
     let mut serve = cmd
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(err)
         .spawn()
         .expect("spawn serve");
     let up = wait_until(DEADLINE, || {
@@ -819,11 +819,12 @@ fn serve_once(home: &Home, args: &[&str], rust_log: Option<&str>) -> String {
     let fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).unwrap();
     rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::TERM).unwrap();
     let status = serve.wait().unwrap();
+    let log = fs::read_to_string(&err_path).unwrap_or_default();
     assert!(
         up && status.success(),
-        "serve did not come up or end well ({status})"
+        "serve did not come up or end well ({status}): {log}"
     );
-    fs::read_to_string(&log).unwrap_or_default()
+    log
 }
 
 #[test]
@@ -842,4 +843,272 @@ fn serve_logs_json_lines_filtered_by_rust_log() {
     );
     let quiet = serve_once(&home, &[], Some("warn"));
     assert!(!quiet.contains("INFO"), "RUST_LOG=warn: {quiet}");
+}
+
+#[test]
+fn serve_logs_to_stderr_one_plain_line_per_event() {
+    let home = Home::new();
+    let log = serve_once(&home, &[], Some("debug"));
+    assert!(
+        log.contains("service starting") && log.contains("service stopped"),
+        "stderr: {log}"
+    );
+    assert!(!log.contains('\u{1b}'), "colour codes into a file: {log:?}");
+    // The recovery at start is fields on its line, not an embedded JSON document.
+    for line in log.lines().filter(|l| l.contains("recovery")) {
+        assert!(!line.contains('{'), "embedded document: {line}");
+    }
+    assert!(
+        !home.run_dir().join("service.log").exists(),
+        "no log file without --log-file"
+    );
+    // The CLI's RUST_LOG trace into a pipe has no colour either.
+    let mut c = home.command(&["ps"]);
+    c.env("RUST_LOG", "debug");
+    let out = output_of(c);
+    assert!(
+        out.status.success() && text(&out.stderr).contains("DEBUG"),
+        "{out:?}"
+    );
+    assert!(!out.stderr.contains(&0x1b), "{:?}", text(&out.stderr));
+}
+
+#[test]
+fn serve_log_file_takes_the_log_private_and_bad_paths_in_one_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = Home::new();
+    let file = home.path().join("logs-dir").join("svc.log");
+    let file_arg = file.display().to_string();
+    let err = serve_once(&home, &["--log-file", &file_arg], None);
+    assert!(!err.contains("service starting"), "went to stderr: {err}");
+    let log = fs::read_to_string(&file).unwrap();
+    assert!(log.contains("service starting"), "{log}");
+    let mode = fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "log file mode");
+    // A path that names no file is one line, not an abort.
+    let args = ["serve", "--log-file", "/"];
+    let mut c = home.command(&args);
+    c.env_remove("REFINE_LOG_FILE");
+    let out = output_of(c);
+    assert!(!out.status.success(), "{}", describe(&args, &out));
+    assert_one_line_error(&args, &out);
+}
+
+/// `ARGS` of the CLI on a real pseudo-terminal of `cols` columns (`script` allocates it, `stty`
+/// sets its window size with TIOCSWINSZ before the CLI starts); the terminal's output, `\r\n`
+/// made `\n`.
+fn on_terminal(home: &Home, cols: u16, args: &[&str]) -> String {
+    let mut line = format!(
+        "stty cols {cols} rows 50 && exec '{}' --home '{}' --port {}",
+        refine_tests::bin("refine-supervisor").display(),
+        home.path().display(),
+        home.port
+    );
+    for a in args {
+        line.push_str(&format!(" '{a}'"));
+    }
+    let mut c = std::process::Command::new("script");
+    c.args(["-qec", &line, "/dev/null"])
+        .env_remove("COLUMNS")
+        .stdin(Stdio::null());
+    let out = output_of(c);
+    assert!(out.status.success(), "script -c {line}: {out:?}");
+    text(&out.stdout).replace("\r\n", "\n")
+}
+
+#[test]
+fn ps_on_an_80_column_terminal_cuts_only_the_command() {
+    let home = Home::new();
+    // A launch that never starts, a residue (the workload exited 0, a descendant holds the
+    // scope), an unlabelled one and a wide label (10 columns: what 80 columns keep whole beside
+    // 5-digit pids and 8 columns of command).
+    let args = [
+        "run",
+        "--label",
+        "nosuchprog",
+        "--json",
+        "--",
+        "/nonexistent/program",
+    ];
+    let _ = home.cli(&args);
+    let residue = run_live(&home, "ビルド-dev");
+    let plain = {
+        let args = ["run", "--json", "--", "sh", "-c", "echo unlabelled"];
+        parse(&args, &home.cli(&args))["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let table = on_terminal(&home, 80, &["ps", "-a"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 4, "{table}");
+    let head = lines[0];
+    for col in ["ID", "STATE", "STATUS", "LABEL", "COMMAND"] {
+        assert!(head.contains(col), "{col} missing: {table}");
+    }
+    for l in &lines {
+        // Display width: each of ビルド's characters takes two columns.
+        let width: usize = l
+            .chars()
+            .map(|c| {
+                if ('\u{3040}'..='\u{30ff}').contains(&c) {
+                    2
+                } else {
+                    1
+                }
+            })
+            .sum();
+        assert!(width <= 80, "wider than 80 columns ({width}): {l}\n{table}");
+    }
+    assert!(table.contains("ビルド-dev"), "label cut: {table}");
+    assert!(table.contains("nosuchprog"), "label cut: {table}");
+    let residue_row = lines
+        .iter()
+        .find(|l| l.starts_with(&residue[..12]))
+        .unwrap();
+    // A live scope whose workload exited 0 reads as what it is, not `live` beside `exit 0`.
+    assert!(
+        residue_row.contains("residue") && residue_row.contains("exit 0"),
+        "{table}"
+    );
+    assert!(residue_row.contains("sh -c"), "command gone: {table}");
+    assert!(!table.contains("never started, spawn failed"), "{table}");
+    assert!(table.contains("spawn failed"), "{table}");
+    // One word for "no label" in ps, the ambiguity list and show.
+    let no_label: Vec<&&str> = lines.iter().filter(|l| l.contains("(none)")).collect();
+    assert_eq!(no_label.len(), 1, "{table}");
+    let shown = text(&home.cli(&["show", &plain]).stdout);
+    assert!(shown.lines().next().unwrap().contains("(none)"), "{shown}");
+    assert!(home.cli(&["stop", &residue]).status.success());
+}
+
+#[test]
+fn stop_show_and_wait_take_several_ids_and_wait_has_json() {
+    let home = Home::new();
+    let a = run_live(&home, "many-a");
+    let b = run_live(&home, "many-b");
+    // show of two: both, one after the other; --json of two is an array.
+    let args = ["show", "many-a", &b];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let shown = text(&out.stdout);
+    assert!(shown.contains(&a) && shown.contains(&b), "{shown}");
+    let docs = home.json(&["show", "--json", &a, &b]);
+    assert_eq!(docs[0]["id"], a.as_str(), "{docs}");
+    assert_eq!(docs[1]["id"], b.as_str(), "{docs}");
+
+    // stop of two and an unknown one: both stopped, the unknown one a line of its own, exit 1.
+    let args = ["stop", &a, "no-such-label", &b];
+    let out = home.cli(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&args, &out));
+    assert_eq!(
+        text(&out.stdout).lines().count(),
+        2,
+        "{}",
+        describe(&args, &out)
+    );
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no-such-label"), "{err}");
+    assert_eq!(home.state(&a), "exited");
+    assert_eq!(home.state(&b), "exited");
+
+    // wait --json: one document, each scope with its state and the code run would exit with.
+    let three = run_labelled(&home, "three", &["sh", "-c", "exit 3"]);
+    let args = ["wait", "--json", &three, &a];
+    let out = home.cli(&args);
+    let doc = parse(&args, &out);
+    assert_eq!(doc["scopes"][0]["id"], three.as_str(), "{doc}");
+    assert_eq!(doc["scopes"][0]["exit_code"], 3, "{doc}");
+    assert_eq!(doc["scopes"][1]["state"], "exited", "{doc}");
+    assert_eq!(doc["timed_out"], false, "{doc}");
+    // The residue's own workload (sh) had exited 0 before its leftover was stopped; as in the
+    // text form, the exit is the last scope's.
+    assert_eq!(doc["scopes"][1]["exit_code"], 0, "{doc}");
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+}
+
+#[test]
+fn short_flags_docker_users_type() {
+    let home = Home::new();
+    let dir = home.path().join("work");
+    fs::create_dir(&dir).unwrap();
+    let dir_arg = dir.display().to_string();
+    let args = [
+        "run",
+        "-e",
+        "GREETING=hi",
+        "-w",
+        &dir_arg,
+        "--",
+        "sh",
+        "-c",
+        "echo $GREETING; pwd",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert_eq!(text(&out.stdout), format!("hi\n{dir_arg}\n"));
+    let args = ["run", "-t", "--", "sh", "-c", "test -t 1 && echo tty"];
+    let out = home.cli(&args);
+    assert_eq!(text(&out.stdout).trim(), "tty", "{}", describe(&args, &out));
+    let live = run_live(&home, "short");
+    let args = ["stop", "-t", "5", "short"];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert_eq!(home.state(&live), "exited");
+    let help = text(&home.cli(&["run", "--help"]).stdout);
+    assert!(help.contains("-d, --detach"), "{help}");
+}
+
+#[test]
+fn logs_of_retired_output_says_so_in_one_line() {
+    let home = Home::new();
+    let id = run_labelled(&home, "gone", &["sh", "-c", "echo hi"]);
+    fs::remove_file(home.run_dir().join("logs").join(format!("{id}.stdout"))).unwrap();
+    let err = one_line_error(&home, &["logs", "gone"]);
+    assert!(err.contains("no stdout any more"), "{err}");
+    assert!(!err.contains("os error"), "{err}");
+}
+
+#[test]
+fn durations_sizes_and_errors_read_humanely() {
+    let home = Home::new();
+    // stop: the time in words, JSON timings as integer microseconds.
+    let live = run_live(&home, "humane-a");
+    let out = home.cli(&["stop", &live]);
+    let line = text(&out.stdout);
+    assert!(
+        out.status.success() && line.contains("killed in "),
+        "{line}"
+    );
+    assert!(!line.contains(" ms)"), "{line}");
+    let live = run_live(&home, "humane-b");
+    let doc = home.json(&["stop", "--json", &live]);
+    for phase in ["grace", "fence_wait", "quiesce", "kill_to_exit", "total"] {
+        assert!(doc["timings_us"][phase].is_u64(), "{phase}: {doc}");
+    }
+    assert!(doc.get("timings_ms").is_none(), "{doc}");
+    // gc: ages and limits as people write them.
+    let out = home.cli(&[
+        "gc",
+        "--dry-run",
+        "--older-than",
+        "1h30m",
+        "--forget-after",
+        "30d",
+    ]);
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("(limit 1h 30m)"), "{said}");
+    assert!(said.contains("older than 30d"), "{said}");
+    assert!(
+        !said.contains("30days") && !said.contains("5400s"),
+        "{said}"
+    );
+    // wait --timeout: the limit as given, not a float of nanoseconds.
+    let _bg = run_live(&home, "humane-c");
+    let args = ["wait", "--timeout", "200ms", "humane-c"];
+    let err = text(&home.cli(&args).stderr);
+    assert!(err.contains("timed out after 200ms"), "{err}");
+    assert!(home.cli(&["stop", "humane-c"]).status.success());
 }

@@ -142,6 +142,10 @@ pub enum Command {
     Completions(Deferred<CompletionsArgs>),
     /// Print the manual page of the whole, or of one subcommand (roff); --dir writes them all.
     Man(Deferred<ManArgs>),
+    /// For the completion scripts: the ids and labels of the port, newest first, one a line;
+    /// nothing (and exit 0) when there are none or the home cannot be read.
+    #[command(name = "__complete-ids", hide = true)]
+    CompleteIds,
 }
 
 /// `run --stop-grace` when not given.
@@ -172,11 +176,11 @@ pub struct RunArgs {
     /// stays the deadline's, and run exits 124 (137 once it had to kill), as timeout does.
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub kill_after: Option<Duration>,
-    /// Working directory of the workload (default: this one).
-    #[arg(long, value_name = "DIR")]
+    /// Working directory of the workload (default: this one; `-w`/`--workdir` as docker).
+    #[arg(long, short = 'w', visible_alias = "workdir", value_name = "DIR")]
     pub cwd: Option<PathBuf>,
     /// Extra environment variable for the workload (repeatable; the value may be any bytes).
-    #[arg(long = "env", value_name = "K=V", value_parser = clap::builder::OsStringValueParser::new().try_map(parse_env))]
+    #[arg(long = "env", short = 'e', value_name = "K=V", value_parser = clap::builder::OsStringValueParser::new().try_map(parse_env))]
     pub env: Vec<(OsString, OsString)>,
     /// Purpose metadata stored in the record (repeatable).
     #[arg(long = "meta", value_name = "K=V", value_parser = parse_kv)]
@@ -184,10 +188,10 @@ pub struct RunArgs {
     /// Run on a pseudo-terminal. On a terminal it is interactive (keys, resizes); a pipe, file
     /// or /dev/null on stdin is relayed into it and then its end of file (Ctrl-D), as `script`
     /// does.
-    #[arg(long)]
+    #[arg(long, short = 't', visible_alias = "tty")]
     pub pty: bool,
     /// Ask the running service to launch it; print the id and return.
-    #[arg(long)]
+    #[arg(long, short = 'd')]
     pub detach: bool,
     /// Refuse to start while another scope with this --label is live or unverified (one at a
     /// time, checked atomically with admission).
@@ -269,9 +273,13 @@ pub struct ServeArgs {
     /// the shared stop kills what is left.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10s")]
     pub shutdown_grace: Duration,
-    /// Format of the service log (`run/P/service.log`); RUST_LOG filters it (default: info).
+    /// Format of the service log (stderr, or --log-file); RUST_LOG filters it (default: info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Log to this file instead of stderr, rotated by size (PATH.1 ... PATH.5 of 10 MiB each;
+    /// mode 0600).
+    #[arg(long, value_name = "PATH", env = "REFINE_LOG_FILE")]
+    pub log_file: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -363,8 +371,10 @@ pub struct IdArgs {
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// Registration id, a unique prefix of it (4+ hex digits), or a label.
-    pub id: String,
+    /// Registration ids, unique prefixes of them (4+ hex digits), or labels; each is shown
+    /// (`--json` of several: an array).
+    #[arg(required = true, value_name = "ID")]
+    pub ids: Vec<String>,
     /// How many of the last output lines to show (per stream).
     #[arg(long, short = 'n', value_name = "N", default_value_t = 10)]
     pub lines: usize,
@@ -375,11 +385,15 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct StopArgs {
-    /// Registration id (32 hex digits).
-    pub id: String,
+    /// Registration ids, unique prefixes of them (4+ hex digits), or labels; each is stopped
+    /// in turn, and the exit is 0 only when every stop was proven (`--json` of several: an
+    /// array).
+    #[arg(required = true, value_name = "ID")]
+    pub ids: Vec<String>,
     /// Send the polite signal to the workload's process group first and wait this long for the
-    /// scope to end by itself before the kill (the runtime's stop fence is not held meanwhile).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    /// scope to end by itself before the kill (the runtime's stop fence is not held meanwhile;
+    /// `-t 10` as `docker stop -t`: a bare number is seconds).
+    #[arg(long, short = 't', value_name = "DUR", value_parser = parse_duration)]
     pub grace: Option<Duration>,
     /// The polite signal of --grace (name or number: TERM, INT, HUP, USR1, 15, ...).
     #[arg(long, value_name = "SIG", value_parser = crate::signal::parse, default_value = "TERM", requires = "grace")]
@@ -420,6 +434,9 @@ pub struct WaitArgs {
     /// Give up after this long (exit 124, naming the scopes still live).
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
+    /// One JSON document: each scope's state and exit code, and whether the wait timed out.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -642,6 +659,28 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             }
             return Ok(0);
         }
+        Command::CompleteIds => {
+            // Quiet: a TAB never prints an error into the command line.
+            let mut o = out();
+            let Ok(home) = home(&cli, false) else {
+                return Ok(0);
+            };
+            let Ok(Some(rt)) = open_runtime(&home, cli.port) else {
+                return Ok(0);
+            };
+            let rows = list_views(&rt, true).unwrap_or_default();
+            let mut labels = std::collections::BTreeSet::new();
+            for r in &rows {
+                writeln!(o, "{}", r.id).map_err(CliError::Output)?;
+                if !r.label.is_empty() && !r.label.contains(char::is_whitespace) {
+                    labels.insert(r.label.as_str());
+                }
+            }
+            for l in labels {
+                writeln!(o, "{}", view::escape(l)).map_err(CliError::Output)?;
+            }
+            return Ok(0);
+        }
         _ => {}
     }
     let creates = matches!(cli.command, Command::Run(_) | Command::Serve(_));
@@ -665,10 +704,13 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
                     metrics_addr: args.metrics,
                     shutdown_grace: args.shutdown_grace,
                     log_format: args.log_format,
+                    log_file: args.log_file,
                 },
             )?;
             Ok(0)
         }
+        // Answered above, before the home is required.
+        Command::CompleteIds => Ok(0),
         Command::Ps(Deferred(args)) => ps(&home, port, args),
         Command::Show(Deferred(args)) => show(&home, port, args),
         Command::Stop(Deferred(args)) => stop(&home, port, args),
@@ -799,44 +841,98 @@ fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {
     Ok(0)
 }
 
-fn show(home: &Path, port: u16, args: ShowArgs) -> Result<ExitCode, CliError> {
-    let (rt, id) = runtime_and_id(home, port, &args.id, resolve::Intent::Read)?;
-    let doc = show_doc(&rt, id)?;
-    if args.json {
-        print_json(&doc)?;
-        return Ok(0);
+/// Runs `each` for every word of a command that takes several ids: a failure is one line on
+/// stderr and the others still run; the exit is the first non-zero one.
+fn for_each_id(
+    words: &[String],
+    mut each: impl FnMut(&str) -> Result<ExitCode, CliError>,
+) -> Result<ExitCode, CliError> {
+    if let [one] = words {
+        return each(one);
     }
-    let mut tails = Vec::new();
-    for (name, a) in [
-        ("stdout", &doc.artifacts.stdout),
-        ("stderr", &doc.artifacts.stderr),
-    ] {
-        if a.exists && a.bytes > 0 {
-            // Display only: an unreadable artifact shows no tail (its size is shown above).
-            let lines = view::tail_lines(&a.path, args.lines).unwrap_or_default();
-            tails.push((name.to_owned(), lines));
+    let mut code = 0;
+    for w in words {
+        let c = match each(w) {
+            Ok(c) => c,
+            Err(CliError::Output(e)) => return Err(CliError::Output(e)),
+            Err(e) => {
+                eprintln!("refine-supervisor: error: {}", super::one_line(&e));
+                1
+            }
+        };
+        if code == 0 {
+            code = c;
         }
     }
-    view::show(&mut out(), &doc, &tails).map_err(CliError::Output)?;
-    Ok(0)
+    Ok(code)
+}
+
+fn show(home: &Path, port: u16, args: ShowArgs) -> Result<ExitCode, CliError> {
+    if args.json && args.ids.len() > 1 {
+        let mut docs = Vec::new();
+        let code = for_each_id(&args.ids, |w| {
+            let (rt, id) = runtime_and_id(home, port, w, resolve::Intent::Read)?;
+            docs.push(show_doc(&rt, id)?);
+            Ok(0)
+        })?;
+        print_json(&docs)?;
+        return Ok(code);
+    }
+    let mut first = true;
+    for_each_id(&args.ids, |w| {
+        let (rt, id) = runtime_and_id(home, port, w, resolve::Intent::Read)?;
+        let doc = show_doc(&rt, id)?;
+        if args.json {
+            print_json(&doc)?;
+            return Ok(0);
+        }
+        let mut tails = Vec::new();
+        for (name, a) in [
+            ("stdout", &doc.artifacts.stdout),
+            ("stderr", &doc.artifacts.stderr),
+        ] {
+            if a.exists && a.bytes > 0 {
+                // Display only: an unreadable artifact shows no tail (its size is shown above).
+                let lines = view::tail_lines(&a.path, args.lines).unwrap_or_default();
+                tails.push((name.to_owned(), lines));
+            }
+        }
+        let mut o = out();
+        if !std::mem::take(&mut first) {
+            writeln!(o).map_err(CliError::Output)?;
+        }
+        view::show(&mut o, &doc, &tails).map_err(CliError::Output)?;
+        Ok(0)
+    })
 }
 
 fn stop(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliError> {
-    let (rt, id) = runtime_and_id(home, port, &args.id, resolve::Intent::Change)?;
-    let reg = rt.read_registration(id)?;
     let grace = args.grace.map(|g| (g, args.signal));
-    let doc = ops::stop_one(&rt, &reg, refine_protocol::StopCause::Operator, grace);
-    let proven = doc.state == State::Exited;
-    if args.json {
-        print_json(&doc)?;
-    } else {
-        writeln!(out(), "{}", view::stop_line(&doc)).map_err(CliError::Output)?;
+    let several = args.ids.len() > 1;
+    let mut docs = Vec::new();
+    let code = for_each_id(&args.ids, |w| {
+        let (rt, id) = runtime_and_id(home, port, w, resolve::Intent::Change)?;
+        let reg = rt.read_registration(id)?;
+        let doc = ops::stop_one(&rt, &reg, refine_protocol::StopCause::Operator, grace);
+        let proven = doc.state == State::Exited;
+        let reason = doc.reason.clone();
+        if args.json && several {
+            docs.push(doc);
+        } else if args.json {
+            print_json(&doc)?;
+        } else {
+            writeln!(out(), "{}", view::stop_line(&doc)).map_err(CliError::Output)?;
+        }
+        verdict(
+            proven,
+            &format!("stop of {id} not proven"),
+            reason.as_deref(),
+        )
+    })?;
+    if args.json && several {
+        print_json(&docs)?;
     }
-    verdict(
-        proven,
-        &format!("stop of {id} not proven"),
-        doc.reason.as_deref(),
-    )
+    Ok(code)
 }
 
 /// `holders PATH` (H1): exit 0 when nothing holds PATH, 1 when something does.
@@ -925,7 +1021,7 @@ fn reap(home: &Path, port: u16, args: ReapArgs) -> Result<ExitCode, CliError> {
         let verdict = match (&s.outcome, s.receipt_verified, &s.error) {
             (_, true, _) => "stopped, receipt verified".to_owned(),
             (_, _, Some(e)) => format!("stop failed: {e}"),
-            (Some(outcome), false, None) => format!("{outcome:?}, no receipt").to_lowercase(),
+            (Some(outcome), false, None) => format!("{}, no receipt", view::name_of(outcome)),
             (None, false, None) => "not stopped".to_owned(),
         };
         writeln!(o, "scope {}: {}", s.id, view::escape(&verdict)).map_err(CliError::Output)?;
@@ -1026,7 +1122,19 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
             path: path.clone(),
             source,
         };
-        let mut file = std::fs::File::open(&path).map_err(artifact)?;
+        let mut file = match std::fs::File::open(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let stream = if to_stderr || args.stderr {
+                    "stderr"
+                } else {
+                    "stdout"
+                };
+                return Err(CliError::Verdict(format!(
+                    "{id} has no {stream} any more (gc retires old output; `show {id}` says what is left)"
+                )));
+            }
+            r => r.map_err(artifact)?,
+        };
         let meta = file.metadata().map_err(artifact)?;
         let len = meta.len();
         let written_ms = meta
@@ -1091,6 +1199,28 @@ fn wait_code(status: Option<refine_protocol::WorkloadStatus>) -> (i32, String) {
     }
 }
 
+/// `wait --json`: each scope in the order given, ended or not.
+fn wait_doc(
+    regs: &[refine_protocol::Registration],
+    states: &[&'static str],
+    ended: &[Option<(i32, String)>],
+    timed_out: bool,
+) -> super::docs::WaitDoc {
+    super::docs::WaitDoc {
+        scopes: regs
+            .iter()
+            .zip(ended)
+            .zip(states)
+            .map(|((r, e), state)| super::docs::WaitScope {
+                id: r.id.to_string(),
+                state,
+                exit_code: e.as_ref().map(|(c, _)| *c),
+            })
+            .collect(),
+        timed_out,
+    }
+}
+
 fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
     let rt = open_runtime(home, port)?;
     let ids = args
@@ -1107,8 +1237,9 @@ fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
         .collect::<Result<Vec<_>, _>>()?;
     let started = std::time::Instant::now();
     let mut ended: Vec<Option<(i32, String)>> = vec![None; regs.len()];
+    let mut states: Vec<&'static str> = vec!["live"; regs.len()];
     loop {
-        for (reg, slot) in regs.iter().zip(ended.iter_mut()) {
+        for ((reg, slot), state) in regs.iter().zip(ended.iter_mut()).zip(states.iter_mut()) {
             if slot.is_some() {
                 continue;
             }
@@ -1122,6 +1253,7 @@ fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
                 .flatten()
                 .map(|r| r.workload_status);
             *slot = Some(wait_code(a.receipt.map(|r| r.status).or(reported)));
+            *state = a.state.name();
         }
         if ended.iter().all(Option::is_some) {
             break;
@@ -1134,10 +1266,13 @@ fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
                     .filter(|(_, e)| e.is_none())
                     .map(|(r, _)| r.id.to_string())
                     .collect();
+                if args.json {
+                    print_json(&wait_doc(&regs, &states, &ended, true))?;
+                }
                 eprintln!(
                     "refine-supervisor: error: {}",
                     CliError::WaitTimeout {
-                        after: humantime::format_duration(limit).to_string(),
+                        after: crate::human::duration(limit),
                         live: live.join(", "),
                     }
                 );
@@ -1145,6 +1280,10 @@ fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
             }
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+    if args.json {
+        print_json(&wait_doc(&regs, &states, &ended, false))?;
+        return Ok(ended.iter().flatten().last().map_or(0, |(c, _)| *c));
     }
     let mut o = out();
     let mut code = 0;

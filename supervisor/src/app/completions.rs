@@ -15,7 +15,8 @@
 //! `tests/tests/completion.rs` loads the scripts into a real bash and fish and asks them.
 //!
 //! # Caveats
-//! Ids and labels are not completed: the scripts are static, and would have to run the binary.
+//! Ids and labels complete in bash only: its script runs the binary (the hidden
+//! `__complete-ids`) for the home and port on the command line; zsh and fish do not yet.
 
 use std::io::{self, Write};
 
@@ -31,10 +32,11 @@ pub(super) fn write(cmd: clap::Command, shell: Shell, out: &mut dyn Write) -> io
     let mut cmd = definition(cmd);
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cmd, BIN, &mut script);
+    let script = unoffered(shell, &String::from_utf8_lossy(&script)).into_bytes();
     match shell {
         Shell::Bash => {
             let script = String::from_utf8_lossy(&script);
-            out.write_all(bash_branch_names(&script).as_bytes())
+            out.write_all(bash_ids(&bash_branch_names(&script)).as_bytes())
         }
         Shell::Fish => {
             out.write_all(&script)?;
@@ -65,6 +67,80 @@ fn definition(mut cmd: clap::Command) -> clap::Command {
         .mut_subcommand("reap", |c| {
             c.mut_arg("checkout", |a| a.value_hint(ValueHint::DirPath))
         })
+}
+
+/// The hidden helper subcommand the bash script calls.
+const HELPER: &str = "__complete-ids";
+
+/// The script without the hidden helper among the subcommands it offers (the generators
+/// list hidden subcommands too).
+fn unoffered(shell: Shell, script: &str) -> String {
+    let mut out = String::with_capacity(script.len());
+    for line in script.lines() {
+        let t = line.trim_start();
+        let offers = match shell {
+            Shell::Fish => t.contains(&format!("-a \"{HELPER}\"")),
+            Shell::Zsh => t.starts_with(&format!("'{HELPER}:")),
+            _ => false,
+        };
+        if offers {
+            continue;
+        }
+        if shell == Shell::Bash && t.starts_with("opts=\"") {
+            out.push_str(&line.replace(&format!(" {HELPER}"), ""));
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The subcommands whose positionals are ids or labels.
+const TAKE_IDS: [&str; 5] = ["show", "stop", "logs", "wait", "receipt"];
+
+/// Asks the binary the user typed (`COMP_WORDS[0]`) for the ids and labels of the home and
+/// port on the command line so far (`--home DIR`, `--port P`; else `REFINE_HOME`).
+const BASH_IDS_FN: &str = r#"
+_refine_supervisor_ids() {
+    [[ ${cur} == -* ]] && return 0
+    local i where=()
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case "${COMP_WORDS[i]}" in
+            --home|--port) where+=("${COMP_WORDS[i]}" "${COMP_WORDS[i+1]}") ;;
+        esac
+    done
+    command "${COMP_WORDS[0]}" "${where[@]}" __complete-ids 2>/dev/null
+}
+"#;
+
+/// The bash branches of [`TAKE_IDS`] offer ids and labels beside the options (when the word
+/// is not an option): their `opts` gain the helper's answer.
+fn bash_ids(script: &str) -> String {
+    let mut out = String::with_capacity(script.len() + 1024);
+    out.push_str(BASH_IDS_FN);
+    let mut in_branch = false;
+    for line in script.lines() {
+        let t = line.trim();
+        if let Some(name) = t.strip_suffix(')') {
+            let sub = name.rsplit("__subcmd__").next().unwrap_or_default();
+            in_branch = name.contains("__subcmd__")
+                && !name.contains("__help__")
+                && TAKE_IDS.contains(&sub);
+        }
+        if in_branch && t.starts_with("opts=\"") && t.ends_with('"') {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            out.push_str(&format!(
+                "{indent}{} $(_refine_supervisor_ids)\"\n",
+                &t[..t.len() - 1]
+            ));
+            in_branch = false;
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// clap-rs/clap#6421: the `case` branches of subcommands, spelt as the command-line walk

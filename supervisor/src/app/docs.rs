@@ -208,6 +208,25 @@ pub(crate) struct DetachedSpawnFailedDoc {
     pub errno: i32,
 }
 
+/// `wait --json`: the scopes in the order given.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct WaitDoc {
+    pub scopes: Vec<WaitScope>,
+    /// `--timeout` passed first (the exit is 124).
+    pub timed_out: bool,
+}
+
+/// One scope of `wait --json`.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct WaitScope {
+    pub id: String,
+    /// `exited` or `unverified` once it ended, `live` when the wait timed out first.
+    pub state: &'static str,
+    /// The code `run` would exit with (128+N for signal N, 127 never started, 255 unknown);
+    /// `null` while live.
+    pub exit_code: Option<i32>,
+}
+
 /// `ps --json`.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct PsDoc {
@@ -461,7 +480,7 @@ pub(crate) enum StopDetail {
     Done {
         killed: usize,
         signalled: usize,
-        timings_ms: StopTimingsDoc,
+        timings_us: StopTimingsDoc,
         receipt: Option<Box<ReceiptDoc>>,
     },
     Failed {
@@ -469,15 +488,15 @@ pub(crate) enum StopDetail {
     },
 }
 
-/// The stop's phases, in milliseconds.
+/// The stop's phases, in whole microseconds.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub(crate) struct StopTimingsDoc {
     /// The grace phase (polite signal and wait, outside the fence); 0 without `--grace`.
-    pub grace: f64,
-    pub fence_wait: f64,
-    pub quiesce: f64,
-    pub kill_to_exit: f64,
-    pub total: f64,
+    pub grace: u64,
+    pub fence_wait: u64,
+    pub quiesce: u64,
+    pub kill_to_exit: u64,
+    pub total: u64,
 }
 
 /// `recover --json`: a `summary` of actions (absent when nothing ran on the port) and, per
@@ -556,9 +575,55 @@ pub(crate) struct GcDoc {
 /// `capacity --json`: the admission figures, as the library returns them.
 pub(crate) type CapacityDoc = capacity::CapacityReport;
 
-/// A document as one compact JSON line (for the service log).
+/// A document as `key=value` fields on one log line (`outcome=stopped killed=2
+/// timings_ms.total=12`): nested keys joined with `.`, nulls and empty lists left out, text
+/// quoted only when it holds a space, `"` or `=`. A log event stays one line of fields that
+/// journald and `grep` read, never an embedded JSON document.
 pub(crate) fn json_line(doc: &impl Serialize) -> String {
-    serde_json::to_string(doc).unwrap_or_else(|e| format!("unserializable document: {e}"))
+    fn walk(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
+        use serde_json::Value;
+        let key = |k: &str| {
+            if prefix.is_empty() {
+                k.to_owned()
+            } else {
+                format!("{prefix}.{k}")
+            }
+        };
+        match v {
+            Value::Null => {}
+            Value::Object(m) => {
+                for (k, v) in m {
+                    walk(&key(k), v, out);
+                }
+            }
+            Value::Array(a) if a.is_empty() => {}
+            Value::Array(a) => {
+                for (i, v) in a.iter().enumerate() {
+                    walk(&key(&i.to_string()), v, out);
+                }
+            }
+            Value::String(t) => {
+                let shown = if t.is_empty()
+                    || t.chars()
+                        .any(|c| c.is_control() || matches!(c, ' ' | '"' | '='))
+                {
+                    format!("{t:?}")
+                } else {
+                    t.clone()
+                };
+                out.push(format!("{prefix}={shown}"));
+            }
+            v => out.push(format!("{prefix}={v}")),
+        }
+    }
+    match serde_json::to_value(doc) {
+        Ok(v) => {
+            let mut fields = Vec::new();
+            walk("", &v, &mut fields);
+            fields.join(" ")
+        }
+        Err(e) => format!("unserializable document: {e}"),
+    }
 }
 
 /// A document as the socket API's `show`/`stop` reply carries it.

@@ -96,7 +96,7 @@ pub enum ServiceError {
     },
     #[error("service sent a malformed response")]
     Decode(#[source] refine_protocol::DecodeError),
-    #[error("service refused ({kind:?}): {message}")]
+    #[error("service refused: {message}")]
     Refused { kind: ErrorKind, message: String },
     #[error("service sent an unexpected reply: {0}")]
     Unexpected(String),
@@ -112,7 +112,7 @@ pub enum ServiceError {
     Launch(#[source] crate::launch::LaunchError),
     #[error("capacity sampling failed: {0}")]
     Capacity(String),
-    #[error("no capacity slot free for an agent ({slots} slots, {live} live, {unverified} unverified); retry later or pass --wait-for-slot DUR")]
+    #[error("no capacity slot free for an agent ({live} live and {unverified} unverified of {slots} slot{}); retry later or pass --wait-for-slot DUR", if *slots == 1 { "" } else { "s" })]
     NoCapacity {
         slots: usize,
         live: usize,

@@ -63,7 +63,8 @@ const PAGES: &[Page] = &[
         exit: &[("0", "Stopped by SIGTERM or SIGINT, every own launch ended with a receipt.")],
         files: &[
             ("run/P/supervisor.sock", "The service socket (mode 0600; peers are checked)."),
-            ("run/P/service.log", "The service's log, filtered by RUST_LOG."),
+            ("standard error", "The service's log by default (the journal's under systemd), one line per event, filtered by RUST_LOG; colour only on a terminal, never with NO_COLOR."),
+            ("--log-file PATH, PATH.1 ... PATH.5", "The log instead, when given (or REFINE_LOG_FILE): mode 0600, rotated past 10 MiB."),
         ],
     },
     Page {
@@ -191,6 +192,8 @@ const COMMON_EXIT: &[(&str, &str)] = &[
 const ENVIRONMENT: &[(&str, &str)] = &[
     ("REFINE_HOME", "The product home, as --home (created if missing). Default: derived from this executable (HOME/bin/refine-supervisor), never the current directory."),
     ("RUST_LOG", "A tracing filter (e.g. debug): a command traces itself on standard error; serve filters its log by it (default info)."),
+    ("NO_COLOR", "When set (non-empty), no colour in any log or trace."),
+    ("REFINE_LOG_FILE", "serve: as --log-file."),
     ("COLUMNS", "The width tables fit (ps) when standard output is not a terminal."),
     ("REFINE_GUARDIAN", "The refine-guardian binary to launch (default: beside this executable)."),
     ("REFINE_OWNER", "Set by the supervisor in every managed workload's environment to its registration id."),

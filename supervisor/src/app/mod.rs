@@ -50,3 +50,10 @@ pub fn one_line(e: &CliError) -> String {
         .join("\n")
 }
 pub use error::{CliError, ServiceError};
+
+/// Whether to write colour codes to `stream`: only on a terminal, and never when `NO_COLOR` is
+/// set to anything non-empty (no-color.org).
+pub fn colour_on(stream: &impl std::os::fd::AsFd) -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_color && rustix::termios::isatty(stream)
+}

@@ -418,7 +418,7 @@ pub fn stop_one(
     match stop::stop(rt, reg, &opts) {
         Ok(report) => {
             let a = flatten(&report.assessment);
-            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
             StopDoc {
                 id: reg.id.to_string(),
                 outcome: StopOutcomeDoc::Stopped(report.outcome),
@@ -427,12 +427,12 @@ pub fn stop_one(
                 detail: StopDetail::Done {
                     killed: report.killed,
                     signalled: report.signalled.len(),
-                    timings_ms: StopTimingsDoc {
-                        grace: ms(report.timings.grace),
-                        fence_wait: ms(report.timings.fence_wait),
-                        quiesce: ms(report.timings.quiesce),
-                        kill_to_exit: ms(report.timings.kill_to_exit),
-                        total: ms(report.timings.total),
+                    timings_us: StopTimingsDoc {
+                        grace: us(report.timings.grace),
+                        fence_wait: us(report.timings.fence_wait),
+                        quiesce: us(report.timings.quiesce),
+                        kill_to_exit: us(report.timings.kill_to_exit),
+                        total: us(report.timings.total),
                     },
                     receipt: a.receipt.as_ref().map(|r| Box::new(ReceiptDoc::of(r))),
                 },

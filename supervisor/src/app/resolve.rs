@@ -120,7 +120,7 @@ fn candidates(rt: &Runtime, ids: &[RegistrationId]) -> String {
         rows.push(match rt.read_registration(id) {
             Ok(reg) => vec![
                 id.to_string(),
-                reg.label.clone(),
+                view::label_or_none(&reg.label).to_owned(),
                 assess(rt, &reg).state.name().to_owned(),
                 view::local_time(reg.started_at_unix_ms),
             ],

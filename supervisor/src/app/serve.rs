@@ -12,7 +12,7 @@
 //! service did not launch (through the one shared stop), settles the open index and samples
 //! capacity — all over the open index only, so a pass costs O(open registrations), not
 //! O(history) (F1) — and, every [`RETENTION_EVERY`], runs housekeeping over the history:
-//! retention and forgetting (R4). Logs go through `tracing` to `run/P/service.log`.
+//! retention and forgetting (R4). Logs go through `tracing` to stderr (or `--log-file`).
 //!
 //! # Shutdown (SPEC W8)
 //! SIGTERM/SIGINT end the service and its own launches, like `docker stop` on each: the service
@@ -314,14 +314,14 @@ async fn stop_async(
     let mut doc = blocking(state.clone(), reg).await;
     if let StopDetail::Done {
         signalled,
-        timings_ms,
+        timings_us,
         ..
     } = &mut doc.detail
     {
-        let ms = waited.as_secs_f64() * 1e3;
+        let us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
         *signalled += sent;
-        timings_ms.grace = ms;
-        timings_ms.total += ms;
+        timings_us.grace = us;
+        timings_us.total = timings_us.total.saturating_add(us);
     }
     if sent > 0 {
         if let StopOutcomeDoc::Stopped(o @ stop::StopOutcome::AlreadyExited) = &mut doc.outcome {
@@ -424,13 +424,13 @@ impl Service {
         grace: Option<(Duration, Signal)>,
     ) -> StopDoc {
         let doc = stop_one(&self.rt, reg, cause, grace);
-        if let StopDetail::Done { timings_ms, .. } = &doc.detail {
+        if let StopDetail::Done { timings_us, .. } = &doc.detail {
             let name = match cause {
                 StopCause::Operator => "operator",
                 StopCause::CompletionDeadline => "completion_deadline",
                 StopCause::IdleDeadline => "idle_deadline",
             };
-            let took = Duration::from_secs_f64(timings_ms.total.max(0.0) / 1e3);
+            let took = Duration::from_micros(timings_us.total);
             self.metrics.stopped(name, took);
         }
         doc
@@ -455,6 +455,8 @@ pub struct ServeConfig {
     pub metrics_addr: Option<SocketAddr>,
     pub shutdown_grace: Duration,
     pub log_format: LogFormat,
+    /// `--log-file`: a size-rotated file instead of stderr.
+    pub log_file: Option<std::path::PathBuf>,
 }
 
 /// Runs the service in the foreground until SIGTERM or SIGINT, then ends its launches (see the
@@ -467,6 +469,7 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         metrics_addr,
         shutdown_grace,
         log_format,
+        log_file,
     } = config;
     let rt = Runtime::open(home, port)?;
     let lock = rt.service_lock_path();
@@ -474,7 +477,7 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         port,
         lock: lock.clone(),
     })?;
-    init_tracing(&rt, log_format)?;
+    init_tracing(log_format, log_file.as_deref())?;
     tracing::info!(port, home = %home.display(), pid = std::process::id(), "service starting");
 
     crate::limits::raise_nofile_ceiling();
@@ -531,25 +534,73 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
     result
 }
 
-/// The service log: `run/P/service.log`, filtered by `RUST_LOG` (default `info`), as text or
-/// JSON lines.
-fn init_tracing(rt: &Runtime, format: LogFormat) -> Result<(), ServiceError> {
-    let path = rt.service_log_path();
-    let file =
-        crate::durable::open_private(std::fs::OpenOptions::new().create(true).append(true), &path)
-            .map_err(io_err("open the service log"))?;
-    // A second init (tests calling serve twice in one process) keeps the first subscriber.
+/// Each rotated log file's size, and how many are kept besides the one written.
+const LOG_FILE_BYTES: usize = 10 * 1024 * 1024;
+const LOG_FILES_KEPT: usize = 5;
+
+/// The service log, filtered by `RUST_LOG` (default `info`), as text or JSON lines: on stderr
+/// (journald's, under the example unit), in colour only on a terminal and never with
+/// `NO_COLOR`; or, with `--log-file PATH`, in `PATH`, rotated by `file-rotate` to `PATH.1` ...
+/// once it passes [`LOG_FILE_BYTES`], mode 0600.
+fn init_tracing(format: LogFormat, log_file: Option<&Path>) -> Result<(), ServiceError> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(Mutex::new(file))
-        .with_ansi(false);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // A second init (tests calling serve twice in one process) keeps the first subscriber.
+    let _ = match (log_file, format) {
+        (None, format) => {
+            let builder = builder
+                .with_writer(std::io::stderr)
+                .with_ansi(super::colour_on(&std::io::stderr()));
+            match format {
+                LogFormat::Text => builder.try_init(),
+                LogFormat::Json => builder.json().try_init(),
+            }
+        }
+        (Some(path), format) => {
+            let writer = Mutex::new(rotating_log(path)?);
+            let builder = builder.with_writer(writer).with_ansi(false);
+            match format {
+                LogFormat::Text => builder.try_init(),
+                LogFormat::Json => builder.json().try_init(),
+            }
+        }
     };
     Ok(())
+}
+
+/// `--log-file PATH`, checked here (made absolute, its directory created 0700, the file opened
+/// 0600) so that the rotation crate, which aborts on a directory it cannot create, never meets
+/// one.
+fn rotating_log(
+    path: &Path,
+) -> Result<file_rotate::FileRotate<file_rotate::suffix::AppendCount>, ServiceError> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let path = std::path::absolute(path).map_err(io_err("resolve the --log-file path"))?;
+    let dir = match path.parent() {
+        Some(d) if path.file_name().is_some() => d.to_owned(),
+        _ => {
+            return Err(ServiceError::Io {
+                op: "open the --log-file (it names no file)",
+                source: io::Error::from(io::ErrorKind::InvalidInput),
+            })
+        }
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(io_err("create the --log-file directory"))?;
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true).create(true).append(true).mode(0o600);
+    open.open(&path).map_err(io_err("open the --log-file"))?;
+    Ok(file_rotate::FileRotate::new(
+        &path,
+        file_rotate::suffix::AppendCount::new(LOG_FILES_KEPT),
+        file_rotate::ContentLimit::BytesSurpassed(LOG_FILE_BYTES),
+        file_rotate::compression::Compression::None,
+        Some(open),
+    ))
 }
 
 /// Binds `path` with mode 0600 from the start (umask), replacing a stale socket file: we hold the

@@ -8,7 +8,7 @@
 //! [`shell_join`] quotes a control character as the shell would type it (`$'\x1b'`).
 //!
 //! Conventions: times are local (`jiff`, the system time zone, looked up only when a time is
-//! printed) with their age; sizes are binary units; durations go through `humantime`.
+//! printed) with their age; sizes and durations through the one [`crate::human`] formatter.
 //!
 //! Tables are the small aligned-column writer below rather than a table crate: the only elastic
 //! column is the last one (a command line), which is cut to the terminal width with `…`. Table
@@ -34,14 +34,14 @@ use crate::retention;
 
 /// Parses a duration: a number with an optional fraction and unit (`0.5`, `1.5s`, `500ms`,
 /// `1.5h`, `7d`; a bare number is seconds, as `sleep 5` and `timeout 0.5` read it), or anything
-/// else `humantime` reads (`1h30m`). At most [`MAX_DURATION`] (SPEC W11): a value the clock
+/// else a compound one `jiff` reads (`1h30m`). At most [`MAX_DURATION`] (SPEC W11): a value the clock
 /// cannot hold is refused here, before it meets a clock.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let d = match decimal_duration(t) {
         Some(d) => d,
-        None => humantime::parse_duration(t).map_err(|e| {
-            format!("{text:?} is not a duration ({e}; examples: 1h30m, 1.5s, 0.5, 500ms, 7d)")
+        None => compound_duration(t).ok_or_else(|| {
+            format!("{text:?} is not a duration (examples: 1h30m, 1.5s, 0.5, 500ms, 7d)")
         })?,
     };
     if d > MAX_DURATION {
@@ -50,6 +50,17 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         ));
     }
     Ok(d)
+}
+
+/// A compound duration as `jiff`'s friendly format reads it (`1h30m`, `1h 30m`, `2 days 4
+/// hours`), days as 24 hours; never negative.
+fn compound_duration(t: &str) -> Option<Duration> {
+    let span: jiff::Span = t.parse().ok()?;
+    // Months and years have no fixed length: refused here (an error, not a guess).
+    let sd = span
+        .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+        .ok()?;
+    Duration::try_from(sd).ok()
 }
 
 /// The longest duration any flag takes.
@@ -149,18 +160,9 @@ fn short_time(unix_ms: u64) -> String {
     }
 }
 
-/// An age at a glance: `45s`, `12m`, `3h 5m`, `2days 4h`.
+/// An age at a glance: `45s`, `12m`, `3h 5m`, `2d 4h` ([`crate::human::age`]).
 pub fn age(d: Duration) -> String {
-    let s = d.as_secs();
-    let rounded = match s {
-        s if s < 120 => s,
-        s if s < 3600 => s / 60 * 60,
-        s if s < 172_800 => s / 60 * 60,
-        s => s / 3600 * 3600,
-    };
-    let text = humantime::format_duration(Duration::from_secs(rounded)).to_string();
-    // Two units are enough to read an age.
-    text.split(' ').take(2).collect::<Vec<_>>().join(" ")
+    crate::human::age(d)
 }
 
 fn age_since(unix_ms: u64) -> String {
@@ -245,7 +247,7 @@ fn status_words(s: &StatusFields) -> Option<String> {
         StatusName::Exited => format!("exit {}", s.exit_code.unwrap_or_default()),
         StatusName::Signaled => {
             let n = s.signal.unwrap_or_default();
-            match signal_name(n) {
+            match crate::signal::name(n) {
                 Some(name) => format!("signal {n} ({name})"),
                 None => format!("signal {n}"),
             }
@@ -255,23 +257,34 @@ fn status_words(s: &StatusFields) -> Option<String> {
     })
 }
 
-fn signal_name(n: i32) -> Option<&'static str> {
-    Some(match n {
-        1 => "HUP",
-        2 => "INT",
-        3 => "QUIT",
-        6 => "ABRT",
-        9 => "KILL",
-        11 => "SEGV",
-        13 => "PIPE",
-        14 => "ALRM",
-        15 => "TERM",
-        _ => return None,
-    })
+/// How many terminal columns `text` takes (a CJK character two, a combining mark none).
+pub fn display_width(text: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(text)
 }
 
-/// Rows as columns aligned on the widest cell, every cell [`escape`]d. With `width`, the last column is cut so that
-/// every line fits (`…` marks the cut).
+/// `text` cut to at most `width` terminal columns, `…` marking the cut.
+pub fn cut_to_width(text: &str, width: usize) -> Cow<'_, str> {
+    if display_width(text) <= width {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if used + w + 1 > width {
+            break;
+        }
+        used += w;
+        out.push(c);
+    }
+    if width > 0 {
+        out.push('…');
+    }
+    Cow::Owned(out)
+}
+
+/// Rows as columns aligned on the widest cell (in terminal columns), every cell [`escape`]d.
+/// With `width`, the last column is cut so that every line fits (`…` marks the cut).
 pub fn table_lines(rows: &[Vec<String>], width: Option<usize>) -> Vec<String> {
     let escaped: Vec<Vec<Cow<'_, str>>> = rows
         .iter()
@@ -282,28 +295,22 @@ pub fn table_lines(rows: &[Vec<String>], width: Option<usize>) -> Vec<String> {
     let mut widest = vec![0usize; cols];
     for r in rows {
         for (i, c) in r.iter().enumerate() {
-            widest[i] = widest[i].max(c.chars().count());
+            widest[i] = widest[i].max(display_width(c));
         }
     }
     rows.iter()
         .map(|r| {
             let mut line = String::new();
             for (i, c) in r.iter().enumerate() {
-                if i + 1 == r.len() {
-                    line.push_str(c);
-                } else {
-                    line.push_str(c);
-                    line.extend(std::iter::repeat_n(' ', widest[i] - c.chars().count() + 2));
+                line.push_str(c);
+                if i + 1 < r.len() {
+                    line.extend(std::iter::repeat_n(' ', widest[i] - display_width(c) + 2));
                 }
             }
-            let line = line.trim_end().to_owned();
+            let line = line.trim_end();
             match width {
-                Some(w) if line.chars().count() > w && w > 1 => {
-                    let mut cut: String = line.chars().take(w - 1).collect();
-                    cut.push('…');
-                    cut
-                }
-                _ => line,
+                Some(w) if w > 1 => cut_to_width(line, w).into_owned(),
+                _ => line.to_owned(),
             }
         })
         .collect()
@@ -334,21 +341,41 @@ fn write_lines(o: &mut impl Write, lines: &[String]) -> io::Result<()> {
 // ---------------------------------------------------------------------------------------------
 // ps.
 
-/// The workload's status and the outcome when it is not a plain completion.
+/// The word for a registration without a label, everywhere a label is shown.
+pub const NO_LABEL: &str = "(none)";
+
+/// A label as the views show it.
+pub fn label_or_none(label: &str) -> &str {
+    if label.is_empty() {
+        NO_LABEL
+    } else {
+        label
+    }
+}
+
+/// The workload's status, short (podman style): `running`, `exit 0`, `signal 9`, or, when the
+/// launch did not simply complete, its outcome (`stopped`, `timed out`, `spawn failed`);
+/// `show` has both.
 fn ps_status(r: &ScopeView) -> String {
-    let status = match (r.status.as_deref(), r.exit_code, r.signal) {
+    match r.outcome.as_deref() {
+        None | Some("completed") => {}
+        Some(o) => return o.replace('_', " "),
+    }
+    match (r.status.as_deref(), r.exit_code, r.signal) {
         (_, Some(c), _) => format!("exit {c}"),
         (_, _, Some(s)) => format!("signal {s}"),
         (Some(s), _, _) => s.replace('_', " "),
         (None, _, _) => if r.state == "live" { "running" } else { "-" }.to_owned(),
-    };
-    match r.outcome.as_deref() {
-        None | Some("completed") => status,
-        Some(o) => format!("{status}, {}", o.replace('_', " ")),
     }
 }
 
-/// The state, with the stall watch's open incidents (`live (stalled)`).
+/// Whether a live scope's workload has ended and only what it left behind holds the scope.
+fn is_residue(r: &ScopeView) -> bool {
+    r.state == "live" && (r.status.is_some() || r.exit_code.is_some() || r.signal.is_some())
+}
+
+/// The state: `residue` for a live scope whose workload has ended (a descendant still holds
+/// it), with the stall watch's open incidents (`live (stalled)`).
 fn ps_state(r: &ScopeView) -> String {
     let open: Vec<&str> = [
         ("stalled", r.stalled.is_some()),
@@ -357,12 +384,16 @@ fn ps_state(r: &ScopeView) -> String {
     .into_iter()
     .filter_map(|(name, open)| open.then_some(name))
     .collect();
+    let state = if is_residue(r) { "residue" } else { &r.state };
     if open.is_empty() {
-        r.state.clone()
+        state.to_owned()
     } else {
-        format!("{} ({})", r.state, open.join(", "))
+        format!("{state} ({})", open.join(", "))
     }
 }
+
+/// The fewest columns the command keeps before the label is cut too.
+const MIN_COMMAND: usize = 8;
 
 /// The `ps` table: newest first (the rows' order), the command last and cut to `width`.
 pub fn ps_table(
@@ -393,13 +424,28 @@ pub fn ps_table(
             } else {
                 age(Duration::from_secs(r.age_secs))
             },
-            if r.label.is_empty() {
-                "-".into()
-            } else {
-                r.label.clone()
-            },
+            escape(label_or_none(&r.label)).into_owned(),
             shell_join(&r.argv),
         ]);
+    }
+    // Only the command is cut to fit; when even the fixed columns leave it fewer than
+    // MIN_COMMAND columns, the labels are cut as well (a label is free text of any length).
+    if let Some(w) = width {
+        let widest = |i: usize| {
+            table
+                .iter()
+                .map(|r| display_width(&escape(&r[i])) + 2)
+                .max()
+                .unwrap_or(0)
+        };
+        const LABEL: usize = 6;
+        let fixed: usize = (0..LABEL).map(widest).sum();
+        let room = w
+            .saturating_sub(fixed + MIN_COMMAND + 2)
+            .max(NO_LABEL.len());
+        for r in table.iter_mut().skip(1) {
+            r[LABEL] = cut_to_width(&r[LABEL], room).into_owned();
+        }
     }
     write_lines(o, &table_lines(&table, width))
 }
@@ -415,11 +461,7 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         State::Exited => "○",
         State::Unverified | State::Corrupt => "×",
     };
-    let label = if rec.label.is_empty() {
-        "(no label)"
-    } else {
-        &rec.label
-    };
+    let label = label_or_none(&rec.label);
     writeln!(o, "{dot} {}  {}  ({})", doc.id, escape(label), rec.kind)?;
 
     let mut lines: Vec<(&str, String)> = Vec::new();
@@ -685,7 +727,7 @@ fn stop_line_raw(doc: &StopDoc) -> String {
     match &doc.detail {
         StopDetail::Done {
             killed,
-            timings_ms,
+            timings_us,
             receipt,
             ..
         } => {
@@ -701,20 +743,22 @@ fn stop_line_raw(doc: &StopDoc) -> String {
                 ),
             };
             format!(
-                "{}: {} ({killed} killed, {:.0} ms); {proof}",
+                "{}: {} ({killed} killed in {}); {proof}",
                 doc.id,
                 serde_json::to_value(doc.outcome)
                     .ok()
                     .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
                     .unwrap_or_default(),
-                timings_ms.total,
+                crate::human::duration(Duration::from_micros(timings_us.total)),
             )
         }
         StopDetail::Failed { error } => format!("{}: stop failed: {error}", doc.id),
     }
 }
 
-fn name_of(v: &impl serde::Serialize) -> String {
+/// A closed enum's JSON name in words (`already_exited` → `already exited`), for the human
+/// views: never a Rust type name.
+pub(crate) fn name_of(v: &impl serde::Serialize) -> String {
     serde_json::to_value(v)
         .ok()
         .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
@@ -873,7 +917,7 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
             "forgot"
         },
         report.forget.forgotten + report.forget.resumed + would,
-        age(Duration::from_secs(report.forget.forget_after_secs)),
+        crate::human::duration(Duration::from_secs(report.forget.forget_after_secs)),
         report.forget.young,
     )?;
     let strays = report.strays.len() - strays_kept;
@@ -908,6 +952,12 @@ mod tests {
         assert_eq!(d("2.5d"), Ok(Duration::from_secs(216_000)));
         assert_eq!(d("1.000000001"), Ok(Duration::new(1, 1)));
         assert_eq!(d("3650d"), Ok(MAX_DURATION));
+        assert_eq!(d("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(
+            d("2 days 4 hours"),
+            Ok(Duration::from_secs(2 * 86_400 + 4 * 3600))
+        );
+        assert_eq!(d("1m30s"), Ok(Duration::from_secs(90)));
         for bad in [
             "",
             "s",
@@ -977,7 +1027,9 @@ mod tests {
             vec!["x".to_owned(), "a very long command line indeed".to_owned()],
         ];
         for l in table_lines(&rows, Some(12)) {
-            assert!(l.chars().count() <= 12, "{l}");
+            assert!(display_width(&l) <= 12, "{l}");
         }
+        assert_eq!(cut_to_width("ビルド", 5), "ビル…");
+        assert_eq!(display_width("ビルド"), 6);
     }
 }

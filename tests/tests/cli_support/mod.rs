@@ -42,10 +42,12 @@ impl Home {
             .expect("the stop fence")
     }
 
-    /// `refine-supervisor --home H --port P ARGS...`, not yet started.
+    /// `refine-supervisor --home H --port P ARGS...`, not yet started. A `serve` logs to
+    /// `run/P/service.log` (`REFINE_LOG_FILE`, as `--log-file`), where the tests read it.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(bin("refine-supervisor"));
-        c.arg("--home")
+        c.env("REFINE_LOG_FILE", self.run_dir().join("service.log"))
+            .arg("--home")
             .arg(self.path())
             .arg("--port")
             .arg(self.port.to_string())
