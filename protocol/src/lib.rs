@@ -35,6 +35,6 @@ pub use frame::{Frame, Hello, LaunchParams, LaunchSpec, Rlimit};
 pub use ids::{BootId, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId};
 pub use receipt::{is_unwritten, Receipt, ScopeEnd, TreeUsage, WorkloadStatus};
 pub use record::{
-    CaptureReceipt, Kind, LaunchResultRecord, Limits, Registration, ScopePolicy, StopCause,
-    StopRequest, StreamEnd, StreamReceipt,
+    CaptureReceipt, Kind, LaunchResultRecord, Limits, Registration, ScopeCgroup, ScopePolicy,
+    StopCause, StopRequest, StreamEnd, StreamReceipt,
 };

@@ -136,6 +136,7 @@ impl Launch {
                 }
             }),
             signal_state: None,
+            cgroup: None,
         };
         let mut buf = vec![0u8; MAX_FRAME];
         let len = encode_launch(&params, &mut buf).expect("encode launch");
