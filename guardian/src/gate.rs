@@ -330,10 +330,10 @@ pub fn fork_gated(
 }
 
 /// F4: the fork, straight into the launch's cgroup where it asks for one. Where the kernel
-/// refuses that clone3 (too old, a v1 directory, no permission for the delegated subtree: EACCES,
-/// EPERM; a cgroup with domain controllers and processes: EBUSY) or the directory cannot be
-/// opened, a plain fork
-/// instead, and the refusal is reported: the scope then works through `/proc` as without one.
+/// refuses that clone3 (too old: ENOSYS, E2BIG, EINVAL; not a cgroup v2 directory: EBADF; no
+/// permission for the delegated subtree: EACCES, EPERM; a cgroup with domain controllers and
+/// processes: EBUSY; EOPNOTSUPP) or the directory cannot be opened, a plain fork instead, and
+/// the refusal is reported: the scope then works through `/proc` as without one.
 fn fork_placed(spec: &LaunchSpec<'static>) -> (Result<Fork, sys::Errno>, Placement) {
     let Some(path) = spec.cgroup else {
         return (sys::fork(), Placement::NotAsked);
@@ -351,7 +351,8 @@ fn fork_placed(spec: &LaunchSpec<'static>) -> (Result<Fork, sys::Errno>, Placeme
                 | libc::EOPNOTSUPP
                 | libc::EACCES
                 | libc::EPERM
-                | libc::EBUSY,
+                | libc::EBUSY
+                | libc::EBADF,
             ),
         ) => (sys::fork(), Placement::Refused { errno: e.0 }),
         other => (other, Placement::Cgroup),

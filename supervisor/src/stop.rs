@@ -483,20 +483,27 @@ fn run(
         killed,
         timings,
     };
-    // F4: a scope in a cgroup of its own is frozen, read and killed by the kernel.
+    // F4: a scope in a cgroup of its own is frozen, read and killed by the kernel. A member
+    // that left the cgroup (a root workload can move itself) keeps the guardian alive: when no
+    // proof comes within half the budget, the `/proc` path below finds and kills the rest.
     if let (Some(g), Some(dir)) = (&guardian, scope_cgroup(reg)) {
         let mut refused = Vec::new();
-        if let Some((killed, kill_at)) = stop_cgroup(
-            &dir,
-            g,
-            deadline,
-            &mut signalled,
-            &mut timings,
-            &mut refused,
-        )? {
-            return attempt(signalled, killed, timings)
-                .prove(g, Some(kill_at))
-                .map_err(|e| with_refused(e, refused));
+        let half = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;
+        if let Some((killed, kill_at)) =
+            stop_cgroup(&dir, g, half, &mut signalled, &mut timings, &mut refused)?
+        {
+            let proved = StopAttempt {
+                deadline: half,
+                ..attempt(signalled, killed, timings)
+            }
+            .prove(g, Some(kill_at));
+            match proved {
+                Err(StopError::ProofTimeout { signalled: s, .. }) if refused.is_empty() => {
+                    tracing::warn!(id = %reg.id, "no proof after cgroup.kill; stopping the rest through /proc");
+                    signalled = s;
+                }
+                other => return other.map_err(|e| with_refused(e, refused)),
+            }
         }
     }
     let t = Instant::now();

@@ -543,8 +543,8 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// A fork straight into the cgroup `dir` refers to: `clone3` with `CLONE_INTO_CGROUP` and
 /// `SIGCHLD` as the exit signal, no new stack (the child runs on a copy of this one, as after
 /// `fork`). The child is a member of that cgroup from its first instruction: nothing it starts
-/// can escape it. `ENOSYS` (kernel < 5.3), `E2BIG`/`EINVAL` (< 5.7, or a cgroup v1 directory)
-/// and `EOPNOTSUPP` come back unchanged for the caller to fall back on [`fork`].
+/// can escape it. `ENOSYS` (kernel < 5.3), `E2BIG`/`EINVAL` (< 5.7), `EBADF` (not a cgroup v2
+/// directory) and the rest come back unchanged for the caller to fall back on [`fork`].
 #[doc(alias = "CLONE_INTO_CGROUP")]
 pub fn fork_into_cgroup(dir: &OwnedFd) -> Result<Fork, Errno> {
     let args = CloneArgs {
