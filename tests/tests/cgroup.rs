@@ -249,6 +249,10 @@ fn run_forks_into_a_cgroup_removes_it_after_the_receipt_and_without_it_stays_in_
         !base.join(id).exists(),
         "the scope's cgroup was not removed"
     );
+    // `show` reports it; the result's CPU times came from its cpu.stat before it went.
+    let doc = home.json(&["show", "--json", id]);
+    assert_eq!(doc["record"]["cgroup"]["forked_into"], true, "{doc}");
+    assert!(doc["result"]["usage"].is_object(), "{doc}");
     // Negative control: with the cgroup path off, the workload stays in the launcher's cgroup.
     let mut off = home.command(&["run", "--", "sh", "-c", script]);
     off.env("REFINE_CGROUP", "off");
