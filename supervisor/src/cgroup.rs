@@ -255,7 +255,9 @@ fn wait_value(events: &std::fs::File, key: &str, want: u64, until: Instant) -> i
             return Ok(false);
         }
         // A change between the read and the poll is not lost: kernfs reports it on the next poll.
-        let left = left.min(Duration::from_millis(100));
+        // The kernel sends cgroup.events notifications at most every 10 ms (its rate limit), so
+        // the file is also re-read every millisecond.
+        let left = left.min(Duration::from_millis(1));
         let mut fds = [PollFd::new(events, PollFlags::PRI)];
         let ts = Timespec {
             tv_sec: left.as_secs() as i64,
