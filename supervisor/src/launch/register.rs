@@ -156,7 +156,12 @@ pub fn launch_registered(
         }
     };
     registration.started_at_unix_ms = crate::deadline::unix_ms();
-    registration.hello = *link.hello();
+    // The placement is recorded in `registration.cgroup` (the record's hello does not carry
+    // it): the record in memory is the one on disk.
+    registration.hello = Hello {
+        cgroup: Placement::NotAsked,
+        ..*link.hello()
+    };
     registration.cgroup = cgroup.map(|dir| {
         let refused_errno = match link.hello().cgroup {
             Placement::Cgroup => None,
