@@ -58,7 +58,7 @@
 
 use core::ffi::{c_char, CStr};
 
-use refine_protocol::frame::{SpawnStep, FLAG_NEW_SESSION, FLAG_PTY, MAX_GROUPS};
+use refine_protocol::frame::{Placement, SpawnStep, FLAG_NEW_SESSION, FLAG_PTY, MAX_GROUPS};
 use refine_protocol::LaunchSpec;
 
 use crate::channel::{Channel, Control};
@@ -148,6 +148,8 @@ pub struct Workload {
     pub pid: Pid,
     /// `None` once the workload is reaped: it is never signalled after that.
     pub pidfd: Option<OwnedFd>,
+    /// Where it was forked (F4).
+    pub placement: Placement,
     pub start_time: u64,
     pub pgid: u32,
     pub sid: u32,
@@ -276,7 +278,8 @@ pub fn fork_gated(
 ) -> Result<Workload, Error> {
     let (gate_r, gate_w) = sys::pipe().map_err(Error::Pipe)?;
     let (report_r, report_w) = sys::pipe().map_err(Error::Pipe)?;
-    match sys::fork().map_err(Error::Fork)? {
+    let (forked, placement) = fork_placed(spec);
+    match forked.map_err(Error::Fork)? {
         Fork::Child => {
             drop(gate_w);
             drop(report_r);
@@ -291,6 +294,7 @@ pub fn fork_gated(
             let mut w = Workload {
                 pid,
                 pidfd: sys::pidfd_open(pid).ok(),
+                placement,
                 start_time: 0,
                 pgid: 0,
                 sid: 0,
@@ -323,6 +327,36 @@ pub fn fork_gated(
             }
             Ok(w)
         }
+    }
+}
+
+/// F4: the fork, straight into the launch's cgroup where it asks for one. Where the kernel
+/// refuses that clone3 (too old: ENOSYS, E2BIG, EINVAL; not a cgroup v2 directory: EBADF; no
+/// permission for the delegated subtree: EACCES, EPERM; a cgroup with domain controllers and
+/// processes: EBUSY; EOPNOTSUPP) or the directory cannot be opened, a plain fork instead, and
+/// the refusal is reported: the scope then works through `/proc` as without one.
+fn fork_placed(spec: &LaunchSpec<'static>) -> (Result<Fork, sys::Errno>, Placement) {
+    let Some(path) = spec.cgroup else {
+        return (sys::fork(), Placement::NotAsked);
+    };
+    let dir = match sys::open_dir(path) {
+        Ok(dir) => dir,
+        Err(e) => return (sys::fork(), Placement::Refused { errno: e.0 }),
+    };
+    match sys::fork_into_cgroup(&dir) {
+        Err(
+            e @ sys::Errno(
+                libc::ENOSYS
+                | libc::EINVAL
+                | libc::E2BIG
+                | libc::EOPNOTSUPP
+                | libc::EACCES
+                | libc::EPERM
+                | libc::EBUSY
+                | libc::EBADF,
+            ),
+        ) => (sys::fork(), Placement::Refused { errno: e.0 }),
+        other => (other, Placement::Cgroup),
     }
 }
 

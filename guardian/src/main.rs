@@ -95,6 +95,7 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
             workload_pgid: workload.pgid,
             workload_sid: workload.sid,
             proof: proof.identity,
+            cgroup: workload.placement,
         }));
         workload.await_start(chan, &signals, spec.start_timeout_ms)
     } else {
@@ -164,6 +165,11 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     // X5: retried until it lands (the scope stays live meanwhile).
     proof.write(&receipt);
     chan.send(&Frame::ScopeExited(receipt));
+    // F4: the launcher reads the empty cgroup's accounting and removes it; without a launcher
+    // (G7) nobody would, so the guardian does. Best effort: a cgroup that is not empty stays.
+    if let (Some(path), false) = (spec.cgroup, chan.is_open()) {
+        let _ = sys::rmdir(path);
+    }
     Ok(())
 }
 

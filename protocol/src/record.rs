@@ -42,8 +42,8 @@ pub const RESULT_MAGIC: [u8; 8] = *b"RFNRSLT\0";
 pub const STALL_MAGIC: [u8; 8] = *b"RFNSTAL\0";
 pub const RECORD_VERSION: u16 = 1;
 /// The registration record's version: 2 adds [`Registration::argv_bytes`] and
-/// [`Limits::kill_after_ms`].
-pub const REGISTRATION_VERSION: u16 = 2;
+/// [`Limits::kill_after_ms`]; 3 appends [`Registration::cgroup`].
+pub const REGISTRATION_VERSION: u16 = 3;
 /// The launch result's version: 2 adds [`LaunchResultRecord::stop_failure`] and
 /// [`LaunchResultRecord::usage`].
 pub const RESULT_VERSION: u16 = 3;
@@ -136,6 +136,27 @@ pub struct Registration {
     /// The command's exact bytes, only when an argument is not UTF-8 (W6): `argv` then holds
     /// its text with U+FFFD for what is not UTF-8, for views. `None` in version 1 records.
     pub argv_bytes: Option<Vec<Vec<u8>>>,
+    /// The cgroup v2 directory made for the scope (F4), and whether the guardian forked the
+    /// workload into it. `None` in version 1 and 2 records, and where no cgroup was made.
+    pub cgroup: Option<ScopeCgroup>,
+}
+
+/// A scope's own cgroup (F4): the directory the supervisor made for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopeCgroup {
+    /// The absolute path of the cgroup directory (`<mount>/<root>/refine/<id>`).
+    pub path: String,
+    /// `None`: the workload was forked into it (`clone3(CLONE_INTO_CGROUP)`), so its tree is
+    /// exactly the cgroup's. `Some(errno)`: the kernel refused that, the workload runs in the
+    /// guardian's cgroup, and the stop uses `/proc` (the directory is removed at once).
+    pub refused_errno: Option<i32>,
+}
+
+impl ScopeCgroup {
+    /// Whether the workload's tree is this cgroup's membership.
+    pub fn holds_scope(&self) -> bool {
+        self.refused_errno.is_none()
+    }
 }
 
 impl Registration {
@@ -358,14 +379,25 @@ impl Registration {
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         encode_versioned(REGISTRATION_MAGIC, REGISTRATION_VERSION, self)
     }
-    /// Decodes version 2, and version 1 (no `argv_bytes`, no `kill_after_ms`).
+    /// Decodes version 3, version 2 (no `cgroup`) and version 1 (no `argv_bytes`, no
+    /// `kill_after_ms`, no `cgroup`).
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         let (version, payload) = open_versions(REGISTRATION_MAGIC, REGISTRATION_VERSION, buf)?;
-        if version == 1 {
-            let v1: v1::Registration = decode_payload(payload, "registration record")?;
-            return Ok(v1.into());
+        match version {
+            1 => {
+                let v1: v1::Registration = decode_payload(payload, "registration record")?;
+                Ok(v1.into())
+            }
+            // Version 3 only appends an `Option`: a version 2 payload is version 3's with the
+            // absent option's one zero byte missing.
+            2 => {
+                let mut v3 = Vec::with_capacity(payload.len() + 1);
+                v3.extend_from_slice(payload);
+                v3.push(0);
+                decode_payload(&v3, "registration record")
+            }
+            _ => decode_payload(payload, "registration record"),
         }
-        decode_payload(payload, "registration record")
     }
 }
 
@@ -487,6 +519,7 @@ mod v1 {
                 hello: r.hello,
                 proof_path: r.proof_path,
                 argv_bytes: None,
+                cgroup: None,
             }
         }
     }

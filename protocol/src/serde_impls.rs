@@ -109,6 +109,9 @@ mod mirror {
         pub workload_pgid: u32,
         pub workload_sid: u32,
         pub proof: crate::ProofIdentity,
+        /// Frame only: the registration records the placement in its own `cgroup` field.
+        #[serde(skip)]
+        pub cgroup: crate::frame::Placement,
     }
 }
 

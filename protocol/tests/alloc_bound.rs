@@ -71,6 +71,7 @@ fn hello() -> Hello {
         workload_pgid: 11,
         workload_sid: 11,
         proof: ProofIdentity { dev: 1, ino: 2 },
+        cgroup: Default::default(),
     }
 }
 
@@ -104,6 +105,7 @@ fn registration() -> Registration {
         hello: hello(),
         proof_path: "p".into(),
         argv_bytes: Some(vec![b"a".to_vec(), b"b".to_vec()]),
+        cgroup: None,
     }
 }
 

@@ -27,6 +27,7 @@ fn hello() -> Hello {
         workload_pgid: 11,
         workload_sid: 11,
         proof: ProofIdentity { dev: 1, ino: 2 },
+        cgroup: Default::default(),
     }
 }
 
@@ -80,6 +81,7 @@ fn launch_bytes() -> Vec<u8> {
         rlimits: &limits,
         credentials: None,
         signal_state: None,
+        cgroup: None,
     };
     // Sized exactly: launch_len is what encode_launch writes, and one byte less does not fit.
     let mut buf = vec![0u8; launch_len(&params)];
@@ -240,6 +242,7 @@ fn launch_rejects_strings_without_nul_and_bad_fields() {
             rlimits: &[],
             credentials: None,
             signal_state: None,
+            cgroup: None,
         },
         &mut buf,
     );
@@ -261,6 +264,7 @@ fn launch_rejects_strings_without_nul_and_bad_fields() {
             rlimits: &[],
             credentials: None,
             signal_state: None,
+            cgroup: None,
         },
         &mut buf,
     );
@@ -293,6 +297,7 @@ fn registration() -> Registration {
         started_at_unix_ms: 1_700_000_000_000,
         hello: hello(),
         proof_path: "/run/1/proofs/x".into(),
+        cgroup: None,
     }
 }
 
@@ -411,7 +416,7 @@ fn records_round_trip_and_reject_damage() {
         Err(DecodeError::Truncated { .. })
     ));
     let mut v = bytes.clone();
-    v[8] = 3;
+    v[8] = 4;
     assert!(matches!(
         Registration::decode(&v),
         Err(DecodeError::UnsupportedVersion { .. })
@@ -569,6 +574,7 @@ fn launch_encoder_enforces_the_decoders_domain() {
             rlimits: &[],
             credentials: None,
             signal_state: None,
+            cgroup: None,
         }
     }
     let mut out = vec![0u8; MAX_FRAME];
@@ -621,6 +627,7 @@ fn launch_without_a_parent_death_signal() {
         rlimits: &[],
         credentials: None,
         signal_state: None,
+        cgroup: None,
     };
     let mut out = vec![0u8; MAX_FRAME];
     let n = encode_launch(&p(None), &mut out).unwrap();
@@ -743,12 +750,38 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
     envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
     assert_eq!(Registration::decode(&v1).unwrap(), plain);
 
-    // Negative control: a version past 2 is refused, not guessed.
-    let mut v3 = v2.clone();
-    v3[8] = 3;
+    // A version 2 record (no `cgroup`: version 3's payload without the absent option's zero
+    // byte) decodes with it absent.
+    assert_eq!(
+        v2.last(),
+        Some(&0),
+        "an absent cgroup is one zero byte at the end"
+    );
+    let payload2 = &v2[header..v2.len() - 1];
+    let mut old2 = vec![0u8; header + payload2.len()];
+    let mut w = Writer::new(&mut old2);
+    envelope_start(&mut w, &REGISTRATION_MAGIC, 2, 0).unwrap();
+    w.bytes(payload2).unwrap();
+    envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
+    assert_eq!(Registration::decode(&old2).unwrap(), plain);
+
+    // Version 3 keeps the scope's cgroup (F4).
+    let mut with_cgroup = plain.clone();
+    with_cgroup.cgroup = Some(refine_protocol::ScopeCgroup {
+        path: "/sys/fs/cgroup/refine/x".into(),
+        refused_errno: Some(38),
+    });
+    assert_eq!(
+        Registration::decode(&with_cgroup.encode().unwrap()).unwrap(),
+        with_cgroup
+    );
+
+    // Negative control: a version past 3 is refused, not guessed.
+    let mut v4 = v2.clone();
+    v4[8] = 4;
     assert!(matches!(
-        Registration::decode(&v3),
-        Err(DecodeError::UnsupportedVersion { got: 3, .. })
+        Registration::decode(&v4),
+        Err(DecodeError::UnsupportedVersion { got: 4, .. })
     ));
 }
 
@@ -773,6 +806,7 @@ fn launch_credentials_round_trip_and_limits() {
         rlimits: &[],
         credentials,
         signal_state: None,
+        cgroup: None,
     };
     let encode = |p: &LaunchParams<'_>| {
         let mut buf = vec![0u8; launch_len(p)];
@@ -878,6 +912,7 @@ fn launch_signal_state_round_trips_and_refuses_unblockable_signals() {
         rlimits: &[],
         credentials: None,
         signal_state,
+        cgroup: None,
     };
     let mut out = vec![0u8; MAX_FRAME];
     let st = SignalState {

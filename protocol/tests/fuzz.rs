@@ -177,6 +177,7 @@ fn reencode_launch(spec: &LaunchSpec<'_>, out: &mut [u8]) -> Result<usize, Encod
                 groups: &groups,
             }),
             signal_state: spec.signal_state,
+            cgroup: spec.cgroup.map(CStr::to_bytes),
         },
         out,
     )
@@ -210,6 +211,7 @@ fn hello() -> Hello {
         workload_pgid: 11,
         workload_sid: 11,
         proof: ProofIdentity { dev: 1, ino: 2 },
+        cgroup: Default::default(),
     }
 }
 
@@ -285,6 +287,8 @@ fn frame_seeds() -> Vec<Vec<u8>> {
                 ignored: 1 << 0,
                 blocked: 1 << 9,
             }),
+            // F4: one seed forks into a cgroup of its own.
+            cgroup: (flags == FLAG_PTY).then_some(&b"/sys/fs/cgroup/refine/0101"[..]),
         };
         let mut buf = vec![0u8; MAX_FRAME];
         let n = encode_launch(&p, &mut buf).unwrap();
@@ -293,6 +297,14 @@ fn frame_seeds() -> Vec<Vec<u8>> {
     }
     for frame in [
         Frame::Hello(hello()),
+        Frame::Hello(Hello {
+            cgroup: refine_protocol::frame::Placement::Cgroup,
+            ..hello()
+        }),
+        Frame::Hello(Hello {
+            cgroup: refine_protocol::frame::Placement::Refused { errno: 38 },
+            ..hello()
+        }),
         Frame::Start,
         Frame::Abort,
         Frame::Started,
@@ -378,6 +390,7 @@ fn registration() -> Registration {
         started_at_unix_ms: 1_700_000_000_000,
         hello: hello(),
         proof_path: "/run/1/proofs/x".into(),
+        cgroup: None,
     }
 }
 

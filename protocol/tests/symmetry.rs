@@ -9,8 +9,9 @@
 
 use refine_protocol::codec::{envelope_seal, envelope_start, Writer};
 use refine_protocol::frame::{
-    encode_launch, Credentials, FLAG_CREDENTIALS, FLAG_NEW_SESSION, FLAG_NO_PDEATH_SIGNAL,
-    FLAG_PTY, FRAME_MAGIC, MAX_ARGS, MAX_FRAME, MAX_GROUPS, MAX_RLIMITS, MAX_START_TIMEOUT_MS,
+    encode_launch, Credentials, FLAG_CGROUP, FLAG_CREDENTIALS, FLAG_NEW_SESSION,
+    FLAG_NO_PDEATH_SIGNAL, FLAG_PTY, FRAME_MAGIC, MAX_ARGS, MAX_FRAME, MAX_GROUPS, MAX_RLIMITS,
+    MAX_START_TIMEOUT_MS,
 };
 use refine_protocol::receipt::{RECEIPT_LEN, RECEIPT_MAGIC};
 use refine_protocol::{
@@ -82,7 +83,8 @@ fn raw_launch(p: &LaunchParams<'_>) -> Vec<u8> {
         None => (FLAG_NO_PDEATH_SIGNAL, 0),
         Some(s) => (0, s),
     };
-    let flags = (p.flags & !FLAG_CREDENTIALS) | cred | pdeath_flag;
+    let cgroup = if p.cgroup.is_some() { FLAG_CGROUP } else { 0 };
+    let flags = (p.flags & !(FLAG_CREDENTIALS | FLAG_CGROUP)) | cred | cgroup | pdeath_flag;
     for v in [flags, signal, p.start_timeout_ms, p.stdio_fds] {
         o.extend_from_slice(&v.to_le_bytes());
     }
@@ -110,6 +112,9 @@ fn raw_launch(p: &LaunchParams<'_>) -> Vec<u8> {
             o.extend_from_slice(&g.to_le_bytes());
         }
     }
+    if let Some(c) = p.cgroup {
+        raw_str(&mut o, c);
+    }
     raw_frame(1, &o)
 }
 
@@ -133,8 +138,11 @@ fn params_of(f: &Frame<'_>) -> String {
             s.argv.iter().map(bytes).collect::<Vec<_>>(),
             s.env.iter().map(bytes).collect::<Vec<_>>(),
             s.rlimits.iter().collect::<Vec<_>>(),
-            s.credentials
-                .map(|c| (c.uid, c.gid, c.groups.iter().collect::<Vec<_>>())),
+            (
+                s.credentials
+                    .map(|c| (c.uid, c.gid, c.groups.iter().collect::<Vec<_>>())),
+                s.cgroup.map(bytes),
+            ),
         )
     )
 }
@@ -143,12 +151,13 @@ fn params_text(p: &LaunchParams<'_>) -> String {
     format!(
         "{:?}",
         (
-            p.flags & !FLAG_CREDENTIALS
+            p.flags & !(FLAG_CREDENTIALS | FLAG_CGROUP)
                 | if p.credentials.is_some() {
                     FLAG_CREDENTIALS
                 } else {
                     0
-                },
+                }
+                | if p.cgroup.is_some() { FLAG_CGROUP } else { 0 },
             p.pdeath_signal,
             p.start_timeout_ms,
             p.stdio_fds,
@@ -159,7 +168,10 @@ fn params_text(p: &LaunchParams<'_>) -> String {
             p.argv.iter().map(|a| a.to_vec()).collect::<Vec<_>>(),
             p.env.iter().map(|a| a.to_vec()).collect::<Vec<_>>(),
             p.rlimits.to_vec(),
-            p.credentials.map(|c| (c.uid, c.gid, c.groups.to_vec())),
+            (
+                p.credentials.map(|c| (c.uid, c.gid, c.groups.to_vec())),
+                p.cgroup.map(|c| c.to_vec()),
+            ),
         )
     )
 }
@@ -209,6 +221,7 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
             ]),
             // The hand-written reference (`raw_launch`) writes no signal state.
             signal_state: None,
+            cgroup: rng.pick(&[None, Some(&b"/sys/fs/cgroup/refine/0101"[..])]),
         };
         // At most one field at or past its limit.
         let bad_args: [&[u8]; 2] = [b"/bin/true", b"a\0b"];
@@ -223,8 +236,8 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
             6 => p.pdeath_signal = Some(rng.pick(&[0, 65, u32::MAX])),
             7 => p.start_timeout_ms = rng.pick(&[0, MAX_START_TIMEOUT_MS + 1, u32::MAX]),
             8 => p.stdio_fds = rng.pick(&[1, 2, 4, u32::MAX]),
-            // (bit 4 is the signal state, W10: the lowest unknown bit is 5)
-            9 => p.flags = rng.pick(&[1 << 5, 1 << 31]),
+            // (bit 4 is the signal state, W10, bit 5 the cgroup, F4: the lowest unknown is 6)
+            9 => p.flags = rng.pick(&[1 << 6, 1 << 31]),
             10 => p.rlimits = &rlimits,
             11 => {
                 p.credentials = Some(Credentials {
@@ -252,6 +265,7 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
                 p.argv = &many[..1];
             }
             14 => p.cwd = b"/a\0",
+            15 => p.cgroup = Some(rng.pick(&[&b""[..], b"/c\0g"])),
             _ => {}
         }
         let raw = raw_launch(&p);
@@ -283,6 +297,7 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
         "descriptor count",
         "launch flags",
         "credentials",
+        "cgroup",
         "exceeds maximum 4096",
         "exceeds maximum 32",
         "exceeds maximum 256",
@@ -515,6 +530,7 @@ fn small_frame_encoders_refuse_what_their_decoders_refuse() {
                     dev: rng.next(),
                     ino: rng.next(),
                 },
+                cgroup: Default::default(),
             }),
             1 => Frame::Start,
             2 => Frame::Abort,
@@ -592,6 +608,7 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
         workload_pgid: 1,
         workload_sid: 1,
         proof: ProofIdentity::default(),
+        cgroup: Default::default(),
     };
     record_at_the_limit(
         "registration",
@@ -616,6 +633,7 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
             hello,
             proof_path: "p".into(),
             argv_bytes: None,
+            cgroup: None,
         },
         Registration::encode,
         Registration::decode,

@@ -83,6 +83,9 @@ pub struct LaunchConfig {
     /// The signal state the workload starts with (`None`: a clean one, G8; W10: `run` passes
     /// what it inherited itself).
     pub signal_state: Option<refine_protocol::frame::SignalState>,
+    /// The cgroup v2 directory the workload is forked into (F4; [`crate::cgroup::create`]);
+    /// `None`: the guardian's own cgroup.
+    pub cgroup: Option<PathBuf>,
 }
 
 /// What the guardian reports after `Hello`.
@@ -244,6 +247,7 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
                 groups: &c.groups,
             }),
         signal_state: config.signal_state,
+        cgroup: config.cgroup.as_ref().map(|c| c.as_os_str().as_bytes()),
     };
     // Sized to this launch (a few hundred bytes, usually), capped at the largest frame: a
     // bigger launch fails to encode exactly as before.
@@ -354,6 +358,7 @@ fn placeholder_hello() -> Hello {
         workload_pgid: 0,
         workload_sid: 0,
         proof: Default::default(),
+        cgroup: Default::default(),
     }
 }
 

@@ -12,6 +12,7 @@
 //! - [`stop`]: the one stop. [`assess`]: the one assessment. [`recover`]: restart recovery.
 //! - [`launch`]: the one launch API (the engine); [`capture`], [`pty`], [`deadline`],
 //!   [`env_policy`]: its building blocks.
+//! - [`cgroup`]: a cgroup v2 directory of its own per scope where one can be made (F4).
 //! - [`capacity`]: admission (C1–C3). [`retention`]: log retirement (R1–R3).
 //!   [`forget`]: removing whole exited registrations (R4). [`open_index`]: where open
 //!   scopes are (F1).
@@ -29,6 +30,7 @@ pub mod app;
 pub mod assess;
 pub mod capacity;
 pub mod capture;
+pub mod cgroup;
 pub mod child_signals;
 pub mod credentials;
 pub mod deadline;

@@ -336,8 +336,10 @@ mod tests {
                 workload_pgid: 0,
                 workload_sid: 0,
                 proof: ProofIdentity::default(),
+                cgroup: Default::default(),
             },
             proof_path: rt.proof_path(id).display().to_string(),
+            cgroup: None,
         };
         rt.write_registration(&reg).unwrap();
         fs::write(rt.log_path(id, Stream::Stdout), b"out").unwrap();

@@ -124,6 +124,10 @@ pub enum Target {
         pgid: i32,
         member: ProcessWitness,
     },
+    /// `cgroup.kill` on the scope's own cgroup (F4), which had this many members when frozen.
+    Cgroup {
+        members: usize,
+    },
 }
 
 /// One signal sent.
@@ -200,6 +204,13 @@ pub enum StopError {
         refused: Vec<ProcessWitness>,
         assessment: Box<Assessment>,
         signalled: Vec<Sent>,
+    },
+    /// F4: a write to the scope's cgroup failed after it was frozen (it is thawed again).
+    #[error("cannot write {op} of the scope's cgroup")]
+    Cgroup {
+        op: &'static str,
+        #[source]
+        source: std::io::Error,
     },
     #[error("the guardian exited but the receipt does not verify: {assessment:?}")]
     Unproven {
@@ -473,6 +484,29 @@ fn run(
         killed,
         timings,
     };
+    // F4: a scope in a cgroup of its own is frozen, read and killed by the kernel. A member
+    // that left the cgroup (a root workload can move itself) keeps the guardian alive: when no
+    // proof comes within half the budget, the `/proc` path below finds and kills the rest.
+    if let (Some(g), Some(dir)) = (&guardian, scope_cgroup(reg)) {
+        let mut refused = Vec::new();
+        let half = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;
+        if let Some((killed, kill_at)) =
+            stop_cgroup(&dir, g, half, &mut signalled, &mut timings, &mut refused)?
+        {
+            let proved = StopAttempt {
+                deadline: half,
+                ..attempt(signalled, killed, timings)
+            }
+            .prove(g, Some(kill_at));
+            match proved {
+                Err(StopError::ProofTimeout { signalled: s, .. }) if refused.is_empty() => {
+                    tracing::warn!(id = %reg.id, "no proof after cgroup.kill; stopping the rest through /proc");
+                    signalled = s;
+                }
+                other => return other.map_err(|e| with_refused(e, refused)),
+            }
+        }
+    }
     let t = Instant::now();
     // T6: members that refuse our signals (EPERM). The rest is still stopped and killed; the
     // stop then stays unproven unless the guardian proves the scope ended after all.
@@ -545,6 +579,174 @@ fn run(
             finish(outcome, after, signalled, killed, timings)
         }
     }
+}
+
+/// The scope's own cgroup, when the workload was forked into it and it still exists.
+fn scope_cgroup(reg: &Registration) -> Option<std::path::PathBuf> {
+    let cg = reg.cgroup.as_ref().filter(|c| c.holds_scope())?;
+    let dir = std::path::PathBuf::from(&cg.path);
+    dir.join("cgroup.kill").exists().then_some(dir)
+}
+
+/// F4, the stop on the cgroup path, in place of the `/proc` quiesce and the member-by-member
+/// kill:
+///
+/// ```text
+/// freeze   cgroup.freeze 1, then wait (bounded by the budget) for "frozen 1" in cgroup.events:
+///          no member runs or forks any more; not frozen in time -> thawed, Quiescence (T4)
+/// read     the exact membership: cgroup.procs of the cgroup and the cgroups below it
+/// kill     no nested guardian among them: cgroup.kill (the kernel kills every member, and
+///          anything forked meanwhile); else T5: SIGKILL each other member through a verified
+///          pidfd, thaw, and let each nested guardian reap, write its receipt and exit
+/// proof    as on every path: the guardian's exit and its receipt
+/// ```
+///
+/// PID reuse cannot reach a bystander: the kernel kills exactly the cgroup's members, every one
+/// a descendant of the workload (it was forked into the cgroup, and nothing leaves a cgroup it
+/// cannot write to); the pidfd path verifies start times as everywhere. `None`: the cgroup
+/// could not be frozen at all (gone, not writable): nothing was done, the `/proc` path follows.
+/// Returns how many members were killed and when.
+fn stop_cgroup(
+    dir: &std::path::Path,
+    guardian: &Verified,
+    deadline: Instant,
+    signalled: &mut Vec<Sent>,
+    timings: &mut StopTimings,
+    refused: &mut Vec<ProcessWitness>,
+) -> Result<Option<(usize, Instant)>, StopError> {
+    use crate::cgroup;
+    let t = Instant::now();
+    let frozen = match cgroup::freeze(dir, deadline) {
+        Ok(frozen) => frozen,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot freeze the scope's cgroup; using /proc");
+            let _ = cgroup::write(dir, "cgroup.freeze", "0");
+            return Ok(None);
+        }
+    };
+    let thaw = || {
+        if let Err(e) = cgroup::write(dir, "cgroup.freeze", "0") {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot thaw the scope's cgroup");
+        }
+    };
+    let members = if frozen {
+        cgroup::members(dir).map_err(|e| (e, "cgroup.procs"))
+    } else {
+        Err((
+            std::io::Error::from(std::io::ErrorKind::TimedOut),
+            "cgroup.events",
+        ))
+    };
+    timings.quiesce = t.elapsed();
+    timings.rounds = 1;
+    let members = match members {
+        Ok(m) => m,
+        Err((e, what)) => {
+            thaw();
+            tracing::warn!(dir = %dir.display(), error = %e, what, "the scope's cgroup did not freeze");
+            return Err(StopError::Quiescence(Box::new(QuiescenceEvidence {
+                stopped: Vec::new(),
+                resumed: Vec::new(),
+                found_stopped: Vec::new(),
+                last_scan: Vec::new(),
+                rounds: 1,
+                elapsed: t.elapsed(),
+            })));
+        }
+    };
+    // T5, D4: a nested guardian is recognised by its executable (see [`crate::nested`]); only
+    // such members cost a pidfd.
+    let mut nested_id = NestedGuardians::like(guardian.witness());
+    let mut held = Vec::new();
+    let mut nested = false;
+    for &(pid, _) in &members {
+        let Some(p) = Pid::from_raw(pid as i32) else {
+            continue;
+        };
+        let Ok(stat) = procfs::stat(p) else {
+            continue;
+        };
+        if !nested_id.is_one(&stat.witness(), &stat.comm) {
+            continue;
+        }
+        // Pinned, then read again: the witness is the pinned process's own.
+        let Some(h) = held_member(pid).filter(|h| h.witness == stat.witness()) else {
+            continue;
+        };
+        nested = true;
+        held.push(h);
+    }
+    let kill_at = Instant::now();
+    if !nested {
+        let events = std::fs::File::open(dir.join("cgroup.events"));
+        cgroup::write(dir, "cgroup.kill", "1").map_err(|source| {
+            thaw();
+            StopError::Cgroup {
+                op: "cgroup.kill",
+                source,
+            }
+        })?;
+        signalled.push(Sent {
+            target: Target::Cgroup {
+                members: members.len(),
+            },
+            signal: Signal::KILL.as_raw(),
+        });
+        // The killed members die frozen or not; thawed, the cgroup is ordinary again.
+        thaw();
+        // cgroup.kill passes over a process whose leader thread exited before its other threads
+        // (`pthread_exit` in main, T5): whatever is still a member once the cgroup should have
+        // emptied is killed through a verified pidfd (a signal to the process reaches its
+        // threads).
+        // The guardian's exit (its pidfd) is the usual end: it reaps the killed tree at once.
+        let quarter = deadline.saturating_duration_since(Instant::now()) / 4;
+        let exited = guardian.wait_exit(Some(quarter)).unwrap_or(false);
+        let empty = exited
+            || match &events {
+                Ok(f) => cgroup::wait_event_zero(f, "populated", Instant::now()).unwrap_or(false),
+                Err(_) => false,
+            };
+        if !empty {
+            let left = cgroup::members(dir).unwrap_or_default();
+            for &(pid, _) in &left {
+                if let Some(h) = held_member(pid) {
+                    kill_member(&h, signalled, refused)?;
+                }
+            }
+        }
+        return Ok(Some((members.len(), kill_at)));
+    }
+    // T5 on the cgroup path: every member but the nested guardians, by pidfd.
+    let spared: BTreeSet<u32> = held.iter().map(|h| h.witness.pid).collect();
+    let mut killed = 0;
+    for &(pid, _) in members.iter().rev() {
+        if spared.contains(&pid) {
+            continue;
+        }
+        let Some(h) = held_member(pid) else {
+            continue;
+        };
+        if kill_member(&h, signalled, refused)? {
+            killed += 1;
+        }
+    }
+    thaw();
+    let nested: Vec<&Held> = held.iter().collect();
+    killed += let_nested_guardians_finish(&nested, deadline, signalled, refused)?;
+    Ok(Some((killed, kill_at)))
+}
+
+/// A cgroup member, pinned by a pidfd opened before its stat is read (so the witness is that
+/// process's own); `None` when it is gone.
+fn held_member(pid: u32) -> Option<Held> {
+    let p = Pid::from_raw(pid as i32)?;
+    let pinned = signal::Pinned::open(p).ok()??;
+    let stat = procfs::stat(p).ok()?;
+    Some(Held {
+        witness: stat.witness(),
+        pidfd: Some(pinned.verified(stat.witness())),
+        comm: stat.comm,
+    })
 }
 
 /// T5: every other member is killed; each nested guardian is resumed, reaps its (now killed)

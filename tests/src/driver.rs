@@ -65,6 +65,8 @@ pub struct Launch {
     pub rlimits: Vec<Rlimit>,
     /// `(uid, gid, groups)` the workload runs as (`run --user`); `None`: the guardian's.
     pub credentials: Option<(u32, u32, Vec<u32>)>,
+    /// The cgroup directory the workload is forked into (F4); `None`: the guardian's.
+    pub cgroup: Option<PathBuf>,
 }
 
 /// A fresh registration id, unique within this test run.
@@ -104,6 +106,7 @@ impl Launch {
             env: vec![path_var],
             rlimits: Vec::new(),
             credentials: None,
+            cgroup: None,
         }
     }
 
@@ -136,6 +139,7 @@ impl Launch {
                 }
             }),
             signal_state: None,
+            cgroup: self.cgroup.as_ref().map(|c| c.as_os_str().as_bytes()),
         };
         let mut buf = vec![0u8; MAX_FRAME];
         let len = encode_launch(&params, &mut buf).expect("encode launch");

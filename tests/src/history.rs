@@ -120,9 +120,11 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
             workload_pgid: 1,
             workload_sid: 1,
             proof: proof_id,
+            cgroup: Default::default(),
         },
         proof_path: proof_path.display().to_string(),
         argv_bytes: None,
+        cgroup: None,
     };
     if f.durable {
         rt.write_registration(&reg).expect("write registration");

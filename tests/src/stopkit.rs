@@ -80,6 +80,8 @@ impl Drop for GuardianScope {
         if assess::assess(&self.runtime, &self.reg, &assess::KERNEL_BOOT).is_live() {
             let _ = stop::stop(&self.runtime, &self.reg, &stop::StopOptions::default());
         }
+        // As the launcher: the scope's empty cgroup (F4) goes once it ended.
+        let _ = refine_supervisor::cgroup::finish(&self.reg);
     }
 }
 

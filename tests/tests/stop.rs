@@ -189,6 +189,10 @@ fn quiescence_failure_resumes_exactly_what_it_stopped() {
         .collect();
     assert_eq!(already.len(), 1, "one leaf stopped itself: {before:#?}");
 
+    // The `/proc` quiesce is what this test is about: on a host with a writable cgroup v2 the
+    // scope has a cgroup of its own, which the stop would freeze instead (tests/cgroup.rs).
+    // Without the record's cgroup the stop takes the `/proc` path; the record gets it back below.
+    let cgroup = scope.reg.cgroup.take();
     // A zero budget cannot quiesce a forking tree: two agreeing scans are needed.
     let opts = StopOptions {
         budget: Duration::ZERO,
@@ -228,6 +232,7 @@ fn quiescence_failure_resumes_exactly_what_it_stopped() {
     let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
     assert_eq!(report.outcome, StopOutcome::Stopped);
     scope.reap();
+    scope.reg.cgroup = cgroup;
     let left = survivors(&before);
     assert!(left.is_empty(), "survivors: {left:#?}");
 }

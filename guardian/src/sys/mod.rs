@@ -522,6 +522,89 @@ pub fn fork() -> Result<Fork, Errno> {
     }
 }
 
+/// `clone3`'s argument block, `CLONE_ARGS_SIZE_VER2` (88 bytes: up to `cgroup`, Linux 5.7).
+#[repr(C)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// `CLONE_INTO_CGROUP` (Linux 5.7; not in the `libc` crate).
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// A fork straight into the cgroup `dir` refers to: `clone3` with `CLONE_INTO_CGROUP` and
+/// `SIGCHLD` as the exit signal, no new stack (the child runs on a copy of this one, as after
+/// `fork`). The child is a member of that cgroup from its first instruction: nothing it starts
+/// can escape it. `ENOSYS` (kernel < 5.3), `E2BIG`/`EINVAL` (< 5.7), `EBADF` (not a cgroup v2
+/// directory) and the rest come back unchanged for the caller to fall back on [`fork`].
+#[doc(alias = "CLONE_INTO_CGROUP")]
+pub fn fork_into_cgroup(dir: &OwnedFd) -> Result<Fork, Errno> {
+    let args = CloneArgs {
+        flags: CLONE_INTO_CGROUP,
+        pidfd: 0,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: 0,
+        stack_size: 0,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+        cgroup: dir.0 as u64,
+    };
+    // SAFETY: single-threaded process (module contract); args is a live, fully initialised
+    // clone_args of the size passed; no stack, TLS, tid or pidfd pointers (all zero); the child
+    // only makes the calls in `child` and then execs or exits, as after `fork`.
+    match cvt(unsafe {
+        syscall!(
+            libc::SYS_clone3,
+            &args as *const CloneArgs,
+            core::mem::size_of::<CloneArgs>()
+        )
+    })? {
+        0 => Ok(Fork::Child),
+        pid => Ok(Fork::Parent(Pid(pid))),
+    }
+}
+
+/// A cgroup v2 directory, opened for [`fork_into_cgroup`] (`O_PATH` is not enough: the kernel
+/// wants a directory opened for reading).
+pub fn open_dir(path: &CStr) -> Result<OwnedFd, Errno> {
+    Ok(OwnedFd(retry(|| {
+        // SAFETY: path is NUL-terminated (CStr).
+        cvt(unsafe {
+            open(
+                path,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                0,
+            )
+        })
+    })?))
+}
+
+/// `rmdir(path)`: removes an empty cgroup directory.
+pub fn rmdir(path: &CStr) -> Result<(), Errno> {
+    // SAFETY: path is NUL-terminated.
+    cvt(unsafe {
+        syscall!(
+            libc::SYS_unlinkat,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_REMOVEDIR
+        )
+    })
+    .map(drop)
+}
+
 /// `setpgid(pid, pid)` from the parent (closes the race with the child's own call).
 pub fn setpgid_child(pid: Pid) -> Result<(), Errno> {
     // SAFETY: plain integer arguments.

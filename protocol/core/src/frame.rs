@@ -46,6 +46,17 @@
 //! only with flag bit 4 (SIGNAL_STATE): u64 ignored set, u64 blocked mask, bit n-1 for signal n
 //!   (the launcher's inherited state, W10; SIGKILL and SIGSTOP bits must be 0); without it the
 //!   workload starts with every disposition default and an empty mask
+//! only with flag bit 5 (CGROUP): str the cgroup v2 directory the workload is forked into
+//!   (`clone3` with `CLONE_INTO_CGROUP`, F4): absolute, made by the launcher, empty
+//! ```
+//!
+//! # Hello payload
+//!
+//! ```text
+//! u32 guardian pid, u64 its start time, [16] boot id, u32 workload pid, u64 its start time,
+//! u32 workload pgid, u32 workload sid, u64 proof dev, u64 proof ino,
+//! u16 placement (0 no cgroup asked, 1 forked into the cgroup, 2 clone3 refused: plain fork),
+//! i32 errno (the refusal's with placement 2, else 0)
 //! ```
 //! where `str` is a `u32` length and that many bytes, the last of which is the only NUL, so the
 //! guardian can hand pointers into the receive buffer straight to `execve` without allocating.
@@ -82,7 +93,11 @@ pub const FLAG_CREDENTIALS: u32 = 1 << 3;
 /// The workload starts with the launch's [`SignalState`] (W10); set by the encoder from
 /// [`LaunchParams::signal_state`].
 pub const FLAG_SIGNAL_STATE: u32 = 1 << 4;
-const KNOWN_FLAGS: u32 = FLAG_PTY | FLAG_NEW_SESSION | FLAG_CREDENTIALS | FLAG_SIGNAL_STATE;
+/// The workload is forked into a cgroup of its own (F4); set by the encoder from
+/// [`LaunchParams::cgroup`].
+pub const FLAG_CGROUP: u32 = 1 << 5;
+const KNOWN_FLAGS: u32 =
+    FLAG_PTY | FLAG_NEW_SESSION | FLAG_CREDENTIALS | FLAG_SIGNAL_STATE | FLAG_CGROUP;
 
 /// The signal state a workload starts with instead of a clean one (W10: what `run` itself
 /// inherited, as the bare command would have it): bit `n - 1` stands for signal `n`.
@@ -188,6 +203,8 @@ pub struct LaunchParams<'a> {
     pub credentials: Option<Credentials<'a>>,
     /// `None`: the workload starts clean (every disposition default, an empty mask).
     pub signal_state: Option<SignalState>,
+    /// The cgroup v2 directory to fork the workload into (F4); `None`: the guardian's own.
+    pub cgroup: Option<&'a [u8]>,
 }
 
 /// A decoded launch spec: a validated view into the received bytes.
@@ -210,6 +227,8 @@ pub struct LaunchSpec<'a> {
     pub credentials: Option<DecodedCredentials<'a>>,
     /// Set when flag [`FLAG_SIGNAL_STATE`] is.
     pub signal_state: Option<SignalState>,
+    /// Set when flag [`FLAG_CGROUP`] is: never empty.
+    pub cgroup: Option<&'a CStr>,
 }
 
 /// Decoded [`Credentials`]: the groups are a validated view into the frame.
@@ -333,6 +352,42 @@ pub struct Hello {
     pub workload_pgid: u32,
     pub workload_sid: u32,
     pub proof: ProofIdentity,
+    /// Where the workload was forked (F4).
+    pub cgroup: Placement,
+}
+
+/// Where the guardian forked the workload (F4): what the registration records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// The launch asked for no cgroup: the workload starts in the guardian's.
+    #[default]
+    NotAsked,
+    /// `clone3(CLONE_INTO_CGROUP)` put it into the launch's cgroup from its first instruction.
+    Cgroup,
+    /// The kernel refused that clone3 (or the directory could not be opened) with `errno`: the
+    /// workload was forked plainly, into the guardian's cgroup, and the stop uses `/proc`.
+    Refused { errno: i32 },
+}
+
+impl Placement {
+    const fn code(self) -> (u16, i32) {
+        match self {
+            Placement::NotAsked => (0, 0),
+            Placement::Cgroup => (1, 0),
+            Placement::Refused { errno } => (2, errno),
+        }
+    }
+
+    fn from_code(code: u16, errno: i32) -> Result<Placement, DecodeError> {
+        match (code, errno) {
+            (0, 0) => Ok(Placement::NotAsked),
+            (1, 0) => Ok(Placement::Cgroup),
+            (2, errno) if errno > 0 => Ok(Placement::Refused { errno }),
+            _ => Err(DecodeError::InvalidField {
+                field: "cgroup placement",
+            }),
+        }
+    }
 }
 
 /// Which step of the gated child's release failed (W13): what a spawn failure names.
@@ -438,6 +493,7 @@ pub fn launch_len(p: &LaunchParams<'_>) -> usize {
         + p.rlimits.len() * (4 + 8 + 8)
         + p.credentials.map_or(0, |c| 3 * 4 + c.groups.len() * 4)
         + p.signal_state.map_or(0, |_| 2 * 8)
+        + p.cgroup.map_or(0, string)
 }
 
 pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, EncodeError> {
@@ -499,6 +555,9 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
             });
         }
     }
+    if p.cgroup.is_some_and(|c| c.is_empty()) {
+        return Err(EncodeError::InvalidField { field: "cgroup" });
+    }
     if p.signal_state.is_some_and(|st| !st.is_valid()) {
         return Err(EncodeError::InvalidField {
             field: "signal state",
@@ -513,6 +572,11 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
     let flags = match p.signal_state {
         Some(_) => flags | FLAG_SIGNAL_STATE,
         None => flags & !FLAG_SIGNAL_STATE,
+    };
+    // And the cgroup.
+    let flags = match p.cgroup {
+        Some(_) => flags | FLAG_CGROUP,
+        None => flags & !FLAG_CGROUP,
     };
     let mut w = Writer::new(out);
     start_frame(&mut w, kind::LAUNCH)?;
@@ -550,6 +614,9 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
         w.u64(st.ignored)?;
         w.u64(st.blocked)?;
     }
+    if let Some(c) = p.cgroup {
+        put_str(&mut w, c, "cgroup")?;
+    }
     finish_frame(&mut w)
 }
 
@@ -582,6 +649,9 @@ impl Frame<'_> {
                 w.u32(h.workload_sid)?;
                 w.u64(h.proof.dev)?;
                 w.u64(h.proof.ino)?;
+                let (code, errno) = h.cgroup.code();
+                w.u16(code)?;
+                w.i32(errno)?;
             }
             Frame::SpawnFailed { errno, step } => {
                 w.i32(errno)?;
@@ -639,6 +709,7 @@ impl Frame<'_> {
                     dev: r.u64()?,
                     ino: r.u64()?,
                 },
+                cgroup: Placement::from_code(r.u16()?, r.i32()?)?,
             }),
             kind::START => Frame::Start,
             kind::ABORT => Frame::Abort,
@@ -773,6 +844,13 @@ fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
             Some(st)
         }
     };
+    let cgroup = match flags & FLAG_CGROUP {
+        0 => None,
+        _ => match get_cstr(r, "cgroup")? {
+            c if c.is_empty() => return Err(DecodeError::InvalidField { field: "cgroup" }),
+            c => Some(c),
+        },
+    };
     Ok(LaunchSpec {
         flags,
         pdeath_signal,
@@ -790,6 +868,7 @@ fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
         },
         credentials,
         signal_state,
+        cgroup,
     })
 }
 

@@ -280,6 +280,13 @@ pub struct ServeArgs {
     /// mode 0600).
     #[arg(long, value_name = "PATH", env = "REFINE_LOG_FILE")]
     pub log_file: Option<PathBuf>,
+    /// The cgroup v2 directory below which each scope gets a cgroup of its own (F4; also
+    /// REFINE_CGROUP_ROOT). Default: this process's own cgroup, where it is writable.
+    #[arg(long, value_name = "PATH", conflicts_with = "no_cgroup")]
+    pub cgroup_root: Option<PathBuf>,
+    /// Give scopes no cgroup of their own: the stop works through /proc (also REFINE_CGROUP=off).
+    #[arg(long)]
+    pub no_cgroup: bool,
 }
 
 impl ServeArgs {
@@ -691,6 +698,20 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Run(Deferred(args)) => run(&home, port, args),
         Command::Serve(Deferred(args)) => {
             let watch = args.stall().validate().map_err(CliError::Stall)?;
+            crate::cgroup::configure(match (&args.cgroup_root, args.no_cgroup) {
+                (_, true) => crate::cgroup::Setting::Off,
+                (Some(root), false) => crate::cgroup::Setting::Root(root.clone()),
+                (None, false) => crate::cgroup::Setting::from_env(),
+            });
+            match crate::cgroup::base() {
+                Ok(base) => {
+                    tracing::info!(base = %base.display(), "scopes get a cgroup of their own")
+                }
+                Err(why) => tracing::info!(
+                    why,
+                    "scopes get no cgroup of their own: the stop uses /proc"
+                ),
+            }
             serve::serve(
                 &home,
                 port,

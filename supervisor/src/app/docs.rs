@@ -394,6 +394,22 @@ pub(crate) struct RecordDoc {
     pub guardian: WitnessDoc,
     pub workload: WorkloadDoc,
     pub proof: ProofDoc,
+    /// The scope's own cgroup (F4), when one was made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<CgroupDoc>,
+}
+
+/// A scope's cgroup as `show` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct CgroupDoc {
+    pub path: String,
+    /// `false`: the kernel refused the clone3 (`refused_errno`); the scope runs outside it.
+    pub forked_into: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused_errno: Option<i32>,
+    /// What the kernel accounted to it so far; `None` once it is removed (after the receipt:
+    /// the result's usage then holds its CPU times).
+    pub usage: Option<crate::cgroup::CgroupUsage>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -449,6 +465,15 @@ impl RecordDoc {
                 dev: h.proof.dev,
                 ino: h.proof.ino,
             },
+            cgroup: reg.cgroup.as_ref().map(|c| CgroupDoc {
+                path: c.path.clone(),
+                forked_into: c.holds_scope(),
+                refused_errno: c.refused_errno,
+                usage: c
+                    .holds_scope()
+                    .then(|| crate::cgroup::usage(Path::new(&c.path)))
+                    .flatten(),
+            }),
         }
     }
 }

@@ -497,6 +497,28 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         lines.push(("Outcome", outcome.replace('_', " ")));
     }
     lines.push(("Receipt", receipt_line(doc)));
+    if let Some(cg) = &rec.cgroup {
+        // F4: the kernel's accounting of the scope's own cgroup, while it exists.
+        let text = match (&cg.usage, cg.refused_errno) {
+            (_, Some(errno)) => format!(
+                "{} (not used: clone3 refused, errno {errno}; the stop uses /proc)",
+                escape(&cg.path)
+            ),
+            (None, None) => format!("{} (removed after the receipt)", escape(&cg.path)),
+            (Some(u), None) => format!(
+                "{}: CPU {:.2}s; memory peak {}; OOM kills {}",
+                escape(&cg.path),
+                u.cpu_us as f64 / 1e6,
+                u.memory_peak_bytes.map_or(
+                    "not available (no memory controller)".to_owned(),
+                    human_bytes
+                ),
+                u.oom_kills
+                    .map_or("not available".to_owned(), |n| n.to_string()),
+            ),
+        };
+        lines.push(("Cgroup", text));
+    }
     if let Some(u) = doc.receipt.as_ref().and_then(|r| r.usage) {
         // H4: what the whole tree cost, from the receipt.
         lines.push((

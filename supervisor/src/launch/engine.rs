@@ -634,6 +634,10 @@ impl Engine {
             residues,
             ..
         } = self;
+        // F4: the accounting of the scope's cgroup, read once it is empty, then it goes.
+        let cgroup_usage = st
+            .receipt
+            .and_then(|_| crate::cgroup::finish(&registration));
         let result = refine_protocol::LaunchResultRecord {
             id,
             runtime: runtime.id(),
@@ -641,7 +645,7 @@ impl Engine {
             workload_status: status,
             written_at_unix_ms: crate::deadline::unix_ms(),
             stop_failure: None,
-            usage: st.receipt.and_then(|r| r.usage),
+            usage: crate::cgroup::with_usage(st.receipt.and_then(|r| r.usage), cgroup_usage),
             residue_stop: None,
         };
         if let Err(e) = runtime.write_result(&result) {
@@ -937,7 +941,9 @@ impl Watch {
             record_residue_stop(&self.runtime, id, report);
         }
         if let Some(r) = self.receipt {
-            self.runtime.complete_result_usage(id, r.usage);
+            let cgroup_usage = crate::cgroup::finish(&self.registration);
+            self.runtime
+                .complete_result_usage(id, crate::cgroup::with_usage(r.usage, cgroup_usage));
             if let Some(hook) = &self.on_receipt {
                 hook(&self.registration, &r);
             }

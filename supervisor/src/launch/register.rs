@@ -6,7 +6,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
+use refine_protocol::frame::Placement;
+use refine_protocol::record::{Kind, Limits, Registration, ScopeCgroup, ScopePolicy};
 use refine_protocol::{BootId, Hello, ProcessWitness, ProofIdentity, RegistrationId};
 
 use crate::guardian::{spawn, HandshakeError, LaunchConfig, OWNER_VAR};
@@ -114,6 +115,11 @@ pub fn launch_registered(
         started_at_unix_ms: u64::MAX,
         hello: widest_hello(),
         proof_path: proof_path.to_string_lossy().into_owned(),
+        // The widest a cgroup record gets (for the size check; the real one replaces it).
+        cgroup: Some(ScopeCgroup {
+            path: "/".repeat(4096),
+            refused_errno: Some(i32::MIN),
+        }),
     };
     if let Err(source) = registration.encode() {
         return Err(HandshakeError::Registry(RegistryError::Refused {
@@ -121,7 +127,9 @@ pub fn launch_registered(
             source,
         }));
     }
-    let mut link = spawn(LaunchConfig {
+    // F4: a cgroup of its own where one can be made (detected once per process).
+    let cgroup = crate::cgroup::create(id);
+    let spawned = spawn(LaunchConfig {
         registration: id,
         runtime: rt.id(),
         proof_path,
@@ -136,9 +144,41 @@ pub fn launch_registered(
         guardian_exe: req.guardian_exe,
         credentials: req.credentials,
         signal_state: req.signal_state,
-    })?;
+        cgroup: cgroup.clone(),
+    });
+    let mut link = match spawned {
+        Ok(link) => link,
+        Err(e) => {
+            if let Some(dir) = &cgroup {
+                let _ = crate::cgroup::remove(dir);
+            }
+            return Err(e);
+        }
+    };
     registration.started_at_unix_ms = crate::deadline::unix_ms();
-    registration.hello = *link.hello();
+    // The placement is recorded in `registration.cgroup` (the record's hello does not carry
+    // it): the record in memory is the one on disk.
+    registration.hello = Hello {
+        cgroup: Placement::NotAsked,
+        ..*link.hello()
+    };
+    registration.cgroup = cgroup.map(|dir| {
+        let refused_errno = match link.hello().cgroup {
+            Placement::Cgroup => None,
+            Placement::Refused { errno } => Some(errno),
+            // An older guardian that ignores the field: the scope runs outside the cgroup.
+            Placement::NotAsked => Some(0),
+        };
+        if refused_errno.is_some() {
+            // Nothing runs in it: the scope uses /proc, and the directory goes at once.
+            tracing::info!(dir = %dir.display(), errno = ?refused_errno, "clone3 into the scope's cgroup refused; using /proc");
+            let _ = crate::cgroup::remove(&dir);
+        }
+        ScopeCgroup {
+            path: dir.to_string_lossy().into_owned(),
+            refused_errno,
+        }
+    });
     if let Err(e) = rt.write_registration(&registration) {
         let _ = link.abort();
         return Err(HandshakeError::Registry(e));
@@ -163,5 +203,6 @@ fn widest_hello() -> Hello {
             dev: u64::MAX,
             ino: u64::MAX,
         },
+        cgroup: Default::default(),
     }
 }

@@ -63,6 +63,7 @@ fn guardian_launch(exe: &Path, dir: &Path, n: u64, argv: &[&str], stdio: Stdio) 
         guardian_exe: Some(exe.to_owned()),
         credentials: None,
         signal_state: None,
+        cgroup: None,
     })
     .expect("guardian spawn")
 }

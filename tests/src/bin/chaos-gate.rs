@@ -88,6 +88,7 @@ fn main() {
         guardian_exe: None,
         credentials: None,
         signal_state: None,
+        cgroup: None,
     })
     .expect("spawn the guardian");
     let hello = *link.hello();
@@ -116,6 +117,7 @@ fn main() {
         hello,
         proof_path: text(&proof_path),
         argv_bytes: None,
+        cgroup: None,
     };
     if let Err(e) = rt.write_registration(&registration) {
         let _ = link.abort();

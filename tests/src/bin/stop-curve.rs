@@ -126,6 +126,15 @@ fn main() {
     if let Err(why) = &cg {
         println!("cgroup.kill column skipped: {why}");
     }
+    // F4: which path the stop takes (REFINE_CGROUP=off forces the /proc one).
+    match refine_supervisor::cgroup::base() {
+        Ok(base) => println!(
+            "stop path: cgroup (each scope forked into its own below {}: freeze, cgroup.procs, cgroup.kill)",
+            base.display()
+        ),
+        Err(why) => println!("stop path: /proc (SIGSTOP quiesce, pidfd kills): {why}"),
+    }
+    let mut paths = std::collections::BTreeSet::new();
     println!("processes  stop median ms  cgroup.kill median ms  ratio   (median of {iterations})");
     for (nodes, s, g, l) in SIZES {
         if only.as_ref().is_some_and(|o| !o.contains(&nodes)) {
@@ -143,6 +152,10 @@ fn main() {
         for _ in 0..iterations {
             let mut scope = stopkit::launch_guardian(&rt, &tree_builder, &tree_refs);
             assert_eq!(scope.wait_ready(), nodes);
+            paths.insert(match scope.reg.cgroup.as_ref() {
+                Some(c) if c.holds_scope() => "cgroup",
+                _ => "/proc",
+            });
             let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
             assert_eq!(report.outcome, StopOutcome::Stopped);
             scope.reap();
@@ -180,4 +193,5 @@ fn main() {
     if let Ok(cg) = &cg {
         let _ = std::fs::remove_dir(cg);
     }
+    println!("path measured: {paths:?}");
 }

@@ -1,0 +1,299 @@
+//! Kernel-assisted scopes (SPEC F4): a cgroup v2 directory of its own for each scope, where the
+//! supervisor can make one.
+//!
+//! ```text
+//! detect   once per process: REFINE_CGROUP=off (or --no-cgroup) -> none; REFINE_CGROUP_ROOT /
+//!          --cgroup-root PATH -> PATH; else the cgroup2 mount (/proc/self/mountinfo) joined with
+//!          this process's own cgroup (/proc/self/cgroup "0::"). `<root>/refine` must be makeable
+//!          and offer cgroup.kill (Linux 5.14) and cgroup.freeze (5.2): root on a unified or hybrid
+//!          hierarchy, or a delegated subtree (systemd `Delegate=yes`) this user owns
+//! launch   mkdir <root>/refine/<id>; the guardian forks the workload into it with
+//!          clone3(CLONE_INTO_CGROUP) and stays outside itself; the registration records it
+//! stop     cgroup.freeze, wait for "frozen 1" in cgroup.events (poll, bounded), membership from
+//!          cgroup.procs, cgroup.kill (see `stop::stop_cgroup`)
+//! end      after the receipt: the accounting (cpu.stat, memory.peak, memory.events) is read and
+//!          the empty directory removed by the launcher; the guardian removes it when its
+//!          launcher is gone (nobody is left to read the accounting)
+//! ```
+//!
+//! Why the launcher removes it and not always the guardian: the accounting is read from the
+//! empty cgroup after the end and before the removal, and only the launcher needs it; the
+//! guardian stays small and does no text parsing.
+//!
+//! # Caveats
+//! The cgroup adds speed, exact membership and accounting; it proves nothing: only the
+//! guardian's receipt proves that a scope ended. A nested supervisor runs inside the outer
+//! scope's cgroup, and detection makes its scopes' cgroups below its own, so an outer scope's
+//! cgroup holds every nested scope too. `memory.peak` and OOM kills exist only where the memory
+//! controller is enabled for the subtree (not on a hybrid host whose memory controller is on v1).
+
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use refine_protocol::RegistrationId;
+use rustix::event::{PollFd, PollFlags, Timespec};
+
+/// `REFINE_CGROUP=off` turns the cgroup path off.
+pub const ENV_SWITCH: &str = "REFINE_CGROUP";
+/// `REFINE_CGROUP_ROOT=PATH`: the cgroup v2 directory below which scopes get theirs.
+pub const ENV_ROOT: &str = "REFINE_CGROUP_ROOT";
+
+/// How this process chooses (the CLI's `--no-cgroup` / `--cgroup-root`, else the environment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Setting {
+    Off,
+    Auto,
+    Root(PathBuf),
+}
+
+impl Setting {
+    /// From [`ENV_SWITCH`] and [`ENV_ROOT`].
+    pub fn from_env() -> Setting {
+        if std::env::var_os(ENV_SWITCH).is_some_and(|v| v == "off" || v == "0") {
+            return Setting::Off;
+        }
+        match std::env::var_os(ENV_ROOT) {
+            Some(root) if !root.is_empty() => Setting::Root(root.into()),
+            _ => Setting::Auto,
+        }
+    }
+}
+
+static SETTING: OnceLock<Setting> = OnceLock::new();
+static BASE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+
+/// Sets this process's choice before the first launch (the CLI's flags); later calls, and calls
+/// after detection ran, change nothing. Returns whether it took effect.
+pub fn configure(setting: Setting) -> bool {
+    SETTING.set(setting).is_ok() && BASE.get().is_none()
+}
+
+/// Where this process makes scopes' cgroups (`<root>/refine`), or why it makes none. Detected
+/// once.
+pub fn base() -> Result<&'static Path, &'static str> {
+    match BASE.get_or_init(|| detect(SETTING.get_or_init(Setting::from_env))) {
+        Ok(p) => Ok(p),
+        Err(why) => Err(why),
+    }
+}
+
+fn detect(setting: &Setting) -> Result<PathBuf, String> {
+    let root = match setting {
+        Setting::Off => return Err(format!("turned off ({ENV_SWITCH}=off or --no-cgroup)")),
+        Setting::Root(root) => root.clone(),
+        Setting::Auto => own_cgroup()?,
+    };
+    if !root.join("cgroup.procs").is_file() {
+        return Err(format!("{} is not a cgroup v2 directory", root.display()));
+    }
+    let base = root.join("refine");
+    match std::fs::create_dir(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot make {}: {e}", base.display())),
+    }
+    for needed in ["cgroup.kill", "cgroup.freeze"] {
+        if !base.join(needed).exists() {
+            return Err(format!("the kernel offers no {needed}"));
+        }
+    }
+    Ok(base)
+}
+
+/// The cgroup2 mount point joined with this process's own cgroup.
+fn own_cgroup() -> Result<PathBuf, String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+    let mount = info
+        .lines()
+        .find_map(|line| {
+            let (pre, post) = line.split_once(" - ")?;
+            (post.split_whitespace().next() == Some("cgroup2"))
+                .then(|| pre.split_whitespace().nth(4).map(PathBuf::from))
+                .flatten()
+        })
+        .ok_or("no cgroup2 hierarchy is mounted")?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
+    let path = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .ok_or("this process has no cgroup v2 membership")?;
+    Ok(mount.join(path.trim_start_matches('/')))
+}
+
+/// Makes the scope's cgroup, `<base>/<id>`; `None` (the `/proc` path) when there is no base or
+/// the directory cannot be made.
+pub fn create(id: RegistrationId) -> Option<PathBuf> {
+    let dir = base().ok()?.join(id.to_string());
+    match std::fs::create_dir(&dir) {
+        Ok(()) => Some(dir),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot make the scope's cgroup; using /proc");
+            None
+        }
+    }
+}
+
+/// Removes an empty cgroup directory and the empty cgroups below it (a nested supervisor's
+/// `refine` directory); one that is gone already is fine. A cgroup with members stays (EBUSY).
+pub fn remove(dir: &Path) -> io::Result<()> {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove(&entry.path())?;
+            }
+        }
+    }
+    match std::fs::remove_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+/// What the kernel accounted to a scope's cgroup.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CgroupUsage {
+    /// `cpu.stat` `usage_usec`, `user_usec`, `system_usec`.
+    pub cpu_us: u64,
+    pub user_us: u64,
+    pub system_us: u64,
+    /// `memory.peak` in bytes; `None`: the memory controller is not enabled for the subtree.
+    pub memory_peak_bytes: Option<u64>,
+    /// `memory.events` `oom_kill`; `None` likewise.
+    pub oom_kills: Option<u64>,
+}
+
+fn keyed(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+/// Reads the cgroup's accounting; `None` when its `cpu.stat` cannot be read (gone).
+pub fn usage(dir: &Path) -> Option<CgroupUsage> {
+    let cpu = std::fs::read_to_string(dir.join("cpu.stat")).ok()?;
+    let peak = std::fs::read_to_string(dir.join("memory.peak"))
+        .ok()
+        .and_then(|t| t.trim().parse().ok());
+    let oom = std::fs::read_to_string(dir.join("memory.events"))
+        .ok()
+        .and_then(|t| keyed(&t, "oom_kill"));
+    Some(CgroupUsage {
+        cpu_us: keyed(&cpu, "usage_usec").unwrap_or(0),
+        user_us: keyed(&cpu, "user_usec").unwrap_or(0),
+        system_us: keyed(&cpu, "system_usec").unwrap_or(0),
+        memory_peak_bytes: peak,
+        oom_kills: oom,
+    })
+}
+
+/// Every process in the cgroup and in the cgroups below it (`cgroup.procs` of each), with the
+/// directory each was found in.
+pub fn members(dir: &Path) -> io::Result<Vec<(u32, PathBuf)>> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let procs = match std::fs::read_to_string(d.join("cgroup.procs")) {
+            Ok(p) => p,
+            // A child cgroup removed meanwhile (a nested scope ended).
+            Err(e) if e.kind() == io::ErrorKind::NotFound && d != dir => continue,
+            Err(e) => return Err(e),
+        };
+        out.extend(
+            procs
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .map(|p| (p, d.clone())),
+        );
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                dirs.push(entry.path());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Writes `value` to the cgroup's `file` (`cgroup.freeze`, `cgroup.kill`).
+pub fn write(dir: &Path, file: &str, value: &str) -> io::Result<()> {
+    std::fs::write(dir.join(file), value)
+}
+
+/// `cgroup.freeze` 1, then waits until `cgroup.events` says `frozen 1` (the kernel notifies a
+/// change of the file with `POLLPRI`), until `until`. `Ok(false)`: not frozen in time (the
+/// caller thaws it).
+pub fn freeze(dir: &Path, until: Instant) -> io::Result<bool> {
+    let events = std::fs::File::open(dir.join("cgroup.events"))?;
+    write(dir, "cgroup.freeze", "1")?;
+    wait_event(&events, "frozen", until)
+}
+
+/// Waits until `cgroup.events` says `key 1`.
+pub fn wait_event(events: &std::fs::File, key: &str, until: Instant) -> io::Result<bool> {
+    wait_value(events, key, 1, until)
+}
+
+/// Waits until `cgroup.events` says `key 0` (`populated 0`: the cgroup is empty).
+pub fn wait_event_zero(events: &std::fs::File, key: &str, until: Instant) -> io::Result<bool> {
+    wait_value(events, key, 0, until)
+}
+
+fn wait_value(events: &std::fs::File, key: &str, want: u64, until: Instant) -> io::Result<bool> {
+    let mut buf = [0u8; 256];
+    loop {
+        let n = events.read_at(&mut buf, 0)?;
+        let text = String::from_utf8_lossy(&buf[..n]);
+        if keyed(&text, key) == Some(want) {
+            return Ok(true);
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(false);
+        }
+        // A change between the read and the poll is not lost: kernfs reports it on the next poll.
+        // The kernel sends cgroup.events notifications at most every 10 ms (its rate limit), so
+        // the file is also re-read every millisecond.
+        let left = left.min(Duration::from_millis(1));
+        let mut fds = [PollFd::new(events, PollFlags::PRI)];
+        let ts = Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: left.subsec_nanos() as i64,
+        };
+        match rustix::event::poll(&mut fds, Some(&ts)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// After the receipt (the scope is empty): the cgroup's accounting, then its directory goes.
+/// `None` when the scope had no cgroup of its own, or it is gone already.
+pub fn finish(reg: &refine_protocol::Registration) -> Option<CgroupUsage> {
+    let cg = reg.cgroup.as_ref().filter(|c| c.holds_scope())?;
+    let dir = Path::new(&cg.path);
+    let usage = usage(dir);
+    if let Err(e) = remove(dir) {
+        tracing::warn!(dir = %dir.display(), error = %e, "cannot remove the scope's cgroup");
+    }
+    usage
+}
+
+/// The tree's usage with its CPU times from the cgroup where there is one (the kernel's count
+/// of every member's time, waited for or not); the peak resident set stays the receipt's.
+pub fn with_usage(
+    receipt: Option<refine_protocol::TreeUsage>,
+    cgroup: Option<CgroupUsage>,
+) -> Option<refine_protocol::TreeUsage> {
+    match (receipt, cgroup) {
+        (r, Some(c)) => Some(refine_protocol::TreeUsage {
+            user_us: c.user_us,
+            system_us: c.system_us,
+            max_rss_kib: r.map_or(0, |r| r.max_rss_kib),
+        }),
+        (r, None) => r,
+    }
+}
