@@ -384,6 +384,9 @@ struct Sink {
     /// Open while bytes are flowing; reopened (append) for the next ones.
     file: Option<File>,
     path: PathBuf,
+    /// Whether the artifact exists: it is created by the first byte (F3: an empty stream
+    /// leaves no file), and appended to after that.
+    created: bool,
     written: u64,
     cap: Option<u64>,
     capped: bool,
@@ -410,7 +413,7 @@ impl Sink {
         }
         let file = match &mut self.file {
             Some(f) => f,
-            None => match reopen_artifact(&self.path) {
+            None => match self.open() {
                 Ok(f) => self.file.insert(f),
                 Err(e) => {
                     self.failed = Some(e.raw_os_error().unwrap_or(libc::EIO));
@@ -422,6 +425,19 @@ impl Sink {
             Ok(()) => self.written += take as u64,
             Err(e) => self.failed = Some(e.raw_os_error().unwrap_or(libc::EIO)),
         }
+    }
+
+    /// The artifact: created (truncated) for the first bytes, appended to after that.
+    fn open(&mut self) -> io::Result<File> {
+        if self.created {
+            return reopen_artifact(&self.path);
+        }
+        let f = open_artifact(&self.path).map_err(|e| match e {
+            CaptureError::Artifact { source, .. } => source,
+            other => io::Error::other(other.to_string()),
+        })?;
+        self.created = true;
+        Ok(f)
     }
 
     /// The stream has nothing more for now: close the artifact until it has.
@@ -686,8 +702,7 @@ impl Capture {
                 // Fewer wake-ups per byte; the system limit may refuse, which is harmless.
                 let _ = rustix::pipe::fcntl_setpipe_size(&src.fd, PIPE_SIZE);
             }
-            // Created (and truncated) now; written through a reopened handle when bytes come.
-            drop(open_artifact(&src.artifact)?);
+            // Created by the first byte (F3): a silent stream leaves no file.
             readers.push(Reader {
                 stream: src.stream,
                 fd: Some(src.fd),
@@ -699,6 +714,7 @@ impl Capture {
                 sink: Sink {
                     file: None,
                     path: src.artifact,
+                    created: false,
                     written: 0,
                     cap: config.log_cap,
                     capped: false,
