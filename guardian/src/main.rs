@@ -105,7 +105,7 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     };
     let mut failure = None;
     let (end, spawn_errno, exec) = match decision {
-        Decision::Start => match release(&mut workload, &proof, chan, &signals, &spec) {
+        Decision::Start => match release(&mut workload, chan, &signals, &spec) {
             Release::Started => {
                 chan.send(&Frame::Started);
                 (ScopeEnd::Completed, 0, Exec::Yes)
@@ -167,11 +167,9 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     Ok(())
 }
 
-/// Opens the gate and, while the child execs, syncs the receipt's reserved block (so the receipt
-/// is an in-place write); then learns (bounded, see `gate`) how the exec went.
+/// Opens the gate, then learns (bounded, see `gate`) how the exec went.
 fn release(
     workload: &mut gate::Workload,
-    proof: &receipt::ProofFile,
     chan: &mut Channel,
     signals: &Signals,
     spec: &refine_protocol::LaunchSpec<'static>,
@@ -179,6 +177,5 @@ fn release(
     if !workload.open_gate() {
         return Release::NeverExecuted;
     }
-    proof.reserve();
     workload.exec_result(chan, signals, spec.pdeath_signal, spec.start_timeout_ms)
 }

@@ -167,7 +167,6 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
         usage: None,
     })
     .expect("result");
-    File::create(rt.lock_path(id)).expect("lock file");
     backdate(rt, id, f.ended);
     reg
 }

@@ -156,12 +156,17 @@ fn a_silent_launch_leaves_no_artifact_and_at_most_8_kib() {
     for view in [vec!["logs", id.as_str()], vec!["show", id.as_str()]] {
         let out = home.cli(&view);
         assert!(out.status.success(), "{}", describe(&view, &out));
-        let text = String::from_utf8_lossy(&out.stdout);
+        // `logs` says it as a note on stderr: its stdout is the stream's bytes (none).
+        let logs = view[0] == "logs";
+        let text = String::from_utf8_lossy(if logs { &out.stderr } else { &out.stdout });
         assert!(
             text.contains("no output"),
             "`{}` does not say \"no output\": {text}",
             view.join(" ")
         );
+        if logs {
+            assert!(out.stdout.is_empty(), "logs printed {:?}", out.stdout);
+        }
     }
 }
 
