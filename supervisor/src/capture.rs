@@ -580,6 +580,10 @@ impl Reader {
                         self.read += n as u64;
                         // Past the kept prefix: the result is incomplete, as with a read.
                         self.over_memory = true;
+                        if n < SPLICE_CHUNK {
+                            // The pipe is empty: back to poll without an EAGAIN splice.
+                            return ReadOutcome::Drained;
+                        }
                         continue;
                     }
                     Some(Err(Errno::AGAIN)) => return ReadOutcome::Drained,
