@@ -64,6 +64,7 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     // G11, G12: every inherited disposition reset; signals are only ever read from the signalfd.
     let signals = Signals::block_all()?;
     let region = sys::map_region(REGION_LEN).map_err(Error::Memory)?;
+    let region_at = region.as_ptr() as usize;
 
     // G2: the bounded handshake.
     let (launch, tail) = chan.recv_launch(region, &signals)?;
@@ -134,8 +135,15 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
         }
     };
 
+    // F5: the frame and the exec arrays served their purpose (the child execs from its own
+    // copy): their pages go back to the kernel, so a held workload costs the guardian its stack
+    // and data page only. Nothing in the region is read from here on: only the spec's scalars.
+    let (pdeath_signal, registration, runtime) =
+        (spec.pdeath_signal, spec.registration, spec.runtime);
+    sys::discard(region_at, REGION_LEN);
+
     // G5-G9: reap until ECHILD.
-    let out = reap::until_empty(&mut workload, chan, &signals, spec.pdeath_signal, exec)?;
+    let out = reap::until_empty(&mut workload, chan, &signals, pdeath_signal, exec)?;
 
     // G5: the receipt, only now; G14: an error on the way is named in it.
     let (end, spawn_errno) = match failure.or(out.failure) {
@@ -143,8 +151,8 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
         None => (end, spawn_errno),
     };
     let receipt = Receipt {
-        registration: spec.registration,
-        runtime: spec.runtime,
+        registration,
+        runtime,
         boot_id,
         guardian,
         workload: refine_protocol::ProcessWitness {

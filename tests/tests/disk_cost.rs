@@ -189,3 +189,59 @@ fn a_stream_that_writes_gets_its_artifact_and_a_silent_one_none() {
     assert!(out.status.success(), "{}", describe(&["logs"], &out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("hello"));
 }
+
+/// F5: while it holds a workload, the guardian that ships (the release build) holds at most
+/// 16 kB of private memory: its stack and its data page; the launch frame's pages went back to
+/// the kernel once the workload started.
+#[test]
+fn the_guardian_holds_at_most_16_kb_of_private_memory_while_it_holds_a_workload() {
+    use std::io::BufRead;
+    // target/debug/deps/<test> -> target/release/refine-guardian
+    let exe = std::env::current_exe().expect("current_exe");
+    let release = exe
+        .ancestors()
+        .nth(3)
+        .expect("target dir")
+        .join("release/refine-guardian");
+    if !release.is_file() {
+        eprintln!(
+            "skipped: {} is missing (cargo build --release -p refine-guardian; scripts/test does)",
+            release.display()
+        );
+        return;
+    }
+    let home = Home::new();
+    let mut child = home
+        .command(&["run", "--", "sh", "-c", "echo ready; exec sleep 60"])
+        .env("REFINE_GUARDIAN", &release)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn run");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("read run's stdout");
+    assert_eq!(line.trim(), "ready");
+    let rows = home.ps();
+    let id = rows[0]["id"].as_str().expect("id").to_owned();
+    let [(guardian, _), _] = cli_support::witnesses(&home, &id);
+    // A binary written moments ago (the build) counts its page-cache pages as Private_Dirty
+    // until they are written back: write them back, so this measures the guardian.
+    std::fs::File::open(&release)
+        .and_then(|f| f.sync_all())
+        .expect("sync the guardian binary");
+    let rollup = std::fs::read_to_string(format!("/proc/{guardian}/smaps_rollup"));
+    let stop = home.cli(&["stop", &id]);
+    let _ = cli_support::wait_bounded(&mut child, cli_support::DEADLINE, "run");
+    assert!(stop.status.success(), "{}", describe(&["stop"], &stop));
+    let rollup = rollup.expect("the guardian's smaps_rollup");
+    let dirty: u64 = rollup
+        .lines()
+        .find(|l| l.starts_with("Private_Dirty:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no Private_Dirty in {rollup}"));
+    assert!(
+        dirty <= 16,
+        "the guardian holds {dirty} kB Private_Dirty (at most 16):\n{rollup}"
+    );
+}

@@ -286,6 +286,14 @@ pub fn map_region(len: usize) -> Result<&'static mut [u8], Errno> {
     Ok(unsafe { core::slice::from_raw_parts_mut(base, len) })
 }
 
+/// Gives the pages of the mapping at `addr` (`len` bytes, from [`map_region`]) back to the
+/// kernel (`MADV_DONTNEED`): they read as zeros afterwards, so the caller must hold no reference
+/// it still reads. A fork's copy keeps its own pages. Best effort.
+pub fn discard(addr: usize, len: usize) {
+    // SAFETY: a private anonymous mapping of this process; its contents are no longer read.
+    let _ = unsafe { syscall!(libc::SYS_madvise, addr, len, libc::MADV_DONTNEED) };
+}
+
 /// Carves two adjacent pointer arrays (argv: `na` slots, envp: `ne` slots) from the start of
 /// `tail`, which must be 8-byte aligned and long enough; `None` otherwise.
 pub fn pointer_slots(
