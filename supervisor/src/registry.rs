@@ -626,10 +626,19 @@ impl Runtime {
                 id,
             );
         }
-        // A torn or foreign tail (a crash while it was written) is no result: display only.
-        Ok(LaunchResultRecord::decode(tail)
-            .ok()
-            .filter(|r| (r.id, r.runtime) == (id, self.id)))
+        // Damaged or foreign (a crash while it was written, tampering): shown, never trusted.
+        let corrupt = |source| RegistryError::Corrupt {
+            what: "launch result",
+            path: path.clone(),
+            source,
+        };
+        let rec = LaunchResultRecord::decode(tail).map_err(corrupt)?;
+        if (rec.id, rec.runtime) != (id, self.id) {
+            return Err(corrupt(DecodeError::InvalidField {
+                field: "id or runtime",
+            }));
+        }
+        Ok(Some(rec))
     }
 
     /// Records the stall watch's status of a scope, like [`Runtime::write_result`] (display
