@@ -64,6 +64,7 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     // G11, G12: every inherited disposition reset; signals are only ever read from the signalfd.
     let signals = Signals::block_all()?;
     let region = sys::map_region(REGION_LEN).map_err(Error::Memory)?;
+    let region_at = region.as_ptr() as usize;
 
     // G2: the bounded handshake.
     let (launch, tail) = chan.recv_launch(region, &signals)?;
@@ -106,7 +107,7 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     };
     let mut failure = None;
     let (end, spawn_errno, exec) = match decision {
-        Decision::Start => match release(&mut workload, &proof, chan, &signals, &spec) {
+        Decision::Start => match release(&mut workload, chan, &signals, &spec) {
             Release::Started => {
                 chan.send(&Frame::Started);
                 (ScopeEnd::Completed, 0, Exec::Yes)
@@ -135,8 +136,15 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
         }
     };
 
+    // F5: the frame and the exec arrays served their purpose (the child execs from its own
+    // copy): their pages go back to the kernel, so a held workload costs the guardian its stack
+    // and data page only. Nothing in the region is read from here on: only the spec's scalars.
+    let (pdeath_signal, registration, runtime) =
+        (spec.pdeath_signal, spec.registration, spec.runtime);
+    sys::discard(region_at, REGION_LEN);
+
     // G5-G9: reap until ECHILD.
-    let out = reap::until_empty(&mut workload, chan, &signals, spec.pdeath_signal, exec)?;
+    let out = reap::until_empty(&mut workload, chan, &signals, pdeath_signal, exec)?;
 
     // G5: the receipt, only now; G14: an error on the way is named in it.
     let (end, spawn_errno) = match failure.or(out.failure) {
@@ -144,8 +152,8 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
         None => (end, spawn_errno),
     };
     let receipt = Receipt {
-        registration: spec.registration,
-        runtime: spec.runtime,
+        registration,
+        runtime,
         boot_id,
         guardian,
         workload: refine_protocol::ProcessWitness {
@@ -173,11 +181,9 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     Ok(())
 }
 
-/// Opens the gate and, while the child execs, syncs the receipt's reserved block (so the receipt
-/// is an in-place write); then learns (bounded, see `gate`) how the exec went.
+/// Opens the gate, then learns (bounded, see `gate`) how the exec went.
 fn release(
     workload: &mut gate::Workload,
-    proof: &receipt::ProofFile,
     chan: &mut Channel,
     signals: &Signals,
     spec: &refine_protocol::LaunchSpec<'static>,
@@ -185,6 +191,5 @@ fn release(
     if !workload.open_gate() {
         return Release::NeverExecuted;
     }
-    proof.reserve();
     workload.exec_result(chan, signals, spec.pdeath_signal, spec.start_timeout_ms)
 }

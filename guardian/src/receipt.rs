@@ -12,12 +12,10 @@
 //! meanwhile: its guardian is alive and no receipt is there), with a growing pause up to
 //! [`RETRY_MAX_MS`].
 //!
-//! While the workload execs, the guardian [syncs](ProofFile::reserve) the receipt's block: it
-//! writes [`RESERVED`] (zeros, which readers take as "no receipt yet") and syncs it. That first
-//! sync commits the new file's allocation, which costs as much again as the data itself on a
-//! journalling file system; done while the guardian would otherwise only wait, it leaves the
-//! receipt an in-place overwrite, so the time from the last exit to a durable receipt is one data
-//! write.
+//! The receipt's one `fdatasync` also commits the file's allocation (F3: a launch syncs twice,
+//! the registration and the receipt). An earlier sync of the reserved block while the workload
+//! ran would make the receipt an in-place overwrite, but it is a third sync on every launch,
+//! and a short command pays it on its critical path.
 //!
 //! # Caveats
 //! The directory entry is not fsynced here: after a crash the file may be missing, which the
@@ -53,12 +51,6 @@ impl ProofFile {
             fd,
             identity: ProofIdentity { dev, ino },
         })
-    }
-
-    /// Writes and syncs the zero reservation. Best effort: a failure here changes nothing the
-    /// receipt write does not check again.
-    pub fn reserve(&self) {
-        let _ = sys::pwrite_sync(&self.fd, &RESERVED, 0);
     }
 
     /// Writes the receipt whole and `fdatasync`s it, retrying until that succeeds.

@@ -298,6 +298,18 @@ pub struct StallRecord {
     pub silent: Option<StallIncident>,
 }
 
+/// The length of the record envelope that starts `buf` (header and payload), read from its
+/// header; `None` for a header that is short or declares more than [`MAX_RECORD`]. Nothing is
+/// checked beyond the length: decode the envelope to trust it. Lets a file hold a record followed
+/// by another (a registration, then the launch's result).
+pub fn envelope_size(buf: &[u8]) -> Option<usize> {
+    let at = REGISTRATION_MAGIC.len() + 4;
+    let len = buf.get(at..at + 4)?;
+    let n = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    let total = ENVELOPE_LEN.checked_add(n)?;
+    (total <= MAX_RECORD && buf.len() >= ENVELOPE_LEN).then_some(total)
+}
+
 /// Largest payload an encoder accepts: a record file never exceeds [`MAX_RECORD`].
 pub const MAX_PAYLOAD: usize = MAX_RECORD - ENVELOPE_LEN;
 

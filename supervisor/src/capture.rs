@@ -55,6 +55,8 @@ pub const DEFAULT_KEEP: usize = 16 * 1024 * 1024;
 pub const FINAL_DRAIN: Duration = Duration::from_millis(200);
 /// Size of one read.
 pub const READ_CHUNK: usize = 256 * 1024;
+/// Bytes one `splice` moves at most (the pipe holds [`PIPE_SIZE`]).
+const SPLICE_CHUNK: usize = 1024 * 1024;
 /// Reads per stream per wake-up: a busy stream cannot starve the others or the control fds.
 const READS_PER_WAKE: usize = 8;
 /// Streams one capture handles (stdout, stderr, and room to spare).
@@ -384,6 +386,13 @@ struct Sink {
     /// Open while bytes are flowing; reopened (append) for the next ones.
     file: Option<File>,
     path: PathBuf,
+    /// Whether the artifact exists: it is created by the first byte (F3: an empty stream
+    /// leaves no file), and appended to after that.
+    created: bool,
+    /// The artifact opened without `O_APPEND` (which `splice` refuses), written at `written`.
+    splice_file: Option<File>,
+    /// `splice` failed in a way that says it never will here: read and write from now on.
+    splice_broken: bool,
     written: u64,
     cap: Option<u64>,
     capped: bool,
@@ -410,7 +419,7 @@ impl Sink {
         }
         let file = match &mut self.file {
             Some(f) => f,
-            None => match reopen_artifact(&self.path) {
+            None => match self.open() {
                 Ok(f) => self.file.insert(f),
                 Err(e) => {
                     self.failed = Some(e.raw_os_error().unwrap_or(libc::EIO));
@@ -424,9 +433,76 @@ impl Sink {
         }
     }
 
+    /// The artifact: created (truncated) for the first bytes, appended to after that.
+    fn open(&mut self) -> io::Result<File> {
+        if self.created {
+            return reopen_artifact(&self.path);
+        }
+        let f = open_artifact(&self.path).map_err(|e| match e {
+            CaptureError::Artifact { source, .. } => source,
+            other => io::Error::other(other.to_string()),
+        })?;
+        self.created = true;
+        Ok(f)
+    }
+
+    /// Moves up to `max` bytes from `pipe` into the artifact inside the kernel (`splice`, F5).
+    /// `None` when it does not apply here (the artifact not created yet, capped, failed, or a
+    /// file system or source that cannot splice): the caller reads and writes instead, which
+    /// also applies the cap and records a failure.
+    fn splice_from(&mut self, pipe: BorrowedFd<'_>, max: usize) -> Option<Result<usize, Errno>> {
+        use rustix::pipe::{splice, SpliceFlags};
+        if self.capped || self.failed.is_some() || self.splice_broken || !self.created {
+            return None;
+        }
+        let take = match self.cap {
+            Some(cap) => match cap.saturating_sub(self.written) {
+                0 => return None,
+                room => max.min(usize::try_from(room).unwrap_or(usize::MAX)),
+            },
+            None => max,
+        };
+        if self.splice_file.is_none() {
+            match OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_CLOEXEC)
+                .open(&self.path)
+            {
+                Ok(f) => self.splice_file = Some(f),
+                Err(_) => {
+                    self.splice_broken = true;
+                    return None;
+                }
+            }
+        }
+        let file = self.splice_file.as_ref()?;
+        let mut at = self.written;
+        match splice(
+            pipe,
+            None,
+            file,
+            Some(&mut at),
+            take,
+            SpliceFlags::NONBLOCK | SpliceFlags::MOVE,
+        ) {
+            Ok(n) => {
+                self.written += n as u64;
+                Some(Ok(n))
+            }
+            Err(e @ (Errno::AGAIN | Errno::INTR)) => Some(Err(e)),
+            // EINVAL, ENOSYS, EOPNOTSUPP, a full disk...: the read/write path decides.
+            Err(_) => {
+                self.splice_broken = true;
+                self.splice_file = None;
+                None
+            }
+        }
+    }
+
     /// The stream has nothing more for now: close the artifact until it has.
     fn idle(&mut self) {
         self.file = None;
+        self.splice_file = None;
     }
 }
 
@@ -471,25 +547,50 @@ impl Reader {
         &mut self,
         buf: &mut [u8],
         keep_max: usize,
+        splice: bool,
         on: impl FnMut(Stream, &[u8]),
     ) -> ReadOutcome {
-        let outcome = self.read_chunks(buf, keep_max, on);
+        let outcome = self.read_chunks(buf, keep_max, splice, on);
         if !matches!(outcome, ReadOutcome::More) {
             self.sink.idle();
         }
         outcome
     }
 
+    /// `splice`: nobody but the artifact wants the bytes (no callback); with no forward either
+    /// and the in-memory prefix full, they move pipe to file inside the kernel (F5).
     fn read_chunks(
         &mut self,
         buf: &mut [u8],
         keep_max: usize,
+        splice: bool,
         mut on: impl FnMut(Stream, &[u8]),
     ) -> ReadOutcome {
         for _ in 0..READS_PER_WAKE {
             let Some(fd) = self.fd.as_ref() else {
                 return ReadOutcome::Closed;
             };
+            if splice && self.forward.is_none() && !self.pty && self.kept.len() >= keep_max {
+                match self.sink.splice_from(fd.as_fd(), SPLICE_CHUNK) {
+                    Some(Ok(0)) => {
+                        self.fd = None;
+                        return ReadOutcome::Closed;
+                    }
+                    Some(Ok(n)) => {
+                        self.read += n as u64;
+                        // Past the kept prefix: the result is incomplete, as with a read.
+                        self.over_memory = true;
+                        if n < SPLICE_CHUNK {
+                            // The pipe is empty: back to poll without an EAGAIN splice.
+                            return ReadOutcome::Drained;
+                        }
+                        continue;
+                    }
+                    Some(Err(Errno::AGAIN)) => return ReadOutcome::Drained,
+                    Some(Err(_)) => continue,
+                    None => {}
+                }
+            }
             match rustix::io::read(fd, &mut *buf) {
                 Ok(0) => {
                     self.fd = None;
@@ -534,11 +635,17 @@ impl Reader {
     }
 
     /// After `poll` said this reader's interest is ready: forward what waits, or read a batch.
-    fn service(&mut self, buf: &mut [u8], keep_max: usize, on: impl FnMut(Stream, &[u8])) {
+    fn service(
+        &mut self,
+        buf: &mut [u8],
+        keep_max: usize,
+        splice: bool,
+        on: impl FnMut(Stream, &[u8]),
+    ) {
         if self.throttled() {
             self.flush();
         } else {
-            self.read_batch(buf, keep_max, on);
+            self.read_batch(buf, keep_max, splice, on);
         }
     }
 
@@ -686,8 +793,7 @@ impl Capture {
                 // Fewer wake-ups per byte; the system limit may refuse, which is harmless.
                 let _ = rustix::pipe::fcntl_setpipe_size(&src.fd, PIPE_SIZE);
             }
-            // Created (and truncated) now; written through a reopened handle when bytes come.
-            drop(open_artifact(&src.artifact)?);
+            // Created by the first byte (F3): a silent stream leaves no file.
             readers.push(Reader {
                 stream: src.stream,
                 fd: Some(src.fd),
@@ -699,6 +805,9 @@ impl Capture {
                 sink: Sink {
                     file: None,
                     path: src.artifact,
+                    created: false,
+                    splice_file: None,
+                    splice_broken: false,
                     written: 0,
                     cap: config.log_cap,
                     capped: false,
@@ -808,6 +917,8 @@ impl Capture {
             }
         };
         let keep_max = self.config.keep_max;
+        // Without a callback the artifact is the bytes' only reader: they may be spliced.
+        let splice = self.callback.is_none();
         let mut got = false;
         for (i, r) in self.readers.iter_mut().enumerate() {
             if i >= 32 || ready & (1 << i) == 0 {
@@ -815,7 +926,7 @@ impl Capture {
             }
             let before = r.read;
             let cb = &mut self.callback;
-            r.service(buf, keep_max, |s, b| {
+            r.service(buf, keep_max, splice, |s, b| {
                 if let Some(cb) = cb.as_mut() {
                     cb(s, b)
                 }
@@ -940,7 +1051,7 @@ impl Tail {
     pub fn service(&mut self, ready: u32, buf: &mut [u8]) -> bool {
         for (i, r) in self.readers.iter_mut().enumerate() {
             if i < 32 && ready & (1 << i) != 0 {
-                r.service(buf, 0, |_, _| {});
+                r.service(buf, 0, true, |_, _| {});
             }
         }
         self.is_done()

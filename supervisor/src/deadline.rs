@@ -104,6 +104,8 @@ pub fn recorded_activity(reg: &Registration) -> Option<u64> {
         Some(&reg.stdout_path),
         Some(&reg.stderr_path),
         reg.stdin_path.as_ref(),
+        // Stamped while the stdout artifact does not exist yet (see `stamp_activity`).
+        Some(&reg.proof_path),
     ]
     .into_iter()
     .flatten()
@@ -114,7 +116,9 @@ pub fn recorded_activity(reg: &Registration) -> Option<u64> {
 }
 
 /// Records activity that writes no artifact (a resize, a forwarded signal) for
-/// [`recorded_activity`]: the stdout artifact's modification time becomes now. Best effort.
+/// [`recorded_activity`]: the stdout artifact's modification time becomes now, or, while a silent
+/// stdout has no artifact (F3: created by its first byte), the proof file's (its device, inode
+/// and content, which the assessment checks, do not change). Best effort.
 pub fn stamp_activity(reg: &Registration) {
     use rustix::fs::{Timespec, Timestamps, UTIME_NOW, UTIME_OMIT};
     let times = Timestamps {
@@ -127,12 +131,12 @@ pub fn stamp_activity(reg: &Registration) {
             tv_nsec: UTIME_NOW,
         },
     };
-    let _ = rustix::fs::utimensat(
-        rustix::fs::CWD,
-        reg.stdout_path.as_str(),
-        &times,
-        rustix::fs::AtFlags::empty(),
-    );
+    for path in [reg.stdout_path.as_str(), reg.proof_path.as_str()] {
+        match rustix::fs::utimensat(rustix::fs::CWD, path, &times, rustix::fs::AtFlags::empty()) {
+            Err(rustix::io::Errno::NOENT) => continue,
+            _ => return,
+        }
+    }
 }
 
 /// Which deadline of `reg` has passed at `now`, if any, from the record alone: completion from

@@ -72,6 +72,101 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     result
 }
 
+/// A new file in `dir` without a name (`O_TMPFILE`, read-write, mode 0600): it vanishes with
+/// its last descriptor unless [`link_nameless`] gives it one, so a crash leaves nothing behind.
+pub fn open_nameless(dir: &Path) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .mode(FILE_MODE)
+        .open(dir)?;
+    set_mode(&f, FILE_MODE)?;
+    Ok(f)
+}
+
+/// Whether [`open_nameless`] failed because the file system (or kernel) has no `O_TMPFILE`.
+pub fn nameless_unsupported(e: &io::Error) -> bool {
+    // EISDIR: a kernel without O_TMPFILE sees a read-write open of a folder.
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) | Some(libc::EINVAL)
+    )
+}
+
+/// Gives the nameless file `f` the name `path` (`linkat` through `/proc/self/fd`, which needs
+/// no privilege); an existing `path` is never replaced (`AlreadyExists`).
+pub fn link_nameless(f: &File, path: &Path) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let proc = format!("/proc/self/fd/{}", f.as_raw_fd());
+    rustix::fs::linkat(
+        rustix::fs::CWD,
+        proc.as_str(),
+        rustix::fs::CWD,
+        path,
+        rustix::fs::AtFlags::SYMLINK_FOLLOW,
+    )
+    .map_err(io::Error::from)
+}
+
+/// Makes `f` and the names just given to it in `dirs` durable. On a journalling file system
+/// that commits a file's metadata with its `fsync` (ext4, xfs, btrfs: a new link changes the
+/// inode's link count in the same transaction as the directory entry, and `fsync` commits that
+/// transaction), one `fsync` of the file does it; tmpfs keeps nothing across a crash anyway.
+/// Anywhere else the folders are synced too, as POSIX asks.
+pub fn sync_linked(f: &File, dirs: &[&Path]) -> io::Result<()> {
+    f.sync_all()?;
+    if !commits_names_with_file(f) {
+        for d in dirs {
+            sync_dir(d)?;
+        }
+    }
+    Ok(())
+}
+
+/// ext4 (also ext2/3's magic), xfs, btrfs and tmpfs (see [`sync_linked`]).
+fn commits_names_with_file(f: &File) -> bool {
+    const EXT4: i64 = 0xEF53;
+    const XFS: i64 = 0x5846_5342;
+    const BTRFS: i64 = 0x9123_683E;
+    const TMPFS: i64 = 0x0102_1994;
+    match rustix::fs::fstatfs(f) {
+        #[allow(clippy::unnecessary_cast)]
+        Ok(st) => {
+            let t = st.f_type as i64;
+            if t == EXT4 {
+                // ext2 has the same magic and no journal; ext3/4 without a journal neither.
+                return has_journal(f);
+            }
+            matches!(t, XFS | BTRFS | TMPFS)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Whether the ext file system holding `f` has a journal (`/sys/fs/ext4/<device>/journal_task`
+/// exists only for a journalled mount; unknown counts as none).
+fn has_journal(f: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = f.metadata() else {
+        return false;
+    };
+    let dev = format!(
+        "/sys/dev/block/{}:{}",
+        libc::major(m.dev()),
+        libc::minor(m.dev())
+    );
+    fs::read_link(dev)
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_owned()))
+        .is_some_and(|name| {
+            Path::new("/sys/fs/ext4")
+                .join(name)
+                .join("journal_task")
+                .exists()
+        })
+}
+
 /// `fsync` a directory so that entries created or renamed in it are durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()

@@ -1,8 +1,8 @@
-//! Bounded `flock(2)` fences: the per-registration lock (`locks/ID.lock`) and the runtime stop
-//! fence (`locks/stop.lock`).
+//! Bounded `flock(2)` fences: the per-registration lock (the registration record itself, see
+//! [`crate::registry`]) and the runtime stop fence (`locks/stop.lock`).
 //!
-//! A lock file is created once and never deleted or replaced while its registration exists, so
-//! every waiter and every new consumer locks the same inode (R2). Acquisition is bounded: it polls
+//! A lock's file is created once and never deleted or replaced while its registration exists,
+//! so every waiter and every new consumer locks the same inode (R2). Acquisition is bounded: it polls
 //! `LOCK_NB` until the deadline, then fails with [`FenceError::Timeout`].
 //!
 //! # Caveats
@@ -62,6 +62,11 @@ pub fn acquire(path: &Path, wait: Duration) -> Result<Fence, FenceError> {
         path: path.to_owned(),
         source,
     })?;
+    lock_bounded(file, path, wait)
+}
+
+/// Polls `LOCK_NB` on `file` until it is ours or `wait` has passed.
+fn lock_bounded(file: File, path: &Path, wait: Duration) -> Result<Fence, FenceError> {
     let start = Instant::now();
     let mut pause = Duration::from_micros(200);
     loop {
@@ -90,6 +95,42 @@ pub fn acquire(path: &Path, wait: Duration) -> Result<Fence, FenceError> {
         std::thread::sleep(pause.min(wait - waited));
         pause = (pause * 2).min(Duration::from_millis(10));
     }
+}
+
+/// A lock this process just took on `file` (a fresh registration record, locked before it has a
+/// name: nobody else can contend for it yet).
+pub fn adopt(file: File, path: &Path) -> Result<Fence, FenceError> {
+    flock(&file, FlockOperation::NonBlockingLockExclusive).map_err(|e| FenceError::Lock {
+        path: path.to_owned(),
+        source: e.into(),
+    })?;
+    Ok(Fence {
+        _file: file,
+        path: path.to_owned(),
+    })
+}
+
+/// Takes an exclusive lock on the first of `names` that exists (names of one file: nothing is
+/// created), waiting at most `wait`; [`FenceError::Open`] with `NotFound` when none exists.
+pub fn acquire_existing(names: &[PathBuf], wait: Duration) -> Result<Fence, FenceError> {
+    let mut last = None;
+    for path in names {
+        match File::open(path) {
+            Ok(file) => return lock_bounded(file, path, wait),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => last = Some((path, e)),
+            Err(source) => {
+                return Err(FenceError::Open {
+                    path: path.to_owned(),
+                    source,
+                })
+            }
+        }
+    }
+    let (path, source) = last.map_or_else(
+        || (PathBuf::new(), io::Error::from(io::ErrorKind::NotFound)),
+        |(p, e)| (p.to_owned(), e),
+    );
+    Err(FenceError::Open { path, source })
 }
 
 /// Takes the lock only if it is free now.

@@ -103,9 +103,12 @@ pub fn settle_if_free(
     id: RegistrationId,
     boot: &dyn BootSource,
 ) -> Result<Option<Settled>, RegistryError> {
-    match crate::fence::try_acquire(&rt.lock_path(id))? {
-        Some(held) => settle(rt, id, &held, boot).map(Some),
-        None => Ok(None),
+    match rt.try_lock(id) {
+        Ok(Some(held)) => settle(rt, id, &held, boot).map(Some),
+        Ok(None) => Ok(None),
+        // Every name is gone (forgotten meanwhile): nothing to settle.
+        Err(RegistryError::NotFound(_)) => Ok(Some(Settled::Unwritten { dropped: false })),
+        Err(e) => Err(e),
     }
 }
 

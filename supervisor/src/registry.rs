@@ -3,13 +3,15 @@
 //! ```text
 //! run/.gitignore              ignore marker, written only if no ignore file exists there
 //! run/P/runtime-id            this runtime's identity (receipts of another runtime never verify)
-//! run/P/registrations/ID      durable registration record (protocol::record)
+//! run/P/registrations/ID      durable registration record (protocol::record), then the launch's
+//!                             result record appended (display only); the registration's lock
 //! run/P/proofs/ID             proof file: created by the guardian, the receipt lands in it
-//! run/P/logs/ID.stdout|.stderr|.stdin, ID.capture   artifacts and capture receipt
-//! run/P/locks/ID.lock         per-registration lock; stable inode while the record exists
+//! run/P/logs/ID.stdout|.stderr|.stdin, ID.capture   artifacts (created by their first byte)
+//!                             and capture receipt
 //! run/P/locks/stop.lock       runtime fence serializing tree stops
 //! run/P/locks/service.lock    held by the port's one service
-//! run/P/open/ID               open index: an empty marker per registration not yet proven exited
+//! run/P/open/ID               open index: a second name (hard link) of the record of every
+//!                             registration not yet proven exited
 //! run/P/supervisor.sock       service socket
 //! run/P/service.log           the service's log
 //! ```
@@ -22,11 +24,19 @@
 //! maintenance pass and recovery cost O(open registrations), not O(history). It never decides a
 //! state: the one assessment ([`crate::assess`]) does, every time. The rules:
 //!
-//! - [`Runtime::write_registration`] creates the marker `open/ID` and fsyncs `open/` **before**
-//!   the record is written. A crash in between leaves a marker without a record, which is
-//!   re-checked and dropped once the launch's start timeout has passed ([`crate::open_index`]).
-//!   A record therefore never exists, not even after a crash, without its marker until the marker
-//!   is removed on purpose.
+//! - A record is written whole into a nameless file (`O_TMPFILE`), linked as `open/ID` and only
+//!   then as `registrations/ID`, and synced once ([`Runtime::commit_registration`]). A crash in
+//!   between leaves a marker without a record, which is re-checked and dropped once the launch's
+//!   start timeout has passed ([`crate::open_index`]). A record therefore never exists without
+//!   its marker until the marker is removed on purpose.
+//!
+//! # One file per registration (F3)
+//! The record is also the registration's lock (`flock` on any of its names: `registrations/ID`,
+//! `open/ID`, the forget intent; one inode, never replaced while the registration exists: R2),
+//! and the launch's result record is appended to it (not synced: display only). The launcher
+//! locks the nameless file before it has a name, so it holds the lock from before the record
+//! exists until the receipt. Runtimes written by earlier binaries may still hold `locks/ID.lock`
+//! and `logs/ID.result` files: forgetting removes them with their registration.
 //! - The marker is removed only under the registration's lock, after the assessment said
 //!   `exited` ([`crate::open_index::settle`]). If that removal is lost in a crash the marker
 //!   comes back and the registration is simply assessed again: safe, at worst work.
@@ -295,7 +305,7 @@ impl Runtime {
     pub fn stop_request_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("logs").join(format!("{id}.stop"))
     }
-    /// The launching engine's result (outcome and workload status), for operators.
+    /// Where binaries before F3 kept the launching engine's result (now appended to the record).
     pub fn result_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("logs").join(format!("{id}.result"))
     }
@@ -303,8 +313,21 @@ impl Runtime {
     pub fn stall_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("logs").join(format!("{id}.stall"))
     }
+    /// The registration's lock: the record itself (see the module docs).
     pub fn lock_path(&self, id: RegistrationId) -> PathBuf {
+        self.record_path(id)
+    }
+    /// Where binaries before F3 kept a separate lock file per registration.
+    pub fn legacy_lock_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("locks").join(format!("{id}.lock"))
+    }
+    /// Every name the registration's lock (its record's inode) may have.
+    fn lock_names(&self, id: RegistrationId) -> [PathBuf; 3] {
+        [
+            self.record_path(id),
+            self.open_marker_path(id),
+            self.forget_intent_path(id),
+        ]
     }
     pub fn stop_fence_path(&self) -> PathBuf {
         self.dir.join("locks").join("stop.lock")
@@ -325,7 +348,7 @@ impl Runtime {
             self.result_path(id),
             self.stop_request_path(id),
             self.stall_path(id),
-            self.lock_path(id),
+            self.legacy_lock_path(id),
         ]
     }
     /// Where forgetting moves a record while it removes the rest of the registration
@@ -355,20 +378,108 @@ impl Runtime {
         Ok(RegistrationId(random16()?))
     }
 
-    /// Writes the record durably (temp, fsync, rename, fsync dir), after its open-index marker
-    /// is durable (see the module docs: a record never exists without its marker).
-    pub fn write_registration(&self, reg: &Registration) -> Result<(), RegistryError> {
+    /// Starts registration `id`: a nameless record file in `registrations/`, already locked (the
+    /// returned fence is the registration's lock, held from before the record exists).
+    pub fn begin_registration(
+        &self,
+        id: RegistrationId,
+    ) -> Result<(Fence, PendingRecord), RegistryError> {
+        let dir = self.dir.join("registrations");
+        let (file, named) = match durable::open_nameless(&dir) {
+            Ok(f) => (f, None),
+            // No O_TMPFILE here: a named temporary, renamed into place at commit.
+            Err(e) if durable::nameless_unsupported(&e) => {
+                let tmp = dir.join(format!(".tmp-{id}-{}", std::process::id()));
+                let f = durable::open_private(
+                    fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create_new(true),
+                    &tmp,
+                )
+                .map_err(io_err("create", &tmp))?;
+                (f, Some(tmp))
+            }
+            Err(e) => return Err(io_err("create", &dir)(e)),
+        };
+        let dup = file.try_clone().map_err(io_err("duplicate", &dir))?;
+        let fence = fence::adopt(file, &self.record_path(id))?;
+        Ok((
+            fence,
+            PendingRecord {
+                id,
+                file: dup,
+                named,
+            },
+        ))
+    }
+
+    /// Writes `reg` into `pending` and makes it durable under its names: the whole record is
+    /// written, linked as `open/ID` (the marker), then as `registrations/ID`, then synced once
+    /// (see [`durable::sync_linked`] for why one `fsync` covers the names).
+    pub fn commit_registration(
+        &self,
+        pending: PendingRecord,
+        reg: &Registration,
+    ) -> Result<(), RegistryError> {
         let path = self.record_path(reg.id);
+        if pending.id != reg.id {
+            return Err(RegistryError::NotLocked(reg.id));
+        }
         let bytes = reg.encode().map_err(|source| RegistryError::Refused {
             what: "registration record",
             source,
         })?;
-        self.add_open_marker(reg.id)?;
-        durable::write_atomic(&path, &bytes, 0o600).map_err(|e| {
-            // No record was written: the marker would only wait out the start timeout.
-            let _ = fs::remove_file(self.open_marker_path(reg.id));
-            io_err("write", &path)(e)
-        })
+        let marker = self.open_marker_path(reg.id);
+        let result = (|| {
+            use std::os::unix::fs::FileExt;
+            pending
+                .file
+                .write_all_at(&bytes, 0)
+                .map_err(io_err("write", &path))?;
+            match &pending.named {
+                None => durable::link_nameless(&pending.file, &marker),
+                Some(tmp) => fs::hard_link(tmp, &marker),
+            }
+            .or_else(|e| match e.kind() {
+                // A marker from `reindex` or an earlier attempt of this id: kept.
+                io::ErrorKind::AlreadyExists => Ok(()),
+                _ => Err(e),
+            })
+            .map_err(io_err("link", &marker))?;
+            match &pending.named {
+                None => durable::link_nameless(&pending.file, &path),
+                Some(tmp) => rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    tmp,
+                    rustix::fs::CWD,
+                    &path,
+                    rustix::fs::RenameFlags::NOREPLACE,
+                )
+                .map_err(io::Error::from),
+            }
+            .map_err(io_err("link", &path))?;
+            durable::sync_linked(
+                &pending.file,
+                &[&self.open_dir(), &self.dir.join("registrations")],
+            )
+            .map_err(io_err("sync", &path))
+        })();
+        if result.is_err() {
+            // No record: the marker would only wait out the start timeout.
+            let _ = fs::remove_file(&marker);
+            if let Some(tmp) = &pending.named {
+                let _ = fs::remove_file(tmp);
+            }
+        }
+        result
+    }
+
+    /// Writes the record durably ([`Runtime::begin_registration`], then
+    /// [`Runtime::commit_registration`]), for callers that hold no lock across the launch.
+    pub fn write_registration(&self, reg: &Registration) -> Result<(), RegistryError> {
+        let (_lock, pending) = self.begin_registration(reg.id)?;
+        self.commit_registration(pending, reg)
     }
 
     /// Ids with an open-index marker, sorted: the registrations not yet proven exited (and
@@ -383,9 +494,16 @@ impl Runtime {
         }
     }
 
-    /// Creates the open-index marker of `id` durably (an existing one is kept).
+    /// Creates the open-index marker of `id` durably (an existing one is kept): a second name
+    /// of its record, or an empty file when there is no record.
     pub fn add_open_marker(&self, id: RegistrationId) -> Result<(), RegistryError> {
-        create_marker(&self.open_marker_path(id))?;
+        let marker = self.open_marker_path(id);
+        match fs::hard_link(self.record_path(id), &marker) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => create_marker(&marker)?,
+            Err(e) => return Err(io_err("link", &marker)(e)),
+        }
         let open = self.open_dir();
         durable::sync_dir(&open).map_err(io_err("sync", &open))
     }
@@ -404,8 +522,7 @@ impl Runtime {
         id: RegistrationId,
         held: &Fence,
     ) -> Result<bool, RegistryError> {
-        let lock = self.lock_path(id);
-        if held.path() != lock {
+        if !self.lock_names(id).iter().any(|n| n == held.path()) {
             return Err(RegistryError::NotLocked(id));
         }
         let marker = self.open_marker_path(id);
@@ -436,14 +553,36 @@ impl Runtime {
         }
     }
 
-    /// Records the engine's result: written whole under a temporary name and renamed into place,
-    /// not fsynced (display only: after a crash it may be missing, and nothing depends on it).
+    /// Records the engine's result: appended to the registration record (after the
+    /// registration's own envelope, which it never touches), not fsynced (display only: after a
+    /// crash it may be missing or torn, which reads as no result, and nothing depends on it).
     pub fn write_result(&self, rec: &LaunchResultRecord) -> Result<(), RegistryError> {
+        use std::os::unix::fs::FileExt;
         let bytes = rec.encode().map_err(|source| RegistryError::Refused {
             what: "launch result",
             source,
         })?;
-        write_replacing(&self.result_path(rec.id), "result", &bytes)
+        let path = self.record_path(rec.id);
+        let f = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::NotFound => RegistryError::NotFound(rec.id),
+                _ => io_err("open", &path)(e),
+            })?;
+        let mut head = [0u8; refine_protocol::record::ENVELOPE_LEN];
+        f.read_exact_at(&mut head, 0)
+            .map_err(io_err("read", &path))?;
+        let at =
+            refine_protocol::record::envelope_size(&head).ok_or_else(|| RegistryError::Corrupt {
+                what: "registration record",
+                path: path.clone(),
+                source: DecodeError::InvalidField { field: "length" },
+            })? as u64;
+        f.write_all_at(&bytes, at).map_err(io_err("write", &path))?;
+        f.set_len(at + bytes.len() as u64)
+            .map_err(io_err("truncate", &path))
     }
 
     /// Adds the tree's usage (H4, from the receipt) to the launch's result record when the
@@ -471,13 +610,36 @@ impl Runtime {
         &self,
         id: RegistrationId,
     ) -> Result<Option<LaunchResultRecord>, RegistryError> {
-        self.read_side_record(
-            &self.result_path(id),
-            "launch result",
-            LaunchResultRecord::decode,
-            |r| (r.id, r.runtime),
-            id,
-        )
+        let path = self.record_path(id);
+        let bytes = match read_bounded(&path, 2 * refine_protocol::record::MAX_RECORD) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err("read", &path)(e)),
+        };
+        let (_, tail) = split_record(&bytes);
+        if tail.is_empty() {
+            // Written by a binary before F3 beside the record, or none yet.
+            return self.read_side_record(
+                &self.result_path(id),
+                "launch result",
+                LaunchResultRecord::decode,
+                |r| (r.id, r.runtime),
+                id,
+            );
+        }
+        // Damaged or foreign (a crash while it was written, tampering): shown, never trusted.
+        let corrupt = |source| RegistryError::Corrupt {
+            what: "launch result",
+            path: path.clone(),
+            source,
+        };
+        let rec = LaunchResultRecord::decode(tail).map_err(corrupt)?;
+        if (rec.id, rec.runtime) != (id, self.id) {
+            return Err(corrupt(DecodeError::InvalidField {
+                field: "id or runtime",
+            }));
+        }
+        Ok(Some(rec))
     }
 
     /// Records the stall watch's status of a scope, like [`Runtime::write_result`] (display
@@ -547,21 +709,22 @@ impl Runtime {
     /// Reads and decodes a record; a damaged one is [`RegistryError::Corrupt`], never guessed at.
     pub fn read_registration(&self, id: RegistrationId) -> Result<Registration, RegistryError> {
         let path = self.record_path(id);
-        let bytes =
-            read_bounded(&path, refine_protocol::record::MAX_RECORD).map_err(|e| {
-                match e.kind() {
-                    io::ErrorKind::NotFound => RegistryError::NotFound(id),
-                    _ => RegistryError::Io {
-                        op: "read",
-                        path: path.clone(),
-                        source: e,
-                    },
-                }
-            })?;
-        let reg = Registration::decode(&bytes).map_err(|source| RegistryError::Corrupt {
-            what: "registration record",
-            path: path.clone(),
-            source,
+        let bytes = read_bounded(&path, 2 * refine_protocol::record::MAX_RECORD).map_err(|e| {
+            match e.kind() {
+                io::ErrorKind::NotFound => RegistryError::NotFound(id),
+                _ => RegistryError::Io {
+                    op: "read",
+                    path: path.clone(),
+                    source: e,
+                },
+            }
+        })?;
+        let reg = Registration::decode(split_record(&bytes).0).map_err(|source| {
+            RegistryError::Corrupt {
+                what: "registration record",
+                path: path.clone(),
+                source,
+            }
         })?;
         if reg.id != id {
             return Err(RegistryError::Corrupt {
@@ -581,14 +744,48 @@ impl Runtime {
         ))
     }
 
-    /// The registration's lock, waiting at most `wait`.
+    /// The registration's lock (its record, by any of its names), waiting at most `wait`;
+    /// [`RegistryError::NotFound`] when the registration has no record (nor marker, nor intent).
     pub fn lock(&self, id: RegistrationId, wait: Duration) -> Result<Fence, RegistryError> {
-        Ok(fence::acquire(&self.lock_path(id), wait)?)
+        match fence::acquire_existing(&self.lock_names(id), wait) {
+            Err(FenceError::Open { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                Err(RegistryError::NotFound(id))
+            }
+            r => Ok(r?),
+        }
+    }
+
+    /// The registration's lock if it is free now (`None` while its owner holds it).
+    pub fn try_lock(&self, id: RegistrationId) -> Result<Option<Fence>, RegistryError> {
+        match self.lock(id, Duration::ZERO) {
+            Ok(f) => Ok(Some(f)),
+            Err(RegistryError::Fence(FenceError::Timeout { .. })) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The runtime stop fence, waiting at most `wait`.
     pub fn stop_fence(&self, wait: Duration) -> Result<Fence, RegistryError> {
         Ok(fence::acquire(&self.stop_fence_path(), wait)?)
+    }
+}
+
+/// A registration being written: its nameless (or temporary) file, locked by the fence
+/// [`Runtime::begin_registration`] returned with it.
+#[derive(Debug)]
+pub struct PendingRecord {
+    id: RegistrationId,
+    file: fs::File,
+    /// The temporary name where `O_TMPFILE` is not supported.
+    named: Option<PathBuf>,
+}
+
+/// A record file's registration envelope and what follows it (the launch result, if any). A file
+/// whose first envelope's length cannot be read is all registration (the decoder says why).
+fn split_record(bytes: &[u8]) -> (&[u8], &[u8]) {
+    match refine_protocol::record::envelope_size(bytes) {
+        Some(n) if n <= bytes.len() => bytes.split_at(n),
+        _ => (bytes, &[]),
     }
 }
 

@@ -391,3 +391,70 @@ fn an_artifact_write_failure_is_a_capture_failure_and_the_pipe_still_drains() {
         Err(IncompleteCapture::Failed { .. })
     ));
 }
+
+/// Without a callback or forward, bytes past the kept prefix move pipe to file by `splice`
+/// (F5): the artifact is still every byte in order, the prefix is still kept, the stream is
+/// still incomplete past the memory limit.
+#[test]
+fn past_the_kept_prefix_the_artifact_is_spliced_and_still_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = spawn(&["bytes", &(40 * MIB).to_string()]);
+    drop(child.stdin.take());
+    let cap = Capture::new(
+        sources(&mut child, dir.path()),
+        CaptureConfig {
+            keep_max: MIB,
+            ..CaptureConfig::default()
+        },
+        None,
+    )
+    .unwrap();
+    let run = drive(child, cap);
+    assert!(run.status.success());
+    let out = run.result.stream(Stream::Stdout).unwrap();
+    assert_eq!(out.kept().len(), MIB);
+    assert_eq!(
+        out.state,
+        StreamState::Incomplete(Incomplete::MemoryLimit { kept: MIB })
+    );
+    assert_eq!(out.artifact_bytes, 40 * MIB as u64);
+    assert_eq!(out.read_bytes, 40 * MIB as u64);
+    let producer_sha = stderr_text(&run.result).trim().to_owned();
+    assert_eq!(refine_tests::sha256_file(&out.artifact), producer_sha);
+    let head = std::fs::read(&out.artifact).unwrap();
+    assert_eq!(
+        &head[..MIB],
+        out.kept(),
+        "the kept prefix is the artifact's"
+    );
+}
+
+/// The log cap holds on the splice path too: the artifact stops at the cap, and the pipe is
+/// still drained to its end.
+#[test]
+fn the_log_cap_holds_when_the_artifact_is_spliced() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = spawn(&["bytes", &(24 * MIB).to_string()]);
+    drop(child.stdin.take());
+    let cap_bytes = 5 * MIB as u64 + 12_345;
+    let cap = Capture::new(
+        sources(&mut child, dir.path()),
+        CaptureConfig {
+            keep_max: MIB,
+            log_cap: Some(cap_bytes),
+            ..CaptureConfig::default()
+        },
+        None,
+    )
+    .unwrap();
+    let run = drive(child, cap);
+    assert!(run.status.success(), "the writer finished without blocking");
+    let out = run.result.stream(Stream::Stdout).unwrap();
+    assert_eq!(std::fs::metadata(&out.artifact).unwrap().len(), cap_bytes);
+    assert_eq!(
+        out.state,
+        StreamState::Incomplete(Incomplete::ArtifactCap { cap: cap_bytes })
+    );
+    assert_eq!(out.read_bytes, 24 * MIB as u64);
+    assert_eq!(&std::fs::read(&out.artifact).unwrap()[..MIB], out.kept());
+}

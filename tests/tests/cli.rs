@@ -642,7 +642,8 @@ fn damaged_result_and_stop_records_are_shown_never_trusted_and_kept() {
     let (_, doc) = home.run_json(&["sh", "-c", "exit 4"]);
     let id = doc["id"].as_str().unwrap().to_owned();
     let logs = home.run_dir().join("logs");
-    let result = logs.join(format!("{id}.result"));
+    // The result is appended to the registration record (F3): its last byte is the result's.
+    let result = home.run_dir().join("registrations").join(&id);
     let mut bytes = fs::read(&result).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;

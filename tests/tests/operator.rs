@@ -1065,8 +1065,16 @@ fn logs_of_retired_output_says_so_in_one_line() {
     let home = Home::new();
     let id = run_labelled(&home, "gone", &["sh", "-c", "echo hi"]);
     fs::remove_file(home.run_dir().join("logs").join(format!("{id}.stdout"))).unwrap();
-    let err = one_line_error(&home, &["logs", "gone"]);
-    assert!(err.contains("no stdout any more"), "{err}");
+    // A missing artifact reads as "no output" (F3: a silent stream has none), in one line.
+    let args = ["logs", "gone"];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("no output") && err.contains("retired"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(!err.contains("os error"), "{err}");
 }
 

@@ -287,6 +287,14 @@ pub fn map_region(len: usize) -> Result<&'static mut [u8], Errno> {
     Ok(unsafe { core::slice::from_raw_parts_mut(base, len) })
 }
 
+/// Gives the pages of the mapping at `addr` (`len` bytes, from [`map_region`]) back to the
+/// kernel (`MADV_DONTNEED`): they read as zeros afterwards, so the caller must hold no reference
+/// it still reads. A fork's copy keeps its own pages. Best effort.
+pub fn discard(addr: usize, len: usize) {
+    // SAFETY: a private anonymous mapping of this process; its contents are no longer read.
+    let _ = unsafe { syscall!(libc::SYS_madvise, addr, len, libc::MADV_DONTNEED) };
+}
+
 /// Carves two adjacent pointer arrays (argv: `na` slots, envp: `ne` slots) from the start of
 /// `tail`, which must be 8-byte aligned and long enough; `None` otherwise.
 pub fn pointer_slots(
@@ -773,7 +781,7 @@ pub fn create_exclusive(path: &CStr) -> Result<(OwnedFd, u64, u64), Errno> {
 
 /// Allocates `len` bytes from offset 0 of `fd` (`fallocate` mode 0: the size grows, the
 /// blocks are the file's). File systems without it (`EOPNOTSUPP`) get the bytes written as
-/// zeros instead, which reserves them as well (no sync: that is [`pwrite_sync`]'s).
+/// zeros instead, which reserves them as well (no sync: the receipt's write syncs).
 #[doc(alias = "fallocate")]
 pub fn reserve(fd: &OwnedFd, zeros: &[u8]) -> Result<(), Errno> {
     // SAFETY: plain integer arguments on a live descriptor.
@@ -795,13 +803,6 @@ pub fn write_whole_sync(fd: &OwnedFd, bytes: &[u8]) -> Result<(), Errno> {
     pwrite_all(fd, bytes, 0)?;
     // SAFETY: a live descriptor and a length.
     retry(|| cvt(unsafe { syscall!(libc::SYS_ftruncate, fd.0, bytes.len()) }))?;
-    // SAFETY: a live descriptor.
-    retry(|| cvt(unsafe { syscall!(libc::SYS_fdatasync, fd.0) })).map(drop)
-}
-
-/// `pwrite` all of `bytes` at `offset`, then `fdatasync`.
-pub fn pwrite_sync(fd: &OwnedFd, bytes: &[u8], offset: i64) -> Result<(), Errno> {
-    pwrite_all(fd, bytes, offset)?;
     // SAFETY: a live descriptor.
     retry(|| cvt(unsafe { syscall!(libc::SYS_fdatasync, fd.0) })).map(drop)
 }

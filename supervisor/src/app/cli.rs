@@ -1099,7 +1099,8 @@ fn verdict(ok: bool, failure: &str, reason: Option<&str>) -> Result<ExitCode, Cl
 /// One artifact being printed by `logs`: where it is read, where it goes.
 struct Follow {
     path: PathBuf,
-    file: std::fs::File,
+    /// `None` while the artifact does not exist: a stream creates it with its first byte (F3).
+    file: Option<std::fs::File>,
     to_stderr: bool,
 }
 
@@ -1107,8 +1108,23 @@ impl Follow {
     /// Copies what was appended since the last call; returns whether anything was.
     fn pump(&mut self, buf: &mut [u8]) -> Result<bool, CliError> {
         let mut any = false;
+        if self.file.is_none() {
+            match std::fs::File::open(&self.path) {
+                Ok(f) => self.file = Some(f),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+                Err(source) => {
+                    return Err(CliError::Artifact {
+                        path: self.path.clone(),
+                        source,
+                    })
+                }
+            }
+        }
+        let Some(file) = self.file.as_mut() else {
+            return Ok(false);
+        };
         loop {
-            let n = self.file.read(buf).map_err(|source| CliError::Artifact {
+            let n = file.read(buf).map_err(|source| CliError::Artifact {
                 path: self.path.clone(),
                 source,
             })?;
@@ -1144,17 +1160,17 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
             source,
         };
         let mut file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            // The stream wrote nothing (yet): its artifact comes with its first byte (F3).
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let stream = if to_stderr || args.stderr {
-                    "stderr"
-                } else {
-                    "stdout"
-                };
-                return Err(CliError::Verdict(format!(
-                    "{id} has no {stream} any more (gc retires old output; `show {id}` says what is left)"
-                )));
+                follows.push(Follow {
+                    path,
+                    file: None,
+                    to_stderr,
+                });
+                continue;
             }
-            r => r.map_err(artifact)?,
+            Err(e) => return Err(artifact(e)),
         };
         let meta = file.metadata().map_err(artifact)?;
         let len = meta.len();
@@ -1173,16 +1189,18 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
         file.seek(SeekFrom::Start(start)).map_err(artifact)?;
         follows.push(Follow {
             path,
-            file,
+            file: Some(file),
             to_stderr,
         });
     }
     let mut buf = vec![0u8; 64 * 1024];
+    let mut printed = false;
     loop {
         let mut any = false;
         for f in &mut follows {
             any |= f.pump(&mut buf)?;
         }
+        printed |= any;
         out().flush().map_err(CliError::Output)?;
         if !args.follow || any {
             if !args.follow {
@@ -1196,6 +1214,7 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
             for f in &mut follows {
                 rest |= f.pump(&mut buf)?;
             }
+            printed |= rest;
             if !rest {
                 break;
             }
@@ -1204,6 +1223,11 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
         std::thread::sleep(Duration::from_millis(100));
     }
     out().flush().map_err(CliError::Output)?;
+    if !printed && follows.iter().all(|f| f.file.is_none()) {
+        // A note, not output: stdout stays exactly the stream's bytes (none).
+        // A missing artifact is a stream that wrote nothing (F3), or output gc has retired.
+        eprintln!("{id}: no output (none was written, or gc has retired it)");
+    }
     Ok(0)
 }
 

@@ -535,10 +535,11 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         ("stdout", &doc.artifacts.stdout),
         ("stderr", &doc.artifacts.stderr),
     ] {
+        // An artifact is created by the stream's first byte (F3): none means no output.
         let size = if a.exists {
             human_bytes(a.bytes)
         } else {
-            "missing".into()
+            "no output".into()
         };
         lines.push((
             if name == "stdout" { "Stdout" } else { "Stderr" },

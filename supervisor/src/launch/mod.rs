@@ -34,7 +34,7 @@ mod shared;
 use engine::Engine;
 pub use engine::{shared_stop, Beside, LaunchAsks};
 pub use handle::{Canceller, EngineThread, InputWriter, LaunchHandle, INPUT_TIMEOUT};
-pub use register::{launch_registered, RegisteredLaunch};
+pub use register::{launch_registered, launch_registered_into, RegisteredLaunch};
 pub use request::{default_scope_policy, LaunchRequest, StdinMode, DEFAULT_LOG_CAP};
 pub use shared::SharedLoop;
 
@@ -475,7 +475,8 @@ impl Supervisor {
         // The launcher owns the registration for the scope's whole life: recovery and retention
         // take this lock first and leave a scope whose owner is alive to it. It is taken before
         // the record exists and handed on until the receipt arrives (or this process dies).
-        let owner = rt.lock(id, OWNER_LOCK_WAIT)?;
+        // The lock is the record itself, taken on it while it has no name yet (F3).
+        let (owner, pending) = rt.begin_registration(id)?;
         // Input the workload takes is recorded beside its output (`logs/ID.stdin`).
         let stdin_path = input.as_ref().map(|_| rt.log_path(id, Stream::Stdin));
         let input_log = match &stdin_path {
@@ -488,8 +489,9 @@ impl Supervisor {
             ),
             None => None,
         };
-        let (registration, link) = launch_registered(
+        let (registration, link) = launch_registered_into(
             rt,
+            pending,
             id,
             RegisteredLaunch {
                 kind: req.kind,
@@ -596,7 +598,3 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {
     rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| io_op("create a pipe")(e.into()))
 }
-
-/// How long a launch waits for its own, new registration lock (only a stale holder of the same
-/// random id could delay it).
-const OWNER_LOCK_WAIT: Duration = Duration::from_secs(5);

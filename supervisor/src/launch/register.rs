@@ -52,6 +52,20 @@ pub fn launch_registered(
     id: RegistrationId,
     req: RegisteredLaunch,
 ) -> Result<(Registration, GuardianLink), HandshakeError> {
+    let (_lock, pending) = rt
+        .begin_registration(id)
+        .map_err(HandshakeError::Registry)?;
+    launch_registered_into(rt, pending, id, req)
+}
+
+/// [`launch_registered`] into a record the caller began ([`Runtime::begin_registration`]): the
+/// caller holds the registration's lock from before the record exists.
+pub fn launch_registered_into(
+    rt: &Runtime,
+    pending: crate::registry::PendingRecord,
+    id: RegistrationId,
+    req: RegisteredLaunch,
+) -> Result<(Registration, GuardianLink), HandshakeError> {
     let owner_entry = {
         let mut e = OsString::from(OWNER_VAR);
         e.push("=");
@@ -179,7 +193,7 @@ pub fn launch_registered(
             refused_errno,
         }
     });
-    if let Err(e) = rt.write_registration(&registration) {
+    if let Err(e) = rt.commit_registration(pending, &registration) {
         let _ = link.abort();
         return Err(HandshakeError::Registry(e));
     }

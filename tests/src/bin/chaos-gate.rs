@@ -58,9 +58,7 @@ fn main() {
     let rt = Runtime::open(Path::new(home), port).expect("runtime");
     let id = rt.new_id().expect("id");
     // Held as a live launcher holds it, until this process ends.
-    let _lock = rt
-        .lock(id, std::time::Duration::from_secs(5))
-        .expect("registration lock");
+    let (_lock, pending) = rt.begin_registration(id).expect("registration lock");
 
     let mut env: Vec<OsString> = std::env::vars_os()
         .filter(|(k, _)| k != OWNER_VAR)
@@ -119,7 +117,7 @@ fn main() {
         argv_bytes: None,
         cgroup: None,
     };
-    if let Err(e) = rt.write_registration(&registration) {
+    if let Err(e) = rt.commit_registration(pending, &registration) {
         let _ = link.abort();
         panic!("register: {e}");
     }

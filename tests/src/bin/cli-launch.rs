@@ -15,11 +15,10 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::time::Duration;
 
 use refine_protocol::{Kind, Limits, ScopePolicy};
 use refine_supervisor::guardian::{self, GuardianEvent, Stdio};
-use refine_supervisor::launch::{launch_registered, RegisteredLaunch};
+use refine_supervisor::launch::{launch_registered_into, RegisteredLaunch};
 use refine_supervisor::registry::{Runtime, Stream};
 
 fn main() {
@@ -34,9 +33,7 @@ fn main() {
     };
     let rt = Runtime::open(Path::new(home), port.parse().expect("port")).expect("runtime");
     let id = rt.new_id().expect("id");
-    let lock = rt
-        .lock(id, Duration::from_secs(5))
-        .expect("registration lock");
+    let (lock, pending) = rt.begin_registration(id).expect("registration lock");
     let open = |s: Stream| -> OwnedFd {
         OpenOptions::new()
             .create(true)
@@ -46,8 +43,9 @@ fn main() {
             .into()
     };
     let stdin: OwnedFd = File::open("/dev/null").expect("/dev/null").into();
-    let (_reg, mut link) = launch_registered(
+    let (_reg, mut link) = launch_registered_into(
         &rt,
+        pending,
         id,
         RegisteredLaunch {
             kind: Kind::Command,

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use refine_supervisor::guardian::GuardianEvent;
-use refine_supervisor::launch::launch_registered;
+use refine_supervisor::launch::launch_registered_into;
 use refine_supervisor::registry::Runtime;
 use refine_tests::stopkit;
 
@@ -58,14 +58,13 @@ fn main() {
     let mut held = Vec::new();
     for (name, tree_args) in workloads {
         let id = rt.new_id().expect("id");
-        let lock = rt
-            .lock(id, Duration::from_secs(5))
-            .expect("registration lock");
+        let (lock, pending) = rt.begin_registration(id).expect("registration lock");
         let (reader, writer) = std::io::pipe().expect("pipe");
         let mut argv = vec![tree_builder.into()];
         argv.extend(tree_args.iter().map(std::ffi::OsString::from));
         let (_reg, mut link) =
-            launch_registered(&rt, id, stopkit::request(argv, writer.into())).expect("launch");
+            launch_registered_into(&rt, pending, id, stopkit::request(argv, writer.into()))
+                .expect("launch");
         let mut lines = BufReader::new(reader);
         let mut line = String::new();
         while !line.starts_with("ready") {

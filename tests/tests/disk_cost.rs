@@ -1,0 +1,247 @@
+//! What one launch costs on the disk (SPEC F3): a `run -- /bin/true` creates at most 3 files in
+//! `run/P`, syncs at most twice (the registration before *start*, the receipt at the end), leaves
+//! no empty artifact behind (the views say "no output"), and at most 8 KiB in `run/P`.
+//!
+//! The creates and syncs are counted with `strace -f` over the whole launch (supervisor and
+//! guardian); without `strace` those cases skip with a printed reason.
+
+mod cli_support;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cli_support::{describe, output_of, Home};
+use refine_tests::bin;
+
+/// Every regular file under `dir` with its allocated bytes (`st_blocks * 512`), by inode (a
+/// second name of a file is not a second file).
+fn files(dir: &Path) -> BTreeMap<(u64, u64), (PathBuf, u64)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let m = e.path().symlink_metadata().expect("stat");
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if m.is_file() {
+                out.insert((m.dev(), m.ino()), (e.path(), m.blocks() * 512));
+            }
+        }
+    }
+    out
+}
+
+fn strace() -> Option<PathBuf> {
+    ["/usr/bin/strace", "/bin/strace"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+}
+
+/// What one traced launch did: (files created in `run/P`, sync calls).
+struct Counted {
+    created: Vec<String>,
+    syncs: Vec<String>,
+}
+
+fn traced_run(home: &Home, argv: &[&str]) -> Option<Counted> {
+    let Some(strace) = strace() else {
+        eprintln!("skipped: strace is not installed (apt-get install -y strace)");
+        return None;
+    };
+    let trace = home.path().join("trace");
+    let mut cmd = Command::new(strace);
+    cmd.args(["-f", "-qq", "-o"])
+        .arg(&trace)
+        .arg("-e")
+        .arg("trace=open,openat,openat2,creat,mknodat,fsync,fdatasync,syncfs,sync,sync_file_range")
+        .arg(bin("refine-supervisor"))
+        .arg("--home")
+        .arg(home.path())
+        .arg("--port")
+        .arg(home.port.to_string())
+        .arg("run")
+        .arg("--")
+        .args(argv);
+    let out = output_of(cmd);
+    assert!(out.status.success(), "{}", describe(argv, &out));
+    let text = std::fs::read_to_string(&trace).expect("trace");
+    std::fs::remove_file(&trace).expect("remove trace");
+    let run = home.run_dir().display().to_string();
+    let mut created = Vec::new();
+    let mut syncs = Vec::new();
+    for line in text.lines() {
+        let call = line.split_once(' ').map_or(line, |(_, c)| c).trim_start();
+        let failed = line.contains("= -1 ");
+        if call.starts_with("fsync(")
+            || call.starts_with("fdatasync(")
+            || call.starts_with("syncfs(")
+            || call.starts_with("sync(")
+            || call.starts_with("sync_file_range(")
+        {
+            syncs.push(line.to_owned());
+        } else if (line.contains("O_CREAT")
+            || line.contains("O_TMPFILE")
+            || call.starts_with("creat"))
+            && line.contains(&run)
+            && !failed
+        {
+            created.push(line.to_owned());
+        }
+    }
+    Some(Counted { created, syncs })
+}
+
+#[test]
+fn a_launch_of_true_creates_at_most_three_files_and_syncs_at_most_twice() {
+    let home = Home::new();
+    // The first launch creates the runtime (once per port, as any first launch does).
+    let first = home.cli(&["run", "--", "/bin/true"]);
+    assert!(first.status.success(), "{}", describe(&["run"], &first));
+    let Some(c) = traced_run(&home, &["/bin/true"]) else {
+        return;
+    };
+    assert!(
+        c.created.len() <= 3,
+        "{} files created (at most 3):\n{}",
+        c.created.len(),
+        c.created.join("\n")
+    );
+    assert!(
+        c.syncs.len() <= 2,
+        "{} syncs (at most 2):\n{}",
+        c.syncs.len(),
+        c.syncs.join("\n")
+    );
+}
+
+#[test]
+fn a_silent_launch_leaves_no_artifact_and_at_most_8_kib() {
+    let home = Home::new();
+    let first = home.cli(&["run", "--", "/bin/true"]);
+    assert!(first.status.success(), "{}", describe(&["run"], &first));
+    let before = files(&home.run_dir());
+    let (out, doc) = home.run_json(&["/bin/true"]);
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
+    let id = doc["id"].as_str().expect("id").to_owned();
+    let after = files(&home.run_dir());
+    let new: Vec<_> = after
+        .iter()
+        .filter(|(k, _)| !before.contains_key(k))
+        .map(|(_, v)| v.clone())
+        .collect();
+    let names: Vec<String> = new
+        .iter()
+        .map(|(p, b)| format!("{} ({b} B)", p.display()))
+        .collect();
+    assert!(
+        !new.iter().any(|(p, _)| {
+            let p = p.to_string_lossy();
+            p.ends_with(".stdout") || p.ends_with(".stderr")
+        }),
+        "an empty stream left an artifact: {names:?}"
+    );
+    assert!(new.len() <= 3, "{} new files: {names:?}", new.len());
+    let bytes: u64 = new.iter().map(|(_, b)| b).sum();
+    assert!(
+        bytes <= 8 * 1024,
+        "{bytes} bytes on disk for one launch: {names:?}"
+    );
+    // The views say so rather than failing on the missing file.
+    for view in [vec!["logs", id.as_str()], vec!["show", id.as_str()]] {
+        let out = home.cli(&view);
+        assert!(out.status.success(), "{}", describe(&view, &out));
+        // `logs` says it as a note on stderr: its stdout is the stream's bytes (none).
+        let logs = view[0] == "logs";
+        let text = String::from_utf8_lossy(if logs { &out.stderr } else { &out.stdout });
+        assert!(
+            text.contains("no output"),
+            "`{}` does not say \"no output\": {text}",
+            view.join(" ")
+        );
+        if logs {
+            assert!(out.stdout.is_empty(), "logs printed {:?}", out.stdout);
+        }
+    }
+}
+
+#[test]
+fn a_stream_that_writes_gets_its_artifact_and_a_silent_one_none() {
+    let home = Home::new();
+    let (out, doc) = home.run_json(&["/bin/sh", "-c", "echo hello"]);
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
+    let id = doc["id"].as_str().expect("id").to_owned();
+    let logs = home.run_dir().join("logs");
+    assert_eq!(
+        std::fs::read(logs.join(format!("{id}.stdout"))).expect("stdout artifact"),
+        b"hello\n"
+    );
+    assert!(
+        !logs.join(format!("{id}.stderr")).exists(),
+        "the silent stderr left an artifact"
+    );
+    let out = home.cli(&["logs", &id]);
+    assert!(out.status.success(), "{}", describe(&["logs"], &out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("hello"));
+}
+
+/// F5: while it holds a workload, the guardian that ships (the release build) holds at most
+/// 16 kB of private memory: its stack and its data page; the launch frame's pages went back to
+/// the kernel once the workload started.
+#[test]
+fn the_guardian_holds_at_most_16_kb_of_private_memory_while_it_holds_a_workload() {
+    use std::io::BufRead;
+    // target/debug/deps/<test> -> target/release/refine-guardian
+    let exe = std::env::current_exe().expect("current_exe");
+    let release = exe
+        .ancestors()
+        .nth(3)
+        .expect("target dir")
+        .join("release/refine-guardian");
+    if !release.is_file() {
+        eprintln!(
+            "skipped: {} is missing (cargo build --release -p refine-guardian; scripts/test does)",
+            release.display()
+        );
+        return;
+    }
+    let home = Home::new();
+    let mut child = home
+        .command(&["run", "--", "sh", "-c", "echo ready; exec sleep 60"])
+        .env("REFINE_GUARDIAN", &release)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn run");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("read run's stdout");
+    assert_eq!(line.trim(), "ready");
+    let rows = home.ps();
+    let id = rows[0]["id"].as_str().expect("id").to_owned();
+    let [(guardian, _), _] = cli_support::witnesses(&home, &id);
+    // A binary written moments ago (the build) counts its page-cache pages as Private_Dirty
+    // until they are written back: write them back, so this measures the guardian.
+    std::fs::File::open(&release)
+        .and_then(|f| f.sync_all())
+        .expect("sync the guardian binary");
+    let rollup = std::fs::read_to_string(format!("/proc/{guardian}/smaps_rollup"));
+    let stop = home.cli(&["stop", &id]);
+    let _ = cli_support::wait_bounded(&mut child, cli_support::DEADLINE, "run");
+    assert!(stop.status.success(), "{}", describe(&["stop"], &stop));
+    let rollup = rollup.expect("the guardian's smaps_rollup");
+    let dirty: u64 = rollup
+        .lines()
+        .find(|l| l.starts_with("Private_Dirty:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no Private_Dirty in {rollup}"));
+    assert!(
+        dirty <= 16,
+        "the guardian holds {dirty} kB Private_Dirty (at most 16):\n{rollup}"
+    );
+}
