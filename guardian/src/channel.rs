@@ -30,6 +30,9 @@ pub const LAUNCH_TIMEOUT_MS: u64 = 10_000;
 pub struct Channel {
     fd: OwnedFd,
     open: bool,
+    /// A send found the launcher gone (`EPIPE`, `ECONNRESET`); the reading side still decides
+    /// when to act on it (Caveats).
+    peer_gone: bool,
 }
 
 /// A decoded launch frame with the stdio descriptors that came with it.
@@ -62,11 +65,20 @@ impl Channel {
         sys::close_from(3);
         let fd = sys::dup_cloexec(0, 3).map_err(Error::ChannelSetup)?;
         sys::reopen_dev_null(0).map_err(Error::ChannelSetup)?;
-        Ok(Channel { fd, open: true })
+        Ok(Channel {
+            fd,
+            open: true,
+            peer_gone: false,
+        })
     }
 
     pub fn is_open(&self) -> bool {
         self.open
+    }
+
+    /// Whether the launcher is known to be gone: its end read as closed, or a send failed.
+    pub fn launcher_gone(&self) -> bool {
+        !self.open || self.peer_gone
     }
 
     pub fn fd(&self) -> &OwnedFd {
@@ -170,8 +182,13 @@ impl Channel {
         }
         let mut buf = [0u8; 256];
         if let Ok(len) = frame.encode_into(&mut buf) {
-            // A gone launcher (EPIPE, ECONNRESET) is left for the reading side to find (Caveats).
-            let _ = sys::send_msg(&self.fd, &buf[..len]);
+            // A gone launcher (EPIPE, ECONNRESET) is left for the reading side to act on
+            // (Caveats); it is only noted.
+            if let Err(sys::Errno(libc::EPIPE | libc::ECONNRESET)) =
+                sys::send_msg(&self.fd, &buf[..len])
+            {
+                self.peer_gone = true;
+            }
         }
     }
 }

@@ -141,6 +141,8 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     // and data page only. Nothing in the region is read from here on: only the spec's scalars.
     let (pdeath_signal, registration, runtime) =
         (spec.pdeath_signal, spec.registration, spec.runtime);
+    // The cgroup's path is in the region too: held as a directory and a name instead.
+    let cgroup = spec.cgroup.and_then(sys::Leaf::of);
     sys::discard(region_at, REGION_LEN);
 
     // G5-G9: reap until ECHILD.
@@ -175,8 +177,8 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     chan.send(&Frame::ScopeExited(receipt));
     // F4: the launcher reads the empty cgroup's accounting and removes it; without a launcher
     // (G7) nobody would, so the guardian does. Best effort: a cgroup that is not empty stays.
-    if let (Some(path), false) = (spec.cgroup, chan.is_open()) {
-        let _ = sys::rmdir(path);
+    if let (Some(leaf), true) = (cgroup, chan.launcher_gone()) {
+        let _ = leaf.remove();
     }
     Ok(())
 }

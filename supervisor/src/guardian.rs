@@ -278,7 +278,10 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
     let mut command = Command::new(&exe);
     // G13: a process group of its own from the first instruction (the guardian also calls
     // setpgid itself, for other launchers): a group kill aimed at this launcher spares it.
+    // The guardian reads no environment (the workload's comes in the launch frame): an empty
+    // one keeps its stack, which holds it, at its few pages (F5).
     command
+        .env_clear()
         .process_group(0)
         .stdin(std::process::Stdio::from(theirs))
         .stdout(own())

@@ -1096,7 +1096,9 @@ fn durations_sizes_and_errors_read_humanely() {
         assert!(doc["timings_us"][phase].is_u64(), "{phase}: {doc}");
     }
     assert!(doc.get("timings_ms").is_none(), "{doc}");
-    // gc: ages and limits as people write them.
+    // gc: ages and limits as people write them (a scope with output: a silent one has no
+    // artifact to age, F3).
+    run_labelled(&home, "humane-out", &["sh", "-c", "echo hi"]);
     let out = home.cli(&[
         "gc",
         "--dry-run",
@@ -1107,12 +1109,25 @@ fn durations_sizes_and_errors_read_humanely() {
     ]);
     let said = text(&out.stdout);
     assert!(out.status.success(), "{said}");
-    assert!(said.contains("(limit 1h 30m)"), "{said}");
     assert!(said.contains("older than 30d"), "{said}");
-    assert!(
-        !said.contains("30days") && !said.contains("5400s"),
-        "{said}"
-    );
+    // What gc keeps is only counted in text (D5); `--json` says why, in the same words.
+    let doc = home.json(&[
+        "gc",
+        "--dry-run",
+        "--json",
+        "--older-than",
+        "1h30m",
+        "--forget-after",
+        "30d",
+    ]);
+    let why = doc.to_string();
+    assert!(why.contains("(limit 1h 30m)"), "{why}");
+    for said in [&said, &why] {
+        assert!(
+            !said.contains("30days") && !said.contains("5400s"),
+            "{said}"
+        );
+    }
     // wait --timeout: the limit as given, not a float of nanoseconds.
     let _bg = run_live(&home, "humane-c");
     let args = ["wait", "--timeout", "200ms", "humane-c"];

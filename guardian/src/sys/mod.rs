@@ -599,18 +599,58 @@ pub fn open_dir(path: &CStr) -> Result<OwnedFd, Errno> {
     })?))
 }
 
-/// `rmdir(path)`: removes an empty cgroup directory.
-pub fn rmdir(path: &CStr) -> Result<(), Errno> {
-    // SAFETY: path is NUL-terminated.
-    cvt(unsafe {
-        syscall!(
-            libc::SYS_unlinkat,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::AT_REMOVEDIR
-        )
-    })
-    .map(drop)
+/// A directory held as its parent's descriptor and its last name: removable after the text of
+/// its path is gone (the launch frame's pages are discarded once the workload started, F5).
+pub struct Leaf {
+    parent: OwnedFd,
+    /// NUL-terminated (a name is at most 255 bytes).
+    name: [u8; 256],
+}
+
+impl Leaf {
+    /// The directory at `path`; `None` where it cannot be opened or its last name is not a
+    /// plain name.
+    pub fn of(path: &CStr) -> Option<Leaf> {
+        let bytes = path.to_bytes();
+        let name = &bytes[bytes.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1)..];
+        if name.is_empty() || name.len() > 255 || name == b"." || name == b".." {
+            return None;
+        }
+        let dir = open_dir(path).ok()?;
+        let parent = retry(|| {
+            // SAFETY: a live descriptor and a NUL-terminated name.
+            cvt(unsafe {
+                syscall!(
+                    libc::SYS_openat,
+                    dir.0,
+                    c"..".as_ptr(),
+                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                    0
+                )
+            })
+        })
+        .ok()?;
+        let mut buf = [0u8; 256];
+        buf[..name.len()].copy_from_slice(name);
+        Some(Leaf {
+            parent: OwnedFd(parent),
+            name: buf,
+        })
+    }
+
+    /// `rmdir`: fails (`EBUSY`) while the cgroup still holds a process.
+    pub fn remove(&self) -> Result<(), Errno> {
+        // SAFETY: a live descriptor and a NUL-terminated name.
+        cvt(unsafe {
+            syscall!(
+                libc::SYS_unlinkat,
+                self.parent.0,
+                self.name.as_ptr(),
+                libc::AT_REMOVEDIR
+            )
+        })
+        .map(drop)
+    }
 }
 
 /// `setpgid(pid, pid)` from the parent (closes the race with the child's own call).

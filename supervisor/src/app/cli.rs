@@ -1541,6 +1541,7 @@ mod tests {
         let cmd = Cli::command();
         let defined: Vec<&str> = cmd
             .get_subcommands()
+            .filter(|c| !c.is_hide_set())
             .map(|c| c.get_name())
             .filter(|n| *n != "help")
             .collect();

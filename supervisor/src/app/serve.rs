@@ -632,6 +632,10 @@ async fn serve_async(
     metrics_addr: Option<SocketAddr>,
 ) -> Result<(), ServiceError> {
     use tokio::signal::unix::{signal, SignalKind};
+    // The handlers before the socket: a client that sees the socket may signal at once (a
+    // SIGINT between the bind and the handler killed the service outright).
+    let mut term = signal(SignalKind::terminate()).map_err(io_err("install SIGTERM handler"))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(io_err("install SIGINT handler"))?;
     let listener = bind_socket(&state.rt.socket_path())?;
     let exposition = match metrics_addr {
         Some(addr) => {
@@ -648,8 +652,6 @@ async fn serve_async(
         }
         None => None,
     };
-    let mut term = signal(SignalKind::terminate()).map_err(io_err("install SIGTERM handler"))?;
-    let mut int = signal(SignalKind::interrupt()).map_err(io_err("install SIGINT handler"))?;
     tracing::info!(socket = %state.rt.socket_path().display(), "listening");
     let mut backoff = Backoff::default();
     // Recovery runs behind the socket (bind first): requests meanwhile are answered from the

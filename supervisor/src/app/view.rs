@@ -83,6 +83,8 @@ fn decimal_duration(t: &str) -> Option<Duration> {
         "h" | "hr" | "hrs" | "hour" | "hours" => 3_600 * S,
         "d" | "day" | "days" => 86_400 * S,
         "w" | "week" | "weeks" => 604_800 * S,
+        // A year as systemd reads one: 365.25 days.
+        "y" | "year" | "years" => 31_557_600 * S,
         _ => return None,
     };
     let (int, frac) = match number.split_once('.') {
