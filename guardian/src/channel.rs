@@ -27,6 +27,9 @@ use crate::sys::{self, OwnedFd};
 /// How long the launcher has to send its launch frame.
 pub const LAUNCH_TIMEOUT_MS: u64 = 10_000;
 
+/// How many unread frames [`Channel::drain_unread`] reads at most.
+const DRAIN_LIMIT: usize = 64;
+
 pub struct Channel {
     fd: OwnedFd,
     open: bool,
@@ -172,6 +175,20 @@ impl Channel {
             Ok(Frame::Abort) => Control::Abort,
             Ok(Frame::Signal { signo }) => Control::Signal(signo),
             Ok(_) | Err(DecodeError::BadMagic) | Err(_) => Control::Ignored,
+        }
+    }
+
+    /// Reads and drops what the launcher sent and nobody read, right before the guardian exits.
+    /// A socket closed with unread frames is reset, and its peer reads the reset before the
+    /// frames sent last (the receipt among them). Bounded: a launcher that keeps sending gets
+    /// its reset.
+    pub fn drain_unread(&mut self) {
+        let mut buf = [0u8; 64];
+        for _ in 0..DRAIN_LIMIT {
+            match sys::recv_msg(&self.fd, &mut buf) {
+                Ok(got) if got.len > 0 || got.truncated => {}
+                _ => return,
+            }
         }
     }
 

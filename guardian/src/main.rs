@@ -45,7 +45,7 @@ pub fn run() -> i32 {
             return e.exit_code();
         }
     };
-    match supervise(&mut chan) {
+    let code = match supervise(&mut chan) {
         Ok(()) => 0,
         Err(e) => {
             e.report();
@@ -55,7 +55,9 @@ pub fn run() -> i32 {
             });
             e.exit_code()
         }
-    }
+    };
+    chan.drain_unread();
+    code
 }
 
 fn supervise(chan: &mut Channel) -> Result<(), Error> {

@@ -437,11 +437,22 @@ impl GuardianLink {
             }
         }
         let mut buf = [0u8; 512];
-        let (_, full) = match recv(
+        let received = match recv(
             &self.channel,
             &mut buf,
             RecvFlags::TRUNC | RecvFlags::DONTWAIT,
         ) {
+            // The guardian exited with a frame of ours unread: the kernel reports the reset
+            // before the frames it sent last (its receipt among them), and reading it clears
+            // it. Those frames, then the end of file, follow.
+            Err(rustix::io::Errno::CONNRESET) => recv(
+                &self.channel,
+                &mut buf,
+                RecvFlags::TRUNC | RecvFlags::DONTWAIT,
+            ),
+            other => other,
+        };
+        let (_, full) = match received {
             Ok(r) => r,
             Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => return Ok(None),
             Err(rustix::io::Errno::CONNRESET) => (0, 0),
@@ -530,5 +541,51 @@ impl Drop for GuardianLink {
                     let _ = c.wait();
                 });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link over one end of a fresh socketpair; the other end plays the guardian.
+    fn link_and_peer() -> (GuardianLink, OwnedFd) {
+        let (ours, theirs) = socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        let link = GuardianLink {
+            child: None,
+            pid: 0,
+            channel: ours,
+            hello: placeholder_hello(),
+            closed: false,
+        };
+        (link, theirs)
+    }
+
+    /// A guardian that exits with a frame of ours still unread makes the kernel report
+    /// `ECONNRESET` before the frames it sent last (its receipt among them): the reset is read
+    /// and the queued frames still reach us, then the end of file.
+    #[test]
+    fn frames_sent_before_a_reset_are_still_read() {
+        let (mut link, guardian) = link_and_peer();
+        let mut buf = [0u8; 64];
+        let n = Frame::Started.encode_into(&mut buf).unwrap();
+        rustix::net::send(&guardian, &buf[..n], SendFlags::NOSIGNAL).unwrap();
+        link.abort().unwrap(); // never read by the "guardian"
+        drop(guardian);
+        let next = || Some(Duration::from_secs(5));
+        assert!(matches!(
+            link.next_event(next()).unwrap(),
+            Some(GuardianEvent::Started)
+        ));
+        assert!(matches!(
+            link.next_event(next()).unwrap(),
+            Some(GuardianEvent::ChannelClosed)
+        ));
     }
 }

@@ -48,6 +48,9 @@ pub enum Msg {
     },
     /// The guardian closed its end.
     Closed,
+    /// The guardian exited with a frame of ours unread (the kernel's `ECONNRESET`, read once;
+    /// what it sent before still follows).
+    Reset,
 }
 
 /// The launch spec, owned; encoding borrows it into the frame `encode_launch` writes.
@@ -242,10 +245,9 @@ impl Guardian {
         let mut buf = vec![0u8; MAX_FRAME];
         let n = match recv(&self.chan, &mut buf[..], RecvFlags::empty()) {
             Ok((n, _)) => n,
-            // The guardian exited with a frame of ours unread (a launch aborted while *start*
-            // was in flight): the kernel resets the connection. The channel is closed, as the
-            // supervisor's own link reads it.
-            Err(rustix::io::Errno::CONNRESET) => 0,
+            // The socket was reset: the guardian exited with a frame of ours unread. The kernel
+            // reports the reset before the frames the guardian sent last; they follow.
+            Err(rustix::io::Errno::CONNRESET) => return Some(Msg::Reset),
             Err(e) => panic!("recv: {e}"),
         };
         if n == 0 {

@@ -331,6 +331,34 @@ fn a_stopped_gated_child_does_not_hang_the_guardian_sigterm_is_honoured() {
     assert!(!marker.exists(), "the workload executed");
 }
 
+/// A guardian that exits with frames of ours unread would make the kernel reset the channel,
+/// and a launcher reading it sees the reset before the receipt the guardian sent last (a CI
+/// run lost the receipt so). The guardian reads what is left before it exits. It is stopped
+/// while both frames queue, so the second is certainly unread when the abort is acted on.
+#[test]
+fn a_guardian_that_exits_with_frames_unread_does_not_reset_the_channel() {
+    let dir = tempfile::tempdir().unwrap();
+    let (l, marker) = marker_launch(dir.path());
+    let g = Guardian::spawn();
+    g.launch(&l, None).unwrap();
+    let hello = g.expect_hello();
+    let gfd = pidfd(hello.guardian.pid, hello.guardian.start_time);
+    rustix::process::pidfd_send_signal(&gfd, Signal::STOP).unwrap();
+    wait_stopped(hello.guardian.pid);
+    g.send(Frame::Abort).unwrap();
+    g.send(Frame::Signal {
+        signo: libc::SIGUSR1,
+    })
+    .unwrap();
+    rustix::process::pidfd_send_signal(&gfd, Signal::CONT).unwrap();
+    let (frames, r) = g.until_scope_exited();
+    assert!(!frames.contains(&Msg::Reset), "{frames:?}");
+    assert_eq!(r.end, ScopeEnd::Aborted);
+    assert_eq!(g.recv(PATIENCE), Some(Msg::Closed), "after the receipt");
+    assert!(g.finish().0.success());
+    assert!(!marker.exists(), "the workload executed");
+}
+
 /// Killed between *start* and `execve`: the report pipe closes exactly as on a successful exec,
 /// but the workload never ran, and the receipt must say so.
 #[test]
