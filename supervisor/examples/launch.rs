@@ -13,9 +13,9 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use refine_protocol::record::{Kind, Limits, ScopePolicy};
 use refine_protocol::Receipt;
-use refine_supervisor::guardian::{self, GuardianEvent, Stdio};
+use refine_supervisor::launch::guardian::{self, GuardianEvent, Stdio};
 use refine_supervisor::launch::{launch_registered, RegisteredLaunch};
-use refine_supervisor::registry::{self, Runtime, DEFAULT_PORT};
+use refine_supervisor::store::registry::{self, Runtime, DEFAULT_PORT};
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args_os().skip(1);
@@ -57,7 +57,7 @@ fn main() -> anyhow::Result<()> {
             new_session: false,
             limits: Limits::default(),
             scope_policy: ScopePolicy::Keep,
-            pdeath_signal: Some(refine_supervisor::signal::Signal::TERM),
+            pdeath_signal: Some(refine_supervisor::kernel::signal::Signal::TERM),
             start_timeout: guardian::DEFAULT_START_TIMEOUT,
             guardian_exe: None,
             credentials: None,

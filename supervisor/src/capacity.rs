@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::fence::{self, Fence, FenceError};
-use crate::registry::Runtime;
+use crate::store::fence::{self, Fence, FenceError};
+use crate::store::registry::Runtime;
 
 /// The reservation floor per workload: 2 GiB.
 pub const DEFAULT_FLOOR: u64 = 2 * 1024 * 1024 * 1024;

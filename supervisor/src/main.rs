@@ -1,15 +1,17 @@
 //! `refine-supervisor`: the operator CLI and the service. `main` only parses, dispatches and
 //! turns an error into one line on stderr and a non-zero exit; everything else is in
-//! [`refine_supervisor::app`].
+//! the `app` module, the application built on the library.
 
-use refine_supervisor::app::{self as cli, Command};
+mod app;
+
+use app::{self as cli, Command};
 
 /// Exit code of every failed command (clap's usage errors exit 2).
 const FAILURE: i32 = 1;
 
 fn main() {
-    refine_supervisor::child_signals::capture_inherited(); // W10: before anything changes it
-    refine_supervisor::child_signals::reset(); // G11: before any thread, any child
+    refine_supervisor::kernel::child_signals::capture_inherited(); // W10: before anything changes it
+    refine_supervisor::kernel::child_signals::reset(); // G11: before any thread, any child
     refine_supervisor::raise_nofile_limit(); // T6
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match cli::parse_args(&args) {

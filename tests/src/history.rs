@@ -14,7 +14,7 @@ use refine_protocol::{
     BootId, Hello, Kind, LaunchResultRecord, Limits, ProcessWitness, ProofIdentity, Receipt,
     Registration, RegistrationId, ScopeEnd, ScopePolicy, TreeUsage, WorkloadStatus,
 };
-use refine_supervisor::registry::{Runtime, Stream};
+use refine_supervisor::store::registry::{Runtime, Stream};
 
 /// How a fabricated registration is written.
 #[derive(Debug, Clone, Copy)]
@@ -36,7 +36,7 @@ impl Fabricate {
     /// An exited registration of the current boot, ended at `ended`, as settled history.
     pub fn exited(ended: SystemTime) -> Self {
         Fabricate {
-            boot: refine_supervisor::procfs::boot_id().expect("boot id"),
+            boot: refine_supervisor::kernel::procfs::boot_id().expect("boot id"),
             ended,
             durable: false,
             receipt: true,
@@ -91,7 +91,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
     let started_ms = (ended_ns.as_millis() as u64).saturating_sub(1000);
     let guardian = if f.guardian_alive {
         let me = rustix::process::getpid();
-        refine_supervisor::procfs::stat(me)
+        refine_supervisor::kernel::procfs::stat(me)
             .expect("own stat")
             .witness()
     } else {

@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
 use refine_protocol::ProcessWitness;
-use refine_supervisor::guardian::{GuardianLink, Stdio as GuardianStdio};
+use refine_supervisor::kernel::tree::{self, Member, Roots};
+use refine_supervisor::launch::guardian::{GuardianLink, Stdio as GuardianStdio};
 use refine_supervisor::launch::{launch_registered, RegisteredLaunch};
-use refine_supervisor::registry::Runtime;
-use refine_supervisor::tree::{self, Member, Roots};
-use refine_supervisor::{assess, procfs, stop};
+use refine_supervisor::store::registry::Runtime;
+use refine_supervisor::{end::assess, end::stop, kernel::procfs};
 
 /// A generous bound for anything that must happen "soon" on a loaded 2-core machine.
 pub const GENEROUS: Duration = Duration::from_secs(30);
@@ -81,7 +81,7 @@ impl Drop for GuardianScope {
             let _ = stop::stop(&self.runtime, &self.reg, &stop::StopOptions::default());
         }
         // As the launcher: the scope's empty cgroup (F4) goes once it ended.
-        let _ = refine_supervisor::cgroup::finish(&self.reg);
+        let _ = refine_supervisor::kernel::cgroup::finish(&self.reg);
     }
 }
 

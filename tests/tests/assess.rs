@@ -6,12 +6,12 @@ use std::path::Path;
 
 use refine_protocol::record::Registration;
 use refine_protocol::{BootId, DecodeError, Receipt, RuntimeId};
-use refine_supervisor::assess::{
+use refine_supervisor::end::assess::{
     assess, Assessment, BoundField, ExitProof, FixedBoot, UnverifiedReason, KERNEL_BOOT,
 };
-use refine_supervisor::registry::Runtime;
-use refine_supervisor::signal::{Signal, Verified};
-use refine_supervisor::stop::{self, StopOptions, StopOutcome};
+use refine_supervisor::end::stop::{self, StopOptions, StopOutcome};
+use refine_supervisor::kernel::signal::{Signal, Verified};
+use refine_supervisor::store::registry::Runtime;
 use refine_tests::stopkit::*;
 use refine_tests::wait_until;
 

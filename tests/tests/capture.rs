@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use refine_protocol::record::{CaptureReceipt, StreamEnd};
 use refine_protocol::{RegistrationId, RuntimeId, WorkloadStatus};
-use refine_supervisor::capture::{
+use refine_supervisor::launch::capture::{
     Capture, CaptureConfig, CaptureResult, Incomplete, IncompleteCapture, OutputCallback,
     StreamSource, StreamState, Utf8Chunks, FINAL_DRAIN,
 };
-use refine_supervisor::registry::Stream;
+use refine_supervisor::store::registry::Stream;
 use sha2::{Digest, Sha256};
 
 const PRODUCER: &str = env!("CARGO_BIN_EXE_cap-producer");
@@ -380,9 +380,11 @@ fn an_artifact_write_failure_is_a_capture_failure_and_the_pipe_still_drains() {
     let out = run.result.stream(Stream::Stdout).unwrap();
     assert_eq!(
         out.state,
-        StreamState::Failed(refine_supervisor::capture::CaptureFailure::ArtifactWrite {
-            errno: libc::ENOSPC
-        })
+        StreamState::Failed(
+            refine_supervisor::launch::capture::CaptureFailure::ArtifactWrite {
+                errno: libc::ENOSPC
+            }
+        )
     );
     assert_eq!(out.read_bytes, 4 * MIB as u64);
     assert_eq!(count.load(Ordering::Relaxed), 4 * MIB as u64);

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use refine_protocol::frame::Placement;
-use refine_supervisor::cgroup::{self, Setting};
-use refine_supervisor::stop::{self, StopOptions, StopOutcome, Target};
+use refine_supervisor::end::stop::{self, StopOptions, StopOutcome, Target};
+use refine_supervisor::kernel::cgroup::{self, Setting};
 use refine_tests::driver::{Guardian, Launch, Msg};
 use refine_tests::stopkit::*;
 

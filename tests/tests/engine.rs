@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 
 use refine_protocol::record::{Kind, ScopePolicy};
 use refine_protocol::{Receipt, RegistrationId, ScopeEnd as ReceiptEnd, WorkloadStatus};
-use refine_supervisor::assess;
-use refine_supervisor::capture::{Incomplete, StreamState, Utf8Chunks};
-use refine_supervisor::env_policy::{EnvMap, LoginEnv};
+use refine_supervisor::end::assess;
+use refine_supervisor::launch::capture::{Incomplete, StreamState, Utf8Chunks};
+use refine_supervisor::launch::env_policy::{EnvMap, LoginEnv};
+use refine_supervisor::launch::pty::WindowSize;
 use refine_supervisor::launch::{
     LaunchOutcome, LaunchRequest, LaunchResult, ScopeState, SharedLoop, StdinMode, Supervisor,
 };
-use refine_supervisor::pty::WindowSize;
-use refine_supervisor::registry::{Runtime, Stream};
+use refine_supervisor::store::registry::{Runtime, Stream};
 use refine_tests::{bin, wait_until};
 use sha2::{Digest, Sha256};
 
@@ -215,7 +215,7 @@ fn a_detached_sleeper_holding_stdout_does_not_hold_the_result() {
     assert_eq!(
         out.state,
         StreamState::Incomplete(Incomplete::DrainEnded {
-            drain: refine_supervisor::capture::FINAL_DRAIN
+            drain: refine_supervisor::launch::capture::FINAL_DRAIN
         })
     );
     assert!(r.complete_output(Stream::Stdout).is_err());

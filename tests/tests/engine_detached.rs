@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use refine_protocol::record::Kind;
 use refine_protocol::Receipt;
 use refine_supervisor::launch::{LaunchRequest, Supervisor};
-use refine_supervisor::registry::{Runtime, Stream};
+use refine_supervisor::store::registry::{Runtime, Stream};
 use refine_tests::{bin, wait_until};
 
 /// `(tid, state, utime + stime)` of every engine thread of this process.
@@ -84,8 +84,8 @@ fn a_dropped_handle_leaves_an_engine_that_sleeps_and_still_finishes_the_scope() 
 
 #[test]
 fn recovery_leaves_a_scope_whose_launcher_is_alive_to_it() {
+    use refine_supervisor::end::recover::{recover_one, RecoverOptions, RecoveryAction};
     use refine_supervisor::launch::LaunchOutcome;
-    use refine_supervisor::recover::{recover_one, RecoverOptions, RecoveryAction};
 
     let home = tempfile::tempdir().unwrap();
     let rt = Runtime::open(home.path(), 4244).unwrap();

@@ -5,7 +5,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use refine_supervisor::env_policy::{capture_login_env, LoginEnv, LoginEnvError};
+use refine_supervisor::launch::env_policy::{capture_login_env, LoginEnv, LoginEnvError};
 
 fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     let p = dir.join(name);

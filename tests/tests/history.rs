@@ -7,11 +7,11 @@ use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
 use refine_protocol::RegistrationId;
-use refine_supervisor::assess::{assess, KERNEL_BOOT};
-use refine_supervisor::forget::{self, Action};
-use refine_supervisor::open_index::{self, Settled, UNWRITTEN_AFTER};
-use refine_supervisor::recover::{recover, RecoverOptions, RecoveryAction};
-use refine_supervisor::registry::{RegistryError, Runtime};
+use refine_supervisor::end::assess::{assess, KERNEL_BOOT};
+use refine_supervisor::end::open_index::{self, Settled, UNWRITTEN_AFTER};
+use refine_supervisor::end::recover::{recover, RecoverOptions, RecoveryAction};
+use refine_supervisor::history::forget::{self, Action};
+use refine_supervisor::store::registry::{RegistryError, Runtime};
 use refine_tests::history::{ago, backdate, fabricate, files_of, Fabricate};
 
 const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -320,7 +320,7 @@ fn gc_forgets_old_exited_registrations_and_retires_capture_receipts() {
     // Retention: the young one's artifacts and capture receipt are past 7 days.
     assert!(!rt.capture_receipt_path(young.id).exists(), "{gc:#}");
     assert!(!rt
-        .log_path(young.id, refine_supervisor::registry::Stream::Stdout)
+        .log_path(young.id, refine_supervisor::store::registry::Stream::Stdout)
         .exists());
     assert!(rt.record_path(young.id).exists());
     // Forgetting: only the old exited one, wholly.

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use refine_protocol::record::{Kind, Limits, ScopePolicy};
 use refine_protocol::{Receipt, ScopeEnd, WorkloadStatus};
-use refine_supervisor::guardian::{self, GuardianEvent, HandshakeError, Stdio};
+use refine_supervisor::launch::guardian::{self, GuardianEvent, HandshakeError, Stdio};
 use refine_supervisor::launch::{launch_registered, RegisteredLaunch};
-use refine_supervisor::registry::Runtime;
+use refine_supervisor::store::registry::Runtime;
 use refine_tests::{bin, wait_until};
 
 fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
@@ -28,7 +28,7 @@ fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
         new_session: false,
         limits: Limits::default(),
         scope_policy: ScopePolicy::Keep,
-        pdeath_signal: Some(refine_supervisor::signal::Signal::KILL),
+        pdeath_signal: Some(refine_supervisor::kernel::signal::Signal::KILL),
         start_timeout: Duration::from_secs(30),
         guardian_exe: Some(bin("refine-guardian")),
         credentials: None,

@@ -6,10 +6,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use refine_protocol::RegistrationId;
-use refine_supervisor::assess::{assess, Assessment, UnverifiedReason, KERNEL_BOOT};
-use refine_supervisor::recover::{recover, recover_one, RecoverOptions, RecoveryAction};
-use refine_supervisor::signal::{Signal, Verified};
-use refine_supervisor::stop::StopOutcome;
+use refine_supervisor::end::assess::{assess, Assessment, UnverifiedReason, KERNEL_BOOT};
+use refine_supervisor::end::recover::{recover, recover_one, RecoverOptions, RecoveryAction};
+use refine_supervisor::end::stop::StopOutcome;
+use refine_supervisor::kernel::signal::{Signal, Verified};
 use refine_tests::stopkit::*;
 use refine_tests::wait_until;
 
@@ -47,7 +47,7 @@ fn launcher_killed_mid_flight_then_two_concurrent_recoveries() {
         }
     }
     assert_eq!(ids.len(), 3);
-    let rt = refine_supervisor::registry::Runtime::open_existing(home.path(), 7100).unwrap();
+    let rt = refine_supervisor::store::registry::Runtime::open_existing(home.path(), 7100).unwrap();
     let regs: BTreeMap<String, _> = ids
         .iter()
         .map(|(n, id)| (n.clone(), rt.read_registration(*id).unwrap()))
@@ -60,7 +60,9 @@ fn launcher_killed_mid_flight_then_two_concurrent_recoveries() {
 
     // Kill the launcher (our child; through a verified pidfd like everything else).
     let pid = rustix::process::Pid::from_child(&launcher);
-    let w = refine_supervisor::procfs::stat(pid).unwrap().witness();
+    let w = refine_supervisor::kernel::procfs::stat(pid)
+        .unwrap()
+        .witness();
     Verified::open(w).unwrap().signal(Signal::KILL).unwrap();
     launcher.wait().unwrap();
 

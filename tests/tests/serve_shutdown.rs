@@ -120,7 +120,7 @@ fn a_detached_launch_deadline_ends_its_residue() {
 fn the_services_idle_deadline_counts_input_and_signals() {
     use refine_protocol::Kind;
     use refine_supervisor::launch::{LaunchOutcome, LaunchRequest, StdinMode, Supervisor};
-    use refine_supervisor::registry::Runtime;
+    use refine_supervisor::store::registry::Runtime;
 
     let home = Home::new();
     let rt = Runtime::open(home.path(), home.port).expect("runtime");

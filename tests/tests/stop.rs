@@ -4,17 +4,17 @@ use std::process::Command;
 use std::time::Duration;
 
 use refine_protocol::ProcessWitness;
-use refine_supervisor::assess::{self, Assessment, ExitProof, KERNEL_BOOT};
-use refine_supervisor::procfs::{self, State};
-use refine_supervisor::signal::{self, Signal, SignalError, Verified};
-use refine_supervisor::stop::{self, StopError, StopOptions, StopOutcome, Target};
+use refine_supervisor::end::assess::{self, Assessment, ExitProof, KERNEL_BOOT};
+use refine_supervisor::end::stop::{self, StopError, StopOptions, StopOutcome, Target};
+use refine_supervisor::kernel::procfs::{self, State};
+use refine_supervisor::kernel::signal::{self, Signal, SignalError, Verified};
 use refine_tests::wait_until;
 
 use refine_tests::stopkit::*;
 
 const TREE_BUILDER: &str = env!("CARGO_BIN_EXE_tree-builder");
 
-fn launch(rt: &refine_supervisor::registry::Runtime, args: &[&str]) -> GuardianScope {
+fn launch(rt: &refine_supervisor::store::registry::Runtime, args: &[&str]) -> GuardianScope {
     launch_guardian(rt, std::path::Path::new(TREE_BUILDER), args)
 }
 
@@ -381,7 +381,7 @@ fn children_are_killed_before_parents_so_no_stopped_group_is_resumed() {
 
 #[test]
 fn ppid_scan_finds_the_same_tree_as_children_lists() {
-    use refine_supervisor::tree::{discover_with, Roots, Walk};
+    use refine_supervisor::kernel::tree::{discover_with, Roots, Walk};
     let home = home();
     let rt = runtime(home.path());
     let mut scope = launch(

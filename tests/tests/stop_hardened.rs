@@ -11,9 +11,9 @@ use std::process::{Command, Stdio};
 
 use refine_protocol::receipt::{ScopeEnd, WorkloadStatus};
 use refine_protocol::Receipt;
-use refine_supervisor::assess::{self, KERNEL_BOOT};
-use refine_supervisor::procfs;
-use refine_supervisor::stop::{self, StopOptions, StopOutcome};
+use refine_supervisor::end::assess::{self, KERNEL_BOOT};
+use refine_supervisor::end::stop::{self, StopOptions, StopOutcome};
+use refine_supervisor::kernel::procfs;
 use refine_tests::stopkit::*;
 use refine_tests::wait_until;
 
@@ -271,8 +271,8 @@ fn a_member_that_refuses_signals_does_not_keep_the_others_alive() {
     let left = survivors(&ours);
     // Clean up with full privileges before asserting (the guardian exits once all are gone).
     for w in std::iter::once(foreign).chain(ours.iter().map(|m| m.witness)) {
-        if let Ok(v) = refine_supervisor::signal::Verified::open(w) {
-            let _ = v.signal(refine_supervisor::signal::Signal::KILL);
+        if let Ok(v) = refine_supervisor::kernel::signal::Verified::open(w) {
+            let _ = v.signal(refine_supervisor::kernel::signal::Signal::KILL);
         }
     }
     scope.reap();

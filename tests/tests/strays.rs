@@ -63,7 +63,7 @@ fn gc_collects_what_no_record_covers_and_dry_run_lists_only_that() {
         file(&home, &format!("logs/{real}.result.4243.tmp"), "now"),
         file(&home, "notes.txt", old),
     ];
-    let lock = refine_supervisor::fence::acquire(
+    let lock = refine_supervisor::store::fence::acquire(
         &home.run_dir().join(format!("locks/{locked}.lock")),
         DEADLINE,
     )

@@ -43,7 +43,7 @@ fn a_detached_descendants_cpu_is_in_the_receipt() {
     // recovery pass (the foreground `run` returned at the workload's exit).
     let out = home.cli(&["recover"]);
     assert!(out.status.success(), "{out:?}");
-    let rt = refine_supervisor::registry::Runtime::open_existing(home.path(), home.port)
+    let rt = refine_supervisor::store::registry::Runtime::open_existing(home.path(), home.port)
         .expect("runtime");
     let rid = refine_protocol::RegistrationId::parse(&id).expect("id");
     let record = rt.read_result(rid).expect("result").expect("a result");

@@ -10,7 +10,7 @@
 //! No error path deletes anything.
 //!
 //! # Caveats
-//! The home comes from the executable ([`crate::registry::default_home`]), never from the cwd.
+//! The home comes from the executable ([`refine_supervisor::store::registry::default_home`]), never from the cwd.
 
 use std::ffi::OsString;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -30,13 +30,13 @@ use super::error::{CliError, ServiceError};
 use super::ops::{self, assess, list_views, out, print_json, show_doc};
 use super::serve::LogFormat;
 use super::{client, resolve, run, serve, view};
-use crate::assess::KERNEL_BOOT;
-use crate::capacity;
-use crate::holders::{self, Holder, Registrations, Target, Via};
-use crate::reap_checkout::{self, Why};
-use crate::registry::{self, RegistryError, Runtime};
-use crate::stall::{self, StallConfig};
-use crate::{forget, retention};
+use refine_supervisor::capacity;
+use refine_supervisor::end::assess::KERNEL_BOOT;
+use refine_supervisor::hygiene::holders::{self, Holder, Registrations, Target, Via};
+use refine_supervisor::hygiene::reap_checkout::{self, Why};
+use refine_supervisor::hygiene::stall::{self, StallConfig};
+use refine_supervisor::store::registry::{self, RegistryError, Runtime};
+use refine_supervisor::{history::forget, history::retention};
 
 /// Process supervision with kernel proof: launch commands through a subreaping guardian, see what
 /// runs and why, stop whole trees, and read the receipt that proves they ended.
@@ -403,8 +403,8 @@ pub struct StopArgs {
     #[arg(long, short = 't', value_name = "DUR", value_parser = parse_duration)]
     pub grace: Option<Duration>,
     /// The polite signal of --grace (name or number: TERM, INT, HUP, USR1, 15, ...).
-    #[arg(long, value_name = "SIG", value_parser = crate::signal::parse, default_value = "TERM", requires = "grace")]
-    pub signal: crate::signal::Signal,
+    #[arg(long, value_name = "SIG", value_parser = refine_supervisor::kernel::signal::parse, default_value = "TERM", requires = "grace")]
+    pub signal: refine_supervisor::kernel::signal::Signal,
     /// One JSON document.
     #[arg(long)]
     pub json: bool,
@@ -597,9 +597,11 @@ pub fn home(cli: &Cli, create: bool) -> Result<PathBuf, CliError> {
         if !create {
             return Err(RegistryError::MissingHome(h).into());
         }
-        crate::durable::create_private_dirs(&h).map_err(|source| CliError::CreateHome {
-            path: h.clone(),
-            source,
+        refine_supervisor::store::durable::create_private_dirs(&h).map_err(|source| {
+            CliError::CreateHome {
+                path: h.clone(),
+                source,
+            }
         })?;
         let shown = h.display().to_string();
         eprintln!(
@@ -698,12 +700,16 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Run(Deferred(args)) => run(&home, port, args),
         Command::Serve(Deferred(args)) => {
             let watch = args.stall().validate().map_err(CliError::Stall)?;
-            crate::cgroup::configure(match (&args.cgroup_root, args.no_cgroup) {
-                (_, true) => crate::cgroup::Setting::Off,
-                (Some(root), false) => crate::cgroup::Setting::Root(root.clone()),
-                (None, false) => crate::cgroup::Setting::from_env(),
-            });
-            match crate::cgroup::base() {
+            refine_supervisor::kernel::cgroup::configure(
+                match (&args.cgroup_root, args.no_cgroup) {
+                    (_, true) => refine_supervisor::kernel::cgroup::Setting::Off,
+                    (Some(root), false) => {
+                        refine_supervisor::kernel::cgroup::Setting::Root(root.clone())
+                    }
+                    (None, false) => refine_supervisor::kernel::cgroup::Setting::from_env(),
+                },
+            );
+            match refine_supervisor::kernel::cgroup::base() {
                 Ok(base) => {
                     tracing::info!(base = %base.display(), "scopes get a cgroup of their own")
                 }
@@ -1317,7 +1323,7 @@ fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
                 eprintln!(
                     "refine-supervisor: error: {}",
                     CliError::WaitTimeout {
-                        after: crate::human::duration(limit),
+                        after: refine_supervisor::human::duration(limit),
                         live: live.join(", "),
                     }
                 );

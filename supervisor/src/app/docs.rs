@@ -14,7 +14,7 @@ use refine_protocol::record::{StallIncident, StallRecord};
 use refine_protocol::{Receipt, Registration, WorkloadStatus};
 use serde::Serialize;
 
-use crate::{capacity, forget, retention};
+use refine_supervisor::{capacity, history::forget, history::retention};
 
 /// What the evidence says about a registration's scope, as every document shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -307,10 +307,10 @@ impl WatchDoc {
 }
 
 /// `holders --json` (H1): the library's answer, as it is.
-pub(crate) type HoldersDoc = crate::holders::Holders;
+pub(crate) type HoldersDoc = refine_supervisor::hygiene::holders::Holders;
 
 /// `reap --checkout --json` (H2): the library's answer, as it is.
-pub(crate) type ReapDoc = crate::reap_checkout::ReapReport;
+pub(crate) type ReapDoc = refine_supervisor::hygiene::reap_checkout::ReapReport;
 
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct AssessmentDoc {
@@ -409,7 +409,7 @@ pub(crate) struct CgroupDoc {
     pub refused_errno: Option<i32>,
     /// What the kernel accounted to it so far; `None` once it is removed (after the receipt:
     /// the result's usage then holds its CPU times).
-    pub usage: Option<crate::cgroup::CgroupUsage>,
+    pub usage: Option<refine_supervisor::kernel::cgroup::CgroupUsage>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -471,7 +471,7 @@ impl RecordDoc {
                 refused_errno: c.refused_errno,
                 usage: c
                     .holds_scope()
-                    .then(|| crate::cgroup::usage(Path::new(&c.path)))
+                    .then(|| refine_supervisor::kernel::cgroup::usage(Path::new(&c.path)))
                     .flatten(),
             }),
         }
@@ -495,7 +495,7 @@ pub(crate) struct StopDoc {
 #[derive(Debug, Clone, Copy, Serialize)]
 #[serde(untagged)]
 pub(crate) enum StopOutcomeDoc {
-    Stopped(crate::stop::StopOutcome),
+    Stopped(refine_supervisor::end::stop::StopOutcome),
     Failed(&'static str),
 }
 
@@ -594,7 +594,7 @@ pub(crate) struct GcDoc {
     /// back into the index.
     pub reindexed: Vec<String>,
     /// Files no record covers (D5): removed, would be removed, or kept and why.
-    pub strays: Vec<crate::strays::Entry>,
+    pub strays: Vec<refine_supervisor::history::strays::Entry>,
 }
 
 /// `capacity --json`: the admission figures, as the library returns them.

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use refine_protocol::api::ErrorKind;
 
-use crate::fence::FenceError;
-use crate::registry::RegistryError;
-use crate::{forget, recover, retention};
+use refine_supervisor::store::fence::FenceError;
+use refine_supervisor::store::registry::RegistryError;
+use refine_supervisor::{end::recover, history::forget, history::retention};
 
 /// Everything a command can fail with. `main` prints it on one line.
 #[derive(Debug, thiserror::Error)]
@@ -66,11 +66,11 @@ pub enum CliError {
         source: io::Error,
     },
     #[error(transparent)]
-    Holders(#[from] crate::holders::HoldersError),
+    Holders(#[from] refine_supervisor::hygiene::holders::HoldersError),
     #[error(transparent)]
-    Reap(#[from] crate::reap_checkout::ReapError),
+    Reap(#[from] refine_supervisor::hygiene::reap_checkout::ReapError),
     #[error("invalid stall watch settings")]
-    Stall(#[source] crate::stall::StallConfigError),
+    Stall(#[source] refine_supervisor::hygiene::stall::StallConfigError),
     /// A verdict that is not an error of the tool but must exit non-zero (stop not proven,
     /// receipt not verified); the document was already printed.
     #[error("{0}")]
@@ -107,9 +107,9 @@ pub enum ServiceError {
     #[error("invalid launch: {0}")]
     BadSpec(String),
     #[error(transparent)]
-    Credentials(#[from] crate::credentials::CredentialsError),
+    Credentials(#[from] refine_supervisor::launch::credentials::CredentialsError),
     #[error("launch failed")]
-    Launch(#[source] crate::launch::LaunchError),
+    Launch(#[source] refine_supervisor::launch::LaunchError),
     #[error("capacity sampling failed: {0}")]
     Capacity(String),
     #[error("no capacity slot free for an agent ({live} live and {unverified} unverified of {slots} slot{}); retry later or pass --wait-for-slot DUR", if *slots == 1 { "" } else { "s" })]

@@ -57,10 +57,10 @@ use refine_protocol::{Kind, RegistrationId};
 
 use super::docs::State;
 use super::ops::{self, Census};
-use crate::assess::UnverifiedReason;
-use crate::capacity;
-use crate::launch::{LaunchOutcome, LaunchResult, ResultHook};
-use crate::registry::Runtime;
+use refine_supervisor::capacity;
+use refine_supervisor::end::assess::UnverifiedReason;
+use refine_supervisor::launch::{LaunchOutcome, LaunchResult, ResultHook};
+use refine_supervisor::store::registry::Runtime;
 
 /// The longest request head the listener reads (`hyper`'s smallest buffer).
 pub const MAX_REQUEST_HEAD: usize = 8 * 1024;
@@ -293,8 +293,8 @@ impl Metrics {
         }
     }
 
-    /// Counts what a scope cost once its receipt came ([`crate::launch::ReceiptHook`]).
-    pub fn receipt_hook(self: &Arc<Self>) -> crate::launch::ReceiptHook {
+    /// Counts what a scope cost once its receipt came ([`refine_supervisor::launch::ReceiptHook`]).
+    pub fn receipt_hook(self: &Arc<Self>) -> refine_supervisor::launch::ReceiptHook {
         let me = self.clone();
         Arc::new(move |reg, receipt| {
             let Some(u) = receipt.usage else { return };

@@ -28,7 +28,7 @@ mod serve;
 mod throttle;
 mod view;
 
-pub use cli::{dispatch, Cli, Command, ExitCode};
+pub use cli::{dispatch, Cli, Command};
 
 /// The command line: a common `run` line read by hand (`run_line`), anything else by clap.
 pub fn parse_args(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
@@ -43,13 +43,13 @@ pub fn parse_args(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
 /// cause does not repeat it), escaped for the terminal (X6); only the candidates of an
 /// ambiguous id are lines of their own (their cells are escaped by the table).
 pub fn one_line(e: &CliError) -> String {
-    crate::error_chain(e)
+    refine_supervisor::error_chain(e)
         .split('\n')
         .map(view::escape)
         .collect::<Vec<_>>()
         .join("\n")
 }
-pub use error::{CliError, ServiceError};
+pub use error::CliError;
 
 /// Whether to write colour codes to `stream`: only on a terminal, and never when `NO_COLOR` is
 /// set to anything non-empty (no-color.org).

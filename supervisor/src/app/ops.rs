@@ -18,12 +18,15 @@ use super::docs::{
     StopDetail, StopDoc, StopOutcomeDoc, StopTimingsDoc, WatchDoc,
 };
 use super::error::{CliError, ServiceError};
-use crate::capacity::{self, HostProbe, HostSample};
-use crate::error_chain;
-use crate::launch::LaunchRequest;
-use crate::pty::WindowSize;
-use crate::registry::{RegistryError, Runtime, Stream};
-use crate::{assess, forget, open_index, procfs, recover, retention, stop, tree};
+use refine_supervisor::capacity::{self, HostProbe, HostSample};
+use refine_supervisor::error_chain;
+use refine_supervisor::launch::pty::WindowSize;
+use refine_supervisor::launch::LaunchRequest;
+use refine_supervisor::store::registry::{RegistryError, Runtime, Stream};
+use refine_supervisor::{
+    end::assess, end::open_index, end::recover, end::stop, history::forget, history::retention,
+    kernel::procfs, kernel::tree,
+};
 
 /// Standard output, locked.
 pub(crate) fn out() -> io::StdoutLock<'static> {
@@ -76,7 +79,9 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
         signal: status.signal,
         outcome: result.map(|r| r.outcome),
         started_at_unix_ms: reg.started_at_unix_ms,
-        age_secs: crate::deadline::unix_ms().saturating_sub(reg.started_at_unix_ms) / 1000,
+        age_secs: refine_supervisor::launch::deadline::unix_ms()
+            .saturating_sub(reg.started_at_unix_ms)
+            / 1000,
         pid: reg.hello.workload.pid,
         guardian_pid: reg.hello.guardian.pid,
         cwd: reg.cwd.clone(),
@@ -405,7 +410,7 @@ pub fn stop_one(
     rt: &Runtime,
     reg: &Registration,
     cause: StopCause,
-    grace: Option<(Duration, crate::signal::Signal)>,
+    grace: Option<(Duration, refine_supervisor::kernel::signal::Signal)>,
 ) -> StopDoc {
     let mut opts = stop::StopOptions {
         cause: Some(cause),
@@ -509,9 +514,12 @@ pub fn recover_plan(rt: &Runtime) -> Result<RecoverDoc, RegistryError> {
     for id in rt.open_ids()? {
         let lock = rt.lock(id, recover::DEFAULT_LOCK_WAIT);
         let (action, after) = match (lock, rt.read_registration(id)) {
-            (Err(RegistryError::Fence(crate::fence::FenceError::Timeout { .. })), Ok(reg)) => {
-                (RecoverAction::Owned, assess_one(rt, &reg))
-            }
+            (
+                Err(RegistryError::Fence(refine_supervisor::store::fence::FenceError::Timeout {
+                    ..
+                })),
+                Ok(reg),
+            ) => (RecoverAction::Owned, assess_one(rt, &reg)),
             (_, Err(err)) => (RecoverAction::Corrupt, corrupt(&err)),
             (_, Ok(reg)) => {
                 let a = assess_one(rt, &reg);
@@ -568,7 +576,7 @@ pub(crate) fn gc(
             .collect()
     };
     // D5: what no record covers, after forgetting (which may have left a `.stall` behind).
-    let strays = crate::strays::collect(rt, opts.dry_run)?;
+    let strays = refine_supervisor::history::strays::collect(rt, opts.dry_run)?;
     Ok(GcDoc {
         retention,
         forget,
@@ -623,8 +631,8 @@ pub(crate) fn launch_request(spec: &LaunchAsk) -> Result<LaunchRequest, ServiceE
         req.pty = Some(WindowSize::default());
     }
     if let Some(user) = &spec.user {
-        crate::credentials::require_privilege()?;
-        req.user = Some(crate::credentials::resolve(user)?);
+        refine_supervisor::launch::credentials::require_privilege()?;
+        req.user = Some(refine_supervisor::launch::credentials::resolve(user)?);
     }
     Ok(req)
 }
@@ -638,7 +646,7 @@ pub(crate) fn launch_request(spec: &LaunchAsk) -> Result<LaunchRequest, ServiceE
 pub(crate) fn admit(
     rt: &Runtime,
     spec: &LaunchAsk,
-) -> Result<Option<crate::fence::Fence>, ServiceError> {
+) -> Result<Option<refine_supervisor::store::fence::Fence>, ServiceError> {
     if spec.kind != Kind::Agent && !spec.unique {
         return Ok(None);
     }
@@ -668,7 +676,7 @@ pub(crate) fn try_admit(
     rt: &Runtime,
     probe: Option<&mut dyn HostProbe>,
     spec: &LaunchAsk,
-) -> Result<crate::fence::Fence, ServiceError> {
+) -> Result<refine_supervisor::store::fence::Fence, ServiceError> {
     let lock = capacity::admission_lock(rt).map_err(|e| ServiceError::Capacity(e.to_string()))?;
     if spec.unique {
         if let Some((holder, state)) = label_holder(rt, &spec.label)? {

@@ -25,7 +25,7 @@
 //!   itself (`SIGSTOP`); `fg` (`SIGCONT`) continues `run`, which forwards the `SIGCONT`.
 //!   `SIGWINCH` resizes the PTY of an interactive `--pty` launch and is forwarded otherwise.
 //! - **pipes** (W3): stdout and stderr are forwarded at the reader's pace
-//!   ([`crate::capture::Forward`]); a reader that goes away breaks the workload's stream.
+//!   ([`refine_supervisor::launch::capture::Forward`]); a reader that goes away breaks the workload's stream.
 
 use std::ffi::OsString;
 use std::io;
@@ -40,12 +40,12 @@ use rustix::process::Signal;
 use super::docs::{RunDoc, RunScope, StatusFields, StreamDoc};
 use super::error::{CliError, ServiceError};
 use super::ops::{admit, launch_request, print_json};
-use crate::capture::{Forward, StreamState};
-use crate::error_chain;
-use crate::launch::{
+use refine_supervisor::error_chain;
+use refine_supervisor::launch::capture::{Forward, StreamState};
+use refine_supervisor::launch::{
     Beside, InputWriter, LaunchAsks, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
 };
-use crate::registry::{Runtime, Stream};
+use refine_supervisor::store::registry::{Runtime, Stream};
 
 /// How `run` itself behaves around the workload.
 #[derive(Debug, Clone)]
@@ -97,7 +97,9 @@ fn forward_terminal(input: InputWriter) -> Result<(), CliError> {
         .name("refine-winch".into())
         .spawn(move || {
             for _ in winch.forever() {
-                if let Ok(size) = crate::pty::window_size(rustix::stdio::stdin()) {
+                if let Ok(size) =
+                    refine_supervisor::launch::pty::window_size(rustix::stdio::stdin())
+                {
                     let _ = input.resize(size);
                 }
             }
@@ -240,7 +242,10 @@ impl LaunchAsks for Ended {
 }
 
 impl Relay {
-    fn new(signals: crate::child_signals::Blocked, grace: Duration) -> Result<Relay, CliError> {
+    fn new(
+        signals: refine_supervisor::kernel::child_signals::Blocked,
+        grace: Duration,
+    ) -> Result<Relay, CliError> {
         let signals = signals.signalfd().map_err(|source| ServiceError::Io {
             op: "start the signal relay",
             source,
@@ -256,7 +261,9 @@ impl Relay {
 
     /// Relays every pending signal to `launch`.
     fn take(&mut self, launch: &mut dyn LaunchAsks) {
-        while let Some(taken) = crate::child_signals::read_signal(self.signals.as_fd()) {
+        while let Some(taken) =
+            refine_supervisor::kernel::child_signals::read_signal(self.signals.as_fd())
+        {
             let sig = taken.signo;
             match sig {
                 // `run`'s own write to a gone reader: not for the workload (W3, W12).
@@ -290,7 +297,8 @@ impl Relay {
     fn wait(&mut self, bound: Duration) -> bool {
         use rustix::event::{PollFd, PollFlags};
         let mut fds = [PollFd::new(&self.signals, PollFlags::IN)];
-        let _ = crate::capture::poll_until(&mut fds, Some(Instant::now() + bound));
+        let _ =
+            refine_supervisor::launch::capture::poll_until(&mut fds, Some(Instant::now() + bound));
         self.take(&mut Ended);
         std::mem::take(&mut self.unseen_end)
     }
@@ -336,14 +344,14 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     let relayed: Vec<i32> = relayed_signals()
         .into_iter()
         .filter(|&s| !(interactive_pty && s == libc::SIGWINCH))
-        .filter(|&s| !crate::child_signals::inherited_ignored(s))
+        .filter(|&s| !refine_supervisor::kernel::child_signals::inherited_ignored(s))
         .collect();
-    let signals = crate::child_signals::Blocked::block(&relayed);
+    let signals = refine_supervisor::kernel::child_signals::Blocked::block(&relayed);
     // C4: the admission lock is held from the check until the registration is durable.
     let slot = admit(rt, &spec)?;
     let mut req = launch_request(&spec)?;
     req.argv = opts.argv;
-    req.signal_state = Some(crate::child_signals::inherited());
+    req.signal_state = Some(refine_supervisor::kernel::child_signals::inherited());
     req.env = opts.env.into_iter().map(|(k, v)| (k, Some(v))).collect();
     if !opts.json {
         req.forward_stdout = forward_of(io::stdout().as_fd());
@@ -354,7 +362,7 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     // size, keys and resizes, and ours is raw meanwhile (restored when this function returns).
     let interactive = req.pty.is_some() && stdin_is_terminal;
     if interactive {
-        if let Ok(size) = crate::pty::window_size(rustix::stdio::stdin()) {
+        if let Ok(size) = refine_supervisor::launch::pty::window_size(rustix::stdio::stdin()) {
             req.pty = Some(size);
         }
     }
@@ -370,11 +378,12 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     let handle = sup.launch(req).map_err(ServiceError::Launch)?;
     drop(slot);
     let _raw = if interactive {
-        let raw =
-            crate::pty::RawMode::enter(rustix::stdio::stdin()).map_err(|e| ServiceError::Io {
+        let raw = refine_supervisor::launch::pty::RawMode::enter(rustix::stdio::stdin()).map_err(
+            |e| ServiceError::Io {
                 op: "put the terminal in raw mode",
                 source: io::Error::other(e),
-            })?;
+            },
+        )?;
         forward_terminal(handle.input_writer())?;
         Some(raw)
     } else {
@@ -396,7 +405,7 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     // process exits, or the stop would die with us.
     let mut doc = run_doc(&result);
     let stop_residue = |result: &LaunchResult| {
-        if let Err(e) = crate::launch::shared_stop(rt, &result.registration) {
+        if let Err(e) = refine_supervisor::launch::shared_stop(rt, &result.registration) {
             tracing::warn!(id = %result.id, error = %error_chain(&e), "residue stop failed");
         }
     };

@@ -29,7 +29,7 @@ use super::cli::{
     parse_duration, parse_env, parse_kv, parse_size, Cli, Command, Deferred, KindArg, RunArgs,
     LOG_CAP_DEFAULT, STOP_GRACE_DEFAULT,
 };
-use crate::registry;
+use refine_supervisor::store::registry;
 
 /// How an option of the `run` line takes its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,7 +28,7 @@
 //! signal, then the guardian's pidfd looked at on a timer, then the stop proper), an `agent`
 //! launch waiting for a slot (one FIFO queue; only its head takes a census, every 200 ms), a
 //! deadline's grace for a registration this service did not launch. The engines' own graces,
-//! retries and receipt waits are timers of the shared loop ([`crate::launch::SharedLoop`]).
+//! retries and receipt waits are timers of the shared loop ([`refine_supervisor::launch::SharedLoop`]).
 //!
 //! # Caveats
 //! The work that blocks (the engine's launch, the stop's quiesce, kill and proof, the
@@ -50,16 +50,16 @@ use super::error::{io_err, CliError, ServiceError};
 use super::metrics::{self, Metrics, RequestResult};
 use super::ops::{self, assess_one, launch_request, recover_all, retire, stop_one};
 use super::throttle::{Backoff, LogLimit};
-use crate::deadline::{expired_on_record, Expired};
-use crate::error_chain;
-use crate::fence;
-use crate::launch::Supervisor;
-use crate::open_index::{self, Settled};
-use crate::registry::{RegistryError, Runtime};
-use crate::signal::Signal;
-use crate::stall::{self, sample::Watcher, StallConfig};
-use crate::stop;
-use crate::{assess, forget, retention};
+use refine_supervisor::end::open_index::{self, Settled};
+use refine_supervisor::end::stop;
+use refine_supervisor::error_chain;
+use refine_supervisor::hygiene::stall::{self, sample::Watcher, StallConfig};
+use refine_supervisor::kernel::signal::Signal;
+use refine_supervisor::launch::deadline::{expired_on_record, Expired};
+use refine_supervisor::launch::Supervisor;
+use refine_supervisor::store::fence;
+use refine_supervisor::store::registry::{RegistryError, Runtime};
+use refine_supervisor::{end::assess, history::forget, history::retention};
 /// What the maintenance loop's housekeeping keeps and forgets.
 #[derive(Debug, Clone, Copy)]
 pub struct Housekeeping {
@@ -77,7 +77,7 @@ pub struct Housekeeping {
 fn launch_admitted(
     state: &Service,
     spec: LaunchAsk,
-    slot: Option<crate::fence::Fence>,
+    slot: Option<refine_supervisor::store::fence::Fence>,
 ) -> Result<RegistrationId, Response> {
     let mut req =
         launch_request(&spec).map_err(|e| Response::err(ErrorKind::BadRequest, e.to_string()))?;
@@ -133,7 +133,7 @@ fn descriptor_budget() -> Result<(), Response> {
     if soft.is_none_or(|s| s >= 1 << 20) {
         return Ok(());
     }
-    let left = crate::limits::descriptors_left(SERVICE_RESERVE);
+    let left = refine_supervisor::kernel::limits::descriptors_left(SERVICE_RESERVE);
     if left >= SCOPE_DESCRIPTORS {
         return Ok(());
     }
@@ -174,7 +174,7 @@ const SLOT_POLL: Duration = Duration::from_millis(200);
 async fn admit_queued(
     state: &Arc<Service>,
     spec: &LaunchAsk,
-) -> Result<Option<crate::fence::Fence>, Response> {
+) -> Result<Option<refine_supervisor::store::fence::Fence>, Response> {
     if spec.unique && spec.label.is_empty() {
         return Err(capacity_response(ServiceError::BadSpec(
             "unique needs a label".into(),
@@ -338,7 +338,7 @@ const GRACE_POLL: Duration = Duration::from_millis(50);
 /// pidfd, polled without blocking every [`GRACE_POLL`], is readable once it has exited. A
 /// guardian that cannot be opened is gone or reused: no wait.
 async fn guardian_exit(guardian: refine_protocol::ProcessWitness, within: Duration) {
-    let Ok(v) = crate::signal::Verified::open(guardian) else {
+    let Ok(v) = refine_supervisor::kernel::signal::Verified::open(guardian) else {
         return;
     };
     let end = tokio::time::Instant::now() + within;
@@ -391,7 +391,7 @@ struct Service {
     launched: Mutex<HashSet<RegistrationId>>,
     /// The engines of launches whose workload still runs (finished ones are dropped by the
     /// maintenance pass); joined at shutdown so their results are recorded.
-    engines: Mutex<Vec<crate::launch::EngineThread>>,
+    engines: Mutex<Vec<refine_supervisor::launch::EngineThread>>,
     /// When retention last ran (it runs at most every [`RETENTION_EVERY`]).
     last_retention: Mutex<Option<Instant>>,
     /// Counters and gauges for `--metrics` (kept whether or not they are served).
@@ -408,7 +408,7 @@ struct Service {
     /// Registrations with a graced deadline stop under way ([`graced_deadline_stop`]).
     graced: Mutex<HashSet<RegistrationId>>,
     /// The host probe of the censuses of admission.
-    probe: Mutex<Box<dyn crate::capacity::HostProbe + Send>>,
+    probe: Mutex<Box<dyn refine_supervisor::capacity::HostProbe + Send>>,
 }
 
 impl Service {
@@ -480,11 +480,11 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
     init_tracing(log_format, log_file.as_deref())?;
     tracing::info!(port, home = %home.display(), pid = std::process::id(), "service starting");
 
-    crate::limits::raise_nofile_ceiling();
+    refine_supervisor::kernel::limits::raise_nofile_ceiling();
     let metrics = Arc::new(Metrics::new());
     // One loop drives the engines of all the service's launches: a fixed number of threads
     // for any number of detached scopes (F1).
-    let shared = crate::launch::SharedLoop::start().map_err(|e| ServiceError::Io {
+    let shared = refine_supervisor::launch::SharedLoop::start().map_err(|e| ServiceError::Io {
         op: "start the shared event loop",
         source: std::io::Error::other(error_chain(&e)),
     })?;
@@ -689,9 +689,9 @@ async fn serve_async(
                     let Ok(mut w) = watcher.lock() else { return };
                     let events = w.pass(
                         &rt,
-                        &crate::assess::KERNEL_BOOT,
+                        &refine_supervisor::end::assess::KERNEL_BOOT,
                         stall::sample::boottime(),
-                        crate::deadline::unix_ms(),
+                        refine_supervisor::launch::deadline::unix_ms(),
                     );
                     for (id, event) in events {
                         log_stall(id, &event);
@@ -906,7 +906,7 @@ async fn stop_request(
             )
         }
         (Some(g), None) => Some((g, Signal::TERM)),
-        (Some(g), Some(text)) => match crate::signal::parse(&text) {
+        (Some(g), Some(text)) => match refine_supervisor::kernel::signal::parse(&text) {
             Ok(sig) => Some((g, sig)),
             Err(e) => return Response::err(ErrorKind::BadRequest, e),
         },
@@ -1156,7 +1156,11 @@ fn housekeeping(state: &Service, keep: Housekeeping) {
 
 fn sample_capacity(rt: &Runtime) {
     let mut probe = ops::probe();
-    match ops::capacity_report(Some(rt), crate::capacity::Policy::default(), &mut *probe) {
+    match ops::capacity_report(
+        Some(rt),
+        refine_supervisor::capacity::Policy::default(),
+        &mut *probe,
+    ) {
         Ok(c) => tracing::debug!(
             slots = c.slots,
             live = c.live,

@@ -8,7 +8,7 @@
 //! [`shell_join`] quotes a control character as the shell would type it (`$'\x1b'`).
 //!
 //! Conventions: times are local (`jiff`, the system time zone, looked up only when a time is
-//! printed) with their age; sizes and durations through the one [`crate::human`] formatter.
+//! printed) with their age; sizes and durations through the one [`refine_supervisor::human`] formatter.
 //!
 //! Tables are the small aligned-column writer below rather than a table crate: the only elastic
 //! column is the last one (a command line), which is cut to the terminal width with `…`. Table
@@ -26,8 +26,8 @@ use super::docs::{
     GcDoc, ProcessDoc, ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, ResultDoc, ShowDoc, State,
     StatusFields, StatusName, StopDetail, StopDoc,
 };
-use crate::capacity::human_bytes;
-use crate::retention;
+use refine_supervisor::capacity::human_bytes;
+use refine_supervisor::history::retention;
 
 // ---------------------------------------------------------------------------------------------
 // Conventions.
@@ -122,7 +122,7 @@ fn decimal_duration(t: &str) -> Option<Duration> {
 /// A point in time given as `DUR` (that long ago), an RFC 3339 timestamp, or a local
 /// `YYYY-MM-DD[ HH:MM[:SS]]`; as Unix milliseconds.
 pub fn parse_since(text: &str) -> Result<u64, String> {
-    let now = crate::deadline::unix_ms();
+    let now = refine_supervisor::launch::deadline::unix_ms();
     if let Ok(d) = parse_duration(text) {
         return Ok(now.saturating_sub(d.as_millis() as u64));
     }
@@ -154,7 +154,7 @@ pub fn local_time(unix_ms: u64) -> String {
 
 /// `12:00:01` today, else the date too.
 fn short_time(unix_ms: u64) -> String {
-    let today = zoned(crate::deadline::unix_ms()).map(|z| z.date());
+    let today = zoned(refine_supervisor::launch::deadline::unix_ms()).map(|z| z.date());
     match zoned(unix_ms) {
         Some(z) if Some(z.date()) == today => z.strftime("%H:%M:%S").to_string(),
         Some(z) => z.strftime("%Y-%m-%d %H:%M:%S").to_string(),
@@ -162,14 +162,14 @@ fn short_time(unix_ms: u64) -> String {
     }
 }
 
-/// An age at a glance: `45s`, `12m`, `3h 5m`, `2d 4h` ([`crate::human::age`]).
+/// An age at a glance: `45s`, `12m`, `3h 5m`, `2d 4h` ([`refine_supervisor::human::age`]).
 pub fn age(d: Duration) -> String {
-    crate::human::age(d)
+    refine_supervisor::human::age(d)
 }
 
 fn age_since(unix_ms: u64) -> String {
     age(Duration::from_millis(
-        crate::deadline::unix_ms().saturating_sub(unix_ms),
+        refine_supervisor::launch::deadline::unix_ms().saturating_sub(unix_ms),
     ))
 }
 
@@ -249,7 +249,7 @@ fn status_words(s: &StatusFields) -> Option<String> {
         StatusName::Exited => format!("exit {}", s.exit_code.unwrap_or_default()),
         StatusName::Signaled => {
             let n = s.signal.unwrap_or_default();
-            match crate::signal::name(n) {
+            match refine_supervisor::kernel::signal::name(n) {
                 Some(name) => format!("signal {n} ({name})"),
                 None => format!("signal {n}"),
             }
@@ -774,7 +774,7 @@ fn stop_line_raw(doc: &StopDoc) -> String {
                     .ok()
                     .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
                     .unwrap_or_default(),
-                crate::human::duration(Duration::from_micros(timings_us.total)),
+                refine_supervisor::human::duration(Duration::from_micros(timings_us.total)),
             )
         }
         StopDetail::Failed { error } => format!("{}: stop failed: {error}", doc.id),
@@ -825,7 +825,7 @@ pub fn recover(o: &mut impl Write, doc: &RecoverDoc) -> io::Result<()> {
 /// `gc`: one row per thing removed (or, with `--dry-run`, that would be), each with its reason;
 /// what is kept is only counted (`--json` has every entry and why it was kept).
 pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
-    use crate::strays::{Action as StrayAction, Reason};
+    use refine_supervisor::history::strays::{Action as StrayAction, Reason};
     let mut rows = vec![["ID", "ACTION", "FILES", "SIZE", "REASON"]
         .map(String::from)
         .to_vec()];
@@ -853,7 +853,7 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
         ]);
     }
     for e in &report.forget.entries {
-        if e.action == crate::forget::Action::Kept {
+        if e.action == refine_supervisor::history::forget::Action::Kept {
             continue;
         }
         let reason = match e.unchanged_secs {
@@ -886,7 +886,7 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
         let why = match &e.reason {
             Reason::NoRecord => format!(
                 "{file}: no record names it (an aborted or forgotten launch), older than {}",
-                age(crate::strays::SAFETY_AGE)
+                age(refine_supervisor::history::strays::SAFETY_AGE)
             ),
             Reason::Temporary => format!("{file}: temporary file of an interrupted replacement"),
             Reason::Young { age: a, limit } => {
@@ -931,7 +931,7 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
         .forget
         .entries
         .iter()
-        .filter(|e| e.action == crate::forget::Action::WouldForget)
+        .filter(|e| e.action == refine_supervisor::history::forget::Action::WouldForget)
         .count();
     writeln!(
         o,
@@ -942,7 +942,7 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
             "forgot"
         },
         report.forget.forgotten + report.forget.resumed + would,
-        crate::human::duration(Duration::from_secs(report.forget.forget_after_secs)),
+        refine_supervisor::human::duration(Duration::from_secs(report.forget.forget_after_secs)),
         report.forget.young,
     )?;
     let strays = report.strays.len() - strays_kept;

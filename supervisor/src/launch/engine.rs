@@ -16,15 +16,15 @@ use rustix::event::{PollFd, PollFlags};
 use rustix::net::RecvFlags;
 
 use super::{LaunchOutcome, LaunchResult, ScopeEnded, ScopeState, ScopeWatch, StopFailure};
-use crate::capture::{Capture, CaptureError, CaptureFailure, Tail};
-use crate::deadline::{Deadlines, Expired};
-use crate::fence::Fence;
-use crate::guardian::{GuardianEvent, GuardianLink};
-use crate::registry::Runtime;
-use crate::stop::{StopOptions, StopReport};
+use crate::end::stop::{StopOptions, StopReport};
+use crate::launch::capture::{Capture, CaptureError, CaptureFailure, Tail};
+use crate::launch::deadline::{Deadlines, Expired};
+use crate::launch::guardian::{GuardianEvent, GuardianLink};
+use crate::store::fence::Fence;
+use crate::store::registry::Runtime;
 
 /// The shared stop (SPEC T) for this engine: deadlines, cancel, capture faults and the `stop`
-/// scope policy all end the tree through [`crate::stop::stop`] (fence, quiesce, kill, proof by
+/// scope policy all end the tree through [`crate::end::stop::stop`] (fence, quiesce, kill, proof by
 /// the guardian's receipt). The guardian's link stays open meanwhile: its receipt frame is read
 /// afterwards.
 pub fn shared_stop(
@@ -46,7 +46,7 @@ fn stop_scope(
         grace,
         ..StopOptions::default()
     };
-    crate::stop::stop(runtime, registration, &opts).map_err(|e| StopFailure {
+    crate::end::stop::stop(runtime, registration, &opts).map_err(|e| StopFailure {
         id: registration.id,
         error: Arc::new(e),
     })
@@ -365,7 +365,7 @@ impl Engine {
             if let Some(b) = &beside {
                 fds.push(PollFd::from_borrowed_fd(b.fd(), PollFlags::IN));
             }
-            crate::capture::poll_until(&mut fds, wake)?;
+            crate::launch::capture::poll_until(&mut fds, wake)?;
             let mut woken = Woken::default();
             for ((source, _, _), pfd) in interest.iter().zip(&fds) {
                 if !pfd.revents().is_empty() {
@@ -481,10 +481,10 @@ impl Engine {
     }
 
     /// Input, a resize or a signal: activity for the idle deadline, here and on disk (the one
-    /// definition a later process reads, [`crate::deadline::recorded_activity`]).
+    /// definition a later process reads, [`crate::launch::deadline::recorded_activity`]).
     fn activity(&mut self) {
         self.deadlines.activity(Instant::now());
-        crate::deadline::stamp_activity(&self.registration);
+        crate::launch::deadline::stamp_activity(&self.registration);
     }
 
     /// A stop asked for from outside this engine (an operator's `stop ID`, the service's
@@ -526,9 +526,9 @@ impl Engine {
             st.polite = true;
             st.grace_until = Some(Instant::now() + Duration::from_millis(ms));
             let opts = StopOptions::default();
-            let sig = crate::signal::Signal::TERM;
+            let sig = crate::kernel::signal::Signal::TERM;
             if let Err(e) =
-                crate::stop::signal_politely(&self.runtime, &self.registration, sig, &opts)
+                crate::end::stop::signal_politely(&self.runtime, &self.registration, sig, &opts)
             {
                 tracing::warn!(id = %self.registration.id, error = %e, "cannot send the deadline's polite signal");
             }
@@ -637,15 +637,18 @@ impl Engine {
         // F4: the accounting of the scope's cgroup, read once it is empty, then it goes.
         let cgroup_usage = st
             .receipt
-            .and_then(|_| crate::cgroup::finish(&registration));
+            .and_then(|_| crate::kernel::cgroup::finish(&registration));
         let result = refine_protocol::LaunchResultRecord {
             id,
             runtime: runtime.id(),
             outcome: outcome.name().to_owned(),
             workload_status: status,
-            written_at_unix_ms: crate::deadline::unix_ms(),
+            written_at_unix_ms: crate::launch::deadline::unix_ms(),
             stop_failure: None,
-            usage: crate::cgroup::with_usage(st.receipt.and_then(|r| r.usage), cgroup_usage),
+            usage: crate::kernel::cgroup::with_usage(
+                st.receipt.and_then(|r| r.usage),
+                cgroup_usage,
+            ),
             residue_stop: None,
         };
         if let Err(e) = runtime.write_result(&result) {
@@ -663,7 +666,7 @@ impl Engine {
             let written = receipt
                 .encode()
                 .map_err(std::io::Error::other)
-                .and_then(|bytes| crate::durable::write_atomic(&path, &bytes, 0o600));
+                .and_then(|bytes| crate::store::durable::write_atomic(&path, &bytes, 0o600));
             match written {
                 Ok(()) => Some(path),
                 Err(e) => {
@@ -752,7 +755,9 @@ impl Engine {
 /// assessment decides whether the registration leaves the open index (F1); if it does not (no
 /// receipt), it stays for the maintenance pass and recovery.
 fn settle_own(runtime: &Runtime, id: refine_protocol::RegistrationId, owner: &Fence) {
-    if let Err(e) = crate::open_index::settle(runtime, id, owner, &crate::assess::KERNEL_BOOT) {
+    if let Err(e) =
+        crate::end::open_index::settle(runtime, id, owner, &crate::end::assess::KERNEL_BOOT)
+    {
         tracing::warn!(%id, error = %e, "cannot settle the open index");
     }
 }
@@ -881,9 +886,9 @@ impl Watch {
                 cause: s.cause,
                 ..StopOptions::default()
             };
-            let sig = crate::signal::Signal::TERM;
+            let sig = crate::kernel::signal::Signal::TERM;
             if let Err(e) =
-                crate::stop::signal_politely(&self.runtime, &self.registration, sig, &opts)
+                crate::end::stop::signal_politely(&self.runtime, &self.registration, sig, &opts)
             {
                 tracing::warn!(%id, error = %crate::error_chain(&e), "cannot send the residue's polite signal");
             }
@@ -941,9 +946,11 @@ impl Watch {
             record_residue_stop(&self.runtime, id, report);
         }
         if let Some(r) = self.receipt {
-            let cgroup_usage = crate::cgroup::finish(&self.registration);
-            self.runtime
-                .complete_result_usage(id, crate::cgroup::with_usage(r.usage, cgroup_usage));
+            let cgroup_usage = crate::kernel::cgroup::finish(&self.registration);
+            self.runtime.complete_result_usage(
+                id,
+                crate::kernel::cgroup::with_usage(r.usage, cgroup_usage),
+            );
             if let Some(hook) = &self.on_receipt {
                 hook(&self.registration, &r);
             }
@@ -970,7 +977,7 @@ impl Watch {
                 Step::Wait(at) => {
                     let Some(fd) = self.interest() else { break };
                     let mut fds = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
-                    if crate::capture::poll_until(&mut fds, at).is_err() {
+                    if crate::launch::capture::poll_until(&mut fds, at).is_err() {
                         break;
                     }
                     channel = !fds[0].revents().is_empty();
@@ -984,7 +991,7 @@ impl Watch {
 /// Whether a failed stop would fail the same way again: members refused its signals (EPERM,
 /// T6). Retrying it only delays the report (D6).
 fn is_permanent(e: &StopFailure) -> bool {
-    matches!(*e.error, crate::stop::StopError::Refused { .. })
+    matches!(*e.error, crate::end::stop::StopError::Refused { .. })
 }
 
 /// Records a residue stop that failed in the launch's result (outcome `stop_failed`, the
@@ -996,7 +1003,7 @@ fn record_stop_failure(runtime: &Runtime, id: refine_protocol::RegistrationId, e
         runtime: runtime.id(),
         outcome: "stop_failed".to_owned(),
         workload_status: previous.map_or(WorkloadStatus::Unknown, |r| r.workload_status),
-        written_at_unix_ms: crate::deadline::unix_ms(),
+        written_at_unix_ms: crate::launch::deadline::unix_ms(),
         stop_failure: Some(error.to_owned()),
         usage: None,
         residue_stop: None,
@@ -1011,9 +1018,9 @@ fn record_stop_failure(runtime: &Runtime, id: refine_protocol::RegistrationId, e
 fn record_residue_stop(
     runtime: &Runtime,
     id: refine_protocol::RegistrationId,
-    report: &crate::stop::StopReport,
+    report: &crate::end::stop::StopReport,
 ) {
-    use crate::stop::StopOutcome;
+    use crate::end::stop::StopOutcome;
     let Ok(Some(mut result)) = runtime.read_result(id) else {
         return;
     };
@@ -1032,7 +1039,7 @@ fn record_residue_stop(
         .to_owned(),
         cause,
         killed: u32::try_from(report.killed).unwrap_or(u32::MAX),
-        at_unix_ms: crate::deadline::unix_ms(),
+        at_unix_ms: crate::launch::deadline::unix_ms(),
     });
     if let Err(e) = runtime.write_result(&result) {
         tracing::warn!(%id, error = %e, "cannot record the residue stop");
@@ -1042,9 +1049,9 @@ fn record_residue_stop(
 /// The monotonic instant of the guardian's `CLOCK_REALTIME` exit stamp, never in the future and
 /// never earlier than one drain before `now` (a clock step cannot shorten the drain to nothing).
 pub(super) fn exit_instant(at_ns: u64, now: Instant) -> Instant {
-    let age = crate::deadline::unix_time()
+    let age = crate::launch::deadline::unix_time()
         .saturating_sub(Duration::from_nanos(at_ns))
-        .min(crate::capture::FINAL_DRAIN);
+        .min(crate::launch::capture::FINAL_DRAIN);
     now.checked_sub(age).unwrap_or(now)
 }
 

@@ -16,7 +16,7 @@ use refine_protocol::RegistrationId;
 use rustix::net::SendFlags;
 
 use super::{io_op, LaunchError, LaunchResult};
-use crate::pty::{self, WindowSize};
+use crate::launch::pty::{self, WindowSize};
 
 /// How long [`LaunchHandle::write_input`] waits for the workload to accept input.
 pub const INPUT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,12 +1,12 @@
 //! The launch engine (SPEC S1–S11): the one API every caller uses to run a managed command of any
 //! kind (`agent`, `quality`, `command`, `terminal`).
 //!
-//! [`Supervisor::launch`] prepares the environment ([`crate::env_policy`]), the output pipes or a
-//! PTY ([`crate::pty`]) and the artifacts, starts the guardian, makes the registration durable and
+//! [`Supervisor::launch`] prepares the environment ([`crate::launch::env_policy`]), the output pipes or a
+//! PTY ([`crate::launch::pty`]) and the artifacts, starts the guardian, makes the registration durable and
 //! only then says *start* (all through [`launch_registered`]). The launch's engine then waits on
-//! the output streams ([`crate::capture`]), the guardian channel and a control socket (cancel,
+//! the output streams ([`crate::launch::capture`]), the guardian channel and a control socket (cancel,
 //! operator stop, activity from input and resize), enforcing the deadlines
-//! ([`crate::deadline`]): with one `poll` on a thread of its own or on the caller's
+//! ([`crate::launch::deadline`]): with one `poll` on a thread of its own or on the caller's
 //! ([`Supervisor::driven_by_caller`]), or, for a [`Supervisor`] given a [`SharedLoop`] (the
 //! service), in one epoll loop with every other engine. [`LaunchHandle::wait`] returns a
 //! [`LaunchResult`] with a typed [`LaunchOutcome`] as soon as the workload has exited and the
@@ -22,8 +22,15 @@
 //! - If this process dies, the guardian sees its channel close, forwards the parent-death signal
 //!   to the workload, reaps, and writes its receipt; the kept output tails die with us.
 //! - Deadlines, cancel, capture faults and the `stop` scope policy terminate through the one
-//!   shared stop ([`crate::stop::stop`], called from [`shared_stop`]); the stop proves the end by
+//!   shared stop ([`crate::end::stop::stop`], called from [`shared_stop`]); the stop proves the end by
 //!   the guardian's receipt, which the engine then also reads from the channel.
+
+pub mod capture;
+pub mod credentials;
+pub mod deadline;
+pub mod env_policy;
+pub mod guardian;
+pub mod pty;
 
 mod engine;
 mod handle;
@@ -49,16 +56,16 @@ use std::time::Duration;
 use refine_protocol::record::{Kind, Limits, Registration};
 use refine_protocol::{Receipt, RegistrationId, WorkloadStatus};
 
-use crate::capture::{
+use crate::end::stop::{StopError, StopReport};
+use crate::launch::capture::{
     Capture, CaptureConfig, CaptureError, CaptureFailure, CaptureResult, StreamSource,
 };
-use crate::deadline::Deadlines;
-use crate::env_policy::{self, EnvInputs, EnvMap, LoginEnv};
-use crate::guardian::{self, Stdio};
-use crate::pty::{self, PtyError};
-use crate::registry::{RegistryError, Runtime, Stream};
-use crate::stop::{StopError, StopReport};
+use crate::launch::deadline::Deadlines;
+use crate::store::registry::{RegistryError, Runtime, Stream};
+use env_policy::{EnvInputs, EnvMap, LoginEnv};
+use guardian::Stdio;
 use handle::{Control, Driver, Input, InputInner};
+use pty::PtyError;
 
 /// How a launch ended (S7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,7 +224,7 @@ impl LaunchResult {
     pub fn complete_output(
         &self,
         stream: Stream,
-    ) -> Result<&[u8], crate::capture::IncompleteCapture> {
+    ) -> Result<&[u8], crate::launch::capture::IncompleteCapture> {
         self.capture.complete_output(stream)
     }
 }
@@ -481,7 +488,7 @@ impl Supervisor {
         let stdin_path = input.as_ref().map(|_| rt.log_path(id, Stream::Stdin));
         let input_log = match &stdin_path {
             Some(p) => Some(
-                crate::durable::open_private(
+                crate::store::durable::open_private(
                     std::fs::OpenOptions::new().append(true).create(true),
                     p,
                 )

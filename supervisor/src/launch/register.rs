@@ -1,4 +1,4 @@
-//! Registration: spawn the guardian (the handshake in [`crate::guardian`]), receive its
+//! Registration: spawn the guardian (the handshake in [`crate::launch::guardian`]), receive its
 //! identities, write the registration durably, and only then say *start*.
 
 use std::collections::BTreeMap;
@@ -10,9 +10,9 @@ use refine_protocol::frame::Placement;
 use refine_protocol::record::{Kind, Limits, Registration, ScopeCgroup, ScopePolicy};
 use refine_protocol::{BootId, Hello, ProcessWitness, ProofIdentity, RegistrationId};
 
-use crate::guardian::{spawn, HandshakeError, LaunchConfig, OWNER_VAR};
-use crate::guardian::{GuardianLink, Stdio};
-use crate::registry::{RegistryError, Runtime, Stream};
+use crate::launch::guardian::{spawn, HandshakeError, LaunchConfig, OWNER_VAR};
+use crate::launch::guardian::{GuardianLink, Stdio};
+use crate::store::registry::{RegistryError, Runtime, Stream};
 use std::os::unix::ffi::OsStrExt;
 
 /// A launch for [`launch_registered`]: what the registration records, plus how to run it.
@@ -34,11 +34,11 @@ pub struct RegisteredLaunch {
     pub limits: Limits,
     pub scope_policy: ScopePolicy,
     /// What the guardian sends the workload on launcher loss; `None`: nothing.
-    pub pdeath_signal: Option<crate::signal::Signal>,
+    pub pdeath_signal: Option<crate::kernel::signal::Signal>,
     pub start_timeout: Duration,
     pub guardian_exe: Option<PathBuf>,
     /// Who the workload runs as (`None`: this process's credentials).
-    pub credentials: Option<crate::credentials::Credentials>,
+    pub credentials: Option<crate::launch::credentials::Credentials>,
     /// The signal state the workload starts with (`None`: a clean one, G8; W10).
     pub signal_state: Option<refine_protocol::frame::SignalState>,
 }
@@ -62,7 +62,7 @@ pub fn launch_registered(
 /// caller holds the registration's lock from before the record exists.
 pub fn launch_registered_into(
     rt: &Runtime,
-    pending: crate::registry::PendingRecord,
+    pending: crate::store::registry::PendingRecord,
     id: RegistrationId,
     req: RegisteredLaunch,
 ) -> Result<(Registration, GuardianLink), HandshakeError> {
@@ -142,7 +142,7 @@ pub fn launch_registered_into(
         }));
     }
     // F4: a cgroup of its own where one can be made (detected once per process).
-    let cgroup = crate::cgroup::create(id);
+    let cgroup = crate::kernel::cgroup::create(id);
     let spawned = spawn(LaunchConfig {
         registration: id,
         runtime: rt.id(),
@@ -164,12 +164,12 @@ pub fn launch_registered_into(
         Ok(link) => link,
         Err(e) => {
             if let Some(dir) = &cgroup {
-                let _ = crate::cgroup::remove(dir);
+                let _ = crate::kernel::cgroup::remove(dir);
             }
             return Err(e);
         }
     };
-    registration.started_at_unix_ms = crate::deadline::unix_ms();
+    registration.started_at_unix_ms = crate::launch::deadline::unix_ms();
     // The placement is recorded in `registration.cgroup` (the record's hello does not carry
     // it): the record in memory is the one on disk.
     registration.hello = Hello {
@@ -186,7 +186,7 @@ pub fn launch_registered_into(
         if refused_errno.is_some() {
             // Nothing runs in it: the scope uses /proc, and the directory goes at once.
             tracing::info!(dir = %dir.display(), errno = ?refused_errno, "clone3 into the scope's cgroup refused; using /proc");
-            let _ = crate::cgroup::remove(&dir);
+            let _ = crate::kernel::cgroup::remove(&dir);
         }
         ScopeCgroup {
             path: dir.to_string_lossy().into_owned(),

@@ -9,9 +9,9 @@ use std::time::Duration;
 use refine_protocol::record::{Kind, ScopePolicy};
 use refine_protocol::Rlimit;
 
-use crate::capture::{Forward, OutputCallback, DEFAULT_KEEP};
-use crate::env_policy::Override;
-use crate::pty::WindowSize;
+use crate::launch::capture::{Forward, OutputCallback, DEFAULT_KEEP};
+use crate::launch::env_policy::Override;
+use crate::launch::pty::WindowSize;
 
 /// What the workload's stdin is (standard launches; a PTY launch reads the terminal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -73,12 +73,12 @@ pub struct LaunchRequest {
     pub new_session: bool,
     /// What the guardian sends the workload if this process goes away (default `SIGKILL`);
     /// `None`: nothing, the workload outlives this process (the service's launches).
-    pub pdeath_signal: Option<crate::signal::Signal>,
+    pub pdeath_signal: Option<crate::kernel::signal::Signal>,
     /// Run the workload as this user (X1; `None`: as this process).
-    pub user: Option<crate::credentials::Credentials>,
+    pub user: Option<crate::launch::credentials::Credentials>,
     /// The signal state the workload starts with: `None` (the default) a clean one, every
     /// disposition default and an empty mask (G8); `run` passes what it inherited (W10,
-    /// [`crate::child_signals::inherited`]).
+    /// [`crate::kernel::child_signals::inherited`]).
     pub signal_state: Option<refine_protocol::frame::SignalState>,
 }
 
@@ -120,7 +120,7 @@ impl LaunchRequest {
             forward_stdout: None,
             forward_stderr: None,
             new_session: false,
-            pdeath_signal: Some(crate::signal::Signal::KILL),
+            pdeath_signal: Some(crate::kernel::signal::Signal::KILL),
             user: None,
             signal_state: None,
         }

@@ -37,7 +37,7 @@ use rustix::event::PollFlags;
 
 use super::engine::{Engine, Residues, Source, State, Step, Watch, Woken};
 use super::{LaunchError, LaunchResult, ResultHook};
-use crate::capture::Tail;
+use crate::launch::capture::Tail;
 
 /// Threads of the pool that runs the blocking work of the loop's engines.
 const POOL_THREADS: usize = 2;
@@ -230,7 +230,7 @@ impl SharedLoop {
                     slots: Vec::new(),
                     free: Vec::new(),
                     timers: BinaryHeap::new(),
-                    buf: vec![0; crate::capture::READ_CHUNK],
+                    buf: vec![0; crate::launch::capture::READ_CHUNK],
                     jobs: job_tx,
                 }
                 .run(&adopt_rx, &loop_inner)

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio as PStdio};
 use std::time::{Duration, Instant};
 
 use refine_protocol::{RegistrationId, RuntimeId};
-use refine_supervisor::guardian::{self, GuardianEvent, GuardianLink, LaunchConfig, Stdio};
+use refine_supervisor::launch::guardian::{self, GuardianEvent, GuardianLink, LaunchConfig, Stdio};
 use rustix::process::{kill_process, Pid, Signal};
 
 struct Peer {
@@ -58,7 +58,7 @@ fn guardian_launch(exe: &Path, dir: &Path, n: u64, argv: &[&str], stdio: Stdio) 
         rlimits: vec![],
         stdio,
         new_session: false,
-        pdeath_signal: Some(refine_supervisor::signal::Signal::KILL),
+        pdeath_signal: Some(refine_supervisor::kernel::signal::Signal::KILL),
         start_timeout: Duration::from_secs(30),
         guardian_exe: Some(exe.to_owned()),
         credentials: None,

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use refine_protocol::record::Kind;
-use refine_supervisor::env_policy::LoginEnv;
+use refine_supervisor::launch::env_policy::LoginEnv;
 use refine_supervisor::launch::{LaunchOutcome, LaunchRequest, ScopeState, Supervisor};
-use refine_supervisor::registry::{Runtime, Stream};
+use refine_supervisor::store::registry::{Runtime, Stream};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -180,7 +180,7 @@ fn launch(guardian: &Path, work: &Path, runs: usize) {
     for i in 0..50 {
         let path = dir.join(format!("bench-{i}"));
         let t = Instant::now();
-        refine_supervisor::durable::write_atomic(&path, &[0u8; 600], 0o600).expect("write");
+        refine_supervisor::store::durable::write_atomic(&path, &[0u8; 600], 0o600).expect("write");
         writes.push(t.elapsed());
         let _ = std::fs::remove_file(&path);
     }

@@ -28,8 +28,8 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
-use refine_supervisor::guardian::{self, GuardianEvent, LaunchConfig, Stdio, OWNER_VAR};
-use refine_supervisor::registry::{Runtime, Stream};
+use refine_supervisor::launch::guardian::{self, GuardianEvent, LaunchConfig, Stdio, OWNER_VAR};
+use refine_supervisor::store::registry::{Runtime, Stream};
 
 fn say(line: &str) {
     let mut out = std::io::stdout();
@@ -81,7 +81,7 @@ fn main() {
         rlimits: Vec::new(),
         stdio: Stdio::Fds([null(), null(), null()]),
         new_session: false,
-        pdeath_signal: Some(refine_supervisor::signal::Signal::KILL),
+        pdeath_signal: Some(refine_supervisor::kernel::signal::Signal::KILL),
         start_timeout: guardian::DEFAULT_START_TIMEOUT,
         guardian_exe: None,
         credentials: None,
@@ -111,7 +111,7 @@ fn main() {
         pty: false,
         limits: Limits::default(),
         scope_policy: ScopePolicy::Keep,
-        started_at_unix_ms: refine_supervisor::deadline::unix_ms(),
+        started_at_unix_ms: refine_supervisor::launch::deadline::unix_ms(),
         hello,
         proof_path: text(&proof_path),
         argv_bytes: None,

@@ -17,9 +17,9 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use refine_protocol::{Kind, Limits, ScopePolicy};
-use refine_supervisor::guardian::{self, GuardianEvent, Stdio};
+use refine_supervisor::launch::guardian::{self, GuardianEvent, Stdio};
 use refine_supervisor::launch::{launch_registered_into, RegisteredLaunch};
-use refine_supervisor::registry::{Runtime, Stream};
+use refine_supervisor::store::registry::{Runtime, Stream};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

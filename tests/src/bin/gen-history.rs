@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use refine_supervisor::registry::Runtime;
+use refine_supervisor::store::registry::Runtime;
 use refine_tests::history::{ago, fabricate, Fabricate};
 
 fn main() {

@@ -15,11 +15,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use refine_supervisor::assess::KERNEL_BOOT;
-use refine_supervisor::holders::{self, Registrations, Target};
+use refine_supervisor::end::assess::KERNEL_BOOT;
+use refine_supervisor::hygiene::holders::{self, Registrations, Target};
+use refine_supervisor::kernel::procfs;
 use refine_supervisor::launch::launch_registered;
-use refine_supervisor::procfs;
-use refine_supervisor::registry::Runtime;
+use refine_supervisor::store::registry::Runtime;
 use refine_tests::stopkit::{self, BenchArgs, GuardianScope};
 
 fn ms(d: Duration) -> String {
@@ -149,11 +149,11 @@ fn main() {
     } else {
         println!("({} not built: command not timed)", cli.display());
     }
-    let opts = refine_supervisor::stop::StopOptions {
+    let opts = refine_supervisor::end::stop::StopOptions {
         budget: Duration::from_secs(60),
         ..Default::default()
     };
-    let report = refine_supervisor::stop::stop(&rt, &scope.reg, &opts).expect("stop");
+    let report = refine_supervisor::end::stop::stop(&rt, &scope.reg, &opts).expect("stop");
     scope.reap();
     println!("tree stopped: {:?}", report.outcome);
 }

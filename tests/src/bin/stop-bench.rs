@@ -7,8 +7,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use refine_supervisor::registry::Runtime;
-use refine_supervisor::stop::{self, StopOptions, StopOutcome};
+use refine_supervisor::end::stop::{self, StopOptions, StopOutcome};
+use refine_supervisor::store::registry::Runtime;
 use refine_tests::stopkit::{self, BenchArgs};
 
 fn median(mut v: Vec<Duration>) -> Duration {

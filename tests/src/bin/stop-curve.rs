@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use refine_supervisor::registry::Runtime;
-use refine_supervisor::stop::{self, StopOptions, StopOutcome};
+use refine_supervisor::end::stop::{self, StopOptions, StopOutcome};
+use refine_supervisor::store::registry::Runtime;
 use refine_tests::stopkit;
 
 /// (processes, sessions, groups, leaves): nodes = sessions * (1 + groups * (1 + leaves)).
@@ -127,7 +127,7 @@ fn main() {
         println!("cgroup.kill column skipped: {why}");
     }
     // F4: which path the stop takes (REFINE_CGROUP=off forces the /proc one).
-    match refine_supervisor::cgroup::base() {
+    match refine_supervisor::kernel::cgroup::base() {
         Ok(base) => println!(
             "stop path: cgroup (each scope forked into its own below {}: freeze, cgroup.procs, cgroup.kill)",
             base.display()

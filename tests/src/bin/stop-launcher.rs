@@ -12,9 +12,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use refine_supervisor::guardian::GuardianEvent;
+use refine_supervisor::launch::guardian::GuardianEvent;
 use refine_supervisor::launch::launch_registered_into;
-use refine_supervisor::registry::Runtime;
+use refine_supervisor::store::registry::Runtime;
 use refine_tests::stopkit;
 
 fn main() {

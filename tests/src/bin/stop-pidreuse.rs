@@ -8,10 +8,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use refine_protocol::ProcessWitness;
-use refine_supervisor::procfs;
-use refine_supervisor::registry::Runtime;
-use refine_supervisor::signal::{SignalError, Verified};
-use refine_supervisor::stop::{self, StopOptions, StopOutcome, Target};
+use refine_supervisor::end::stop::{self, StopOptions, StopOutcome, Target};
+use refine_supervisor::kernel::procfs;
+use refine_supervisor::kernel::signal::{SignalError, Verified};
+use refine_supervisor::store::registry::Runtime;
 use refine_tests::stopkit::{self, GENEROUS};
 use refine_tests::wait_until;
 use rustix::process::Pid;

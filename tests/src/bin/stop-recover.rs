@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use refine_supervisor::recover::{recover, RecoverOptions, RecoveryAction};
-use refine_supervisor::registry::Runtime;
+use refine_supervisor::end::recover::{recover, RecoverOptions, RecoveryAction};
+use refine_supervisor::store::registry::Runtime;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use refine_protocol::RegistrationId;
-use refine_supervisor::registry::Runtime;
-use refine_supervisor::stop::{self, StopOptions, StopOutcome};
+use refine_supervisor::end::stop::{self, StopOptions, StopOutcome};
+use refine_supervisor::store::registry::Runtime;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -37,9 +37,12 @@ impl Home {
 
     /// Takes this runtime's stop fence (as a stop in another process would) until the returned
     /// fence is dropped; the runtime must exist.
-    pub fn hold_stop_fence(&self) -> refine_supervisor::fence::Fence {
-        refine_supervisor::fence::acquire(&self.run_dir().join("locks").join("stop.lock"), DEADLINE)
-            .expect("the stop fence")
+    pub fn hold_stop_fence(&self) -> refine_supervisor::store::fence::Fence {
+        refine_supervisor::store::fence::acquire(
+            &self.run_dir().join("locks").join("stop.lock"),
+            DEADLINE,
+        )
+        .expect("the stop fence")
     }
 
     /// `refine-supervisor --home H --port P ARGS...`, not yet started. A `serve` logs to

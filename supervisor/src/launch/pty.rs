@@ -4,7 +4,7 @@
 //!
 //! The slave goes to the guardian (which makes it the workload's controlling terminal in a new
 //! session); this process keeps only the master. Capture reads the master like a pipe, except that
-//! a closed slave reads as `EIO` (see [`crate::capture`]).
+//! a closed slave reads as `EIO` (see [`crate::launch::capture`]).
 //!
 //! # Caveats
 //! - The master is shared with capture, which makes it nonblocking; [`write_input`] therefore

@@ -32,7 +32,7 @@ use refine_protocol::mark;
 use refine_protocol::ProcessWitness;
 use rustix::process::Pid;
 
-use crate::procfs::{self, Comm};
+use crate::kernel::procfs::{self, Comm};
 
 /// Recognises nested guardians among the members of one scope (one stop attempt).
 pub struct NestedGuardians {

@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use refine_protocol::{BootId, ProcessWitness, RegistrationId};
 use rustix::process::Pid;
 
-use crate::procfs::{self, Comm, ProcfsError, Stat, State};
+use crate::kernel::procfs::{self, Comm, ProcfsError, Stat, State};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TreeError {

@@ -42,10 +42,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use refine_protocol::{Receipt, RegistrationId};
 use serde::Serialize;
 
-use crate::assess::{self, BootSource};
-use crate::durable;
-use crate::fence::Fence;
-use crate::registry::{RegistryError, Runtime};
+use crate::end::assess::{self, BootSource};
+use crate::store::durable;
+use crate::store::fence::Fence;
+use crate::store::registry::{RegistryError, Runtime};
 
 /// Default horizon: 30 days.
 pub const DEFAULT_AFTER: Duration = Duration::from_secs(30 * 24 * 3600);

@@ -1,11 +1,11 @@
 //! Reap by checkout (SPEC H2): end what works under a path and has no live owner.
 //!
 //! ```text
-//! look      holders of the path (crate::holders), each with its owner and whether it is orphaned
+//! look      holders of the path (crate::hygiene::holders), each with its owner and whether it is orphaned
 //! refuse    a holder whose registration is live and whose workload still runs: nothing is
 //!           signalled, the holders are listed (end that workload first)
 //! residue   each registration that holds the path but whose workload has exited (live scope,
-//!           or unverified: guardian gone) goes through the one stop (crate::stop), with receipts
+//!           or unverified: guardian gone) goes through the one stop (crate::end::stop), with receipts
 //! orphans   holders with no live owner whose parent adopted them (pid 1, a known subreaper, a
 //!           guardian whose registration has ended) are quiesced and killed with their
 //!           descendants, through verified pidfds; never a process of another pid namespace, a
@@ -17,11 +17,11 @@
 //! checkout, a process some live parent started) is never signalled: it is reported as left.
 //!
 //! # Caveats
-//! Every signal goes through [`crate::signal`] (pidfd opened, then the start time checked): a
+//! Every signal goes through [`crate::kernel::signal`] (pidfd opened, then the start time checked): a
 //! pid reused since the scan is never signalled. An orphan tree that contains the guardian of a
 //! registration, of this home or any other ([`holders::guardian_of`]: a second home inside the
 //! checkout), is left alone and reported with the home it belongs to: its scope ends through its
-//! own registration, never by SIGKILL to its guardian (H5). Which parent is a subreaper is known by name only ([`crate::holders::SUBREAPERS`]).
+//! own registration, never by SIGKILL to its guardian (H5). Which parent is a subreaper is known by name only ([`crate::hygiene::holders::SUBREAPERS`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -30,20 +30,22 @@ use std::time::Duration;
 use refine_protocol::record::StopCause;
 use refine_protocol::{ProcessWitness, RegistrationId};
 
-use crate::assess::{Assessment, BootSource};
-use crate::holders::{self, GuardianOf, Holder, HoldersError, OwnerState, Registrations, Target};
-use crate::registry::Runtime;
-use crate::stop::{self, StopError, StopOptions, StopOutcome};
-use crate::tree::{self, Roots};
+use crate::end::assess::{Assessment, BootSource};
+use crate::end::stop::{self, StopError, StopOptions, StopOutcome};
+use crate::hygiene::holders::{
+    self, GuardianOf, Holder, HoldersError, OwnerState, Registrations, Target,
+};
+use crate::kernel::tree::{self, Roots};
+use crate::store::registry::Runtime;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReapError {
     #[error("cannot list the holders")]
     Holders(#[from] HoldersError),
     #[error("cannot read the current boot id")]
-    Boot(#[source] crate::procfs::ProcfsError),
+    Boot(#[source] crate::kernel::procfs::ProcfsError),
     #[error("cannot take the stop fence")]
-    Fence(#[source] crate::registry::RegistryError),
+    Fence(#[source] crate::store::registry::RegistryError),
     /// Every daemon init adopted works under `/`: that is not a checkout.
     #[error("refusing to reap under / (every orphaned daemon works there): name a checkout")]
     Root,

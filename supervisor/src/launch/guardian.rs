@@ -35,7 +35,7 @@ use rustix::net::{
     SendFlags, SocketFlags, SocketType,
 };
 
-use crate::registry::RegistryError;
+use crate::store::registry::RegistryError;
 
 /// How long the guardian may take to answer the launch frame with `Hello`.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -73,17 +73,17 @@ pub struct LaunchConfig {
     pub new_session: bool,
     /// Signal the guardian forwards to the workload if this launcher goes away; `None`: none
     /// (the workload outlives its launcher, and recovery finds the scope).
-    pub pdeath_signal: Option<crate::signal::Signal>,
+    pub pdeath_signal: Option<crate::kernel::signal::Signal>,
     /// How long the guardian waits for *start* before it aborts.
     pub start_timeout: Duration,
     /// The guardian executable; `None`: [`guardian_exe`].
     pub guardian_exe: Option<PathBuf>,
     /// Who the workload runs as (`None`: this process's credentials).
-    pub credentials: Option<crate::credentials::Credentials>,
+    pub credentials: Option<crate::launch::credentials::Credentials>,
     /// The signal state the workload starts with (`None`: a clean one, G8; W10: `run` passes
     /// what it inherited itself).
     pub signal_state: Option<refine_protocol::frame::SignalState>,
-    /// The cgroup v2 directory the workload is forked into (F4; [`crate::cgroup::create`]);
+    /// The cgroup v2 directory the workload is forked into (F4; [`crate::kernel::cgroup::create`]);
     /// `None`: the guardian's own cgroup.
     pub cgroup: Option<PathBuf>,
 }
@@ -222,7 +222,7 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
         Stdio::Pty(_) => (FLAG_PTY, 3),
     };
     // The workload gets the descriptor limit this process started with (T6: it raised its own).
-    let rlimits = crate::limits::with_original_nofile(&config.rlimits);
+    let rlimits = crate::kernel::limits::with_original_nofile(&config.rlimits);
     let params = LaunchParams {
         flags,
         pdeath_signal: config.pdeath_signal.map(|s| s.as_raw() as u32),

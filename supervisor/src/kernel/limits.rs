@@ -4,7 +4,7 @@
 //!
 //! # Caveats
 //! The stop does not rely on the raise: where the hard limit is low it holds only as many pidfds
-//! as the limit leaves room for (see [`crate::stop`]).
+//! as the limit leaves room for (see [`crate::end::stop`]).
 
 use std::sync::OnceLock;
 

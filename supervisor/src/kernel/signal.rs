@@ -32,7 +32,7 @@ use rustix::process::{kill_process_group, pidfd_open, pidfd_send_signal, Pid, Pi
 
 pub use rustix::process::Signal;
 
-use crate::procfs::{self, ProcfsError, Stat};
+use crate::kernel::procfs::{self, ProcfsError, Stat};
 
 /// The one signal-name table: what [`parse`] reads (without `SIG`), what completion offers
 /// ([`NAMES`]) and what the views print beside a number ([`name`]). Kept here rather than

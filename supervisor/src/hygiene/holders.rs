@@ -19,14 +19,14 @@
 //! guardian of a registration (any port under the home; the guardian is a subreaper, so its
 //! whole tree stays below it). Without one, the `REFINE_OWNER` marker in its environment names
 //! the registration (a witness only, S8/A7). Each owning registration is assessed once per call
-//! by the one assessment ([`crate::assess`]).
+//! by the one assessment ([`crate::end::assess`]).
 //!
 //! A holder is *orphaned* ([`Adopter`]) when its parent is not a process that started it on
 //! purpose: pid 1, a well-known subreaper (systemd, tini, ...), or the guardian of a registration
 //! that is no longer live. A process of another pid namespace (a container's, whose init adopts
 //! its orphans), a child of a container shim, or one whose parent is outside our pid namespace
 //! (ppid 0: `docker exec`, `nsenter`) is never an orphan of ours (H5). `reap --checkout` ends only
-//! orphans and residue ([`crate::reap_checkout`]).
+//! orphans and residue ([`crate::hygiene::reap_checkout`]).
 //!
 //! # Caveats
 //! A snapshot: processes start, exit and change directory while it is taken; a pid is reported
@@ -46,9 +46,9 @@ use refine_protocol::record::Registration;
 use refine_protocol::{ProcessWitness, RegistrationId};
 use rustix::process::Pid;
 
-use crate::assess::{self, Assessment, BootSource};
-use crate::procfs::{self, ProcfsError, Stat};
-use crate::registry::Runtime;
+use crate::end::assess::{self, Assessment, BootSource};
+use crate::kernel::procfs::{self, ProcfsError, Stat};
+use crate::store::registry::Runtime;
 
 /// The suffix the kernel appends to the path of a removed file or directory.
 pub const DELETED: &[u8] = b" (deleted)";
@@ -901,7 +901,8 @@ pub fn guardian_of(w: &ProcessWitness) -> Option<GuardianOf> {
             .join(port.to_string())
             .join("registrations")
             .join(id.to_string());
-        let Ok(bytes) = crate::registry::read_bounded(&record, refine_protocol::record::MAX_RECORD)
+        let Ok(bytes) =
+            crate::store::registry::read_bounded(&record, refine_protocol::record::MAX_RECORD)
         else {
             continue;
         };

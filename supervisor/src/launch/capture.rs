@@ -47,7 +47,7 @@ use refine_protocol::{RegistrationId, RuntimeId, WorkloadStatus};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
 
-use crate::registry::Stream;
+use crate::store::registry::Stream;
 
 /// Bytes kept in memory per stream by default (S3).
 pub const DEFAULT_KEEP: usize = 16 * 1024 * 1024;
@@ -373,7 +373,7 @@ impl CaptureResult {
                     prefix: s.kept[..s.kept.len().min(CAPTURE_PREFIX_MAX)].to_vec(),
                 })
                 .collect(),
-            written_at_unix_ms: crate::deadline::unix_ms(),
+            written_at_unix_ms: crate::launch::deadline::unix_ms(),
         }
     }
 }
@@ -752,7 +752,7 @@ impl std::fmt::Debug for Capture {
 
 /// Opens an artifact for writing (created or truncated, mode 0600).
 pub fn open_artifact(path: &Path) -> Result<File, CaptureError> {
-    crate::durable::open_private(
+    crate::store::durable::open_private(
         OpenOptions::new()
             .write(true)
             .create(true)

@@ -1,8 +1,8 @@
 //! Recovery after a supervisor restart (SPEC A4–A5): every registration in the open index
-//! (`open/`, see [`crate::open_index`]: those not yet proven exited) is re-assessed under its
+//! (`open/`, see [`crate::end::open_index`]: those not yet proven exited) is re-assessed under its
 //! registration lock and the runtime stop fence, and
 //!
-//! - `live` and stale (no launcher holds its registration lock) → stopped through [`crate::stop`];
+//! - `live` and stale (no launcher holds its registration lock) → stopped through [`crate::end::stop`];
 //! - `exited` → released (reported; its marker leaves the index; the record, proof and logs stay
 //!   for retention and forgetting to judge);
 //! - `unverified` → kept with its evidence (capacity stays held) and reported;
@@ -23,11 +23,11 @@ use std::time::Duration;
 
 use refine_protocol::RegistrationId;
 
-use crate::assess::{self, Assessment, UnverifiedReason};
-use crate::fence::FenceError;
-use crate::open_index;
-use crate::registry::{RegistryError, Runtime};
-use crate::stop::{self, StopOptions, StopReport};
+use crate::end::assess::{self, Assessment, UnverifiedReason};
+use crate::end::open_index;
+use crate::end::stop::{self, StopOptions, StopReport};
+use crate::store::fence::FenceError;
+use crate::store::registry::{RegistryError, Runtime};
 
 /// Default bound on each registration lock. Short: a held lock means an owner is alive (a
 /// launcher, retention, or another recovery acting on it), and waiting longer would only delay

@@ -1,5 +1,5 @@
 //! Bounded `flock(2)` fences: the per-registration lock (the registration record itself, see
-//! [`crate::registry`]) and the runtime stop fence (`locks/stop.lock`).
+//! [`crate::store::registry`]) and the runtime stop fence (`locks/stop.lock`).
 //!
 //! A lock's file is created once and never deleted or replaced while its registration exists,
 //! so every waiter and every new consumer locks the same inode (R2). Acquisition is bounded: it polls
@@ -50,7 +50,7 @@ pub enum FenceError {
 
 /// Takes an exclusive lock on `path` (created if missing, never truncated), waiting at most `wait`.
 pub fn acquire(path: &Path, wait: Duration) -> Result<Fence, FenceError> {
-    let file = crate::durable::open_private(
+    let file = crate::store::durable::open_private(
         OpenOptions::new()
             .read(true)
             .write(true)

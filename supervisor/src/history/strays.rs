@@ -13,7 +13,7 @@
 //! `--dry-run` takes the same locks and removes nothing.
 //!
 //! # Caveats
-//! The open-index markers (`open/`) are not handled here: [`crate::open_index`] drops a marker
+//! The open-index markers (`open/`) are not handled here: [`crate::end::open_index`] drops a marker
 //! without a record on its own schedule. A file of another name that is not an id's (a stray
 //! `notes.txt`) is left alone: nothing here removes what it cannot attribute.
 
@@ -25,12 +25,12 @@ use std::time::{Duration, SystemTime};
 use refine_protocol::RegistrationId;
 use serde::Serialize;
 
-use crate::registry::Runtime;
-use crate::retention::{RetentionError, LOCK_WAIT};
+use crate::history::retention::{RetentionError, LOCK_WAIT};
+use crate::store::registry::Runtime;
 
 /// Files younger than this are never collected: the guardian's start timeout plus a margin
-/// ([`crate::open_index::UNWRITTEN_AFTER`]), the longest a launch takes to register.
-pub const SAFETY_AGE: Duration = crate::open_index::UNWRITTEN_AFTER;
+/// ([`crate::end::open_index::UNWRITTEN_AFTER`]), the longest a launch takes to register.
+pub const SAFETY_AGE: Duration = crate::end::open_index::UNWRITTEN_AFTER;
 
 /// The folders of `run/P` whose files belong to registrations.
 const FOLDERS: [&str; 4] = ["registrations", "proofs", "logs", "locks"];
@@ -273,7 +273,7 @@ fn decide(
     drop(lock);
     if !dry_run {
         for folder in FOLDERS {
-            let _ = crate::durable::sync_dir(&rt.dir().join(folder));
+            let _ = crate::store::durable::sync_dir(&rt.dir().join(folder));
         }
     }
     out

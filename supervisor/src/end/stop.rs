@@ -31,7 +31,7 @@
 //! as unverified: there is no proof. Nothing from an earlier boot is ever signalled.
 //!
 //! # Caveats
-//! Every signal goes through [`crate::signal`]: a pid reused since discovery is not signalled.
+//! Every signal goes through [`crate::kernel::signal`]: a pid reused since discovery is not signalled.
 //! Processes that were already stopped before this attempt (by someone else) are killed on
 //! success, but are never resumed by a failed attempt. A vfork parent whose child is stopped
 //! never reaches the stopped state (it waits in the kernel, state D); it counts as quiet, since it
@@ -46,13 +46,13 @@ use refine_protocol::record::{Registration, StopCause, StopRequest};
 use refine_protocol::{BootId, ProcessWitness, RegistrationId};
 use rustix::process::Pid;
 
-use crate::assess::{self, Assessment, BootSource, KERNEL_BOOT};
-use crate::fence::Fence;
-use crate::nested::NestedGuardians;
-use crate::procfs::{self, Comm, ProcfsError, State};
-use crate::registry::{RegistryError, Runtime};
-use crate::signal::{self, Pinned, Signal, SignalError, Verified};
-use crate::tree::{self, Found, Member, Roots, Scope, TreeError};
+use crate::end::assess::{self, Assessment, BootSource, KERNEL_BOOT};
+use crate::kernel::nested::NestedGuardians;
+use crate::kernel::procfs::{self, Comm, ProcfsError, State};
+use crate::kernel::signal::{self, Pinned, Signal, SignalError, Verified};
+use crate::kernel::tree::{self, Found, Member, Roots, Scope, TreeError};
+use crate::store::fence::Fence;
+use crate::store::registry::{RegistryError, Runtime};
 
 /// The default budget for coordination and proof (T4).
 pub const DEFAULT_BUDGET: Duration = Duration::from_secs(2);
@@ -246,7 +246,7 @@ fn record_request(runtime: &Runtime, reg: &Registration, cause: Option<StopCause
         id: reg.id,
         runtime: runtime.id(),
         cause,
-        requested_at_unix_ns: crate::deadline::unix_ns(),
+        requested_at_unix_ns: crate::launch::deadline::unix_ns(),
         requester_pid: std::process::id(),
     };
     if let Err(e) = runtime.write_stop_request(&req) {
@@ -523,7 +523,7 @@ fn run(
 
     let t = Instant::now();
     let mut killed = 0;
-    // T5, D4: nested guardians are not killed with the rest (see [`crate::nested`]).
+    // T5, D4: nested guardians are not killed with the rest (see [`crate::kernel::nested`]).
     let mut nested_id = guardian
         .as_ref()
         .map(|g| NestedGuardians::like(g.witness()));
@@ -614,7 +614,7 @@ fn stop_cgroup(
     timings: &mut StopTimings,
     refused: &mut Vec<ProcessWitness>,
 ) -> Result<Option<(usize, Instant)>, StopError> {
-    use crate::cgroup;
+    use crate::kernel::cgroup;
     let t = Instant::now();
     let frozen = match cgroup::freeze(dir, deadline) {
         Ok(frozen) => frozen,
@@ -654,7 +654,7 @@ fn stop_cgroup(
             })));
         }
     };
-    // T5, D4: a nested guardian is recognised by its executable (see [`crate::nested`]); only
+    // T5, D4: a nested guardian is recognised by its executable (see [`crate::kernel::nested`]); only
     // such members cost a pidfd.
     let mut nested_id = NestedGuardians::like(guardian.witness());
     let mut held = Vec::new();
@@ -1057,7 +1057,7 @@ fn quiesce(
     // Pids held or refused (never pinned again).
     let mut known: BTreeSet<u32> = BTreeSet::new();
     // Pidfds this attempt may keep open; past it, members are parked (see [`Held`]).
-    let fd_budget = crate::limits::descriptors_left(DESCRIPTOR_RESERVE);
+    let fd_budget = crate::kernel::limits::descriptors_left(DESCRIPTOR_RESERVE);
     let mut held_fds = 0usize;
     // The scans' reader: the `/proc` files it keeps share `fd_budget` with the pidfds, which
     // come first (see [`PinNew`]).

@@ -2,9 +2,9 @@
 //! `ps`, the service's maintenance pass and recovery read O(open) registrations, not the whole
 //! history.
 //!
-//! The index only says where to look; the one assessment ([`crate::assess::assess`]) decides,
+//! The index only says where to look; the one assessment ([`crate::end::assess::assess`]) decides,
 //! on every call. Markers are created by [`Runtime::write_registration`] before the record (see
-//! the [`crate::registry`] docs for the order) and leave the index here, in [`settle`], only:
+//! the [`crate::store::registry`] docs for the order) and leave the index here, in [`settle`], only:
 //!
 //! - when the assessment, run under the registration's lock, says `exited` (a verified receipt,
 //!   or an earlier boot whose witnesses all ended with it); or
@@ -30,14 +30,14 @@ use std::time::{Duration, SystemTime};
 
 use refine_protocol::RegistrationId;
 
-use crate::assess::{self, Assessment, BootSource};
-use crate::fence::Fence;
-use crate::registry::{RegistryError, Runtime};
+use crate::end::assess::{self, Assessment, BootSource};
+use crate::store::fence::Fence;
+use crate::store::registry::{RegistryError, Runtime};
 
 /// A marker without a record older than this is a launch that died before registering: the
 /// guardian's start timeout (it kills the gated workload then) plus a margin.
 pub const UNWRITTEN_AFTER: Duration =
-    Duration::from_secs(crate::guardian::DEFAULT_START_TIMEOUT.as_secs() + 30);
+    Duration::from_secs(crate::launch::guardian::DEFAULT_START_TIMEOUT.as_secs() + 30);
 
 /// What [`settle`] found and did.
 #[derive(Debug)]

@@ -31,8 +31,8 @@ use refine_protocol::receipt::RECEIPT_LEN;
 use refine_protocol::record::Registration;
 use refine_protocol::{BootId, DecodeError, ProofIdentity, Receipt};
 
-use crate::procfs::{self, ProcfsError};
-use crate::registry::Runtime;
+use crate::kernel::procfs::{self, ProcfsError};
+use crate::store::registry::Runtime;
 
 /// Where the current boot id comes from. Production: [`KernelBoot`]; tests inject [`FixedBoot`]
 /// (an earlier boot cannot be produced otherwise).
@@ -344,7 +344,8 @@ pub fn assess(runtime: &Runtime, reg: &Registration, boot: &dyn BootSource) -> A
 
 /// The boot id of whatever decodable receipt sits at the proof path (verified or not).
 fn foreign_receipt_boot(reg: &Registration) -> Option<BootId> {
-    let bytes = crate::registry::read_bounded(Path::new(&reg.proof_path), RECEIPT_LEN + 1).ok()?;
+    let bytes =
+        crate::store::registry::read_bounded(Path::new(&reg.proof_path), RECEIPT_LEN + 1).ok()?;
     Receipt::decode(&bytes).ok().map(|r| r.boot_id)
 }
 

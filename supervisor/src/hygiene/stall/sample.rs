@@ -24,10 +24,10 @@ use refine_protocol::record::{Registration, StallRecord};
 use refine_protocol::{BootId, RegistrationId};
 
 use super::{Event, Sample, StallConfig, Status, Watch};
-use crate::assess::{self, BootSource};
-use crate::procfs;
-use crate::registry::{Runtime, Stream};
-use crate::tree::{self, Roots, TreeError};
+use crate::end::assess::{self, BootSource};
+use crate::kernel::procfs;
+use crate::kernel::tree::{self, Roots, TreeError};
+use crate::store::registry::{Runtime, Stream};
 
 /// What one look at a scope's tree found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

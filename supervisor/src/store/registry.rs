@@ -22,12 +22,12 @@
 //! # The open index (`open/`)
 //! `open/` says where to look for scopes that may still be running, so that `ps`, the service's
 //! maintenance pass and recovery cost O(open registrations), not O(history). It never decides a
-//! state: the one assessment ([`crate::assess`]) does, every time. The rules:
+//! state: the one assessment ([`crate::end::assess`]) does, every time. The rules:
 //!
 //! - A record is written whole into a nameless file (`O_TMPFILE`), linked as `open/ID` and only
 //!   then as `registrations/ID`, and synced once ([`Runtime::commit_registration`]). A crash in
 //!   between leaves a marker without a record, which is re-checked and dropped once the launch's
-//!   start timeout has passed ([`crate::open_index`]). A record therefore never exists without
+//!   start timeout has passed ([`crate::end::open_index`]). A record therefore never exists without
 //!   its marker until the marker is removed on purpose.
 //!
 //! # One file per registration (F3)
@@ -38,7 +38,7 @@
 //! exists until the receipt. Runtimes written by earlier binaries may still hold `locks/ID.lock`
 //! and `logs/ID.result` files: forgetting removes them with their registration.
 //! - The marker is removed only under the registration's lock, after the assessment said
-//!   `exited` ([`crate::open_index::settle`]). If that removal is lost in a crash the marker
+//!   `exited` ([`crate::end::open_index::settle`]). If that removal is lost in a crash the marker
 //!   comes back and the registration is simply assessed again: safe, at worst work.
 //! - A record without a marker was proven exited once. Commands that show only what may be open
 //!   do not read it; `ps --all` and `show` still assess it from current evidence.
@@ -59,10 +59,10 @@
 //!
 //! # Caveats
 //! Nothing here deletes a record or a proof: retention removes only artifacts, after assessment;
-//! forgetting ([`crate::forget`]) removes whole exited registrations in its own documented order.
+//! forgetting ([`crate::history::forget`]) removes whole exited registrations in its own documented order.
 //! All binaries writing to one runtime must know the index: a record written by an older binary
 //! after the migration has no marker until a `gc` pass re-indexes it
-//! ([`crate::open_index::reindex`]).
+//! ([`crate::end::open_index::reindex`]).
 
 use std::fs;
 use std::io::{self, Read};
@@ -72,8 +72,8 @@ use std::time::Duration;
 use refine_protocol::record::{LaunchResultRecord, Registration, StallRecord, StopRequest};
 use refine_protocol::{DecodeError, EncodeError, RegistrationId, RuntimeId};
 
-use crate::durable;
-use crate::fence::{self, Fence, FenceError};
+use crate::store::durable;
+use crate::store::fence::{self, Fence, FenceError};
 
 /// The port used when none is given.
 pub const DEFAULT_PORT: u16 = 7411;
@@ -336,7 +336,7 @@ impl Runtime {
         self.dir.join("supervisor.sock")
     }
     /// Every file that belongs to registration `id`, whether it exists or not: the record
-    /// first, the lock file last (the order forgetting removes them in, [`crate::forget`]).
+    /// first, the lock file last (the order forgetting removes them in, [`crate::history::forget`]).
     pub fn registration_files(&self, id: RegistrationId) -> [PathBuf; 10] {
         [
             self.record_path(id),
@@ -352,7 +352,7 @@ impl Runtime {
         ]
     }
     /// Where forgetting moves a record while it removes the rest of the registration
-    /// ([`crate::forget`]): not an id, so no listing or lookup finds it.
+    /// ([`crate::history::forget`]): not an id, so no listing or lookup finds it.
     pub fn forget_intent_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("registrations").join(format!(".forget-{id}"))
     }
@@ -515,7 +515,7 @@ impl Runtime {
 
     /// Removes the open-index marker of `id`. `held` must be the registration's own lock: the
     /// caller has just assessed the registration `exited` under it (or found no record, see
-    /// [`crate::open_index`]). Not fsynced: a marker that comes back after a crash is only
+    /// [`crate::end::open_index`]). Not fsynced: a marker that comes back after a crash is only
     /// assessed again. Returns whether a marker was removed.
     pub fn remove_open_marker(
         &self,

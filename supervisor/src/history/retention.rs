@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use refine_protocol::{Receipt, Registration, RegistrationId};
 use serde::Serialize;
 
-use crate::registry::{RegistryError, Runtime, Stream};
+use crate::store::registry::{RegistryError, Runtime, Stream};
 
 /// Default age limit: 7 days.
 pub const DEFAULT_LIMIT: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -256,7 +256,7 @@ fn retire_one(
         }
     }
     if !removed.is_empty() {
-        if let Err(e) = crate::durable::sync_dir(&rt.dir().join("logs")) {
+        if let Err(e) = crate::store::durable::sync_dir(&rt.dir().join("logs")) {
             entry.reason = format!("removed, but syncing the logs directory failed: {e}");
         }
     }

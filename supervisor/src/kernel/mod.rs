@@ -1,0 +1,19 @@
+//! Reading and acting on the kernel: `/proc`, process trees, the one pidfd-verified signal,
+//! inherited signal state, descriptor limits, the guardian's identity mark and cgroup v2 scopes.
+//! Nothing here knows about registrations or launches.
+//!
+//! - [`procfs`]: `/proc` reading (stat, boot id) and process witnesses.
+//! - [`tree`]: discovery of a guardian's scope (descendants, owner markers).
+//! - [`signal`]: the one pidfd-verified signal helper.
+//! - [`child_signals`]: a clean `SIGCHLD` for processes that wait for children (the crate's only `unsafe`, allowed there alone).
+//! - [`limits`]: the descriptor limit this process depends on.
+//! - [`nested`]: recognising a guardian by the mark its binary carries.
+//! - [`cgroup`]: a cgroup v2 directory of its own per scope where one can be made.
+
+pub mod cgroup;
+pub mod child_signals;
+pub mod limits;
+pub mod nested;
+pub mod procfs;
+pub mod signal;
+pub mod tree;

@@ -1,0 +1,9 @@
+//! The runtime directory `run/P` and how it stays true across crashes.
+//!
+//! - [`registry`]: the runtime directory (records, proofs, logs, locks).
+//! - [`durable`]: the one way to write a file that must survive a crash.
+//! - [`fence`]: bounded `flock` fences (the runtime stop fence, per-registration locks).
+
+pub mod durable;
+pub mod fence;
+pub mod registry;
