@@ -1,7 +1,7 @@
 //! Link settings for the `refine-supervisor` binary: static on glibc targets, so that a `run`
 //! does not pay the dynamic loader. Loading libc, libm and libgcc_s, relocating and binding
-//! them cost about 0.7 ms of CPU per start on the benchmark machines, more than half of what the
-//! CLI does before its guardian is spawned (`scripts/bench-launch`).
+//! them was the largest part of what the CLI did before its guardian is spawned
+//! (`scripts/bench-launch` measures it; figures in `scripts/README.md`).
 //!
 //! This is what `-C target-feature=+crt-static` gives a binary, but cargo cannot give that flag
 //! to one binary of a workspace: in a build for the host it would also reach the proc-macros,
@@ -41,14 +41,14 @@ fn main() {
     match shadow_libraries(&out) {
         Ok(()) => {
             // Not position-independent: a static PIE relocates itself at every start, and
-            // that dirtied 20-40 pages per run (perf: a fifth of a launch's page faults). The
+            // that dirtied pages on every run (a visible share of a launch's page faults). The
             // guardian, tini-static and catatonit are linked the same way; the cost is that the
             // executable's own image is not randomized (stack, heap and mappings still are).
             println!("cargo:rustc-link-arg-bin=refine-supervisor=-static");
             println!("cargo:rustc-link-arg-bin=refine-supervisor=-no-pie");
             // The code a launch executes, gathered at the start of the text (see
-            // `scripts/hot-text`, which writes the list): a run maps about 12 windows of it
-            // instead of about 40 scattered over the whole binary.
+            // `scripts/hot-text`, which writes the list): a run maps a few windows of it
+            // instead of many scattered over the whole binary.
             let hot = PathBuf::from(var("CARGO_MANIFEST_DIR")).join("hot-text.ld");
             println!("cargo:rerun-if-changed={}", hot.display());
             if hot.exists() {

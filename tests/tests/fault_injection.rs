@@ -1,4 +1,5 @@
-//! The fault-injection loop (issue 9, "What must be true" item 4).
+//! The fault-injection loop: faults at random moments of real launches, and nothing may run
+//! unregistered, escape, read `exited` falsely or lose its receipt.
 //!
 //! Each iteration launches real managed workloads in a fresh `--home` and injects one fault,
 //! chosen by a seeded RNG (the seed is printed; `CHAOS_SEED` replays a sequence,
@@ -28,7 +29,7 @@
 //!   registration (an aborted launch) that never receives its receipt.
 //!
 //! All four must stay 0. The loop has a negative control outside CI: pointed
-//! (`REFINE_GUARDIAN`) at a guardian built before the hardening of issue 9, its barrage
+//! (`REFINE_GUARDIAN`) at a guardian built without the G11–G14 hardening, its barrage
 //! iterations kill guardians, and it counts the missing receipts and the escaped processes.
 //!
 //! Waiting is on events (pipes, `waitpid` by pid of this process's own

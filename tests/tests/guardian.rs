@@ -1,4 +1,4 @@
-//! End-to-end tests of `refine-guardian` (issue 2, SPEC G1–G10), driven through the raw
+//! End-to-end tests of `refine-guardian` (SPEC G1–G10), driven through the raw
 //! test-side launcher in `refine_tests::driver`. Every test runs the real binary against the real
 //! kernel; the test process reaps only the guardian it spawned (by pid), never `waitpid(-1)`.
 

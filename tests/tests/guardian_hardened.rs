@@ -1,4 +1,4 @@
-//! The guardian on real hosts (issue 9, SPEC G11–G14): inherited signal state, signals from
+//! The guardian on real hosts (SPEC G11–G14): inherited signal state, signals from
 //! anyone, group kills aimed at the launcher, a stopped gated child, and what a workload can
 //! reach of its guardian through `/proc`. Each test drives the real binaries against the real
 //! kernel; the test process reaps only the children it spawned, by pid.

@@ -1,4 +1,4 @@
-//! Hygiene watches (SPEC H1–H3, issue 13): who holds a checkout, reap by checkout, the stall
+//! Hygiene watches (SPEC H1–H3): who holds a checkout, reap by checkout, the stall
 //! watch — with real processes, managed and not.
 //!
 //! Every process a test starts holds a directory of the test's own tempdir, so nothing outside

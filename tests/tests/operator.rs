@@ -88,7 +88,7 @@ fn run_live(home: &Home, label: &str) -> String {
 #[test]
 fn names_resolve_full_id_then_label_then_prefix() {
     let home = Home::new();
-    // The README's tour: `run --label demo` twice, then `show demo`.
+    // The operator tour (supervisor/README.md): `run --label demo` twice, then `show demo`.
     let first = run_labelled(&home, "demo", &["sh", "-c", "echo started"]);
     let second = run_labelled(&home, "demo", &["sh", "-c", "echo again"]);
     let args = ["show", "demo"];

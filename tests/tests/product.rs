@@ -56,7 +56,7 @@ fn the_release_guardian_is_within_the_size_budget() {
 }
 
 /// The CLI starts without the dynamic loader (supervisor/build.rs): a `run` pays no loading,
-/// relocation and binding of libc, libm and libgcc_s (issue 10's launch budget), and, not being
+/// relocation and binding of libc, libm and libgcc_s (the launch's time budget), and, not being
 /// position-independent, does not relocate itself either: a fixed-address executable with no
 /// loader and no shared library.
 #[test]

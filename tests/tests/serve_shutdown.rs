@@ -95,7 +95,7 @@ fn serve_help_states_the_shutdown_rule() {
     assert!(help.contains("recovery runs behind it"), "{help}");
 }
 
-/// W7: `run --detach --timeout` ends the residue after the workload exited (the case).
+/// W7: `run --detach --timeout` ends the residue after the workload exited.
 #[test]
 fn a_detached_launch_deadline_ends_its_residue() {
     let home = Home::new();

@@ -483,7 +483,7 @@ fn children_of(parent: u64) -> Vec<u64> {
     .collect()
 }
 
-/// Issue 21 item 5: every duration and size, on the command line and in an API request, is
+/// Every duration and size, on the command line and in an API request, is
 /// bounded when it is parsed: `18446744073709551615` and `1e30` are refused with one error line
 /// naming the flag (exit 2), never an abort (exit 134) after something was done.
 #[test]

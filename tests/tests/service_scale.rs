@@ -1,4 +1,4 @@
-//! The service at scale (SPEC F1, issue 12 item 3): what one detached scope costs the service in
+//! The service at scale (SPEC F1): what one detached scope costs the service in
 //! descriptors, and the descriptor limits its workloads see.
 
 mod cli_support;

@@ -1,4 +1,4 @@
-//! Issue 21 item 9, SPEC D1–D6 together: a bounded soak (well under two minutes on two loaded
+//! SPEC D1–D6 together: a bounded soak (well under two minutes on two loaded
 //! cores). `serve` is driven with concurrent detached launches, idle clients, slot waiters and
 //! residue graces, is SIGKILLed in the middle and restarted on the same home; afterwards nothing
 //! is unverified where a guardian lived, nothing that should have ended is live, every file under

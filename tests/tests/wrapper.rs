@@ -1,4 +1,4 @@
-//! `run` behaves like the bare command (SPEC W1–W6, issue 10): stdin, signal relay, broken and
+//! `run` behaves like the bare command (SPEC W1–W6): stdin, signal relay, broken and
 //! slow pipes, the default log cap, spawn failures that explain themselves, and bytes that are
 //! not UTF-8. Each case runs the real `refine-supervisor run` as a shell would.
 

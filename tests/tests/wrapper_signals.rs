@@ -1,4 +1,4 @@
-//! `run` behaves like the bare command, part II (SPEC W9–W12, issue 22): which signals are
+//! `run` behaves like the bare command, part II (SPEC W9–W12): which signals are
 //! requests to end (W9), the signal state the workload inherits (W10), deadlines like coreutils
 //! `timeout` (W11), terminals and pipes (W12), and the behaviours the peers' own suites check
 //! (tini, dumb-init: inherited signal configuration, every signal forwarded in order, exit codes,

@@ -1,7 +1,7 @@
 //! The guardian's own runtime: raw Linux system calls, the process entry point and the four
 //! memory routines the compiler expects. The shipped guardian links no C library at all.
 //!
-//! Why: a static glibc executable spends about 0.3 ms of user time in its start-up code (CPU
+//! Why: a static glibc executable spends user time in its start-up code (CPU
 //! feature probing, IRELATIVE relocations, tunables) before `main`, on every launch; a dynamic
 //! one spends it in the loader instead. The guardian needs none of that: it makes a few dozen
 //! system calls and formats nothing. Without a C library it starts in the time the kernel takes

@@ -1,8 +1,8 @@
-//! A `run` line read without building the parser (issue 10, `scripts/bench-launch`).
+//! A `run` line read without building the parser (its cost: `scripts/bench-launch`).
 //!
 //! clap builds its definitions of the command line before it reads a word: for a `run`, that is
-//! a third of the time the CLI spends before it spawns the guardian (page faults in the parser's
-//! code, hundreds of allocations). A `run` line is what a container entrypoint or a CI step
+//! a large share of what the CLI does before it spawns the guardian (page faults in the parser's
+//! code, many allocations). A `run` line is what a container entrypoint or a CI step
 //! types on every launch, so [`parse`] reads the common shapes of it by hand and hands
 //! everything else to clap:
 //!

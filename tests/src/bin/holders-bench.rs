@@ -1,5 +1,5 @@
 //! `holders-bench [--iterations N] [--sessions S] [--groups G] [--leaves L]`: the cost of
-//! `holders PATH` (SPEC H1, issue 13: <= 200 ms with 2,000 processes on the node).
+//! `holders PATH` (SPEC H1: <= 200 ms with 2,000 processes on the node).
 //!
 //! Launches `tree-builder` behind the real guardian with its working directory in a fresh
 //! directory (default 10 sessions x 10 groups x (leader + 19 leaves) = 2,010 processes, every

@@ -1,4 +1,4 @@
-//! `stop-curve [--iterations N]`: the stop's size curve (issue 9). For trees of 1, 10, 100, 1,000
+//! `stop-curve [--iterations N]`: the stop's size curve. For trees of 1, 10, 100, 1,000
 //! and 2,000 processes below the workload, the median time of `stop::stop` from the call to the
 //! verified receipt, beside the median time the kernel needs to empty the same tree from a
 //! cgroup v2 through `cgroup.kill` until `cgroup.events` says `populated 0`. The cgroup column is
@@ -91,7 +91,7 @@ fn cgroup_kill(cg: &Path, tree_builder: &Path, args: &[String], nodes: u32) -> D
         .any(|l| l == "populated 0")
     {
         // Yield, not spin: a busy loop takes its core from the exiting processes it waits for
-        // (with one process it measured anything from 0.2 to 2.7 ms). cgroup.events' own
+        // (with one process its time varied widely). cgroup.events' own
         // change notification is rate-limited to one per 10 ms, too coarse to wait on here.
         std::thread::yield_now();
     }

@@ -388,7 +388,7 @@ impl<'a> Quiesce<'a> {
 
 /// How long [`wait_quiet`] re-reads at once (yielding the CPU between reads) before it sleeps:
 /// a SIGSTOP takes effect when its target next runs, usually within tens of microseconds, far
-/// less than the shortest sleep the kernel's timer slack gives (about 100 µs).
+/// less than the shortest sleep the kernel's timer slack gives.
 const QUIET_SPIN: Duration = Duration::from_micros(500);
 
 /// Waits until each of `pending` (held members) is quiet (stopped, exited, or a vfork parent
