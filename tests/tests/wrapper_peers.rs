@@ -60,6 +60,7 @@ fn output_keeps_flowing_while_run_is_stopped() {
     let (mut child, rx) = printer_run(&home);
     assert_eq!(next_line(&rx, "the printer's start"), "ready");
     let run = child.id();
+    let id = home.ps()[0]["id"].as_str().expect("id").to_owned();
     for sig in [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU] {
         signal(&child, sig);
         assert!(
@@ -96,6 +97,13 @@ fn output_keeps_flowing_while_run_is_stopped() {
     signal(&child, libc::SIGINT);
     let st = wait_bounded(&mut child, DEADLINE, "run after the second SIGINT");
     assert_eq!(st.code(), Some(137), "{st}");
+    // What the stand-in carried while `run` was stopped is in the artifact too, in order.
+    let logs = home.cli(&["logs", &id]);
+    let want: String = ["ready", "20", "18", "21", "18", "22", "18", "10", "2"]
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(String::from_utf8_lossy(&logs.stdout), want, "the artifact");
 }
 
 fn read_pid(child: &mut Child, path: &Path) -> u32 {
