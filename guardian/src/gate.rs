@@ -526,6 +526,24 @@ impl Workload {
             let _ = sys::pidfd_send_signal(fd, signo);
         }
     }
+
+    /// A signal the launcher forwards: the job-control ones (`SIGTSTP`, `SIGTTIN`, `SIGTTOU`,
+    /// `SIGCONT`) go to the whole process group the workload leads, as a terminal stops and a
+    /// shell's `fg` continues a whole job (W2); every other one to the workload alone. Only while
+    /// the workload is unreaped, which keeps its pid, the group's id, from being reused.
+    pub fn forward(&self, signo: i32) {
+        let job_control = matches!(
+            signo,
+            libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU | libc::SIGCONT
+        );
+        let to_group = job_control
+            && self.pidfd.is_some()
+            && self.ready
+            && sys::kill_group_of_child(self.pid, signo).is_ok();
+        if !to_group {
+            self.signal(signo);
+        }
+    }
 }
 
 /// A failure report on the report pipe: the errno (4 bytes), then the step's code (1 byte).

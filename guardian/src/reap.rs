@@ -19,8 +19,9 @@
 //! nothing else can prove the scope empty.
 //!
 //! # Caveats
-//! Signals are forwarded to the workload process only, not to its group or adopted orphans:
-//! stopping a whole tree is the supervisor's job (SPEC T). Once the workload is reaped its pidfd
+//! Signals are forwarded to the workload process only, not to its group or adopted orphans
+//! (stopping a whole tree is the supervisor's job, SPEC T), but for the launcher's job-control
+//! signals, which reach the group the workload leads ([`Workload::forward`]). Once the workload is reaped its pidfd
 //! is closed and nothing is signalled any more.
 
 use refine_protocol::{Frame, WorkloadStatus};
@@ -138,7 +139,7 @@ pub fn until_empty(
         }
         if chan.is_open() && sys::ready(&fds[1]) {
             match chan.recv_control() {
-                Control::Signal(signo) if (1..=64).contains(&signo) => w.signal(signo),
+                Control::Signal(signo) if (1..=64).contains(&signo) => w.forward(signo),
                 Control::Closed => {
                     if let Some(s) = pdeath_signal {
                         w.signal(s as i32)

@@ -681,6 +681,13 @@ pub fn pidfd_send_signal(pidfd: &OwnedFd, signo: c_int) -> Result<(), Errno> {
     cvt(unsafe { syscall!(libc::SYS_pidfd_send_signal, pidfd.0, signo, 0usize, 0) }).map(drop)
 }
 
+/// Sends `signo` to the process group `leader` leads, which must be our own unreaped child
+/// (a zombie counts): while it is unreaped its pid, and so the group's id, cannot be reused.
+pub fn kill_group_of_child(leader: Pid, signo: c_int) -> Result<(), Errno> {
+    // SAFETY: plain integer arguments; a negative pid names a process group.
+    cvt(unsafe { syscall!(libc::SYS_kill, -leader.0, signo) }).map(drop)
+}
+
 pub enum Reaped {
     /// A child was reaped with this raw wait status.
     Child(Pid, c_int),

@@ -21,8 +21,12 @@
 //!   is every other signal (`SIGHUP` reloads a daemon and starts no timer).
 //!   A signal `run` inherited as ignored is neither caught nor relayed, and the workload starts
 //!   with the ignored set and blocked mask `run` inherited (W10; `SIGPIPE` aside).
-//!   `SIGTSTP`/`SIGTTIN`/`SIGTTOU` are forwarded and then `run` stops
-//!   itself (`SIGSTOP`); `fg` (`SIGCONT`) continues `run`, which forwards the `SIGCONT`.
+//!   `SIGTSTP`/`SIGTTIN`/`SIGTTOU` are forwarded (the guardian sends them, and `SIGCONT`, to
+//!   the workload's whole process group, as a terminal stops a whole job) and then `run` stops
+//!   itself (`SIGSTOP`), while a stand-in process keeps the output flowing to `run`'s reader
+//!   (whatever of the workload still runs writes on, as it would to the terminal); `fg`
+//!   (`SIGCONT`) continues `run`, which takes the stand-in's bytes into the artifacts and
+//!   forwards the `SIGCONT`.
 //!   `SIGWINCH` resizes the PTY of an interactive `--pty` launch and is forwarded otherwise.
 //! - **pipes** (W3): stdout and stderr are forwarded at the reader's pace
 //!   ([`refine_supervisor::launch::capture::Forward`]); a reader that goes away breaks the workload's stream.
@@ -239,6 +243,9 @@ struct Ended;
 impl LaunchAsks for Ended {
     fn signal(&mut self, _: i32) {}
     fn cancel(&mut self) {}
+    fn stopped(&mut self, stop: &mut dyn FnMut()) {
+        stop();
+    }
 }
 
 impl Relay {
@@ -283,9 +290,14 @@ impl Relay {
                     }
                 }
                 libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
-                    // Passed on before `run` stops itself (and the engine with it).
+                    // Passed on (the guardian stops the workload's whole group) before `run`
+                    // stops itself; the output keeps flowing meanwhile, as the workload's
+                    // writes would reach the terminal without the wrapper.
                     launch.signal(sig);
-                    let _ = rustix::process::kill_process(rustix::process::getpid(), Signal::STOP);
+                    launch.stopped(&mut || {
+                        let _ =
+                            rustix::process::kill_process(rustix::process::getpid(), Signal::STOP);
+                    });
                 }
                 _ => launch.signal(sig),
             }

@@ -9,6 +9,7 @@
 //! - [`limits`]: the descriptor limit this process depends on.
 //! - [`nested`]: recognising a guardian by the mark its binary carries.
 //! - [`cgroup`]: a cgroup v2 directory of its own per scope where one can be made.
+//! - [`stand_in`]: a forked copy that works while this process is stopped (job control; `unsafe` allowed there too).
 
 pub mod cgroup;
 pub mod child_signals;
@@ -16,4 +17,5 @@ pub mod limits;
 pub mod nested;
 pub mod procfs;
 pub mod signal;
+pub mod stand_in;
 pub mod tree;

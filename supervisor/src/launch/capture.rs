@@ -59,6 +59,15 @@ pub const READ_CHUNK: usize = 256 * 1024;
 const SPLICE_CHUNK: usize = 1024 * 1024;
 /// Reads per stream per wake-up: a busy stream cannot starve the others or the control fds.
 const READS_PER_WAKE: usize = 8;
+/// Bytes per stream a stand-in holds for the artifact while its process is stopped
+/// ([`Capture::flowing_while_stopped`]).
+pub const STAND_IN_HOLD: usize = 8 * 1024 * 1024;
+/// A stand-in's report record: stream index, end flags, read errno (4), pending bytes it
+/// forwarded (8), held bytes it forwarded (8), held bytes (8); then the held bytes.
+const STAND_IN_HEADER: usize = 30;
+const STAND_IN_EOF: u8 = 1;
+const STAND_IN_GONE: u8 = 2;
+const STAND_IN_FAILED: u8 = 4;
 /// Streams one capture handles (stdout, stderr, and room to spare).
 pub const MAX_STREAMS: usize = 8;
 /// Pipe buffer asked for on capture pipes (fewer wake-ups); failure to grow it is harmless.
@@ -506,6 +515,19 @@ impl Sink {
     }
 }
 
+/// Writes all of `bytes` to a blocking descriptor; false on an error.
+fn write_all_fd(fd: &OwnedFd, mut bytes: &[u8]) -> bool {
+    while !bytes.is_empty() {
+        match rustix::io::write(fd, bytes) {
+            Ok(0) => return false,
+            Ok(k) => bytes = &bytes[k..],
+            Err(Errno::INTR) => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
 /// The artifact [`open_artifact`] created, opened again to append the next bytes.
 fn reopen_artifact(path: &Path) -> io::Result<File> {
     OpenOptions::new()
@@ -598,14 +620,7 @@ impl Reader {
                 }
                 Ok(n) => {
                     let chunk = &buf[..n];
-                    self.read += n as u64;
-                    self.sink.write(chunk);
-                    let room = keep_max.saturating_sub(self.kept.len());
-                    if n > room {
-                        self.over_memory = true;
-                    }
-                    self.kept.extend_from_slice(&chunk[..n.min(room)]);
-                    on(self.stream, chunk);
+                    self.absorb(chunk, keep_max, &mut on);
                     if self.forward.is_some() {
                         self.pending.extend_from_slice(chunk);
                         self.flush();
@@ -632,6 +647,20 @@ impl Reader {
             }
         }
         ReadOutcome::More
+    }
+
+    /// Bytes read from the stream: counted, into the artifact and the kept prefix, and to the
+    /// callback (not to the forward: the caller decides).
+    fn absorb(&mut self, chunk: &[u8], keep_max: usize, on: &mut impl FnMut(Stream, &[u8])) {
+        let n = chunk.len();
+        self.read += n as u64;
+        self.sink.write(chunk);
+        let room = keep_max.saturating_sub(self.kept.len());
+        if n > room {
+            self.over_memory = true;
+        }
+        self.kept.extend_from_slice(&chunk[..n.min(room)]);
+        on(self.stream, chunk);
     }
 
     /// After `poll` said this reader's interest is ready: forward what waits, or read a batch.
@@ -976,6 +1005,227 @@ impl Capture {
         drop(fds);
         self.read_ready(ready_streams, None);
         Ok(ready)
+    }
+
+    /// Job control (W2): runs `stop`, which returns once this process is continued, while a
+    /// stand-in ([`crate::kernel::stand_in`]) keeps the streams flowing meanwhile. The stand-in
+    /// forwards what each forward's reader takes, as the workload's writes would reach it
+    /// without the wrapper (a stopped `run` would leave them in full pipes), and holds what it
+    /// read, up to [`STAND_IN_HOLD`] per stream (past it the stream waits, as for a slow
+    /// reader). Back here the held bytes go through this capture as if read now (artifact,
+    /// kept prefix, counters, callback; the forwarded ones not to the forward again), in order,
+    /// before anything read later. Without a stand-in (no pipe, no fork) `stop` runs alone.
+    pub fn flowing_while_stopped(&mut self, stop: impl FnOnce()) {
+        use crate::kernel::stand_in::{self, Forked};
+        use rustix::pipe::{pipe_with, PipeFlags};
+        let (Ok((go_r, go_w)), Ok((report_r, report_w))) =
+            (pipe_with(PipeFlags::CLOEXEC), pipe_with(PipeFlags::CLOEXEC))
+        else {
+            stop();
+            return;
+        };
+        let held: Vec<Vec<u8>> = self
+            .readers
+            .iter()
+            .map(|r| match r.fd {
+                // Zeroed pages: nothing is touched until the stand-in writes into them.
+                Some(_) => vec![0; STAND_IN_HOLD],
+                None => Vec::new(),
+            })
+            .collect();
+        match stand_in::fork() {
+            Err(e) => {
+                tracing::warn!(error = %e, "no stand-in for the streams while stopped");
+                stop();
+            }
+            Ok(Forked::Child) => {
+                drop(go_w);
+                drop(report_r);
+                stand_in::block_all_signals();
+                self.stand_in(go_r, report_w, held)
+            }
+            Ok(Forked::Parent(pid)) => {
+                drop((go_r, report_w, held));
+                stop();
+                // The stand-in's cue: the end of `go`.
+                drop(go_w);
+                let mut report = Vec::new();
+                let mut chunk = vec![0u8; READ_CHUNK];
+                loop {
+                    match rustix::io::read(&report_r, &mut chunk) {
+                        Ok(0) => break,
+                        Ok(n) => report.extend_from_slice(&chunk[..n]),
+                        Err(Errno::INTR) => {}
+                        Err(_) => break,
+                    }
+                }
+                stand_in::reap(pid);
+                if !self.take_report(&report) {
+                    tracing::warn!(
+                        "the stand-in's report was cut short: what it read is not in the artifacts"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The stand-in's side of [`Capture::flowing_while_stopped`]: forwards and holds until
+    /// `go` ends, then writes its report and exits. No lock, no log (see
+    /// [`crate::kernel::stand_in`]).
+    fn stand_in(&mut self, go: OwnedFd, report: OwnedFd, mut held: Vec<Vec<u8>>) -> ! {
+        let n = self.readers.len();
+        // Per stream: bytes held, of them forwarded, of the parent's pending forwarded, the
+        // end flags and the read error.
+        let mut len = vec![0usize; n];
+        let mut sent = vec![0usize; n];
+        let mut flushed = vec![0usize; n];
+        let mut end = vec![0u8; n];
+        let mut errno = vec![0i32; n];
+        let unsent = |r: &Reader, i: usize, len: &[usize], sent: &[usize], flushed: &[usize]| {
+            r.forward.is_some() && (flushed[i] < r.pending.len() || sent[i] < len[i])
+        };
+        loop {
+            let mut fds = Vec::with_capacity(n + 1);
+            let mut which = Vec::with_capacity(n);
+            fds.push(PollFd::new(&go, PollFlags::IN));
+            for (i, r) in self.readers.iter().enumerate() {
+                if end[i] & STAND_IN_GONE != 0 {
+                    continue;
+                }
+                if unsent(r, i, &len, &sent, &flushed) {
+                    if let Some(f) = &r.forward {
+                        fds.push(PollFd::from_borrowed_fd(f.fd.as_fd(), PollFlags::OUT));
+                        which.push(i);
+                    }
+                } else if len[i] < held[i].len() && end[i] & (STAND_IN_EOF | STAND_IN_FAILED) == 0 {
+                    if let Some(fd) = &r.fd {
+                        fds.push(PollFd::from_borrowed_fd(fd.as_fd(), PollFlags::IN));
+                        which.push(i);
+                    }
+                }
+            }
+            match rustix::event::poll(&mut fds, None) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(_) => break,
+            }
+            if !fds[0].revents().is_empty() {
+                break;
+            }
+            let ready: Vec<usize> = fds[1..]
+                .iter()
+                .zip(&which)
+                .filter(|(p, _)| !p.revents().is_empty())
+                .map(|(_, &i)| i)
+                .collect();
+            drop(fds);
+            for i in ready {
+                let r = &self.readers[i];
+                if !unsent(r, i, &len, &sent, &flushed) && len[i] < held[i].len() {
+                    if let Some(fd) = &r.fd {
+                        match rustix::io::read(fd, &mut held[i][len[i]..]) {
+                            Ok(0) => end[i] |= STAND_IN_EOF,
+                            Ok(k) => len[i] += k,
+                            Err(Errno::AGAIN | Errno::INTR) => {}
+                            Err(Errno::IO) if r.pty => end[i] |= STAND_IN_EOF,
+                            Err(e) => {
+                                end[i] |= STAND_IN_FAILED;
+                                errno[i] = e.raw_os_error();
+                            }
+                        }
+                    }
+                }
+                let Some(f) = &r.forward else {
+                    sent[i] = len[i];
+                    continue;
+                };
+                let write = |bytes: &[u8], done: &mut usize| {
+                    while *done < bytes.len() {
+                        match f.write(&bytes[*done..]) {
+                            Ok(0) => return true,
+                            Ok(k) => *done += k,
+                            Err(Errno::INTR) => {}
+                            Err(_) => return false,
+                        }
+                    }
+                    true
+                };
+                let ok = write(&r.pending, &mut flushed[i])
+                    && (flushed[i] < r.pending.len() || write(&held[i][..len[i]], &mut sent[i]));
+                if !ok {
+                    end[i] |= STAND_IN_GONE;
+                }
+            }
+        }
+        for i in 0..n {
+            let mut head = [0u8; STAND_IN_HEADER];
+            head[0] = i as u8;
+            head[1] = end[i];
+            head[2..6].copy_from_slice(&errno[i].to_le_bytes());
+            head[6..14].copy_from_slice(&(flushed[i] as u64).to_le_bytes());
+            head[14..22].copy_from_slice(&(sent[i] as u64).to_le_bytes());
+            head[22..30].copy_from_slice(&(len[i] as u64).to_le_bytes());
+            if !write_all_fd(&report, &head) || !write_all_fd(&report, &held[i][..len[i]]) {
+                break;
+            }
+        }
+        crate::kernel::stand_in::exit_now(0)
+    }
+
+    /// Takes a stand-in's report into the readers; false if it was cut short (the stand-in
+    /// died), after taking every whole record.
+    fn take_report(&mut self, mut report: &[u8]) -> bool {
+        let keep_max = self.config.keep_max;
+        let mut records = 0;
+        while report.len() >= STAND_IN_HEADER {
+            let word =
+                |a: usize| u64::from_le_bytes(report[a..a + 8].try_into().unwrap_or_default());
+            let (i, flags) = (usize::from(report[0]), report[1]);
+            let errno = i32::from_le_bytes(report[2..6].try_into().unwrap_or_default());
+            let (flushed, sent, len) = (word(6), word(14), word(22));
+            let Some(body) = usize::try_from(len)
+                .ok()
+                .and_then(|len| report.get(STAND_IN_HEADER..STAND_IN_HEADER + len))
+            else {
+                break;
+            };
+            let Some(r) = self.readers.get_mut(i) else {
+                break;
+            };
+            let flushed = usize::try_from(flushed)
+                .unwrap_or(usize::MAX)
+                .min(r.pending.len());
+            r.pending.drain(..flushed);
+            if !body.is_empty() {
+                let cb = &mut self.callback;
+                r.absorb(body, keep_max, &mut |s, b| {
+                    if let Some(cb) = cb.as_mut() {
+                        cb(s, b)
+                    }
+                });
+                self.last_output = Some(Instant::now());
+                if r.forward.is_some() {
+                    let sent = usize::try_from(sent).unwrap_or(usize::MAX).min(body.len());
+                    r.pending.extend_from_slice(&body[sent..]);
+                }
+            }
+            if flags & STAND_IN_GONE != 0 {
+                r.forward = None;
+                r.pending = Vec::new();
+                r.fd = None;
+                r.reader_gone = true;
+            }
+            if flags & STAND_IN_EOF != 0 {
+                r.fd = None;
+            }
+            if flags & STAND_IN_FAILED != 0 {
+                r.read_failed = Some(errno);
+                r.fd = None;
+            }
+            r.sink.idle();
+            records += 1;
+            report = &report[STAND_IN_HEADER + body.len()..];
+        }
+        records == self.readers.len() && report.is_empty()
     }
 
     /// Ends the capture: the result as of now. Streams still open are handed to a background

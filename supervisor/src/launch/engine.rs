@@ -1072,6 +1072,10 @@ pub trait LaunchAsks {
     fn signal(&mut self, signo: i32);
     /// Ends the scope through the shared stop (outcome `cancelled`), as a [`super::Canceller`].
     fn cancel(&mut self);
+    /// Runs `stop`, which stops this process until it is continued (job control), with the
+    /// launch's output kept flowing meanwhile
+    /// ([`crate::launch::capture::Capture::flowing_while_stopped`]).
+    fn stopped(&mut self, stop: &mut dyn FnMut());
 }
 
 struct Asked<'a> {
@@ -1087,5 +1091,9 @@ impl LaunchAsks for Asked<'_> {
 
     fn cancel(&mut self) {
         self.engine.stop(self.st, LaunchOutcome::Cancelled);
+    }
+
+    fn stopped(&mut self, stop: &mut dyn FnMut()) {
+        self.engine.capture.flowing_while_stopped(stop);
     }
 }
