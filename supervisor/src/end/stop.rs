@@ -98,21 +98,9 @@ impl std::fmt::Debug for StopOptions<'_> {
     }
 }
 
-/// What a stop achieved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopOutcome {
-    /// The assessment said `exited` before anything was signalled.
-    AlreadyExited,
-    /// The tree was stopped and the guardian's receipt proves it ended.
-    Stopped,
-    /// The guardian was already gone without a receipt: the witnessed tree was killed, but there
-    /// is no proof (the assessment stays `unverified`).
-    KilledUnverified,
-    /// `unverified` with no current-boot evidence (earlier, mixed or missing boot ids): nothing
-    /// was signalled.
-    NotSignalled,
-}
+/// What a stop achieved: the contract's closed enum (`already_exited`, `stopped`,
+/// `killed_unverified`, `not_signalled`).
+pub use refine_protocol::docs::StopOutcome;
 
 /// Whom a signal went to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -33,17 +33,9 @@ pub enum TreeError {
     Procfs(#[from] ProcfsError),
 }
 
-/// How a member was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Found {
-    /// Below the guardian (or below a given root).
-    Descendant,
-    /// A given root itself (the workload, when the guardian is gone).
-    Root,
-    /// Carries `REFINE_OWNER=<registration id>` (or descends from such a process).
-    OwnerMarker,
-}
+/// How a member was found (below the guardian, a given root, the owner marker): the
+/// contract's closed enum.
+pub use refine_protocol::docs::Found;
 
 /// One process of a scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
