@@ -139,6 +139,9 @@ pub enum Command {
     /// End what works under a checkout and has no live owner (residue of exited workloads
     /// through the shared stop, orphans); exit 1 when something stays.
     Reap(Deferred<ReapArgs>),
+    /// Print the JSON Schema of a document of the JSON contract (what --json prints, what the
+    /// socket returns); without NAME, list the documents.
+    Schema(Deferred<SchemaArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(Deferred<CompletionsArgs>),
     /// Print the manual page of the whole, or of one subcommand (roff); --dir writes them all.
@@ -458,6 +461,15 @@ pub struct RecoverArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct SchemaArgs {
+    /// The document whose schema to print (default: list the documents).
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(
+        refine_protocol::docs::DOCUMENTS.iter().map(|(name, _)| *name)
+    ))]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum)]
@@ -657,6 +669,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             .map_err(CliError::Output)?;
             return Ok(0);
         }
+        Command::Schema(Deferred(args)) => {
+            schema(args.name.as_deref())?;
+            return Ok(0);
+        }
         Command::Man(Deferred(args)) => {
             match &args.dir {
                 Some(dir) => super::man::write_all(&<Cli as clap::CommandFactory>::command(), dir)?,
@@ -750,12 +766,33 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Capacity(Deferred(args)) => capacity_cmd(&home, port, args),
         Command::Holders(Deferred(args)) => holders_cmd(&home, args),
         Command::Reap(Deferred(args)) => reap(&home, port, args),
-        Command::Completions(_) | Command::Man(_) => Ok(0),
+        Command::Completions(_) | Command::Man(_) | Command::Schema(_) => Ok(0),
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Commands.
+
+/// `schema [NAME]`: the documents of the contract, or one document's JSON Schema (the text
+/// committed as `protocol/schema/NAME.json`).
+fn schema(name: Option<&str>) -> Result<(), CliError> {
+    use refine_protocol::docs::{schema_text, DOCUMENTS};
+    let mut o = out();
+    match name {
+        None => {
+            let width = DOCUMENTS.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+            for (name, what) in DOCUMENTS {
+                writeln!(o, "{name:width$}  {what}").map_err(CliError::Output)?;
+            }
+        }
+        Some(name) => {
+            // The parser admits only the names of DOCUMENTS, each of which has a schema.
+            let text = schema_text(name).unwrap_or_default();
+            o.write_all(text.as_bytes()).map_err(CliError::Output)?;
+        }
+    }
+    Ok(())
+}
 
 fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
     // The service's launch request is JSON text: it carries the arguments and environment as
