@@ -542,9 +542,9 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
             ),
         ));
     }
-    for (name, a) in [
-        ("stdout", &doc.artifacts.stdout),
-        ("stderr", &doc.artifacts.stderr),
+    for (heading, a) in [
+        ("Stdout", &doc.artifacts.stdout),
+        ("Stderr", &doc.artifacts.stderr),
     ] {
         // An artifact is created by the stream's first byte (F3): none means no output.
         let size = if a.exists {
@@ -552,10 +552,7 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         } else {
             "no output".into()
         };
-        lines.push((
-            if name == "stdout" { "Stdout" } else { "Stderr" },
-            format!("{} ({size})", a.path.display()),
-        ));
+        lines.push((heading, format!("{} ({size})", a.path.display())));
     }
     if !rec.purpose.is_empty() {
         let meta: Vec<String> = rec
