@@ -135,8 +135,7 @@ fn display<S: serde::Serializer>(e: &DecodeError, s: S) -> Result<S::Ok, S::Erro
 }
 
 /// How an `exited` scope was proven.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExitProof {
     /// The guardian's verified receipt.
     Receipt(Receipt),
@@ -145,8 +144,7 @@ pub enum ExitProof {
 }
 
 /// The answer (A1).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case", tag = "state")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Assessment {
     Live,
     Exited { proof: ExitProof },

@@ -103,8 +103,7 @@ impl std::fmt::Debug for StopOptions<'_> {
 pub use refine_protocol::docs::StopOutcome;
 
 /// Whom a signal went to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     Process(ProcessWitness),
     /// `kill(-pgid)`, with the verified member that justified it.
@@ -119,14 +118,14 @@ pub enum Target {
 }
 
 /// One signal sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sent {
     pub target: Target,
     pub signal: i32,
 }
 
 /// Where the time went.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StopTimings {
     pub fence_wait: Duration,
     pub grace: Duration,
@@ -139,7 +138,7 @@ pub struct StopTimings {
 }
 
 /// The result of a stop.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct StopReport {
     pub id: RegistrationId,
     pub outcome: StopOutcome,
@@ -153,7 +152,7 @@ pub struct StopReport {
 }
 
 /// What a failed quiescence leaves behind (T4).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct QuiescenceEvidence {
     /// Processes this attempt stopped (all resumed since, unless gone).
     pub stopped: Vec<ProcessWitness>,
@@ -1263,7 +1262,7 @@ fn wait_quiet(
 }
 
 /// What [`kill_unowned`] did.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UnownedKill {
     /// Every signal sent, in order.
     pub signalled: Vec<Sent>,

@@ -38,7 +38,7 @@ pub enum TreeError {
 pub use refine_protocol::docs::Found;
 
 /// One process of a scope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Member {
     pub witness: ProcessWitness,
     pub boot_id: BootId,
@@ -48,7 +48,6 @@ pub struct Member {
     pub state: State,
     pub found: Found,
     /// The command name at the scan (the stop recognises nested guardians by it).
-    #[serde(skip)]
     pub comm: Comm,
 }
 
@@ -80,7 +79,7 @@ pub struct Roots {
 }
 
 /// One snapshot of a scope.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Scope {
     /// Whether the guardian (if one was given) was alive at the start of the scan.
     pub guardian_alive: bool,
