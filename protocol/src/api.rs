@@ -32,6 +32,7 @@ pub const MAX_MESSAGE: usize = 1024 * 1024;
 /// and the durations are whole milliseconds (`timeout_ms`, `idle_timeout_ms`,
 /// `wait_for_slot_ms`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LaunchAsk {
     pub argv: Vec<String>,
@@ -42,16 +43,20 @@ pub struct LaunchAsk {
     pub meta: BTreeMap<String, String>,
     /// Completion deadline from the start.
     #[serde(rename = "timeout_ms", default, with = "millis")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<u64>"))]
     pub timeout: Option<Duration>,
     /// Idle deadline.
     #[serde(rename = "idle_timeout_ms", default, with = "millis")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<u64>"))]
     pub idle_timeout: Option<Duration>,
     /// A deadline's grace: SIGTERM first, the kill this much later (`timeout -k`).
     #[serde(rename = "kill_after_ms", default, with = "millis")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<u64>"))]
     pub kill_after: Option<Duration>,
     pub pty: bool,
     /// For `agent` launches when no slot is free: wait (up to this long) instead of refusing.
     #[serde(rename = "wait_for_slot_ms", default, with = "millis")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<u64>"))]
     pub wait_for_slot: Option<Duration>,
     /// Byte cap of each output artifact: absent for the default (1 GiB), `0` for none.
     #[serde(default)]
@@ -116,6 +121,7 @@ mod millis {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 // One request per connection, decoded once: the launch's size costs nothing worth a box.
 #[allow(clippy::large_enum_variant)]
@@ -138,6 +144,7 @@ pub enum Request {
             with = "millis",
             skip_serializing_if = "Option::is_none"
         )]
+        #[cfg_attr(feature = "schema", schemars(with = "Option<u64>"))]
         grace: Option<Duration>,
         /// The grace's polite signal, as `stop --signal` takes it (`TERM`, `SIGUSR1`, `15`);
         /// SIGTERM when absent. Only with `grace_ms`.
@@ -147,6 +154,7 @@ pub enum Request {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Reply {
     Launched {
@@ -159,17 +167,22 @@ pub enum Reply {
         id: String,
         errno: i32,
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(
+            feature = "schema",
+            schemars(with = "Option<crate::serde_impls::SpawnStepSchema>")
+        )]
         step: Option<crate::frame::SpawnStep>,
     },
     List(Vec<ScopeView>),
     /// The `show --json` document.
-    Show(serde_json::Value),
+    Show(Box<crate::docs::ShowDoc>),
     /// The `stop --json` document.
-    Stop(serde_json::Value),
+    Stop(Box<crate::docs::StopDoc>),
 }
 
 /// Why the service refused or failed a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     BadRequest,
@@ -184,6 +197,7 @@ pub enum ErrorKind {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Response {
     pub v: u16,
     pub ok: bool,
@@ -194,6 +208,7 @@ pub struct Response {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ApiError {
     pub kind: ErrorKind,
     pub message: String,
@@ -223,24 +238,26 @@ impl Response {
 
 /// One registration as `ps` shows it (human table and `--json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ScopeView {
     pub id: String,
-    pub kind: String,
+    /// The launch's kind, or `?` for a record that does not decode.
+    pub kind: crate::docs::ScopeKind,
     pub label: String,
     /// `live`, `exited`, `unverified`, or `corrupt` (a record that does not decode).
-    pub state: String,
+    pub state: crate::docs::State,
     /// Why the scope is `unverified` (or `corrupt`); `null` otherwise.
     pub reason: Option<String>,
     /// The workload's own status: `exited`, `signaled`, `never_started`, `unknown`. From the
     /// receipt; while a descendant still holds the scope, as the launching engine reported it;
     /// `null` while neither knows.
-    pub status: Option<String>,
+    pub status: Option<crate::docs::StatusName>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     /// The launch's outcome (`completed`, `stopped`, `timed_out`, ...) once its engine returned
     /// the result; `null` before that or when no engine did.
     #[serde(default)]
-    pub outcome: Option<String>,
+    pub outcome: Option<crate::docs::Outcome>,
     pub started_at_unix_ms: u64,
     pub age_secs: u64,
     pub pid: u32,
@@ -258,11 +275,14 @@ pub struct ScopeView {
     pub silent: Option<crate::record::StallIncident>,
     /// What the whole tree cost (H4), from a version-2 receipt; `null` before the receipt.
     #[serde(default)]
-    pub usage: Option<crate::TreeUsage>,
+    pub usage: Option<crate::docs::UsageDoc>,
 }
 
+/// A request line: the version beside the request's own keys.
 #[derive(Serialize)]
-struct Versioned<T> {
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub(crate) struct Versioned<T> {
+    /// [`API_VERSION`].
     v: u16,
     #[serde(flatten)]
     body: T,
@@ -465,16 +485,20 @@ mod tests {
     /// (serde_json's `float_roundtrip`; without it `989e28` read as 9.889999999999999e30).
     #[test]
     fn json_numbers_round_trip_exactly() {
-        let line = br#"{"v":1,"ok":true,"result":{"show":989e28}}"#;
-        let first = decode_response(line).unwrap();
-        let Some(Reply::Show(n)) = &first.result else {
-            panic!("not a show reply: {first:?}");
+        use crate::docs::IncidentDoc;
+        let incident = |cpu_percent: f64| IncidentDoc {
+            since: "s".into(),
+            samples: 1,
+            cpu_percent,
+            last_write: "w".into(),
         };
-        assert_eq!(n.as_f64(), Some(989e28));
-        let again = encode_response(&first);
-        assert_eq!(decode_response(&again).unwrap(), first);
-        let text = String::from_utf8(again).unwrap();
-        assert!(text.contains(r#""show":9.89e+30"#), "{text}");
+        let first: IncidentDoc = serde_json::from_str(
+            r#"{"since":"s","samples":1,"cpu_percent":989e28,"last_write":"w"}"#,
+        )
+        .unwrap();
+        assert_eq!(first.cpu_percent, 989e28);
+        let again = serde_json::to_string(&first).unwrap();
+        assert!(again.contains(r#""cpu_percent":9.89e+30"#), "{again}");
         // Every double survives text and back, at the edges too.
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         let mut values = vec![
@@ -495,9 +519,10 @@ mod tests {
             }
         }
         for v in values {
-            let resp = Response::ok(Reply::Show(serde_json::json!({ "n": v })));
-            let back = decode_response(&encode_response(&resp)).unwrap();
-            assert_eq!(back, resp, "{v:e}");
+            let doc = incident(v);
+            let back: IncidentDoc =
+                serde_json::from_str(&serde_json::to_string(&doc).unwrap()).unwrap();
+            assert_eq!(back, doc, "{v:e}");
         }
     }
 

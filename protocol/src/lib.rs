@@ -5,6 +5,8 @@
 //! - [`receipt`]: the fixed-layout scope-exit receipt the guardian writes into the proof file.
 //! - [`record`]: the durable registration record, the capture receipt, stop and result records.
 //! - [`api`]: the service socket's requests and responses (JSON lines).
+//! - [`docs`]: the JSON contract: every `--json` document and socket reply, and the closed enums
+//!   they name states, outcomes and reasons with.
 //!
 //! The allocation-free core ([`codec`], [`frame`], [`receipt`], [`ids`], the errors) lives in
 //! `refine-protocol-core` (`protocol/core/`), the only protocol crate the `no_std` guardian links.
@@ -29,6 +31,7 @@ pub mod mark;
 pub mod receipt;
 
 pub mod api;
+pub mod docs;
 pub mod record;
 mod serde_impls;
 

@@ -53,6 +53,7 @@ pub const MAX_RECORD: usize = 1024 * 1024;
 
 /// The kind of a managed launch (SPEC S1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     Agent,
@@ -61,27 +62,28 @@ pub enum Kind {
     Terminal,
 }
 
+impl crate::docs::Vocabulary for Kind {
+    const ALL: &'static [Self] = &[Kind::Agent, Kind::Quality, Kind::Command, Kind::Terminal];
+    const WHAT: &'static str = "kind";
+}
+
 impl Kind {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Kind::Agent => "agent",
-            Kind::Quality => "quality",
-            Kind::Command => "command",
-            Kind::Terminal => "terminal",
-        }
+    /// The kind's name, as serde writes it (`agent`, `quality`, `command`, `terminal`).
+    pub fn as_str(self) -> &'static str {
+        crate::docs::Vocabulary::name(self)
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
 impl std::str::FromStr for Kind {
     type Err = DecodeError;
     fn from_str(s: &str) -> Result<Self, DecodeError> {
-        Ok(match s {
-            "agent" => Kind::Agent,
-            "quality" => Kind::Quality,
-            "command" => Kind::Command,
-            "terminal" => Kind::Terminal,
-            _ => return Err(DecodeError::InvalidField { field: "kind" }),
-        })
+        crate::docs::Vocabulary::from_name(s).ok_or(DecodeError::InvalidField { field: "kind" })
     }
 }
 
@@ -205,6 +207,7 @@ pub struct CaptureReceipt {
 
 /// Why a stop was asked for by someone other than the engine that launched the scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StopCause {
     /// An operator (`stop ID`, the service's stop request).
@@ -236,7 +239,9 @@ pub struct StopRequest {
 pub struct LaunchResultRecord {
     pub id: RegistrationId,
     pub runtime: RuntimeId,
-    pub outcome: String,
+    /// Stored as its name (as when this field was a string): old records read the same.
+    #[serde(with = "crate::docs::by_name")]
+    pub outcome: crate::docs::Outcome,
     pub workload_status: WorkloadStatus,
     pub written_at_unix_ms: u64,
     /// Why the stop of the scope's residue failed, when it did (outcome `stop_failed`).
@@ -252,8 +257,10 @@ pub struct LaunchResultRecord {
 /// How the stop of a launch's residue ended (D6): part of the launch's outcome document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResidueStopRecord {
-    /// The stop's outcome by name (`stopped`, `already_exited`, `killed_unverified`).
-    pub outcome: String,
+    /// The stop's outcome, stored as its name (`stopped`, `already_exited`,
+    /// `killed_unverified`), as when this field was a string.
+    #[serde(with = "crate::docs::by_name")]
+    pub outcome: crate::docs::StopOutcome,
     /// Who asked for it when it was not the engine's own policy (a completion deadline).
     pub cause: Option<StopCause>,
     /// Processes found in the scope and killed.
@@ -264,6 +271,7 @@ pub struct ResidueStopRecord {
 
 /// A stall watch signal (SPEC H3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StallSignal {
     /// The tree burned CPU for N samples in a row while none of its artifacts grew.
@@ -274,6 +282,7 @@ pub enum StallSignal {
 
 /// An open stall watch incident and its figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StallIncident {
     pub signal: StallSignal,
     /// When the incident began (wall clock of the sample that raised it).
@@ -566,12 +575,12 @@ mod result_versions {
         };
         let bytes = seal(RESULT_MAGIC, 2, to_payload(&v2).unwrap());
         let back = LaunchResultRecord::decode(&bytes).unwrap();
-        assert_eq!(back.outcome, "completed");
+        assert_eq!(back.outcome, crate::docs::Outcome::Completed);
         assert_eq!(back.stop_failure.as_deref(), Some("x"));
         assert_eq!(back.residue_stop, None);
         let current = LaunchResultRecord {
             residue_stop: Some(ResidueStopRecord {
-                outcome: "stopped".into(),
+                outcome: crate::docs::StopOutcome::Stopped,
                 cause: Some(StopCause::CompletionDeadline),
                 killed: 3,
                 at_unix_ms: 9,
@@ -582,5 +591,69 @@ mod result_versions {
             LaunchResultRecord::decode(&current.encode().unwrap()).unwrap(),
             current
         );
+    }
+
+    /// The current layout as its writer laid it out while `outcome` was a string.
+    #[derive(Serialize)]
+    struct ResultV3Strings {
+        id: RegistrationId,
+        runtime: RuntimeId,
+        outcome: String,
+        workload_status: WorkloadStatus,
+        written_at_unix_ms: u64,
+        stop_failure: Option<String>,
+        usage: Option<crate::TreeUsage>,
+        residue_stop: Option<ResidueStopStrings>,
+    }
+
+    #[derive(Serialize)]
+    struct ResidueStopStrings {
+        outcome: String,
+        cause: Option<StopCause>,
+        killed: u32,
+        at_unix_ms: u64,
+    }
+
+    /// The outcomes became enums; the records on disk keep their names: every name an older
+    /// writer stored decodes to its variant, the bytes written now are the bytes it wrote, and a
+    /// name no outcome has is refused, never guessed at.
+    #[test]
+    fn outcomes_written_as_strings_read_as_enums() {
+        use crate::docs::{Outcome, StopOutcome, Vocabulary};
+        for (i, &outcome) in Outcome::ALL.iter().enumerate() {
+            let residue = StopOutcome::ALL[i % StopOutcome::ALL.len()];
+            let old = ResultV3Strings {
+                id: RegistrationId([1; 16]),
+                runtime: RuntimeId([2; 16]),
+                outcome: outcome.name().to_owned(),
+                workload_status: WorkloadStatus::Signaled(9),
+                written_at_unix_ms: 7,
+                stop_failure: None,
+                usage: None,
+                residue_stop: Some(ResidueStopStrings {
+                    outcome: residue.name().to_owned(),
+                    cause: None,
+                    killed: 1,
+                    at_unix_ms: 8,
+                }),
+            };
+            let bytes = seal(RESULT_MAGIC, RESULT_VERSION, to_payload(&old).unwrap());
+            let back = LaunchResultRecord::decode(&bytes).unwrap();
+            assert_eq!(back.outcome, outcome);
+            assert_eq!(back.residue_stop.as_ref().map(|r| r.outcome), Some(residue));
+            assert_eq!(back.encode().unwrap(), bytes, "{outcome}");
+        }
+        let odd = ResultV3Strings {
+            id: RegistrationId([1; 16]),
+            runtime: RuntimeId([2; 16]),
+            outcome: "exploded".into(),
+            workload_status: WorkloadStatus::Unknown,
+            written_at_unix_ms: 7,
+            stop_failure: None,
+            usage: None,
+            residue_stop: None,
+        };
+        let bytes = seal(RESULT_MAGIC, RESULT_VERSION, to_payload(&odd).unwrap());
+        assert!(LaunchResultRecord::decode(&bytes).is_err());
     }
 }

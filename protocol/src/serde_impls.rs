@@ -146,6 +146,18 @@ through_mirror!(
     Hello,
 );
 
+/// The schema of [`crate::frame::SpawnStep`] as its mirror writes it (feature `schema`).
+#[cfg(feature = "schema")]
+#[derive(schemars::JsonSchema)]
+#[schemars(rename = "SpawnStep", rename_all = "snake_case")]
+#[allow(dead_code)]
+pub(crate) enum SpawnStepSchema {
+    Program,
+    Cwd,
+    User,
+    Setup,
+}
+
 impl Serialize for crate::frame::SpawnStep {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         mirror::SpawnStep::serialize(self, s)

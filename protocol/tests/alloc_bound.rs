@@ -138,7 +138,7 @@ fn launch_result() -> LaunchResultRecord {
     LaunchResultRecord {
         id: RegistrationId([5; 16]),
         runtime: RuntimeId([6; 16]),
-        outcome: "stopped".into(),
+        outcome: refine_protocol::docs::Outcome::Stopped,
         workload_status: WorkloadStatus::Signaled(9),
         written_at_unix_ms: 1,
         stop_failure: Some("f".into()),
@@ -148,7 +148,7 @@ fn launch_result() -> LaunchResultRecord {
             max_rss_kib: 3,
         }),
         residue_stop: Some(refine_protocol::ResidueStopRecord {
-            outcome: "stopped".into(),
+            outcome: refine_protocol::docs::StopOutcome::Stopped,
             cause: None,
             killed: 1,
             at_unix_ms: 2,

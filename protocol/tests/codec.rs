@@ -331,7 +331,7 @@ fn launch_result() -> LaunchResultRecord {
     LaunchResultRecord {
         id: RegistrationId([5; 16]),
         runtime: RuntimeId([6; 16]),
-        outcome: "stopped".into(),
+        outcome: refine_protocol::docs::Outcome::Stopped,
         workload_status: WorkloadStatus::Signaled(9),
         written_at_unix_ms: 1_764_000_000_123,
         stop_failure: None,

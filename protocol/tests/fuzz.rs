@@ -439,12 +439,12 @@ fn launch_result(usage: Option<TreeUsage>) -> LaunchResultRecord {
     LaunchResultRecord {
         id: RegistrationId([5; 16]),
         runtime: RuntimeId([6; 16]),
-        outcome: "stopped".into(),
+        outcome: refine_protocol::docs::Outcome::Stopped,
         workload_status: WorkloadStatus::Signaled(9),
         written_at_unix_ms: 1_764_000_000_123,
         stop_failure: usage.map(|_| "EPERM".into()),
         residue_stop: usage.map(|_| refine_protocol::ResidueStopRecord {
-            outcome: "stopped".into(),
+            outcome: refine_protocol::docs::StopOutcome::Stopped,
             cause: Some(refine_protocol::StopCause::CompletionDeadline),
             killed: 2,
             at_unix_ms: 1_764_000_000_456,
@@ -488,17 +488,20 @@ fn request_seeds() -> Vec<Vec<u8>> {
     .collect()
 }
 
+/// The `show` document of a stopped scope, as the service's socket sent it.
+const SHOW: &str = r#"{"id":"57a327167595da8b07816299b8876883","state":"exited","reason":null,"assessment":{"state":"exited","reason":null},"record":{"id":"57a327167595da8b07816299b8876883","runtime":"9284ccfcbdc8f4045b173e70431a5932","kind":"command","label":"other","owner":"","purpose":{},"argv":["sleep","60"],"cwd":"/tmp/vocab","stdout":"/tmp/vocab/home/run/7/logs/57a327167595da8b07816299b8876883.stdout","stderr":"/tmp/vocab/home/run/7/logs/57a327167595da8b07816299b8876883.stderr","stdin":null,"pty":false,"scope_policy":"keep","limits":{"completion_timeout_ms":null,"idle_timeout_ms":null,"log_cap_bytes":1073741824},"started_at_unix_ms":1796278949076,"started":"2026-12-03T06:22:29Z","boot_id":"77faca3b2d414a6fa9450f70b955af95","guardian":{"pid":11220,"start_time":4612584},"workload":{"pid":11221,"start_time":4612584,"pgid":11221,"sid":27760},"proof":{"path":"/tmp/vocab/home/run/7/proofs/57a327167595da8b07816299b8876883","dev":65024,"ino":10027930},"cgroup":{"path":"/sys/fs/cgroup/unified/refine/57a327167595da8b07816299b8876883","forked_into":true,"usage":null}},"result":{"outcome":"stopped","status":"signaled","exit_code":null,"signal":9,"written_at":"2026-12-03T06:22:32Z","usage":{"user_us":1692,"system_us":0,"max_rss_kib":1520}},"receipt":{"registration":"57a327167595da8b07816299b8876883","runtime":"9284ccfcbdc8f4045b173e70431a5932","boot_id":"77faca3b2d414a6fa9450f70b955af95","guardian":{"pid":11220,"start_time":4612584},"workload":{"pid":11221,"start_time":4612584},"proof":{"dev":65024,"ino":10027930},"status":"signaled","exit_code":null,"signal":9,"end":"completed","spawn_errno":0,"reaped":1,"workload_exited_at_ns":1796278952972510000,"written_at_ns":1796278952972627700,"usage":{"user_us":1692,"system_us":0,"max_rss_kib":1520}},"artifacts":{"stdout":{"path":"/tmp/vocab/home/run/7/logs/57a327167595da8b07816299b8876883.stdout","exists":false,"bytes":0},"stderr":{"path":"/tmp/vocab/home/run/7/logs/57a327167595da8b07816299b8876883.stderr","exists":false,"bytes":0}},"watch":null,"processes":[]}"#;
+
 fn response_seeds() -> Vec<Vec<u8>> {
     let view = api::ScopeView {
         id: "ab".repeat(16),
-        kind: "agent".into(),
+        kind: refine_protocol::docs::ScopeKind::Known(Kind::Agent),
         label: "l".into(),
-        state: "exited".into(),
+        state: refine_protocol::docs::State::Exited,
         reason: None,
-        status: Some("signaled".into()),
+        status: Some(refine_protocol::docs::StatusName::Signaled),
         exit_code: None,
         signal: Some(9),
-        outcome: Some("stopped".into()),
+        outcome: Some(refine_protocol::docs::Outcome::Stopped),
         started_at_unix_ms: 1_764_000_000_000,
         age_secs: 3,
         pid: 11,
@@ -509,7 +512,7 @@ fn response_seeds() -> Vec<Vec<u8>> {
         stderr: "/e".into(),
         stalled: stall_record().stalled,
         silent: None,
-        usage: usage(),
+        usage: usage().map(Into::into),
     };
     [
         Response::ok(Reply::Launched { id: "x".into() }),
@@ -519,12 +522,19 @@ fn response_seeds() -> Vec<Vec<u8>> {
             step: Some(refine_protocol::frame::SpawnStep::User),
         }),
         Response::ok(Reply::List(vec![view])),
-        Response::ok(Reply::Show(serde_json::json!({
-            "id": "ab", "n": 989e28, "small": 5e-324, "list": [1, -2, 3.5], "null": null
+        // A show reply as a service sent it.
+        Response::ok(Reply::Show(Box::new(serde_json::from_str(SHOW).unwrap()))),
+        Response::ok(Reply::Stop(Box::new(refine_protocol::docs::StopDoc {
+            id: "ab".repeat(16),
+            outcome: refine_protocol::docs::StopOutcomeDoc::Failed(
+                refine_protocol::docs::StopFailed::Failed,
+            ),
+            state: refine_protocol::docs::State::Unverified,
+            reason: Some("EPERM".into()),
+            detail: refine_protocol::docs::StopDetail::Failed {
+                error: "EPERM".into(),
+            },
         }))),
-        Response::ok(Reply::Stop(
-            serde_json::json!({ "stopped": true, "ms": 12 }),
-        )),
         Response {
             v: 1,
             ok: false,

@@ -665,10 +665,10 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
         |n| LaunchResultRecord {
             id: RegistrationId([1; 16]),
             runtime: RuntimeId([2; 16]),
-            outcome: "z".repeat(n),
+            outcome: refine_protocol::docs::Outcome::StopFailed,
             workload_status: WorkloadStatus::Exited(0),
             written_at_unix_ms: 1,
-            stop_failure: None,
+            stop_failure: Some("z".repeat(n)),
             usage: None,
             residue_stop: None,
         },

@@ -22,8 +22,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::store::fence::{self, Fence, FenceError};
 use crate::store::registry::Runtime;
 
@@ -67,18 +65,11 @@ pub enum TreeSample {
     Incomplete { reason: &'static str },
 }
 
-/// How the per-workload reservation was derived.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReservationSource {
-    /// No complete sample exceeded the floor.
-    Floor,
-    /// The largest complete, stable sample of a live tree.
-    Sample,
-}
+/// How the per-workload reservation was derived (the floor, or a sample): the contract's name.
+pub use refine_protocol::docs::ReservationSource;
 
-/// What `capacity --json` prints.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// The admission figures (`capacity --json` prints them as the contract's `CapacityDoc`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CapacityReport {
     pub cores: usize,
     /// Bytes; `null` when telemetry is unavailable.
@@ -101,7 +92,7 @@ pub struct CapacityReport {
 }
 
 /// One tree sample, for the report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SampleReport {
     pub complete: bool,
     pub members: usize,

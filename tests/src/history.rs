@@ -162,7 +162,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
     rt.write_result(&LaunchResultRecord {
         id,
         runtime: rt.id(),
-        outcome: "completed".into(),
+        outcome: refine_protocol::docs::Outcome::Completed,
         workload_status: WorkloadStatus::Exited(0),
         written_at_unix_ms: ended_ns.as_millis() as u64,
         stop_failure: None,

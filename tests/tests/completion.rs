@@ -26,6 +26,7 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
     ("capacity", "--limit-percent"),
     ("holders", "--json"),
     ("reap", "--checkout"),
+    ("schema", "--help"),
     ("completions", "--help"),
     ("man", "--help"),
 ];

@@ -24,6 +24,7 @@ const SUBCOMMANDS: &[&str] = &[
     "capacity",
     "holders",
     "reap",
+    "schema",
     "completions",
     "man",
 ];

@@ -23,8 +23,9 @@ use refine_protocol::api::{LaunchAsk, Reply, Request};
 use refine_protocol::{Receipt, RegistrationId};
 
 use super::docs::{
-    CapacityDoc, DetachedSpawnFailedDoc, GcDoc, HoldersDoc, LaunchedDoc, PsDoc, ReapDoc,
-    ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, State,
+    capacity_doc, forget_doc, holders_doc, reap_doc, retention_doc, CapacityDoc,
+    DetachedSpawnFailedDoc, GcDoc, HolderDoc, HoldersDoc, LaunchedDoc, Outcome, PsDoc, ReapDoc,
+    ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, ScopeKind, State, Vocabulary, WhyDoc,
 };
 use super::error::{CliError, ServiceError};
 use super::ops::{self, assess, list_views, out, print_json, show_doc};
@@ -32,8 +33,8 @@ use super::serve::LogFormat;
 use super::{client, resolve, run, serve, view};
 use refine_supervisor::capacity;
 use refine_supervisor::end::assess::KERNEL_BOOT;
-use refine_supervisor::hygiene::holders::{self, Holder, Registrations, Target, Via};
-use refine_supervisor::hygiene::reap_checkout::{self, Why};
+use refine_supervisor::hygiene::holders::{self, Registrations, Target};
+use refine_supervisor::hygiene::reap_checkout;
 use refine_supervisor::hygiene::stall::{self, StallConfig};
 use refine_supervisor::store::registry::{self, RegistryError, Runtime};
 use refine_supervisor::{history::forget, history::retention};
@@ -138,6 +139,9 @@ pub enum Command {
     /// End what works under a checkout and has no live owner (residue of exited workloads
     /// through the shared stop, orphans); exit 1 when something stays.
     Reap(Deferred<ReapArgs>),
+    /// Print the JSON Schema of a document of the JSON contract (what --json prints, what the
+    /// socket returns); without NAME, list the documents.
+    Schema(Deferred<SchemaArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(Deferred<CompletionsArgs>),
     /// Print the manual page of the whole, or of one subcommand (roff); --dir writes them all.
@@ -457,6 +461,15 @@ pub struct RecoverArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct SchemaArgs {
+    /// The document whose schema to print (default: list the documents).
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(
+        refine_protocol::docs::DOCUMENTS.iter().map(|(name, _)| *name)
+    ))]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum)]
@@ -656,6 +669,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             .map_err(CliError::Output)?;
             return Ok(0);
         }
+        Command::Schema(Deferred(args)) => {
+            schema(args.name.as_deref())?;
+            return Ok(0);
+        }
         Command::Man(Deferred(args)) => {
             match &args.dir {
                 Some(dir) => super::man::write_all(&<Cli as clap::CommandFactory>::command(), dir)?,
@@ -749,12 +766,33 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Capacity(Deferred(args)) => capacity_cmd(&home, port, args),
         Command::Holders(Deferred(args)) => holders_cmd(&home, args),
         Command::Reap(Deferred(args)) => reap(&home, port, args),
-        Command::Completions(_) | Command::Man(_) => Ok(0),
+        Command::Completions(_) | Command::Man(_) | Command::Schema(_) => Ok(0),
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Commands.
+
+/// `schema [NAME]`: the documents of the contract, or one document's JSON Schema (the text
+/// committed as `protocol/schema/NAME.json`).
+fn schema(name: Option<&str>) -> Result<(), CliError> {
+    use refine_protocol::docs::{schema_text, DOCUMENTS};
+    let mut o = out();
+    match name {
+        None => {
+            let width = DOCUMENTS.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+            for (name, what) in DOCUMENTS {
+                writeln!(o, "{name:width$}  {what}").map_err(CliError::Output)?;
+            }
+        }
+        Some(name) => {
+            // The parser admits only the names of DOCUMENTS, each of which has a schema.
+            let text = schema_text(name).unwrap_or_default();
+            o.write_all(text.as_bytes()).map_err(CliError::Output)?;
+        }
+    }
+    Ok(())
+}
 
 fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
     // The service's launch request is JSON text: it carries the arguments and environment as
@@ -806,7 +844,7 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
                 if args.json {
                     print_json(&DetachedSpawnFailedDoc {
                         id,
-                        outcome: "spawn_failed",
+                        outcome: Outcome::SpawnFailed,
                         errno,
                     })?;
                 } else {
@@ -841,9 +879,10 @@ fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {
         None => Vec::new(),
     };
     rows.retain(|r| {
-        args.kind.is_none_or(|k| r.kind == k.kind().as_str())
+        args.kind
+            .is_none_or(|k| r.kind == ScopeKind::Known(k.kind()))
             && args.label.as_ref().is_none_or(|l| &r.label == l)
-            && want.is_none_or(|s| r.state == s.name())
+            && want.is_none_or(|s| r.state == s)
     });
     if args.json {
         print_json(&PsDoc {
@@ -966,7 +1005,7 @@ fn stop(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliError> {
 fn holders_cmd(home: &Path, args: HoldersArgs) -> Result<ExitCode, CliError> {
     let target = Target::resolve(&args.path)?;
     let regs = Registrations::load(home, &KERNEL_BOOT);
-    let doc: HoldersDoc = holders::holders(&target, &regs)?;
+    let doc: HoldersDoc = holders_doc(&holders::holders(&target, &regs)?);
     if args.json {
         print_json(&doc)?;
     } else if doc.holders.is_empty() {
@@ -987,7 +1026,7 @@ fn holders_cmd(home: &Path, args: HoldersArgs) -> Result<ExitCode, CliError> {
 }
 
 /// The holders table; `why` adds a column (the reason a holder was left by `reap`).
-fn holders_table(rows: &[Holder], why: Option<&[String]>) -> Result<(), CliError> {
+fn holders_table(rows: &[HolderDoc], why: Option<&[String]>) -> Result<(), CliError> {
     let mut head = vec!["PID", "PROGRAM", "CPU", "AGE", "VIA", "OWNER", "PATH"];
     if why.is_some() {
         head.push("WHY");
@@ -995,21 +1034,15 @@ fn holders_table(rows: &[Holder], why: Option<&[String]>) -> Result<(), CliError
     let mut table = vec![head.into_iter().map(String::from).collect::<Vec<_>>()];
     for (i, h) in rows.iter().enumerate() {
         let owner = match &h.owner {
-            Some(o) => format!("{} ({})", o.id, o.state.name()),
+            Some(o) => format!("{} ({})", o.id, o.state),
             None => "no owner".to_owned(),
-        };
-        let via = match h.via {
-            Via::Cwd => "cwd",
-            Via::Root => "root",
-            Via::OpenFile => "open file",
-            Via::MappedFile => "mapped file",
         };
         let mut row = vec![
             h.witness.pid.to_string(),
             h.program.clone(),
             format!("{:.2}s", h.cpu_ms as f64 / 1000.0),
             view::age(Duration::from_millis(h.age_ms)),
-            via.to_owned(),
+            h.via.words(),
             owner,
             h.path.clone(),
         ];
@@ -1024,9 +1057,10 @@ fn holders_table(rows: &[Holder], why: Option<&[String]>) -> Result<(), CliError
 /// `reap --checkout PATH` (H2): exit 0 only when nothing holds PATH afterwards.
 fn reap(home: &Path, port: u16, args: ReapArgs) -> Result<ExitCode, CliError> {
     let rt = open_runtime(home, port)?;
-    let doc: ReapDoc =
+    let report =
         reap_checkout::reap_checkout(home, rt.as_ref(), &args.checkout, args.budget, &KERNEL_BOOT)?;
-    let code = ExitCode::from(!doc.clean());
+    let code = ExitCode::from(!report.clean());
+    let doc: ReapDoc = reap_doc(&report);
     if args.json {
         print_json(&doc)?;
         return Ok(code);
@@ -1048,7 +1082,7 @@ fn reap(home: &Path, port: u16, args: ReapArgs) -> Result<ExitCode, CliError> {
         let verdict = match (&s.outcome, s.receipt_verified, &s.error) {
             (_, true, _) => "stopped, receipt verified".to_owned(),
             (_, _, Some(e)) => format!("stop failed: {e}"),
-            (Some(outcome), false, None) => format!("{}, no receipt", view::name_of(outcome)),
+            (Some(outcome), false, None) => format!("{}, no receipt", outcome.words()),
             (None, false, None) => "not stopped".to_owned(),
         };
         writeln!(o, "scope {}: {}", s.id, view::escape(&verdict)).map_err(CliError::Output)?;
@@ -1064,29 +1098,29 @@ fn reap(home: &Path, port: u16, args: ReapArgs) -> Result<ExitCode, CliError> {
     writeln!(o, "still holding {path}:").map_err(CliError::Output)?;
     drop(o);
     let why: Vec<String> = doc.left.iter().map(|l| why_text(&l.why)).collect();
-    let rows: Vec<Holder> = doc.left.into_iter().map(|l| l.holder).collect();
+    let rows: Vec<HolderDoc> = doc.left.into_iter().map(|l| l.holder).collect();
     holders_table(&rows, Some(&why))?;
     Ok(code)
 }
 
-fn why_text(why: &Why) -> String {
+fn why_text(why: &WhyDoc) -> String {
     match why {
-        Why::LiveWorkload => "its workload is live".to_owned(),
-        Why::ResidueSurvived => "its scope's stop did not end it".to_owned(),
-        Why::NotOrphan { ppid, parent } => format!("not an orphan (parent {ppid} {parent})"),
-        Why::Guardian { guardian_of: g } => format!(
+        WhyDoc::LiveWorkload => "its workload is live".to_owned(),
+        WhyDoc::ResidueSurvived => "its scope's stop did not end it".to_owned(),
+        WhyDoc::NotOrphan { ppid, parent } => format!("not an orphan (parent {ppid} {parent})"),
+        WhyDoc::Guardian { guardian_of: g } => format!(
             "the guardian of {} in home {} (port {}): never reaped, stop it there",
             g.id,
             g.home.display(),
             g.port
         ),
-        Why::GuardianBelow { guardian_of: g } => format!(
+        WhyDoc::GuardianBelow { guardian_of: g } => format!(
             "the guardian of {} in home {} (port {}) is below it",
             g.id,
             g.home.display(),
             g.port
         ),
-        Why::Survived => "survived SIGKILL within the budget".to_owned(),
+        WhyDoc::Survived => "survived SIGKILL within the budget".to_owned(),
     }
 }
 
@@ -1253,7 +1287,7 @@ fn wait_code(status: Option<refine_protocol::WorkloadStatus>) -> (i32, String) {
 /// `wait --json`: each scope in the order given, ended or not.
 fn wait_doc(
     regs: &[refine_protocol::Registration],
-    states: &[&'static str],
+    states: &[State],
     ended: &[Option<(i32, String)>],
     timed_out: bool,
 ) -> super::docs::WaitDoc {
@@ -1264,7 +1298,7 @@ fn wait_doc(
             .zip(states)
             .map(|((r, e), state)| super::docs::WaitScope {
                 id: r.id.to_string(),
-                state,
+                state: *state,
                 exit_code: e.as_ref().map(|(c, _)| *c),
             })
             .collect(),
@@ -1288,7 +1322,7 @@ fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
         .collect::<Result<Vec<_>, _>>()?;
     let started = std::time::Instant::now();
     let mut ended: Vec<Option<(i32, String)>> = vec![None; regs.len()];
-    let mut states: Vec<&'static str> = vec!["live"; regs.len()];
+    let mut states: Vec<State> = vec![State::Live; regs.len()];
     loop {
         for ((reg, slot), state) in regs.iter().zip(ended.iter_mut()).zip(states.iter_mut()) {
             if slot.is_some() {
@@ -1304,7 +1338,7 @@ fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
                 .flatten()
                 .map(|r| r.workload_status);
             *slot = Some(wait_code(a.receipt.map(|r| r.status).or(reported)));
-            *state = a.state.name();
+            *state = a.state;
         }
         if ended.iter().all(Option::is_some) {
             break;
@@ -1458,16 +1492,16 @@ fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {
     let report: GcDoc = match open_runtime(home, port)? {
         Some(rt) => ops::gc(&rt, opts, forget_opts)?,
         None => GcDoc {
-            retention: retention::Report {
+            retention: retention_doc(&retention::Report {
                 older_than_secs: opts.older_than.as_secs(),
                 dry_run: opts.dry_run,
                 ..Default::default()
-            },
-            forget: forget::Report {
+            }),
+            forget: forget_doc(&forget::Report {
                 forget_after_secs: forget_opts.after.as_secs(),
                 dry_run: forget_opts.dry_run,
                 ..Default::default()
-            },
+            }),
             reindexed: Vec::new(),
             strays: Vec::new(),
         },
@@ -1486,7 +1520,11 @@ fn capacity_cmd(home: &Path, port: u16, args: CapacityArgs) -> Result<ExitCode, 
         ..capacity::Policy::default()
     };
     let rt = open_runtime(home, port)?;
-    let report: CapacityDoc = ops::capacity_report(rt.as_ref(), policy, &mut *ops::probe())?;
+    let report: CapacityDoc = capacity_doc(&ops::capacity_report(
+        rt.as_ref(),
+        policy,
+        &mut *ops::probe(),
+    )?);
     if args.json {
         print_json(&report)?;
         return Ok(0);
@@ -1504,10 +1542,7 @@ fn capacity_cmd(home: &Path, port: u16, args: CapacityArgs) -> Result<ExitCode, 
             format!(
                 "{} ({})",
                 capacity::human_bytes(report.reservation_bytes),
-                serde_json::to_value(report.reservation_source)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default()
+                report.reservation_source
             ),
         ),
         ("derivation", report.derivation.clone()),

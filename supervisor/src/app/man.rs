@@ -151,6 +151,12 @@ const PAGES: &[Page] = &[
         files: &[],
     },
     Page {
+        name: Some("schema"),
+        summary: "print the JSON Schema of a document of the JSON contract",
+        exit: &[OK],
+        files: &[],
+    },
+    Page {
         name: Some("completions"),
         summary: "print a shell completion script",
         exit: &[OK],
@@ -165,7 +171,7 @@ const PAGES: &[Page] = &[
 ];
 
 /// The subcommands that have a page (`man SUBCOMMAND` takes these).
-pub(super) const SUBCOMMANDS: [&str; 15] = [
+pub(super) const SUBCOMMANDS: [&str; 16] = [
     "run",
     "serve",
     "ps",
@@ -179,6 +185,7 @@ pub(super) const SUBCOMMANDS: [&str; 15] = [
     "capacity",
     "holders",
     "reap",
+    "schema",
     "completions",
     "man",
 ];

@@ -57,8 +57,8 @@ use refine_protocol::{Kind, RegistrationId};
 
 use super::docs::State;
 use super::ops::{self, Census};
+use refine_protocol::docs::{UnverifiedCheck, Vocabulary};
 use refine_supervisor::capacity;
-use refine_supervisor::end::assess::UnverifiedReason;
 use refine_supervisor::launch::{LaunchOutcome, LaunchResult, ResultHook};
 use refine_supervisor::store::registry::Runtime;
 
@@ -275,14 +275,14 @@ impl Metrics {
         for result in RequestResult::ALL {
             self.requests.with_label_values(&[result.name()]);
         }
-        for outcome in LaunchOutcome::NAMES {
-            self.launches.with_label_values(&[outcome]);
+        for outcome in LaunchOutcome::kinds() {
+            self.launches.with_label_values(&[outcome.name()]);
         }
         for cause in STOP_CAUSES {
             self.stop_seconds.with_label_values(&[cause]);
         }
-        for reason in UnverifiedReason::NAMES {
-            self.receipt_failures.with_label_values(&[reason]);
+        for reason in UnverifiedCheck::ALL {
+            self.receipt_failures.with_label_values(&[reason.name()]);
         }
         for kind in KINDS {
             self.tree_max_rss_bytes.with_label_values(&[kind.as_str()]);

@@ -13,9 +13,10 @@ use refine_protocol::record::StallRecord;
 use refine_protocol::{Kind, Receipt, Registration, RegistrationId, StopCause};
 
 use super::docs::{
-    utc, ArtifactDoc, ArtifactsDoc, AssessmentDoc, GcDoc, ProcessDoc, ReceiptDoc, RecordDoc,
-    RecoverAction, RecoverDoc, RecoverEntryDoc, ResultDoc, ShowDoc, State, StatusFields,
-    StopDetail, StopDoc, StopOutcomeDoc, StopTimingsDoc, WatchDoc,
+    artifact_doc, forget_doc, record_doc, retention_doc, stray_doc, utc, watch_doc, ArtifactsDoc,
+    AssessmentDoc, GcDoc, KindUnreadable, ProcessDoc, ReceiptDoc, RecoverAction, RecoverDoc,
+    RecoverEntryDoc, ResidueStopDoc, ResultDoc, ScopeKind, ShowDoc, State, StatusFields,
+    StopDetail, StopDoc, StopFailed, StopOutcomeDoc, StopTimingsDoc, UsageDoc,
 };
 use super::error::{CliError, ServiceError};
 use refine_supervisor::capacity::{self, HostProbe, HostSample};
@@ -70,11 +71,11 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
     let status = StatusFields::of(a.receipt.map(|r| r.status).or(reported));
     ScopeView {
         id: reg.id.to_string(),
-        kind: reg.kind.as_str().to_owned(),
+        kind: ScopeKind::Known(reg.kind),
         label: reg.label.clone(),
-        state: a.state.name().to_owned(),
+        state: a.state,
         reason: a.reason.or(stop_failure),
-        status: status.status_string(),
+        status: status.status,
         exit_code: status.exit_code,
         signal: status.signal,
         outcome: result.map(|r| r.outcome),
@@ -90,7 +91,7 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
         stderr: reg.stderr_path.clone(),
         stalled: watch.as_ref().and_then(|w| w.stalled),
         silent: watch.and_then(|w| w.silent),
-        usage: a.receipt.and_then(|r| r.usage),
+        usage: a.receipt.and_then(|r| r.usage).map(UsageDoc::from),
     }
 }
 
@@ -98,9 +99,9 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
 fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeView {
     ScopeView {
         id: id.to_string(),
-        kind: "?".into(),
+        kind: ScopeKind::Unreadable(KindUnreadable::Unknown),
         label: String::new(),
-        state: State::Corrupt.name().into(),
+        state: State::Corrupt,
         reason: Some(err.to_string()),
         status: None,
         exit_code: None,
@@ -167,10 +168,13 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
             outcome: r.outcome,
             status: StatusFields::of(Some(r.workload_status)),
             written_at: utc(r.written_at_unix_ms),
-            stop_failure: r.stop_failure,
             // Until whoever proves the end completes the record, the receipt's own figures.
-            usage: r.usage.or(a.receipt.and_then(|rc| rc.usage)),
-            residue_stop: r.residue_stop,
+            usage: r
+                .usage
+                .or(a.receipt.and_then(|rc| rc.usage))
+                .map(UsageDoc::from),
+            residue_stop: r.residue_stop.as_ref().map(ResidueStopDoc::from),
+            stop_failure: r.stop_failure,
         }),
         Ok(None) => None,
         Err(e) => Some(ResultDoc::Unreadable {
@@ -185,14 +189,14 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
             state: a.state,
             reason: a.reason,
         },
-        record: RecordDoc::of(&reg),
+        record: record_doc(&reg),
         result,
         receipt: a.receipt.as_ref().map(ReceiptDoc::of),
         artifacts: ArtifactsDoc {
-            stdout: ArtifactDoc::of(Path::new(&reg.stdout_path)),
-            stderr: ArtifactDoc::of(Path::new(&reg.stderr_path)),
+            stdout: artifact_doc(Path::new(&reg.stdout_path)),
+            stderr: artifact_doc(Path::new(&reg.stderr_path)),
         },
-        watch: stall_record(rt, &reg, a.state).map(|r| WatchDoc::of(&r)),
+        watch: stall_record(rt, &reg, a.state).map(|r| watch_doc(&r)),
         processes: if a.state == State::Live {
             processes(&reg)
         } else {
@@ -231,10 +235,7 @@ fn processes(reg: &Registration) -> Vec<ProcessDoc> {
                 args,
                 cpu_ms: usage.cpu.as_millis() as u64,
                 rss_bytes: usage.rss_bytes,
-                found: serde_json::to_value(m.found)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default(),
+                found: m.found,
             })
         })
         .collect()
@@ -305,7 +306,7 @@ impl Census {
                     State::Live
                 }
                 assess::Assessment::Unverified { reason } => {
-                    c.unverified.push((id, reason.name()));
+                    c.unverified.push((id, reason.check().name()));
                     State::Unverified
                 }
             };
@@ -445,7 +446,7 @@ pub fn stop_one(
         }
         Err(e) => StopDoc {
             id: reg.id.to_string(),
-            outcome: StopOutcomeDoc::Failed("failed"),
+            outcome: StopOutcomeDoc::Failed(StopFailed::Failed),
             state: assess_one(rt, reg).state,
             reason: Some(error_chain(&e)),
             detail: StopDetail::Failed {
@@ -578,10 +579,10 @@ pub(crate) fn gc(
     // D5: what no record covers, after forgetting (which may have left a `.stall` behind).
     let strays = refine_supervisor::history::strays::collect(rt, opts.dry_run)?;
     Ok(GcDoc {
-        retention,
-        forget,
+        retention: retention_doc(&retention),
+        forget: forget_doc(&forget),
         reindexed,
-        strays,
+        strays: strays.iter().map(stray_doc).collect(),
     })
 }
 
@@ -596,7 +597,7 @@ pub fn retire(
             retention::Evidence::Exited(a.receipt)
         } else {
             retention::Evidence::NotExited {
-                state: a.state.name(),
+                state: a.state,
                 reason: a.reason.unwrap_or_default(),
             }
         }

@@ -533,15 +533,6 @@ const RESIDUE_STOP_WAIT: Duration = Duration::from_secs(20);
 /// How often the residue wait looks for a signal to `run`.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
-fn scope_name(s: &ScopeState) -> RunScope {
-    match s {
-        ScopeState::Exited(_) => RunScope::Exited,
-        ScopeState::Live => RunScope::Live,
-        ScopeState::Stopping => RunScope::Stopping,
-        ScopeState::Unknown => RunScope::Unknown,
-    }
-}
-
 /// Exit status of a launch that a deadline ended without the kill, as coreutils `timeout`.
 const TIMED_OUT: i32 = 124;
 
@@ -593,7 +584,7 @@ fn run_doc(r: &LaunchResult) -> RunDoc {
     };
     RunDoc {
         id: r.id.to_string(),
-        outcome: r.outcome.name(),
+        outcome: r.outcome.kind(),
         errno: match r.outcome {
             LaunchOutcome::SpawnFailed { errno, .. } => Some(errno),
             _ => None,
@@ -601,7 +592,7 @@ fn run_doc(r: &LaunchResult) -> RunDoc {
         status: StatusFields::of(Some(r.status)),
         stdout: stream(Stream::Stdout),
         stderr: stream(Stream::Stderr),
-        scope: scope_name(&r.scope),
+        scope: r.scope.shown(),
         capture_receipt: r.capture_receipt.clone(),
         stop_failure: r.stop_failure.as_ref().map(|f| error_chain(f)),
     }

@@ -45,7 +45,9 @@ use std::time::{Duration, Instant};
 use refine_protocol::api::{self, ErrorKind, LaunchAsk, Reply, Request, Response, MAX_MESSAGE};
 use refine_protocol::{Registration, RegistrationId, StopCause};
 
-use super::docs::{json_line, to_value, RecoverAction, State, StopDetail, StopDoc, StopOutcomeDoc};
+use super::docs::{
+    json_line, RecoverAction, State, StopDetail, StopDoc, StopFailed, StopOutcomeDoc,
+};
 use super::error::{io_err, CliError, ServiceError};
 use super::metrics::{self, Metrics, RequestResult};
 use super::ops::{self, assess_one, launch_request, recover_all, retire, stop_one};
@@ -276,7 +278,7 @@ async fn stop_async(
             .await
             .unwrap_or_else(|e| StopDoc {
                 id: id.to_string(),
-                outcome: StopOutcomeDoc::Failed("failed"),
+                outcome: StopOutcomeDoc::Failed(StopFailed::Failed),
                 state: State::Unverified,
                 reason: None,
                 detail: StopDetail::Failed {
@@ -869,7 +871,7 @@ fn handle(state: &Service, req: Request) -> Response {
             .map_err(registry_response),
         Request::Show { id } => parse(&id).and_then(|id| {
             ops::show_doc(rt, id)
-                .map(|doc| Reply::Show(to_value(&doc)))
+                .map(|doc| Reply::Show(Box::new(doc)))
                 .map_err(|e| match e {
                     CliError::Registry(r) => registry_response(r),
                     other => Response::err(ErrorKind::Internal, other.to_string()),
@@ -919,7 +921,7 @@ async fn stop_request(
     };
     let doc = stop_async(state, reg, StopCause::Operator, grace).await;
     tracing::info!(%id, result = %json_line(&doc), "stop");
-    Response::ok(Reply::Stop(to_value(&doc)))
+    Response::ok(Reply::Stop(Box::new(doc)))
 }
 
 fn registry_response(e: RegistryError) -> Response {

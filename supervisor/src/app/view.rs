@@ -23,11 +23,11 @@ use std::time::Duration;
 use refine_protocol::api::ScopeView;
 
 use super::docs::{
-    GcDoc, ProcessDoc, ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, ResultDoc, ShowDoc, State,
-    StatusFields, StatusName, StopDetail, StopDoc,
+    Found, GcDoc, Outcome, ProcessDoc, ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, ResultDoc,
+    RetentionAction, ShowDoc, State, StatusFields, StatusName, StopDetail, StopDoc, StrayAction,
+    StrayReasonDoc, Vocabulary,
 };
 use refine_supervisor::capacity::human_bytes;
-use refine_supervisor::history::retention;
 
 // ---------------------------------------------------------------------------------------------
 // Conventions.
@@ -359,21 +359,26 @@ pub fn label_or_none(label: &str) -> &str {
 /// launch did not simply complete, its outcome (`stopped`, `timed out`, `spawn failed`);
 /// `show` has both.
 fn ps_status(r: &ScopeView) -> String {
-    match r.outcome.as_deref() {
-        None | Some("completed") => {}
-        Some(o) => return o.replace('_', " "),
+    match r.outcome {
+        None | Some(Outcome::Completed) => {}
+        Some(o) => return o.words(),
     }
-    match (r.status.as_deref(), r.exit_code, r.signal) {
+    match (r.status, r.exit_code, r.signal) {
         (_, Some(c), _) => format!("exit {c}"),
         (_, _, Some(s)) => format!("signal {s}"),
-        (Some(s), _, _) => s.replace('_', " "),
-        (None, _, _) => if r.state == "live" { "running" } else { "-" }.to_owned(),
+        (Some(s), _, _) => s.words(),
+        (None, _, _) => if r.state == State::Live {
+            "running"
+        } else {
+            "-"
+        }
+        .to_owned(),
     }
 }
 
 /// Whether a live scope's workload has ended and only what it left behind holds the scope.
 fn is_residue(r: &ScopeView) -> bool {
-    r.state == "live" && (r.status.is_some() || r.exit_code.is_some() || r.signal.is_some())
+    r.state == State::Live && (r.status.is_some() || r.exit_code.is_some() || r.signal.is_some())
 }
 
 /// The state: `residue` for a live scope whose workload has ended (a descendant still holds
@@ -386,7 +391,11 @@ fn ps_state(r: &ScopeView) -> String {
     .into_iter()
     .filter_map(|(name, open)| open.then_some(name))
     .collect();
-    let state = if is_residue(r) { "residue" } else { &r.state };
+    let state = if is_residue(r) {
+        "residue"
+    } else {
+        r.state.name()
+    };
     if open.is_empty() {
         state.to_owned()
     } else {
@@ -417,7 +426,7 @@ pub fn ps_table(
         };
         table.push(vec![
             id,
-            r.kind.clone(),
+            r.kind.name().to_owned(),
             ps_state(r),
             ps_status(r),
             r.pid.to_string(),
@@ -496,7 +505,7 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
     lines.push(("Cwd", rec.cwd.clone()));
     lines.push(("Main PID", main_pid(doc)));
     if let Some(ResultDoc::Written { outcome, .. }) = &doc.result {
-        lines.push(("Outcome", outcome.replace('_', " ")));
+        lines.push(("Outcome", outcome.words()));
     }
     lines.push(("Receipt", receipt_line(doc)));
     if let Some(cg) = &rec.cgroup {
@@ -533,9 +542,9 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
             ),
         ));
     }
-    for (name, a) in [
-        ("stdout", &doc.artifacts.stdout),
-        ("stderr", &doc.artifacts.stderr),
+    for (heading, a) in [
+        ("Stdout", &doc.artifacts.stdout),
+        ("Stderr", &doc.artifacts.stderr),
     ] {
         // An artifact is created by the stream's first byte (F3): none means no output.
         let size = if a.exists {
@@ -543,10 +552,7 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         } else {
             "no output".into()
         };
-        lines.push((
-            if name == "stdout" { "Stdout" } else { "Stderr" },
-            format!("{} ({size})", a.path.display()),
-        ));
+        lines.push((heading, format!("{} ({size})", a.path.display())));
     }
     if !rec.purpose.is_empty() {
         let meta: Vec<String> = rec
@@ -592,7 +598,7 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
 
 fn process_row(p: &ProcessDoc) -> Vec<String> {
     let mut program = p.program.clone();
-    if p.found == "owner_marker" {
+    if p.found == Found::OwnerMarker {
         program.push_str(" (marker)");
     }
     vec![
@@ -770,24 +776,12 @@ fn stop_line_raw(doc: &StopDoc) -> String {
             format!(
                 "{}: {} ({killed} killed in {}); {proof}",
                 doc.id,
-                serde_json::to_value(doc.outcome)
-                    .ok()
-                    .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
-                    .unwrap_or_default(),
+                doc.outcome.words(),
                 refine_supervisor::human::duration(Duration::from_micros(timings_us.total)),
             )
         }
         StopDetail::Failed { error } => format!("{}: stop failed: {error}", doc.id),
     }
-}
-
-/// A closed enum's JSON name in words (`already_exited` → `already exited`), for the human
-/// views: never a Rust type name.
-pub(crate) fn name_of(v: &impl serde::Serialize) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
-        .unwrap_or_default()
 }
 
 /// `recover` (and `recover --dry-run`): one row per registration and a summary line.
@@ -801,7 +795,7 @@ pub fn recover(o: &mut impl Write, doc: &RecoverDoc) -> io::Result<()> {
     for e in &doc.registrations {
         rows.push(vec![
             e.id.clone(),
-            name_of(&e.action),
+            e.action.words(),
             e.state.name().to_owned(),
             e.reason.clone().unwrap_or_default(),
         ]);
@@ -811,7 +805,7 @@ pub fn recover(o: &mut impl Write, doc: &RecoverDoc) -> io::Result<()> {
         .summary
         .iter()
         .flatten()
-        .map(|(a, n)| format!("{n} {}", name_of(a)))
+        .map(|(a, n)| format!("{n} {}", a.words()))
         .collect();
     let head = if doc.dry_run {
         "dry run, nothing done: "
@@ -825,14 +819,13 @@ pub fn recover(o: &mut impl Write, doc: &RecoverDoc) -> io::Result<()> {
 /// `gc`: one row per thing removed (or, with `--dry-run`, that would be), each with its reason;
 /// what is kept is only counted (`--json` has every entry and why it was kept).
 pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
-    use refine_supervisor::history::strays::{Action as StrayAction, Reason};
     let mut rows = vec![["ID", "ACTION", "FILES", "SIZE", "REASON"]
         .map(String::from)
         .to_vec()];
     for e in &report.retention.entries {
         if !matches!(
             e.action,
-            retention::Action::Deleted | retention::Action::WouldDelete
+            RetentionAction::Deleted | RetentionAction::WouldDelete
         ) {
             continue;
         }
@@ -846,7 +839,7 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
         };
         rows.push(vec![
             e.id.clone(),
-            name_of(&e.action),
+            e.action.words(),
             e.files.len().to_string(),
             human_bytes(e.bytes),
             reason,
@@ -866,7 +859,7 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
         };
         rows.push(vec![
             e.id.clone(),
-            name_of(&e.action),
+            e.action.words(),
             "-".into(),
             "-".into(),
             reason,
@@ -884,20 +877,27 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
             .map(|n| escape(&n.to_string_lossy()).into_owned())
             .unwrap_or_default();
         let why = match &e.reason {
-            Reason::NoRecord => format!(
+            StrayReasonDoc::NoRecord => format!(
                 "{file}: no record names it (an aborted or forgotten launch), older than {}",
                 age(refine_supervisor::history::strays::SAFETY_AGE)
             ),
-            Reason::Temporary => format!("{file}: temporary file of an interrupted replacement"),
-            Reason::Young { age: a, limit } => {
-                format!("{file}: only {} old (limit {})", age(*a), age(*limit))
+            StrayReasonDoc::Temporary => {
+                format!("{file}: temporary file of an interrupted replacement")
             }
-            Reason::Locked => format!("{file}: its registration lock is held"),
-            Reason::Failed { error } => format!("{file}: {}", escape(error)),
+            StrayReasonDoc::Young {
+                age_secs,
+                limit_secs,
+            } => format!(
+                "{file}: only {} old (limit {})",
+                age(Duration::from_secs(*age_secs)),
+                age(Duration::from_secs(*limit_secs))
+            ),
+            StrayReasonDoc::Locked => format!("{file}: its registration lock is held"),
+            StrayReasonDoc::Failed { error } => format!("{file}: {}", escape(error)),
         };
         rows.push(vec![
             e.id.clone().unwrap_or_else(|| "-".into()),
-            name_of(&e.action),
+            e.action.words(),
             "1".into(),
             human_bytes(e.bytes),
             why,
@@ -913,7 +913,7 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
         .filter(|e| {
             matches!(
                 e.action,
-                retention::Action::Deleted | retention::Action::WouldDelete
+                RetentionAction::Deleted | RetentionAction::WouldDelete
             )
         })
         .fold((0, 0), |(f, b), e| (f + e.files.len(), b + e.bytes));

@@ -27,6 +27,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
+use refine_protocol::docs::{State, UnverifiedCheck};
 use refine_protocol::receipt::RECEIPT_LEN;
 use refine_protocol::record::Registration;
 use refine_protocol::{BootId, DecodeError, ProofIdentity, Receipt};
@@ -106,33 +107,26 @@ pub enum UnverifiedReason {
 }
 
 impl UnverifiedReason {
-    /// Every reason's [`name`](Self::name), in declaration order (the metrics expose each from
-    /// the start).
-    pub const NAMES: [&'static str; 9] = [
-        "proof_missing",
-        "proof_unreadable",
-        "proof_replaced",
-        "receipt_corrupt",
-        "field_mismatch",
-        "guardian_gone_without_receipt",
-        "boot_id_missing",
-        "current_boot_unknown",
-        "mixed_boot_ids",
-    ];
-
-    /// The check that failed, by name (the variant's serialized name, without its fields).
-    pub fn name(&self) -> &'static str {
+    /// The check that failed, as the contract names it (the reason without its fields).
+    pub fn check(&self) -> UnverifiedCheck {
         match self {
-            UnverifiedReason::ProofMissing => "proof_missing",
-            UnverifiedReason::ProofUnreadable { .. } => "proof_unreadable",
-            UnverifiedReason::ProofReplaced { .. } => "proof_replaced",
-            UnverifiedReason::ReceiptCorrupt { .. } => "receipt_corrupt",
-            UnverifiedReason::FieldMismatch { .. } => "field_mismatch",
-            UnverifiedReason::GuardianGoneWithoutReceipt => "guardian_gone_without_receipt",
-            UnverifiedReason::BootIdMissing => "boot_id_missing",
-            UnverifiedReason::CurrentBootUnknown => "current_boot_unknown",
-            UnverifiedReason::MixedBootIds { .. } => "mixed_boot_ids",
+            UnverifiedReason::ProofMissing => UnverifiedCheck::ProofMissing,
+            UnverifiedReason::ProofUnreadable { .. } => UnverifiedCheck::ProofUnreadable,
+            UnverifiedReason::ProofReplaced { .. } => UnverifiedCheck::ProofReplaced,
+            UnverifiedReason::ReceiptCorrupt { .. } => UnverifiedCheck::ReceiptCorrupt,
+            UnverifiedReason::FieldMismatch { .. } => UnverifiedCheck::FieldMismatch,
+            UnverifiedReason::GuardianGoneWithoutReceipt => {
+                UnverifiedCheck::GuardianGoneWithoutReceipt
+            }
+            UnverifiedReason::BootIdMissing => UnverifiedCheck::BootIdMissing,
+            UnverifiedReason::CurrentBootUnknown => UnverifiedCheck::CurrentBootUnknown,
+            UnverifiedReason::MixedBootIds { .. } => UnverifiedCheck::MixedBootIds,
         }
+    }
+
+    /// The check that failed, by name.
+    pub fn name(&self) -> &'static str {
+        self.check().name()
     }
 }
 
@@ -141,8 +135,7 @@ fn display<S: serde::Serializer>(e: &DecodeError, s: S) -> Result<S::Ok, S::Erro
 }
 
 /// How an `exited` scope was proven.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExitProof {
     /// The guardian's verified receipt.
     Receipt(Receipt),
@@ -151,8 +144,7 @@ pub enum ExitProof {
 }
 
 /// The answer (A1).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case", tag = "state")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Assessment {
     Live,
     Exited { proof: ExitProof },
@@ -175,12 +167,18 @@ impl Assessment {
             _ => None,
         }
     }
-    pub fn name(&self) -> &'static str {
+    /// The scope's state, as every document names it.
+    pub fn state(&self) -> State {
         match self {
-            Assessment::Live => "live",
-            Assessment::Exited { .. } => "exited",
-            Assessment::Unverified { .. } => "unverified",
+            Assessment::Live => State::Live,
+            Assessment::Exited { .. } => State::Exited,
+            Assessment::Unverified { .. } => State::Unverified,
         }
+    }
+
+    /// The state's name (`live`, `exited`, `unverified`).
+    pub fn name(&self) -> &'static str {
+        self.state().name()
     }
 }
 

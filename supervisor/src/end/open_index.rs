@@ -113,7 +113,7 @@ pub fn settle_if_free(
 }
 
 /// Counts of one [`settle_all`] pass.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct SettleCounts {
     /// Markers examined.
     pub open: usize,

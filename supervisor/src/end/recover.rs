@@ -54,8 +54,7 @@ impl Default for RecoverOptions<'static> {
 }
 
 /// What recovery did with one registration.
-#[derive(Debug, serde::Serialize)]
-#[serde(rename_all = "snake_case", tag = "action")]
+#[derive(Debug)]
 pub enum RecoveryAction {
     /// It was live and stale: stopped, and the receipt proves it ended (or, without a guardian,
     /// killed without proof: see the report's outcome).
@@ -74,28 +73,20 @@ pub enum RecoveryAction {
     Owned,
     /// The stop failed; evidence kept.
     StopFailed {
-        #[serde(serialize_with = "display")]
         error: stop::StopError,
         assessment: Assessment,
     },
     /// The record cannot be read or decoded: reported, never deleted.
-    Corrupt {
-        #[serde(serialize_with = "display")]
-        error: RegistryError,
-    },
+    Corrupt { error: RegistryError },
 }
 
-fn display<S: serde::Serializer, E: std::error::Error>(e: &E, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::error_chain(e))
-}
-
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug)]
 pub struct RecoveryEntry {
     pub id: RegistrationId,
     pub action: RecoveryAction,
 }
 
-#[derive(Debug, Default, serde::Serialize)]
+#[derive(Debug, Default)]
 pub struct RecoveryReport {
     pub entries: Vec<RecoveryEntry>,
     /// Open-index markers whose record was never written (a launch that died before it

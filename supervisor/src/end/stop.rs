@@ -104,25 +104,12 @@ impl std::fmt::Debug for StopOptions<'_> {
     }
 }
 
-/// What a stop achieved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopOutcome {
-    /// The assessment said `exited` before anything was signalled.
-    AlreadyExited,
-    /// The tree was stopped and the guardian's receipt proves it ended.
-    Stopped,
-    /// The guardian was already gone without a receipt: the witnessed tree was killed, but there
-    /// is no proof (the assessment stays `unverified`).
-    KilledUnverified,
-    /// `unverified` with no current-boot evidence (earlier, mixed or missing boot ids): nothing
-    /// was signalled.
-    NotSignalled,
-}
+/// What a stop achieved: the contract's closed enum (`already_exited`, `stopped`,
+/// `killed_unverified`, `not_signalled`).
+pub use refine_protocol::docs::StopOutcome;
 
 /// Whom a signal went to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     Process(ProcessWitness),
     /// `kill(-pgid)`, with the verified member that justified it.
@@ -137,14 +124,14 @@ pub enum Target {
 }
 
 /// One signal sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sent {
     pub target: Target,
     pub signal: i32,
 }
 
 /// Where the time went.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StopTimings {
     pub fence_wait: Duration,
     pub grace: Duration,
@@ -157,7 +144,7 @@ pub struct StopTimings {
 }
 
 /// The result of a stop.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct StopReport {
     pub id: RegistrationId,
     pub outcome: StopOutcome,
@@ -171,7 +158,7 @@ pub struct StopReport {
 }
 
 /// What a failed quiescence leaves behind (T4).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct QuiescenceEvidence {
     /// Processes this attempt stopped (all resumed since, unless gone).
     pub stopped: Vec<ProcessWitness>,

@@ -40,7 +40,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use refine_protocol::{Receipt, RegistrationId};
-use serde::Serialize;
 
 use crate::end::assess::{self, BootSource};
 use crate::store::durable;
@@ -73,27 +72,20 @@ impl Default for Options {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    Forgotten,
-    WouldForget,
-    /// Past the horizon by its files' age, but not forgotten (the reason says why).
-    Kept,
-}
+/// What forgetting did with a registration: the contract's closed enum.
+pub use refine_protocol::docs::ForgetAction as Action;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Entry {
     pub id: String,
     pub action: Action,
     pub reason: String,
     /// For a registration forgotten (or that would be): how long nothing of it changed, for a
     /// view to print in its own words.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub unchanged_secs: Option<u64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Report {
     pub forget_after_secs: u64,
     pub dry_run: bool,

@@ -23,7 +23,6 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use refine_protocol::{Receipt, Registration, RegistrationId};
-use serde::Serialize;
 
 use crate::store::registry::{RegistryError, Runtime, Stream};
 
@@ -67,21 +66,16 @@ pub enum Evidence {
     /// A verified receipt (A2) or a finished earlier boot (A3, no receipt).
     Exited(Option<Receipt>),
     /// `live` or `unverified`, with the assessment's reason.
-    NotExited { state: &'static str, reason: String },
+    NotExited {
+        state: refine_protocol::docs::State,
+        reason: String,
+    },
 }
 
-/// Why artifacts were kept.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    Deleted,
-    WouldDelete,
-    Kept,
-    /// Nothing to do: no artifacts left.
-    Empty,
-}
+/// What retention did with a registration's artifacts: the contract's closed enum.
+pub use refine_protocol::docs::RetentionAction as Action;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Entry {
     pub id: String,
     pub action: Action,
@@ -90,11 +84,10 @@ pub struct Entry {
     pub files: Vec<PathBuf>,
     pub bytes: u64,
     /// How old the evidence is, when it was measured (for a view to print in its own words).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub age_secs: Option<u64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Report {
     pub older_than_secs: u64,
     pub dry_run: bool,
@@ -376,12 +369,12 @@ mod tests {
                 Evidence::Exited(None)
             } else if reg.id == live.id {
                 Evidence::NotExited {
-                    state: "live",
+                    state: refine_protocol::docs::State::Live,
                     reason: String::new(),
                 }
             } else {
                 Evidence::NotExited {
-                    state: "unverified",
+                    state: refine_protocol::docs::State::Unverified,
                     reason: "guardian gone without a receipt".into(),
                 }
             }

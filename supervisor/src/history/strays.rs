@@ -23,7 +23,6 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use refine_protocol::RegistrationId;
-use serde::Serialize;
 
 use crate::history::retention::{RetentionError, LOCK_WAIT};
 use crate::store::registry::Runtime;
@@ -35,17 +34,11 @@ pub const SAFETY_AGE: Duration = crate::end::open_index::UNWRITTEN_AFTER;
 /// The folders of `run/P` whose files belong to registrations.
 const FOLDERS: [&str; 4] = ["registrations", "proofs", "logs", "locks"];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    Removed,
-    WouldRemove,
-    Kept,
-}
+/// What `gc` did with a stray file: the contract's closed enum.
+pub use refine_protocol::docs::StrayAction as Action;
 
 /// Why a file is (or would be) collected, or kept.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reason {
     /// No record names its id (an aborted launch, or a registration forgotten before this file
     /// was known to forgetting).
@@ -53,26 +46,14 @@ pub enum Reason {
     /// A temporary file of a replacement that never finished.
     Temporary,
     /// Younger than the safety age: a launch or a replacement may still be writing it.
-    Young {
-        #[serde(rename = "age_secs", with = "secs")]
-        age: Duration,
-        #[serde(rename = "limit_secs", with = "secs")]
-        limit: Duration,
-    },
+    Young { age: Duration, limit: Duration },
     /// The id's registration lock is held: something still uses it.
     Locked,
     /// The removal failed (the error, as text).
     Failed { error: String },
 }
 
-mod secs {
-    use std::time::Duration;
-    pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(d.as_secs())
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Entry {
     pub path: PathBuf,
     /// The registration the file is named for, when its name says.

@@ -185,60 +185,23 @@ fn under(dir: &[u8], path: &[u8]) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
 }
 
-/// How a process holds the path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Via {
-    Cwd,
-    Root,
-    OpenFile,
-    MappedFile,
-}
+/// How a process holds the path; how the owner was found (its guardian is an ancestor, or
+/// `REFINE_OWNER` marks it); the owning registration's state (the assessment's answer, or
+/// `unknown` for a marker that names no registration under this home). The contract's names.
+pub use refine_protocol::docs::{OwnerLink, OwnerState, Via};
 
-/// How the owner was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OwnerLink {
-    /// The registration's guardian is an ancestor (or the process itself).
-    Guardian,
-    /// `REFINE_OWNER=<id>` in its environment.
-    Marker,
-}
-
-/// The owning registration's state: the assessment's answer, or `unknown` for a marker that
-/// names no registration under this home.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OwnerState {
-    Live,
-    Exited,
-    Unverified,
-    Unknown,
-}
-
-impl OwnerState {
-    fn of(a: &Assessment) -> OwnerState {
-        match a {
-            Assessment::Live => OwnerState::Live,
-            Assessment::Exited { .. } => OwnerState::Exited,
-            Assessment::Unverified { .. } => OwnerState::Unverified,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            OwnerState::Live => "live",
-            OwnerState::Exited => "exited",
-            OwnerState::Unverified => "unverified",
-            OwnerState::Unknown => "unknown",
-        }
+/// The owner's state, as the assessment answers.
+fn owner_state(a: &Assessment) -> OwnerState {
+    match a {
+        Assessment::Live => OwnerState::Live,
+        Assessment::Exited { .. } => OwnerState::Exited,
+        Assessment::Unverified { .. } => OwnerState::Unverified,
     }
 }
 
 /// The registration a holder belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Owner {
-    #[serde(serialize_with = "as_text")]
     pub id: RegistrationId,
     /// The port whose `run/P` holds the record (`None` when unknown).
     pub port: Option<u16>,
@@ -248,29 +211,20 @@ pub struct Owner {
     pub workload_alive: bool,
 }
 
-fn as_text<S: serde::Serializer>(id: &RegistrationId, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(id)
-}
-
 /// Why a holder counts as orphaned (adopted rather than started by its parent).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case", tag = "adopter")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Adopter {
     /// Parent pid 1.
     Init,
     /// The parent is a known subreaper ([`SUBREAPERS`]) outside any scope.
     Subreaper { pid: i32, program: String },
     /// The parent is the guardian of a registration that is no longer live.
-    EndedGuardian {
-        #[serde(serialize_with = "as_text")]
-        id: RegistrationId,
-    },
+    EndedGuardian { id: RegistrationId },
 }
 
 /// One process that holds the path.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Holder {
-    #[serde(flatten)]
     pub witness: ProcessWitness,
     pub ppid: i32,
     /// The file name of `/proc/PID/exe` (not `comm`, which a program sets for itself);
@@ -289,7 +243,7 @@ pub struct Holder {
 }
 
 /// The answer for one path.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Holders {
     pub path: PathBuf,
     pub exists: bool,
@@ -397,9 +351,7 @@ impl<'b> Registrations<'b> {
             };
         };
         let e = &self.entries[i];
-        let state = self
-            .assessment(id)
-            .map_or(OwnerState::Unknown, OwnerState::of);
+        let state = self.assessment(id).map_or(OwnerState::Unknown, owner_state);
         let workload_alive = state == OwnerState::Live
             && procfs::stat_of(&e.reg.hello.workload)
                 .ok()
@@ -869,11 +821,10 @@ fn adopter(s: &Stat, regs: &Registrations<'_>) -> Option<Adopter> {
 }
 
 /// The registration a guardian process belongs to, in any home.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuardianOf {
     pub home: PathBuf,
     pub port: u16,
-    #[serde(serialize_with = "as_text")]
     pub id: RegistrationId,
 }
 

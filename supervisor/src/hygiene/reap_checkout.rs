@@ -52,9 +52,8 @@ pub enum ReapError {
 }
 
 /// How a residue scope's stop ended.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ScopeStop {
-    #[serde(serialize_with = "as_text")]
     pub id: RegistrationId,
     pub port: u16,
     /// The stop's outcome, or `None` when it failed (see `error`).
@@ -64,13 +63,8 @@ pub struct ScopeStop {
     pub error: Option<String>,
 }
 
-fn as_text<S: serde::Serializer>(id: &RegistrationId, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(id)
-}
-
 /// Why a holder is still there after the reap.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case", tag = "reason")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Why {
     /// Its registration is live and its workload runs (the reap refused).
     LiveWorkload,
@@ -87,16 +81,14 @@ pub enum Why {
 }
 
 /// A holder still there, and why.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Left {
-    #[serde(flatten)]
     pub holder: Holder,
-    #[serde(flatten)]
     pub why: Why,
 }
 
 /// The answer of `reap --checkout`.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReapReport {
     pub path: PathBuf,
     pub exists: bool,

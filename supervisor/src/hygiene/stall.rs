@@ -39,7 +39,7 @@ pub const DEFAULT_STALLED_SAMPLES: u32 = 5;
 pub const DEFAULT_SILENT_SAMPLES: u32 = 30;
 
 /// The watch's settings.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StallConfig {
     /// The sample period.
     pub period: Duration,
@@ -107,8 +107,7 @@ pub fn signal_name(signal: Signal) -> &'static str {
 }
 
 /// Why an incident ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cleared {
     /// The scope produced output.
     Wrote,
@@ -131,15 +130,14 @@ pub fn cleared_name(reason: Cleared) -> &'static str {
 }
 
 /// What a sample changed.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-#[serde(rename_all = "snake_case", tag = "event")]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Event {
     Began(Incident),
     Ended { incident: Incident, reason: Cleared },
 }
 
 /// The open incidents of one scope (what `ps` and `show` print).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Status {
     pub stalled: Option<Incident>,
     pub silent: Option<Incident>,

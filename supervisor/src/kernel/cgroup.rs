@@ -153,7 +153,7 @@ pub fn remove(dir: &Path) -> io::Result<()> {
 }
 
 /// What the kernel accounted to a scope's cgroup.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CgroupUsage {
     /// `cpu.stat` `usage_usec`, `user_usec`, `system_usec`.
     pub cpu_us: u64,

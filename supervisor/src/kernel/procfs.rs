@@ -74,7 +74,7 @@ impl ProcfsError {
 }
 
 /// Process state letter (field 3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum State {
     Running,
     Sleeping,
@@ -444,7 +444,7 @@ pub fn boot_id() -> Result<BootId, ProcfsError> {
 /// CPU time of a process from `/proc/PID/stat` fields 14–17, in clock ticks
 /// ([`ticks_per_second`]): its own user and system time, and that of the children it has
 /// waited for (a reaped descendant's time is folded into the parent that reaped it).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CpuTicks {
     pub user: u64,
     pub system: u64,

@@ -33,20 +33,12 @@ pub enum TreeError {
     Procfs(#[from] ProcfsError),
 }
 
-/// How a member was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Found {
-    /// Below the guardian (or below a given root).
-    Descendant,
-    /// A given root itself (the workload, when the guardian is gone).
-    Root,
-    /// Carries `REFINE_OWNER=<registration id>` (or descends from such a process).
-    OwnerMarker,
-}
+/// How a member was found (below the guardian, a given root, the owner marker): the
+/// contract's closed enum.
+pub use refine_protocol::docs::Found;
 
 /// One process of a scope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Member {
     pub witness: ProcessWitness,
     pub boot_id: BootId,
@@ -56,7 +48,6 @@ pub struct Member {
     pub state: State,
     pub found: Found,
     /// The command name at the scan (the stop recognises nested guardians by it).
-    #[serde(skip)]
     pub comm: Comm,
 }
 
@@ -88,7 +79,7 @@ pub struct Roots {
 }
 
 /// One snapshot of a scope.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Scope {
     /// Whether the guardian (if one was given) was alive at the start of the scan.
     pub guardian_alive: bool,

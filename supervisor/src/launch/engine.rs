@@ -641,7 +641,7 @@ impl Engine {
         let result = refine_protocol::LaunchResultRecord {
             id,
             runtime: runtime.id(),
-            outcome: outcome.name().to_owned(),
+            outcome: outcome.kind(),
             workload_status: status,
             written_at_unix_ms: crate::launch::deadline::unix_ms(),
             stop_failure: None,
@@ -1001,7 +1001,7 @@ fn record_stop_failure(runtime: &Runtime, id: refine_protocol::RegistrationId, e
     let result = refine_protocol::LaunchResultRecord {
         id,
         runtime: runtime.id(),
-        outcome: "stop_failed".to_owned(),
+        outcome: refine_protocol::docs::Outcome::StopFailed,
         workload_status: previous.map_or(WorkloadStatus::Unknown, |r| r.workload_status),
         written_at_unix_ms: crate::launch::deadline::unix_ms(),
         stop_failure: Some(error.to_owned()),
@@ -1020,7 +1020,6 @@ fn record_residue_stop(
     id: refine_protocol::RegistrationId,
     report: &crate::end::stop::StopReport,
 ) {
-    use crate::end::stop::StopOutcome;
     let Ok(Some(mut result)) = runtime.read_result(id) else {
         return;
     };
@@ -1030,13 +1029,7 @@ fn record_residue_stop(
         .flatten()
         .map(|r| r.cause);
     result.residue_stop = Some(refine_protocol::ResidueStopRecord {
-        outcome: match report.outcome {
-            StopOutcome::AlreadyExited => "already_exited",
-            StopOutcome::Stopped => "stopped",
-            StopOutcome::KilledUnverified => "killed_unverified",
-            StopOutcome::NotSignalled => "not_signalled",
-        }
-        .to_owned(),
+        outcome: report.outcome,
         cause,
         killed: u32::try_from(report.killed).unwrap_or(u32::MAX),
         at_unix_ms: crate::launch::deadline::unix_ms(),

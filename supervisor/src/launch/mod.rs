@@ -53,6 +53,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use refine_protocol::docs::{Outcome, RunScope};
 use refine_protocol::record::{Kind, Limits, Registration};
 use refine_protocol::{Receipt, RegistrationId, WorkloadStatus};
 
@@ -97,32 +98,46 @@ pub enum LaunchOutcome {
 }
 
 impl LaunchOutcome {
-    /// Every outcome's [`name`](Self::name), in declaration order (the metrics expose each from
-    /// the start).
-    pub const NAMES: [&'static str; 9] = [
-        "completed",
-        "timed_out",
-        "idle_timeout",
-        "cancelled",
-        "output_limit",
-        "spawn_failed",
-        "capture_fault",
-        "stopped",
-        "guardian_lost",
-    ];
-
-    /// The outcome's name in documents and records (`run --json`, `ps`, the launch result).
-    pub fn name(&self) -> &'static str {
+    /// The outcome as documents and records name it (`run --json`, `ps`, the launch result):
+    /// the contract's closed enum, without this outcome's details.
+    pub fn kind(&self) -> Outcome {
         match self {
-            LaunchOutcome::Completed => "completed",
-            LaunchOutcome::TimedOut => "timed_out",
-            LaunchOutcome::IdleTimeout => "idle_timeout",
-            LaunchOutcome::Cancelled => "cancelled",
-            LaunchOutcome::OutputLimit => "output_limit",
-            LaunchOutcome::SpawnFailed { .. } => "spawn_failed",
-            LaunchOutcome::CaptureFault(_) => "capture_fault",
-            LaunchOutcome::Stopped => "stopped",
-            LaunchOutcome::GuardianLost => "guardian_lost",
+            LaunchOutcome::Completed => Outcome::Completed,
+            LaunchOutcome::TimedOut => Outcome::TimedOut,
+            LaunchOutcome::IdleTimeout => Outcome::IdleTimeout,
+            LaunchOutcome::Cancelled => Outcome::Cancelled,
+            LaunchOutcome::OutputLimit => Outcome::OutputLimit,
+            LaunchOutcome::SpawnFailed { .. } => Outcome::SpawnFailed,
+            LaunchOutcome::CaptureFault(_) => Outcome::CaptureFault,
+            LaunchOutcome::Stopped => Outcome::Stopped,
+            LaunchOutcome::GuardianLost => Outcome::GuardianLost,
+        }
+    }
+
+    /// The outcome's name (`completed`, `timed_out`, ...).
+    pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+
+    /// Every outcome an engine returns (all but `stop_failed`, which only a launch result
+    /// record says), in declaration order: the metrics expose each from the start.
+    pub fn kinds() -> impl Iterator<Item = Outcome> {
+        use refine_protocol::docs::Vocabulary;
+        Outcome::ALL
+            .iter()
+            .copied()
+            .filter(|o| *o != Outcome::StopFailed)
+    }
+}
+
+impl ScopeState {
+    /// The scope at return, as `run --json` names it.
+    pub fn shown(&self) -> RunScope {
+        match self {
+            ScopeState::Exited(_) => RunScope::Exited,
+            ScopeState::Live => RunScope::Live,
+            ScopeState::Stopping => RunScope::Stopping,
+            ScopeState::Unknown => RunScope::Unknown,
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::kernel::signal::SignalError;
 use crate::kernel::tree::Roots;
 
 /// What [`kill_unowned`] did.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UnownedKill {
     /// Every signal sent, in order.
     pub signalled: Vec<Sent>,
