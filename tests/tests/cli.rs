@@ -203,7 +203,13 @@ fn unknown_and_malformed_ids_are_one_line() {
             );
         }
         let args = ["receipt", "/nonexistent/proof"];
-        assert_one_line_error(&args, &home.cli(&args));
+        let err = assert_one_line_error(&args, &home.cli(&args));
+        assert!(
+            err.ends_with(
+                "no receipt at /nonexistent/proof: No such file or directory (os error 2)\n"
+            ),
+            "{err}"
+        );
     }
 }
 

@@ -13,7 +13,7 @@ use refine_supervisor::{end::recover, history::forget, history::retention};
 /// Everything a command can fail with. `main` prints it on one line.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    #[error("cannot derive the home from the executable ({0}); pass --home DIR")]
+    #[error("cannot derive the home from the executable (pass --home DIR)")]
     NoHome(#[source] io::Error),
     #[error(transparent)]
     Registry(#[from] RegistryError),
@@ -31,7 +31,7 @@ pub enum CliError {
         #[source]
         source: io::Error,
     },
-    #[error("no receipt at {path}: {source}")]
+    #[error("no receipt at {path}")]
     ReceiptRead {
         path: PathBuf,
         #[source]
@@ -39,13 +39,13 @@ pub enum CliError {
     },
     #[error("{path} holds no receipt yet: its guardian has not proven the scope empty")]
     ReceiptUnwritten { path: PathBuf },
-    #[error("receipt {path} does not decode: {source}")]
+    #[error("receipt {path} does not decode")]
     ReceiptCorrupt {
         path: PathBuf,
         #[source]
         source: refine_protocol::DecodeError,
     },
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Artifact {
         path: PathBuf,
         #[source]

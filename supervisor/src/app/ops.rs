@@ -101,7 +101,7 @@ fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeV
         kind: "?".into(),
         label: String::new(),
         state: State::Corrupt.name().into(),
-        reason: Some(err.to_string()),
+        reason: Some(error_chain(err)),
         status: None,
         exit_code: None,
         signal: None,
@@ -174,7 +174,7 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
         }),
         Ok(None) => None,
         Err(e) => Some(ResultDoc::Unreadable {
-            error: e.to_string(),
+            error: error_chain(&e),
         }),
     };
     Ok(ShowDoc {

@@ -80,7 +80,7 @@ fn launch_admitted(
     slot: Option<refine_supervisor::store::fence::Fence>,
 ) -> Result<RegistrationId, Response> {
     let mut req =
-        launch_request(&spec).map_err(|e| Response::err(ErrorKind::BadRequest, e.to_string()))?;
+        launch_request(&spec).map_err(|e| Response::err(ErrorKind::BadRequest, error_chain(&e)))?;
     // The service ends its launches itself when it stops (W8); when it is killed, they outlive
     // it until recovery rather than die with no receipt reader.
     req.pdeath_signal = None;
@@ -928,7 +928,7 @@ fn registry_response(e: RegistryError) -> Response {
         RegistryError::Corrupt { .. } => ErrorKind::Corrupt,
         _ => ErrorKind::Internal,
     };
-    Response::err(kind, e.to_string())
+    Response::err(kind, error_chain(&e))
 }
 
 /// How long the service lets the requests under way be answered once its launches have ended.
@@ -1130,7 +1130,7 @@ fn housekeeping(state: &Service, keep: Housekeeping) {
             )
         }
         Ok(_) => {}
-        Err(e) => tracing::warn!(error = %e, "retention failed"),
+        Err(e) => tracing::warn!(error = %error_chain(&e), "retention failed"),
     }
     let opts = forget::Options {
         after: keep.forget_after,
@@ -1168,7 +1168,7 @@ fn sample_capacity(rt: &Runtime) {
             free = c.free,
             "capacity"
         ),
-        Err(e) => tracing::warn!(error = %e, "capacity sampling failed"),
+        Err(e) => tracing::warn!(error = %error_chain(&e), "capacity sampling failed"),
     }
 }
 
