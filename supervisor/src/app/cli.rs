@@ -26,7 +26,7 @@ use super::docs::{
     CapacityDoc, DetachedSpawnFailedDoc, GcDoc, HoldersDoc, LaunchedDoc, PsDoc, ReapDoc,
     ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, State,
 };
-use super::error::{CliError, ServiceError};
+use super::error::{CliError, ClientError, ServiceError, SpecError};
 use super::ops::{self, assess, list_views, out, print_json, show_doc};
 use super::serve::LogFormat;
 use super::{client, resolve, run, serve, view};
@@ -786,10 +786,7 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
                 .iter()
                 .any(|(k, v)| k.to_str().is_none() || v.to_str().is_none());
         if not_text {
-            return Err(ServiceError::BadSpec(
-                "run --detach passes arguments and environment values as UTF-8 text; run without --detach passes any bytes".into(),
-            )
-            .into());
+            return Err(ServiceError::from(SpecError::DetachNotText).into());
         }
         let rt = Runtime::open(home, port)?;
         let resp = client::request(&rt, &Request::Launch(spec.clone()))?;
@@ -817,7 +814,7 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
                 }
                 Ok(run::spawn_failure_code(errno))
             }
-            other => Err(ServiceError::Unexpected(format!("{other:?}")).into()),
+            other => Err(ClientError::Unexpected(Box::new(other)).into()),
         };
     }
     let rt = Runtime::open(home, port)?;
@@ -950,11 +947,7 @@ fn stop(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliError> {
         } else {
             writeln!(out(), "{}", view::stop_line(&doc)).map_err(CliError::Output)?;
         }
-        verdict(
-            proven,
-            &format!("stop of {id} not proven"),
-            reason.as_deref(),
-        )
+        verdict(proven, CliError::StopNotProven { id, reason })
     })?;
     if args.json && several {
         print_json(&docs)?;
@@ -1091,14 +1084,11 @@ fn why_text(why: &Why) -> String {
 }
 
 /// Exit 0 when `ok`; otherwise the verdict (with the document's reason) is the one-line error.
-fn verdict(ok: bool, failure: &str, reason: Option<&str>) -> Result<ExitCode, CliError> {
+fn verdict(ok: bool, failure: CliError) -> Result<ExitCode, CliError> {
     if ok {
         Ok(0)
     } else {
-        Err(CliError::Verdict(format!(
-            "{failure}: {}",
-            reason.unwrap_or("no verified receipt")
-        )))
+        Err(failure)
     }
 }
 
@@ -1424,8 +1414,7 @@ fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliErr
     }
     verdict(
         doc.verified,
-        "receipt does not verify",
-        doc.reason.as_deref(),
+        CliError::ReceiptNotVerified { reason: doc.reason },
     )
 }
 
