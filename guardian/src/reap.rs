@@ -23,7 +23,7 @@
 //! stopping a whole tree is the supervisor's job (SPEC T). Once the workload is reaped its pidfd
 //! is closed and nothing is signalled any more.
 
-use refine_protocol::{Frame, WorkloadStatus};
+use refine_protocol_core::{Frame, WorkloadStatus};
 
 use crate::channel::{Channel, Control};
 use crate::error::Error;
