@@ -1,5 +1,5 @@
 //! The launch channel: one `SOCK_SEQPACKET` socket inherited as fd 0, one protocol frame per
-//! message (`refine_protocol::frame`).
+//! message (`refine_protocol_core::frame`).
 //!
 //! At startup the socket is verified, every other inherited descriptor from 3 up is closed, the
 //! socket is moved to a close-on-exec descriptor >= 3 (so the workload can never inherit it) and
@@ -17,8 +17,8 @@
 //! died between the workload's exec and the `Started` frame (the reap loop then never looked
 //! at the channel again, and the workload outlived its SIGKILLed launcher).
 
-use refine_protocol::frame::MAX_FRAME;
-use refine_protocol::{DecodeError, Frame, LaunchSpec};
+use refine_protocol_core::frame::MAX_FRAME;
+use refine_protocol_core::{DecodeError, Frame, LaunchSpec};
 
 use crate::error::Error;
 use crate::signals::Signals;

@@ -5,7 +5,7 @@
 //! Exit codes: 2 the channel is unusable (stdin is not a `SOCK_SEQPACKET` socket), 3 the
 //! handshake was bad or never came (the workload was never forked), 1 a system call failed.
 
-use refine_protocol::DecodeError;
+use refine_protocol_core::DecodeError;
 
 use crate::sys::Errno;
 
@@ -103,7 +103,7 @@ impl Error {
     /// The static message; the table lives in the protocol, so the launcher reads the same text
     /// from a `GuardianFailed` frame's code.
     pub const fn message(self) -> &'static str {
-        refine_protocol::frame::guardian_failure(self.code())
+        refine_protocol_core::frame::guardian_failure(self.code())
     }
 
     /// The errno behind the error, 0 if none.

@@ -58,8 +58,8 @@
 
 use core::ffi::{c_char, CStr};
 
-use refine_protocol::frame::{Placement, SpawnStep, FLAG_NEW_SESSION, FLAG_PTY, MAX_GROUPS};
-use refine_protocol::LaunchSpec;
+use refine_protocol_core::frame::{Placement, SpawnStep, FLAG_NEW_SESSION, FLAG_PTY, MAX_GROUPS};
+use refine_protocol_core::LaunchSpec;
 
 use crate::channel::{Channel, Control};
 use crate::error::Error;

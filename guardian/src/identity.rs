@@ -9,7 +9,7 @@
 
 use core::ffi::CStr;
 
-use refine_protocol::{BootId, ProcessWitness};
+use refine_protocol_core::{BootId, ProcessWitness};
 
 use crate::error::{Error, Line};
 use crate::sys::{self, Errno, Pid};

@@ -1,7 +1,7 @@
 //! `refine-guardian`: the per-launch subreaper between a launcher and its workload (SPEC G1–G14).
 //!
 //! The launcher starts it with one end of a `SOCK_SEQPACKET` socketpair as stdin and sends the
-//! launch spec over it (see `refine_protocol::frame`). The guardian becomes a child subreaper,
+//! launch spec over it (see `refine_protocol_core::frame`). The guardian becomes a child subreaper,
 //! creates the proof file, forks the workload behind a gate, reports identities, execs the
 //! workload on *start*, reaps every descendant, and writes an fsynced receipt once the kernel
 //! says no child is left. It is `no_std` and links no C library (raw system calls and its own
@@ -24,8 +24,8 @@ mod signals;
 mod subreaper;
 mod sys;
 
-use refine_protocol::frame::{MAX_ARGS, MAX_FRAME};
-use refine_protocol::{Frame, Hello, Receipt, ScopeEnd};
+use refine_protocol_core::frame::{MAX_ARGS, MAX_FRAME};
+use refine_protocol_core::{Frame, Hello, Receipt, ScopeEnd};
 
 use channel::Channel;
 use error::Error;
@@ -91,7 +91,7 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
         chan.send(&Frame::Hello(Hello {
             guardian,
             boot_id,
-            workload: refine_protocol::ProcessWitness {
+            workload: refine_protocol_core::ProcessWitness {
                 pid: workload.pid.as_u32(),
                 start_time: workload.start_time,
             },
@@ -160,7 +160,7 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
         runtime,
         boot_id,
         guardian,
-        workload: refine_protocol::ProcessWitness {
+        workload: refine_protocol_core::ProcessWitness {
             pid: workload.pid.as_u32(),
             start_time: workload.start_time,
         },
@@ -190,7 +190,7 @@ fn release(
     workload: &mut gate::Workload,
     chan: &mut Channel,
     signals: &Signals,
-    spec: &refine_protocol::LaunchSpec<'static>,
+    spec: &refine_protocol_core::LaunchSpec<'static>,
 ) -> Release {
     if !workload.open_gate() {
         return Release::NeverExecuted;

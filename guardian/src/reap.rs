@@ -24,7 +24,7 @@
 //! signals, which reach the group the workload leads ([`Workload::forward`]). Once the workload is reaped its pidfd
 //! is closed and nothing is signalled any more.
 
-use refine_protocol::{Frame, WorkloadStatus};
+use refine_protocol_core::{Frame, WorkloadStatus};
 
 use crate::channel::{Channel, Control};
 use crate::error::Error;

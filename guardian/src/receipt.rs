@@ -24,8 +24,8 @@
 
 use core::ffi::CStr;
 
-use refine_protocol::receipt::RESERVED;
-use refine_protocol::{ProofIdentity, Receipt};
+use refine_protocol_core::receipt::RESERVED;
+use refine_protocol_core::{ProofIdentity, Receipt};
 
 use crate::error::Error;
 use crate::sys::{self, OwnedFd};

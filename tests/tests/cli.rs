@@ -70,6 +70,25 @@ fn a_home_that_cannot_be_created_is_one_line() {
     assert!(!gone.exists());
 }
 
+/// A detached run's request is JSON text: an argument that is not UTF-8 is refused in one line,
+/// before any service is asked.
+#[test]
+fn a_detached_run_of_bytes_is_refused_in_one_line() {
+    use std::os::unix::ffi::OsStrExt;
+    let home = Home::new();
+    let out = home
+        .command(&["run", "--detach", "--", "printf"])
+        .arg(std::ffi::OsStr::from_bytes(b"\xff"))
+        .output()
+        .expect("spawn");
+    let args = ["run", "--detach", "--", "printf", "\\xff"];
+    let err = assert_one_line_error(&args, &out);
+    assert!(
+        err.ends_with("error: invalid launch: run --detach passes arguments and environment values as UTF-8 text; run without --detach passes any bytes\n"),
+        "{err}"
+    );
+}
+
 /// Usage errors are clap's whole message (exit 2): it names the flag and the value.
 #[test]
 fn bad_durations_and_missing_dashes_are_usage_errors() {
@@ -203,7 +222,13 @@ fn unknown_and_malformed_ids_are_one_line() {
             );
         }
         let args = ["receipt", "/nonexistent/proof"];
-        assert_one_line_error(&args, &home.cli(&args));
+        let err = assert_one_line_error(&args, &home.cli(&args));
+        assert!(
+            err.ends_with(
+                "no receipt at /nonexistent/proof: No such file or directory (os error 2)\n"
+            ),
+            "{err}"
+        );
     }
 }
 

@@ -1,4 +1,4 @@
-//! The identity this binary carries (SPEC D4, layout in `refine_protocol::mark`): an outer stop
+//! The identity this binary carries (SPEC D4, layout in `refine_protocol_core::mark`): an outer stop
 //! reads it from `/proc/PID/exe` to recognise a nested guardian of any copy, version or path.
 //! Nothing reads it at run time; `#[used]` keeps it through LTO and the linker's section GC.
 
@@ -7,4 +7,4 @@
 // placed in or overlaps it, and it holds plain bytes that are never executed.
 #[used]
 #[link_section = ".refine.guardian"]
-static MARK: [u8; refine_protocol::mark::MARK_LEN] = refine_protocol::mark::MARK;
+static MARK: [u8; refine_protocol_core::mark::MARK_LEN] = refine_protocol_core::mark::MARK;

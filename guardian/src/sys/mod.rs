@@ -903,7 +903,7 @@ pub fn realtime_ns() -> u64 {
 /// `getrusage(RUSAGE_CHILDREN)`: what every child this process waited for cost, each with the
 /// children it waited for in turn (H4). Zeros if the call fails (it cannot, with a valid buffer).
 #[doc(alias = "getrusage")]
-pub fn children_usage() -> refine_protocol::TreeUsage {
+pub fn children_usage() -> refine_protocol_core::TreeUsage {
     // SAFETY: rusage is plain old data; all-zero is a valid value.
     let mut ru: libc::rusage = unsafe { core::mem::zeroed() };
     // SAFETY: RUSAGE_CHILDREN with a pointer to a live, writable rusage.
@@ -915,10 +915,10 @@ pub fn children_usage() -> refine_protocol::TreeUsage {
         )
     };
     if r < 0 {
-        return refine_protocol::TreeUsage::default();
+        return refine_protocol_core::TreeUsage::default();
     }
     let us = |t: libc::timeval| (t.tv_sec.max(0) as u64) * 1_000_000 + t.tv_usec.max(0) as u64;
-    refine_protocol::TreeUsage {
+    refine_protocol_core::TreeUsage {
         user_us: us(ru.ru_utime),
         system_us: us(ru.ru_stime),
         max_rss_kib: ru.ru_maxrss.max(0) as u64,
@@ -1098,7 +1098,7 @@ pub mod child {
         if (r, e, v) != (gid, gid, gid) {
             return mismatch;
         }
-        let mut now = [0u32; refine_protocol::frame::MAX_GROUPS];
+        let mut now = [0u32; refine_protocol_core::frame::MAX_GROUPS];
         // SAFETY: now is a live buffer of now.len() gid_t (u32) values.
         let n =
             cvt(unsafe { syscall!(libc::SYS_getgroups, now.len(), now.as_mut_ptr()) })? as usize;

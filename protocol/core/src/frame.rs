@@ -80,6 +80,10 @@ pub const MAX_ARGS: usize = 4096;
 pub const MAX_RLIMITS: usize = 32;
 /// Longest *start* wait a launch may ask for.
 pub const MAX_START_TIMEOUT_MS: u32 = 10 * 60 * 1000;
+/// The *start* wait a launch asks for unless told otherwise: how long its guardian keeps the
+/// gated workload waiting for *start* before it kills it (and what a reader of the open index
+/// allows a launch to register in).
+pub const DEFAULT_START_TIMEOUT_MS: u32 = 30 * 1000;
 
 pub const FLAG_PTY: u32 = 1 << 0;
 pub const FLAG_NEW_SESSION: u32 = 1 << 1;

@@ -27,7 +27,7 @@ use super::docs::{
     DetachedSpawnFailedDoc, GcDoc, HolderDoc, HoldersDoc, LaunchedDoc, Outcome, PsDoc, ReapDoc,
     ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, ScopeKind, State, Vocabulary, WhyDoc,
 };
-use super::error::{CliError, ServiceError};
+use super::error::{CliError, ClientError, ServiceError, SpecError};
 use super::ops::{self, assess, list_views, out, print_json, show_doc};
 use super::serve::LogFormat;
 use super::{client, resolve, run, serve, view};
@@ -824,10 +824,7 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
                 .iter()
                 .any(|(k, v)| k.to_str().is_none() || v.to_str().is_none());
         if not_text {
-            return Err(ServiceError::BadSpec(
-                "run --detach passes arguments and environment values as UTF-8 text; run without --detach passes any bytes".into(),
-            )
-            .into());
+            return Err(ServiceError::from(SpecError::DetachNotText).into());
         }
         let rt = Runtime::open(home, port)?;
         let resp = client::request(&rt, &Request::Launch(spec.clone()))?;
@@ -855,7 +852,7 @@ fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
                 }
                 Ok(run::spawn_failure_code(errno))
             }
-            other => Err(ServiceError::Unexpected(format!("{other:?}")).into()),
+            other => Err(ClientError::Unexpected(Box::new(other)).into()),
         };
     }
     let rt = Runtime::open(home, port)?;
@@ -989,11 +986,7 @@ fn stop(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliError> {
         } else {
             writeln!(out(), "{}", view::stop_line(&doc)).map_err(CliError::Output)?;
         }
-        verdict(
-            proven,
-            &format!("stop of {id} not proven"),
-            reason.as_deref(),
-        )
+        verdict(proven, CliError::StopNotProven { id, reason })
     })?;
     if args.json && several {
         print_json(&docs)?;
@@ -1125,14 +1118,11 @@ fn why_text(why: &WhyDoc) -> String {
 }
 
 /// Exit 0 when `ok`; otherwise the verdict (with the document's reason) is the one-line error.
-fn verdict(ok: bool, failure: &str, reason: Option<&str>) -> Result<ExitCode, CliError> {
+fn verdict(ok: bool, failure: CliError) -> Result<ExitCode, CliError> {
     if ok {
         Ok(0)
     } else {
-        Err(CliError::Verdict(format!(
-            "{failure}: {}",
-            reason.unwrap_or("no verified receipt")
-        )))
+        Err(failure)
     }
 }
 
@@ -1458,8 +1448,7 @@ fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliErr
     }
     verdict(
         doc.verified,
-        "receipt does not verify",
-        doc.reason.as_deref(),
+        CliError::ReceiptNotVerified { reason: doc.reason },
     )
 }
 

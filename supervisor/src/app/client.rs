@@ -5,36 +5,35 @@ use std::os::unix::net::UnixStream as StdUnixStream;
 
 use refine_protocol::api::{self, Reply, Request, MAX_MESSAGE};
 
-use super::error::{io_err, ServiceError};
+use super::error::ClientError;
 use refine_supervisor::store::registry::Runtime;
 
 // ---------------------------------------------------------------------------------------------
 // Client.
 
 /// Sends one request to the port's service and returns its reply.
-pub fn request(rt: &Runtime, req: &Request) -> Result<Reply, ServiceError> {
+pub fn request(rt: &Runtime, req: &Request) -> Result<Reply, ClientError> {
     let socket = rt.socket_path();
-    let mut stream =
-        StdUnixStream::connect(&socket).map_err(|source| ServiceError::NotRunning {
-            port: rt.port(),
-            socket: socket.clone(),
-            source,
-        })?;
+    let mut stream = StdUnixStream::connect(&socket).map_err(|source| ClientError::NotRunning {
+        port: rt.port(),
+        socket: socket.clone(),
+        source,
+    })?;
     stream
         .write_all(&api::encode_request(req))
-        .map_err(io_err("send"))?;
+        .map_err(|source| ClientError::Io { op: "send", source })?;
     let mut line = Vec::new();
     BufReader::new(stream)
         .take(MAX_MESSAGE as u64 + 1)
         .read_until(b'\n', &mut line)
-        .map_err(io_err("receive"))?;
-    let resp = api::decode_response(&line).map_err(ServiceError::Decode)?;
+        .map_err(|source| ClientError::Io {
+            op: "receive",
+            source,
+        })?;
+    let resp = api::decode_response(&line).map_err(ClientError::Decode)?;
     match (resp.ok, resp.result, resp.error) {
         (true, Some(r), _) => Ok(r),
-        (_, _, Some(e)) => Err(ServiceError::Refused {
-            kind: e.kind,
-            message: e.message,
-        }),
-        _ => Err(ServiceError::Unexpected("empty response".into())),
+        (_, _, Some(e)) => Err(ClientError::Refused(e)),
+        _ => Err(ClientError::Empty),
     }
 }

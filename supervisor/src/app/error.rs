@@ -1,10 +1,13 @@
-//! The application's errors: [`CliError`] for a command, [`ServiceError`] for the service, its
-//! client and the launches they make. `main` prints a [`CliError`] on one line.
+//! The application's errors: [`CliError`] for a command; [`ServiceError`] for the service and
+//! the launches it and `run` make, with [`SpecError`] (a launch asked wrongly) and
+//! [`AdmitError`] (admission refused it or could not decide); [`ClientError`] for talking to a
+//! service over its socket. `main` prints a [`CliError`] on one line, each cause once.
 
 use std::io;
 use std::path::PathBuf;
 
-use refine_protocol::api::ErrorKind;
+use refine_protocol::api::{ApiError, Reply};
+use refine_protocol::RegistrationId;
 
 use refine_supervisor::store::fence::FenceError;
 use refine_supervisor::store::registry::RegistryError;
@@ -13,7 +16,7 @@ use refine_supervisor::{end::recover, history::forget, history::retention};
 /// Everything a command can fail with. `main` prints it on one line.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    #[error("cannot derive the home from the executable ({0}); pass --home DIR")]
+    #[error("cannot derive the home from the executable (pass --home DIR)")]
     NoHome(#[source] io::Error),
     #[error(transparent)]
     Registry(#[from] RegistryError),
@@ -31,7 +34,7 @@ pub enum CliError {
         #[source]
         source: io::Error,
     },
-    #[error("no receipt at {path}: {source}")]
+    #[error("no receipt at {path}")]
     ReceiptRead {
         path: PathBuf,
         #[source]
@@ -39,13 +42,13 @@ pub enum CliError {
     },
     #[error("{path} holds no receipt yet: its guardian has not proven the scope empty")]
     ReceiptUnwritten { path: PathBuf },
-    #[error("receipt {path} does not decode: {source}")]
+    #[error("receipt {path} does not decode")]
     ReceiptCorrupt {
         path: PathBuf,
         #[source]
         source: refine_protocol::DecodeError,
     },
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Artifact {
         path: PathBuf,
         #[source]
@@ -57,6 +60,8 @@ pub enum CliError {
     Forget(#[from] forget::ForgetError),
     #[error(transparent)]
     Service(#[from] ServiceError),
+    #[error(transparent)]
+    Client(#[from] ClientError),
     #[error("cannot write output")]
     Output(#[source] io::Error),
     #[error("cannot write the manual page {path}")]
@@ -71,16 +76,96 @@ pub enum CliError {
     Reap(#[from] refine_supervisor::hygiene::reap_checkout::ReapError),
     #[error("invalid stall watch settings")]
     Stall(#[source] refine_supervisor::hygiene::stall::StallConfigError),
-    /// A verdict that is not an error of the tool but must exit non-zero (stop not proven,
-    /// receipt not verified); the document was already printed.
-    #[error("{0}")]
-    Verdict(String),
+    /// A verdict, not an error of the tool, that must exit non-zero: the stop's document (already
+    /// printed) does not prove the scope ended, for its `reason`.
+    #[error("stop of {id} not proven: {}", reason.as_deref().unwrap_or(NO_RECEIPT))]
+    StopNotProven {
+        id: RegistrationId,
+        reason: Option<String>,
+    },
+    /// A verdict, not an error of the tool, that must exit non-zero: the receipt's document
+    /// (already printed) does not verify it, for its `reason`.
+    #[error("receipt does not verify: {}", reason.as_deref().unwrap_or(NO_RECEIPT))]
+    ReceiptNotVerified { reason: Option<String> },
 }
 
+/// A verdict's reason when its document gives none.
+const NO_RECEIPT: &str = "no verified receipt";
+
+/// What the service (and `run`, which launches in process) fails with.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
     #[error("a service is already running for port {port} (lock {lock} is held)")]
     AlreadyRunning { port: u16, lock: PathBuf },
+    #[error("cannot {op}")]
+    Io {
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Fence(#[from] FenceError),
+    #[error("invalid launch")]
+    Spec(#[from] SpecError),
+    #[error(transparent)]
+    Admit(#[from] AdmitError),
+    #[error(transparent)]
+    Credentials(#[from] refine_supervisor::launch::credentials::CredentialsError),
+    #[error("launch failed")]
+    Launch(#[source] refine_supervisor::launch::LaunchError),
+    #[error("cannot start the shared event loop")]
+    SharedLoop(#[source] refine_supervisor::launch::LaunchError),
+    #[error("recovery failed")]
+    Recover(#[from] recover::RecoverError),
+    #[error("cannot serve metrics on {addr}")]
+    MetricsBind {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// A launch asked for in a way that cannot be carried out: refused before anything is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("empty command")]
+    EmptyCommand,
+    #[error("a unique launch needs a label")]
+    UniqueWithoutLabel,
+    #[error("run --detach passes arguments and environment values as UTF-8 text; run without --detach passes any bytes")]
+    DetachNotText,
+}
+
+/// Admission (C1-C4, and the one open scope per label of a unique launch) refused a launch, or
+/// could not take the census that decides.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmitError {
+    #[error("no capacity slot free for an agent ({live} live and {unverified} unverified of {slots} slot{}); retry later or pass --wait-for-slot DUR", if *slots == 1 { "" } else { "s" })]
+    NoCapacity {
+        slots: usize,
+        live: usize,
+        unverified: usize,
+    },
+    #[error("--unique: the label {label:?} is held by {holder}, which is {state}; it is free once that scope is proven exited")]
+    LabelHeld {
+        label: String,
+        holder: refine_protocol::RegistrationId,
+        state: &'static str,
+    },
+    #[error("cannot take the admission lock")]
+    Lock(#[source] FenceError),
+    #[error("cannot read the open scopes for admission")]
+    Census(#[source] RegistryError),
+    #[error("the admission task did not finish")]
+    Task(#[source] tokio::task::JoinError),
+}
+
+/// Talking to a port's service over its socket: the connection, the reply's bytes, and the
+/// service's own refusal ([`ApiError`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
     #[error("no service is running for port {port} (no socket at {socket}): start `refine-supervisor serve`")]
     NotRunning {
         port: u16,
@@ -96,44 +181,60 @@ pub enum ServiceError {
     },
     #[error("service sent a malformed response")]
     Decode(#[source] refine_protocol::DecodeError),
-    #[error("service refused: {message}")]
-    Refused { kind: ErrorKind, message: String },
-    #[error("service sent an unexpected reply: {0}")]
-    Unexpected(String),
-    #[error(transparent)]
-    Registry(#[from] RegistryError),
-    #[error(transparent)]
-    Fence(#[from] FenceError),
-    #[error("invalid launch: {0}")]
-    BadSpec(String),
-    #[error(transparent)]
-    Credentials(#[from] refine_supervisor::launch::credentials::CredentialsError),
-    #[error("launch failed")]
-    Launch(#[source] refine_supervisor::launch::LaunchError),
-    #[error("capacity sampling failed: {0}")]
-    Capacity(String),
-    #[error("no capacity slot free for an agent ({live} live and {unverified} unverified of {slots} slot{}); retry later or pass --wait-for-slot DUR", if *slots == 1 { "" } else { "s" })]
-    NoCapacity {
-        slots: usize,
-        live: usize,
-        unverified: usize,
-    },
-    #[error("--unique: the label {label:?} is held by {holder}, which is {state}; it is free once that scope is proven exited")]
-    LabelHeld {
-        label: String,
-        holder: refine_protocol::RegistrationId,
-        state: &'static str,
-    },
-    #[error("recovery failed")]
-    Recover(#[from] recover::RecoverError),
-    #[error("cannot serve metrics on {addr}")]
-    MetricsBind {
-        addr: std::net::SocketAddr,
-        #[source]
-        source: io::Error,
-    },
+    #[error("service refused: {}", .0.message)]
+    Refused(ApiError),
+    #[error("service sent a response with neither a result nor an error")]
+    Empty,
+    #[error("service sent an unexpected reply: {0:?}")]
+    Unexpected(Box<Reply>),
 }
 
 pub(crate) fn io_err(op: &'static str) -> impl FnOnce(io::Error) -> ServiceError {
     move |source| ServiceError::Io { op, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use refine_protocol::api::ErrorKind;
+
+    fn line(e: CliError) -> String {
+        super::super::one_line(&e)
+    }
+
+    /// The typed causes print the lines the operator read when they were strings.
+    #[test]
+    fn typed_causes_print_one_line_each_cause_once() {
+        let id: RegistrationId = "0123456789abcdef0123456789abcdef".parse().unwrap();
+        assert_eq!(
+            line(CliError::StopNotProven { id, reason: None }),
+            "stop of 0123456789abcdef0123456789abcdef not proven: no verified receipt"
+        );
+        assert_eq!(
+            line(CliError::ReceiptNotVerified {
+                reason: Some("proof replaced".into())
+            }),
+            "receipt does not verify: proof replaced"
+        );
+        assert_eq!(
+            line(ServiceError::from(SpecError::EmptyCommand).into()),
+            "invalid launch: empty command"
+        );
+        let refused = ApiError {
+            kind: ErrorKind::NoCapacity,
+            message: "no capacity slot free".into(),
+        };
+        assert_eq!(
+            line(ClientError::Refused(refused).into()),
+            "service refused: no capacity slot free"
+        );
+        let lock = AdmitError::Lock(FenceError::Lock {
+            path: PathBuf::from("/run/p/admission.lock"),
+            source: io::Error::from_raw_os_error(libc::ENOLCK),
+        });
+        assert_eq!(
+            line(ServiceError::from(lock).into()),
+            "cannot take the admission lock: cannot lock /run/p/admission.lock: No locks available (os error 37)"
+        );
+    }
 }

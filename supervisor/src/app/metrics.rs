@@ -384,7 +384,9 @@ impl Metrics {
                 self.observe(&census, &cap);
             }
             // The gauges keep their last values; the failure is the service log's to tell.
-            Err(e) => tracing::warn!(error = %e, "metrics census failed"),
+            Err(e) => {
+                tracing::warn!(error = %refine_supervisor::error_chain(&e), "metrics census failed")
+            }
         }
         let mut out = Vec::new();
         if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {

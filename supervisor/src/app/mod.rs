@@ -39,9 +39,9 @@ pub fn parse_args(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
     }
 }
 
-/// An error and its causes on one line, each cause once (a message that already quotes its
-/// cause does not repeat it), escaped for the terminal (X6); only the candidates of an
-/// ambiguous id are lines of their own (their cells are escaped by the table).
+/// An error and its causes on one line (`op: cause: cause`, from `source()`), escaped for the
+/// terminal (X6); only the candidates of an ambiguous id are lines of their own (their cells
+/// are escaped by the table).
 pub fn one_line(e: &CliError) -> String {
     refine_supervisor::error_chain(e)
         .split('\n')

@@ -18,7 +18,7 @@ use super::docs::{
     RecoverEntryDoc, ResidueStopDoc, ResultDoc, ScopeKind, ShowDoc, State, StatusFields,
     StopDetail, StopDoc, StopFailed, StopOutcomeDoc, StopTimingsDoc, UsageDoc,
 };
-use super::error::{CliError, ServiceError};
+use super::error::{AdmitError, CliError, ServiceError, SpecError};
 use refine_supervisor::capacity::{self, HostProbe, HostSample};
 use refine_supervisor::error_chain;
 use refine_supervisor::launch::pty::WindowSize;
@@ -102,7 +102,7 @@ fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeV
         kind: ScopeKind::Unreadable(KindUnreadable::Unknown),
         label: String::new(),
         state: State::Corrupt,
-        reason: Some(err.to_string()),
+        reason: Some(error_chain(err)),
         status: None,
         exit_code: None,
         signal: None,
@@ -178,7 +178,7 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
         }),
         Ok(None) => None,
         Err(e) => Some(ResultDoc::Unreadable {
-            error: e.to_string(),
+            error: error_chain(&e),
         }),
     };
     Ok(ShowDoc {
@@ -348,7 +348,7 @@ pub fn capacity_report(
     rt: Option<&Runtime>,
     policy: capacity::Policy,
     probe: &mut dyn HostProbe,
-) -> Result<capacity::CapacityReport, CliError> {
+) -> Result<capacity::CapacityReport, RegistryError> {
     let census = match rt {
         Some(rt) => Census::take(rt)?,
         None => Census::default(),
@@ -607,7 +607,7 @@ pub fn retire(
 /// The engine request for what the caller asked.
 pub(crate) fn launch_request(spec: &LaunchAsk) -> Result<LaunchRequest, ServiceError> {
     if spec.argv.is_empty() {
-        return Err(ServiceError::BadSpec("empty command".into()));
+        return Err(SpecError::EmptyCommand.into());
     }
     let mut req = LaunchRequest::new(spec.kind, spec.argv.iter().map(OsString::from));
     req.cwd = spec.cwd.as_ref().map(PathBuf::from);
@@ -652,7 +652,7 @@ pub(crate) fn admit(
         return Ok(None);
     }
     if spec.unique && spec.label.is_empty() {
-        return Err(ServiceError::BadSpec("--unique needs a --label".into()));
+        return Err(SpecError::UniqueWithoutLabel.into());
     }
     let deadline = Instant::now() + spec.wait_for_slot.unwrap_or_default();
     let mut probe = (spec.kind == Kind::Agent).then(probe);
@@ -662,8 +662,8 @@ pub(crate) fn admit(
             probe.as_mut().map(|p| &mut **p as &mut dyn HostProbe),
             spec,
         ) {
-            Err(ServiceError::NoCapacity { .. }) if Instant::now() < deadline => {}
-            other => return other.map(Some),
+            Err(AdmitError::NoCapacity { .. }) if Instant::now() < deadline => {}
+            other => return Ok(Some(other?)),
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -671,17 +671,17 @@ pub(crate) fn admit(
 
 /// One admission check under the admission lock: a `unique` launch's label (refused while an open
 /// scope holds it), then, for an agent (`probe` given), one capacity census. The lock when the
-/// launch may go now, else [`ServiceError::LabelHeld`] or [`ServiceError::NoCapacity`] (the
+/// launch may go now, else [`AdmitError::LabelHeld`] or [`AdmitError::NoCapacity`] (the
 /// service's slot queue waits between two on a timer, D2).
 pub(crate) fn try_admit(
     rt: &Runtime,
     probe: Option<&mut dyn HostProbe>,
     spec: &LaunchAsk,
-) -> Result<refine_supervisor::store::fence::Fence, ServiceError> {
-    let lock = capacity::admission_lock(rt).map_err(|e| ServiceError::Capacity(e.to_string()))?;
+) -> Result<refine_supervisor::store::fence::Fence, AdmitError> {
+    let lock = capacity::admission_lock(rt).map_err(AdmitError::Lock)?;
     if spec.unique {
-        if let Some((holder, state)) = label_holder(rt, &spec.label)? {
-            return Err(ServiceError::LabelHeld {
+        if let Some((holder, state)) = label_holder(rt, &spec.label).map_err(AdmitError::Census)? {
+            return Err(AdmitError::LabelHeld {
                 label: spec.label.clone(),
                 holder,
                 state: state.name(),
@@ -692,11 +692,11 @@ pub(crate) fn try_admit(
         return Ok(lock);
     };
     let report = capacity_report(Some(rt), capacity::Policy::default(), probe)
-        .map_err(|e| ServiceError::Capacity(e.to_string()))?;
+        .map_err(AdmitError::Census)?;
     if report.free > 0 {
         return Ok(lock);
     }
-    Err(ServiceError::NoCapacity {
+    Err(AdmitError::NoCapacity {
         slots: report.slots,
         live: report.live,
         unverified: report.unverified,
@@ -709,7 +709,7 @@ pub(crate) fn try_admit(
 fn label_holder(
     rt: &Runtime,
     label: &str,
-) -> Result<Option<(RegistrationId, State)>, ServiceError> {
+) -> Result<Option<(RegistrationId, State)>, RegistryError> {
     for id in rt.open_ids()? {
         let Ok(reg) = rt.read_registration(id) else {
             continue;

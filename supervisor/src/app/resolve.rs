@@ -129,7 +129,7 @@ fn candidates(rt: &Runtime, ids: &[RegistrationId]) -> String {
                     id.to_string(),
                     String::new(),
                     "corrupt".into(),
-                    e.to_string(),
+                    refine_supervisor::error_chain(&e),
                 ]
             }
             Err(_) => vec![id.to_string(), String::new(), "?".into(), String::new()],

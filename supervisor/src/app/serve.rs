@@ -48,7 +48,7 @@ use refine_protocol::{Registration, RegistrationId, StopCause};
 use super::docs::{
     json_line, RecoverAction, State, StopDetail, StopDoc, StopFailed, StopOutcomeDoc,
 };
-use super::error::{io_err, CliError, ServiceError};
+use super::error::{io_err, AdmitError, CliError, ServiceError, SpecError};
 use super::metrics::{self, Metrics, RequestResult};
 use super::ops::{self, assess_one, launch_request, recover_all, retire, stop_one};
 use super::throttle::{Backoff, LogLimit};
@@ -82,7 +82,7 @@ fn launch_admitted(
     slot: Option<refine_supervisor::store::fence::Fence>,
 ) -> Result<RegistrationId, Response> {
     let mut req =
-        launch_request(&spec).map_err(|e| Response::err(ErrorKind::BadRequest, e.to_string()))?;
+        launch_request(&spec).map_err(|e| Response::err(ErrorKind::BadRequest, error_chain(&e)))?;
     // The service ends its launches itself when it stops (W8); when it is killed, they outlive
     // it until recovery rather than die with no receipt reader.
     req.pdeath_signal = None;
@@ -157,12 +157,15 @@ fn shutting_down() -> Response {
     )
 }
 
-fn capacity_response(e: ServiceError) -> Response {
-    match e {
-        ServiceError::NoCapacity { .. } => Response::err(ErrorKind::NoCapacity, e.to_string()),
-        ServiceError::LabelHeld { .. } => Response::err(ErrorKind::LabelHeld, e.to_string()),
-        other => Response::err(ErrorKind::BadRequest, other.to_string()),
-    }
+/// Admission's refusal as the service answers it; a census that could not be taken is the
+/// service's failure, not the request's.
+fn admit_response(e: AdmitError) -> Response {
+    let kind = match e {
+        AdmitError::NoCapacity { .. } => ErrorKind::NoCapacity,
+        AdmitError::LabelHeld { .. } => ErrorKind::LabelHeld,
+        AdmitError::Lock(_) | AdmitError::Census(_) | AdmitError::Task(_) => ErrorKind::Internal,
+    };
+    Response::err(kind, error_chain(&e))
 }
 
 /// How often the head of the slot queue takes a census while it waits.
@@ -178,9 +181,8 @@ async fn admit_queued(
     spec: &LaunchAsk,
 ) -> Result<Option<refine_supervisor::store::fence::Fence>, Response> {
     if spec.unique && spec.label.is_empty() {
-        return Err(capacity_response(ServiceError::BadSpec(
-            "unique needs a label".into(),
-        )));
+        let e = ServiceError::from(SpecError::UniqueWithoutLabel);
+        return Err(Response::err(ErrorKind::BadRequest, error_chain(&e)));
     }
     if spec.kind != refine_protocol::Kind::Agent {
         if !spec.unique {
@@ -190,9 +192,9 @@ async fn admit_queued(
         let (rt, spec) = (state.rt.clone(), spec.clone());
         return tokio::task::spawn_blocking(move || ops::try_admit(&rt, None, &spec))
             .await
-            .unwrap_or_else(|e| Err(ServiceError::Capacity(e.to_string())))
+            .unwrap_or_else(|e| Err(AdmitError::Task(e)))
             .map(Some)
-            .map_err(capacity_response);
+            .map_err(admit_response);
     }
     let deadline = tokio::time::Instant::now() + spec.wait_for_slot.unwrap_or_default();
     let census = |state: &Arc<Service>| {
@@ -204,7 +206,7 @@ async fn admit_queued(
                 ops::try_admit(&st.rt, Some(&mut **probe), &spec)
             })
             .await
-            .unwrap_or_else(|e| Err(ServiceError::Capacity(e.to_string())))
+            .unwrap_or_else(|e| Err(AdmitError::Task(e)))
         }
     };
     let mut closing = state.closing.subscribe();
@@ -217,15 +219,15 @@ async fn admit_queued(
     }
     let Ok(_turn) = turn else {
         // Its wait is over while others were ahead of it: one last census decides.
-        return census(state).await.map(Some).map_err(capacity_response);
+        return census(state).await.map(Some).map_err(admit_response);
     };
     loop {
         match census(state).await {
             Ok(lock) => return Ok(Some(lock)),
-            Err(e @ ServiceError::NoCapacity { .. }) => {
+            Err(e @ AdmitError::NoCapacity { .. }) => {
                 let now = tokio::time::Instant::now();
                 if now >= deadline {
-                    return Err(capacity_response(e));
+                    return Err(admit_response(e));
                 }
                 tokio::select! {
                     _ = tokio::time::sleep_until(deadline.min(now + SLOT_POLL)) => {}
@@ -235,7 +237,7 @@ async fn admit_queued(
                     return Err(shutting_down());
                 }
             }
-            Err(e) => return Err(capacity_response(e)),
+            Err(e) => return Err(admit_response(e)),
         }
     }
 }
@@ -486,10 +488,8 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
     let metrics = Arc::new(Metrics::new());
     // One loop drives the engines of all the service's launches: a fixed number of threads
     // for any number of detached scopes (F1).
-    let shared = refine_supervisor::launch::SharedLoop::start().map_err(|e| ServiceError::Io {
-        op: "start the shared event loop",
-        source: std::io::Error::other(error_chain(&e)),
-    })?;
+    let shared =
+        refine_supervisor::launch::SharedLoop::start().map_err(ServiceError::SharedLoop)?;
     let state = Arc::new(Service {
         sup: Supervisor::new(rt.clone())
             .with_shared_loop(shared)
@@ -930,7 +930,7 @@ fn registry_response(e: RegistryError) -> Response {
         RegistryError::Corrupt { .. } => ErrorKind::Corrupt,
         _ => ErrorKind::Internal,
     };
-    Response::err(kind, e.to_string())
+    Response::err(kind, error_chain(&e))
 }
 
 /// How long the service lets the requests under way be answered once its launches have ended.
@@ -1132,7 +1132,7 @@ fn housekeeping(state: &Service, keep: Housekeeping) {
             )
         }
         Ok(_) => {}
-        Err(e) => tracing::warn!(error = %e, "retention failed"),
+        Err(e) => tracing::warn!(error = %error_chain(&e), "retention failed"),
     }
     let opts = forget::Options {
         after: keep.forget_after,
@@ -1170,7 +1170,7 @@ fn sample_capacity(rt: &Runtime) {
             free = c.free,
             "capacity"
         ),
-        Err(e) => tracing::warn!(error = %e, "capacity sampling failed"),
+        Err(e) => tracing::warn!(error = %error_chain(&e), "capacity sampling failed"),
     }
 }
 

@@ -37,7 +37,7 @@ use crate::store::registry::{RegistryError, Runtime};
 /// A marker without a record older than this is a launch that died before registering: the
 /// guardian's start timeout (it kills the gated workload then) plus a margin.
 pub const UNWRITTEN_AFTER: Duration =
-    Duration::from_secs(crate::launch::guardian::DEFAULT_START_TIMEOUT.as_secs() + 30);
+    Duration::from_millis(refine_protocol::frame::DEFAULT_START_TIMEOUT_MS as u64 + 30 * 1000);
 
 /// What [`settle`] found and did.
 #[derive(Debug)]

@@ -243,7 +243,7 @@ fn record_request(runtime: &Runtime, reg: &Registration, cause: Option<StopCause
         requester_pid: std::process::id(),
     };
     if let Err(e) = runtime.write_stop_request(&req) {
-        tracing::warn!(id = %reg.id, error = %e, "could not record the stop request");
+        tracing::warn!(id = %reg.id, error = %crate::error_chain(&e), "could not record the stop request");
     }
 }
 

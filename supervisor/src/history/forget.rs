@@ -201,12 +201,17 @@ fn candidate(
 ) -> Candidate {
     let lock = match rt.lock(id, LOCK_WAIT) {
         Ok(l) => l,
-        Err(e) => return Candidate::Keep(format!("lock busy or unavailable: {e}")),
+        Err(e) => {
+            return Candidate::Keep(format!(
+                "lock busy or unavailable: {}",
+                crate::error_chain(&e)
+            ))
+        }
     };
     let reg = match rt.read_registration(id) {
         Ok(r) => r,
         Err(RegistryError::NotFound(_)) => return Candidate::Gone,
-        Err(e) => return Candidate::Keep(format!("record not intact: {e}")),
+        Err(e) => return Candidate::Keep(format!("record not intact: {}", crate::error_chain(&e))),
     };
     let a = assess::assess(rt, &reg, boot);
     if !a.is_exited() {
@@ -224,7 +229,10 @@ fn candidate(
         return Candidate::Would(reason, age);
     }
     if let Err(e) = rt.remove_open_marker(id, &lock) {
-        return Candidate::Keep(format!("cannot remove the open marker: {e}"));
+        return Candidate::Keep(format!(
+            "cannot remove the open marker: {}",
+            crate::error_chain(&e)
+        ));
     }
     if let Err(e) = fs::rename(rt.record_path(id), rt.forget_intent_path(id)) {
         return Candidate::Keep(format!("cannot move the record aside: {e}"));

@@ -391,7 +391,7 @@ impl Engine {
                 Ok(Some(ev)) => self.on_event(st, ev),
                 Ok(None) => return,
                 Err(e) => {
-                    tracing::error!(id = %self.registration.id, error = %e, "guardian channel failed");
+                    tracing::error!(id = %self.registration.id, error = %crate::error_chain(&e), "guardian channel failed");
                     self.on_event(st, GuardianEvent::ChannelClosed);
                     return;
                 }
@@ -475,7 +475,7 @@ impl Engine {
     fn forward_signal(&mut self, st: &State, signo: i32) {
         if !st.workload_over() && !st.channel_closed {
             if let Err(e) = self.link.signal(signo) {
-                tracing::warn!(id = %self.registration.id, signo, error = %e, "cannot forward a signal");
+                tracing::warn!(id = %self.registration.id, signo, error = %crate::error_chain(&e), "cannot forward a signal");
             }
         }
     }
@@ -504,7 +504,7 @@ impl Engine {
             }
             Ok(_) => {}
             Err(e) => {
-                tracing::warn!(id = %self.registration.id, error = %e, "unreadable stop request")
+                tracing::warn!(id = %self.registration.id, error = %crate::error_chain(&e), "unreadable stop request")
             }
         }
     }
@@ -530,7 +530,7 @@ impl Engine {
             if let Err(e) =
                 crate::end::stop::signal_politely(&self.runtime, &self.registration, sig, &opts)
             {
-                tracing::warn!(id = %self.registration.id, error = %e, "cannot send the deadline's polite signal");
+                tracing::warn!(id = %self.registration.id, error = %crate::error_chain(&e), "cannot send the deadline's polite signal");
             }
             return;
         }
@@ -553,7 +553,7 @@ impl Engine {
                 st.retry_stop_at = None;
             }
             Err(e) => {
-                tracing::warn!(id = %self.registration.id, error = %e, attempt = st.stop_attempts, "stop failed");
+                tracing::warn!(id = %self.registration.id, error = %crate::error_chain(&e), attempt = st.stop_attempts, "stop failed");
                 let permanent = is_permanent(&e);
                 st.stop_failure = Some(e);
                 // The failure modes (fence held, quiescence not reached) are transient: try again
@@ -652,7 +652,7 @@ impl Engine {
             residue_stop: None,
         };
         if let Err(e) = runtime.write_result(&result) {
-            tracing::warn!(%id, error = %e, "cannot record the launch result");
+            tracing::warn!(%id, error = %crate::error_chain(&e), "cannot record the launch result");
         }
         let capture = match &residues {
             Some(r) => capture.finish_with(|t| r.tail(t)),
@@ -758,7 +758,7 @@ fn settle_own(runtime: &Runtime, id: refine_protocol::RegistrationId, owner: &Fe
     if let Err(e) =
         crate::end::open_index::settle(runtime, id, owner, &crate::end::assess::KERNEL_BOOT)
     {
-        tracing::warn!(%id, error = %e, "cannot settle the open index");
+        tracing::warn!(%id, error = %crate::error_chain(&e), "cannot settle the open index");
     }
 }
 
@@ -1009,7 +1009,7 @@ fn record_stop_failure(runtime: &Runtime, id: refine_protocol::RegistrationId, e
         residue_stop: None,
     };
     if let Err(e) = runtime.write_result(&result) {
-        tracing::warn!(%id, error = %e, "cannot record the failed stop");
+        tracing::warn!(%id, error = %crate::error_chain(&e), "cannot record the failed stop");
     }
 }
 
@@ -1035,7 +1035,7 @@ fn record_residue_stop(
         at_unix_ms: crate::launch::deadline::unix_ms(),
     });
     if let Err(e) = runtime.write_result(&result) {
-        tracing::warn!(%id, error = %e, "cannot record the residue stop");
+        tracing::warn!(%id, error = %crate::error_chain(&e), "cannot record the residue stop");
     }
 }
 

@@ -24,7 +24,8 @@ use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use refine_protocol::frame::{
-    encode_launch, launch_len, FLAG_NEW_SESSION, FLAG_PTY, MAX_FRAME, MAX_START_TIMEOUT_MS,
+    encode_launch, launch_len, DEFAULT_START_TIMEOUT_MS, FLAG_NEW_SESSION, FLAG_PTY, MAX_FRAME,
+    MAX_START_TIMEOUT_MS,
 };
 use refine_protocol::{
     Frame, Hello, LaunchParams, Receipt, RegistrationId, Rlimit, RuntimeId, WorkloadStatus,
@@ -39,8 +40,8 @@ use crate::store::registry::RegistryError;
 
 /// How long the guardian may take to answer the launch frame with `Hello`.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default bound on the wait for *start*.
-pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default bound on the wait for *start* ([`DEFAULT_START_TIMEOUT_MS`]).
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_millis(DEFAULT_START_TIMEOUT_MS as u64);
 /// The owner marker every managed workload carries (SPEC S8).
 pub const OWNER_VAR: &str = "REFINE_OWNER";
 

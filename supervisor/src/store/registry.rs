@@ -104,14 +104,14 @@ pub enum RegistryError {
     MissingRuntime(PathBuf),
     #[error("no registration {0} (unknown here, or forgotten after it exited)")]
     NotFound(RegistrationId),
-    #[error("corrupt {what} {path}: {source}")]
+    #[error("corrupt {what} {path}")]
     Corrupt {
         what: &'static str,
         path: PathBuf,
         #[source]
         source: DecodeError,
     },
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {path}")]
     Io {
         op: &'static str,
         path: PathBuf,
@@ -601,7 +601,7 @@ impl Runtime {
         }
         result.usage = usage;
         if let Err(e) = self.write_result(&result) {
-            tracing::warn!(%id, error = %e, "cannot record the tree's usage");
+            tracing::warn!(%id, error = %crate::error_chain(&e), "cannot record the tree's usage");
         }
     }
 

@@ -194,6 +194,15 @@ pub fn assert_one_line_error(args: &[&str], out: &Output) -> String {
     assert!(!out.status.success(), "{}", describe(args, out));
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(err.trim_end().lines().count(), 1, "{}", describe(args, out));
+    // `op: cause: cause`: each link of the chain once.
+    let links: Vec<&str> = err.trim_end().split(": ").collect();
+    for (i, link) in links.iter().enumerate() {
+        assert!(
+            !links[..i].contains(link),
+            "{link:?} said twice: {}",
+            describe(args, out)
+        );
+    }
     err
 }
 
