@@ -336,6 +336,10 @@ pub(crate) enum ResultDoc {
         /// How the stop of the scope's residue ended, once it did (D6).
         #[serde(skip_serializing_if = "Option::is_none")]
         residue_stop: Option<refine_protocol::ResidueStopRecord>,
+        /// The final accounting of the scope's own cgroup (F4), read after the receipt;
+        /// absent where there was none (the `/proc` path) or it could not be read.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cgroup_usage: Option<refine_protocol::CgroupUsage>,
     },
     Unreadable {
         error: String,
@@ -408,7 +412,7 @@ pub(crate) struct CgroupDoc {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused_errno: Option<i32>,
     /// What the kernel accounted to it so far; `None` once it is removed (after the receipt:
-    /// the result's usage then holds its CPU times).
+    /// the result's `cgroup_usage` then holds the final figures).
     pub usage: Option<refine_supervisor::kernel::cgroup::CgroupUsage>,
 }
 

@@ -171,6 +171,7 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
             // Until whoever proves the end completes the record, the receipt's own figures.
             usage: r.usage.or(a.receipt.and_then(|rc| rc.usage)),
             residue_stop: r.residue_stop,
+            cgroup_usage: r.cgroup_usage,
         }),
         Ok(None) => None,
         Err(e) => Some(ResultDoc::Unreadable {
