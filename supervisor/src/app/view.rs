@@ -911,6 +911,10 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
             }
             Reason::Locked => format!("{file}: its registration lock is held"),
             Reason::Failed { error } => format!("{file}: {}", escape(error)),
+            Reason::EndedScopeCgroup => format!(
+                "cgroup {}: its scope ended (the launcher died before removing it)",
+                escape(&e.path.to_string_lossy())
+            ),
         };
         rows.push(vec![
             e.id.clone().unwrap_or_else(|| "-".into()),
