@@ -340,3 +340,51 @@ fn the_result_keeps_the_cgroups_final_accounting_and_show_reports_it_after_the_e
     let line = cgroup_line(&home, &id);
     assert!(line.contains("not available"), "{line}");
 }
+
+/// A service that dies after its scope's receipt was sent but before it read it leaves the
+/// scope's cgroup (the guardian found its launcher there); the next settle (recovery) reads its
+/// accounting and removes it, and `gc` finds nothing left.
+#[test]
+fn a_cgroup_left_by_a_launcher_that_died_after_the_receipt_goes_at_the_next_recovery() {
+    let Some(base) = base() else { return };
+    let home = cli_support::Home::new();
+    let mut serve = home.command(&["serve"]);
+    serve
+        .env_remove("REFINE_CGROUP")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut serve = serve.spawn().expect("spawn serve");
+    let sock = home.run_dir().join("supervisor.sock");
+    let up = refine_tests::wait_until(cli_support::DEADLINE, || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok()
+    });
+    assert!(up, "serve did not come up");
+    let mut run = home.command(&["run", "--detach", "--", "sleep", "1"]);
+    run.env_remove("REFINE_CGROUP");
+    let out = cli_support::output_of(run);
+    assert!(out.status.success(), "{out:?}");
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    // The service stops reading; the receipt lands in the proof file and in its socket.
+    let pid = rustix::process::Pid::from_child(&serve);
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("SIGSTOP serve");
+    let proven = refine_tests::wait_until(cli_support::DEADLINE, || {
+        home.cli(&["receipt", &id]).status.success()
+    });
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert!(proven, "no receipt for {id}");
+    let dir = base.join(&id);
+    assert!(
+        dir.exists(),
+        "the dead service's cgroup is expected to stay until recovery"
+    );
+    let out = home.cli(&["recover"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !dir.exists(),
+        "{} left behind after recovery",
+        dir.display()
+    );
+    let doc = home.json(&["show", "--json", &id]);
+    assert_eq!(doc["state"], "exited", "{doc}");
+}
