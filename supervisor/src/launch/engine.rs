@@ -680,7 +680,7 @@ impl Engine {
             let _ = link.wait_guardian();
             settle_own(&runtime, id, &owner);
             if let Some(hook) = &on_receipt {
-                hook(&registration, &r);
+                hook(&registration, &r, cgroup_usage);
             }
             (
                 ScopeState::Exited(r),
@@ -958,7 +958,7 @@ impl Watch {
                 cgroup_usage,
             );
             if let Some(hook) = &self.on_receipt {
-                hook(&self.registration, &r);
+                hook(&self.registration, &r, cgroup_usage);
             }
         }
         if let Some(tx) = self.tx.take() {
