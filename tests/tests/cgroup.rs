@@ -387,4 +387,16 @@ fn a_cgroup_left_by_a_launcher_that_died_after_the_receipt_goes_at_the_next_reco
     );
     let doc = home.json(&["show", "--json", &id]);
     assert_eq!(doc["state"], "exited", "{doc}");
+    // A settled scope whose cgroup is there again (as a launcher that settled and died before
+    // the removal would leave it): `gc` collects it as a stray.
+    std::fs::create_dir(&dir).expect("mkdir the cgroup again");
+    let gc = home.json(&["gc", "--json"]);
+    let strays = gc["strays"].as_array().expect("strays");
+    assert!(
+        strays
+            .iter()
+            .any(|e| e["reason"]["kind"] == "ended_scope_cgroup" && e["action"] == "removed"),
+        "{gc}"
+    );
+    assert!(!dir.exists(), "{} left behind after gc", dir.display());
 }
