@@ -40,6 +40,6 @@ pub use frame::{Frame, Hello, LaunchParams, LaunchSpec, Rlimit};
 pub use ids::{BootId, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId};
 pub use receipt::{is_unwritten, Receipt, ScopeEnd, TreeUsage, WorkloadStatus};
 pub use record::{
-    CaptureReceipt, Kind, LaunchResultRecord, Limits, Registration, ResidueStopRecord, ScopeCgroup,
-    ScopePolicy, StopCause, StopRequest, StreamEnd, StreamReceipt,
+    CaptureReceipt, CgroupUsage, Kind, LaunchResultRecord, Limits, Registration, ResidueStopRecord,
+    ScopeCgroup, ScopePolicy, StopCause, StopRequest, StreamEnd, StreamReceipt,
 };

@@ -45,8 +45,9 @@ pub const RECORD_VERSION: u16 = 1;
 /// [`Limits::kill_after_ms`]; 3 appends [`Registration::cgroup`].
 pub const REGISTRATION_VERSION: u16 = 3;
 /// The launch result's version: 2 adds [`LaunchResultRecord::stop_failure`] and
-/// [`LaunchResultRecord::usage`].
-pub const RESULT_VERSION: u16 = 3;
+/// [`LaunchResultRecord::usage`]; 3 [`LaunchResultRecord::residue_stop`]; 4 appends
+/// [`LaunchResultRecord::cgroup_usage`].
+pub const RESULT_VERSION: u16 = 4;
 pub const ENVELOPE_LEN: usize = crate::codec::envelope_len(REGISTRATION_MAGIC.len());
 /// Largest record file accepted.
 pub const MAX_RECORD: usize = 1024 * 1024;
@@ -252,6 +253,26 @@ pub struct LaunchResultRecord {
     /// The stop of the scope's residue (what outlived the workload: the `stop` policy, a
     /// deadline), once it succeeded (D6); a failed one is `stop_failure`. Version 3.
     pub residue_stop: Option<ResidueStopRecord>,
+    /// The final accounting of the scope's own cgroup (F4), read once it was empty and before
+    /// it was removed. `None`: the scope had no cgroup (the `/proc` path), its accounting could
+    /// not be read (the launcher was gone), or a record before version 4.
+    pub cgroup_usage: Option<CgroupUsage>,
+}
+
+/// What the kernel accounted to a scope's cgroup (F4): `cpu.stat`, and where the memory
+/// controller is enabled for the subtree, `memory.peak` and `memory.events`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CgroupUsage {
+    /// `cpu.stat` `usage_usec`: every member's CPU time, waited for or not.
+    pub cpu_us: u64,
+    /// `cpu.stat` `user_usec`.
+    pub user_us: u64,
+    /// `cpu.stat` `system_usec`.
+    pub system_us: u64,
+    /// `memory.peak` in bytes; `None`: the memory controller is not enabled for the subtree.
+    pub memory_peak_bytes: Option<u64>,
+    /// `memory.events` `oom_kill`; `None` likewise.
+    pub oom_kills: Option<u64>,
 }
 
 /// How the stop of a launch's residue ended (D6): part of the launch's outcome document.
@@ -457,15 +478,19 @@ impl LaunchResultRecord {
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         encode_versioned(RESULT_MAGIC, RESULT_VERSION, self)
     }
-    /// Decodes version 3, version 2 (no `residue_stop`) and version 1 (no `stop_failure`, no
-    /// `usage` either).
+    /// Decodes version 4, version 3 (no `cgroup_usage`), version 2 (no `residue_stop`
+    /// either) and version 1 (no `stop_failure`, no `usage` either).
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         let (version, payload) = open_versions(RESULT_MAGIC, RESULT_VERSION, buf)?;
         if version < RESULT_VERSION {
-            // An older version is the current one without its last fields (version 1: three,
-            // version 2: one): read it with each absent (bincode's one-byte absent `Option`)
-            // appended.
-            let missing = if version == 1 { 3 } else { 1 };
+            // An older version is the current one without its last fields (version 1: four,
+            // version 2: two, version 3: one), each an `Option`: read it with each absent
+            // (bincode's one-byte absent `Option`) appended.
+            let missing = match version {
+                1 => 4,
+                2 => 2,
+                _ => 1,
+            };
             let mut current = Vec::with_capacity(payload.len() + missing);
             current.extend_from_slice(payload);
             current.resize(payload.len() + missing, 0);
@@ -562,6 +587,48 @@ mod result_versions {
         usage: Option<crate::TreeUsage>,
     }
 
+    /// Version 3, as its writer laid it out (no `cgroup_usage`).
+    #[derive(Serialize)]
+    struct ResultV3 {
+        id: RegistrationId,
+        runtime: RuntimeId,
+        outcome: String,
+        workload_status: WorkloadStatus,
+        written_at_unix_ms: u64,
+        stop_failure: Option<String>,
+        usage: Option<crate::TreeUsage>,
+        residue_stop: Option<ResidueStopRecord>,
+    }
+
+    #[test]
+    fn a_version_3_result_still_decodes_without_its_cgroup_usage() {
+        let residue = ResidueStopRecord {
+            outcome: crate::docs::StopOutcome::Stopped,
+            cause: None,
+            killed: 2,
+            at_unix_ms: 8,
+        };
+        let v3 = ResultV3 {
+            id: RegistrationId([1; 16]),
+            runtime: RuntimeId([2; 16]),
+            outcome: "stopped".into(),
+            workload_status: WorkloadStatus::Signaled(9),
+            written_at_unix_ms: 7,
+            stop_failure: None,
+            usage: Some(crate::TreeUsage {
+                user_us: 1,
+                system_us: 2,
+                max_rss_kib: 3,
+            }),
+            residue_stop: Some(residue.clone()),
+        };
+        let bytes = seal(RESULT_MAGIC, 3, to_payload(&v3).unwrap());
+        let back = LaunchResultRecord::decode(&bytes).unwrap();
+        assert_eq!(back.residue_stop, Some(residue));
+        assert_eq!(back.usage.map(|u| u.max_rss_kib), Some(3));
+        assert_eq!(back.cgroup_usage, None);
+    }
+
     #[test]
     fn a_version_2_result_still_decodes_without_its_residue_stop() {
         let v2 = ResultV2 {
@@ -578,7 +645,15 @@ mod result_versions {
         assert_eq!(back.outcome, crate::docs::Outcome::Completed);
         assert_eq!(back.stop_failure.as_deref(), Some("x"));
         assert_eq!(back.residue_stop, None);
+        assert_eq!(back.cgroup_usage, None);
         let current = LaunchResultRecord {
+            cgroup_usage: Some(CgroupUsage {
+                cpu_us: 5,
+                user_us: 3,
+                system_us: 2,
+                memory_peak_bytes: None,
+                oom_kills: Some(1),
+            }),
             residue_stop: Some(ResidueStopRecord {
                 outcome: crate::docs::StopOutcome::Stopped,
                 cause: Some(StopCause::CompletionDeadline),
@@ -593,9 +668,10 @@ mod result_versions {
         );
     }
 
-    /// The current layout as its writer laid it out while `outcome` was a string.
+    /// The current layout with `outcome` as a string, as its writer laid it out while it was
+    /// one.
     #[derive(Serialize)]
-    struct ResultV3Strings {
+    struct ResultStrings {
         id: RegistrationId,
         runtime: RuntimeId,
         outcome: String,
@@ -604,6 +680,7 @@ mod result_versions {
         stop_failure: Option<String>,
         usage: Option<crate::TreeUsage>,
         residue_stop: Option<ResidueStopStrings>,
+        cgroup_usage: Option<CgroupUsage>,
     }
 
     #[derive(Serialize)]
@@ -622,7 +699,7 @@ mod result_versions {
         use crate::docs::{Outcome, StopOutcome, Vocabulary};
         for (i, &outcome) in Outcome::ALL.iter().enumerate() {
             let residue = StopOutcome::ALL[i % StopOutcome::ALL.len()];
-            let old = ResultV3Strings {
+            let old = ResultStrings {
                 id: RegistrationId([1; 16]),
                 runtime: RuntimeId([2; 16]),
                 outcome: outcome.name().to_owned(),
@@ -636,6 +713,7 @@ mod result_versions {
                     killed: 1,
                     at_unix_ms: 8,
                 }),
+                cgroup_usage: None,
             };
             let bytes = seal(RESULT_MAGIC, RESULT_VERSION, to_payload(&old).unwrap());
             let back = LaunchResultRecord::decode(&bytes).unwrap();
@@ -643,7 +721,7 @@ mod result_versions {
             assert_eq!(back.residue_stop.as_ref().map(|r| r.outcome), Some(residue));
             assert_eq!(back.encode().unwrap(), bytes, "{outcome}");
         }
-        let odd = ResultV3Strings {
+        let odd = ResultStrings {
             id: RegistrationId([1; 16]),
             runtime: RuntimeId([2; 16]),
             outcome: "exploded".into(),
@@ -652,6 +730,7 @@ mod result_versions {
             stop_failure: None,
             usage: None,
             residue_stop: None,
+            cgroup_usage: None,
         };
         let bytes = seal(RESULT_MAGIC, RESULT_VERSION, to_payload(&odd).unwrap());
         assert!(LaunchResultRecord::decode(&bytes).is_err());

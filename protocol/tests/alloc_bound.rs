@@ -153,6 +153,13 @@ fn launch_result() -> LaunchResultRecord {
             killed: 1,
             at_unix_ms: 2,
         }),
+        cgroup_usage: Some(refine_protocol::CgroupUsage {
+            cpu_us: 3,
+            user_us: 1,
+            system_us: 2,
+            memory_peak_bytes: Some(4),
+            oom_kills: Some(0),
+        }),
     }
 }
 

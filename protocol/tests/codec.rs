@@ -337,6 +337,7 @@ fn launch_result() -> LaunchResultRecord {
         stop_failure: None,
         usage: None,
         residue_stop: None,
+        cgroup_usage: None,
     }
 }
 

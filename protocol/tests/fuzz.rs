@@ -449,6 +449,13 @@ fn launch_result(usage: Option<TreeUsage>) -> LaunchResultRecord {
             killed: 2,
             at_unix_ms: 1_764_000_000_456,
         }),
+        cgroup_usage: usage.map(|u| refine_protocol::CgroupUsage {
+            cpu_us: u.user_us + u.system_us,
+            user_us: u.user_us,
+            system_us: u.system_us,
+            memory_peak_bytes: Some(u.max_rss_kib * 1024),
+            oom_kills: None,
+        }),
         usage,
     }
 }

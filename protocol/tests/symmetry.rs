@@ -671,6 +671,7 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
             stop_failure: Some("z".repeat(n)),
             usage: None,
             residue_stop: None,
+            cgroup_usage: None,
         },
         LaunchResultRecord::encode,
         LaunchResultRecord::decode,

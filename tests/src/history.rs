@@ -168,6 +168,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
         stop_failure: None,
         usage: None,
         residue_stop: None,
+        cgroup_usage: None,
     })
     .expect("result");
     backdate(rt, id, f.ended);

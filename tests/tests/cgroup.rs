@@ -260,3 +260,143 @@ fn run_forks_into_a_cgroup_removes_it_after_the_receipt_and_without_it_stays_in_
     assert!(off.status.success(), "{off:?}");
     assert_eq!(String::from_utf8_lossy(&off.stdout).trim(), own);
 }
+
+/// Burns about 200 ms of CPU holding a 32 MiB string it wrote (every page touched).
+const BURN: &str = "my $x = 'x' x 33554432; my $e = (times)[0] + 0.2; 1 while (times)[0] < $e;";
+
+/// Whether the scopes' cgroups get the memory controller (`memory.peak`, `memory.events`): the
+/// base's `cgroup.subtree_control` enables it for them.
+fn memory_controller(base: &Path) -> bool {
+    std::fs::read_to_string(base.join("cgroup.subtree_control"))
+        .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"))
+}
+
+/// The `Cgroup:` line of `show`.
+fn cgroup_line(home: &cli_support::Home, id: &str) -> String {
+    let out = home.cli(&["show", id]);
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.trim_start().starts_with("Cgroup:"))
+        .unwrap_or_else(|| panic!("no Cgroup line: {out:?}"))
+        .to_owned()
+}
+
+#[test]
+fn the_result_keeps_the_cgroups_final_accounting_and_show_reports_it_after_the_end() {
+    let Some(base) = base() else { return };
+    if !Path::new("/usr/bin/perl").exists() {
+        eprintln!("skipped: no /usr/bin/perl for the workload");
+        return;
+    }
+    let memory = memory_controller(base);
+    let home = cli_support::Home::new();
+    let mut on = home.command(&["run", "--json", "--", "/usr/bin/perl", "-e", BURN]);
+    on.env_remove("REFINE_CGROUP");
+    let out = cli_support::output_of(on);
+    assert!(out.status.success(), "{out:?}");
+    let run = cli_support::json_of(&out.stdout);
+    let id = run["id"].as_str().expect("id").to_owned();
+    let doc = home.json(&["show", "--json", &id]);
+    assert_eq!(doc["state"], "exited", "{doc}");
+    let dir = doc["record"]["cgroup"]["path"]
+        .as_str()
+        .expect("cgroup path");
+    assert!(!Path::new(dir).exists(), "{dir} left behind");
+    let usage = &doc["result"]["cgroup_usage"];
+    assert!(usage.is_object(), "the result keeps the accounting: {doc}");
+    let cpu = usage["cpu_us"].as_u64().expect("cpu_us");
+    assert!(cpu >= 100_000, "about 200 ms of CPU burnt: {usage}");
+    assert!(usage["user_us"].as_u64().expect("user_us") > 0, "{usage}");
+    let line = cgroup_line(&home, &id);
+    assert!(line.contains("CPU "), "{line}");
+    if memory {
+        let peak = usage["memory_peak_bytes"].as_u64().expect("memory.peak");
+        assert!(peak >= 32 << 20, "a 32 MiB string was written: {usage}");
+        assert_eq!(usage["oom_kills"], 0, "{usage}");
+        assert!(line.contains("OOM kills 0"), "{line}");
+    } else {
+        eprintln!(
+            "no memory controller in {}: peak not available",
+            base.display()
+        );
+        assert!(usage["memory_peak_bytes"].is_null(), "{usage}");
+        assert!(usage["oom_kills"].is_null(), "{usage}");
+        assert!(line.contains("memory peak not available"), "{line}");
+    }
+    // The /proc path: no cgroup, so no accounting in the result, and show says so.
+    let mut off = home.command(&["run", "--json", "--", "/usr/bin/perl", "-e", BURN]);
+    off.env("REFINE_CGROUP", "off");
+    let out = cli_support::output_of(off);
+    assert!(out.status.success(), "{out:?}");
+    let id = cli_support::json_of(&out.stdout)["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let doc = home.json(&["show", "--json", &id]);
+    assert!(doc["result"].is_object(), "{doc}");
+    assert!(doc["result"].get("cgroup_usage").is_none(), "{doc}");
+    assert!(doc["record"].get("cgroup").is_none(), "{doc}");
+    let line = cgroup_line(&home, &id);
+    assert!(line.contains("not available"), "{line}");
+}
+
+/// A service that dies after its scope's receipt was sent but before it read it leaves the
+/// scope's cgroup (the guardian found its launcher there); the next settle (recovery) reads its
+/// accounting and removes it, and `gc` finds nothing left.
+#[test]
+fn a_cgroup_left_by_a_launcher_that_died_after_the_receipt_goes_at_the_next_recovery() {
+    let Some(base) = base() else { return };
+    let home = cli_support::Home::new();
+    let mut serve = home.command(&["serve"]);
+    serve
+        .env_remove("REFINE_CGROUP")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut serve = serve.spawn().expect("spawn serve");
+    let sock = home.run_dir().join("supervisor.sock");
+    let up = refine_tests::wait_until(cli_support::DEADLINE, || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok()
+    });
+    assert!(up, "serve did not come up");
+    let mut run = home.command(&["run", "--detach", "--", "sleep", "1"]);
+    run.env_remove("REFINE_CGROUP");
+    let out = cli_support::output_of(run);
+    assert!(out.status.success(), "{out:?}");
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    // The service stops reading; the receipt lands in the proof file and in its socket.
+    let pid = rustix::process::Pid::from_child(&serve);
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("SIGSTOP serve");
+    let proven = refine_tests::wait_until(cli_support::DEADLINE, || {
+        home.cli(&["receipt", &id]).status.success()
+    });
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert!(proven, "no receipt for {id}");
+    let dir = base.join(&id);
+    assert!(
+        dir.exists(),
+        "the dead service's cgroup is expected to stay until recovery"
+    );
+    let out = home.cli(&["recover"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !dir.exists(),
+        "{} left behind after recovery",
+        dir.display()
+    );
+    let doc = home.json(&["show", "--json", &id]);
+    assert_eq!(doc["state"], "exited", "{doc}");
+    // A settled scope whose cgroup is there again (as a launcher that settled and died before
+    // the removal would leave it): `gc` collects it as a stray.
+    std::fs::create_dir(&dir).expect("mkdir the cgroup again");
+    let gc = home.json(&["gc", "--json"]);
+    let strays = gc["strays"].as_array().expect("strays");
+    assert!(
+        strays
+            .iter()
+            .any(|e| e["reason"]["kind"] == "ended_scope_cgroup" && e["action"] == "removed"),
+        "{gc}"
+    );
+    assert!(!dir.exists(), "{} left behind after gc", dir.display());
+}

@@ -63,9 +63,15 @@ struct Served {
 
 impl Served {
     fn start(home: &Home) -> Served {
+        Served::start_with(home, |_| {})
+    }
+
+    /// [`Served::start`] with the service's command adjusted first (its environment).
+    fn start_with(home: &Home, adjust: impl FnOnce(&mut Command)) -> Served {
         let metrics = free_loopback();
-        let child = home
-            .command(&["serve", "--metrics", &metrics.to_string()])
+        let mut command = home.command(&["serve", "--metrics", &metrics.to_string()]);
+        adjust(&mut command);
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -347,6 +353,13 @@ fn a_real_prometheus_scrapes_the_launch_counter() {
         Some("1"),
         "the scrape target is up"
     );
+    // F4: where the scope had a cgroup of its own (not in CI's REFINE_CGROUP=off run), its
+    // CPU time is a series Prometheus stores too.
+    if served.scrape().contains("refine_scope_cpu_seconds_total{") {
+        let query = "refine_scope_cpu_seconds_total{job=\"refine\",kind=\"command\"}";
+        let seen = wait_until(Duration::from_secs(60), || prom.query(query).is_some());
+        assert!(seen, "Prometheus has no {query}; its log:\n{}", prom.log());
+    }
 }
 
 /// A raw HTTP/1.1 exchange (`Connection: close`): the whole response, head and body.
@@ -493,4 +506,69 @@ fn a_cli_stop_of_a_service_launch_is_counted() {
     let out = home.cli(&["stop", &id]);
     assert!(out.status.success(), "{}", describe(&["stop", &id], &out));
     served.wait_for("refine_launches_total{outcome=\"stopped\"}", 1.0);
+}
+
+/// Burns about 200 ms of CPU holding a 32 MiB string it wrote.
+const BURN: &str = "my $x = 'x' x 33554432; my $e = (times)[0] + 0.2; 1 while (times)[0] < $e;";
+
+/// F4: where the scopes get cgroups of their own, the exposition carries their accounting at
+/// their end; on the `/proc` path those series are absent, not 0.
+#[test]
+fn the_scopes_cgroup_accounting_is_exported_where_present_and_absent_otherwise() {
+    use refine_supervisor::kernel::cgroup::{self, Setting};
+    cgroup::configure(Setting::Auto);
+    let base = match cgroup::base() {
+        Ok(b) => b,
+        Err(why) => {
+            eprintln!("skipped: no writable cgroup v2 ({why})");
+            return;
+        }
+    };
+    if !Path::new("/usr/bin/perl").exists() {
+        eprintln!("skipped: no /usr/bin/perl for the workload");
+        return;
+    }
+    let memory = std::fs::read_to_string(base.join("cgroup.subtree_control"))
+        .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"));
+    let home = Home::new();
+    let served = Served::start_with(&home, |c| {
+        c.env_remove("REFINE_CGROUP");
+    });
+    detach(&home, &[], &["/usr/bin/perl", "-e", BURN]);
+    let text = served.wait_for("refine_launches_total{outcome=\"completed\"}", 1.0);
+    let cpu = sample(&text, "refine_scope_cpu_seconds_total{kind=\"command\"}");
+    assert!(
+        cpu.is_some_and(|s| s >= 0.1),
+        "about 200 ms of CPU:\n{text}"
+    );
+    let peak = sample(
+        &text,
+        "refine_scope_memory_peak_bytes_count{kind=\"command\"}",
+    );
+    let oom = sample(&text, "refine_scope_oom_kills_total{kind=\"command\"}");
+    if memory {
+        assert_eq!(peak, Some(1.0), "{text}");
+        assert_eq!(oom, Some(0.0), "{text}");
+    } else {
+        assert!(
+            !text.contains("refine_scope_memory_peak_bytes") && oom.is_none(),
+            "no memory controller: the series are absent:\n{text}"
+        );
+    }
+    if let Some(promtool) = tool("promtool") {
+        let (ok, out) = promtool_check(&promtool, &text);
+        assert!(ok, "promtool check metrics:\n{out}\non:\n{text}");
+    }
+    drop(served);
+    // The /proc path: no cgroup, no accounting series.
+    let home = Home::new();
+    let served = Served::start_with(&home, |c| {
+        c.env("REFINE_CGROUP", "off");
+    });
+    detach(&home, &[], &["true"]);
+    let text = served.wait_for("refine_launches_total{outcome=\"completed\"}", 1.0);
+    assert!(
+        !text.contains("refine_scope_"),
+        "absent on the /proc path, not 0:\n{text}"
+    );
 }

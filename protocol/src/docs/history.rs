@@ -101,4 +101,7 @@ pub enum StrayReasonDoc {
     Locked,
     /// The removal failed (the error, as text).
     Failed { error: String },
+    /// The cgroup directory of a scope that ended (F4), left by a launcher that died between
+    /// the receipt and its removal.
+    EndedScopeCgroup,
 }

@@ -301,6 +301,10 @@ pub enum ResultDoc {
         /// How the stop of the scope's residue ended, once it did (D6).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         residue_stop: Option<ResidueStopDoc>,
+        /// The final accounting of the scope's own cgroup (F4), read after the receipt;
+        /// absent where there was none (the `/proc` path) or it could not be read.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cgroup_usage: Option<CgroupUsageDoc>,
     },
     Unreadable {
         error: String,
@@ -390,7 +394,7 @@ pub struct CgroupDoc {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused_errno: Option<i32>,
     /// What the kernel accounted to it so far; `null` once it is removed (after the receipt:
-    /// the result's usage then holds its CPU times).
+    /// the result's `cgroup_usage` then holds the final figures).
     pub usage: Option<CgroupUsageDoc>,
 }
 

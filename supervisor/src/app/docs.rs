@@ -259,6 +259,7 @@ pub(crate) fn stray_doc(e: &history::strays::Entry) -> StrayDoc {
             Reason::Failed { error } => StrayReasonDoc::Failed {
                 error: error.clone(),
             },
+            Reason::EndedScopeCgroup => StrayReasonDoc::EndedScopeCgroup,
         },
     }
 }

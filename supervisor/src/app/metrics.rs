@@ -19,9 +19,15 @@
 //! | `refine_stop_duration_seconds` | histogram | `cause` |
 //! | `refine_receipt_failures_total` | counter | `reason` (why a scope is unverified) |
 //! | `refine_build_info` | gauge (1) | `version` |
+//! | `refine_scope_cpu_seconds_total` | counter | `kind` (F4: from the scopes' own cgroups) |
+//! | `refine_scope_memory_peak_bytes` | histogram | `kind` (F4: `memory.peak`) |
+//! | `refine_scope_oom_kills_total` | counter | `kind` (F4: `memory.events` `oom_kill`) |
 //!
 //! Every labelled series exists from the start at zero (each result, outcome, stop cause,
-//! reason and kind), so the first scrape shows them all.
+//! reason and kind), so the first scrape shows them all, except the cgroup accounting (F4): a
+//! `refine_scope_*` series appears with the first ended scope of its kind whose cgroup
+//! accounted it, and is absent (not 0) where there is none: the `/proc` path, or for memory
+//! and OOM kills, no memory controller for the scopes' cgroups.
 //!
 //! The HTTP side is `hyper`'s HTTP/1.1 server on the service's tokio runtime: one request per
 //! connection, its head at most [`MAX_REQUEST_HEAD`] bytes within [`REQUEST_TIMEOUT`]; `GET`
@@ -139,6 +145,10 @@ pub struct Metrics {
     /// What the scopes of this service's launches cost (H4), from their receipts.
     tree_cpu_seconds: CounterVec,
     tree_max_rss_bytes: HistogramVec,
+    /// What the scopes' own cgroups accounted (F4), at their end; absent where not available.
+    scope_cpu_seconds: CounterVec,
+    scope_memory_peak_bytes: HistogramVec,
+    scope_oom_kills: IntCounterVec,
     /// Registrations already counted in `receipt_failures` (those unverified at the last scrape).
     counted_unverified: Mutex<HashSet<RegistrationId>>,
 }
@@ -211,6 +221,46 @@ impl Metrics {
             )
             .expect("valid metric"),
         );
+        let scope_cpu_seconds = register(
+            &r,
+            CounterVec::new(
+                Opts::new(
+                    "refine_scope_cpu_seconds_total",
+                    "CPU time of ended scopes of this service's launches, from their own cgroups \
+                     (cpu.stat usage_usec, F4), by kind; absent where scopes get no cgroup.",
+                ),
+                &["kind"],
+            )
+            .expect("valid metric"),
+        );
+        let scope_memory_peak_bytes = register(
+            &r,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "refine_scope_memory_peak_bytes",
+                    "memory.peak of ended scopes' own cgroups (F4), by kind; absent where the \
+                     memory controller is not enabled for them.",
+                )
+                .buckets(
+                    prometheus::exponential_buckets(1024.0 * 1024.0, 4.0, 8)
+                        .expect("valid buckets"),
+                ),
+                &["kind"],
+            )
+            .expect("valid metric"),
+        );
+        let scope_oom_kills = register(
+            &r,
+            IntCounterVec::new(
+                Opts::new(
+                    "refine_scope_oom_kills_total",
+                    "OOM kills in ended scopes' own cgroups (memory.events oom_kill, F4), by \
+                     kind; absent where the memory controller is not enabled for them.",
+                ),
+                &["kind"],
+            )
+            .expect("valid metric"),
+        );
         let build_info = register(
             &r,
             IntGaugeVec::new(
@@ -226,6 +276,9 @@ impl Metrics {
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
         let metrics = Metrics {
+            scope_cpu_seconds,
+            scope_memory_peak_bytes,
+            scope_oom_kills,
             tree_cpu_seconds,
             tree_max_rss_bytes,
             scopes,
@@ -296,9 +349,22 @@ impl Metrics {
     /// Counts what a scope cost once its receipt came ([`refine_supervisor::launch::ReceiptHook`]).
     pub fn receipt_hook(self: &Arc<Self>) -> refine_supervisor::launch::ReceiptHook {
         let me = self.clone();
-        Arc::new(move |reg, receipt| {
-            let Some(u) = receipt.usage else { return };
+        Arc::new(move |reg, receipt, cgroup| {
             let kind = reg.kind.as_str();
+            if let Some(c) = cgroup {
+                me.scope_cpu_seconds
+                    .with_label_values(&[kind])
+                    .inc_by(c.cpu_us as f64 / 1e6);
+                if let Some(peak) = c.memory_peak_bytes {
+                    me.scope_memory_peak_bytes
+                        .with_label_values(&[kind])
+                        .observe(peak as f64);
+                }
+                if let Some(n) = c.oom_kills {
+                    me.scope_oom_kills.with_label_values(&[kind]).inc_by(n);
+                }
+            }
+            let Some(u) = receipt.usage else { return };
             for (mode, us) in [("user", u.user_us), ("system", u.system_us)] {
                 me.tree_cpu_seconds
                     .with_label_values(&[kind, mode])

@@ -175,6 +175,7 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
                 .map(UsageDoc::from),
             residue_stop: r.residue_stop.as_ref().map(ResidueStopDoc::from),
             stop_failure: r.stop_failure,
+            cgroup_usage: r.cgroup_usage.map(super::docs::cgroup_usage_doc),
         }),
         Ok(None) => None,
         Err(e) => Some(ResultDoc::Unreadable {

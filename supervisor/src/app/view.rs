@@ -508,28 +508,45 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         lines.push(("Outcome", outcome.words()));
     }
     lines.push(("Receipt", receipt_line(doc)));
-    if let Some(cg) = &rec.cgroup {
-        // F4: the kernel's accounting of the scope's own cgroup, while it exists.
-        let text = match (&cg.usage, cg.refused_errno) {
-            (_, Some(errno)) => format!(
-                "{} (not used: clone3 refused, errno {errno}; the stop uses /proc)",
+    // F4: the kernel's accounting of the scope's own cgroup: live while it exists, then the
+    // final figures the result kept.
+    let kept = match &doc.result {
+        Some(ResultDoc::Written { cgroup_usage, .. }) => *cgroup_usage,
+        _ => None,
+    };
+    let accounting = |u: &refine_protocol::docs::CgroupUsageDoc| {
+        format!(
+            "CPU {:.2}s; memory peak {}; OOM kills {}",
+            u.cpu_us as f64 / 1e6,
+            u.memory_peak_bytes.map_or(
+                "not available (no memory controller)".to_owned(),
+                human_bytes
+            ),
+            u.oom_kills
+                .map_or("not available".to_owned(), |n| n.to_string()),
+        )
+    };
+    let cgroup = match &rec.cgroup {
+        Some(cg) => match (&cg.usage, cg.refused_errno, kept) {
+            (_, Some(errno), _) => format!(
+                "{} (not used: clone3 refused, errno {errno}; the stop uses /proc): \
+                 accounting not available",
                 escape(&cg.path)
             ),
-            (None, None) => format!("{} (removed after the receipt)", escape(&cg.path)),
-            (Some(u), None) => format!(
-                "{}: CPU {:.2}s; memory peak {}; OOM kills {}",
+            (Some(u), None, _) => format!("{}: {}", escape(&cg.path), accounting(u)),
+            (None, None, Some(u)) => format!(
+                "{} (removed after the receipt): {}",
                 escape(&cg.path),
-                u.cpu_us as f64 / 1e6,
-                u.memory_peak_bytes.map_or(
-                    "not available (no memory controller)".to_owned(),
-                    human_bytes
-                ),
-                u.oom_kills
-                    .map_or("not available".to_owned(), |n| n.to_string()),
+                accounting(&u)
             ),
-        };
-        lines.push(("Cgroup", text));
-    }
+            (None, None, None) => format!(
+                "{} (removed after the receipt): accounting not available",
+                escape(&cg.path)
+            ),
+        },
+        None => "none (the /proc path): accounting not available".to_owned(),
+    };
+    lines.push(("Cgroup", cgroup));
     if let Some(u) = doc.receipt.as_ref().and_then(|r| r.usage) {
         // H4: what the whole tree cost, from the receipt.
         lines.push((
@@ -894,6 +911,10 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
             ),
             StrayReasonDoc::Locked => format!("{file}: its registration lock is held"),
             StrayReasonDoc::Failed { error } => format!("{file}: {}", escape(error)),
+            StrayReasonDoc::EndedScopeCgroup => format!(
+                "cgroup {}: its scope ended (the launcher died before removing it)",
+                escape(&e.path.to_string_lossy())
+            ),
         };
         rows.push(vec![
             e.id.clone().unwrap_or_else(|| "-".into()),

@@ -75,7 +75,28 @@ pub fn settle(
         Err(e) => return Ok(Settled::Corrupt(e)),
     };
     let a = assess::assess(rt, &reg, boot);
+    if a.is_exited() {
+        finish_cgroup(rt, &reg, &a);
+    }
     close_if_exited(rt, id, held, a)
+}
+
+/// F4: the cgroup of an exited scope, when it is still there (its launcher died between the
+/// receipt and its removal): its accounting goes into the result record, then the empty
+/// directory goes. Nothing when the launcher removed it (the usual case).
+pub fn finish_cgroup(rt: &Runtime, reg: &refine_protocol::Registration, a: &Assessment) {
+    let Some(cg) = reg.cgroup.as_ref().filter(|c| c.holds_scope()) else {
+        return;
+    };
+    if !std::path::Path::new(&cg.path).exists() {
+        return;
+    }
+    let usage = crate::kernel::cgroup::finish(reg);
+    rt.complete_result_usage(
+        reg.id,
+        crate::kernel::cgroup::with_usage(a.receipt().and_then(|r| r.usage), usage),
+        usage,
+    );
 }
 
 /// Removes the marker of `id` when `a`, the assessment just made under the registration's lock
@@ -88,7 +109,7 @@ pub fn close_if_exited(
 ) -> Result<Settled, RegistryError> {
     if a.is_exited() {
         // Whoever proves the end (the launcher, the service, recovery) completes the result.
-        rt.complete_result_usage(id, a.receipt().and_then(|r| r.usage));
+        rt.complete_result_usage(id, a.receipt().and_then(|r| r.usage), None);
         rt.remove_open_marker(id, held)?;
         Ok(Settled::Closed(a))
     } else {

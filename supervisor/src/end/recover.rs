@@ -181,6 +181,7 @@ pub fn recover_one(
         _ => None,
     };
     if let Some(a) = exited.filter(|a| a.is_exited()) {
+        open_index::finish_cgroup(runtime, &reg, a);
         let _ = open_index::close_if_exited(runtime, id, &lock, a.clone());
     }
     action

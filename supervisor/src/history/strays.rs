@@ -12,6 +12,11 @@
 //! Without a record the id's lock file is removed last, while held, as forgetting does.
 //! `--dry-run` takes the same locks and removes nothing.
 //!
+//! Outside `run/P`, the cgroup directory of an ended scope (F4) whose launcher died between
+//! the receipt and its removal is collected too: a registration that is not in the open index
+//! (settled: proven exited) and whose cgroup still exists, under its lock; its accounting goes
+//! into the result record first. A cgroup with members stays (the kernel refuses, `EBUSY`).
+//!
 //! # Caveats
 //! The open-index markers (`open/`) are not handled here: [`crate::end::open_index`] drops a marker
 //! without a record on its own schedule. A file of another name that is not an id's (a stray
@@ -51,6 +56,9 @@ pub enum Reason {
     Locked,
     /// The removal failed (the error, as text).
     Failed { error: String },
+    /// The cgroup directory of a scope that ended (F4), left by a launcher that died between
+    /// the receipt and its removal.
+    EndedScopeCgroup,
 }
 
 #[derive(Debug, Clone)]
@@ -138,6 +146,60 @@ pub fn collect_at(
     let mut out = Vec::new();
     for (id, files) in groups {
         out.extend(decide(rt, id, files, dry_run, safety, now));
+    }
+    out.extend(ended_cgroups(rt, &records, dry_run)?);
+    Ok(out)
+}
+
+/// The cgroups of settled registrations (not in the open index: proven exited) that still
+/// exist, each removed under its registration's lock, its accounting kept in the result first.
+fn ended_cgroups(
+    rt: &Runtime,
+    records: &BTreeSet<RegistrationId>,
+    dry_run: bool,
+) -> Result<Vec<Entry>, RetentionError> {
+    let open: BTreeSet<RegistrationId> = rt.open_ids()?.into_iter().collect();
+    let mut out = Vec::new();
+    for &id in records.difference(&open) {
+        let Ok(reg) = rt.read_registration(id) else {
+            continue;
+        };
+        let Some(cg) = reg.cgroup.as_ref().filter(|c| c.holds_scope()) else {
+            continue;
+        };
+        let path = PathBuf::from(&cg.path);
+        if !path.is_dir() {
+            continue;
+        }
+        let entry = |action, reason| Entry {
+            path: path.clone(),
+            id: Some(id.to_string()),
+            bytes: 0,
+            action,
+            reason,
+        };
+        let Ok(Some(lock)) = rt.try_lock(id) else {
+            out.push(entry(Action::Kept, Reason::Locked));
+            continue;
+        };
+        if dry_run {
+            out.push(entry(Action::WouldRemove, Reason::EndedScopeCgroup));
+            continue;
+        }
+        let usage = crate::kernel::cgroup::usage(&path);
+        out.push(match crate::kernel::cgroup::remove(&path) {
+            Ok(()) => {
+                rt.complete_result_usage(id, None, usage);
+                entry(Action::Removed, Reason::EndedScopeCgroup)
+            }
+            Err(e) => entry(
+                Action::Kept,
+                Reason::Failed {
+                    error: e.to_string(),
+                },
+            ),
+        });
+        drop(lock);
     }
     Ok(out)
 }

@@ -11,9 +11,12 @@
 //!          clone3(CLONE_INTO_CGROUP) and stays outside itself; the registration records it
 //! stop     cgroup.freeze, wait for "frozen 1" in cgroup.events (poll, bounded), membership from
 //!          cgroup.procs, cgroup.kill (see `stop::stop_cgroup`)
-//! end      after the receipt: the accounting (cpu.stat, memory.peak, memory.events) is read and
-//!          the empty directory removed by the launcher; the guardian removes it when its
-//!          launcher is gone (nobody is left to read the accounting)
+//! end      after the receipt: the accounting (cpu.stat, memory.peak, memory.events) is read,
+//!          kept in the launch's result record, and the empty directory removed by the
+//!          launcher; the guardian removes it when its launcher is gone (nobody is left to read
+//!          the accounting); whoever settles the exited scope later (recovery, the service's
+//!          maintenance, gc) removes what a launcher that died between the receipt and its
+//!          removal left (see `finish`)
 //! ```
 //!
 //! Why the launcher removes it and not always the guardian: the accounting is read from the
@@ -152,18 +155,8 @@ pub fn remove(dir: &Path) -> io::Result<()> {
     }
 }
 
-/// What the kernel accounted to a scope's cgroup.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CgroupUsage {
-    /// `cpu.stat` `usage_usec`, `user_usec`, `system_usec`.
-    pub cpu_us: u64,
-    pub user_us: u64,
-    pub system_us: u64,
-    /// `memory.peak` in bytes; `None`: the memory controller is not enabled for the subtree.
-    pub memory_peak_bytes: Option<u64>,
-    /// `memory.events` `oom_kill`; `None` likewise.
-    pub oom_kills: Option<u64>,
-}
+/// What the kernel accounted to a scope's cgroup (kept in the launch's result record).
+pub use refine_protocol::CgroupUsage;
 
 fn keyed(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| {

@@ -650,6 +650,7 @@ impl Engine {
                 cgroup_usage,
             ),
             residue_stop: None,
+            cgroup_usage,
         };
         if let Err(e) = runtime.write_result(&result) {
             tracing::warn!(%id, error = %crate::error_chain(&e), "cannot record the launch result");
@@ -679,7 +680,7 @@ impl Engine {
             let _ = link.wait_guardian();
             settle_own(&runtime, id, &owner);
             if let Some(hook) = &on_receipt {
-                hook(&registration, &r);
+                hook(&registration, &r, cgroup_usage);
             }
             (
                 ScopeState::Exited(r),
@@ -936,6 +937,11 @@ impl Watch {
     pub(super) fn finish(mut self) {
         let id = self.registration.id;
         let _ = self.link.wait_guardian();
+        // F4: the cgroup's accounting and removal before the settle, so that a settled scope
+        // has none left behind.
+        let cgroup_usage = self
+            .receipt
+            .and_then(|_| crate::kernel::cgroup::finish(&self.registration));
         // Settled under our lock while we hold it; a lock let go after a failed stop leaves
         // it to the maintenance pass and recovery.
         if let Some(owner) = &self.owner {
@@ -946,13 +952,13 @@ impl Watch {
             record_residue_stop(&self.runtime, id, report);
         }
         if let Some(r) = self.receipt {
-            let cgroup_usage = crate::kernel::cgroup::finish(&self.registration);
             self.runtime.complete_result_usage(
                 id,
                 crate::kernel::cgroup::with_usage(r.usage, cgroup_usage),
+                cgroup_usage,
             );
             if let Some(hook) = &self.on_receipt {
-                hook(&self.registration, &r);
+                hook(&self.registration, &r, cgroup_usage);
             }
         }
         if let Some(tx) = self.tx.take() {
@@ -1007,6 +1013,7 @@ fn record_stop_failure(runtime: &Runtime, id: refine_protocol::RegistrationId, e
         stop_failure: Some(error.to_owned()),
         usage: None,
         residue_stop: None,
+        cgroup_usage: None,
     };
     if let Err(e) = runtime.write_result(&result) {
         tracing::warn!(%id, error = %crate::error_chain(&e), "cannot record the failed stop");

@@ -285,8 +285,13 @@ fn io_op(op: &'static str) -> impl FnOnce(io::Error) -> LaunchError {
 pub type ResultHook = Arc<dyn Fn(&LaunchResult) + Send + Sync>;
 
 /// Called once per launch with its scope's receipt when it comes (at the result, or later when
-/// a descendant held the scope), on the engine's or the scope watcher's thread.
-pub type ReceiptHook = Arc<dyn Fn(&Registration, &refine_protocol::Receipt) + Send + Sync>;
+/// a descendant held the scope), on the engine's or the scope watcher's thread, with the final
+/// accounting of the scope's own cgroup (F4) where it had one and it could be read.
+pub type ReceiptHook = Arc<
+    dyn Fn(&Registration, &refine_protocol::Receipt, Option<refine_protocol::CgroupUsage>)
+        + Send
+        + Sync,
+>;
 
 /// The launch engine of one runtime.
 pub struct Supervisor {

@@ -592,14 +592,17 @@ impl Runtime {
         &self,
         id: RegistrationId,
         usage: Option<refine_protocol::TreeUsage>,
+        cgroup_usage: Option<refine_protocol::CgroupUsage>,
     ) {
         let Ok(Some(mut result)) = self.read_result(id) else {
             return;
         };
-        if usage.is_none() || result.usage == usage {
+        let usage = usage.or(result.usage);
+        let cgroup_usage = cgroup_usage.or(result.cgroup_usage);
+        if (result.usage, result.cgroup_usage) == (usage, cgroup_usage) {
             return;
         }
-        result.usage = usage;
+        (result.usage, result.cgroup_usage) = (usage, cgroup_usage);
         if let Err(e) = self.write_result(&result) {
             tracing::warn!(%id, error = %crate::error_chain(&e), "cannot record the tree's usage");
         }
