@@ -27,6 +27,8 @@ pub mod ids;
 pub mod mark;
 #[path = "../core/src/receipt.rs"]
 pub mod receipt;
+#[path = "../core/src/time.rs"]
+pub mod time;
 
 pub mod api;
 pub mod record;

@@ -497,7 +497,7 @@ pub fn holders(target: &Target, regs: &Registrations<'_>) -> Result<Holders, Hol
             ppid: stat.ppid,
             program: program(pid),
             cpu_ms: cpu.own().saturating_mul(1000) / hz,
-            age_ms: uptime.saturating_sub(started).as_millis() as u64,
+            age_ms: refine_protocol::time::saturating_ms(uptime.saturating_sub(started)),
             via,
             path: String::from_utf8_lossy(&path).into_owned(),
             owner,
@@ -505,7 +505,7 @@ pub fn holders(target: &Target, regs: &Registrations<'_>) -> Result<Holders, Hol
         });
     }
     out.holders.sort_by_key(|h| h.witness.pid);
-    out.elapsed_ms = start.elapsed().as_millis() as u64;
+    out.elapsed_ms = refine_protocol::time::saturating_ms(start.elapsed());
     Ok(out)
 }
 

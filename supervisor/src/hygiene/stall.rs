@@ -349,7 +349,7 @@ mod tests {
         fn push(&mut self) -> Vec<Event> {
             self.watch.observe(Sample {
                 at: self.at,
-                unix_ms: self.at.as_millis() as u64,
+                unix_ms: refine_protocol::time::saturating_ms(self.at),
                 cpu: self.cpu,
                 produced_bytes: self.bytes,
             })

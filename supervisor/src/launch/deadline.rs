@@ -111,7 +111,7 @@ pub fn recorded_activity(reg: &Registration) -> Option<u64> {
     .flatten()
     .filter_map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
     .filter_map(|t| t.duration_since(UNIX_EPOCH).ok())
-    .map(|d| d.as_millis() as u64)
+    .map(refine_protocol::time::saturating_ms)
     .max()
 }
 
@@ -159,12 +159,12 @@ pub fn unix_time() -> Duration {
 
 /// [`unix_time`] in milliseconds.
 pub fn unix_ms() -> u64 {
-    unix_time().as_millis() as u64
+    refine_protocol::time::saturating_ms(unix_time())
 }
 
 /// [`unix_time`] in nanoseconds (the guardian's exit stamps are in ns).
 pub fn unix_ns() -> u64 {
-    unix_time().as_nanos() as u64
+    refine_protocol::time::saturating_ns(unix_time())
 }
 
 /// The monotonic instant that corresponds to a wall-clock time (clamped to what `Instant` can

@@ -226,10 +226,9 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
     let params = LaunchParams {
         flags,
         pdeath_signal: config.pdeath_signal.map(|s| s.as_raw() as u32),
-        start_timeout_ms: config
-            .start_timeout
-            .as_millis()
-            .clamp(1, u128::from(MAX_START_TIMEOUT_MS)) as u32,
+        // Bounded to the frame's range, so the narrowing cannot truncate.
+        start_timeout_ms: refine_protocol::time::saturating_ms(config.start_timeout)
+            .clamp(1, u64::from(MAX_START_TIMEOUT_MS)) as u32,
         stdio_fds,
         registration: config.registration,
         runtime: config.runtime,
