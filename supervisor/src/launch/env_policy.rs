@@ -86,6 +86,9 @@ pub struct EnvInputs<'a> {
     pub login: Option<&'a EnvMap>,
     /// A `command` that is a managed git command: git redirection is removed for it too.
     pub managed_git: bool,
+    /// Start from nothing instead of the daemon's or login environment (a host's
+    /// `Command::env_clear`); the overrides and the owner marker are still applied.
+    pub clear: bool,
     pub overrides: &'a [Override],
     pub owner: RegistrationId,
 }
@@ -93,10 +96,11 @@ pub struct EnvInputs<'a> {
 /// Builds the workload's complete environment (pure).
 pub fn build(inputs: EnvInputs<'_>) -> EnvMap {
     let mut env = match (inputs.kind, inputs.login) {
+        _ if inputs.clear => EnvMap::new(),
         (Kind::Agent, Some(login)) => login.clone(),
         _ => inputs.daemon.clone(),
     };
-    if let (Kind::Quality, Some(login)) = (inputs.kind, inputs.login) {
+    if let (Kind::Quality, Some(login), false) = (inputs.kind, inputs.login, inputs.clear) {
         for name in QUALITY_OVERLAY {
             if let Some(v) = login.get(OsStr::new(name)) {
                 env.insert(name.into(), v.clone());
@@ -351,6 +355,7 @@ mod tests {
             daemon,
             login,
             managed_git: false,
+            clear: false,
             overrides,
             owner: OWNER,
         }

@@ -381,6 +381,7 @@ impl Supervisor {
             daemon: &self.daemon_env,
             login: if needs_login { self.login.get() } else { None },
             managed_git: req.managed_git,
+            clear: req.env_clear,
             overrides: &req.env,
             owner: id,
         });
@@ -473,11 +474,13 @@ impl Supervisor {
             .scope_policy
             .unwrap_or_else(|| default_scope_policy(req.kind));
         let limits = Limits {
-            completion_timeout_ms: req.completion_timeout.map(|d| d.as_millis() as u64),
-            idle_timeout_ms: req.idle_timeout.map(|d| d.as_millis() as u64),
+            completion_timeout_ms: req
+                .completion_timeout
+                .map(refine_protocol::time::saturating_ms),
+            idle_timeout_ms: req.idle_timeout.map(refine_protocol::time::saturating_ms),
             log_cap_bytes: req.log_cap,
             rlimits: req.rlimits.clone(),
-            kill_after_ms: req.kill_after.map(|d| d.as_millis() as u64),
+            kill_after_ms: req.kill_after.map(refine_protocol::time::saturating_ms),
         };
         // The launcher owns the registration for the scope's whole life: recovery and retention
         // take this lock first and leave a scope whose owner is alive to it. It is taken before
@@ -554,18 +557,21 @@ impl Supervisor {
         let thread = match &self.shared {
             Some(shared) => Driver::Shared(shared.adopt(engine, on_result)),
             None if self.by_caller => Driver::Caller(Box::new(engine), on_result),
-            None => Driver::Thread(
-                std::thread::Builder::new()
+            None => {
+                let done = Arc::new(handle::Completion::default());
+                let delivered = done.clone();
+                let thread = std::thread::Builder::new()
                     .name(format!("refine-launch-{}", &id.to_string()[..8]))
                     .spawn(move || {
                         let result = engine.run();
                         if let Some(hook) = on_result {
                             hook(&result);
                         }
-                        result
+                        delivered.deliver(result);
                     })
-                    .map_err(io_op("start the launch thread"))?,
-            ),
+                    .map_err(io_op("start the launch thread"))?;
+                Driver::Thread(thread, done)
+            }
         };
         Ok(LaunchHandle {
             id,

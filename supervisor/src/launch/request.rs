@@ -38,6 +38,9 @@ pub struct LaunchRequest {
     pub cwd: Option<PathBuf>,
     /// Explicit environment changes, applied last (they survive the git filter).
     pub env: Vec<Override>,
+    /// Start the environment from nothing (then [`LaunchRequest::env`]); `false`: from the
+    /// kind's base (the daemon's or the login environment, S3).
+    pub env_clear: bool,
     /// A `command` that is a managed git command (git redirection is removed for it).
     pub managed_git: bool,
     pub label: String,
@@ -102,6 +105,7 @@ impl LaunchRequest {
             argv: argv.into_iter().map(Into::into).collect(),
             cwd: None,
             env: Vec::new(),
+            env_clear: false,
             managed_git: false,
             label: String::new(),
             owner: String::new(),
