@@ -201,7 +201,7 @@ impl Command {
 
     /// The completion deadline, from the start, for the whole scope.
     pub fn timeout(mut self, timeout: Duration) -> Command {
-        self.request.completion_timeout = Some(timeout);
+        self.request.timeout = Some(timeout);
         self
     }
 

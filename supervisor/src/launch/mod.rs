@@ -474,9 +474,7 @@ impl Supervisor {
             .scope_policy
             .unwrap_or_else(|| default_scope_policy(req.kind));
         let limits = Limits {
-            completion_timeout_ms: req
-                .completion_timeout
-                .map(refine_protocol::time::saturating_ms),
+            completion_timeout_ms: req.timeout.map(refine_protocol::time::saturating_ms),
             idle_timeout_ms: req.idle_timeout.map(refine_protocol::time::saturating_ms),
             log_cap_bytes: req.log_cap,
             rlimits: req.rlimits.clone(),
@@ -596,7 +594,7 @@ impl Supervisor {
 fn check_durations(req: &LaunchRequest) -> Result<(), LaunchError> {
     let max = refine_protocol::api::MAX_DURATION;
     for (what, d) in [
-        ("completion_timeout", req.completion_timeout),
+        ("timeout", req.timeout),
         ("idle_timeout", req.idle_timeout),
         ("kill_after", req.kill_after),
     ] {

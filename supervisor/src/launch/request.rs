@@ -46,8 +46,9 @@ pub struct LaunchRequest {
     pub label: String,
     pub owner: String,
     pub purpose: BTreeMap<String, String>,
-    /// Completion deadline from the original start.
-    pub completion_timeout: Option<Duration>,
+    /// Completion deadline from the original start (`--timeout`, the socket's `timeout_ms`;
+    /// recorded as the registration's `limits.completion_timeout_ms`).
+    pub timeout: Option<Duration>,
     /// Idle deadline from the last output, input, resize or signal.
     pub idle_timeout: Option<Duration>,
     /// A deadline's grace (T7, `timeout -k`): SIGTERM to the workload's group when a deadline
@@ -110,7 +111,7 @@ impl LaunchRequest {
             label: String::new(),
             owner: String::new(),
             purpose: BTreeMap::new(),
-            completion_timeout: None,
+            timeout: None,
             idle_timeout: None,
             kill_after: None,
             log_cap: Some(DEFAULT_LOG_CAP),
