@@ -80,7 +80,7 @@ pub fn settle(
 
 /// Removes the marker of `id` when `a`, the assessment just made under the registration's lock
 /// `held`, says `exited`; for callers that already assessed (recovery).
-pub fn close_if_exited(
+pub(crate) fn close_if_exited(
     rt: &Runtime,
     id: RegistrationId,
     held: &Fence,

@@ -51,7 +51,7 @@ use crate::kernel::procfs::{self, ProcfsError, Stat};
 use crate::store::registry::Runtime;
 
 /// The suffix the kernel appends to the path of a removed file or directory.
-pub const DELETED: &[u8] = b" (deleted)";
+pub(crate) const DELETED: &[u8] = b" (deleted)";
 
 /// Programs whose children are adopted orphans, not processes they started on purpose: init
 /// systems and inits that act as child subreapers on this host. Container shims (`conmon`,
@@ -366,7 +366,7 @@ impl<'b> Registrations<'b> {
     }
 
     /// The registration whose guardian is `w`.
-    pub fn guarded_by(&self, w: &ProcessWitness) -> Option<RegistrationId> {
+    pub(crate) fn guarded_by(&self, w: &ProcessWitness) -> Option<RegistrationId> {
         self.by_guardian
             .get(&(w.pid, w.start_time))
             .map(|&i| self.entries[i].reg.id)

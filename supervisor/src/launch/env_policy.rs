@@ -39,7 +39,7 @@ pub type EnvMap = BTreeMap<OsString, OsString>;
 pub const OWNER_VAR: &str = "REFINE_OWNER";
 
 /// The only variables a `quality` launch takes from the login shell.
-pub const QUALITY_OVERLAY: [&str; 5] = [
+pub(crate) const QUALITY_OVERLAY: [&str; 5] = [
     "PATH",
     "PATHEXT",
     "DOTNET_ROOT",
@@ -66,7 +66,7 @@ const GIT_REDIRECTION: [&str; 14] = [
 ];
 
 /// Whether `name` redirects git to another repository, index, object store or configuration.
-pub fn is_git_redirection(name: &OsStr) -> bool {
+pub(crate) fn is_git_redirection(name: &OsStr) -> bool {
     let b = name.as_bytes();
     b.starts_with(b"GIT_CONFIG")
         || b == b"GIT_DISCOVERY_ACROSS_FILESYSTEM"
@@ -135,12 +135,12 @@ pub fn to_entries(env: &EnvMap) -> Vec<OsString> {
 }
 
 /// This process's environment.
-pub fn daemon_env() -> EnvMap {
+pub(crate) fn daemon_env() -> EnvMap {
     std::env::vars_os().collect()
 }
 
 /// Parses `KEY=VALUE\0...` (entries without `=` or with an empty name are skipped).
-pub fn parse_nul_env(bytes: &[u8]) -> EnvMap {
+pub(crate) fn parse_nul_env(bytes: &[u8]) -> EnvMap {
     bytes
         .split(|&b| b == 0)
         .filter_map(|entry| {

@@ -38,7 +38,7 @@ use rustix::net::{
 use crate::store::registry::RegistryError;
 
 /// How long the guardian may take to answer the launch frame with `Hello`.
-pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default bound on the wait for *start*.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// The owner marker every managed workload carries (SPEC S8).
