@@ -88,6 +88,33 @@ pub struct LaunchConfig {
     pub cgroup: Option<PathBuf>,
 }
 
+impl LaunchConfig {
+    /// `argv` on `stdio` with everything else at its default: an empty environment, this
+    /// process's working directory, no limits, a new process group, SIGKILL on launcher loss,
+    /// [`DEFAULT_START_TIMEOUT`], the default guardian, this process's credentials, a clean signal
+    /// state, no cgroup. The registration's part (ids, proof path) is zero/empty until
+    /// [`crate::launch::launch_registered`] (or the caller of [`spawn`]) sets it.
+    pub fn new(argv: Vec<OsString>, stdio: Stdio) -> Self {
+        LaunchConfig {
+            registration: RegistrationId([0; 16]),
+            runtime: RuntimeId([0; 16]),
+            proof_path: PathBuf::new(),
+            argv,
+            env: Vec::new(),
+            cwd: None,
+            rlimits: Vec::new(),
+            stdio,
+            new_session: false,
+            pdeath_signal: Some(crate::kernel::signal::Signal::KILL),
+            start_timeout: DEFAULT_START_TIMEOUT,
+            guardian_exe: None,
+            credentials: None,
+            signal_state: None,
+            cgroup: None,
+        }
+    }
+}
+
 /// What the guardian reports after `Hello`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GuardianEvent {

@@ -506,21 +506,21 @@ impl Supervisor {
                 label: req.label,
                 owner: req.owner,
                 purpose: req.purpose,
-                argv: req.argv,
-                env: env.into_iter().collect(),
-                cwd: req.cwd,
-                stdio,
+                guardian: guardian::LaunchConfig {
+                    env: env_policy::to_entries(&env),
+                    cwd: req.cwd,
+                    // X2: another user's workload never shares this session (nor its terminal).
+                    new_session: req.new_session || pty_size.is_some() || req.user.is_some(),
+                    pdeath_signal: req.pdeath_signal,
+                    guardian_exe: self.guardian_exe.clone(),
+                    credentials: req.user,
+                    signal_state: req.signal_state,
+                    ..guardian::LaunchConfig::new(req.argv, stdio)
+                },
                 stdin_path,
                 pty: pty_size.is_some(),
-                // X2: another user's workload never shares this session (nor its terminal).
-                new_session: req.new_session || pty_size.is_some() || req.user.is_some(),
                 limits,
                 scope_policy: policy,
-                pdeath_signal: req.pdeath_signal,
-                start_timeout: guardian::DEFAULT_START_TIMEOUT,
-                guardian_exe: self.guardian_exe.clone(),
-                credentials: req.user,
-                signal_state: req.signal_state,
             },
         )?;
         let deadlines = Deadlines::resume(&registration);
