@@ -14,6 +14,11 @@
 //! Only the binary is linked so: the library, and the tests and tools that link it, stay
 //! dynamic. Where a static archive is missing (no `libc.a`: e.g. without the C library's
 //! development package), the binary is linked dynamically as before, with a build warning.
+//!
+//! It also tells the library where this build's binaries land (`REFINE_PROFILE_DIR`, the
+//! `target/<profile>` directory), so its doc examples find the workspace's `refine-guardian`
+//! (another package's binary) when they do not run beside it
+//! (`refine_supervisor::host::built_guardian`).
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -32,6 +37,10 @@ const LIBS: [(&str, &[&str]); 7] = [
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let var = |k: &str| std::env::var(k).unwrap_or_default();
+    // OUT_DIR is `<profile dir>/build/<package>-<hash>/out`.
+    let out_dir = PathBuf::from(var("OUT_DIR"));
+    let profile = out_dir.ancestors().nth(3).unwrap_or(&out_dir);
+    println!("cargo:rustc-env=REFINE_PROFILE_DIR={}", profile.display());
     let linux_gnu = var("CARGO_CFG_TARGET_OS") == "linux" && var("CARGO_CFG_TARGET_ENV") == "gnu";
     // The C compiler is asked where the archives are: only meaningful for the host's own target.
     if !linux_gnu || var("HOST") != var("TARGET") {

@@ -105,8 +105,7 @@ mod millis {
     use serde::{de::Error, Deserialize, Deserializer, Serialize, Serializer};
 
     pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-        d.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .serialize(s)
+        d.map(crate::time::saturating_ms).serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {

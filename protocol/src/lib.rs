@@ -29,6 +29,8 @@ pub mod ids;
 pub mod mark;
 #[path = "../core/src/receipt.rs"]
 pub mod receipt;
+#[path = "../core/src/time.rs"]
+pub mod time;
 
 pub mod api;
 pub mod docs;

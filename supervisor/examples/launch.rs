@@ -1,29 +1,29 @@
-//! Launches one command through the guardian and prints its events and receipt.
+//! The facade's showcase (SPEC E1): launches one command through the guardian, streams nothing,
+//! waits, and prints the result and the guardian's receipt, blocking or from a tokio task.
 //!
 //! ```text
-//! cargo run -p refine-supervisor --example launch -- [--home DIR] -- CMD ARGS...
+//! cargo run -p refine-supervisor --example launch -- [--home DIR] [--async] -- CMD ARGS...
 //! ```
-//! The workload inherits this terminal. The registration, proof and receipt land under
-//! `<home>/run/7411/` (home: the workspace, unless `--home` is given).
+//! The registration, proof, output and receipt land under `<home>/run/7411/` (home: the
+//! workspace, as the CLI chooses it, unless `--home` is given).
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
-use anyhow::{bail, Context};
-use refine_protocol::record::{Kind, Limits, ScopePolicy};
-use refine_protocol::Receipt;
-use refine_supervisor::launch::guardian::{self, GuardianEvent, Stdio};
-use refine_supervisor::launch::{launch_registered, RegisteredLaunch};
-use refine_supervisor::store::registry::{self, Runtime, DEFAULT_PORT};
+use refine_supervisor::store::registry::Stream;
+use refine_supervisor::{Command, LaunchResult, Receipt, ScopeState, Supervisor};
 
-fn main() -> anyhow::Result<()> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args_os().skip(1);
     let mut home: Option<PathBuf> = None;
+    let mut asynchronous = false;
     let mut argv: Vec<OsString> = Vec::new();
     while let Some(a) = args.next() {
         if a == "--home" {
-            home = Some(args.next().context("--home needs a directory")?.into());
+            home = Some(args.next().ok_or("--home needs a directory")?.into());
+        } else if a == "--async" {
+            asynchronous = true;
         } else if a == "--" {
             argv.extend(args.by_ref());
         } else {
@@ -31,65 +31,59 @@ fn main() -> anyhow::Result<()> {
             argv.extend(args.by_ref());
         }
     }
-    if argv.is_empty() {
-        bail!("usage: launch [--home DIR] -- CMD ARGS...");
-    }
-    let home = match home {
-        Some(h) => h,
-        None => registry::default_home().context("cannot derive the home from this executable")?,
+    let Some((program, rest)) = argv.split_first() else {
+        return Err("usage: launch [--home DIR] [--async] -- CMD ARGS...".into());
     };
-    let rt = Runtime::open(&home, DEFAULT_PORT)?;
-    let id = rt.new_id()?;
-    let (reg, mut link) = launch_registered(
-        &rt,
-        id,
-        RegisteredLaunch {
-            kind: Kind::Command,
-            label: "example".into(),
-            owner: std::env::var("USER").unwrap_or_default(),
-            purpose: BTreeMap::new(),
-            argv,
-            env: std::env::vars_os().collect(),
-            cwd: None,
-            stdio: Stdio::Inherit,
-            stdin_path: None,
-            pty: false,
-            new_session: false,
-            limits: Limits::default(),
-            scope_policy: ScopePolicy::Keep,
-            pdeath_signal: Some(refine_supervisor::kernel::signal::Signal::TERM),
-            start_timeout: guardian::DEFAULT_START_TIMEOUT,
-            guardian_exe: None,
-            credentials: None,
-            signal_state: None,
-        },
-    )?;
+    let mut supervisor = match home {
+        Some(h) => Supervisor::open(h)?,
+        None => Supervisor::open_default()?,
+    };
+    if let Some(guardian) = refine_supervisor::host::built_guardian() {
+        supervisor = supervisor.with_guardian_exe(guardian);
+    }
+    let command = Command::new(program)
+        .args(rest)
+        .label("example")
+        .purpose("from", "examples/launch.rs")
+        .timeout(Duration::from_secs(3600))
+        .kill_after(Duration::from_secs(5));
+    let child = supervisor.spawn(command)?;
+    let reg = child.registration();
     eprintln!(
         "registered {} (guardian pid {}, workload pid {})",
         reg.id, reg.hello.guardian.pid, reg.hello.workload.pid
     );
-    loop {
-        match link.next_event(None)? {
-            Some(GuardianEvent::ScopeExited(receipt)) => {
-                print_receipt(&receipt, &reg.proof_path);
-                break;
-            }
-            Some(GuardianEvent::ChannelClosed) => {
-                bail!("guardian closed its channel without a receipt")
-            }
-            Some(event) => eprintln!("event: {event:?}"),
-            None => {}
+    let proof_path = reg.proof_path.clone();
+    let result = if asynchronous {
+        tokio::runtime::Builder::new_current_thread()
+            .build()?
+            .block_on(child.wait_async())?
+    } else {
+        child.wait()?
+    };
+    print_result(&result);
+    if let ScopeState::Exited(receipt) = &result.scope {
+        print_receipt(receipt, &proof_path);
+        // Read it back from the proof file: the receipt on disk is the proof, not the frame.
+        let on_disk = Receipt::decode(&std::fs::read(&proof_path)?)?;
+        println!(
+            "receipt on disk at {proof_path} decodes and matches: {}",
+            on_disk == *receipt
+        );
+    }
+    Ok(())
+}
+
+fn print_result(r: &LaunchResult) {
+    println!("launch {}", r.id);
+    println!("  outcome       {:?}", r.outcome);
+    println!("  status        {:?}", r.status);
+    for s in [Stream::Stdout, Stream::Stderr] {
+        match r.complete_output(s) {
+            Ok(bytes) => println!("  {s:?}        {:?}", String::from_utf8_lossy(bytes)),
+            Err(e) => println!("  {s:?}        incomplete: {e}"),
         }
     }
-    link.wait_guardian()?;
-    // Read it back from the proof file: the receipt on disk is the proof, not the frame.
-    let on_disk = Receipt::decode(&std::fs::read(&reg.proof_path)?)?;
-    println!(
-        "receipt on disk at {} decodes and matches: {}",
-        reg.proof_path,
-        on_disk.registration == reg.id
-    );
-    Ok(())
 }
 
 fn print_receipt(r: &Receipt, path: &str) {

@@ -229,7 +229,7 @@ impl Policy {
 }
 
 /// How long an admission waits for another one to finish its check-and-reserve.
-pub const ADMISSION_LOCK_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const ADMISSION_LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// The runtime's admission lock (C4), `locks/admission.lock`. An admission holds it from its
 /// check until its registration is durable (the registration is the reservation: later checks

@@ -10,6 +10,8 @@
 //! - [`history`]: retention, forgetting, strays.
 //! - [`hygiene`]: holders, reap by checkout, the stall watch.
 //! - [`capacity`]: admission. [`human`]: durations, sizes and times as people read them.
+//! - [`host`]: the face for Rust hosts ([`Supervisor`], [`Command`], [`Child`]), on top of all
+//!   of them; start there.
 //!
 //! The application (the operator CLI, the foreground `run`, `serve` and its client) is the
 //! binary target built on this library; the library cannot import it.
@@ -18,6 +20,7 @@
 pub mod capacity;
 pub mod end;
 pub mod history;
+pub mod host;
 pub mod human;
 pub mod hygiene;
 pub mod kernel;
@@ -38,6 +41,10 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     text
 }
 
+pub use host::{
+    Child, Command, Kind, LaunchError, LaunchOutcome, LaunchResult, Receipt, ScopeState, StdinMode,
+    Supervisor, WorkloadStatus,
+};
 pub use kernel::limits::raise_nofile_limit;
 
 #[cfg(test)]

@@ -12,7 +12,8 @@ use std::time::Duration;
 use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
 use refine_protocol::ProcessWitness;
 use refine_supervisor::kernel::tree::{self, Member, Roots};
-use refine_supervisor::launch::guardian::{GuardianLink, Stdio as GuardianStdio};
+use refine_supervisor::launch::env_policy::to_entries;
+use refine_supervisor::launch::guardian::{GuardianLink, LaunchConfig, Stdio as GuardianStdio};
 use refine_supervisor::launch::{launch_registered, RegisteredLaunch};
 use refine_supervisor::store::registry::Runtime;
 use refine_supervisor::{end::assess, end::stop, kernel::procfs};
@@ -97,20 +98,15 @@ pub fn request(argv: Vec<OsString>, out: OwnedFd) -> RegisteredLaunch {
         label: "stop-test".into(),
         owner: "tests".into(),
         purpose: BTreeMap::new(),
-        argv,
-        env: std::env::vars_os().collect(),
-        cwd: None,
-        stdio: GuardianStdio::Fds([null, out, err]),
+        guardian: LaunchConfig {
+            env: to_entries(&std::env::vars_os().collect()),
+            start_timeout: Duration::from_secs(30),
+            ..LaunchConfig::new(argv, GuardianStdio::Fds([null, out, err]))
+        },
         stdin_path: None,
         pty: false,
-        new_session: false,
         limits: Limits::default(),
         scope_policy: ScopePolicy::Keep,
-        pdeath_signal: Some(rustix::process::Signal::KILL),
-        start_timeout: Duration::from_secs(30),
-        guardian_exe: None,
-        credentials: None,
-        signal_state: None,
     }
 }
 

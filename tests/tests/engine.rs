@@ -350,7 +350,7 @@ fn early_closed_stdout_and_split_utf8() {
 fn completion_timeout_stops_the_whole_tree() {
     let f = fixture();
     let mut q = req(Kind::Command, &["sh", "-c", "sleep 600 & sleep 600"]);
-    q.completion_timeout = Some(Duration::from_millis(500));
+    q.timeout = Some(Duration::from_millis(500));
     let mut r = f.sup.run(q).unwrap();
     assert_eq!(r.outcome, LaunchOutcome::TimedOut, "{}", describe(&r));
     assert_eq!(r.registration.limits.completion_timeout_ms, Some(500));
@@ -488,7 +488,7 @@ fn the_shared_loop_drives_the_same_engine() {
     let Fixture { _home, sup } = fixture();
     let sup = sup.with_shared_loop(SharedLoop::start().expect("the shared loop"));
     let mut timed = req(Kind::Command, &["sh", "-c", "sleep 600 & sleep 600"]);
-    timed.completion_timeout = Some(Duration::from_millis(500));
+    timed.timeout = Some(Duration::from_millis(500));
     let mut flood = req(Kind::Command, &[PRODUCER, "flood"]);
     flood.output_limit = Some(2 * MIB as u64);
     let big = req(Kind::Command, &[PRODUCER, "bytes", &(40 * MIB).to_string()]);
@@ -728,7 +728,7 @@ fn durations_the_clock_cannot_hold_are_refused_by_the_library() {
     let over = refine_protocol::api::MAX_DURATION + Duration::from_millis(1);
     type Set = fn(&mut LaunchRequest, Duration);
     let fields: [(&str, Set); 3] = [
-        ("completion_timeout", |r, d| r.completion_timeout = Some(d)),
+        ("timeout", |r, d| r.timeout = Some(d)),
         ("idle_timeout", |r, d| r.idle_timeout = Some(d)),
         ("kill_after", |r, d| r.kill_after = Some(d)),
     ];

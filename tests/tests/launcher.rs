@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use refine_protocol::record::{Kind, Limits, ScopePolicy};
 use refine_protocol::{Receipt, ScopeEnd, WorkloadStatus};
-use refine_supervisor::launch::guardian::{self, GuardianEvent, HandshakeError, Stdio};
+use refine_supervisor::launch::env_policy::to_entries;
+use refine_supervisor::launch::guardian::{
+    self, GuardianEvent, HandshakeError, LaunchConfig, Stdio,
+};
 use refine_supervisor::launch::{launch_registered, RegisteredLaunch};
 use refine_supervisor::store::registry::Runtime;
 use refine_tests::{bin, wait_until};
@@ -19,20 +22,19 @@ fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
         label: "launcher test".into(),
         owner: "tests".into(),
         purpose: BTreeMap::from([("goal".into(), "prove".into())]),
-        argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
-        env,
-        cwd: None,
-        stdio: Stdio::Inherit,
+        guardian: LaunchConfig {
+            env: to_entries(&env.into_iter().collect()),
+            start_timeout: Duration::from_secs(30),
+            guardian_exe: Some(bin("refine-guardian")),
+            ..LaunchConfig::new(
+                vec!["/bin/sh".into(), "-c".into(), script.into()],
+                Stdio::Inherit,
+            )
+        },
         stdin_path: None,
         pty: false,
-        new_session: false,
         limits: Limits::default(),
         scope_policy: ScopePolicy::Keep,
-        pdeath_signal: Some(refine_supervisor::kernel::signal::Signal::KILL),
-        start_timeout: Duration::from_secs(30),
-        guardian_exe: Some(bin("refine-guardian")),
-        credentials: None,
-        signal_state: None,
     }
 }
 
@@ -134,7 +136,7 @@ fn missing_guardian_is_a_typed_error() {
     let home = tempfile::tempdir().unwrap();
     let rt = Runtime::open(home.path(), 1).unwrap();
     let mut req = request("true", path_env());
-    req.guardian_exe = Some(Path::new("/nonexistent/refine-guardian").to_owned());
+    req.guardian.guardian_exe = Some(Path::new("/nonexistent/refine-guardian").to_owned());
     let err = launch_registered(&rt, rt.new_id().unwrap(), req).expect_err("must fail");
     assert!(matches!(err, HandshakeError::GuardianMissing(_)), "{err:?}");
 }

@@ -460,6 +460,64 @@ fn arguments_and_env_values_that_are_not_utf8_pass_through() {
     assert!(rec["argv_bytes"].is_null(), "{rec}");
 }
 
+/// W6: a `--cwd` whose name is not UTF-8 is the workload's working directory, byte for byte
+/// (the embedded `run` passes the path itself, not a lossy text of it).
+#[test]
+fn a_working_directory_that_is_not_utf8_is_the_workloads() {
+    use std::os::unix::ffi::OsStringExt;
+    let home = Home::new();
+    let dir = home
+        .path()
+        .join(std::ffi::OsString::from_vec(b"d\xff".to_vec()));
+    std::fs::create_dir(&dir).expect("create the non-UTF-8 directory");
+    let mut cmd = home.command(&["run", "--cwd"]);
+    cmd.arg(&dir).args(["--", "pwd", "-P"]);
+    let out = output_of(cmd);
+    assert!(
+        out.status.success(),
+        "{}",
+        describe(&["run", "--cwd"], &out)
+    );
+    let want = std::fs::canonicalize(&dir).expect("canonical directory");
+    assert_eq!(
+        out.stdout.strip_suffix(b"\n").unwrap_or(&out.stdout),
+        want.as_os_str().as_bytes(),
+        "{}",
+        describe(&["run", "--cwd"], &out)
+    );
+}
+
+/// W6: every byte of the argv and of an environment entry (its name too) reaches the
+/// workload's `/proc/self/cmdline` and `/proc/self/environ` unchanged.
+#[test]
+fn argv_and_environment_bytes_reach_the_workloads_proc_entries() {
+    use std::os::unix::ffi::OsStringExt;
+    let home = Home::new();
+    let arg = std::ffi::OsString::from_vec(b"x\xfe\x80y".to_vec());
+    let env = std::ffi::OsString::from_vec(b"K\xff=v\xc3".to_vec());
+    let mut cmd = home.command(&["run", "--env"]);
+    cmd.arg(&env)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "cat /proc/$$/cmdline >&2; cat /proc/$$/environ",
+            "sh",
+        ])
+        .arg(&arg);
+    let out = output_of(cmd);
+    assert!(out.status.success(), "{}", describe(&["run"], &out));
+    let (cmdline, environ) = (&out.stderr, &out.stdout);
+    assert!(
+        cmdline.ends_with(b"\0sh\0x\xfe\x80y\0"),
+        "cmdline {cmdline:?}"
+    );
+    assert!(
+        environ.split(|&b| b == 0).any(|e| e == b"K\xff=v\xc3"),
+        "environ {environ:?}"
+    );
+}
+
 /// `run --detach` of a program that cannot run reports it (one line, 127) instead of an id.
 #[test]
 fn detached_spawn_failure_is_reported_not_an_id() {

@@ -22,6 +22,7 @@ pub mod frame;
 pub mod ids;
 pub mod mark;
 pub mod receipt;
+pub mod time;
 
 pub use error::{DecodeError, EncodeError};
 pub use frame::{Frame, Hello, LaunchParams, LaunchSpec, Rlimit};

@@ -12,7 +12,7 @@
 //! # Caveats
 //! The home comes from the executable ([`refine_supervisor::store::registry::default_home`]), never from the cwd.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -794,78 +794,76 @@ fn schema(name: Option<&str>) -> Result<(), CliError> {
     Ok(())
 }
 
-fn run(home: &Path, port: u16, args: RunArgs) -> Result<ExitCode, CliError> {
+fn run(home: &Path, port: u16, mut args: RunArgs) -> Result<ExitCode, CliError> {
+    // W11: a deadline alone is `timeout DUR`: SIGTERM first, the kill 5 s later.
+    args.kill_after = args.kill_after.or_else(|| {
+        (args.timeout.is_some() || args.idle_timeout.is_some()).then_some(KILL_AFTER_DEFAULT)
+    });
+    if !args.detach {
+        // The bytes themselves: the command, the environment, the directory (W6).
+        let rt = Runtime::open(home, port)?;
+        return run::run_embedded(&rt, args);
+    }
     // The service's launch request is JSON text: it carries the arguments and environment as
-    // UTF-8 (lossily); an embedded run passes the bytes themselves.
-    let lossy = |s: &OsString| s.to_string_lossy().into_owned();
+    // UTF-8 text, refused otherwise.
+    let text = |s: &OsString| s.to_str().map(str::to_owned);
+    let (argv, env, cwd) = (
+        args.command.iter().map(text).collect::<Option<Vec<_>>>(),
+        args.env
+            .iter()
+            .map(|(k, v)| Some((text(k)?, text(v)?)))
+            .collect::<Option<_>>(),
+        args.cwd.as_ref().map(|p| p.to_str().map(str::to_owned)),
+    );
+    let (Some(argv), Some(env), None | Some(Some(_))) = (argv, env, &cwd) else {
+        return Err(ServiceError::from(SpecError::DetachNotText).into());
+    };
     let spec = LaunchAsk {
-        argv: args.command.iter().map(lossy).collect(),
+        argv,
         kind: args.kind.kind(),
         label: args.label,
-        cwd: args.cwd.as_ref().map(|p| p.display().to_string()),
-        env: args.env.iter().map(|(k, v)| (lossy(k), lossy(v))).collect(),
+        cwd: cwd.flatten(),
+        env,
         meta: args.meta.into_iter().collect(),
         timeout: args.timeout,
         idle_timeout: args.idle_timeout,
-        // W11: a deadline alone is `timeout DUR`: SIGTERM first, the kill 5 s later.
-        kill_after: args.kill_after.or_else(|| {
-            (args.timeout.is_some() || args.idle_timeout.is_some()).then_some(KILL_AFTER_DEFAULT)
-        }),
+        kill_after: args.kill_after,
         pty: args.pty,
         wait_for_slot: args.wait_for_slot,
         log_cap_bytes: Some(args.log_cap),
         user: args.user,
         unique: args.unique,
     };
-    if args.detach {
-        let not_text = args.command.iter().any(|a| a.to_str().is_none())
-            || args
-                .env
-                .iter()
-                .any(|(k, v)| k.to_str().is_none() || v.to_str().is_none());
-        if not_text {
-            return Err(ServiceError::from(SpecError::DetachNotText).into());
-        }
-        let rt = Runtime::open(home, port)?;
-        let resp = client::request(&rt, &Request::Launch(spec.clone()))?;
-        return match resp {
-            Reply::Launched { id } => {
-                if args.json {
-                    print_json(&LaunchedDoc { id })?;
-                } else {
-                    writeln!(out(), "{id}").map_err(CliError::Output)?;
-                }
-                Ok(0)
-            }
-            Reply::SpawnFailed { id, errno, step } => {
-                if args.json {
-                    print_json(&DetachedSpawnFailedDoc {
-                        id,
-                        outcome: Outcome::SpawnFailed,
-                        errno,
-                    })?;
-                } else {
-                    eprintln!(
-                        "refine-supervisor: {}",
-                        run::spawn_failure(&spec, errno, step)
-                    );
-                }
-                Ok(run::spawn_failure_code(errno))
-            }
-            other => Err(ClientError::Unexpected(Box::new(other)).into()),
-        };
-    }
     let rt = Runtime::open(home, port)?;
-    run::run_embedded(
-        &rt,
-        spec,
-        run::RunOptions {
-            json: args.json,
-            stop_grace: args.stop_grace,
-            argv: args.command,
-            env: args.env,
-        },
-    )
+    let resp = client::request(&rt, &Request::Launch(spec.clone()))?;
+    match resp {
+        Reply::Launched { id } => {
+            if args.json {
+                print_json(&LaunchedDoc { id })?;
+            } else {
+                writeln!(out(), "{id}").map_err(CliError::Output)?;
+            }
+            Ok(0)
+        }
+        Reply::SpawnFailed { id, errno, step } => {
+            if args.json {
+                print_json(&DetachedSpawnFailedDoc {
+                    id,
+                    outcome: Outcome::SpawnFailed,
+                    errno,
+                })?;
+            } else {
+                let failed = run::Failed {
+                    program: spec.argv.first().map(OsStr::new),
+                    cwd: spec.cwd.as_deref().map(Path::new),
+                    user: spec.user.as_deref(),
+                };
+                eprintln!("refine-supervisor: {}", failed.line(errno, step));
+            }
+            Ok(run::spawn_failure_code(errno))
+        }
+        other => Err(ClientError::Unexpected(Box::new(other)).into()),
+    }
 }
 
 fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {
@@ -1208,7 +1206,7 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
             .modified()
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_millis() as u64);
+            .map_or(0, refine_protocol::time::saturating_ms);
         let start = if args.since.is_some_and(|since| written_ms < since) {
             len
         } else if let Some(n) = args.tail {

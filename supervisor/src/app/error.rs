@@ -134,7 +134,7 @@ pub enum SpecError {
     EmptyCommand,
     #[error("a unique launch needs a label")]
     UniqueWithoutLabel,
-    #[error("run --detach passes arguments and environment values as UTF-8 text; run without --detach passes any bytes")]
+    #[error("run --detach passes arguments, environment values and the directory as UTF-8 text; run without --detach passes any bytes")]
     DetachNotText,
 }
 

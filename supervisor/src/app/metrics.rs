@@ -495,7 +495,7 @@ pub async fn serve(
             Err(e) => {
                 let pause = backoff.next();
                 if let Some(suppressed) = ACCEPT_LOG.allow() {
-                    tracing::warn!(error = %e, suppressed, pause_ms = pause.as_millis() as u64, "metrics accept failed");
+                    tracing::warn!(error = %e, suppressed, pause_ms = refine_protocol::time::saturating_ms(pause), "metrics accept failed");
                 }
                 tokio::time::sleep(pause).await;
                 continue;

@@ -3,9 +3,8 @@
 //! report and the launch request an API spec becomes.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use refine_protocol::api::{LaunchAsk, ScopeView};
@@ -22,8 +21,8 @@ use super::error::{AdmitError, CliError, ServiceError, SpecError};
 use refine_supervisor::capacity::{self, HostProbe, HostSample};
 use refine_supervisor::error_chain;
 use refine_supervisor::launch::pty::WindowSize;
-use refine_supervisor::launch::LaunchRequest;
 use refine_supervisor::store::registry::{RegistryError, Runtime, Stream};
+use refine_supervisor::Command;
 use refine_supervisor::{
     end::assess, end::open_index, end::recover, end::stop, history::forget, history::retention,
     kernel::procfs, kernel::tree,
@@ -234,7 +233,7 @@ fn processes(reg: &Registration) -> Vec<ProcessDoc> {
                 state: format!("{:?}", m.state).to_lowercase(),
                 program,
                 args,
-                cpu_ms: usage.cpu.as_millis() as u64,
+                cpu_ms: refine_protocol::time::saturating_ms(usage.cpu),
                 rss_bytes: usage.rss_bytes,
                 found: m.found,
             })
@@ -425,7 +424,7 @@ pub fn stop_one(
     match stop::stop(rt, reg, &opts) {
         Ok(report) => {
             let a = flatten(&report.assessment);
-            let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+            let us = refine_protocol::time::saturating_us;
             StopDoc {
                 id: reg.id.to_string(),
                 outcome: StopOutcomeDoc::Stopped(report.outcome),
@@ -606,37 +605,99 @@ pub fn retire(
 }
 
 /// The engine request for what the caller asked.
-pub(crate) fn launch_request(spec: &LaunchAsk) -> Result<LaunchRequest, ServiceError> {
+/// The service's launch from a socket request: the ask's text as the command's bytes.
+pub(crate) fn launch_command(spec: &LaunchAsk) -> Result<Command, ServiceError> {
     if spec.argv.is_empty() {
         return Err(SpecError::EmptyCommand.into());
     }
-    let mut req = LaunchRequest::new(spec.kind, spec.argv.iter().map(OsString::from));
-    req.cwd = spec.cwd.as_ref().map(PathBuf::from);
-    req.env = spec
-        .env
-        .iter()
-        .map(|(k, v)| (OsString::from(k), Some(OsString::from(v))))
-        .collect();
-    req.label = spec.label.clone();
-    req.owner = std::env::var("USER").unwrap_or_default();
-    req.purpose = spec.meta.clone();
-    req.completion_timeout = spec.timeout;
-    req.idle_timeout = spec.idle_timeout;
-    match spec.log_cap_bytes {
+    let mut cmd = Command::new(&spec.argv[0])
+        .args(&spec.argv[1..])
+        .envs(&spec.env)
+        .label(spec.label.clone());
+    if let Some(cwd) = &spec.cwd {
+        cmd = cmd.current_dir(cwd);
+    }
+    for (k, v) in &spec.meta {
+        cmd = cmd.purpose(k.clone(), v.clone());
+    }
+    launch_options(
+        cmd,
+        LaunchOptions {
+            kind: spec.kind,
+            timeout: spec.timeout,
+            idle_timeout: spec.idle_timeout,
+            kill_after: spec.kill_after,
+            log_cap_bytes: spec.log_cap_bytes,
+            pty: spec.pty,
+            user: spec.user.as_deref(),
+        },
+    )
+}
+
+/// What a launch asks beyond its command, whoever asks (`run`, the socket).
+pub(crate) struct LaunchOptions<'a> {
+    pub kind: Kind,
+    pub timeout: Option<Duration>,
+    pub idle_timeout: Option<Duration>,
+    /// `0`: no grace, the kill at once.
+    pub kill_after: Option<Duration>,
+    /// `None`: the default cap; `0`: none.
+    pub log_cap_bytes: Option<u64>,
+    pub pty: bool,
+    /// `USER[:GROUP]`.
+    pub user: Option<&'a str>,
+}
+
+/// The rest of a launch on its command: the one place both callers share.
+pub(crate) fn launch_options(
+    mut cmd: Command,
+    o: LaunchOptions<'_>,
+) -> Result<Command, ServiceError> {
+    cmd = cmd
+        .kind(o.kind)
+        .owner(std::env::var("USER").unwrap_or_default());
+    if let Some(t) = o.timeout {
+        cmd = cmd.timeout(t);
+    }
+    if let Some(t) = o.idle_timeout {
+        cmd = cmd.idle_timeout(t);
+    }
+    match o.log_cap_bytes {
         None => {}
-        Some(0) => req.log_cap = None,
-        Some(n) => req.log_cap = Some(n),
+        Some(0) => cmd = cmd.log_cap(None),
+        Some(n) => cmd = cmd.log_cap(Some(n)),
     }
-    // `0`: no grace, the kill at once.
-    req.kill_after = spec.kill_after.filter(|d| !d.is_zero());
-    if spec.pty {
-        req.pty = Some(WindowSize::default());
+    if let Some(k) = o.kill_after {
+        cmd = cmd.kill_after(k);
     }
-    if let Some(user) = &spec.user {
+    if o.pty {
+        cmd = cmd.pty(WindowSize::default());
+    }
+    if let Some(user) = o.user {
         refine_supervisor::launch::credentials::require_privilege()?;
-        req.user = Some(refine_supervisor::launch::credentials::resolve(user)?);
+        cmd = cmd.user(refine_supervisor::launch::credentials::resolve(user)?);
     }
-    Ok(req)
+    Ok(cmd)
+}
+
+/// What admission looks at (C1–C4, the `unique` rule).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Admission<'a> {
+    pub kind: Kind,
+    pub label: &'a str,
+    pub unique: bool,
+    pub wait_for_slot: Option<Duration>,
+}
+
+impl<'a> Admission<'a> {
+    pub(crate) fn of(spec: &'a LaunchAsk) -> Self {
+        Admission {
+            kind: spec.kind,
+            label: &spec.label,
+            unique: spec.unique,
+            wait_for_slot: spec.wait_for_slot,
+        }
+    }
 }
 
 /// Admission: capacity for `agent` launches (C1–C4) and the one-scope-per-label rule of
@@ -647,7 +708,7 @@ pub(crate) fn launch_request(spec: &LaunchAsk) -> Result<LaunchRequest, ServiceE
 /// both start (the second one's check sees the first one's record).
 pub(crate) fn admit(
     rt: &Runtime,
-    spec: &LaunchAsk,
+    spec: &Admission<'_>,
 ) -> Result<Option<refine_supervisor::store::fence::Fence>, ServiceError> {
     if spec.kind != Kind::Agent && !spec.unique {
         return Ok(None);
@@ -677,13 +738,13 @@ pub(crate) fn admit(
 pub(crate) fn try_admit(
     rt: &Runtime,
     probe: Option<&mut dyn HostProbe>,
-    spec: &LaunchAsk,
+    spec: &Admission<'_>,
 ) -> Result<refine_supervisor::store::fence::Fence, AdmitError> {
     let lock = capacity::admission_lock(rt).map_err(AdmitError::Lock)?;
     if spec.unique {
-        if let Some((holder, state)) = label_holder(rt, &spec.label).map_err(AdmitError::Census)? {
+        if let Some((holder, state)) = label_holder(rt, spec.label).map_err(AdmitError::Census)? {
             return Err(AdmitError::LabelHeld {
-                label: spec.label.clone(),
+                label: spec.label.to_owned(),
                 holder,
                 state: state.name(),
             });

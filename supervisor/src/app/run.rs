@@ -31,39 +31,27 @@
 //! - **pipes** (W3): stdout and stderr are forwarded at the reader's pace
 //!   ([`refine_supervisor::launch::capture::Forward`]); a reader that goes away breaks the workload's stream.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::AsFd;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use refine_protocol::api::LaunchAsk;
 use refine_protocol::frame::SpawnStep;
 use refine_protocol::WorkloadStatus;
 use rustix::process::Signal;
 
+use super::cli::RunArgs;
 use super::docs::{RunDoc, RunScope, StatusFields, StreamDoc};
 use super::error::{CliError, ServiceError};
-use super::ops::{admit, launch_request, print_json};
+use super::ops::{admit, launch_options, print_json, Admission, LaunchOptions};
 use refine_supervisor::error_chain;
 use refine_supervisor::launch::capture::{Forward, StreamState};
 use refine_supervisor::launch::{
     Beside, InputWriter, LaunchAsks, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
 };
 use refine_supervisor::store::registry::{Runtime, Stream};
-
-/// How `run` itself behaves around the workload.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// Print the result document instead of streaming the output.
-    pub json: bool,
-    /// After a forwarded `SIGINT`/`SIGTERM` (W9), how long the workload has to end by
-    /// itself before the shared stop ends the scope.
-    pub stop_grace: Duration,
-    /// The command as bytes (W6; the ask's `argv` is its text form, for documents).
-    pub argv: Vec<OsString>,
-    /// `--env` as bytes.
-    pub env: Vec<(OsString, OsString)>,
-}
+use refine_supervisor::Command;
 
 /// Forwards the operator's keys and window resizes to an interactive launch's terminal, on two
 /// detached threads that end with the input (or the process).
@@ -346,11 +334,11 @@ fn forward_of(fd: std::os::fd::BorrowedFd<'_>) -> Option<Forward> {
     }
 }
 
-pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i32, CliError> {
+pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
     // Before anything is started (and while this process has one thread, so that every thread
     // inherits the mask): from here on no catchable signal ends `run` by itself. An interactive
     // terminal launch keeps SIGWINCH for its window-size forwarder.
-    let interactive_pty = spec.pty && rustix::termios::isatty(rustix::stdio::stdin());
+    let interactive_pty = args.pty && rustix::termios::isatty(rustix::stdio::stdin());
     // W10: a signal inherited as ignored stays ignored here (neither caught nor relayed), and the
     // workload starts with the ignored set and the mask this process inherited.
     let relayed: Vec<i32> = relayed_signals()
@@ -360,12 +348,49 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         .collect();
     let signals = refine_supervisor::kernel::child_signals::Blocked::block(&relayed);
     // C4: the admission lock is held from the check until the registration is durable.
-    let slot = admit(rt, &spec)?;
-    let mut req = launch_request(&spec)?;
-    req.argv = opts.argv;
+    let slot = admit(
+        rt,
+        &Admission {
+            kind: args.kind.kind(),
+            label: &args.label,
+            unique: args.unique,
+            wait_for_slot: args.wait_for_slot,
+        },
+    )?;
+    // The request straight from the arguments, as bytes (W6): no text form on the way.
+    let failed = Failed {
+        program: args.command.first().map(OsString::as_os_str),
+        cwd: args.cwd.as_deref(),
+        user: args.user.as_deref(),
+    };
+    let mut cmd = Command::new(args.command.first().cloned().unwrap_or_default())
+        .args(args.command.iter().skip(1))
+        .envs(args.env.iter().map(|(k, v)| (k, v)))
+        .label(args.label.clone());
+    if let Some(cwd) = &args.cwd {
+        cmd = cmd.current_dir(cwd);
+    }
+    for (k, v) in &args.meta {
+        cmd = cmd.purpose(k.clone(), v.clone());
+    }
+    if args.command.is_empty() {
+        return Err(ServiceError::from(super::error::SpecError::EmptyCommand).into());
+    }
+    let mut cmd = launch_options(
+        cmd,
+        LaunchOptions {
+            kind: args.kind.kind(),
+            timeout: args.timeout,
+            idle_timeout: args.idle_timeout,
+            kill_after: args.kill_after,
+            log_cap_bytes: Some(args.log_cap),
+            pty: args.pty,
+            user: args.user.as_deref(),
+        },
+    )?;
+    let req = cmd.request_mut();
     req.signal_state = Some(refine_supervisor::kernel::child_signals::inherited());
-    req.env = opts.env.into_iter().map(|(k, v)| (k, Some(v))).collect();
-    if !opts.json {
+    if !args.json {
         req.forward_stdout = forward_of(io::stdout().as_fd());
         req.forward_stderr = forward_of(io::stderr().as_fd());
     }
@@ -387,7 +412,7 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     let req_pty = req.pty.is_some();
     // This thread drives the launch's engine (below) and relays signals beside it.
     let sup = Supervisor::new(rt.clone()).driven_by_caller();
-    let handle = sup.launch(req).map_err(ServiceError::Launch)?;
+    let handle = sup.spawn(cmd).map_err(ServiceError::Launch)?.into_handle();
     drop(slot);
     let _raw = if interactive {
         let raw = refine_supervisor::launch::pty::RawMode::enter(rustix::stdio::stdin()).map_err(
@@ -407,7 +432,7 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         // W12: a pipe, a file or `/dev/null` on stdin reaches the terminal, then its end.
         relay_stdin(handle.input_writer(), false, true)?;
     }
-    let mut relay = Relay::new(signals, opts.stop_grace)?;
+    let mut relay = Relay::new(signals, args.stop_grace)?;
     let mut result = handle
         .wait_beside(&mut relay)
         .map_err(ServiceError::Launch)?;
@@ -462,7 +487,7 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         // to. A workload that was ended (deadline, cancel) leaves what it wrote unread.
         result.capture.wait_delivered();
     }
-    if opts.json {
+    if args.json {
         // The reader went away (`run --json | true`) or the output failed: the document cannot
         // be given, the status still is (W12).
         if let Err(CliError::Output(e)) = print_json(&doc) {
@@ -472,10 +497,7 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
         }
     } else {
         if let LaunchOutcome::SpawnFailed { errno, step } = result.outcome {
-            eprintln!(
-                "refine-supervisor: {}",
-                spawn_failure(&spec, errno, Some(step))
-            );
+            eprintln!("refine-supervisor: {}", failed.line(errno, Some(step)));
         }
         if let Some(f) = doc.stop_failure {
             tracing::warn!(id = %result.id, error = %f, "scope stop failed");
@@ -489,39 +511,49 @@ pub fn run_embedded(rt: &Runtime, spec: LaunchAsk, opts: RunOptions) -> Result<i
     Ok(code)
 }
 
-/// One line for a launch that never ran (W5, W13): what failed, as the guardian's report names
-/// it (`step`), and the error as the workload's credentials saw it: the program, the `--cwd`
-/// directory, or the `--user` switch. Without a step (an older service's reply), the directory
-/// when `--cwd` is not one this process can enter, the program otherwise.
-pub(crate) fn spawn_failure(spec: &LaunchAsk, errno: i32, step: Option<SpawnStep>) -> String {
-    let error = io::Error::from_raw_os_error(errno).to_string();
-    let error = match error.rfind(" (os error") {
-        Some(i) => error[..i].to_owned(),
-        None => error,
-    };
-    // X6: the program, the directory and the user are the caller's text: escaped for the terminal.
-    let esc = super::view::escape;
-    let program = esc(spec.argv.first().map_or("", String::as_str));
-    match (step, &spec.cwd, &spec.user) {
-        (Some(SpawnStep::Program), _, _) => return format!("{program}: {error}"),
-        (Some(SpawnStep::Cwd), Some(cwd), _) => return format!("{}: {error}", esc(cwd)),
-        (Some(SpawnStep::User), _, Some(user)) => {
-            return format!("--user {}: cannot switch to the user: {error}", esc(user))
+/// What a launch that never ran names in its one line (W5, W13): the caller's program,
+/// `--cwd` and `--user`.
+pub(crate) struct Failed<'a> {
+    pub program: Option<&'a OsStr>,
+    pub cwd: Option<&'a Path>,
+    pub user: Option<&'a str>,
+}
+
+impl Failed<'_> {
+    /// One line for a launch that never ran: what failed, as the guardian's report names it
+    /// (`step`), and the error as the workload's credentials saw it: the program, the `--cwd`
+    /// directory, or the `--user` switch. Without a step (an older service's reply), the
+    /// directory when `--cwd` is not one this process can enter, the program otherwise.
+    pub(crate) fn line(&self, errno: i32, step: Option<SpawnStep>) -> String {
+        let error = io::Error::from_raw_os_error(errno).to_string();
+        let error = match error.rfind(" (os error") {
+            Some(i) => error[..i].to_owned(),
+            None => error,
+        };
+        // X6: the program, the directory and the user are the caller's text: escaped for the
+        // terminal.
+        let esc = super::view::escape;
+        let program = esc(&self.program.unwrap_or_default().to_string_lossy()).to_string();
+        let cwd = self.cwd.map(|d| esc(&d.to_string_lossy()).to_string());
+        match (step, &cwd, self.user) {
+            (Some(SpawnStep::Program), _, _) => return format!("{program}: {error}"),
+            (Some(SpawnStep::Cwd), Some(cwd), _) => return format!("{cwd}: {error}"),
+            (Some(SpawnStep::User), _, Some(user)) => {
+                return format!("--user {}: cannot switch to the user: {error}", esc(user))
+            }
+            (Some(SpawnStep::Setup), _, _) => {
+                return format!("{program}: cannot prepare the workload ({SETUP_STEPS}): {error}")
+            }
+            _ => {}
         }
-        (Some(SpawnStep::Setup), _, _) => {
-            return format!("{program}: cannot prepare the workload ({SETUP_STEPS}): {error}")
+        let bad_cwd = self
+            .cwd
+            .is_some_and(|d| !std::fs::metadata(d).is_ok_and(|m| m.is_dir()));
+        match (bad_cwd, cwd) {
+            (true, Some(cwd)) => format!("{cwd}: {error}"),
+            _ => format!("{program}: {error}"),
         }
-        _ => {}
     }
-    let bad_cwd = spec
-        .cwd
-        .as_ref()
-        .filter(|d| !std::fs::metadata(d).is_ok_and(|m| m.is_dir()));
-    let what = match bad_cwd {
-        Some(d) => d.clone(),
-        None => spec.argv.first().cloned().unwrap_or_default(),
-    };
-    format!("{}: {error}", super::view::escape(&what))
 }
 
 /// What the setup step of a spawn covers, for its one line.

@@ -50,7 +50,7 @@ use super::docs::{
 };
 use super::error::{io_err, AdmitError, CliError, ServiceError, SpecError};
 use super::metrics::{self, Metrics, RequestResult};
-use super::ops::{self, assess_one, launch_request, recover_all, retire, stop_one};
+use super::ops::{self, assess_one, launch_command, recover_all, retire, stop_one};
 use super::throttle::{Backoff, LogLimit};
 use refine_supervisor::end::open_index::{self, Settled};
 use refine_supervisor::end::stop;
@@ -81,11 +81,11 @@ fn launch_admitted(
     spec: LaunchAsk,
     slot: Option<refine_supervisor::store::fence::Fence>,
 ) -> Result<RegistrationId, Response> {
-    let mut req =
-        launch_request(&spec).map_err(|e| Response::err(ErrorKind::BadRequest, error_chain(&e)))?;
     // The service ends its launches itself when it stops (W8); when it is killed, they outlive
     // it until recovery rather than die with no receipt reader.
-    req.pdeath_signal = None;
+    let cmd = launch_command(&spec)
+        .map_err(|e| Response::err(ErrorKind::BadRequest, error_chain(&e)))?
+        .outlive_host();
     let handle = {
         let closed = state.closed.lock().unwrap_or_else(|p| p.into_inner());
         if *closed {
@@ -94,8 +94,9 @@ fn launch_admitted(
         descriptor_budget()?;
         let handle = state
             .sup
-            .launch(req)
-            .map_err(|e| Response::err(ErrorKind::LaunchFailed, error_chain(&e)))?;
+            .spawn(cmd)
+            .map_err(|e| Response::err(ErrorKind::LaunchFailed, error_chain(&e)))?
+            .into_handle();
         drop(slot);
         if let Ok(mut l) = state.launched.lock() {
             l.insert(handle.id());
@@ -190,11 +191,13 @@ async fn admit_queued(
         }
         // Not an agent: no census, only the label under the admission lock.
         let (rt, spec) = (state.rt.clone(), spec.clone());
-        return tokio::task::spawn_blocking(move || ops::try_admit(&rt, None, &spec))
-            .await
-            .unwrap_or_else(|e| Err(AdmitError::Task(e)))
-            .map(Some)
-            .map_err(admit_response);
+        return tokio::task::spawn_blocking(move || {
+            ops::try_admit(&rt, None, &ops::Admission::of(&spec))
+        })
+        .await
+        .unwrap_or_else(|e| Err(AdmitError::Task(e)))
+        .map(Some)
+        .map_err(admit_response);
     }
     let deadline = tokio::time::Instant::now() + spec.wait_for_slot.unwrap_or_default();
     let census = |state: &Arc<Service>| {
@@ -203,7 +206,7 @@ async fn admit_queued(
         async move {
             tokio::task::spawn_blocking(move || {
                 let mut probe = st.probe.lock().unwrap_or_else(|p| p.into_inner());
-                ops::try_admit(&st.rt, Some(&mut **probe), &spec)
+                ops::try_admit(&st.rt, Some(&mut **probe), &ops::Admission::of(&spec))
             })
             .await
             .unwrap_or_else(|e| Err(AdmitError::Task(e)))
@@ -322,7 +325,7 @@ async fn stop_async(
         ..
     } = &mut doc.detail
     {
-        let us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+        let us = refine_protocol::time::saturating_us(waited);
         *signalled += sent;
         timings_us.grace = us;
         timings_us.total = timings_us.total.saturating_add(us);
@@ -730,7 +733,7 @@ async fn serve_async(
                     // most once per window.
                     let pause = backoff.next();
                     if let Some(suppressed) = ACCEPT_LOG.allow() {
-                        tracing::warn!(error = %e, suppressed, pause_ms = pause.as_millis() as u64, "accept failed");
+                        tracing::warn!(error = %e, suppressed, pause_ms = refine_protocol::time::saturating_ms(pause), "accept failed");
                     }
                     tokio::select! {
                         _ = tokio::time::sleep(pause) => {}
@@ -758,7 +761,7 @@ fn recover_at_start(rt: &Runtime) {
     let t = Instant::now();
     match recover_all(rt) {
         Ok(doc) => {
-            let elapsed_ms = t.elapsed().as_millis() as u64;
+            let elapsed_ms = refine_protocol::time::saturating_ms(t.elapsed());
             tracing::info!(elapsed_ms, summary = %json_line(&doc.summary), "recovery at start");
             for e in doc
                 .registrations
@@ -824,7 +827,7 @@ async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io:
             if let Some(suppressed) = SLOW_LOG.allow() {
                 tracing::warn!(
                     suppressed,
-                    timeout_ms = REQUEST_READ_TIMEOUT.as_millis() as u64,
+                    timeout_ms = refine_protocol::time::saturating_ms(REQUEST_READ_TIMEOUT),
                     "dropped a request not whole within the read timeout"
                 );
             }
@@ -959,7 +962,7 @@ fn shutdown(state: &Service, grace: Duration) {
         .collect();
     tracing::info!(
         launches = live.len(),
-        grace_ms = grace.as_millis() as u64,
+        grace_ms = refine_protocol::time::saturating_ms(grace),
         "shutdown: SIGTERM to the service's launches"
     );
     let polite = stop::StopOptions {
@@ -1061,7 +1064,7 @@ fn maintenance(state: &Arc<Service>, keep: Housekeeping) {
         }
     }
     sample_capacity(rt);
-    let elapsed_us = started.elapsed().as_micros() as u64;
+    let elapsed_us = refine_protocol::time::saturating_us(started.elapsed());
     let due = state
         .last_retention
         .lock()
@@ -1152,7 +1155,7 @@ fn housekeeping(state: &Service, keep: Housekeeping) {
     if let Ok(mut l) = state.launched.lock() {
         l.retain(|id| rt.open_marker_path(*id).exists());
     }
-    let elapsed_ms = started.elapsed().as_millis() as u64;
+    let elapsed_ms = refine_protocol::time::saturating_ms(started.elapsed());
     tracing::info!(elapsed_ms, "housekeeping");
 }
 

@@ -124,7 +124,7 @@ fn decimal_duration(t: &str) -> Option<Duration> {
 pub fn parse_since(text: &str) -> Result<u64, String> {
     let now = refine_supervisor::launch::deadline::unix_ms();
     if let Ok(d) = parse_duration(text) {
-        return Ok(now.saturating_sub(d.as_millis() as u64));
+        return Ok(now.saturating_sub(refine_protocol::time::saturating_ms(d)));
     }
     let ts = text
         .parse::<jiff::Timestamp>()

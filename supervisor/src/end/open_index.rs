@@ -101,7 +101,7 @@ pub fn finish_cgroup(rt: &Runtime, reg: &refine_protocol::Registration, a: &Asse
 
 /// Removes the marker of `id` when `a`, the assessment just made under the registration's lock
 /// `held`, says `exited`; for callers that already assessed (recovery).
-pub fn close_if_exited(
+pub(crate) fn close_if_exited(
     rt: &Runtime,
     id: RegistrationId,
     held: &Fence,

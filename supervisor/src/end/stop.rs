@@ -249,7 +249,7 @@ fn record_request(runtime: &Runtime, reg: &Registration, cause: Option<StopCause
 
 /// [`stop`] for a caller that already holds the runtime stop fence (recovery). A grace, if
 /// asked for, is waited out holding it.
-pub fn stop_fenced(
+pub(crate) fn stop_fenced(
     runtime: &Runtime,
     reg: &Registration,
     opts: &StopOptions<'_>,

@@ -47,10 +47,10 @@ use crate::store::fence::Fence;
 use crate::store::registry::{RegistryError, Runtime};
 
 /// Default horizon: 30 days.
-pub const DEFAULT_AFTER: Duration = Duration::from_secs(30 * 24 * 3600);
+pub(crate) const DEFAULT_AFTER: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// How long forgetting waits for a busy registration lock before leaving it for the next pass.
-pub const LOCK_WAIT: Duration = Duration::from_millis(200);
+pub(crate) const LOCK_WAIT: Duration = Duration::from_millis(200);
 
 /// Registrations removed per batch (each holds its lock until the batch is durable).
 const BATCH: usize = 128;

@@ -27,10 +27,10 @@ use refine_protocol::{Receipt, Registration, RegistrationId};
 use crate::store::registry::{RegistryError, Runtime, Stream};
 
 /// Default age limit: 7 days.
-pub const DEFAULT_LIMIT: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const DEFAULT_LIMIT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// How long retention waits for a busy registration lock before keeping its artifacts.
-pub const LOCK_WAIT: Duration = Duration::from_millis(200);
+pub(crate) const LOCK_WAIT: Duration = Duration::from_millis(200);
 
 const STREAMS: [Stream; 3] = [Stream::Stdout, Stream::Stderr, Stream::Stdin];
 

@@ -103,7 +103,7 @@ pub fn collect(rt: &Runtime, dry_run: bool) -> Result<Vec<Entry>, RetentionError
 }
 
 /// [`collect`] with another safety age (tests).
-pub fn collect_at(
+pub(crate) fn collect_at(
     rt: &Runtime,
     dry_run: bool,
     safety: Duration,

@@ -51,7 +51,7 @@ use crate::kernel::procfs::{self, ProcfsError, Stat};
 use crate::store::registry::Runtime;
 
 /// The suffix the kernel appends to the path of a removed file or directory.
-pub const DELETED: &[u8] = b" (deleted)";
+pub(crate) const DELETED: &[u8] = b" (deleted)";
 
 /// Programs whose children are adopted orphans, not processes they started on purpose: init
 /// systems and inits that act as child subreapers on this host. Container shims (`conmon`,
@@ -320,7 +320,7 @@ impl<'b> Registrations<'b> {
     }
 
     /// The registration whose guardian is `w`.
-    pub fn guarded_by(&self, w: &ProcessWitness) -> Option<RegistrationId> {
+    pub(crate) fn guarded_by(&self, w: &ProcessWitness) -> Option<RegistrationId> {
         self.by_guardian
             .get(&(w.pid, w.start_time))
             .map(|&i| self.entries[i].reg.id)
@@ -449,7 +449,7 @@ pub fn holders(target: &Target, regs: &Registrations<'_>) -> Result<Holders, Hol
             ppid: stat.ppid,
             program: program(pid),
             cpu_ms: cpu.own().saturating_mul(1000) / hz,
-            age_ms: uptime.saturating_sub(started).as_millis() as u64,
+            age_ms: refine_protocol::time::saturating_ms(uptime.saturating_sub(started)),
             via,
             path: String::from_utf8_lossy(&path).into_owned(),
             owner,
@@ -457,7 +457,7 @@ pub fn holders(target: &Target, regs: &Registrations<'_>) -> Result<Holders, Hol
         });
     }
     out.holders.sort_by_key(|h| h.witness.pid);
-    out.elapsed_ms = start.elapsed().as_millis() as u64;
+    out.elapsed_ms = refine_protocol::time::saturating_ms(start.elapsed());
     Ok(out)
 }
 

@@ -33,8 +33,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 /// Defaults (all are `serve` flags).
-pub const DEFAULT_PERIOD: Duration = Duration::from_secs(60);
-pub const DEFAULT_THRESHOLD: f64 = 0.75;
+pub(crate) const DEFAULT_PERIOD: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_THRESHOLD: f64 = 0.75;
 pub const DEFAULT_STALLED_SAMPLES: u32 = 5;
 pub const DEFAULT_SILENT_SAMPLES: u32 = 30;
 
@@ -347,7 +347,7 @@ mod tests {
         fn push(&mut self) -> Vec<Event> {
             self.watch.observe(Sample {
                 at: self.at,
-                unix_ms: self.at.as_millis() as u64,
+                unix_ms: refine_protocol::time::saturating_ms(self.at),
                 cpu: self.cpu,
                 produced_bytes: self.bytes,
             })

@@ -226,12 +226,16 @@ pub fn freeze(dir: &Path, until: Instant) -> io::Result<bool> {
 }
 
 /// Waits until `cgroup.events` says `key 1`.
-pub fn wait_event(events: &std::fs::File, key: &str, until: Instant) -> io::Result<bool> {
+pub(crate) fn wait_event(events: &std::fs::File, key: &str, until: Instant) -> io::Result<bool> {
     wait_value(events, key, 1, until)
 }
 
 /// Waits until `cgroup.events` says `key 0` (`populated 0`: the cgroup is empty).
-pub fn wait_event_zero(events: &std::fs::File, key: &str, until: Instant) -> io::Result<bool> {
+pub(crate) fn wait_event_zero(
+    events: &std::fs::File,
+    key: &str,
+    until: Instant,
+) -> io::Result<bool> {
     wait_value(events, key, 0, until)
 }
 
@@ -277,7 +281,7 @@ pub fn finish(reg: &refine_protocol::Registration) -> Option<CgroupUsage> {
 
 /// The tree's usage with its CPU times from the cgroup where there is one (the kernel's count
 /// of every member's time, waited for or not); the peak resident set stays the receipt's.
-pub fn with_usage(
+pub(crate) fn with_usage(
     receipt: Option<refine_protocol::TreeUsage>,
     cgroup: Option<CgroupUsage>,
 ) -> Option<refine_protocol::TreeUsage> {

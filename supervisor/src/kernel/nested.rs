@@ -56,7 +56,7 @@ impl NestedGuardians {
     /// `comm`, is a nested guardian: it has exec'd since its fork, and its executable carries
     /// the guardian's mark (or, when the executable cannot be opened, it has the outer
     /// guardian's name).
-    pub fn is_one(&mut self, witness: &ProcessWitness, comm: &Comm) -> bool {
+    pub(crate) fn is_one(&mut self, witness: &ProcessWitness, comm: &Comm) -> bool {
         let Some(pid) = procfs::pid_of(witness) else {
             return false;
         };
@@ -121,7 +121,7 @@ fn read_at(file: &File, offset: u64, len: usize) -> Option<Vec<u8>> {
 /// Whether the ELF64 little-endian executable `file` has a `.refine.guardian` section holding
 /// the mark. Every read is bounded: the header, at most [`MAX_SECTIONS`] section headers, at most
 /// [`MAX_NAMES`] bytes of names and the mark itself; anything malformed is "no".
-pub fn carries_mark(file: &File) -> bool {
+pub(crate) fn carries_mark(file: &File) -> bool {
     find_mark(file).is_some_and(|m| mark::is_mark(&m))
 }
 

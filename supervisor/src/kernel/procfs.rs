@@ -68,7 +68,7 @@ pub enum ProcfsError {
 }
 
 impl ProcfsError {
-    pub fn is_vanished(&self) -> bool {
+    pub(crate) fn is_vanished(&self) -> bool {
         matches!(self, ProcfsError::Vanished { .. })
     }
 }
@@ -271,7 +271,7 @@ pub fn pid_of(w: &ProcessWitness) -> Option<Pid> {
 }
 
 /// Parses a stat line. The fields are read after the last `)`, so any command name works.
-pub fn parse_stat(pid: Pid, text: &str) -> Option<Stat> {
+pub(crate) fn parse_stat(pid: Pid, text: &str) -> Option<Stat> {
     parse_stat_bytes(pid, text.as_bytes())
 }
 
@@ -415,7 +415,7 @@ pub fn find_marker(environ: &[u8]) -> Option<RegistrationId> {
 }
 
 /// The kernel function `pid` sleeps in (`/proc/PID/wchan`); `None` when running or hidden.
-pub fn wchan(pid: Pid) -> Result<Option<String>, ProcfsError> {
+pub(crate) fn wchan(pid: Pid) -> Result<Option<String>, ProcfsError> {
     let path = proc_path(pid, "wchan");
     match fs::read_to_string(&path) {
         Ok(t) if t.is_empty() || t == "0" => Ok(None),
@@ -458,7 +458,7 @@ impl CpuTicks {
         self.user.saturating_add(self.system)
     }
     /// Own time plus that of the children it reaped.
-    pub fn with_children(&self) -> u64 {
+    pub(crate) fn with_children(&self) -> u64 {
         self.own()
             .saturating_add(self.children_user)
             .saturating_add(self.children_system)
@@ -479,7 +479,7 @@ pub fn stat_cpu(pid: Pid) -> Result<(Stat, CpuTicks), ProcfsError> {
 }
 
 /// Parses fields 14–17 (utime, stime, cutime, cstime) of a stat line.
-pub fn parse_cpu_ticks(text: &str) -> Option<CpuTicks> {
+pub(crate) fn parse_cpu_ticks(text: &str) -> Option<CpuTicks> {
     let close = text.rfind(')')?;
     // After the last `)`: field 3 is the first; utime (14) is the twelfth.
     let mut fields = text.get(close + 1..)?.split_ascii_whitespace().skip(11);

@@ -128,7 +128,7 @@ impl Verified {
 
     /// [`Verified::open`], also returning the stat read for the verification (the process's
     /// state right after the pidfd was opened), so a caller need not read it again.
-    pub fn open_with_stat(witness: ProcessWitness) -> Result<(Verified, Stat), SignalError> {
+    pub(crate) fn open_with_stat(witness: ProcessWitness) -> Result<(Verified, Stat), SignalError> {
         let pid = procfs::pid_of(&witness).ok_or(SignalError::InvalidPid(witness))?;
         let pinned = Pinned::open(pid)?.ok_or(SignalError::Gone(witness))?;
         // After opening: the pidfd pins the process, so a matching start time proves identity.
@@ -180,7 +180,10 @@ impl Verified {
     }
 
     /// Waits up to `timeout` (`None`: forever) for the process to exit; returns whether it did.
-    pub fn wait_exit(&self, timeout: Option<std::time::Duration>) -> Result<bool, SignalError> {
+    pub(crate) fn wait_exit(
+        &self,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<bool, SignalError> {
         let ts = timeout.map(|d| rustix::time::Timespec {
             tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
             tv_nsec: d.subsec_nanos() as _,
@@ -271,7 +274,7 @@ pub fn signal_group(member: &Verified, pgid: i32, sig: Signal) -> Result<(), Sig
 
 /// The group id as a [`Pid`], refusing 1 or less (`kill(-1)` is every process, `kill(0)` our own
 /// group, and negative values are not group ids).
-pub fn checked_group(pgid: i32) -> Result<Pid, SignalError> {
+pub(crate) fn checked_group(pgid: i32) -> Result<Pid, SignalError> {
     if pgid <= 1 {
         return Err(SignalError::InvalidGroup(pgid));
     }

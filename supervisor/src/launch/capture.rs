@@ -54,7 +54,7 @@ pub const DEFAULT_KEEP: usize = 16 * 1024 * 1024;
 /// The fixed final drain after the first validated workload exit (S4).
 pub const FINAL_DRAIN: Duration = Duration::from_millis(200);
 /// Size of one read.
-pub const READ_CHUNK: usize = 256 * 1024;
+pub(crate) const READ_CHUNK: usize = 256 * 1024;
 /// Bytes one `splice` moves at most (the pipe holds [`PIPE_SIZE`]).
 const SPLICE_CHUNK: usize = 1024 * 1024;
 /// Reads per stream per wake-up: a busy stream cannot starve the others or the control fds.
@@ -69,7 +69,7 @@ const STAND_IN_EOF: u8 = 1;
 const STAND_IN_GONE: u8 = 2;
 const STAND_IN_FAILED: u8 = 4;
 /// Streams one capture handles (stdout, stderr, and room to spare).
-pub const MAX_STREAMS: usize = 8;
+pub(crate) const MAX_STREAMS: usize = 8;
 /// Pipe buffer asked for on capture pipes (fewer wake-ups); failure to grow it is harmless.
 const PIPE_SIZE: usize = 1024 * 1024;
 
@@ -246,7 +246,7 @@ pub enum StreamState {
 }
 
 impl StreamState {
-    pub fn to_record(self) -> StreamEnd {
+    pub(crate) fn to_record(self) -> StreamEnd {
         match self {
             StreamState::Eof => StreamEnd::Eof,
             StreamState::Failed(f) => StreamEnd::CaptureFailure(f.to_string()),
@@ -780,7 +780,7 @@ impl std::fmt::Debug for Capture {
 }
 
 /// Opens an artifact for writing (created or truncated, mode 0600).
-pub fn open_artifact(path: &Path) -> Result<File, CaptureError> {
+pub(crate) fn open_artifact(path: &Path) -> Result<File, CaptureError> {
     crate::store::durable::open_private(
         OpenOptions::new()
             .write(true)
@@ -867,17 +867,17 @@ impl Capture {
         }
     }
 
-    pub fn drain_deadline(&self) -> Option<Instant> {
+    pub(crate) fn drain_deadline(&self) -> Option<Instant> {
         self.drain_deadline
     }
 
     /// When output was last read (idle deadlines), `None` before the first byte.
-    pub fn last_output(&self) -> Option<Instant> {
+    pub(crate) fn last_output(&self) -> Option<Instant> {
         self.last_output
     }
 
     /// Bytes read over all streams.
-    pub fn total_read(&self) -> u64 {
+    pub(crate) fn total_read(&self) -> u64 {
         self.readers.iter().map(|r| r.read).sum()
     }
 
@@ -902,12 +902,12 @@ impl Capture {
     }
 
     /// Every stream reached EOF (or failed).
-    pub fn all_closed(&self) -> bool {
+    pub(crate) fn all_closed(&self) -> bool {
         self.readers.iter().all(Reader::done)
     }
 
     /// The final drain has ended (it started and its deadline passed).
-    pub fn drain_over(&self, now: Instant) -> bool {
+    pub(crate) fn drain_over(&self, now: Instant) -> bool {
         self.drain_deadline.is_some_and(|d| now >= d)
     }
 
@@ -918,7 +918,7 @@ impl Capture {
 
     /// The streams to wait on now, by reader index, with what to wait for (none once the final
     /// drain has ended): what [`Capture::pump`] polls, and what a shared loop registers.
-    pub fn interest(&self, now: Instant) -> Vec<(usize, BorrowedFd<'_>, PollFlags)> {
+    pub(crate) fn interest(&self, now: Instant) -> Vec<(usize, BorrowedFd<'_>, PollFlags)> {
         if self.drain_over(now) {
             return Vec::new();
         }
@@ -932,7 +932,7 @@ impl Capture {
     /// Services the readers whose interest is ready (bit i = reader i): forwards what waits,
     /// or reads a bounded batch into `buf` (the caller's: a shared loop lends one buffer to all
     /// its captures; `None`, this capture's own, allocated on its first read).
-    pub fn read_ready(&mut self, ready: u32, buf: Option<&mut [u8]>) {
+    pub(crate) fn read_ready(&mut self, ready: u32, buf: Option<&mut [u8]>) {
         if ready == 0 {
             return;
         }
@@ -1242,7 +1242,7 @@ impl Capture {
 
     /// Ends the capture like [`Capture::finish`], handing the [`Tail`] of the streams still
     /// open, if any, to `start` (a thread of its own, or a shared loop).
-    pub fn finish_with(mut self, start: impl FnOnce(Tail)) -> CaptureResult {
+    pub(crate) fn finish_with(mut self, start: impl FnOnce(Tail)) -> CaptureResult {
         let keep_max = self.config.keep_max;
         let drain = self.config.drain;
         let mut streams = Vec::with_capacity(self.readers.len());
@@ -1288,7 +1288,7 @@ pub struct Tail {
 
 impl Tail {
     /// The streams to wait on (bit i of [`Tail::service`]'s mask = entry i's reader).
-    pub fn interest(&self) -> Vec<(usize, BorrowedFd<'_>, PollFlags)> {
+    pub(crate) fn interest(&self) -> Vec<(usize, BorrowedFd<'_>, PollFlags)> {
         self.readers
             .iter()
             .enumerate()
@@ -1347,7 +1347,7 @@ fn ready_bits(fds: &[PollFd<'_>]) -> Ready {
 }
 
 /// Polls only `extra` until `deadline`.
-pub fn poll_extra(
+pub(crate) fn poll_extra(
     extra: &[BorrowedFd<'_>],
     deadline: Option<Instant>,
 ) -> Result<Ready, CaptureError> {

@@ -108,7 +108,7 @@ pub fn resolve(spec: &str) -> Result<Credentials, CredentialsError> {
 }
 
 /// Refuses a target that `--user` could not protect the evidence from: root, or `own_uid`.
-pub fn refuse_unprotected(
+pub(crate) fn refuse_unprotected(
     spec: &str,
     c: &Credentials,
     own_uid: u32,
@@ -128,7 +128,11 @@ pub fn refuse_unprotected(
 }
 
 /// [`resolve`] against the given file contents.
-pub fn resolve_in(spec: &str, passwd: &str, group: &str) -> Result<Credentials, CredentialsError> {
+pub(crate) fn resolve_in(
+    spec: &str,
+    passwd: &str,
+    group: &str,
+) -> Result<Credentials, CredentialsError> {
     let syntax = || CredentialsError::Syntax {
         spec: spec.to_owned(),
     };

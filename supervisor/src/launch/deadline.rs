@@ -70,11 +70,11 @@ impl Deadlines {
         }
     }
 
-    pub fn completion_at(&self) -> Option<Instant> {
+    pub(crate) fn completion_at(&self) -> Option<Instant> {
         self.completion.map(|c| self.start + c)
     }
 
-    pub fn idle_at(&self) -> Option<Instant> {
+    pub(crate) fn idle_at(&self) -> Option<Instant> {
         self.idle.map(|i| self.last_activity + i)
     }
 
@@ -87,7 +87,7 @@ impl Deadlines {
     }
 
     /// The deadline that has passed at `now`, completion first.
-    pub fn expired(&self, now: Instant) -> Option<Expired> {
+    pub(crate) fn expired(&self, now: Instant) -> Option<Expired> {
         if self.completion_at().is_some_and(|c| now >= c) {
             return Some(Expired::Completion);
         }
@@ -111,7 +111,7 @@ pub fn recorded_activity(reg: &Registration) -> Option<u64> {
     .flatten()
     .filter_map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
     .filter_map(|t| t.duration_since(UNIX_EPOCH).ok())
-    .map(|d| d.as_millis() as u64)
+    .map(refine_protocol::time::saturating_ms)
     .max()
 }
 
@@ -159,17 +159,17 @@ pub fn unix_time() -> Duration {
 
 /// [`unix_time`] in milliseconds.
 pub fn unix_ms() -> u64 {
-    unix_time().as_millis() as u64
+    refine_protocol::time::saturating_ms(unix_time())
 }
 
 /// [`unix_time`] in nanoseconds (the guardian's exit stamps are in ns).
-pub fn unix_ns() -> u64 {
-    unix_time().as_nanos() as u64
+pub(crate) fn unix_ns() -> u64 {
+    refine_protocol::time::saturating_ns(unix_time())
 }
 
 /// The monotonic instant that corresponds to a wall-clock time (clamped to what `Instant` can
 /// represent: a start further back than this process's clock reaches maps to its earliest point).
-pub fn instant_of_unix_ms(unix_ms: u64) -> Instant {
+pub(crate) fn instant_of_unix_ms(unix_ms: u64) -> Instant {
     let now = Instant::now();
     let wall_now = unix_time();
     let then = Duration::from_millis(unix_ms);

@@ -39,7 +39,7 @@ pub type EnvMap = BTreeMap<OsString, OsString>;
 pub const OWNER_VAR: &str = "REFINE_OWNER";
 
 /// The only variables a `quality` launch takes from the login shell.
-pub const QUALITY_OVERLAY: [&str; 5] = [
+pub(crate) const QUALITY_OVERLAY: [&str; 5] = [
     "PATH",
     "PATHEXT",
     "DOTNET_ROOT",
@@ -66,7 +66,7 @@ const GIT_REDIRECTION: [&str; 14] = [
 ];
 
 /// Whether `name` redirects git to another repository, index, object store or configuration.
-pub fn is_git_redirection(name: &OsStr) -> bool {
+pub(crate) fn is_git_redirection(name: &OsStr) -> bool {
     let b = name.as_bytes();
     b.starts_with(b"GIT_CONFIG")
         || b == b"GIT_DISCOVERY_ACROSS_FILESYSTEM"
@@ -86,6 +86,9 @@ pub struct EnvInputs<'a> {
     pub login: Option<&'a EnvMap>,
     /// A `command` that is a managed git command: git redirection is removed for it too.
     pub managed_git: bool,
+    /// Start from nothing instead of the daemon's or login environment (a host's
+    /// `Command::env_clear`); the overrides and the owner marker are still applied.
+    pub clear: bool,
     pub overrides: &'a [Override],
     pub owner: RegistrationId,
 }
@@ -93,10 +96,11 @@ pub struct EnvInputs<'a> {
 /// Builds the workload's complete environment (pure).
 pub fn build(inputs: EnvInputs<'_>) -> EnvMap {
     let mut env = match (inputs.kind, inputs.login) {
+        _ if inputs.clear => EnvMap::new(),
         (Kind::Agent, Some(login)) => login.clone(),
         _ => inputs.daemon.clone(),
     };
-    if let (Kind::Quality, Some(login)) = (inputs.kind, inputs.login) {
+    if let (Kind::Quality, Some(login), false) = (inputs.kind, inputs.login, inputs.clear) {
         for name in QUALITY_OVERLAY {
             if let Some(v) = login.get(OsStr::new(name)) {
                 env.insert(name.into(), v.clone());
@@ -131,12 +135,12 @@ pub fn to_entries(env: &EnvMap) -> Vec<OsString> {
 }
 
 /// This process's environment.
-pub fn daemon_env() -> EnvMap {
+pub(crate) fn daemon_env() -> EnvMap {
     std::env::vars_os().collect()
 }
 
 /// Parses `KEY=VALUE\0...` (entries without `=` or with an empty name are skipped).
-pub fn parse_nul_env(bytes: &[u8]) -> EnvMap {
+pub(crate) fn parse_nul_env(bytes: &[u8]) -> EnvMap {
     bytes
         .split(|&b| b == 0)
         .filter_map(|entry| {
@@ -351,6 +355,7 @@ mod tests {
             daemon,
             login,
             managed_git: false,
+            clear: false,
             overrides,
             owner: OWNER,
         }

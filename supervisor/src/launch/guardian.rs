@@ -39,7 +39,7 @@ use rustix::net::{
 use crate::store::registry::RegistryError;
 
 /// How long the guardian may take to answer the launch frame with `Hello`.
-pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default bound on the wait for *start* ([`DEFAULT_START_TIMEOUT_MS`]).
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_millis(DEFAULT_START_TIMEOUT_MS as u64);
 /// The owner marker every managed workload carries (SPEC S8).
@@ -87,6 +87,33 @@ pub struct LaunchConfig {
     /// The cgroup v2 directory the workload is forked into (F4; [`crate::kernel::cgroup::create`]);
     /// `None`: the guardian's own cgroup.
     pub cgroup: Option<PathBuf>,
+}
+
+impl LaunchConfig {
+    /// `argv` on `stdio` with everything else at its default: an empty environment, this
+    /// process's working directory, no limits, a new process group, SIGKILL on launcher loss,
+    /// [`DEFAULT_START_TIMEOUT`], the default guardian, this process's credentials, a clean signal
+    /// state, no cgroup. The registration's part (ids, proof path) is zero/empty until
+    /// [`crate::launch::launch_registered`] (or the caller of [`spawn`]) sets it.
+    pub fn new(argv: Vec<OsString>, stdio: Stdio) -> Self {
+        LaunchConfig {
+            registration: RegistrationId([0; 16]),
+            runtime: RuntimeId([0; 16]),
+            proof_path: PathBuf::new(),
+            argv,
+            env: Vec::new(),
+            cwd: None,
+            rlimits: Vec::new(),
+            stdio,
+            new_session: false,
+            pdeath_signal: Some(crate::kernel::signal::Signal::KILL),
+            start_timeout: DEFAULT_START_TIMEOUT,
+            guardian_exe: None,
+            credentials: None,
+            signal_state: None,
+            cgroup: None,
+        }
+    }
 }
 
 /// What the guardian reports after `Hello`.
@@ -227,10 +254,9 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
     let params = LaunchParams {
         flags,
         pdeath_signal: config.pdeath_signal.map(|s| s.as_raw() as u32),
-        start_timeout_ms: config
-            .start_timeout
-            .as_millis()
-            .clamp(1, u128::from(MAX_START_TIMEOUT_MS)) as u32,
+        // Bounded to the frame's range, so the narrowing cannot truncate.
+        start_timeout_ms: refine_protocol::time::saturating_ms(config.start_timeout)
+            .clamp(1, u64::from(MAX_START_TIMEOUT_MS)) as u32,
         stdio_fds,
         registration: config.registration,
         runtime: config.runtime,

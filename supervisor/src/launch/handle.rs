@@ -193,7 +193,7 @@ impl LaunchHandle {
 /// What drives a launch's engine: a thread of its own, the shared loop, or the thread that
 /// waits for it ([`super::Supervisor::driven_by_caller`]).
 pub(super) enum Driver {
-    Thread(JoinHandle<LaunchResult>),
+    Thread(JoinHandle<()>, Arc<Completion>),
     Shared(super::shared::SharedResult),
     Caller(Box<super::engine::Engine>, Option<super::ResultHook>),
 }
@@ -201,7 +201,7 @@ pub(super) enum Driver {
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Driver::Thread(t) => f.debug_tuple("Thread").field(t).finish(),
+            Driver::Thread(t, _) => f.debug_tuple("Thread").field(t).finish(),
             Driver::Shared(r) => f.debug_tuple("Shared").field(r).finish(),
             Driver::Caller(..) => f.write_str("Caller"),
         }
@@ -211,7 +211,7 @@ impl std::fmt::Debug for Driver {
 impl Driver {
     fn is_finished(&self) -> bool {
         match self {
-            Driver::Thread(t) => t.is_finished(),
+            Driver::Thread(_, done) => done.is_set(),
             Driver::Shared(r) => r.is_finished(),
             Driver::Caller(..) => false,
         }
@@ -219,7 +219,10 @@ impl Driver {
 
     fn wait(self, beside: Option<&mut dyn Beside>) -> Result<LaunchResult, LaunchError> {
         match self {
-            Driver::Thread(t) => t.join().map_err(|_| LaunchError::EngineDied),
+            Driver::Thread(t, done) => {
+                t.join().map_err(|_| LaunchError::EngineDied)?;
+                done.take().ok_or(LaunchError::EngineDied)
+            }
             Driver::Shared(r) => r.wait(),
             Driver::Caller(engine, on_result) => {
                 let result = match beside {
@@ -231,6 +234,90 @@ impl Driver {
                 }
                 Ok(result)
             }
+        }
+    }
+}
+
+/// The result of an engine on a thread of its own, handed over once: a blocking waiter sleeps
+/// on the condition variable (with a bound if it likes), an async one on the notification.
+#[derive(Debug, Default)]
+pub(super) struct Completion {
+    result: Mutex<Option<LaunchResult>>,
+    set: std::sync::atomic::AtomicBool,
+    ready: std::sync::Condvar,
+    notify: tokio::sync::Notify,
+}
+
+impl Completion {
+    /// Called once, by the engine's thread, with its result.
+    pub(super) fn deliver(&self, result: LaunchResult) {
+        *self.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+        self.set.store(true, std::sync::atomic::Ordering::Release);
+        self.ready.notify_all();
+        // A permit is stored if nobody awaits yet: the wake is never lost.
+        self.notify.notify_one();
+    }
+
+    fn is_set(&self) -> bool {
+        self.set.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn take(&self) -> Option<LaunchResult> {
+        self.result.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Whether the result came within `timeout`.
+    fn wait_for(&self, timeout: Duration) -> bool {
+        let guard = self.result.lock().unwrap_or_else(|p| p.into_inner());
+        let (guard, _) = self
+            .ready
+            .wait_timeout_while(guard, timeout, |r| {
+                r.is_none() && !self.set.load(std::sync::atomic::Ordering::Acquire)
+            })
+            .unwrap_or_else(|p| p.into_inner());
+        guard.is_some()
+    }
+
+    async fn arrived(&self) {
+        while !self.is_set() {
+            self.notify.notified().await;
+        }
+    }
+}
+
+impl LaunchHandle {
+    /// [`LaunchHandle::wait`] with a bound: `Ok(None)` when the result has not come within
+    /// `timeout` (the handle is still whole). A launch driven by its caller
+    /// ([`super::Supervisor::driven_by_caller`]) has no bounded wait (the wait drives it).
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<LaunchResult>, LaunchError> {
+        let ready = match self.thread.as_ref().ok_or(LaunchError::EngineDied)? {
+            Driver::Thread(_, done) => done.wait_for(timeout),
+            Driver::Shared(r) => r.wait_for(timeout),
+            Driver::Caller(..) => return Err(LaunchError::NotAvailable("bounded wait")),
+        };
+        if !ready {
+            return Ok(None);
+        }
+        self.thread
+            .take()
+            .ok_or(LaunchError::EngineDied)?
+            .wait(None)
+            .map(Some)
+    }
+
+    /// [`LaunchHandle::wait`] for an async caller (tokio). An engine on a thread of its own
+    /// wakes the task when its result is there (no thread waits for it); the shared loop's
+    /// result and a launch driven by its caller are waited for on tokio's blocking pool.
+    pub async fn wait_async(mut self) -> Result<LaunchResult, LaunchError> {
+        match self.thread.take().ok_or(LaunchError::EngineDied)? {
+            Driver::Thread(t, done) => {
+                done.arrived().await;
+                // The result is delivered as the thread's last step: the join is immediate.
+                Driver::Thread(t, done).wait(None)
+            }
+            other => tokio::task::spawn_blocking(move || other.wait(None))
+                .await
+                .map_err(|_| LaunchError::EngineDied)?,
         }
     }
 }

@@ -401,6 +401,7 @@ impl Supervisor {
             daemon: &self.daemon_env,
             login: if needs_login { self.login.get() } else { None },
             managed_git: req.managed_git,
+            clear: req.env_clear,
             overrides: &req.env,
             owner: id,
         });
@@ -493,11 +494,11 @@ impl Supervisor {
             .scope_policy
             .unwrap_or_else(|| default_scope_policy(req.kind));
         let limits = Limits {
-            completion_timeout_ms: req.completion_timeout.map(|d| d.as_millis() as u64),
-            idle_timeout_ms: req.idle_timeout.map(|d| d.as_millis() as u64),
+            completion_timeout_ms: req.timeout.map(refine_protocol::time::saturating_ms),
+            idle_timeout_ms: req.idle_timeout.map(refine_protocol::time::saturating_ms),
             log_cap_bytes: req.log_cap,
             rlimits: req.rlimits.clone(),
-            kill_after_ms: req.kill_after.map(|d| d.as_millis() as u64),
+            kill_after_ms: req.kill_after.map(refine_protocol::time::saturating_ms),
         };
         // The launcher owns the registration for the scope's whole life: recovery and retention
         // take this lock first and leave a scope whose owner is alive to it. It is taken before
@@ -525,21 +526,21 @@ impl Supervisor {
                 label: req.label,
                 owner: req.owner,
                 purpose: req.purpose,
-                argv: req.argv,
-                env: env.into_iter().collect(),
-                cwd: req.cwd,
-                stdio,
+                guardian: guardian::LaunchConfig {
+                    env: env_policy::to_entries(&env),
+                    cwd: req.cwd,
+                    // X2: another user's workload never shares this session (nor its terminal).
+                    new_session: req.new_session || pty_size.is_some() || req.user.is_some(),
+                    pdeath_signal: req.pdeath_signal,
+                    guardian_exe: self.guardian_exe.clone(),
+                    credentials: req.user,
+                    signal_state: req.signal_state,
+                    ..guardian::LaunchConfig::new(req.argv, stdio)
+                },
                 stdin_path,
                 pty: pty_size.is_some(),
-                // X2: another user's workload never shares this session (nor its terminal).
-                new_session: req.new_session || pty_size.is_some() || req.user.is_some(),
                 limits,
                 scope_policy: policy,
-                pdeath_signal: req.pdeath_signal,
-                start_timeout: guardian::DEFAULT_START_TIMEOUT,
-                guardian_exe: self.guardian_exe.clone(),
-                credentials: req.user,
-                signal_state: req.signal_state,
             },
         )?;
         let deadlines = Deadlines::resume(&registration);
@@ -574,18 +575,21 @@ impl Supervisor {
         let thread = match &self.shared {
             Some(shared) => Driver::Shared(shared.adopt(engine, on_result)),
             None if self.by_caller => Driver::Caller(Box::new(engine), on_result),
-            None => Driver::Thread(
-                std::thread::Builder::new()
+            None => {
+                let done = Arc::new(handle::Completion::default());
+                let delivered = done.clone();
+                let thread = std::thread::Builder::new()
                     .name(format!("refine-launch-{}", &id.to_string()[..8]))
                     .spawn(move || {
                         let result = engine.run();
                         if let Some(hook) = on_result {
                             hook(&result);
                         }
-                        result
+                        delivered.deliver(result);
                     })
-                    .map_err(io_op("start the launch thread"))?,
-            ),
+                    .map_err(io_op("start the launch thread"))?;
+                Driver::Thread(thread, done)
+            }
         };
         Ok(LaunchHandle {
             id,
@@ -610,7 +614,7 @@ impl Supervisor {
 fn check_durations(req: &LaunchRequest) -> Result<(), LaunchError> {
     let max = refine_protocol::api::MAX_DURATION;
     for (what, d) in [
-        ("completion_timeout", req.completion_timeout),
+        ("timeout", req.timeout),
         ("idle_timeout", req.idle_timeout),
         ("kill_after", req.kill_after),
     ] {

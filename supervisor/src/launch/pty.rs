@@ -83,7 +83,7 @@ pub fn open(size: WindowSize) -> Result<Pty, PtyError> {
 
 /// Gives the terminal (its slave) to the user a workload runs as (X1), as `login` and `sshd`
 /// do: it may then reopen it by name (prompts and pagers do).
-pub fn give_to(slave: &OwnedFd, uid: u32, gid: u32) -> Result<(), PtyError> {
+pub(crate) fn give_to(slave: &OwnedFd, uid: u32, gid: u32) -> Result<(), PtyError> {
     rustix::fs::fchown(
         slave,
         Some(rustix::fs::Uid::from_raw(uid)),

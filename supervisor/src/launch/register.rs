@@ -4,43 +4,33 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use refine_protocol::frame::Placement;
 use refine_protocol::record::{Kind, Limits, Registration, ScopeCgroup, ScopePolicy};
 use refine_protocol::{BootId, Hello, ProcessWitness, ProofIdentity, RegistrationId};
 
+use crate::launch::guardian::GuardianLink;
 use crate::launch::guardian::{spawn, HandshakeError, LaunchConfig, OWNER_VAR};
-use crate::launch::guardian::{GuardianLink, Stdio};
 use crate::store::registry::{RegistryError, Runtime, Stream};
 use std::os::unix::ffi::OsStrExt;
 
-/// A launch for [`launch_registered`]: what the registration records, plus how to run it.
+/// A launch for [`launch_registered`]: what the registration records, plus the guardian's
+/// launch whole.
 #[derive(Debug)]
 pub struct RegisteredLaunch {
     pub kind: Kind,
     pub label: String,
     pub owner: String,
     pub purpose: BTreeMap<String, String>,
-    pub argv: Vec<OsString>,
-    /// The prepared environment; `REFINE_OWNER=<id>` is set on top of it.
-    pub env: Vec<(OsString, OsString)>,
-    pub cwd: Option<PathBuf>,
-    pub stdio: Stdio,
+    /// What the guardian runs and how. [`launch_registered`] sets its registration part (the
+    /// ids, the proof path, the cgroup), its limits from [`RegisteredLaunch::limits`], and
+    /// `REFINE_OWNER=<id>` on top of its environment.
+    pub guardian: LaunchConfig,
     /// Where input written to the workload is recorded (`logs/ID.stdin`), if it takes any.
     pub stdin_path: Option<PathBuf>,
     pub pty: bool,
-    pub new_session: bool,
     pub limits: Limits,
     pub scope_policy: ScopePolicy,
-    /// What the guardian sends the workload on launcher loss; `None`: nothing.
-    pub pdeath_signal: Option<crate::kernel::signal::Signal>,
-    pub start_timeout: Duration,
-    pub guardian_exe: Option<PathBuf>,
-    /// Who the workload runs as (`None`: this process's credentials).
-    pub credentials: Option<crate::launch::credentials::Credentials>,
-    /// The signal state the workload starts with (`None`: a clean one, G8; W10).
-    pub signal_state: Option<refine_protocol::frame::SignalState>,
 }
 
 /// The minimal managed launch: spawn the guardian, receive its identities, write the registration
@@ -66,25 +56,15 @@ pub fn launch_registered_into(
     id: RegistrationId,
     req: RegisteredLaunch,
 ) -> Result<(Registration, GuardianLink), HandshakeError> {
-    let owner_entry = {
-        let mut e = OsString::from(OWNER_VAR);
-        e.push("=");
-        e.push(id.to_string());
-        e
-    };
-    let mut env: Vec<OsString> = req
+    let mut config = req.guardian;
+    let mut owner_entry = OsString::from(OWNER_VAR);
+    owner_entry.push("=");
+    owner_entry.push(id.to_string());
+    config
         .env
-        .iter()
-        .filter(|(k, _)| k.as_bytes() != OWNER_VAR.as_bytes())
-        .map(|(k, v)| {
-            let mut e = k.clone();
-            e.push("=");
-            e.push(v);
-            e
-        })
-        .collect();
-    env.push(owner_entry);
-    let cwd_text = match &req.cwd {
+        .retain(|e| e.as_bytes().split(|&b| b == b'=').next() != Some(OWNER_VAR.as_bytes()));
+    config.env.push(owner_entry);
+    let cwd_text = match &config.cwd {
         Some(c) => c.to_string_lossy().into_owned(),
         None => std::env::current_dir()
             .map(|c| c.to_string_lossy().into_owned())
@@ -101,15 +81,16 @@ pub fn launch_registered_into(
         label: req.label,
         owner: req.owner,
         purpose: req.purpose,
-        argv: req
+        argv: config
             .argv
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
-        argv_bytes: req.argv.iter().any(|a| a.to_str().is_none()).then(|| {
-            use std::os::unix::ffi::OsStrExt;
-            req.argv.iter().map(|a| a.as_bytes().to_vec()).collect()
-        }),
+        argv_bytes: config
+            .argv
+            .iter()
+            .any(|a| a.to_str().is_none())
+            .then(|| config.argv.iter().map(|a| a.as_bytes().to_vec()).collect()),
         cwd: cwd_text,
         stdout_path: rt
             .log_path(id, Stream::Stdout)
@@ -143,23 +124,12 @@ pub fn launch_registered_into(
     }
     // F4: a cgroup of its own where one can be made (detected once per process).
     let cgroup = crate::kernel::cgroup::create(id);
-    let spawned = spawn(LaunchConfig {
-        registration: id,
-        runtime: rt.id(),
-        proof_path,
-        argv: req.argv,
-        env,
-        cwd: req.cwd,
-        rlimits: registration.limits.rlimits.clone(),
-        stdio: req.stdio,
-        new_session: req.new_session,
-        pdeath_signal: req.pdeath_signal,
-        start_timeout: req.start_timeout,
-        guardian_exe: req.guardian_exe,
-        credentials: req.credentials,
-        signal_state: req.signal_state,
-        cgroup: cgroup.clone(),
-    });
+    config.registration = id;
+    config.runtime = rt.id();
+    config.proof_path = proof_path;
+    config.rlimits = registration.limits.rlimits.clone();
+    config.cgroup = cgroup.clone();
+    let spawned = spawn(config);
     let mut link = match spawned {
         Ok(link) => link,
         Err(e) => {

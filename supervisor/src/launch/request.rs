@@ -38,13 +38,17 @@ pub struct LaunchRequest {
     pub cwd: Option<PathBuf>,
     /// Explicit environment changes, applied last (they survive the git filter).
     pub env: Vec<Override>,
+    /// Start the environment from nothing (then [`LaunchRequest::env`]); `false`: from the
+    /// kind's base (the daemon's or the login environment, S3).
+    pub env_clear: bool,
     /// A `command` that is a managed git command (git redirection is removed for it).
     pub managed_git: bool,
     pub label: String,
     pub owner: String,
     pub purpose: BTreeMap<String, String>,
-    /// Completion deadline from the original start.
-    pub completion_timeout: Option<Duration>,
+    /// Completion deadline from the original start (`--timeout`, the socket's `timeout_ms`;
+    /// recorded as the registration's `limits.completion_timeout_ms`).
+    pub timeout: Option<Duration>,
     /// Idle deadline from the last output, input, resize or signal.
     pub idle_timeout: Option<Duration>,
     /// A deadline's grace (T7, `timeout -k`): SIGTERM to the workload's group when a deadline
@@ -102,11 +106,12 @@ impl LaunchRequest {
             argv: argv.into_iter().map(Into::into).collect(),
             cwd: None,
             env: Vec::new(),
+            env_clear: false,
             managed_git: false,
             label: String::new(),
             owner: String::new(),
             purpose: BTreeMap::new(),
-            completion_timeout: None,
+            timeout: None,
             idle_timeout: None,
             kill_after: None,
             log_cap: Some(DEFAULT_LOG_CAP),

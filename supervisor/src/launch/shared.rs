@@ -74,6 +74,8 @@ impl ResultSink {
 #[derive(Debug)]
 pub(super) struct SharedResult {
     rx: mpsc::Receiver<LaunchResult>,
+    /// A result [`SharedResult::wait_for`] received.
+    early: Mutex<Option<Box<LaunchResult>>>,
     finished: Arc<AtomicBool>,
 }
 
@@ -83,7 +85,19 @@ impl SharedResult {
     }
 
     pub(super) fn wait(self) -> Result<LaunchResult, LaunchError> {
-        self.rx.recv().map_err(|_| LaunchError::EngineDied)
+        match self.early.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(r) => Ok(*r),
+            None => self.rx.recv().map_err(|_| LaunchError::EngineDied),
+        }
+    }
+
+    /// Whether the result came within `timeout` (kept for [`SharedResult::wait`]).
+    pub(super) fn wait_for(&self, timeout: std::time::Duration) -> bool {
+        let mut early = self.early.lock().unwrap_or_else(|p| p.into_inner());
+        if early.is_none() {
+            *early = self.rx.recv_timeout(timeout).ok().map(Box::new);
+        }
+        early.is_some()
     }
 }
 
@@ -254,7 +268,11 @@ impl SharedLoop {
                 finished: finished.clone(),
             },
         })));
-        SharedResult { rx, finished }
+        SharedResult {
+            rx,
+            early: Mutex::new(None),
+            finished,
+        }
     }
 }
 

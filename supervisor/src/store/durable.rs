@@ -19,9 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Mode of every folder the supervisor creates under `run/`.
-pub const DIR_MODE: u32 = 0o700;
+pub(crate) const DIR_MODE: u32 = 0o700;
 /// Mode of every file the supervisor creates under `run/`.
-pub const FILE_MODE: u32 = 0o600;
+pub(crate) const FILE_MODE: u32 = 0o600;
 
 /// Opens `path` with `opts`; a file it creates is mode 0600 whatever the umask, and an existing
 /// one of another mode is set to 0600 (`fchmod`).
@@ -74,7 +74,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 
 /// A new file in `dir` without a name (`O_TMPFILE`, read-write, mode 0600): it vanishes with
 /// its last descriptor unless [`link_nameless`] gives it one, so a crash leaves nothing behind.
-pub fn open_nameless(dir: &Path) -> io::Result<File> {
+pub(crate) fn open_nameless(dir: &Path) -> io::Result<File> {
     let f = OpenOptions::new()
         .read(true)
         .write(true)
@@ -86,7 +86,7 @@ pub fn open_nameless(dir: &Path) -> io::Result<File> {
 }
 
 /// Whether [`open_nameless`] failed because the file system (or kernel) has no `O_TMPFILE`.
-pub fn nameless_unsupported(e: &io::Error) -> bool {
+pub(crate) fn nameless_unsupported(e: &io::Error) -> bool {
     // EISDIR: a kernel without O_TMPFILE sees a read-write open of a folder.
     matches!(
         e.raw_os_error(),
@@ -96,7 +96,7 @@ pub fn nameless_unsupported(e: &io::Error) -> bool {
 
 /// Gives the nameless file `f` the name `path` (`linkat` through `/proc/self/fd`, which needs
 /// no privilege); an existing `path` is never replaced (`AlreadyExists`).
-pub fn link_nameless(f: &File, path: &Path) -> io::Result<()> {
+pub(crate) fn link_nameless(f: &File, path: &Path) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let proc = format!("/proc/self/fd/{}", f.as_raw_fd());
     rustix::fs::linkat(
@@ -168,7 +168,7 @@ fn has_journal(f: &File) -> bool {
 }
 
 /// `fsync` a directory so that entries created or renamed in it are durable.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 

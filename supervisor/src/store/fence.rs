@@ -99,7 +99,7 @@ fn lock_bounded(file: File, path: &Path, wait: Duration) -> Result<Fence, FenceE
 
 /// A lock this process just took on `file` (a fresh registration record, locked before it has a
 /// name: nobody else can contend for it yet).
-pub fn adopt(file: File, path: &Path) -> Result<Fence, FenceError> {
+pub(crate) fn adopt(file: File, path: &Path) -> Result<Fence, FenceError> {
     flock(&file, FlockOperation::NonBlockingLockExclusive).map_err(|e| FenceError::Lock {
         path: path.to_owned(),
         source: e.into(),
@@ -112,7 +112,7 @@ pub fn adopt(file: File, path: &Path) -> Result<Fence, FenceError> {
 
 /// Takes an exclusive lock on the first of `names` that exists (names of one file: nothing is
 /// created), waiting at most `wait`; [`FenceError::Open`] with `NotFound` when none exists.
-pub fn acquire_existing(names: &[PathBuf], wait: Duration) -> Result<Fence, FenceError> {
+pub(crate) fn acquire_existing(names: &[PathBuf], wait: Duration) -> Result<Fence, FenceError> {
     let mut last = None;
     for path in names {
         match File::open(path) {

@@ -302,15 +302,15 @@ impl Runtime {
     }
     /// Where a stop that is not the launching engine's own records its cause (beside the
     /// capture receipt: evidence about the run, kept by retention).
-    pub fn stop_request_path(&self, id: RegistrationId) -> PathBuf {
+    pub(crate) fn stop_request_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("logs").join(format!("{id}.stop"))
     }
     /// Where binaries before F3 kept the launching engine's result (now appended to the record).
-    pub fn result_path(&self, id: RegistrationId) -> PathBuf {
+    pub(crate) fn result_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("logs").join(format!("{id}.result"))
     }
     /// The stall watch's status of a live scope (written by the service, H3).
-    pub fn stall_path(&self, id: RegistrationId) -> PathBuf {
+    pub(crate) fn stall_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("logs").join(format!("{id}.stall"))
     }
     /// The registration's lock: the record itself (see the module docs).
@@ -318,7 +318,7 @@ impl Runtime {
         self.record_path(id)
     }
     /// Where binaries before F3 kept a separate lock file per registration.
-    pub fn legacy_lock_path(&self, id: RegistrationId) -> PathBuf {
+    pub(crate) fn legacy_lock_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("locks").join(format!("{id}.lock"))
     }
     /// Every name the registration's lock (its record's inode) may have.
@@ -329,7 +329,7 @@ impl Runtime {
             self.forget_intent_path(id),
         ]
     }
-    pub fn stop_fence_path(&self) -> PathBuf {
+    pub(crate) fn stop_fence_path(&self) -> PathBuf {
         self.dir.join("locks").join("stop.lock")
     }
     pub fn socket_path(&self) -> PathBuf {
@@ -536,7 +536,7 @@ impl Runtime {
     /// Records `req` unless a request for the same registration is already recorded (the first
     /// one is kept: its time precedes the exit it caused). The file appears whole (written and
     /// synced under a temporary name, then linked into place) or not at all.
-    pub fn write_stop_request(&self, req: &StopRequest) -> Result<(), RegistryError> {
+    pub(crate) fn write_stop_request(&self, req: &StopRequest) -> Result<(), RegistryError> {
         let path = self.stop_request_path(req.id);
         let tmp = path.with_extension(format!("stop.{}.tmp", std::process::id()));
         let bytes = req.encode().map_err(|source| RegistryError::Refused {
@@ -588,7 +588,7 @@ impl Runtime {
     /// Adds the tree's usage (H4, from the receipt) to the launch's result record when the
     /// receipt came after the result (a descendant held the scope past the workload's exit).
     /// Display only, like the result itself: best effort, logged on failure.
-    pub fn complete_result_usage(
+    pub(crate) fn complete_result_usage(
         &self,
         id: RegistrationId,
         usage: Option<refine_protocol::TreeUsage>,
@@ -667,7 +667,7 @@ impl Runtime {
     }
 
     /// The recorded stop request of `id`, if any.
-    pub fn read_stop_request(
+    pub(crate) fn read_stop_request(
         &self,
         id: RegistrationId,
     ) -> Result<Option<StopRequest>, RegistryError> {
@@ -759,7 +759,7 @@ impl Runtime {
     }
 
     /// The registration's lock if it is free now (`None` while its owner holds it).
-    pub fn try_lock(&self, id: RegistrationId) -> Result<Option<Fence>, RegistryError> {
+    pub(crate) fn try_lock(&self, id: RegistrationId) -> Result<Option<Fence>, RegistryError> {
         match self.lock(id, Duration::ZERO) {
             Ok(f) => Ok(Some(f)),
             Err(RegistryError::Fence(FenceError::Timeout { .. })) => Ok(None),

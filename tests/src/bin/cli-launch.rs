@@ -17,7 +17,8 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use refine_protocol::{Kind, Limits, ScopePolicy};
-use refine_supervisor::launch::guardian::{self, GuardianEvent, Stdio};
+use refine_supervisor::launch::env_policy::to_entries;
+use refine_supervisor::launch::guardian::{GuardianEvent, LaunchConfig, Stdio};
 use refine_supervisor::launch::{launch_registered_into, RegisteredLaunch};
 use refine_supervisor::store::registry::{Runtime, Stream};
 
@@ -52,13 +53,16 @@ fn main() {
             label: format!("cli-launch {mode}"),
             owner: String::new(),
             purpose: BTreeMap::new(),
-            argv: argv.iter().map(Into::into).collect(),
-            env: std::env::vars_os().collect(),
-            cwd: None,
-            stdio: Stdio::Fds([stdin, open(Stream::Stdout), open(Stream::Stderr)]),
+            guardian: LaunchConfig {
+                env: to_entries(&std::env::vars_os().collect()),
+                pdeath_signal: (mode != "leave").then_some(rustix::process::Signal::KILL),
+                ..LaunchConfig::new(
+                    argv.iter().map(Into::into).collect(),
+                    Stdio::Fds([stdin, open(Stream::Stdout), open(Stream::Stderr)]),
+                )
+            },
             stdin_path: None,
             pty: false,
-            new_session: false,
             limits: Limits {
                 completion_timeout_ms: std::env::var("CLI_LAUNCH_TIMEOUT_MS")
                     .ok()
@@ -66,11 +70,6 @@ fn main() {
                 ..Limits::default()
             },
             scope_policy: ScopePolicy::Keep,
-            pdeath_signal: (mode != "leave").then_some(rustix::process::Signal::KILL),
-            start_timeout: guardian::DEFAULT_START_TIMEOUT,
-            guardian_exe: None,
-            credentials: None,
-            signal_state: None,
         },
     )
     .expect("launch");

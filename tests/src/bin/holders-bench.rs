@@ -73,7 +73,7 @@ fn main() {
     ];
     let (reader, writer) = std::io::pipe().expect("pipe");
     let mut req = stopkit::request(argv.iter().map(|a| a.into()).collect(), writer.into());
-    req.cwd = Some(held.path().to_owned());
+    req.guardian.cwd = Some(held.path().to_owned());
     let id = rt.new_id().expect("id");
     let (reg, link) = launch_registered(&rt, id, req).expect("launch");
     let mut scope = GuardianScope {

@@ -47,7 +47,10 @@ fn wchar(pid: rustix::process::Pid) -> Option<u64> {
 }
 
 /// The tree's cumulative CPU time and written bytes; `None` once the guardian is gone.
-pub fn tree_usage(reg: &Registration, boot: BootId) -> Result<Option<TreeSample>, TreeError> {
+pub(crate) fn tree_usage(
+    reg: &Registration,
+    boot: BootId,
+) -> Result<Option<TreeSample>, TreeError> {
     let hz = procfs::ticks_per_second();
     let guardian = reg.hello.guardian;
     let Some(gpid) = procfs::pid_of(&guardian) else {

@@ -1,0 +1,420 @@
+//! One face for Rust hosts (SPEC E1): open a runtime, build a launch as [`std::process::Command`]
+//! builds a process, spawn it, and hold a [`Child`]: wait (blocking, bounded or `async`), stop
+//! with a grace, signal, feed its stdin, and read its result and the guardian's receipt.
+//!
+//! Everything goes through the one launch engine ([`crate::launch`]): the guardian, the durable
+//! registration before the workload starts, capture to `logs/ID.*`, the deadlines, the shared
+//! stop, the receipt that proves the whole tree ended.
+//!
+//! ```
+//! use refine_supervisor::{Command, Supervisor};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let Some(guardian) = refine_supervisor::host::built_guardian() else {
+//! #     eprintln!("skipped: no refine-guardian binary (cargo build -p refine-guardian)");
+//! #     return Ok(());
+//! # };
+//! let state = tempfile::tempdir()?; // a host's state directory (`Supervisor::open_default()`: the CLI's)
+//! let supervisor = Supervisor::open(state.path())?
+//! #   .with_guardian_exe(guardian)
+//!     ;
+//! let child = supervisor.spawn(Command::new("sh").args(["-c", "echo hi"]).label("greeting"))?;
+//! let result = child.wait()?;
+//! println!("{:?}, {:?}", result.outcome, result.status);
+//! assert_eq!(result.complete_output(refine_supervisor::store::registry::Stream::Stdout)?, b"hi\n");
+//! if let refine_supervisor::ScopeState::Exited(receipt) = &result.scope {
+//!     println!("the whole tree ended: {:?}", receipt.end);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A tokio host awaits [`Child::wait_async`]: the engine's thread wakes the task when the result
+//! is there, no thread of tokio's pool blocks on it.
+//!
+//! # Caveats
+//! - The guardian binary is found as [`crate::launch::guardian::guardian_exe`] says
+//!   (`$REFINE_GUARDIAN`, else beside the executable), or given with
+//!   [`Supervisor::with_guardian_exe`].
+//! - If the host process dies, each guardian forwards the parent-death signal (SIGKILL unless
+//!   [`Command::outlive_host`]) to its workload, reaps the tree and writes its receipt; recovery
+//!   in a later process finds the scope.
+//! - A [`Child`] dropped unwaited goes on: its engine runs to the result (a thread of its own).
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use refine_protocol::record::{Registration, ScopePolicy, StopCause};
+use refine_protocol::{RegistrationId, Rlimit};
+
+use crate::end::stop::{StopError, StopOptions, StopReport};
+use crate::kernel::signal::Signal;
+use crate::launch::credentials::Credentials;
+use crate::launch::pty::WindowSize;
+use crate::launch::{InputWriter, LaunchHandle, LaunchRequest};
+use crate::store::registry::{self, RegistryError, Runtime, DEFAULT_PORT};
+
+pub use crate::launch::{
+    LaunchError, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
+};
+pub use refine_protocol::record::Kind;
+pub use refine_protocol::{Receipt, WorkloadStatus};
+
+/// Why a runtime could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot derive the home from this executable")]
+    NoHome(#[source] std::io::Error),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+}
+
+impl Supervisor {
+    /// Opens (creating it if needed) the runtime of `home` on the default port: the state lives
+    /// in `home/run/7411` (registrations, proofs, logs). [`Supervisor::new`] takes a runtime of
+    /// another port.
+    pub fn open(home: impl AsRef<Path>) -> Result<Supervisor, RegistryError> {
+        Runtime::open(home.as_ref(), DEFAULT_PORT).map(Supervisor::new)
+    }
+
+    /// [`Supervisor::open`] of the home the CLI uses by default
+    /// ([`registry::default_home`]: derived from the executable's place, never from the cwd).
+    pub fn open_default() -> Result<Supervisor, OpenError> {
+        let home = registry::default_home().map_err(OpenError::NoHome)?;
+        Ok(Supervisor::open(home)?)
+    }
+
+    /// Launches `command`: returns once the registration is durable and the workload was told to
+    /// start.
+    pub fn spawn(&self, command: Command) -> Result<Child, LaunchError> {
+        Ok(Child {
+            handle: self.launch(command.request)?,
+            runtime: self.runtime().clone(),
+        })
+    }
+}
+
+/// A launch being built, as [`std::process::Command`] builds a process: the program and its
+/// arguments as bytes, the environment, the working directory, and what the supervisor adds:
+/// kind, label, purpose, deadlines, caps, user, terminal.
+#[derive(Debug)]
+pub struct Command {
+    request: LaunchRequest,
+}
+
+impl Command {
+    /// A `command`-kind launch of `program` (no deadline, the 1 GiB log cap, stdin from
+    /// `/dev/null`, this process's environment and working directory).
+    pub fn new(program: impl AsRef<OsStr>) -> Command {
+        Command {
+            request: LaunchRequest::new(Kind::Command, [program.as_ref()]),
+        }
+    }
+
+    /// Adds an argument (any bytes).
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Command {
+        self.request.argv.push(arg.as_ref().to_owned());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(mut self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        for a in args {
+            self = self.arg(a);
+        }
+        self
+    }
+
+    /// Sets an environment variable (applied last, over the kind's base environment).
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Command {
+        self.request
+            .env
+            .push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
+        self
+    }
+
+    /// Sets several environment variables.
+    pub fn envs<I, K, V>(mut self, vars: I) -> Command
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        for (k, v) in vars {
+            self = self.env(k, v);
+        }
+        self
+    }
+
+    /// Removes an environment variable.
+    pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Command {
+        self.request.env.push((key.as_ref().to_owned(), None));
+        self
+    }
+
+    /// Starts from an empty environment: only what [`Command::env`] sets (and the owner marker
+    /// `REFINE_OWNER`, which every managed workload carries).
+    pub fn env_clear(mut self) -> Command {
+        self.request.env.clear();
+        self.request.env_clear = true;
+        self
+    }
+
+    /// The workload's working directory (any bytes; default: this process's).
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Command {
+        self.request.cwd = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    /// The kind (`agent`, `quality`, `command`, `terminal`): its environment, scope policy and
+    /// admission (S3, S9). A `terminal` gets a PTY.
+    pub fn kind(mut self, kind: Kind) -> Command {
+        self.request.kind = kind;
+        if kind == Kind::Terminal && self.request.pty.is_none() {
+            self.request.pty = Some(WindowSize::default());
+        }
+        self
+    }
+
+    /// A label for people (`ps`, `--unique`).
+    pub fn label(mut self, label: impl Into<String>) -> Command {
+        self.request.label = label.into();
+        self
+    }
+
+    /// Who launched it, as recorded (default: nobody named).
+    pub fn owner(mut self, owner: impl Into<String>) -> Command {
+        self.request.owner = owner.into();
+        self
+    }
+
+    /// One entry of purpose metadata, stored in the record.
+    pub fn purpose(mut self, key: impl Into<String>, value: impl Into<String>) -> Command {
+        self.request.purpose.insert(key.into(), value.into());
+        self
+    }
+
+    /// The completion deadline, from the start, for the whole scope.
+    pub fn timeout(mut self, timeout: Duration) -> Command {
+        self.request.timeout = Some(timeout);
+        self
+    }
+
+    /// The idle deadline: no output, input, resize or signal for this long.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Command {
+        self.request.idle_timeout = Some(timeout);
+        self
+    }
+
+    /// A deadline's grace (`timeout -k`): SIGTERM to the workload's group when a deadline
+    /// passes, the stop this much later. Zero: the stop at once (the default).
+    pub fn kill_after(mut self, grace: Duration) -> Command {
+        self.request.kill_after = (!grace.is_zero()).then_some(grace);
+        self
+    }
+
+    /// The byte cap of each output artifact (`None`: no cap; default 1 GiB).
+    pub fn log_cap(mut self, bytes: Option<u64>) -> Command {
+        self.request.log_cap = bytes;
+        self
+    }
+
+    /// A budget on all output bytes: past it the launch is stopped
+    /// ([`LaunchOutcome::OutputLimit`]).
+    pub fn output_limit(mut self, bytes: u64) -> Command {
+        self.request.output_limit = Some(bytes);
+        self
+    }
+
+    /// Bytes kept in memory per stream for [`LaunchResult::complete_output`].
+    pub fn keep(mut self, bytes: usize) -> Command {
+        self.request.keep_max = bytes;
+        self
+    }
+
+    /// A resource limit the workload starts with.
+    pub fn rlimit(mut self, limit: Rlimit) -> Command {
+        self.request.rlimits.push(limit);
+        self
+    }
+
+    /// What happens to a scope that outlives its workload (default: the kind's).
+    pub fn scope_policy(mut self, policy: ScopePolicy) -> Command {
+        self.request.scope_policy = Some(policy);
+        self
+    }
+
+    /// Run as this user (the host must be privileged; [`crate::launch::credentials::resolve`]
+    /// turns `USER[:GROUP]` into credentials).
+    pub fn user(mut self, user: Credentials) -> Command {
+        self.request.user = Some(user);
+        self
+    }
+
+    /// A pseudo-terminal of this size for stdin, stdout and stderr.
+    pub fn pty(mut self, size: WindowSize) -> Command {
+        self.request.pty = Some(size);
+        self
+    }
+
+    /// What stdin is ([`StdinMode::Pipe`] for [`Child::write_input`]).
+    pub fn stdin(mut self, mode: StdinMode) -> Command {
+        self.request.stdin = mode;
+        self
+    }
+
+    /// Puts the workload in a session of its own (a PTY launch always is).
+    pub fn new_session(mut self, yes: bool) -> Command {
+        self.request.new_session = yes;
+        self
+    }
+
+    /// The workload outlives this process (no parent-death signal): recovery finds it later.
+    pub fn outlive_host(mut self) -> Command {
+        self.request.pdeath_signal = None;
+        self
+    }
+
+    /// The request as the engine takes it, for what this builder does not cover (output
+    /// callbacks, forwards, the signal state).
+    pub fn request_mut(&mut self) -> &mut LaunchRequest {
+        &mut self.request
+    }
+
+    /// The request this command built.
+    pub fn into_request(self) -> LaunchRequest {
+        self.request
+    }
+}
+
+impl From<LaunchRequest> for Command {
+    fn from(request: LaunchRequest) -> Command {
+        Command { request }
+    }
+}
+
+/// A running launch: its registration, its input, and the way to its result.
+#[derive(Debug)]
+pub struct Child {
+    handle: LaunchHandle,
+    runtime: Runtime,
+}
+
+impl Child {
+    /// The registration's id (`ps`, `show ID`, `stop ID`).
+    pub fn id(&self) -> RegistrationId {
+        self.handle.id()
+    }
+
+    /// The durable registration (written before the workload could start).
+    pub fn registration(&self) -> &Registration {
+        self.handle.registration()
+    }
+
+    /// Waits for the result: the workload exited and its output was drained (or it never ran).
+    /// [`LaunchResult::scope`] says whether the whole tree had ended, with the receipt.
+    pub fn wait(self) -> Result<LaunchResult, LaunchError> {
+        self.handle.wait()
+    }
+
+    /// [`Child::wait`] with a bound: `Ok(None)` if the result has not come within `timeout`.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<LaunchResult>, LaunchError> {
+        self.handle.wait_timeout(timeout)
+    }
+
+    /// [`Child::wait`] for a tokio host: no thread blocks on it.
+    pub async fn wait_async(self) -> Result<LaunchResult, LaunchError> {
+        self.handle.wait_async().await
+    }
+
+    /// Stops the whole scope through the shared stop: `grace` first (SIGTERM to the
+    /// workload's group, then up to this long for it to end by itself; zero: none), then the
+    /// quiesce, the kill and the proof by the receipt. The result ([`Child::wait`]) then says
+    /// [`LaunchOutcome::Stopped`] (or how it ended, if it ended by itself first).
+    pub fn stop(&self, grace: Duration) -> Result<StopReport, StopError> {
+        let opts = StopOptions {
+            grace: (!grace.is_zero()).then_some(grace),
+            cause: Some(StopCause::Operator),
+            ..StopOptions::default()
+        };
+        crate::end::stop::stop(&self.runtime, self.handle.registration(), &opts)
+    }
+
+    /// [`Child::stop`] for a tokio host (the stop's waits run on the blocking pool).
+    pub async fn stop_async(&self, grace: Duration) -> Result<StopReport, StopError> {
+        let runtime = self.runtime.clone();
+        let reg = self.handle.registration().clone();
+        let opts_grace = (!grace.is_zero()).then_some(grace);
+        tokio::task::spawn_blocking(move || {
+            let opts = StopOptions {
+                grace: opts_grace,
+                cause: Some(StopCause::Operator),
+                ..StopOptions::default()
+            };
+            crate::end::stop::stop(&runtime, &reg, &opts)
+        })
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    }
+
+    /// Forwards `signal` to the workload (through the guardian; counts as activity).
+    pub fn signal(&self, signal: Signal) -> Result<(), LaunchError> {
+        self.handle.signal(signal.as_raw())
+    }
+
+    /// Ends the launch at once: the tree is stopped, the outcome is
+    /// [`LaunchOutcome::Cancelled`].
+    pub fn cancel(&self) {
+        self.handle.cancel()
+    }
+
+    /// Writes to the workload's stdin ([`StdinMode::Pipe`] or a PTY).
+    pub fn write_input(&self, bytes: &[u8]) -> Result<(), LaunchError> {
+        self.handle.write_input(bytes)
+    }
+
+    /// Closes a piped stdin: the workload reads its end.
+    pub fn close_input(&self) {
+        self.handle.close_input()
+    }
+
+    /// The input side, for another thread (a terminal forwarder).
+    pub fn input(&self) -> InputWriter {
+        self.handle.input_writer()
+    }
+
+    /// Resizes the PTY.
+    pub fn resize(&self, size: WindowSize) -> Result<(), LaunchError> {
+        self.handle.resize(size)
+    }
+
+    /// The engine's handle, for what the facade does not cover (waiting beside another
+    /// descriptor, detaching the engine).
+    pub fn into_handle(self) -> LaunchHandle {
+        self.handle
+    }
+}
+
+/// The `refine-guardian` of this build, for the examples and doc tests: `$REFINE_GUARDIAN`,
+/// else the one beside the executable, else the one of the profile this crate was built in (then
+/// the release one); `None` when none exists.
+#[doc(hidden)]
+pub fn built_guardian() -> Option<PathBuf> {
+    let found = crate::launch::guardian::guardian_exe();
+    if found.is_file() {
+        return Some(found);
+    }
+    // Set by the build script: the profile directory (`target/debug`) of this build.
+    let profile = Path::new(env!("REFINE_PROFILE_DIR"));
+    [
+        profile.join("refine-guardian"),
+        profile.with_file_name("release").join("refine-guardian"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+}
