@@ -84,7 +84,7 @@ fn a_detached_run_of_bytes_is_refused_in_one_line() {
     let args = ["run", "--detach", "--", "printf", "\\xff"];
     let err = assert_one_line_error(&args, &out);
     assert!(
-        err.ends_with("error: invalid launch: run --detach passes arguments and environment values as UTF-8 text; run without --detach passes any bytes\n"),
+        err.ends_with("error: invalid launch: run --detach passes arguments, environment values and the directory as UTF-8 text; run without --detach passes any bytes\n"),
         "{err}"
     );
 }
