@@ -1507,10 +1507,10 @@ fn capacity_cmd(home: &Path, port: u16, args: CapacityArgs) -> Result<ExitCode, 
         ..capacity::Policy::default()
     };
     let rt = open_runtime(home, port)?;
-    let report: CapacityDoc = capacity_doc(&ops::capacity_report(
+    let report: CapacityDoc = capacity_doc(&capacity::capacity_report(
         rt.as_ref(),
         policy,
-        &mut *ops::probe(),
+        &mut *capacity::probe(),
     )?);
     if args.json {
         print_json(&report)?;
