@@ -34,20 +34,8 @@ pub enum CliError {
         #[source]
         source: io::Error,
     },
-    #[error("no receipt at {path}")]
-    ReceiptRead {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{path} holds no receipt yet: its guardian has not proven the scope empty")]
-    ReceiptUnwritten { path: PathBuf },
-    #[error("receipt {path} does not decode")]
-    ReceiptCorrupt {
-        path: PathBuf,
-        #[source]
-        source: refine_protocol::DecodeError,
-    },
+    #[error(transparent)]
+    ReceiptFile(#[from] refine_supervisor::end::assess::ReceiptFileError),
     #[error("cannot read {path}")]
     Artifact {
         path: PathBuf,
