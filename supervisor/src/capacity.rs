@@ -25,6 +25,11 @@ use std::time::Duration;
 use crate::store::fence::{self, Fence, FenceError};
 use crate::store::registry::Runtime;
 
+mod admission;
+pub use admission::{
+    admit, capacity_report, probe, try_admit, Admission, AdmitError, Census, UNKNOWN_KIND,
+};
+
 /// The reservation floor per workload: 2 GiB.
 pub const DEFAULT_FLOOR: u64 = 2 * 1024 * 1024 * 1024;
 /// Default share of cores and available memory that automatic admission may spend.

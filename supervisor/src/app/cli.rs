@@ -20,7 +20,7 @@ use std::time::Duration;
 use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand};
 use refine_protocol::api::{LaunchAsk, Reply, Request};
-use refine_protocol::{Receipt, RegistrationId};
+use refine_protocol::RegistrationId;
 
 use super::docs::{
     capacity_doc, forget_doc, holders_doc, reap_doc, retention_doc, CapacityDoc,
@@ -32,7 +32,7 @@ use super::ops::{self, assess, list_views, out, print_json, show_doc};
 use super::serve::LogFormat;
 use super::{client, resolve, run, serve, view};
 use refine_supervisor::capacity;
-use refine_supervisor::end::assess::KERNEL_BOOT;
+use refine_supervisor::end::assess::{self, KERNEL_BOOT};
 use refine_supervisor::hygiene::holders::{self, Registrations, Target};
 use refine_supervisor::hygiene::reap_checkout;
 use refine_supervisor::hygiene::stall::{self, StallConfig};
@@ -1390,39 +1390,23 @@ fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliErr
         }
     } else {
         let path = PathBuf::from(&args.target);
-        let bytes =
-            registry::read_bounded(&path, 64 * 1024).map_err(|source| CliError::ReceiptRead {
-                path: path.clone(),
-                source,
-            })?;
-        if refine_protocol::is_unwritten(&bytes) {
-            return Err(CliError::ReceiptUnwritten { path });
-        }
-        let r = Receipt::decode(&bytes).map_err(|source| CliError::ReceiptCorrupt {
-            path: path.clone(),
-            source,
-        })?;
-        // The checksum verified; binding it to a registration needs the record and the one
-        // assessment (same runtime, same proof inode, every bound field equal).
+        let r = assess::read_receipt_file(&path)?;
         let rt = open_runtime(home, port)?;
-        let reg = rt
-            .as_ref()
-            .and_then(|rt| rt.read_registration(r.registration).ok());
-        let (verified, state, reason) = match (&rt, &reg) {
-            (Some(rt), Some(reg)) => {
-                let a = assess(rt, reg);
-                let same = a.receipt == Some(r);
-                let reason = if same {
-                    a.reason
-                } else {
-                    Some(a.reason.unwrap_or_else(|| {
-                        "receipt is not the one the registration's proof file holds".into()
-                    }))
-                };
-                (same && a.state == State::Exited, Some(a.state), reason)
+        let binding = assess::bind_receipt(rt.as_ref(), &r, &assess::KERNEL_BOOT);
+        let verified = binding.verified();
+        let (state, reason) = match &binding {
+            assess::ReceiptBinding::Holds { assessment, .. } => {
+                let a = ops::flatten(assessment);
+                (Some(a.state), a.reason)
             }
-            _ => (
-                false,
+            assess::ReceiptBinding::Differs { assessment, .. } => {
+                let a = ops::flatten(assessment);
+                let reason = a.reason.unwrap_or_else(|| {
+                    "receipt is not the one the registration's proof file holds".into()
+                });
+                (Some(a.state), Some(reason))
+            }
+            assess::ReceiptBinding::Unbound => (
                 None,
                 Some(format!(
                     "checksum valid, but no registration {} on port {port} to bind it to",
@@ -1507,10 +1491,10 @@ fn capacity_cmd(home: &Path, port: u16, args: CapacityArgs) -> Result<ExitCode, 
         ..capacity::Policy::default()
     };
     let rt = open_runtime(home, port)?;
-    let report: CapacityDoc = capacity_doc(&ops::capacity_report(
+    let report: CapacityDoc = capacity_doc(&capacity::capacity_report(
         rt.as_ref(),
         policy,
-        &mut *ops::probe(),
+        &mut *capacity::probe(),
     )?);
     if args.json {
         print_json(&report)?;

@@ -34,20 +34,8 @@ pub enum CliError {
         #[source]
         source: io::Error,
     },
-    #[error("no receipt at {path}")]
-    ReceiptRead {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{path} holds no receipt yet: its guardian has not proven the scope empty")]
-    ReceiptUnwritten { path: PathBuf },
-    #[error("receipt {path} does not decode")]
-    ReceiptCorrupt {
-        path: PathBuf,
-        #[source]
-        source: refine_protocol::DecodeError,
-    },
+    #[error(transparent)]
+    ReceiptFile(#[from] refine_supervisor::end::assess::ReceiptFileError),
     #[error("cannot read {path}")]
     Artifact {
         path: PathBuf,
@@ -132,35 +120,12 @@ pub enum ServiceError {
 pub enum SpecError {
     #[error("empty command")]
     EmptyCommand,
-    #[error("a unique launch needs a label")]
-    UniqueWithoutLabel,
     #[error("run --detach passes arguments, environment values and the directory as UTF-8 text; run without --detach passes any bytes")]
     DetachNotText,
 }
 
 /// Admission (C1-C4, and the one open scope per label of a unique launch) refused a launch, or
-/// could not take the census that decides.
-#[derive(Debug, thiserror::Error)]
-pub enum AdmitError {
-    #[error("no capacity slot free for an agent ({live} live and {unverified} unverified of {slots} slot{}); retry later or pass --wait-for-slot DUR", if *slots == 1 { "" } else { "s" })]
-    NoCapacity {
-        slots: usize,
-        live: usize,
-        unverified: usize,
-    },
-    #[error("--unique: the label {label:?} is held by {holder}, which is {state}; it is free once that scope is proven exited")]
-    LabelHeld {
-        label: String,
-        holder: refine_protocol::RegistrationId,
-        state: &'static str,
-    },
-    #[error("cannot take the admission lock")]
-    Lock(#[source] FenceError),
-    #[error("cannot read the open scopes for admission")]
-    Census(#[source] RegistryError),
-    #[error("the admission task did not finish")]
-    Task(#[source] tokio::task::JoinError),
-}
+pub use refine_supervisor::capacity::AdmitError;
 
 /// Talking to a port's service over its socket: the connection, the reply's bytes, and the
 /// service's own refusal ([`ApiError`]).

@@ -62,9 +62,9 @@ use prometheus::{
 use refine_protocol::{Kind, RegistrationId};
 
 use super::docs::State;
-use super::ops::{self, Census};
 use refine_protocol::docs::{UnverifiedCheck, Vocabulary};
 use refine_supervisor::capacity;
+use refine_supervisor::capacity::Census;
 use refine_supervisor::launch::{LaunchOutcome, LaunchResult, ResultHook};
 use refine_supervisor::store::registry::Runtime;
 
@@ -424,7 +424,7 @@ impl Metrics {
             }
         }
         self.scopes
-            .with_label_values(&[State::Corrupt.name(), ops::UNKNOWN_KIND])
+            .with_label_values(&[State::Corrupt.name(), capacity::UNKNOWN_KIND])
             .set(census.count(State::Corrupt) as i64);
         self.unverified.set(census.unverified.len() as i64);
         self.slots.set(cap.slots as i64);
@@ -446,7 +446,7 @@ impl Metrics {
     pub fn scrape(&self, rt: &Runtime) -> Vec<u8> {
         match Census::take(rt) {
             Ok(census) => {
-                let cap = census.capacity(capacity::Policy::default(), &mut *ops::probe());
+                let cap = census.capacity(capacity::Policy::default(), &mut *capacity::probe());
                 self.observe(&census, &cap);
             }
             // The gauges keep their last values; the failure is the service log's to tell.

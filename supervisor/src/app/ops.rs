@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use refine_protocol::api::{LaunchAsk, ScopeView};
 use refine_protocol::record::StallRecord;
@@ -17,8 +17,7 @@ use super::docs::{
     RecoverEntryDoc, ResidueStopDoc, ResultDoc, ScopeKind, ShowDoc, State, StatusFields,
     StopDetail, StopDoc, StopFailed, StopOutcomeDoc, StopTimingsDoc, UsageDoc,
 };
-use super::error::{AdmitError, CliError, ServiceError, SpecError};
-use refine_supervisor::capacity::{self, HostProbe, HostSample};
+use super::error::{CliError, ServiceError, SpecError};
 use refine_supervisor::error_chain;
 use refine_supervisor::launch::pty::WindowSize;
 use refine_supervisor::store::registry::{RegistryError, Runtime, Stream};
@@ -239,121 +238,6 @@ fn processes(reg: &Registration) -> Vec<ProcessDoc> {
             })
         })
         .collect()
-}
-
-/// The host probe: sysinfo, or the fixed figures of the test seam
-/// (`REFINE_CAPACITY_MEMORY=<bytes>|unavailable`, `REFINE_CAPACITY_CORES=<n>`).
-pub fn probe() -> Box<dyn HostProbe + Send> {
-    let mem = std::env::var("REFINE_CAPACITY_MEMORY").ok();
-    let cores = std::env::var("REFINE_CAPACITY_CORES")
-        .ok()
-        .and_then(|c| c.parse().ok());
-    if mem.is_none() && cores.is_none() {
-        return Box::new(capacity::SysinfoProbe::new());
-    }
-    let mut real = capacity::SysinfoProbe::new().host();
-    if let Some(c) = cores {
-        real.logical_cores = c;
-    }
-    if let Some(m) = mem {
-        real.available_memory = m.parse().ok();
-    }
-    Box::new(capacity::FixedProbe(HostSample {
-        logical_cores: real.logical_cores,
-        available_memory: real.available_memory,
-    }))
-}
-
-/// The kind of a scope whose record does not decode.
-pub const UNKNOWN_KIND: &str = "unknown";
-
-/// The open scopes of `run/P` as one pass of the shared assessment sees them: what capacity
-/// admission counts, and what the service's metrics show. Exited registrations are passed over.
-#[derive(Debug, Default)]
-pub struct Census {
-    /// Open scopes by state (`live`, `unverified`, `corrupt`) and kind (its name; `unknown`: the
-    /// record does not decode).
-    pub scopes: BTreeMap<(State, &'static str), usize>,
-    /// Each scope that is not proven alive or ended, with why (the assessment's reason, by name).
-    pub unverified: Vec<(RegistrationId, &'static str)>,
-    /// Live agents' guardians (pid, start time): capacity samples their trees.
-    agents: Vec<(String, (u32, u64))>,
-}
-
-impl Census {
-    /// One pass of the shared assessment (A1) over the open index of `rt` (only what is not yet
-    /// proven exited can be live or unverified: O(open), F1).
-    pub fn take(rt: &Runtime) -> Result<Census, RegistryError> {
-        let mut c = Census::default();
-        for id in rt.open_ids()? {
-            let reg = match rt.read_registration(id) {
-                Ok(reg) => reg,
-                Err(RegistryError::NotFound(_)) => continue,
-                Err(_) => {
-                    // A corrupt record: nothing proves its scope ended; it holds a slot (C3).
-                    *c.scopes.entry((State::Corrupt, UNKNOWN_KIND)).or_default() += 1;
-                    c.unverified.push((id, "record_corrupt"));
-                    continue;
-                }
-            };
-            let state = match assess::assess(rt, &reg, &assess::KERNEL_BOOT) {
-                assess::Assessment::Exited { .. } => continue,
-                assess::Assessment::Live => {
-                    if reg.kind == Kind::Agent {
-                        let g = reg.hello.guardian;
-                        c.agents.push((id.to_string(), (g.pid, g.start_time)));
-                    }
-                    State::Live
-                }
-                assess::Assessment::Unverified { reason } => {
-                    c.unverified.push((id, reason.check().name()));
-                    State::Unverified
-                }
-            };
-            *c.scopes.entry((state, reg.kind.as_str())).or_default() += 1;
-        }
-        Ok(c)
-    }
-
-    /// Open scopes in `state`, of every kind.
-    pub fn count(&self, state: State) -> usize {
-        self.scopes
-            .iter()
-            .filter(|((s, _), _)| *s == state)
-            .map(|(_, n)| n)
-            .sum()
-    }
-
-    /// Slots and free slots (C1–C3): live scopes, and unverified or corrupt ones, hold a slot.
-    pub fn capacity(
-        &self,
-        policy: capacity::Policy,
-        probe: &mut dyn HostProbe,
-    ) -> capacity::CapacityReport {
-        let roots: Vec<(u32, u64)> = self.agents.iter().map(|(_, r)| *r).collect();
-        let samples: BTreeMap<String, capacity::TreeSample> = self
-            .agents
-            .iter()
-            .map(|(id, _)| id.clone())
-            .zip(probe.trees(&roots))
-            .collect();
-        let live = self.count(State::Live);
-        let unverified = self.count(State::Unverified) + self.count(State::Corrupt);
-        policy.admit(probe.host(), &samples, live, unverified)
-    }
-}
-
-/// The capacity report for `run/P` (live and unverified scopes counted from current evidence).
-pub fn capacity_report(
-    rt: Option<&Runtime>,
-    policy: capacity::Policy,
-    probe: &mut dyn HostProbe,
-) -> Result<capacity::CapacityReport, RegistryError> {
-    let census = match rt {
-        Some(rt) => Census::take(rt)?,
-        None => Census::default(),
-    };
-    Ok(census.capacity(policy, probe))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -678,112 +562,4 @@ pub(crate) fn launch_options(
         cmd = cmd.user(refine_supervisor::launch::credentials::resolve(user)?);
     }
     Ok(cmd)
-}
-
-/// What admission looks at (C1–C4, the `unique` rule).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Admission<'a> {
-    pub kind: Kind,
-    pub label: &'a str,
-    pub unique: bool,
-    pub wait_for_slot: Option<Duration>,
-}
-
-impl<'a> Admission<'a> {
-    pub(crate) fn of(spec: &'a LaunchAsk) -> Self {
-        Admission {
-            kind: spec.kind,
-            label: &spec.label,
-            unique: spec.unique,
-            wait_for_slot: spec.wait_for_slot,
-        }
-    }
-}
-
-/// Admission: capacity for `agent` launches (C1–C4) and the one-scope-per-label rule of
-/// `unique` launches. `Ok` when a slot is free now or frees up within the ask's
-/// `wait_for_slot`, and no other open scope holds a unique launch's label, with the admission
-/// lock held: the caller keeps it until the launch's registration is durable (C4), so
-/// concurrent launches never overshoot the slots and two unique launches of one label never
-/// both start (the second one's check sees the first one's record).
-pub(crate) fn admit(
-    rt: &Runtime,
-    spec: &Admission<'_>,
-) -> Result<Option<refine_supervisor::store::fence::Fence>, ServiceError> {
-    if spec.kind != Kind::Agent && !spec.unique {
-        return Ok(None);
-    }
-    if spec.unique && spec.label.is_empty() {
-        return Err(SpecError::UniqueWithoutLabel.into());
-    }
-    let deadline = Instant::now() + spec.wait_for_slot.unwrap_or_default();
-    let mut probe = (spec.kind == Kind::Agent).then(probe);
-    loop {
-        match try_admit(
-            rt,
-            probe.as_mut().map(|p| &mut **p as &mut dyn HostProbe),
-            spec,
-        ) {
-            Err(AdmitError::NoCapacity { .. }) if Instant::now() < deadline => {}
-            other => return Ok(Some(other?)),
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// One admission check under the admission lock: a `unique` launch's label (refused while an open
-/// scope holds it), then, for an agent (`probe` given), one capacity census. The lock when the
-/// launch may go now, else [`AdmitError::LabelHeld`] or [`AdmitError::NoCapacity`] (the
-/// service's slot queue waits between two on a timer, D2).
-pub(crate) fn try_admit(
-    rt: &Runtime,
-    probe: Option<&mut dyn HostProbe>,
-    spec: &Admission<'_>,
-) -> Result<refine_supervisor::store::fence::Fence, AdmitError> {
-    let lock = capacity::admission_lock(rt).map_err(AdmitError::Lock)?;
-    if spec.unique {
-        if let Some((holder, state)) = label_holder(rt, spec.label).map_err(AdmitError::Census)? {
-            return Err(AdmitError::LabelHeld {
-                label: spec.label.to_owned(),
-                holder,
-                state: state.name(),
-            });
-        }
-    }
-    let Some(probe) = probe else {
-        return Ok(lock);
-    };
-    let report = capacity_report(Some(rt), capacity::Policy::default(), probe)
-        .map_err(AdmitError::Census)?;
-    if report.free > 0 {
-        return Ok(lock);
-    }
-    Err(AdmitError::NoCapacity {
-        slots: report.slots,
-        live: report.live,
-        unverified: report.unverified,
-    })
-}
-
-/// The open scope (live or unverified, by the shared assessment) whose label is `label`, if
-/// any: what a `unique` launch of that label is refused for. Only the open index is read (F1);
-/// a record that does not decode has no label to hold.
-fn label_holder(
-    rt: &Runtime,
-    label: &str,
-) -> Result<Option<(RegistrationId, State)>, RegistryError> {
-    for id in rt.open_ids()? {
-        let Ok(reg) = rt.read_registration(id) else {
-            continue;
-        };
-        if reg.label != label {
-            continue;
-        }
-        match assess::assess(rt, &reg, &assess::KERNEL_BOOT) {
-            assess::Assessment::Exited { .. } => {}
-            assess::Assessment::Live => return Ok(Some((id, State::Live))),
-            assess::Assessment::Unverified { .. } => return Ok(Some((id, State::Unverified))),
-        }
-    }
-    Ok(None)
 }

@@ -44,7 +44,8 @@ use rustix::process::Signal;
 use super::cli::RunArgs;
 use super::docs::{RunDoc, RunScope, StatusFields, StreamDoc};
 use super::error::{CliError, ServiceError};
-use super::ops::{admit, launch_options, print_json, Admission, LaunchOptions};
+use super::ops::{launch_options, print_json, LaunchOptions};
+use refine_supervisor::capacity::{admit, Admission};
 use refine_supervisor::error_chain;
 use refine_supervisor::launch::capture::{Forward, StreamState};
 use refine_supervisor::launch::{
@@ -356,7 +357,8 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
             unique: args.unique,
             wait_for_slot: args.wait_for_slot,
         },
-    )?;
+    )
+    .map_err(ServiceError::from)?;
     // The request straight from the arguments, as bytes (W6): no text form on the way.
     let failed = Failed {
         program: args.command.first().map(OsString::as_os_str),

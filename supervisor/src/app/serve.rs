@@ -48,10 +48,11 @@ use refine_protocol::{Registration, RegistrationId, StopCause};
 use super::docs::{
     json_line, RecoverAction, State, StopDetail, StopDoc, StopFailed, StopOutcomeDoc,
 };
-use super::error::{io_err, AdmitError, CliError, ServiceError, SpecError};
+use super::error::{io_err, AdmitError, CliError, ServiceError};
 use super::metrics::{self, Metrics, RequestResult};
 use super::ops::{self, assess_one, launch_command, recover_all, retire, stop_one};
 use super::throttle::{Backoff, LogLimit};
+use refine_supervisor::capacity;
 use refine_supervisor::end::open_index::{self, Settled};
 use refine_supervisor::end::stop;
 use refine_supervisor::error_chain;
@@ -164,6 +165,7 @@ fn admit_response(e: AdmitError) -> Response {
     let kind = match e {
         AdmitError::NoCapacity { .. } => ErrorKind::NoCapacity,
         AdmitError::LabelHeld { .. } => ErrorKind::LabelHeld,
+        AdmitError::UniqueWithoutLabel => ErrorKind::BadRequest,
         AdmitError::Lock(_) | AdmitError::Census(_) | AdmitError::Task(_) => ErrorKind::Internal,
     };
     Response::err(kind, error_chain(&e))
@@ -182,8 +184,7 @@ async fn admit_queued(
     spec: &LaunchAsk,
 ) -> Result<Option<refine_supervisor::store::fence::Fence>, Response> {
     if spec.unique && spec.label.is_empty() {
-        let e = ServiceError::from(SpecError::UniqueWithoutLabel);
-        return Err(Response::err(ErrorKind::BadRequest, error_chain(&e)));
+        return Err(admit_response(AdmitError::UniqueWithoutLabel));
     }
     if spec.kind != refine_protocol::Kind::Agent {
         if !spec.unique {
@@ -192,7 +193,7 @@ async fn admit_queued(
         // Not an agent: no census, only the label under the admission lock.
         let (rt, spec) = (state.rt.clone(), spec.clone());
         return tokio::task::spawn_blocking(move || {
-            ops::try_admit(&rt, None, &ops::Admission::of(&spec))
+            capacity::try_admit(&rt, None, &capacity::Admission::of(&spec))
         })
         .await
         .unwrap_or_else(|e| Err(AdmitError::Task(e)))
@@ -206,7 +207,7 @@ async fn admit_queued(
         async move {
             tokio::task::spawn_blocking(move || {
                 let mut probe = st.probe.lock().unwrap_or_else(|p| p.into_inner());
-                ops::try_admit(&st.rt, Some(&mut **probe), &ops::Admission::of(&spec))
+                capacity::try_admit(&st.rt, Some(&mut **probe), &capacity::Admission::of(&spec))
             })
             .await
             .unwrap_or_else(|e| Err(AdmitError::Task(e)))
@@ -507,7 +508,7 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         closing: tokio::sync::watch::Sender::new(false),
         answering: std::sync::atomic::AtomicUsize::new(0),
         slot_queue: tokio::sync::Mutex::new(()),
-        probe: Mutex::new(ops::probe()),
+        probe: Mutex::new(capacity::probe()),
         graced: Mutex::new(HashSet::new()),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -1160,8 +1161,8 @@ fn housekeeping(state: &Service, keep: Housekeeping) {
 }
 
 fn sample_capacity(rt: &Runtime) {
-    let mut probe = ops::probe();
-    match ops::capacity_report(
+    let mut probe = capacity::probe();
+    match capacity::capacity_report(
         Some(rt),
         refine_supervisor::capacity::Policy::default(),
         &mut *probe,

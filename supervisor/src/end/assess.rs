@@ -347,6 +347,99 @@ fn foreign_receipt_boot(reg: &Registration) -> Option<BootId> {
     Receipt::decode(&bytes).ok().map(|r| r.boot_id)
 }
 
+/// Why a receipt file read on its own (not through a registration) is not a receipt.
+#[derive(Debug, thiserror::Error)]
+pub enum ReceiptFileError {
+    #[error("no receipt at {path}")]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} holds no receipt yet: its guardian has not proven the scope empty")]
+    Unwritten { path: std::path::PathBuf },
+    #[error("receipt {path} does not decode")]
+    Corrupt {
+        path: std::path::PathBuf,
+        #[source]
+        source: DecodeError,
+    },
+}
+
+/// Reads and decodes the receipt at `path` (magic, version, length, checksum). A decoded receipt
+/// proves nothing yet: [`bind_receipt`] ties it to its registration.
+pub fn read_receipt_file(path: &Path) -> Result<Receipt, ReceiptFileError> {
+    let bytes = crate::store::registry::read_bounded(path, 64 * 1024).map_err(|source| {
+        ReceiptFileError::Read {
+            path: path.to_owned(),
+            source,
+        }
+    })?;
+    if refine_protocol::is_unwritten(&bytes) {
+        return Err(ReceiptFileError::Unwritten {
+            path: path.to_owned(),
+        });
+    }
+    Receipt::decode(&bytes).map_err(|source| ReceiptFileError::Corrupt {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// What a receipt read from a file proves about its registration.
+#[derive(Debug)]
+pub enum ReceiptBinding {
+    /// The registration's own proof file holds this very receipt: the assessment says what it
+    /// proves (`exited` once its guardian is gone).
+    Holds {
+        registration: Box<Registration>,
+        assessment: Assessment,
+    },
+    /// The registration exists, but its proof file holds another receipt or none.
+    Differs {
+        registration: Box<Registration>,
+        assessment: Assessment,
+    },
+    /// No registration of the receipt's id in this runtime (or no runtime): nothing to bind to.
+    Unbound,
+}
+
+impl ReceiptBinding {
+    /// Whether the receipt proves its scope ended: the registration's own, and `exited`.
+    pub fn verified(&self) -> bool {
+        matches!(self, ReceiptBinding::Holds { assessment, .. } if assessment.is_exited())
+    }
+}
+
+/// Binds `receipt` (read from a file) to its registration in `runtime`: the one assessment
+/// (same runtime, the registered proof inode, every bound field equal) must find this receipt in
+/// the registration's own proof file.
+pub fn bind_receipt(
+    runtime: Option<&Runtime>,
+    receipt: &Receipt,
+    boot: &dyn BootSource,
+) -> ReceiptBinding {
+    let Some(rt) = runtime else {
+        return ReceiptBinding::Unbound;
+    };
+    let Ok(reg) = rt.read_registration(receipt.registration) else {
+        return ReceiptBinding::Unbound;
+    };
+    let assessment = assess(rt, &reg, boot);
+    let registration = Box::new(reg);
+    if assessment.receipt() == Some(receipt) {
+        ReceiptBinding::Holds {
+            registration,
+            assessment,
+        }
+    } else {
+        ReceiptBinding::Differs {
+            registration,
+            assessment,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -50,6 +50,11 @@ use rustix::io::Errno;
 use crate::store::registry::Stream;
 
 /// Bytes kept in memory per stream by default (S3).
+mod forward;
+mod tail;
+pub use forward::Forward;
+pub use tail::Tail;
+
 pub const DEFAULT_KEEP: usize = 16 * 1024 * 1024;
 /// The fixed final drain after the first validated workload exit (S4).
 pub const FINAL_DRAIN: Duration = Duration::from_millis(200);
@@ -108,87 +113,6 @@ pub struct StreamSource {
     pub pty: bool,
     /// Also write every byte read here, at the reader's pace.
     pub forward: Option<Forward>,
-}
-
-/// How a [`Forward`] writes without ever blocking the engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ForwardMode {
-    /// A private nonblocking description of a pipe or terminal: `EAGAIN` means "full".
-    NonBlocking,
-    /// A socket, written with `MSG_DONTWAIT`.
-    Socket,
-    /// A file or device that never waits on a reader: written blocking.
-    Blocking,
-    /// The reader was already gone when the forward was made.
-    Broken,
-}
-
-/// A destination a stream is copied to as it is read (`run`'s own stdout or stderr).
-#[derive(Debug)]
-pub struct Forward {
-    fd: OwnedFd,
-    mode: ForwardMode,
-}
-
-impl Forward {
-    /// A forward to `target`, which keeps its own file status flags: a pipe or terminal is
-    /// reopened through `/proc/self/fd` as a private nonblocking description.
-    pub fn new(target: BorrowedFd<'_>) -> Result<Self, CaptureError> {
-        use rustix::fs::{FileType, Mode, OFlags};
-        let stat = rustix::fs::fstat(target).map_err(fd_err("stat a forward"))?;
-        let dup =
-            || rustix::io::fcntl_dupfd_cloexec(target, 3).map_err(fd_err("duplicate a forward"));
-        let kind = FileType::from_raw_mode(stat.st_mode);
-        let reopen = kind == FileType::Fifo
-            || (kind == FileType::CharacterDevice && rustix::termios::isatty(target));
-        if kind == FileType::Socket {
-            return Ok(Forward {
-                fd: dup()?,
-                mode: ForwardMode::Socket,
-            });
-        }
-        if reopen {
-            let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&target));
-            let flags = OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-            match rustix::fs::open(path.as_str(), flags, Mode::empty()) {
-                Ok(fd) => {
-                    return Ok(Forward {
-                        fd,
-                        mode: ForwardMode::NonBlocking,
-                    })
-                }
-                // A FIFO without readers: the reader is already gone.
-                Err(Errno::NXIO) => {
-                    return Ok(Forward {
-                        fd: dup()?,
-                        mode: ForwardMode::Broken,
-                    })
-                }
-                Err(_) => {}
-            }
-        }
-        Ok(Forward {
-            fd: dup()?,
-            mode: ForwardMode::Blocking,
-        })
-    }
-
-    /// Writes what the destination takes now: `Ok(0)` when it is full.
-    fn write(&self, bytes: &[u8]) -> Result<usize, Errno> {
-        let r = match self.mode {
-            ForwardMode::Broken => Err(Errno::PIPE),
-            ForwardMode::Socket => rustix::net::send(
-                &self.fd,
-                bytes,
-                rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
-            ),
-            ForwardMode::NonBlocking | ForwardMode::Blocking => rustix::io::write(&self.fd, bytes),
-        };
-        match r {
-            Err(Errno::AGAIN) => Ok(0),
-            r => r,
-        }
-    }
 }
 
 /// Why a stream's result does not hold every byte.
@@ -1272,67 +1196,6 @@ impl Capture {
             tail_done = Some(rx);
         }
         CaptureResult { streams, tail_done }
-    }
-}
-
-/// The streams a kept scope still holds after the result: read into their artifacts (and
-/// forwards) only, until EOF; forwarded bytes still wait for their reader. Dropped when done,
-/// which tells [`CaptureResult::wait_delivered`].
-#[derive(Debug)]
-pub struct Tail {
-    readers: Vec<Reader>,
-    /// Its own read buffer when it runs on a thread of its own (allocated on first use).
-    buf: Vec<u8>,
-    _done: mpsc::Sender<()>,
-}
-
-impl Tail {
-    /// The streams to wait on (bit i of [`Tail::service`]'s mask = entry i's reader).
-    pub(crate) fn interest(&self) -> Vec<(usize, BorrowedFd<'_>, PollFlags)> {
-        self.readers
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| r.interest().map(|(fd, flags)| (i, fd, flags)))
-            .collect()
-    }
-
-    /// Services the ready readers (bit i = reader i) with `buf`; says whether every stream is
-    /// done.
-    pub fn service(&mut self, ready: u32, buf: &mut [u8]) -> bool {
-        for (i, r) in self.readers.iter_mut().enumerate() {
-            if i < 32 && ready & (1 << i) != 0 {
-                r.service(buf, 0, true, |_, _| {});
-            }
-        }
-        self.is_done()
-    }
-
-    pub fn is_done(&self) -> bool {
-        self.readers.iter().all(Reader::done)
-    }
-
-    /// Runs the tail on this thread until every stream is done.
-    pub fn run(mut self) {
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.resize(READ_CHUNK, 0);
-        while !self.is_done() {
-            let interest = self.interest();
-            let mut fds: Vec<PollFd<'_>> = interest
-                .iter()
-                .map(|(_, fd, flags)| PollFd::from_borrowed_fd(*fd, *flags))
-                .collect();
-            if poll_until(&mut fds, None).is_err() {
-                return;
-            }
-            let mut ready = 0u32;
-            for ((i, _, _), p) in interest.iter().zip(&fds) {
-                if !p.revents().is_empty() && *i < 32 {
-                    ready |= 1 << i;
-                }
-            }
-            drop(fds);
-            self.service(ready, &mut buf);
-        }
     }
 }
 
