@@ -2,7 +2,8 @@
 //! socket client and `serve`. It sits on top of the library's mechanisms and nothing in the
 //! library reaches back into it; `main` needs only [`Cli`], [`dispatch`] and [`CliError`].
 //!
-//! - `cli`: the clap definitions, one function per command, human output.
+//! - `cli`: the clap definitions (the command line, its value parsers, the home);
+//!   `commands`: one function per command, with its human output.
 //! - `run`: `run` in the foreground (streaming, terminal forwarding, signals); `run_line`: a
 //!   common `run` line read without building clap's parser.
 //! - `completions`: the shell completion scripts, put right where the generator falls short.
@@ -15,6 +16,7 @@
 
 mod cli;
 mod client;
+mod commands;
 mod completions;
 mod docs;
 mod error;
@@ -28,7 +30,8 @@ mod serve;
 mod throttle;
 mod view;
 
-pub use cli::{dispatch, Cli, Command};
+pub use cli::{Cli, Command};
+pub use commands::dispatch;
 
 /// The command line: a common `run` line read by hand (`run_line`), anything else by clap.
 pub fn parse_args(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
