@@ -5,7 +5,8 @@
 //! - [`procfs`]: `/proc` reading (stat, boot id) and process witnesses.
 //! - [`tree`]: discovery of a guardian's scope (descendants, owner markers).
 //! - [`signal`]: the one pidfd-verified signal helper.
-//! - [`child_signals`]: a clean `SIGCHLD` for processes that wait for children (the crate's only `unsafe`, allowed there alone).
+//! - [`child_signals`]: a clean `SIGCHLD` for processes that wait for children (`unsafe` allowed
+//!   there and in `stand_in` only).
 //! - [`limits`]: the descriptor limit this process depends on.
 //! - [`nested`]: recognising a guardian by the mark its binary carries.
 //! - [`cgroup`]: a cgroup v2 directory of its own per scope where one can be made.
