@@ -35,6 +35,7 @@ pub mod time;
 pub mod api;
 pub mod docs;
 pub mod record;
+pub mod schema;
 mod serde_impls;
 
 pub use error::{DecodeError, EncodeError};

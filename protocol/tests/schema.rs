@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use refine_protocol::docs::{schema_text, DOCUMENTS};
+use refine_protocol::schema::{schema_text, DOCUMENTS};
 
 const UPDATE: &str =
     "REFINE_UPDATE_SCHEMA=1 cargo test -p refine-protocol --features schema --test schema";

@@ -1,7 +1,7 @@
 //! The JSON contract (SPEC E2): every document `refine-supervisor … --json` prints and every
 //! reply the service socket returns, and the closed enums they name things with. A key added,
 //! renamed or removed here is a change for every script and host; the JSON Schemas generated
-//! from these types (feature `schema`, `refine-supervisor schema NAME`) are committed under
+//! from these types ([`crate::schema`], `refine-supervisor schema NAME`) are committed under
 //! `protocol/schema/` and a test keeps them equal, so such a change is made on purpose.
 //!
 //! Names come from serde alone: [`Vocabulary::name`] reads the name `#[derive(Serialize)]`
@@ -37,61 +37,3 @@ pub use vocab::{
     ReservationSource, RetentionAction, RunScope, ScopeKind, State, StatusName, StopFailed,
     StopOutcome, StrayAction, UnverifiedCheck, Via,
 };
-
-/// Every document of the contract by name, with what prints or returns it (feature `schema`:
-/// [`schema`] gives each one's JSON Schema).
-pub const DOCUMENTS: &[(&str, &str)] = &[
-    ("run", "run --json"),
-    ("launched", "run --detach --json"),
-    (
-        "spawn-failed",
-        "run --detach --json when the workload never ran",
-    ),
-    ("wait", "wait --json"),
-    ("ps", "ps --json"),
-    ("show", "show --json, and the socket's show reply"),
-    ("stop", "stop --json, and the socket's stop reply"),
-    ("recover", "recover --json"),
-    ("receipt", "receipt --json"),
-    ("gc", "gc --json"),
-    ("capacity", "capacity --json"),
-    ("holders", "holders --json"),
-    ("reap", "reap --checkout --json"),
-    ("request", "a request line to the service socket"),
-    ("response", "a response line from the service socket"),
-];
-
-/// The JSON Schema of the document `name` (one of [`DOCUMENTS`]), or `None` for a name that is
-/// not one.
-#[cfg(feature = "schema")]
-pub fn schema(name: &str) -> Option<schemars::Schema> {
-    use schemars::schema_for;
-    Some(match name {
-        "run" => schema_for!(RunDoc),
-        "launched" => schema_for!(LaunchedDoc),
-        "spawn-failed" => schema_for!(DetachedSpawnFailedDoc),
-        "wait" => schema_for!(WaitDoc),
-        "ps" => schema_for!(PsDoc),
-        "show" => schema_for!(ShowDoc),
-        "stop" => schema_for!(StopDoc),
-        "recover" => schema_for!(RecoverDoc),
-        "receipt" => schema_for!(ReceiptVerdictDoc),
-        "gc" => schema_for!(GcDoc),
-        "capacity" => schema_for!(CapacityDoc),
-        "holders" => schema_for!(HoldersDoc),
-        "reap" => schema_for!(ReapDoc),
-        "request" => schema_for!(crate::api::Request),
-        "response" => schema_for!(crate::api::Response),
-        _ => return None,
-    })
-}
-
-/// [`schema`] as the pretty JSON committed under `protocol/schema/NAME.json` (with its final
-/// newline).
-#[cfg(feature = "schema")]
-pub fn schema_text(name: &str) -> Option<String> {
-    let schema = schema(name)?;
-    let mut text = serde_json::to_string_pretty(&schema).ok()?;
-    text.push('\n');
-    Some(text)
-}

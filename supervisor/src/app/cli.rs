@@ -452,7 +452,7 @@ pub struct RecoverArgs {
 pub struct SchemaArgs {
     /// The document whose schema to print (default: list the documents).
     #[arg(value_parser = clap::builder::PossibleValuesParser::new(
-        refine_protocol::docs::DOCUMENTS.iter().map(|(name, _)| *name)
+        refine_protocol::schema::DOCUMENTS.iter().map(|(name, _)| *name)
     ))]
     pub name: Option<String>,
 }

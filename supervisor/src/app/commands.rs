@@ -177,7 +177,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
 /// `schema [NAME]`: the documents of the contract, or one document's JSON Schema (the text
 /// committed as `protocol/schema/NAME.json`).
 fn schema(name: Option<&str>) -> Result<(), CliError> {
-    use refine_protocol::docs::{schema_text, DOCUMENTS};
+    use refine_protocol::schema::{schema_text, DOCUMENTS};
     let mut o = out();
     match name {
         None => {
