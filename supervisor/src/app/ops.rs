@@ -78,7 +78,7 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
         signal: status.signal,
         outcome: result.map(|r| r.outcome),
         started_at_unix_ms: reg.started_at_unix_ms,
-        age_secs: refine_supervisor::launch::deadline::unix_ms()
+        age_secs: refine_supervisor::kernel::clock::unix_ms()
             .saturating_sub(reg.started_at_unix_ms)
             / 1000,
         pid: reg.hello.workload.pid,

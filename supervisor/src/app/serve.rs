@@ -697,7 +697,7 @@ async fn serve_async(
                         &rt,
                         &refine_supervisor::end::assess::KERNEL_BOOT,
                         stall::sample::boottime(),
-                        refine_supervisor::launch::deadline::unix_ms(),
+                        refine_supervisor::kernel::clock::unix_ms(),
                     );
                     for (id, event) in events {
                         log_stall(id, &event);

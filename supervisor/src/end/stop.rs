@@ -239,11 +239,11 @@ fn record_request(runtime: &Runtime, reg: &Registration, cause: Option<StopCause
         id: reg.id,
         runtime: runtime.id(),
         cause,
-        requested_at_unix_ns: crate::launch::deadline::unix_ns(),
+        requested_at_unix_ns: crate::kernel::clock::unix_ns(),
         requester_pid: std::process::id(),
     };
     if let Err(e) = runtime.write_stop_request(&req) {
-        tracing::warn!(id = %reg.id, error = %crate::error_chain(&e), "could not record the stop request");
+        tracing::warn!(id = %reg.id, error = %crate::error::error_chain(&e), "could not record the stop request");
     }
 }
 

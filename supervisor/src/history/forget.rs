@@ -204,14 +204,19 @@ fn candidate(
         Err(e) => {
             return Candidate::Keep(format!(
                 "lock busy or unavailable: {}",
-                crate::error_chain(&e)
+                crate::error::error_chain(&e)
             ))
         }
     };
     let reg = match rt.read_registration(id) {
         Ok(r) => r,
         Err(RegistryError::NotFound(_)) => return Candidate::Gone,
-        Err(e) => return Candidate::Keep(format!("record not intact: {}", crate::error_chain(&e))),
+        Err(e) => {
+            return Candidate::Keep(format!(
+                "record not intact: {}",
+                crate::error::error_chain(&e)
+            ))
+        }
     };
     let a = assess::assess(rt, &reg, boot);
     if !a.is_exited() {
@@ -231,7 +236,7 @@ fn candidate(
     if let Err(e) = rt.remove_open_marker(id, &lock) {
         return Candidate::Keep(format!(
             "cannot remove the open marker: {}",
-            crate::error_chain(&e)
+            crate::error::error_chain(&e)
         ));
     }
     if let Err(e) = fs::rename(rt.record_path(id), rt.forget_intent_path(id)) {

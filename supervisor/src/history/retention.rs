@@ -186,14 +186,17 @@ fn retire_one(
     let _lock = match rt.lock(id, LOCK_WAIT) {
         Ok(l) => l,
         Err(e) => {
-            entry.reason = format!("lock busy or unavailable: {}", crate::error_chain(&e));
+            entry.reason = format!(
+                "lock busy or unavailable: {}",
+                crate::error::error_chain(&e)
+            );
             return entry;
         }
     };
     let reg = match rt.read_registration(id) {
         Ok(r) => r,
         Err(e) => {
-            entry.reason = format!("record not intact: {}", crate::error_chain(&e));
+            entry.reason = format!("record not intact: {}", crate::error::error_chain(&e));
             return entry;
         }
     };

@@ -219,7 +219,7 @@ pub fn reap_checkout(
         };
         match stop::kill_unowned(&roots, current, budget) {
             Ok(k) => report.killed = k.killed,
-            Err(e) => report.error = Some(crate::error_chain(&e)),
+            Err(e) => report.error = Some(crate::error::error_chain(&e)),
         }
         drop(fence);
     }
@@ -274,7 +274,7 @@ fn scope_stop(
             port: rt.port(),
             outcome: None,
             receipt_verified: false,
-            error: Some(crate::error_chain(&e)),
+            error: Some(crate::error::error_chain(&e)),
         },
     }
 }

@@ -2,6 +2,7 @@
 //! inherited signal state, descriptor limits, the guardian's identity mark and cgroup v2 scopes.
 //! Nothing here knows about registrations or launches.
 //!
+//! - [`clock`]: the wall clock, read once for every record.
 //! - [`procfs`]: `/proc` reading (stat, boot id) and process witnesses.
 //! - [`tree`]: discovery of a guardian's scope (descendants, owner markers).
 //! - [`signal`]: the one pidfd-verified signal helper.
@@ -14,6 +15,7 @@
 
 pub mod cgroup;
 pub mod child_signals;
+pub mod clock;
 pub mod limits;
 pub mod nested;
 pub mod procfs;

@@ -306,7 +306,7 @@ impl CaptureResult {
                     prefix: s.kept[..s.kept.len().min(CAPTURE_PREFIX_MAX)].to_vec(),
                 })
                 .collect(),
-            written_at_unix_ms: crate::launch::deadline::unix_ms(),
+            written_at_unix_ms: crate::kernel::clock::unix_ms(),
         }
     }
 }

@@ -18,7 +18,7 @@
 //! step (the record cannot hold a monotonic time across processes meaningfully). Activity is not
 //! recorded durably, so a resumed idle deadline counts from the later of the start and the resume.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use refine_protocol::record::{Limits, Registration};
 
@@ -149,29 +149,11 @@ pub fn expired_on_record(reg: &Registration, now: Instant) -> Option<Expired> {
     deadlines.expired(now)
 }
 
-/// The wall clock (`CLOCK_REALTIME`) since the Unix epoch; zero before it. The one reading of
-/// wall time for records (starts, results, stop requests) and their comparisons.
-pub fn unix_time() -> Duration {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-}
-
-/// [`unix_time`] in milliseconds.
-pub fn unix_ms() -> u64 {
-    refine_protocol::time::saturating_ms(unix_time())
-}
-
-/// [`unix_time`] in nanoseconds (the guardian's exit stamps are in ns).
-pub(crate) fn unix_ns() -> u64 {
-    refine_protocol::time::saturating_ns(unix_time())
-}
-
 /// The monotonic instant that corresponds to a wall-clock time (clamped to what `Instant` can
 /// represent: a start further back than this process's clock reaches maps to its earliest point).
 pub(crate) fn instant_of_unix_ms(unix_ms: u64) -> Instant {
     let now = Instant::now();
-    let wall_now = unix_time();
+    let wall_now = crate::kernel::clock::unix_time();
     let then = Duration::from_millis(unix_ms);
     if then >= wall_now {
         now + (then - wall_now)
@@ -195,6 +177,7 @@ fn earliest(now: Instant, mut ago: Duration) -> Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::SystemTime;
 
     fn limits(completion: Option<u64>, idle: Option<u64>) -> Limits {
         Limits {

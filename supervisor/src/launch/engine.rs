@@ -395,7 +395,7 @@ impl Engine {
                 Ok(Some(ev)) => self.on_event(st, ev),
                 Ok(None) => return,
                 Err(e) => {
-                    tracing::error!(id = %self.registration.id, error = %crate::error_chain(&e), "guardian channel failed");
+                    tracing::error!(id = %self.registration.id, error = %crate::error::error_chain(&e), "guardian channel failed");
                     self.on_event(st, GuardianEvent::ChannelClosed);
                     return;
                 }
@@ -479,7 +479,7 @@ impl Engine {
     fn forward_signal(&mut self, st: &State, signo: i32) {
         if !st.workload_over() && !st.channel_closed {
             if let Err(e) = self.link.signal(signo) {
-                tracing::warn!(id = %self.registration.id, signo, error = %crate::error_chain(&e), "cannot forward a signal");
+                tracing::warn!(id = %self.registration.id, signo, error = %crate::error::error_chain(&e), "cannot forward a signal");
             }
         }
     }
@@ -508,7 +508,7 @@ impl Engine {
             }
             Ok(_) => {}
             Err(e) => {
-                tracing::warn!(id = %self.registration.id, error = %crate::error_chain(&e), "unreadable stop request")
+                tracing::warn!(id = %self.registration.id, error = %crate::error::error_chain(&e), "unreadable stop request")
             }
         }
     }
@@ -534,7 +534,7 @@ impl Engine {
             if let Err(e) =
                 crate::end::stop::signal_politely(&self.runtime, &self.registration, sig, &opts)
             {
-                tracing::warn!(id = %self.registration.id, error = %crate::error_chain(&e), "cannot send the deadline's polite signal");
+                tracing::warn!(id = %self.registration.id, error = %crate::error::error_chain(&e), "cannot send the deadline's polite signal");
             }
             return;
         }
@@ -557,7 +557,7 @@ impl Engine {
                 st.retry_stop_at = None;
             }
             Err(e) => {
-                tracing::warn!(id = %self.registration.id, error = %crate::error_chain(&e), attempt = st.stop_attempts, "stop failed");
+                tracing::warn!(id = %self.registration.id, error = %crate::error::error_chain(&e), attempt = st.stop_attempts, "stop failed");
                 let permanent = is_permanent(&e);
                 st.stop_failure = Some(e);
                 // The failure modes (fence held, quiescence not reached) are transient: try again
@@ -647,7 +647,7 @@ impl Engine {
             runtime: runtime.id(),
             outcome: outcome.kind(),
             workload_status: status,
-            written_at_unix_ms: crate::launch::deadline::unix_ms(),
+            written_at_unix_ms: crate::kernel::clock::unix_ms(),
             stop_failure: None,
             usage: crate::kernel::cgroup::with_usage(
                 st.receipt.and_then(|r| r.usage),
@@ -657,7 +657,7 @@ impl Engine {
             cgroup_usage,
         };
         if let Err(e) = runtime.write_result(&result) {
-            tracing::warn!(%id, error = %crate::error_chain(&e), "cannot record the launch result");
+            tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot record the launch result");
         }
         let capture = match &residues {
             Some(r) => capture.finish_with(|t| r.tail(t)),
@@ -763,14 +763,14 @@ fn settle_own(runtime: &Runtime, id: refine_protocol::RegistrationId, owner: &Fe
     if let Err(e) =
         crate::end::open_index::settle(runtime, id, owner, &crate::end::assess::KERNEL_BOOT)
     {
-        tracing::warn!(%id, error = %crate::error_chain(&e), "cannot settle the open index");
+        tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot settle the open index");
     }
 }
 
 /// The monotonic instant of the guardian's `CLOCK_REALTIME` exit stamp, never in the future and
 /// never earlier than one drain before `now` (a clock step cannot shorten the drain to nothing).
 pub(super) fn exit_instant(at_ns: u64, now: Instant) -> Instant {
-    let age = crate::launch::deadline::unix_time()
+    let age = crate::kernel::clock::unix_time()
         .saturating_sub(Duration::from_nanos(at_ns))
         .min(crate::launch::capture::FINAL_DRAIN);
     now.checked_sub(age).unwrap_or(now)

@@ -139,7 +139,7 @@ pub fn launch_registered_into(
             return Err(e);
         }
     };
-    registration.started_at_unix_ms = crate::launch::deadline::unix_ms();
+    registration.started_at_unix_ms = crate::kernel::clock::unix_ms();
     // The placement is recorded in `registration.cgroup` (the record's hello does not carry
     // it): the record in memory is the one on disk.
     registration.hello = Hello {

@@ -604,7 +604,7 @@ impl Runtime {
         }
         (result.usage, result.cgroup_usage) = (usage, cgroup_usage);
         if let Err(e) = self.write_result(&result) {
-            tracing::warn!(%id, error = %crate::error_chain(&e), "cannot record the tree's usage");
+            tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot record the tree's usage");
         }
     }
 

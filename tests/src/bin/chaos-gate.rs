@@ -111,7 +111,7 @@ fn main() {
         pty: false,
         limits: Limits::default(),
         scope_policy: ScopePolicy::Keep,
-        started_at_unix_ms: refine_supervisor::launch::deadline::unix_ms(),
+        started_at_unix_ms: refine_supervisor::kernel::clock::unix_ms(),
         hello,
         proof_path: text(&proof_path),
         argv_bytes: None,

@@ -203,7 +203,7 @@ impl Watcher {
                     silent: status.silent,
                 };
                 if let Err(e) = runtime.write_stall(&rec) {
-                    tracing::warn!(%id, error = %crate::error_chain(&e), "cannot record the stall watch's status");
+                    tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot record the stall watch's status");
                 }
             } else if before.label().is_some() || self.first_pass(id) {
                 let _ = std::fs::remove_file(runtime.stall_path(id));

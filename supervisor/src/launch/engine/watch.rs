@@ -132,7 +132,7 @@ impl Watch {
             if let Err(e) =
                 crate::end::stop::signal_politely(&self.runtime, &self.registration, sig, &opts)
             {
-                tracing::warn!(%id, error = %crate::error_chain(&e), "cannot send the residue's polite signal");
+                tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot send the residue's polite signal");
             }
             self.next = Some(ResidueStop {
                 at: Instant::now() + grace,
@@ -149,7 +149,7 @@ impl Watch {
                 self.stop_failure = None;
             }
             Err(e) => {
-                let error = crate::error_chain(&e);
+                let error = crate::error::error_chain(&e);
                 tracing::warn!(%id, attempts, %error, "residue stop failed");
                 if attempts < RESIDUE_ATTEMPTS && !is_permanent(&e) {
                     self.next = Some(ResidueStop {
@@ -250,14 +250,14 @@ fn record_stop_failure(runtime: &Runtime, id: refine_protocol::RegistrationId, e
         runtime: runtime.id(),
         outcome: refine_protocol::docs::Outcome::StopFailed,
         workload_status: previous.map_or(WorkloadStatus::Unknown, |r| r.workload_status),
-        written_at_unix_ms: crate::launch::deadline::unix_ms(),
+        written_at_unix_ms: crate::kernel::clock::unix_ms(),
         stop_failure: Some(error.to_owned()),
         usage: None,
         residue_stop: None,
         cgroup_usage: None,
     };
     if let Err(e) = runtime.write_result(&result) {
-        tracing::warn!(%id, error = %crate::error_chain(&e), "cannot record the failed stop");
+        tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot record the failed stop");
     }
 }
 
@@ -280,9 +280,9 @@ fn record_residue_stop(
         outcome: report.outcome,
         cause,
         killed: u32::try_from(report.killed).unwrap_or(u32::MAX),
-        at_unix_ms: crate::launch::deadline::unix_ms(),
+        at_unix_ms: crate::kernel::clock::unix_ms(),
     });
     if let Err(e) = runtime.write_result(&result) {
-        tracing::warn!(%id, error = %crate::error_chain(&e), "cannot record the residue stop");
+        tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot record the residue stop");
     }
 }
