@@ -7,7 +7,6 @@
 mod cli_support;
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Child, Stdio};
 use std::sync::mpsc;
 
@@ -106,34 +105,13 @@ fn output_keeps_flowing_while_run_is_stopped() {
     assert_eq!(String::from_utf8_lossy(&logs.stdout), want, "the artifact");
 }
 
-fn read_pid(child: &mut Child, path: &Path) -> u32 {
-    let mut pid = None;
-    let ok = wait_until(DEADLINE, || {
-        pid = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|s| s.trim().parse().ok());
-        pid.is_some() || child.try_wait().ok().flatten().is_some()
-    });
-    assert!(ok && pid.is_some(), "no pid in {}", path.display());
-    pid.unwrap()
-}
-
 /// Ctrl-Z stops the whole job, not its first process: `SIGTSTP` to `run -- sh -c 'sleep & wait'`
 /// stops the shell and its background sleep (one process group, as the terminal would stop it
 /// without the wrapper, and as dumb-init forwards to the group), and `SIGCONT` continues both.
 #[test]
 fn job_control_stops_and_continues_the_workloads_whole_group() {
     let home = Home::new();
-    let pidfile = home.path().join("bg.pid");
-    let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
-    let mut child = home
-        .command(&["run", "--json", "--", "sh", "-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn run");
-    let out = collect(child.stdout.take().expect("stdout"));
-    let sleeper = read_pid(&mut child, &pidfile);
+    let (mut child, out, sleeper) = run_with_background_sleep(&home);
     let shell = home.ps()[0]["pid"].as_u64().expect("pid") as u32;
     let run = child.id();
     signal(&child, libc::SIGTSTP);

@@ -81,26 +81,8 @@ fn different_signals_never_escalate_each_is_forwarded() {
 #[test]
 fn sigterm_ends_the_whole_scope_once_the_workload_ended() {
     let home = Home::new();
-    let pidfile = home.path().join("bg.pid");
-    let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
-    let mut child = home
-        .command(&["run", "--json", "--", "sh", "-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn run");
-    let out = collect(child.stdout.take().expect("stdout"));
-    let mut pid = None;
-    assert!(
-        wait_until(DEADLINE, || {
-            pid = std::fs::read_to_string(&pidfile)
-                .ok()
-                .and_then(|s| s.trim().parse::<u32>().ok());
-            pid.is_some()
-        }),
-        "no background pid"
-    );
-    let sleeper = pidfd(pid.unwrap());
+    let (mut child, out, pid) = run_with_background_sleep(&home);
+    let sleeper = pidfd(pid);
     signal(&child, libc::SIGTERM);
     let st = wait_bounded(&mut child, DEADLINE, "run after SIGTERM");
     let doc = json_of(&out.join().unwrap());

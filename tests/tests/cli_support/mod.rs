@@ -526,3 +526,32 @@ pub fn trapping_run(
     assert!(ok && ready.exists(), "the workload never got ready");
     (child, out)
 }
+
+/// `run --json -- sh -c 'sleep 300 & wait'` in the background: the running `run`, its stdout
+/// being collected, and the background sleep's pid once the shell has written it.
+pub fn run_with_background_sleep(
+    home: &Home,
+) -> (std::process::Child, std::thread::JoinHandle<Vec<u8>>, u32) {
+    let pidfile = home.path().join("bg.pid");
+    let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+    let mut child = home
+        .command(&["run", "--json", "--", "sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("spawn run");
+    let out = collect(child.stdout.take().expect("stdout"));
+    let mut pid = None;
+    let ok = refine_tests::wait_until(DEADLINE, || {
+        pid = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
+        pid.is_some() || child.try_wait().ok().flatten().is_some()
+    });
+    assert!(
+        ok && pid.is_some(),
+        "no background pid in {}",
+        pidfile.display()
+    );
+    (child, out, pid.unwrap())
+}
