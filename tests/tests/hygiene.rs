@@ -390,6 +390,9 @@ fn a_busy_loop_becomes_stalled_and_clears_when_it_calms_down() {
     assert!(out.status.success(), "{}", describe(&["stop"], &out));
 }
 
+/// The period is a second: a sample more than three periods after the previous one restarts
+/// every count (the watch's rule for a suspended or stopped service), and at 300 ms a loaded
+/// machine delayed the samples past that for minutes (seen at a load average near 100).
 #[test]
 fn a_sleeping_scope_becomes_silent() {
     let home = Home::new();
@@ -400,7 +403,7 @@ fn a_sleeping_scope_becomes_silent() {
             "--maintenance-every",
             "200ms",
             "--stall-period",
-            "300ms",
+            "1s",
             "--stall-samples",
             "0",
             "--silent-samples",
