@@ -65,87 +65,24 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     isolate::leave_launcher()?;
     // G11, G12: every inherited disposition reset; signals are only ever read from the signalfd.
     let signals = Signals::block_all()?;
-    let region = sys::map_region(REGION_LEN).map_err(Error::Memory)?;
-    let region_at = region.as_ptr() as usize;
-
-    // G2: the bounded handshake.
-    let (launch, tail) = chan.recv_launch(region, &signals)?;
-    let spec = launch.spec;
-    // Right after the frame, sized to this launch: a small launch dirties one page.
-    let (argv, envp) = sys::pointer_slots(tail, spec.argv.len() + 1, spec.env.len() + 1)
-        .ok_or(Error::Memory(sys::Errno(libc::EINVAL)))?;
-
-    // G1, G4, G5: subreaper, proof file (X5: its receipt's space allocated), identities, all
-    // before the fork.
-    subreaper::become_subreaper()?;
-    let proof = receipt::ProofFile::create(spec.proof_path)?;
-    let guardian = identity::own()?;
-    let boot_id = identity::boot_id()?;
-    let plan = gate::ExecPlan::build(&spec, argv, envp);
-
-    // G3: fork behind the gate, report, and wait for *start*. From the fork on, every path
-    // ends in a receipt (G14): errors are recorded, not returned.
-    let mut workload = gate::fork_gated(&spec, &plan, launch.stdio, chan, &signals)?;
-    isolate::release_cwd();
-    let decision = if workload.ready {
-        chan.send(&Frame::Hello(Hello {
-            guardian,
-            boot_id,
-            workload: refine_protocol_core::ProcessWitness {
-                pid: workload.pid.as_u32(),
-                start_time: workload.start_time,
-            },
-            workload_pgid: workload.pgid,
-            workload_sid: workload.sid,
-            proof: proof.identity,
-            cgroup: workload.placement,
-        }));
-        workload.await_start(chan, &signals, spec.start_timeout_ms)
-    } else {
-        match workload.failure {
-            Some(e) => Decision::Failed(e),
-            None => Decision::Abort,
-        }
-    };
-    let mut failure = None;
-    let (end, spawn_errno, exec) = match decision {
-        Decision::Start => match release(&mut workload, chan, &signals, &spec) {
-            Release::Started => {
-                chan.send(&Frame::Started);
-                (ScopeEnd::Completed, 0, Exec::Yes)
-            }
-            Release::SpawnFailed(errno, step) => {
-                chan.send(&Frame::SpawnFailed {
-                    errno: errno.0,
-                    step,
-                });
-                (ScopeEnd::SpawnFailed, errno.0, Exec::No)
-            }
-            Release::NeverExecuted => (ScopeEnd::Aborted, 0, Exec::No),
-            Release::Failed(e) => {
-                failure = Some(e);
-                (ScopeEnd::Aborted, 0, Exec::Unknown)
-            }
-        },
-        Decision::Abort => {
-            workload.kill_gated();
-            (ScopeEnd::Aborted, 0, Exec::No)
-        }
-        Decision::Failed(e) => {
-            workload.kill_gated();
-            failure = Some(e);
-            (ScopeEnd::Aborted, 0, Exec::No)
-        }
-    };
-
-    // F5: the frame and the exec arrays served their purpose (the child execs from its own
-    // copy): their pages go back to the kernel, so a held workload costs the guardian its stack
-    // and data page only. Nothing in the region is read from here on: only the spec's scalars.
-    let (pdeath_signal, registration, runtime) =
-        (spec.pdeath_signal, spec.registration, spec.runtime);
-    // The cgroup's path is in the region too: held as a directory and a name instead.
-    let cgroup = spec.cgroup.and_then(sys::Leaf::of);
-    sys::discard(region_at, REGION_LEN);
+    let Launched {
+        mut workload,
+        proof,
+        guardian,
+        boot_id,
+        end,
+        spawn_errno,
+        exec,
+        failure,
+        pdeath_signal,
+        registration,
+        runtime,
+        cgroup,
+    } = launch(chan, &signals)?;
+    // F5: the handshake, the fork and the gate reached deeper into the stack than the reaping
+    // loop ever does (their buffers are in `launch`'s frame and below): those pages go back to
+    // the kernel too, so a held workload costs the stack the loop itself uses.
+    sys::discard_stack_below();
 
     // G5-G9: reap until ECHILD.
     let out = reap::until_empty(&mut workload, chan, &signals, pdeath_signal, exec)?;
@@ -183,6 +120,126 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
         let _ = leaf.remove();
     }
     Ok(())
+}
+
+/// What the launch leaves for the reaping loop and the receipt: the spec's scalars only (the
+/// frame's pages are gone).
+struct Launched {
+    workload: gate::Workload,
+    proof: receipt::ProofFile,
+    guardian: refine_protocol_core::ProcessWitness,
+    boot_id: refine_protocol_core::BootId,
+    end: ScopeEnd,
+    spawn_errno: i32,
+    exec: Exec,
+    failure: Option<Error>,
+    pdeath_signal: Option<u32>,
+    registration: refine_protocol_core::RegistrationId,
+    runtime: refine_protocol_core::RuntimeId,
+    cgroup: Option<sys::Leaf>,
+}
+
+/// From the handshake to the workload's exec (or the end of a launch that never ran). Not
+/// inlined: its frame (the identities' read buffers, the gate's) is below the reaping loop's and
+/// is given back before that loop runs.
+#[inline(never)]
+fn launch(chan: &mut Channel, signals: &Signals) -> Result<Launched, Error> {
+    let region = sys::map_region(REGION_LEN).map_err(Error::Memory)?;
+    let region_at = region.as_ptr() as usize;
+
+    // G2: the bounded handshake.
+    let (launch, tail) = chan.recv_launch(region, signals)?;
+    let spec = launch.spec;
+    // Right after the frame, sized to this launch: a small launch dirties one page.
+    let (argv, envp) = sys::pointer_slots(tail, spec.argv.len() + 1, spec.env.len() + 1)
+        .ok_or(Error::Memory(sys::Errno(libc::EINVAL)))?;
+
+    // G1, G4, G5: subreaper, proof file (X5: its receipt's space allocated), identities, all
+    // before the fork.
+    subreaper::become_subreaper()?;
+    let proof = receipt::ProofFile::create(spec.proof_path)?;
+    let guardian = identity::own()?;
+    let boot_id = identity::boot_id()?;
+    let plan = gate::ExecPlan::build(&spec, argv, envp);
+
+    // G3: fork behind the gate, report, and wait for *start*. From the fork on, every path
+    // ends in a receipt (G14): errors are recorded, not returned.
+    let mut workload = gate::fork_gated(&spec, &plan, launch.stdio, chan, signals)?;
+    isolate::release_cwd();
+    let decision = if workload.ready {
+        chan.send(&Frame::Hello(Hello {
+            guardian,
+            boot_id,
+            workload: refine_protocol_core::ProcessWitness {
+                pid: workload.pid.as_u32(),
+                start_time: workload.start_time,
+            },
+            workload_pgid: workload.pgid,
+            workload_sid: workload.sid,
+            proof: proof.identity,
+            cgroup: workload.placement,
+        }));
+        workload.await_start(chan, signals, spec.start_timeout_ms)
+    } else {
+        match workload.failure {
+            Some(e) => Decision::Failed(e),
+            None => Decision::Abort,
+        }
+    };
+    let mut failure = None;
+    let (end, spawn_errno, exec) = match decision {
+        Decision::Start => match release(&mut workload, chan, signals, &spec) {
+            Release::Started => {
+                chan.send(&Frame::Started);
+                (ScopeEnd::Completed, 0, Exec::Yes)
+            }
+            Release::SpawnFailed(errno, step) => {
+                chan.send(&Frame::SpawnFailed {
+                    errno: errno.0,
+                    step,
+                });
+                (ScopeEnd::SpawnFailed, errno.0, Exec::No)
+            }
+            Release::NeverExecuted => (ScopeEnd::Aborted, 0, Exec::No),
+            Release::Failed(e) => {
+                failure = Some(e);
+                (ScopeEnd::Aborted, 0, Exec::Unknown)
+            }
+        },
+        Decision::Abort => {
+            workload.kill_gated();
+            (ScopeEnd::Aborted, 0, Exec::No)
+        }
+        Decision::Failed(e) => {
+            workload.kill_gated();
+            failure = Some(e);
+            (ScopeEnd::Aborted, 0, Exec::No)
+        }
+    };
+
+    // F5: the frame and the exec arrays served their purpose (the child execs from its own
+    // copy): their pages go back to the kernel, so a held workload costs the guardian its stack
+    // and data page only. Nothing in the region is read from here on: only the spec's scalars.
+    let (pdeath_signal, registration, runtime) =
+        (spec.pdeath_signal, spec.registration, spec.runtime);
+    // The cgroup's path is in the region too: held as a directory and a name instead.
+    let cgroup = spec.cgroup.and_then(sys::Leaf::of);
+    sys::discard(region_at, REGION_LEN);
+
+    Ok(Launched {
+        workload,
+        proof,
+        guardian,
+        boot_id,
+        end,
+        spawn_errno,
+        exec,
+        failure,
+        pdeath_signal,
+        registration,
+        runtime,
+        cgroup,
+    })
 }
 
 /// Opens the gate, then learns (bounded, see `gate`) how the exec went.

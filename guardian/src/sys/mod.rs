@@ -295,6 +295,27 @@ pub fn discard(addr: usize, len: usize) {
     let _ = unsafe { syscall!(libc::SYS_madvise, addr, len, libc::MADV_DONTNEED) };
 }
 
+/// How far below the caller's frame [`discard_stack_below`] gives pages back: deeper than the
+/// guardian's stack ever reaches (its largest frame holds a 4 KiB buffer), and within the stack
+/// mapping the kernel sets up (at least 128 KiB); a range past its end is skipped (`ENOMEM`).
+const STACK_SPAN: usize = 64 * 1024;
+
+/// Gives back to the kernel the stack pages below the caller's frame: the handshake, the fork
+/// and the gate reached deeper than the reaping loop ever does, and each page they touched would
+/// stay resident while the guardian holds its workload (F5). Nothing lives below the stack
+/// pointer here (no signal handler runs on this stack: signals are read from the signalfd), and
+/// the pages read as zeros when touched again. Keeps the red zone (128 bytes on x86-64) and the
+/// page the stack pointer is in.
+#[inline(always)]
+pub fn discard_stack_below() {
+    const PAGE: usize = 4096;
+    let end = (raw::stack_pointer() - 128) & !(PAGE - 1);
+    let start = end.saturating_sub(STACK_SPAN);
+    // SAFETY: every byte in [start, end) is below the live stack (and so unread) or outside the
+    // stack mapping, which madvise skips.
+    let _ = unsafe { syscall!(libc::SYS_madvise, start, end - start, libc::MADV_DONTNEED) };
+}
+
 /// Carves two adjacent pointer arrays (argv: `na` slots, envp: `ne` slots) from the start of
 /// `tail`, which must be 8-byte aligned and long enough; `None` otherwise.
 pub fn pointer_slots(

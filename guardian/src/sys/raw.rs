@@ -60,6 +60,23 @@ pub unsafe fn call(nr: libc::c_long, args: [usize; 6]) -> isize {
     ret
 }
 
+/// The stack pointer where the caller stands (an inlined read: the caller's own frame).
+#[inline(always)]
+pub fn stack_pointer() -> usize {
+    let sp: usize;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: copies a register; reads and writes no memory.
+    unsafe {
+        asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags));
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: copies a register; reads and writes no memory.
+    unsafe {
+        asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags));
+    }
+    sp
+}
+
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 compile_error!("refine-guardian makes raw system calls on x86_64 and aarch64 Linux only");
 
