@@ -126,3 +126,56 @@ pub fn sha256_file(path: &Path) -> String {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     sha256_hex(Sha256::new_with_prefix(bytes))
 }
+
+/// A tmpfs of a few pages mounted for one test, unmounted (lazily) at the end.
+pub struct TinyDisk {
+    dir: tempfile::TempDir,
+}
+
+impl TinyDisk {
+    /// Mounts one of `size` (as `mount -o size=` reads it: `2m`); `None` where this process
+    /// cannot mount (not root).
+    pub fn mount(size: &str) -> Option<TinyDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "refine-test",
+            ])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(TinyDisk { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Fills the disk, then frees `pages` 4 KiB pages of it.
+    pub fn fill_leaving(&self, pages: u64) {
+        use std::io::Write;
+        let fill = self.path().join("fill");
+        let mut f = std::fs::File::create(&fill).unwrap();
+        let block = vec![0xa5u8; 4096];
+        while f.write_all(&block).is_ok() {}
+        let len = f.metadata().unwrap().len() / 4096 * 4096;
+        f.set_len(len.saturating_sub(pages * 4096)).unwrap();
+    }
+
+    pub fn free(&self) {
+        let _ = std::fs::remove_file(self.path().join("fill"));
+    }
+}
+
+impl Drop for TinyDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}

@@ -431,6 +431,52 @@ fn past_the_kept_prefix_the_artifact_is_spliced_and_still_exact() {
     );
 }
 
+/// A disk that fills up while bytes are being spliced fails the artifact as a failed write
+/// does (the bytes already taken from the workload's pipe are not lost from the count), and the
+/// pipe is still drained to its end. Root only: it mounts a tmpfs of 4 MiB.
+#[test]
+fn a_disk_that_fills_while_splicing_fails_the_artifact_and_the_pipe_still_drains() {
+    let Some(disk) = refine_tests::TinyDisk::mount("4m") else {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    };
+    let mut child = spawn(&["bytes", &(24 * MIB).to_string()]);
+    drop(child.stdin.take());
+    let cap = Capture::new(
+        sources(&mut child, disk.path()),
+        CaptureConfig {
+            keep_max: MIB,
+            ..CaptureConfig::default()
+        },
+        None,
+    )
+    .unwrap();
+    let run = drive(child, cap);
+    assert!(run.status.success(), "the writer finished without blocking");
+    let out = run.result.stream(Stream::Stdout).unwrap();
+    assert_eq!(
+        out.state,
+        StreamState::Failed(
+            refine_supervisor::launch::capture::CaptureFailure::ArtifactWrite {
+                errno: libc::ENOSPC
+            }
+        )
+    );
+    assert_eq!(out.read_bytes, 24 * MIB as u64);
+    let artifact = std::fs::read(&out.artifact).unwrap();
+    assert_eq!(out.artifact_bytes, artifact.len() as u64);
+    assert!(
+        artifact.len() > MIB && artifact.len() <= 4 * MIB,
+        "{} bytes stored",
+        artifact.len()
+    );
+    assert_eq!(
+        &artifact[..MIB],
+        out.kept(),
+        "the kept prefix is the artifact's"
+    );
+}
+
 /// The log cap holds on the splice path too: the artifact stops at the cap, and the pipe is
 /// still drained to its end.
 #[test]

@@ -9,13 +9,14 @@ mod cli_support;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cli_support::*;
 use refine_protocol::{Frame, WorkloadStatus};
 use refine_tests::driver::{Guardian, Launch, Msg, PATIENCE};
+use refine_tests::TinyDisk;
 
 /// `(uid, gid)` of `name` in /etc/passwd.
 fn passwd_ids(name: &str) -> Option<(u32, u32)> {
@@ -419,58 +420,13 @@ fn a_spawn_failure_names_the_step_that_failed() {
     );
 }
 
-/// A tmpfs of a few pages mounted for one test, unmounted (lazily) at the end.
-struct TinyDisk {
-    dir: tempfile::TempDir,
-}
-
-impl TinyDisk {
-    fn mount() -> Option<TinyDisk> {
-        let dir = tempfile::tempdir().unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=2m,mode=0700", "refine-test"])
-            .arg(dir.path())
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then_some(TinyDisk { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Fills the disk, then frees `pages` 4 KiB pages of it.
-    fn fill_leaving(&self, pages: u64) {
-        use std::io::Write;
-        let fill = self.path().join("fill");
-        let mut f = std::fs::File::create(&fill).unwrap();
-        let block = vec![0xa5u8; 4096];
-        while f.write_all(&block).is_ok() {}
-        let len = f.metadata().unwrap().len() / 4096 * 4096;
-        f.set_len(len.saturating_sub(pages * 4096)).unwrap();
-    }
-
-    fn free(&self) {
-        let _ = std::fs::remove_file(self.path().join("fill"));
-    }
-}
-
-impl Drop for TinyDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
-
 /// X5: the proof file's space is reserved before the workload may start: on a disk without
 /// room for it (none at all, or one page, which the registration record would take), `run` is
 /// refused in one line and the workload never runs; once there is room again, `run` works.
 #[test]
 fn a_full_disk_refuses_the_launch_before_the_workload_runs() {
     root_only!();
-    let Some(disk) = TinyDisk::mount() else {
+    let Some(disk) = TinyDisk::mount("2m") else {
         eprintln!("skipped: cannot mount a tmpfs");
         return;
     };
@@ -534,7 +490,7 @@ fn state_of(pid: u32) -> char {
 #[test]
 fn a_failed_receipt_write_is_retried_while_the_guardian_lives() {
     root_only!();
-    let Some(disk) = TinyDisk::mount() else {
+    let Some(disk) = TinyDisk::mount("2m") else {
         eprintln!("skipped: cannot mount a tmpfs");
         return;
     };

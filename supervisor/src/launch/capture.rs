@@ -326,6 +326,9 @@ struct Sink {
     splice_file: Option<File>,
     /// `splice` failed in a way that says it never will here: read and write from now on.
     splice_broken: bool,
+    /// A pipe of the capture's own between the workload's pipe and the artifact (read end,
+    /// write end), open while bytes are flowing; see [`Sink::splice_from`].
+    relay: Option<(OwnedFd, OwnedFd)>,
     written: u64,
     cap: Option<u64>,
     capped: bool,
@@ -383,6 +386,12 @@ impl Sink {
     /// `None` when it does not apply here (the artifact not created yet, capped, failed, or a
     /// file system or source that cannot splice): the caller reads and writes instead, which
     /// also applies the cap and records a failure.
+    ///
+    /// The bytes go through a pipe of the capture's own: pipe to pipe moves page references
+    /// under both pipes' locks for an instant, and the copy into the file then holds only the
+    /// relay's. Spliced straight from the workload's pipe, the file write would hold that
+    /// pipe's lock throughout, and the workload's next write would wait for it: no overlap
+    /// left between producing and storing, slower than `cat`'s read and write.
     fn splice_from(&mut self, pipe: BorrowedFd<'_>, max: usize) -> Option<Result<usize, Errno>> {
         use rustix::pipe::{splice, SpliceFlags};
         if self.capped || self.failed.is_some() || self.splice_broken || !self.created {
@@ -408,34 +417,75 @@ impl Sink {
                 }
             }
         }
-        let file = self.splice_file.as_ref()?;
-        let mut at = self.written;
-        match splice(
-            pipe,
-            None,
-            file,
-            Some(&mut at),
-            take,
-            SpliceFlags::NONBLOCK | SpliceFlags::MOVE,
-        ) {
-            Ok(n) => {
-                self.written += n as u64;
-                Some(Ok(n))
+        if self.relay.is_none() {
+            match rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC) {
+                Ok((r, w)) => {
+                    // Failure to grow it is harmless: smaller moves.
+                    let _ = rustix::pipe::fcntl_setpipe_size(&w, PIPE_SIZE);
+                    self.relay = Some((r, w));
+                }
+                Err(_) => {
+                    self.splice_broken = true;
+                    return None;
+                }
             }
-            Err(e @ (Errno::AGAIN | Errno::INTR)) => Some(Err(e)),
-            // EINVAL, ENOSYS, EOPNOTSUPP, a full disk...: the read/write path decides.
+        }
+        let (relay_r, relay_w) = self.relay.as_ref()?;
+        let n = match splice(pipe, None, relay_w, None, take, SpliceFlags::NONBLOCK) {
+            Ok(n) => n,
+            Err(e @ (Errno::AGAIN | Errno::INTR)) => return Some(Err(e)),
+            // EINVAL, ENOSYS...: the read/write path decides.
             Err(_) => {
                 self.splice_broken = true;
                 self.splice_file = None;
-                None
+                self.relay = None;
+                return None;
+            }
+        };
+        // Everything in the relay into the file: it holds exactly these `n` bytes.
+        let file = self.splice_file.as_ref()?;
+        let mut left = n;
+        while left > 0 {
+            let mut at = self.written;
+            match splice(relay_r, None, file, Some(&mut at), left, SpliceFlags::MOVE) {
+                Ok(0) => break,
+                Ok(k) => {
+                    self.written += k as u64;
+                    left -= k;
+                }
+                Err(Errno::INTR) => {}
+                Err(_) => break,
             }
         }
+        if left > 0 {
+            // A full disk, an I/O error: the bytes still in the relay take the read/write
+            // path, which records the failure; splice is not tried again.
+            self.splice_broken = true;
+            self.splice_file = None;
+            if let Some((relay_r, _)) = self.relay.take() {
+                let mut buf = vec![0u8; left.min(READ_CHUNK)];
+                while left > 0 {
+                    let want = left.min(buf.len());
+                    match rustix::io::read(&relay_r, &mut buf[..want]) {
+                        Ok(0) => break,
+                        Ok(k) => {
+                            self.write(&buf[..k]);
+                            left -= k;
+                        }
+                        Err(Errno::INTR) => {}
+                        Err(_) => break,
+                    }
+                }
+            }
+        }
+        Some(Ok(n))
     }
 
     /// The stream has nothing more for now: close the artifact until it has.
     fn idle(&mut self) {
         self.file = None;
         self.splice_file = None;
+        self.relay = None;
     }
 }
 
@@ -761,6 +811,7 @@ impl Capture {
                     created: false,
                     splice_file: None,
                     splice_broken: false,
+                    relay: None,
                     written: 0,
                     cap: config.log_cap,
                     capped: false,

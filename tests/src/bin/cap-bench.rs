@@ -1,9 +1,9 @@
 //! Benchmark harness behind `scripts/bench-capture` and `scripts/bench-launch` (not a test).
 //!
-//! - `cap-bench capture GUARDIAN WORKDIR BYTES ROUNDS`: a producer (`head -c BYTES /dev/zero`)
-//!   writes through a pipe into `cat > FILE`, and the same producer runs as a managed workload
-//!   whose stdout the engine captures into its artifact; both files live under WORKDIR (same
-//!   filesystem). Rounds alternate; medians and the ratio are printed.
+//! - `cap-bench capture GUARDIAN WORKDIR BYTES ROUNDS`: a producer (`cap-producer fill BYTES`,
+//!   zeros written from memory) writes through a pipe into `cat > FILE`, and the same producer
+//!   runs as a managed workload whose stdout the engine captures into its artifact; both files
+//!   live under WORKDIR (same filesystem). Rounds alternate; medians and the ratio are printed.
 //! - `cap-bench launch GUARDIAN WORKDIR RUNS`: managed `/bin/true` end to end (registration
 //!   fsync, handshake, capture, receipt) against a plain fork+exec+wait of `/bin/true`,
 //!   interleaved; medians, p90 and the ratio are printed.
@@ -65,7 +65,12 @@ fn pct(v: &mut [Duration], p: usize) -> Duration {
 
 fn capture(guardian: &Path, work: &Path, bytes: u64, rounds: usize) {
     let sup = supervisor(guardian, &work.join("home"));
-    let producer = format!("head -c {bytes} /dev/zero");
+    // The producer writes from memory, as a program's output is made: read from /dev/zero
+    // (`head -c N /dev/zero`), each byte would cost it a second copy, and the producer would
+    // be the slowest of the three and hide the consumers' difference.
+    let exe = std::env::current_exe().expect("current_exe");
+    let producer_bin = exe.with_file_name("cap-producer");
+    let producer = format!("exec '{}' fill {bytes}", producer_bin.display());
     let cat_file = work.join("cat.out");
     let mut cat_times = Vec::new();
     let mut engine_times = Vec::new();

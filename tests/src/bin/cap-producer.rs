@@ -1,5 +1,7 @@
 //! Output producer for the capture and engine tests. Modes (first argument):
 //! - `bytes N`: N deterministic pseudo-random bytes on stdout, then their SHA-256 (hex) on stderr.
+//! - `fill N`: N zero bytes on stdout, written 128 KiB at a time from one buffer, as a program
+//!   writes output it holds in memory (the capture benchmark's producer).
 //! - `utf8-split`: `caf` plus the first byte of `é`, waits for one byte on stdin, then the rest.
 //! - `close-stdout`: `bye` on stdout, closes stdout, `closed` on stderr, runs until stdin EOF, exit 3.
 //! - `orphan-flood`: starts a detached `flood` child sharing stdout, prints `flood-pid N` on
@@ -7,7 +9,7 @@
 //! - `flood`: writes stdout until it fails.
 //! - `idle-then-exit`: prints `ready`, then waits for stdin EOF.
 use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 
 use sha2::{Digest, Sha256};
 
@@ -38,6 +40,23 @@ fn main() {
             out.flush().expect("flush");
             let digest: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
             eprintln!("{digest}");
+        }
+        "fill" => {
+            let n: u64 = args[2].parse().expect("byte count");
+            let buf = vec![0u8; 128 * 1024];
+            let mut left = n;
+            // Straight to fd 1: no user-space buffering in between.
+            let mut raw = std::fs::File::from(
+                std::io::stdout()
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .expect("dup stdout"),
+            );
+            while left > 0 {
+                let take = left.min(buf.len() as u64) as usize;
+                raw.write_all(&buf[..take]).expect("write stdout");
+                left -= take as u64;
+            }
         }
         "utf8-split" => {
             out.write_all(b"caf\xc3").expect("write");
