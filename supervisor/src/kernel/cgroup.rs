@@ -3,10 +3,11 @@
 //!
 //! ```text
 //! detect   once per process: REFINE_CGROUP=off (or --no-cgroup) -> none; REFINE_CGROUP_ROOT /
-//!          --cgroup-root PATH -> PATH; else the cgroup2 mount (/proc/self/mountinfo) joined with
-//!          this process's own cgroup (/proc/self/cgroup "0::"). `<root>/refine` must be makeable
-//!          and offer cgroup.kill (Linux 5.14) and cgroup.freeze (5.2): root on a unified or hybrid
-//!          hierarchy, or a delegated subtree (systemd `Delegate=yes`) this user owns
+//!          --cgroup-root PATH -> PATH; else the cgroup2 mount (statfs of the usual places, else
+//!          /proc/self/mountinfo) joined with this process's own cgroup (/proc/self/cgroup
+//!          "0::"). `<root>/refine` must exist or be makeable and offer cgroup.kill (Linux 5.14)
+//!          and cgroup.freeze (5.2): root on a unified or hybrid hierarchy, or a delegated
+//!          subtree (systemd `Delegate=yes`) this user owns
 //! launch   mkdir <root>/refine/<id>; the guardian forks the workload into it with
 //!          clone3(CLONE_INTO_CGROUP) and stays outside itself; the registration records it
 //! stop     cgroup.freeze, wait for "frozen 1" in cgroup.events (poll, bounded), membership from
@@ -89,35 +90,55 @@ fn detect(setting: &Setting) -> Result<PathBuf, String> {
         Setting::Root(root) => root.clone(),
         Setting::Auto => own_cgroup()?,
     };
+    let base = root.join("refine");
+    // Every launch of the CLI detects: where `<root>/refine` exists and offers both files, two
+    // `stat`s settle it.
+    let offers = |needed: &str| base.join(needed).exists();
+    if offers("cgroup.kill") && offers("cgroup.freeze") {
+        return Ok(base);
+    }
     if !root.join("cgroup.procs").is_file() {
         return Err(format!("{} is not a cgroup v2 directory", root.display()));
     }
-    let base = root.join("refine");
     match std::fs::create_dir(&base) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(format!("cannot make {}: {e}", base.display())),
     }
     for needed in ["cgroup.kill", "cgroup.freeze"] {
-        if !base.join(needed).exists() {
+        if !offers(needed) {
             return Err(format!("the kernel offers no {needed}"));
         }
     }
     Ok(base)
 }
 
-/// The cgroup2 mount point joined with this process's own cgroup.
-fn own_cgroup() -> Result<PathBuf, String> {
+/// `statfs`'s `f_type` of a cgroup v2 mount.
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+
+/// Where the cgroup2 hierarchy is mounted: the two usual places (unified, hybrid) by `statfs`,
+/// else the first cgroup2 line of `/proc/self/mountinfo` (the kernel formats that file for
+/// every mount, which costs more than the rest of detection together).
+fn cgroup2_mount() -> Result<PathBuf, String> {
+    for usual in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        if rustix::fs::statfs(usual).is_ok_and(|f| f.f_type as i64 == CGROUP2_SUPER_MAGIC) {
+            return Ok(PathBuf::from(usual));
+        }
+    }
     let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
-    let mount = info
-        .lines()
+    info.lines()
         .find_map(|line| {
             let (pre, post) = line.split_once(" - ")?;
             (post.split_whitespace().next() == Some("cgroup2"))
                 .then(|| pre.split_whitespace().nth(4).map(PathBuf::from))
                 .flatten()
         })
-        .ok_or("no cgroup2 hierarchy is mounted")?;
+        .ok_or_else(|| "no cgroup2 hierarchy is mounted".to_owned())
+}
+
+/// The cgroup2 mount point joined with this process's own cgroup.
+fn own_cgroup() -> Result<PathBuf, String> {
+    let mount = cgroup2_mount()?;
     let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
     let path = own
         .lines()
@@ -142,6 +163,12 @@ pub fn create(id: RegistrationId) -> Option<PathBuf> {
 /// Removes an empty cgroup directory and the empty cgroups below it (a nested supervisor's
 /// `refine` directory); one that is gone already is fine. A cgroup with members stays (EBUSY).
 pub fn remove(dir: &Path) -> io::Result<()> {
+    // Nearly always empty of cgroups below it: one rmdir, and a walk only when it is refused.
+    match std::fs::remove_dir(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(_) => {}
+    }
     if let Ok(entries) = std::fs::read_dir(dir) {
         for entry in entries.flatten() {
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
