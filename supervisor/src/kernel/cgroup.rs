@@ -120,8 +120,11 @@ const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 /// else the first cgroup2 line of `/proc/self/mountinfo` (the kernel formats that file for
 /// every mount, which costs more than the rest of detection together).
 fn cgroup2_mount() -> Result<PathBuf, String> {
+    // `f_type`'s width differs between targets (i64 on x86-64).
+    #[allow(clippy::unnecessary_cast)]
+    let is_cgroup2 = |f: rustix::fs::StatFs| f.f_type as i64 == CGROUP2_SUPER_MAGIC;
     for usual in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
-        if rustix::fs::statfs(usual).is_ok_and(|f| f.f_type as i64 == CGROUP2_SUPER_MAGIC) {
+        if rustix::fs::statfs(usual).is_ok_and(is_cgroup2) {
             return Ok(PathBuf::from(usual));
         }
     }
