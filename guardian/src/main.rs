@@ -65,43 +65,36 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     isolate::leave_launcher()?;
     // G11, G12: every inherited disposition reset; signals are only ever read from the signalfd.
     let signals = Signals::block_all()?;
-    let Launched {
-        mut workload,
-        proof,
-        guardian,
-        boot_id,
-        end,
-        spawn_errno,
-        exec,
-        failure,
-        pdeath_signal,
-        registration,
-        runtime,
-        cgroup,
-    } = launch(chan, &signals)?;
+    let mut held = launch(chan, &signals)?;
     // F5: the handshake, the fork and the gate reached deeper into the stack than the reaping
     // loop ever does (their buffers are in `launch`'s frame and below): those pages go back to
     // the kernel too, so a held workload costs the stack the loop itself uses.
     sys::discard_stack_below();
 
     // G5-G9: reap until ECHILD.
-    let out = reap::until_empty(&mut workload, chan, &signals, pdeath_signal, exec)?;
+    let out = reap::until_empty(
+        &mut held.workload,
+        chan,
+        &signals,
+        held.pdeath_signal,
+        held.exec,
+    )?;
 
     // G5: the receipt, only now; G14: an error on the way is named in it.
-    let (end, spawn_errno) = match failure.or(out.failure) {
+    let (end, spawn_errno) = match held.failure.or(out.failure) {
         Some(e) => (ScopeEnd::GuardianError { code: e.code() }, e.errno()),
-        None => (end, spawn_errno),
+        None => (held.end, held.spawn_errno),
     };
     let receipt = Receipt {
-        registration,
-        runtime,
-        boot_id,
-        guardian,
+        registration: held.registration,
+        runtime: held.runtime,
+        boot_id: held.boot_id,
+        guardian: held.guardian,
         workload: refine_protocol_core::ProcessWitness {
-            pid: workload.pid.as_u32(),
-            start_time: workload.start_time,
+            pid: held.workload.pid.as_u32(),
+            start_time: held.workload.start_time,
         },
-        proof: proof.identity,
+        proof: held.proof.identity,
         status: out.status,
         end,
         spawn_errno,
@@ -112,11 +105,11 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
         usage: Some(sys::children_usage()),
     };
     // X5: retried until it lands (the scope stays live meanwhile).
-    proof.write(&receipt);
+    held.proof.write(&receipt);
     chan.send(&Frame::ScopeExited(receipt));
     // F4: the launcher reads the empty cgroup's accounting and removes it; without a launcher
     // (G7) nobody would, so the guardian does. Best effort: a cgroup that is not empty stays.
-    if let (Some(leaf), true) = (cgroup, chan.launcher_gone()) {
+    if let (Some(leaf), true) = (held.cgroup, chan.launcher_gone()) {
         let _ = leaf.remove();
     }
     Ok(())

@@ -394,24 +394,31 @@ fn an_artifact_write_failure_is_a_capture_failure_and_the_pipe_still_drains() {
     ));
 }
 
+/// `cap-producer bytes N` captured with no callback, 1 MiB kept in memory, artifacts in `dir`:
+/// past that prefix the bytes are spliced.
+fn spliced_run(n: usize, dir: &Path, log_cap: Option<u64>) -> Run {
+    let mut child = spawn(&["bytes", &n.to_string()]);
+    drop(child.stdin.take());
+    let cap = Capture::new(
+        sources(&mut child, dir),
+        CaptureConfig {
+            keep_max: MIB,
+            log_cap,
+            ..CaptureConfig::default()
+        },
+        None,
+    )
+    .unwrap();
+    drive(child, cap)
+}
+
 /// Without a callback or forward, bytes past the kept prefix move pipe to file by `splice`
 /// (F5): the artifact is still every byte in order, the prefix is still kept, the stream is
 /// still incomplete past the memory limit.
 #[test]
 fn past_the_kept_prefix_the_artifact_is_spliced_and_still_exact() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = spawn(&["bytes", &(40 * MIB).to_string()]);
-    drop(child.stdin.take());
-    let cap = Capture::new(
-        sources(&mut child, dir.path()),
-        CaptureConfig {
-            keep_max: MIB,
-            ..CaptureConfig::default()
-        },
-        None,
-    )
-    .unwrap();
-    let run = drive(child, cap);
+    let run = spliced_run(40 * MIB, dir.path(), None);
     assert!(run.status.success());
     let out = run.result.stream(Stream::Stdout).unwrap();
     assert_eq!(out.kept().len(), MIB);
@@ -440,18 +447,7 @@ fn a_disk_that_fills_while_splicing_fails_the_artifact_and_the_pipe_still_drains
         eprintln!("skipped: mounting a tmpfs needs root");
         return;
     };
-    let mut child = spawn(&["bytes", &(24 * MIB).to_string()]);
-    drop(child.stdin.take());
-    let cap = Capture::new(
-        sources(&mut child, disk.path()),
-        CaptureConfig {
-            keep_max: MIB,
-            ..CaptureConfig::default()
-        },
-        None,
-    )
-    .unwrap();
-    let run = drive(child, cap);
+    let run = spliced_run(24 * MIB, disk.path(), None);
     assert!(run.status.success(), "the writer finished without blocking");
     let out = run.result.stream(Stream::Stdout).unwrap();
     assert_eq!(
@@ -482,20 +478,8 @@ fn a_disk_that_fills_while_splicing_fails_the_artifact_and_the_pipe_still_drains
 #[test]
 fn the_log_cap_holds_when_the_artifact_is_spliced() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = spawn(&["bytes", &(24 * MIB).to_string()]);
-    drop(child.stdin.take());
     let cap_bytes = 5 * MIB as u64 + 12_345;
-    let cap = Capture::new(
-        sources(&mut child, dir.path()),
-        CaptureConfig {
-            keep_max: MIB,
-            log_cap: Some(cap_bytes),
-            ..CaptureConfig::default()
-        },
-        None,
-    )
-    .unwrap();
-    let run = drive(child, cap);
+    let run = spliced_run(24 * MIB, dir.path(), Some(cap_bytes));
     assert!(run.status.success(), "the writer finished without blocking");
     let out = run.result.stream(Stream::Stdout).unwrap();
     assert_eq!(std::fs::metadata(&out.artifact).unwrap().len(), cap_bytes);
