@@ -365,6 +365,18 @@ fn log_cap_stops_the_artifact_but_keeps_draining() {
     assert_eq!(&std::fs::read(&out.artifact).unwrap()[..], &kept[..MIB]);
 }
 
+/// The artifact failed as a write to a full disk does.
+fn assert_full_disk(state: &StreamState) {
+    assert_eq!(
+        *state,
+        StreamState::Failed(
+            refine_supervisor::launch::capture::CaptureFailure::ArtifactWrite {
+                errno: libc::ENOSPC
+            }
+        )
+    );
+}
+
 #[test]
 fn an_artifact_write_failure_is_a_capture_failure_and_the_pipe_still_drains() {
     let dir = tempfile::tempdir().unwrap();
@@ -378,14 +390,7 @@ fn an_artifact_write_failure_is_a_capture_failure_and_the_pipe_still_drains() {
     let run = drive(child, cap);
     assert!(run.status.success(), "the writer never blocked");
     let out = run.result.stream(Stream::Stdout).unwrap();
-    assert_eq!(
-        out.state,
-        StreamState::Failed(
-            refine_supervisor::launch::capture::CaptureFailure::ArtifactWrite {
-                errno: libc::ENOSPC
-            }
-        )
-    );
+    assert_full_disk(&out.state);
     assert_eq!(out.read_bytes, 4 * MIB as u64);
     assert_eq!(count.load(Ordering::Relaxed), 4 * MIB as u64);
     assert!(matches!(
@@ -450,14 +455,7 @@ fn a_disk_that_fills_while_splicing_fails_the_artifact_and_the_pipe_still_drains
     let run = spliced_run(24 * MIB, disk.path(), None);
     assert!(run.status.success(), "the writer finished without blocking");
     let out = run.result.stream(Stream::Stdout).unwrap();
-    assert_eq!(
-        out.state,
-        StreamState::Failed(
-            refine_supervisor::launch::capture::CaptureFailure::ArtifactWrite {
-                errno: libc::ENOSPC
-            }
-        )
-    );
+    assert_full_disk(&out.state);
     assert_eq!(out.read_bytes, 24 * MIB as u64);
     let artifact = std::fs::read(&out.artifact).unwrap();
     assert_eq!(out.artifact_bytes, artifact.len() as u64);
