@@ -114,8 +114,9 @@ fn stop_with_a_grace_ends_the_scope_and_the_result_says_stopped() {
     );
     assert!(
         matches!(result.scope, ScopeState::Exited(_)),
-        "{:?}",
-        result.scope
+        "{:?} {:?} {report:?}",
+        result.scope,
+        result.status
     );
 }
 

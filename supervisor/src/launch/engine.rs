@@ -499,7 +499,7 @@ impl Engine {
             return;
         }
         match self.runtime.read_stop_request(self.registration.id) {
-            Ok(Some(req)) if req.requested_at_unix_ns <= exited_at_unix_ns => {
+            Ok(Some(req)) if ended_by_stop(req.requested_at_unix_ns, exited_at_unix_ns) => {
                 st.cause = Some(match req.cause {
                     StopCause::Operator => LaunchOutcome::Stopped,
                     StopCause::CompletionDeadline => LaunchOutcome::TimedOut,
@@ -770,6 +770,10 @@ fn settle_own(runtime: &Runtime, id: refine_protocol::RegistrationId, owner: &Fe
 /// The monotonic instant of the guardian's `CLOCK_REALTIME` exit stamp, never in the future and
 /// never earlier than one drain before `now` (a clock step cannot shorten the drain to nothing).
 pub(super) fn exit_instant(at_ns: u64, now: Instant) -> Instant {
+    if at_ns == 0 {
+        // No exit time: the workload never ran (or its end is unknown).
+        return now;
+    }
     let age = crate::kernel::clock::unix_time()
         .saturating_sub(Duration::from_nanos(at_ns))
         .min(crate::launch::capture::FINAL_DRAIN);
@@ -816,5 +820,45 @@ impl LaunchAsks for Asked<'_> {
 
     fn stopped(&mut self, stop: &mut dyn FnMut()) {
         self.engine.capture.flowing_while_stopped(stop);
+    }
+}
+
+/// Whether a stop recorded at `requested_at_unix_ns` is what ended a workload that exited at
+/// `exited_at_unix_ns`: recorded before the exit, or the workload has no exit time (0: it never
+/// ran, as when the stop killed it between *start* and its exec, or its end is unknown; a
+/// spawn failure is its own outcome and never asks this).
+fn ended_by_stop(requested_at_unix_ns: u64, exited_at_unix_ns: u64) -> bool {
+    exited_at_unix_ns == 0 || requested_at_unix_ns <= exited_at_unix_ns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ended_by_stop, exit_instant};
+    use std::time::Instant;
+
+    /// A workload with no exit time (it never ran) starts its drain now: read as an exit at the
+    /// epoch, the drain would be over at once and the result would not wait for the receipt
+    /// that follows within milliseconds.
+    #[test]
+    fn a_workload_without_an_exit_time_drains_from_now() {
+        let now = Instant::now();
+        assert_eq!(exit_instant(0, now), now);
+    }
+
+    #[test]
+    fn a_stop_recorded_before_the_exit_ended_it_and_one_after_did_not() {
+        assert!(ended_by_stop(100, 200));
+        assert!(ended_by_stop(200, 200));
+        assert!(
+            !ended_by_stop(300, 200),
+            "a residue stop after the workload's own end"
+        );
+    }
+
+    /// A workload the stop killed between *start* and its exec never ran: the guardian reports
+    /// no exit time (0). The stop recorded meanwhile is what ended the launch.
+    #[test]
+    fn a_stop_ends_a_workload_that_never_ran() {
+        assert!(ended_by_stop(1_700_000_000_000_000_000, 0));
     }
 }
