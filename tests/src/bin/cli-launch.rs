@@ -44,7 +44,7 @@ fn main() {
             .into()
     };
     let stdin: OwnedFd = File::open("/dev/null").expect("/dev/null").into();
-    let (_reg, mut link) = launch_registered_into(
+    let (reg, mut link) = launch_registered_into(
         &rt,
         pending,
         id,
@@ -79,7 +79,11 @@ fn main() {
         "wait" => {
             loop {
                 match link.next_event(None).expect("event") {
-                    Some(GuardianEvent::ScopeExited(_)) => break,
+                    Some(GuardianEvent::ScopeExited(_)) => {
+                        // What a launcher does after the receipt: the scope's cgroup goes.
+                        let _ = refine_supervisor::kernel::cgroup::finish(&reg);
+                        break;
+                    }
                     Some(GuardianEvent::ChannelClosed) => panic!("no receipt"),
                     _ => {}
                 }
@@ -87,9 +91,12 @@ fn main() {
             link.wait_guardian().expect("reap guardian");
         }
         "hold" => loop {
-            if let Some(GuardianEvent::ChannelClosed | GuardianEvent::ScopeExited(_)) =
+            if let Some(event @ (GuardianEvent::ChannelClosed | GuardianEvent::ScopeExited(_))) =
                 link.next_event(None).expect("event")
             {
+                if matches!(event, GuardianEvent::ScopeExited(_)) {
+                    let _ = refine_supervisor::kernel::cgroup::finish(&reg);
+                }
                 // Keep holding the lock until killed, as a launcher that has not finished.
                 std::thread::park();
             }
