@@ -78,6 +78,7 @@ fn registration_is_durable_before_start_and_the_receipt_binds_to_it() {
 
     assert_eq!(rt.read_registration(id).expect("record"), reg);
     let (events, receipt) = events_until_receipt(&mut link);
+    let _ = refine_supervisor::kernel::cgroup::finish(&reg);
     assert_eq!(
         events.first(),
         Some(&GuardianEvent::Started),

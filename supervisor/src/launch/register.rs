@@ -37,6 +37,9 @@ pub struct RegisteredLaunch {
 /// durably, and only then say *start*. Returns the record and the link (events follow on it).
 /// If the registration cannot be written, the guardian is told to abort: no workload code runs
 /// unregistered.
+///
+/// The scope's cgroup, where it got one (`Registration::cgroup`), is the caller's to read and
+/// remove after the receipt, as the engine does: [`crate::kernel::cgroup::finish`].
 pub fn launch_registered(
     rt: &Runtime,
     id: RegistrationId,
