@@ -4,34 +4,28 @@
 
 use core::time::Duration;
 
-/// `d` in whole milliseconds, `u64::MAX` past what a `u64` holds.
-pub const fn saturating_ms(d: Duration) -> u64 {
-    let ms = d.as_millis();
-    if ms > u64::MAX as u128 {
+/// `v` as a `u64`, `u64::MAX` past what one holds.
+const fn saturate(v: u128) -> u64 {
+    if v > u64::MAX as u128 {
         u64::MAX
     } else {
-        ms as u64
+        v as u64
     }
+}
+
+/// `d` in whole milliseconds, `u64::MAX` past what a `u64` holds.
+pub const fn saturating_ms(d: Duration) -> u64 {
+    saturate(d.as_millis())
 }
 
 /// `d` in whole microseconds, `u64::MAX` past what a `u64` holds.
 pub const fn saturating_us(d: Duration) -> u64 {
-    let us = d.as_micros();
-    if us > u64::MAX as u128 {
-        u64::MAX
-    } else {
-        us as u64
-    }
+    saturate(d.as_micros())
 }
 
 /// `d` in whole nanoseconds, `u64::MAX` past what a `u64` holds (some 584 years).
 pub const fn saturating_ns(d: Duration) -> u64 {
-    let ns = d.as_nanos();
-    if ns > u64::MAX as u128 {
-        u64::MAX
-    } else {
-        ns as u64
-    }
+    saturate(d.as_nanos())
 }
 
 #[cfg(test)]
