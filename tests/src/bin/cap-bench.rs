@@ -3,7 +3,8 @@
 //! - `cap-bench capture GUARDIAN WORKDIR BYTES ROUNDS`: a producer (`cap-producer fill BYTES`,
 //!   zeros written from memory) writes through a pipe into `cat > FILE`, and the same producer
 //!   runs as a managed workload whose stdout the engine captures into its artifact; both files
-//!   live under WORKDIR (same filesystem). Rounds alternate; medians and the ratio are printed.
+//!   live under WORKDIR (same filesystem). Each run starts after a `sync`, and the two take
+//!   turns going first; medians, their ratio and the median of the rounds' ratios are printed.
 //! - `cap-bench launch GUARDIAN WORKDIR RUNS`: managed `/bin/true` end to end (registration
 //!   fsync, handshake, capture, receipt) against a plain fork+exec+wait of `/bin/true`,
 //!   interleaved; medians, p90 and the ratio are printed.
@@ -74,35 +75,25 @@ fn capture(guardian: &Path, work: &Path, bytes: u64, rounds: usize) {
     let cat_file = work.join("cat.out");
     let mut cat_times = Vec::new();
     let mut engine_times = Vec::new();
+    let mut ratios = Vec::new();
     for round in 0..rounds {
-        // cat on a plain pipe.
-        let t = Instant::now();
-        let status = Command::new("sh")
-            .arg("-c")
-            .arg(format!("{producer} | cat > '{}'", cat_file.display()))
-            .stdin(Stdio::null())
-            .status()
-            .expect("run cat pipeline");
-        let cat = t.elapsed();
-        assert!(status.success());
-        assert_eq!(std::fs::metadata(&cat_file).expect("cat file").len(), bytes);
-        std::fs::remove_file(&cat_file).expect("remove cat file");
-
-        // The engine on the same producer.
-        let mut req = LaunchRequest::new(Kind::Command, ["sh", "-c", producer.as_str()]);
-        req.label = "bench-capture".into();
-        // Throughput of every byte into the artifact: no log cap (the default 1 GiB would cut a
-        // 2 GiB run short).
-        req.log_cap = None;
-        let t = Instant::now();
-        let r = sup.run(req).expect("managed launch");
-        let engine = t.elapsed();
-        assert_eq!(r.outcome, LaunchOutcome::Completed);
-        let out = r.capture.stream(Stream::Stdout).expect("stdout");
-        assert_eq!(out.artifact_bytes, bytes, "{:?}", out.state);
-        std::fs::remove_file(&out.artifact).expect("remove artifact");
+        // Each timed run starts from the same disk state: what the previous run left dirty is
+        // written back first (untimed), and the two take turns going first, so that neither
+        // pays for the other's writeback or finds a cache the other warmed.
+        let cat_first = round % 2 == 0;
+        let (mut cat, mut engine) = (Duration::ZERO, Duration::ZERO);
+        for turn in 0..2 {
+            rustix::fs::sync();
+            if (turn == 0) == cat_first {
+                cat = cat_run(&producer, &cat_file, bytes);
+            } else {
+                engine = engine_run(&sup, &producer, bytes);
+            }
+        }
+        let ratio = cat.as_secs_f64() / engine.as_secs_f64();
         println!(
-            "round {round}: cat {:>8.1} MiB/s ({:?})   engine {:>8.1} MiB/s ({:?})",
+            "round {round} ({} first): cat {:>8.1} MiB/s ({:?})   engine {:>8.1} MiB/s ({:?})   {ratio:.2}x",
+            if cat_first { "cat" } else { "engine" },
             mib_s(bytes, cat),
             cat,
             mib_s(bytes, engine),
@@ -110,6 +101,7 @@ fn capture(guardian: &Path, work: &Path, bytes: u64, rounds: usize) {
         );
         cat_times.push(cat);
         engine_times.push(engine);
+        ratios.push(ratio);
     }
     let (c, e) = (median(&mut cat_times), median(&mut engine_times));
     println!();
@@ -123,6 +115,47 @@ fn capture(guardian: &Path, work: &Path, bytes: u64, rounds: usize) {
         "engine / cat           {:.2}x  (target >= 1.5x, F5: splice past the kept prefix)",
         c.as_secs_f64() / e.as_secs_f64()
     );
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "per round (median)     {:.2}x  (lowest {:.2}x, highest {:.2}x)",
+        ratios[ratios.len() / 2],
+        ratios[0],
+        ratios[ratios.len() - 1]
+    );
+}
+
+/// `PRODUCER | cat > FILE`: its time, then the file goes.
+fn cat_run(producer: &str, cat_file: &Path, bytes: u64) -> Duration {
+    let t = Instant::now();
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{producer} | cat > '{}'", cat_file.display()))
+        .stdin(Stdio::null())
+        .status()
+        .expect("run cat pipeline");
+    let took = t.elapsed();
+    assert!(status.success());
+    assert_eq!(std::fs::metadata(cat_file).expect("cat file").len(), bytes);
+    std::fs::remove_file(cat_file).expect("remove cat file");
+    took
+}
+
+/// The producer as a managed workload, its stdout captured whole: its time, then the
+/// artifact goes.
+fn engine_run(sup: &Supervisor, producer: &str, bytes: u64) -> Duration {
+    let mut req = LaunchRequest::new(Kind::Command, ["sh", "-c", producer]);
+    req.label = "bench-capture".into();
+    // Throughput of every byte into the artifact: no log cap (the default 1 GiB would cut a
+    // 2 GiB run short).
+    req.log_cap = None;
+    let t = Instant::now();
+    let r = sup.run(req).expect("managed launch");
+    let took = t.elapsed();
+    assert_eq!(r.outcome, LaunchOutcome::Completed);
+    let out = r.capture.stream(Stream::Stdout).expect("stdout");
+    assert_eq!(out.artifact_bytes, bytes, "{:?}", out.state);
+    std::fs::remove_file(&out.artifact).expect("remove artifact");
+    took
 }
 
 fn mib_s(bytes: u64, d: Duration) -> f64 {
