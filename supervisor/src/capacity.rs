@@ -401,7 +401,8 @@ impl HostProbe for SysinfoProbe {
 
 /// Field 22 of `/proc/PID/stat` (parsed after the last `)`: comm may contain anything).
 fn stat_start_ticks(pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let text =
+        crate::kernel::procfs::read_pseudo_string(format!("/proc/{pid}/stat").as_ref()).ok()?;
     let rest = &text[text.rfind(')')? + 1..];
     // After ')': field 3 (state) is index 0, so field 22 is index 19.
     rest.split_ascii_whitespace().nth(19)?.parse().ok()

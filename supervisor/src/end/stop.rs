@@ -656,6 +656,10 @@ fn stop_cgroup(
         let Some(p) = Pid::from_raw(pid as i32) else {
             continue;
         };
+        // One `stat` of the executable per member; its stat line only for a candidate.
+        if !nested_id.may_be_one(p) {
+            continue;
+        }
         let Ok(stat) = procfs::stat(p) else {
             continue;
         };

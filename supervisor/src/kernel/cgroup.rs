@@ -142,7 +142,8 @@ fn cgroup2_mount() -> Result<PathBuf, String> {
 /// The cgroup2 mount point joined with this process's own cgroup.
 fn own_cgroup() -> Result<PathBuf, String> {
     let mount = cgroup2_mount()?;
-    let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
+    let own = crate::kernel::procfs::read_pseudo_string("/proc/self/cgroup".as_ref())
+        .map_err(|e| e.to_string())?;
     let path = own
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
@@ -197,11 +198,11 @@ fn keyed(text: &str, key: &str) -> Option<u64> {
 
 /// Reads the cgroup's accounting; `None` when its `cpu.stat` cannot be read (gone).
 pub fn usage(dir: &Path) -> Option<CgroupUsage> {
-    let cpu = std::fs::read_to_string(dir.join("cpu.stat")).ok()?;
-    let peak = std::fs::read_to_string(dir.join("memory.peak"))
+    let cpu = crate::kernel::procfs::read_pseudo_string(&dir.join("cpu.stat")).ok()?;
+    let peak = crate::kernel::procfs::read_pseudo_string(&dir.join("memory.peak"))
         .ok()
         .and_then(|t| t.trim().parse().ok());
-    let oom = std::fs::read_to_string(dir.join("memory.events"))
+    let oom = crate::kernel::procfs::read_pseudo_string(&dir.join("memory.events"))
         .ok()
         .and_then(|t| keyed(&t, "oom_kill"));
     Some(CgroupUsage {
@@ -219,7 +220,7 @@ pub fn members(dir: &Path) -> io::Result<Vec<(u32, PathBuf)>> {
     let mut out = Vec::new();
     let mut dirs = vec![dir.to_path_buf()];
     while let Some(d) = dirs.pop() {
-        let procs = match std::fs::read_to_string(d.join("cgroup.procs")) {
+        let procs = match crate::kernel::procfs::read_pseudo_string(&d.join("cgroup.procs")) {
             Ok(p) => p,
             // A child cgroup removed meanwhile (a nested scope ended).
             Err(e) if e.kind() == io::ErrorKind::NotFound && d != dir => continue,
@@ -255,6 +256,10 @@ pub fn freeze(dir: &Path, until: Instant) -> io::Result<bool> {
     wait_event(&events, "frozen", until)
 }
 
+/// The first re-read of `cgroup.events` while waiting on it, and the longest pause between two.
+const REREAD_FIRST: Duration = Duration::from_micros(25);
+const REREAD_LAST: Duration = Duration::from_millis(1);
+
 /// Waits until `cgroup.events` says `key 1`.
 pub(crate) fn wait_event(events: &std::fs::File, key: &str, until: Instant) -> io::Result<bool> {
     wait_value(events, key, 1, until)
@@ -271,6 +276,7 @@ pub(crate) fn wait_event_zero(
 
 fn wait_value(events: &std::fs::File, key: &str, want: u64, until: Instant) -> io::Result<bool> {
     let mut buf = [0u8; 256];
+    let mut step = REREAD_FIRST;
     loop {
         let n = events.read_at(&mut buf, 0)?;
         let text = String::from_utf8_lossy(&buf[..n]);
@@ -282,9 +288,12 @@ fn wait_value(events: &std::fs::File, key: &str, want: u64, until: Instant) -> i
             return Ok(false);
         }
         // A change between the read and the poll is not lost: kernfs reports it on the next poll.
-        // The kernel sends cgroup.events notifications at most every 10 ms (its rate limit), so
-        // the file is also re-read every millisecond.
-        let left = left.min(Duration::from_millis(1));
+        // The kernel sends cgroup.events notifications at most every 10 ms (its rate limit: a
+        // scope whose tree changed just before lands in it), so the file is also re-read, soon
+        // at first (freezing a few idle processes takes tens of microseconds), then every
+        // millisecond.
+        let left = left.min(step);
+        step = (step * 2).min(REREAD_LAST);
         let mut fds = [PollFd::new(events, PollFlags::PRI)];
         let ts = Timespec {
             tv_sec: left.as_secs() as i64,

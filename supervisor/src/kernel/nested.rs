@@ -52,6 +52,13 @@ impl NestedGuardians {
         }
     }
 
+    /// Whether `pid` can be a nested guardian at all: `false` when its executable can be
+    /// stat'ed and does not carry the mark. A member for which this is `false` needs no
+    /// `/proc/PID/stat` read: [`NestedGuardians::is_one`] would say `false` too.
+    pub(crate) fn may_be_one(&mut self, pid: Pid) -> bool {
+        self.marked_exe(pid).unwrap_or(true)
+    }
+
     /// Whether the (stopped) member `witness`, whose command name the last scan read as
     /// `comm`, is a nested guardian: it has exec'd since its fork, and its executable carries
     /// the guardian's mark (or, when the executable cannot be opened, it has the outer
@@ -60,21 +67,26 @@ impl NestedGuardians {
         let Some(pid) = procfs::pid_of(witness) else {
             return false;
         };
-        // One `stat` per member (a stopped process cannot exec, so its executable stays the
-        // file stat'ed); the section is read once per executable, `stat` only for one that
-        // carries the mark.
+        let marked = self.marked_exe(pid).unwrap_or_else(|| {
+            self.outer_comm
+                .as_ref()
+                .is_some_and(|c| c.as_bytes() == comm.as_bytes())
+        });
+        marked && exec_d(pid)
+    }
+
+    /// Whether `pid`'s executable carries the mark; `None` when it cannot be stat'ed. One
+    /// `stat` per member (a stopped process cannot exec, so its executable stays the file
+    /// stat'ed); the section is read once per executable.
+    fn marked_exe(&mut self, pid: Pid) -> Option<bool> {
         let exe = format!("/proc/{}/exe", pid.as_raw_nonzero());
-        let marked = match std::fs::metadata(&exe) {
-            Ok(meta) => *self
+        let meta = std::fs::metadata(&exe).ok()?;
+        Some(
+            *self
                 .seen
                 .entry((meta.dev(), meta.ino()))
                 .or_insert_with(|| File::open(&exe).is_ok_and(|f| carries_mark(&f))),
-            Err(_) => self
-                .outer_comm
-                .as_ref()
-                .is_some_and(|c| c.as_bytes() == comm.as_bytes()),
-        };
-        marked && exec_d(pid)
+        )
     }
 }
 
@@ -82,7 +94,9 @@ impl NestedGuardians {
 /// in the flags of `/proc/PID/stat` (field 9). `false` when it cannot be read (gone).
 fn exec_d(pid: Pid) -> bool {
     const PF_FORKNOEXEC: u64 = 0x40;
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero())) else {
+    let Ok(text) = crate::kernel::procfs::read_pseudo_string(
+        format!("/proc/{}/stat", pid.as_raw_nonzero()).as_ref(),
+    ) else {
         return false;
     };
     // Field 9 is the 7th after the `)` that closes the command name (fields 3..).

@@ -40,7 +40,10 @@ pub struct TreeSample {
 
 /// `wchar` of `/proc/PID/io`, when readable.
 fn wchar(pid: rustix::process::Pid) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{}/io", pid.as_raw_nonzero())).ok()?;
+    let text = crate::kernel::procfs::read_pseudo_string(
+        format!("/proc/{}/io", pid.as_raw_nonzero()).as_ref(),
+    )
+    .ok()?;
     text.lines()
         .find_map(|l| l.strip_prefix("wchar:"))
         .and_then(|v| v.trim().parse().ok())
