@@ -1,4 +1,4 @@
-//! `stop-curve [--iterations N]`: the stop's size curve. For trees of 1, 10, 100, 1,000
+//! `stop-curve [--iterations N]` (default 9): the stop's size curve. For trees of 1, 10, 100, 1,000
 //! and 2,000 processes below the workload, the median time of `stop::stop` from the call to the
 //! verified receipt, beside the median time the kernel needs to empty the same tree from a
 //! cgroup v2 through `cgroup.kill` until `cgroup.events` says `populated 0`. The cgroup column is
@@ -101,7 +101,7 @@ fn cgroup_kill(cg: &Path, tree_builder: &Path, args: &[String], nodes: u32) -> D
 }
 
 fn main() {
-    let mut iterations = 5usize;
+    let mut iterations = 9usize;
     let mut only: Option<Vec<u32>> = None;
     let mut phases = false;
     let mut args = std::env::args().skip(1);
