@@ -341,6 +341,50 @@ fn the_result_keeps_the_cgroups_final_accounting_and_show_reports_it_after_the_e
     assert!(line.contains("not available"), "{line}");
 }
 
+/// A child burns 200 ms of CPU under a parent that ignores SIGCHLD: the kernel reaps it
+/// itself, and its time reaches no one's `RUSAGE_CHILDREN` (the receipt's count), only the
+/// cgroup's `cpu.stat`. The parent outlives it (its pipe's end, then its pid, gone), or the
+/// child would be the guardian's to reap.
+const LOST_CHILD: &str = "$SIG{CHLD} = 'IGNORE'; pipe(my $r, my $w); my $pid = fork; \
+    if (!$pid) { close $r; my $e = (times)[0] + 0.2; 1 while (times)[0] < $e; exit 0 } \
+    close $w; my $eof = <$r>; select(undef, undef, undef, 0.001) while kill 0, $pid;";
+
+#[test]
+fn the_results_cpu_time_is_the_cgroups_once_the_end_is_proven() {
+    let Some(_base) = base() else { return };
+    if !Path::new("/usr/bin/perl").exists() {
+        eprintln!("skipped: no /usr/bin/perl for the workload");
+        return;
+    }
+    let home = cli_support::Home::new();
+    let mut on = home.command(&["run", "--json", "--", "/usr/bin/perl", "-e", LOST_CHILD]);
+    on.env_remove("REFINE_CGROUP");
+    let out = cli_support::output_of(on);
+    assert!(out.status.success(), "{out:?}");
+    let id = cli_support::json_of(&out.stdout)["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let doc = home.json(&["show", "--json", &id]);
+    assert_eq!(doc["state"], "exited", "{doc}");
+    let cgroup = &doc["result"]["cgroup_usage"];
+    let cpu = |u: &serde_json::Value| {
+        u["user_us"].as_u64().expect("user_us") + u["system_us"].as_u64().expect("system_us")
+    };
+    assert!(cpu(cgroup) >= 150_000, "the child's 200 ms: {cgroup}");
+    let receipt = &doc["receipt"]["usage"];
+    assert!(
+        cpu(receipt) < 150_000,
+        "the kernel reaped the child: {receipt}"
+    );
+    // The result's usage takes its CPU times from the cgroup (the receipt misses the child),
+    // its peak resident set from the receipt; so do the views built on it.
+    let usage = &doc["result"]["usage"];
+    assert_eq!(usage["user_us"], cgroup["user_us"], "{doc}");
+    assert_eq!(usage["system_us"], cgroup["system_us"], "{doc}");
+    assert_eq!(usage["max_rss_kib"], receipt["max_rss_kib"], "{doc}");
+}
+
 /// A service that dies after its scope's receipt was sent but before it read it leaves the
 /// scope's cgroup (the guardian found its launcher there); the next settle (recovery) reads its
 /// accounting and removes it, and `gc` finds nothing left.

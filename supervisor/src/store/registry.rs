@@ -597,8 +597,11 @@ impl Runtime {
         let Ok(Some(mut result)) = self.read_result(id) else {
             return;
         };
-        let usage = usage.or(result.usage);
         let cgroup_usage = cgroup_usage.or(result.cgroup_usage);
+        // F4: where the scope had a cgroup, its CPU times are the kernel's count of every
+        // member's (a child the kernel reaped itself is in no one's `RUSAGE_CHILDREN`); the
+        // receipt's count never replaces them.
+        let usage = crate::kernel::cgroup::with_usage(usage.or(result.usage), cgroup_usage);
         if (result.usage, result.cgroup_usage) == (usage, cgroup_usage) {
             return;
         }
