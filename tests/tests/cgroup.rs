@@ -282,6 +282,24 @@ fn cgroup_line(home: &cli_support::Home, id: &str) -> String {
         .to_owned()
 }
 
+/// `run --json -- perl -e SCRIPT` in `home` on the cgroup path (`cgroup`) or with it turned
+/// off, then the launch's `show --json`.
+fn perl_show(home: &cli_support::Home, script: &str, cgroup: bool) -> serde_json::Value {
+    let mut run = home.command(&["run", "--json", "--", "/usr/bin/perl", "-e", script]);
+    if cgroup {
+        run.env_remove("REFINE_CGROUP");
+    } else {
+        run.env("REFINE_CGROUP", "off");
+    }
+    let out = cli_support::output_of(run);
+    assert!(out.status.success(), "{out:?}");
+    let id = cli_support::json_of(&out.stdout)["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    home.json(&["show", "--json", &id])
+}
+
 #[test]
 fn the_result_keeps_the_cgroups_final_accounting_and_show_reports_it_after_the_end() {
     let Some(base) = base() else { return };
@@ -291,13 +309,8 @@ fn the_result_keeps_the_cgroups_final_accounting_and_show_reports_it_after_the_e
     }
     let memory = memory_controller(base);
     let home = cli_support::Home::new();
-    let mut on = home.command(&["run", "--json", "--", "/usr/bin/perl", "-e", BURN]);
-    on.env_remove("REFINE_CGROUP");
-    let out = cli_support::output_of(on);
-    assert!(out.status.success(), "{out:?}");
-    let run = cli_support::json_of(&out.stdout);
-    let id = run["id"].as_str().expect("id").to_owned();
-    let doc = home.json(&["show", "--json", &id]);
+    let doc = perl_show(&home, BURN, true);
+    let id = doc["id"].as_str().expect("id").to_owned();
     assert_eq!(doc["state"], "exited", "{doc}");
     let dir = doc["record"]["cgroup"]["path"]
         .as_str()
@@ -325,15 +338,8 @@ fn the_result_keeps_the_cgroups_final_accounting_and_show_reports_it_after_the_e
         assert!(line.contains("memory peak not available"), "{line}");
     }
     // The /proc path: no cgroup, so no accounting in the result, and show says so.
-    let mut off = home.command(&["run", "--json", "--", "/usr/bin/perl", "-e", BURN]);
-    off.env("REFINE_CGROUP", "off");
-    let out = cli_support::output_of(off);
-    assert!(out.status.success(), "{out:?}");
-    let id = cli_support::json_of(&out.stdout)["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let doc = home.json(&["show", "--json", &id]);
+    let doc = perl_show(&home, BURN, false);
+    let id = doc["id"].as_str().expect("id").to_owned();
     assert!(doc["result"].is_object(), "{doc}");
     assert!(doc["result"].get("cgroup_usage").is_none(), "{doc}");
     assert!(doc["record"].get("cgroup").is_none(), "{doc}");
@@ -356,16 +362,7 @@ fn the_results_cpu_time_is_the_cgroups_once_the_end_is_proven() {
         eprintln!("skipped: no /usr/bin/perl for the workload");
         return;
     }
-    let home = cli_support::Home::new();
-    let mut on = home.command(&["run", "--json", "--", "/usr/bin/perl", "-e", LOST_CHILD]);
-    on.env_remove("REFINE_CGROUP");
-    let out = cli_support::output_of(on);
-    assert!(out.status.success(), "{out:?}");
-    let id = cli_support::json_of(&out.stdout)["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let doc = home.json(&["show", "--json", &id]);
+    let doc = perl_show(&cli_support::Home::new(), LOST_CHILD, true);
     assert_eq!(doc["state"], "exited", "{doc}");
     let cgroup = &doc["result"]["cgroup_usage"];
     let cpu = |u: &serde_json::Value| {
