@@ -52,13 +52,26 @@ const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
 const ENVIRON_MAX: usize = 256 * 1024;
 
 /// Reads a kernel pseudo-file (`/proc`, cgroupfs) whole: `open`, a `read` into a page-sized
-/// buffer, the `read` that says the end, `close`. `fs::read` would first ask the file its
-/// size, which such a file gives as 0, and then grow its buffer from 32 bytes, one `read` per
-/// doubling: nine system calls for a stat line instead of four, on every member of a scan.
+/// buffer, the `read` that says the end, `close`. `fs::read` (and `File::read_to_end`) would
+/// first ask the file its size (`statx`, `lseek`), which such a file gives as 0, and then grow
+/// the buffer from 32 bytes, one `read` per doubling: nine system calls for a stat line instead
+/// of four, on every member of a scan.
 pub(crate) fn read_pseudo(path: &Path) -> io::Result<Vec<u8>> {
     let mut file = fs::File::open(path)?;
-    let mut buf = Vec::with_capacity(4096);
-    file.read_to_end(&mut buf)?;
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(2 * len, 0);
+        }
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(len);
     Ok(buf)
 }
 
