@@ -349,11 +349,11 @@ fn the_result_keeps_the_cgroups_final_accounting_and_show_reports_it_after_the_e
 
 /// A child burns 200 ms of CPU under a parent that ignores SIGCHLD: the kernel reaps it
 /// itself, and its time reaches no one's `RUSAGE_CHILDREN` (the receipt's count), only the
-/// cgroup's `cpu.stat`. The parent outlives it (its pipe's end, then its pid, gone), or the
-/// child would be the guardian's to reap.
-const LOST_CHILD: &str = "$SIG{CHLD} = 'IGNORE'; pipe(my $r, my $w); my $pid = fork; \
-    if (!$pid) { close $r; my $e = (times)[0] + 0.2; 1 while (times)[0] < $e; exit 0 } \
-    close $w; my $eof = <$r>; select(undef, undef, undef, 0.001) while kill 0, $pid;";
+/// cgroup's `cpu.stat`. The parent outlives it, or the child would be the guardian's to reap:
+/// with SIGCHLD ignored, `waitpid` returns (ECHILD) once the child is gone.
+const LOST_CHILD: &str = "$SIG{CHLD} = 'IGNORE'; my $pid = fork; \
+    if (!$pid) { my $e = (times)[0] + 0.2; 1 while (times)[0] < $e; exit 0 } \
+    waitpid($pid, 0);";
 
 #[test]
 fn the_results_cpu_time_is_the_cgroups_once_the_end_is_proven() {

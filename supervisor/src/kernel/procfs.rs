@@ -55,7 +55,9 @@ const ENVIRON_MAX: usize = 256 * 1024;
 /// buffer, the `read` that says the end, `close`. `fs::read` (and `File::read_to_end`) would
 /// first ask the file its size (`statx`, `lseek`), which such a file gives as 0, and then grow
 /// the buffer from 32 bytes, one `read` per doubling: nine system calls for a stat line instead
-/// of four, on every member of a scan.
+/// of four, on every member of a scan. It reads to the end-of-file read, unlike the scans'
+/// [`Reader`], which stops at a short read: that holds for a stat line or a children list, not
+/// for a file of larger records (`smaps` returns a short first page).
 pub(crate) fn read_pseudo(path: &Path) -> io::Result<Vec<u8>> {
     let mut file = fs::File::open(path)?;
     let mut buf = vec![0u8; 4096];
