@@ -163,3 +163,42 @@ fn a_guardian_failure_before_hello_is_typed_and_readable() {
     assert!(!rt.record_path(id).exists());
     assert_eq!(std::fs::read(rt.proof_path(id)).unwrap(), b"someone else's");
 }
+
+/// A guardian started ahead of its launch (F3) and then dropped, because the launch failed
+/// before it was sent, is told nothing: it exits and is reaped at once, neither left running
+/// nor left a zombie, and it created no proof file.
+#[test]
+fn a_guardian_started_and_dropped_before_its_launch_is_gone() {
+    let started = guardian::start(Some(bin("refine-guardian")), false).expect("start");
+    let pid = started.pid();
+    assert!(pid > 1);
+    assert!(Path::new(&format!("/proc/{pid}")).exists(), "running");
+    drop(started);
+    // Reaped by the drop itself: no /proc entry (a zombie would still have one).
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "guardian {pid} still there after the drop: {:?}",
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+    );
+}
+
+/// A guardian started for other stdio than its launch is refused, not launched.
+#[test]
+fn a_started_guardian_takes_only_the_launch_it_was_started_for() {
+    let started = guardian::start(Some(bin("refine-guardian")), true).expect("start");
+    let pid = started.pid();
+    let config = LaunchConfig::new(
+        vec!["/bin/true".into()],
+        Stdio::Fds(std::array::from_fn(|_| {
+            std::fs::File::open("/dev/null").unwrap().into()
+        })),
+    );
+    match started.launch(config) {
+        Err(HandshakeError::Unexpected(_)) => {}
+        other => panic!("launched anyway: {other:?}"),
+    }
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "guardian {pid} left behind"
+    );
+}

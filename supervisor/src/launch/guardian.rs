@@ -211,7 +211,36 @@ pub fn guardian_exe() -> PathBuf {
 
 /// Spawns the guardian, sends the launch spec, and waits (bounded) for its `Hello`.
 pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
-    let exe = config.guardian_exe.clone().unwrap_or_else(guardian_exe);
+    start(
+        config.guardian_exe.clone(),
+        matches!(config.stdio, Stdio::Inherit),
+    )?
+    .launch(config)
+}
+
+/// A guardian that runs and waits for its launch frame ([`start`]). Dropped unlaunched, it
+/// closes the channel, and the guardian, told nothing, exits at once; it is reaped here.
+#[derive(Debug)]
+pub struct Starting {
+    /// `None` once launched.
+    link: Option<GuardianLink>,
+    inherit: bool,
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(mut link) = self.link.take() {
+            link.close_and_reap();
+        }
+    }
+}
+
+/// Starts the guardian (`exe`, `None`: [`guardian_exe`]) before its launch is known (F3): its
+/// exec overlaps the launcher's own preparation (the record, the cgroup), and
+/// [`Starting::launch`] sends the launch when it is ready. `inherit`: the guardian keeps this
+/// process's stdio, for a launch on [`Stdio::Inherit`]; otherwise it gets `/dev/null`.
+pub fn start(exe: Option<PathBuf>, inherit: bool) -> Result<Starting, HandshakeError> {
+    let exe = exe.unwrap_or_else(guardian_exe);
     if !exe.is_file() {
         return Err(HandshakeError::GuardianMissing(exe));
     }
@@ -222,79 +251,10 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
         None,
     )
     .map_err(io_op("create the guardian channel"))?;
-
-    let argv: Vec<&[u8]> = config.argv.iter().map(|a| a.as_bytes()).collect();
-    let env: Vec<&[u8]> = config.env.iter().map(|e| e.as_bytes()).collect();
-    let cwd = config
-        .cwd
-        .as_ref()
-        .map(|c| c.as_os_str().as_bytes())
-        .unwrap_or(b"");
-    let (flags, stdio_fds) = match &config.stdio {
-        Stdio::Inherit => (
-            if config.new_session {
-                FLAG_NEW_SESSION
-            } else {
-                0
-            },
-            0,
-        ),
-        Stdio::Fds(_) => (
-            if config.new_session {
-                FLAG_NEW_SESSION
-            } else {
-                0
-            },
-            3,
-        ),
-        Stdio::Pty(_) => (FLAG_PTY, 3),
-    };
-    // The workload gets the descriptor limit this process started with (T6: it raised its own).
-    let rlimits = crate::kernel::limits::with_original_nofile(&config.rlimits);
-    let params = LaunchParams {
-        flags,
-        pdeath_signal: config.pdeath_signal.map(|s| s.as_raw() as u32),
-        // Bounded to the frame's range, so the narrowing cannot truncate.
-        start_timeout_ms: refine_protocol::time::saturating_ms(config.start_timeout)
-            .clamp(1, u64::from(MAX_START_TIMEOUT_MS)) as u32,
-        stdio_fds,
-        registration: config.registration,
-        runtime: config.runtime,
-        proof_path: config.proof_path.as_os_str().as_bytes(),
-        cwd,
-        argv: &argv,
-        env: &env,
-        rlimits: &rlimits,
-        credentials: config
-            .credentials
-            .as_ref()
-            .map(|c| refine_protocol::frame::Credentials {
-                uid: c.uid,
-                gid: c.gid,
-                groups: &c.groups,
-            }),
-        signal_state: config.signal_state,
-        cgroup: config.cgroup.as_ref().map(|c| c.as_os_str().as_bytes()),
-    };
-    // Sized to this launch (a few hundred bytes, usually), capped at the largest frame: a
-    // bigger launch fails to encode exactly as before.
-    let need = launch_len(&params);
-    if need > MAX_FRAME {
-        return Err(HandshakeError::Encode(
-            refine_protocol::EncodeError::Oversized {
-                len: need,
-                max: MAX_FRAME,
-            },
-        ));
-    }
-    let mut frame = vec![0u8; need];
-    let len = encode_launch(&params, &mut frame).map_err(HandshakeError::Encode)?;
-
     // The guardian lives as long as the scope. When the workload gets its own stdio, the
     // guardian keeps none of this process's: an inherited stderr would hold a caller's pipe open
     // (`$(refine-supervisor run ...)`) until the last detached descendant exits. Its failures
     // arrive as GuardianFailed frames instead.
-    let inherit = matches!(config.stdio, Stdio::Inherit);
     let own = || {
         if inherit {
             std::process::Stdio::inherit()
@@ -318,58 +278,161 @@ pub fn spawn(config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
         source,
     })?;
     let pid = child.id();
-    let mut link = GuardianLink {
-        child: Some(child),
-        pid,
-        channel: ours,
-        hello: placeholder_hello(),
-        closed: false,
-    };
+    Ok(Starting {
+        link: Some(GuardianLink {
+            child: Some(child),
+            pid,
+            channel: ours,
+            hello: placeholder_hello(),
+            closed: false,
+        }),
+        inherit,
+    })
+}
 
-    let sent = {
-        let fds: Vec<BorrowedFd<'_>> = match &config.stdio {
-            Stdio::Inherit => Vec::new(),
-            Stdio::Fds(fds) => fds.iter().map(|f| f.as_fd()).collect(),
-            Stdio::Pty(slave) => vec![slave.as_fd(); 3],
-        };
-        let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(3))];
-        let mut control = SendAncillaryBuffer::new(&mut space);
-        if !fds.is_empty() {
-            control.push(SendAncillaryMessage::ScmRights(&fds));
-        }
-        sendmsg(
-            &link.channel,
-            &[IoSlice::new(&frame[..len])],
-            &mut control,
-            SendFlags::NOSIGNAL,
-        )
-    };
-    // Our copies of the workload's descriptors go now, so readers see EOF when the scope closes them.
-    drop(config.stdio);
-    if let Err(e) = sent {
-        link.close_and_reap();
-        return Err(HandshakeError::Io {
-            op: "send the launch spec",
-            source: e.into(),
-        });
+impl Starting {
+    /// The guardian's pid.
+    pub fn pid(&self) -> u32 {
+        self.link.as_ref().map_or(0, |l| l.pid)
     }
 
-    match link.recv_frame(Some(HELLO_TIMEOUT)) {
-        Ok(Some(Received::Hello(h))) => {
-            link.hello = h;
-            Ok(link)
+    /// Sends the launch spec and waits (bounded) for the guardian's `Hello`. `config.stdio` must
+    /// be [`Stdio::Inherit`] exactly when the guardian was started to inherit this process's.
+    pub fn launch(mut self, config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
+        if self.inherit != matches!(config.stdio, Stdio::Inherit) {
+            return Err(HandshakeError::Unexpected(
+                "a launch on other stdio than its guardian was started for",
+            ));
         }
-        other => {
+        match self.link.take() {
+            Some(link) => link.launch(config),
+            None => Err(HandshakeError::Unexpected("a guardian launched twice")),
+        }
+    }
+}
+
+impl GuardianLink {
+    fn launch(mut self, config: LaunchConfig) -> Result<GuardianLink, HandshakeError> {
+        let argv: Vec<&[u8]> = config.argv.iter().map(|a| a.as_bytes()).collect();
+        let env: Vec<&[u8]> = config.env.iter().map(|e| e.as_bytes()).collect();
+        let cwd = config
+            .cwd
+            .as_ref()
+            .map(|c| c.as_os_str().as_bytes())
+            .unwrap_or(b"");
+        let (flags, stdio_fds) = match &config.stdio {
+            Stdio::Inherit => (
+                if config.new_session {
+                    FLAG_NEW_SESSION
+                } else {
+                    0
+                },
+                0,
+            ),
+            Stdio::Fds(_) => (
+                if config.new_session {
+                    FLAG_NEW_SESSION
+                } else {
+                    0
+                },
+                3,
+            ),
+            Stdio::Pty(_) => (FLAG_PTY, 3),
+        };
+        // The workload gets the descriptor limit this process started with (T6: it raised its own).
+        let rlimits = crate::kernel::limits::with_original_nofile(&config.rlimits);
+        let params = LaunchParams {
+            flags,
+            pdeath_signal: config.pdeath_signal.map(|s| s.as_raw() as u32),
+            // Bounded to the frame's range, so the narrowing cannot truncate.
+            start_timeout_ms: refine_protocol::time::saturating_ms(config.start_timeout)
+                .clamp(1, u64::from(MAX_START_TIMEOUT_MS)) as u32,
+            stdio_fds,
+            registration: config.registration,
+            runtime: config.runtime,
+            proof_path: config.proof_path.as_os_str().as_bytes(),
+            cwd,
+            argv: &argv,
+            env: &env,
+            rlimits: &rlimits,
+            credentials: config
+                .credentials
+                .as_ref()
+                .map(|c| refine_protocol::frame::Credentials {
+                    uid: c.uid,
+                    gid: c.gid,
+                    groups: &c.groups,
+                }),
+            signal_state: config.signal_state,
+            cgroup: config.cgroup.as_ref().map(|c| c.as_os_str().as_bytes()),
+        };
+        // Sized to this launch (a few hundred bytes, usually), capped at the largest frame: a
+        // bigger launch fails to encode exactly as before.
+        let need = launch_len(&params);
+        if need > MAX_FRAME {
+            self.close_and_reap();
+            return Err(HandshakeError::Encode(
+                refine_protocol::EncodeError::Oversized {
+                    len: need,
+                    max: MAX_FRAME,
+                },
+            ));
+        }
+        let mut frame = vec![0u8; need];
+        let len = match encode_launch(&params, &mut frame) {
+            Ok(len) => len,
+            Err(e) => {
+                self.close_and_reap();
+                return Err(HandshakeError::Encode(e));
+            }
+        };
+        let mut link = self;
+
+        let sent = {
+            let fds: Vec<BorrowedFd<'_>> = match &config.stdio {
+                Stdio::Inherit => Vec::new(),
+                Stdio::Fds(fds) => fds.iter().map(|f| f.as_fd()).collect(),
+                Stdio::Pty(slave) => vec![slave.as_fd(); 3],
+            };
+            let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(3))];
+            let mut control = SendAncillaryBuffer::new(&mut space);
+            if !fds.is_empty() {
+                control.push(SendAncillaryMessage::ScmRights(&fds));
+            }
+            sendmsg(
+                &link.channel,
+                &[IoSlice::new(&frame[..len])],
+                &mut control,
+                SendFlags::NOSIGNAL,
+            )
+        };
+        // Our copies of the workload's descriptors go now, so readers see EOF when the scope closes them.
+        drop(config.stdio);
+        if let Err(e) = sent {
             link.close_and_reap();
-            Err(match other {
-                Ok(None) => HandshakeError::HelloTimeout(HELLO_TIMEOUT),
-                Ok(Some(Received::Closed)) => HandshakeError::ClosedBeforeHello,
-                Ok(Some(Received::Event(GuardianEvent::GuardianFailed { code, errno }))) => {
-                    HandshakeError::GuardianFailed { code, errno }
-                }
-                Ok(Some(_)) => HandshakeError::Unexpected("event before hello"),
-                Err(e) => e,
-            })
+            return Err(HandshakeError::Io {
+                op: "send the launch spec",
+                source: e.into(),
+            });
+        }
+
+        match link.recv_frame(Some(HELLO_TIMEOUT)) {
+            Ok(Some(Received::Hello(h))) => {
+                link.hello = h;
+                Ok(link)
+            }
+            other => {
+                link.close_and_reap();
+                Err(match other {
+                    Ok(None) => HandshakeError::HelloTimeout(HELLO_TIMEOUT),
+                    Ok(Some(Received::Closed)) => HandshakeError::ClosedBeforeHello,
+                    Ok(Some(Received::Event(GuardianEvent::GuardianFailed { code, errno }))) => {
+                        HandshakeError::GuardianFailed { code, errno }
+                    }
+                    Ok(Some(_)) => HandshakeError::Unexpected("event before hello"),
+                    Err(e) => e,
+                })
+            }
         }
     }
 }

@@ -410,6 +410,11 @@ impl Supervisor {
             _ => req.pty,
         };
 
+        // F3: the guardian starts first, so that its exec overlaps what follows (the streams, the
+        // record, the cgroup); its launch is sent once they are ready. Dropped on a failure
+        // below, it is told nothing and exits.
+        let started = guardian::start(self.guardian_exe.clone(), false)?;
+
         // Streams: the workload's ends go to the guardian, ours to capture.
         let stdout_path = rt.log_path(id, Stream::Stdout);
         let stderr_path = rt.log_path(id, Stream::Stderr);
@@ -517,7 +522,7 @@ impl Supervisor {
             ),
             None => None,
         };
-        let (registration, link) = launch_registered_into(
+        let (registration, link) = register::launch_started(
             rt,
             pending,
             id,
@@ -542,6 +547,7 @@ impl Supervisor {
                 limits,
                 scope_policy: policy,
             },
+            started,
         )?;
         let deadlines = Deadlines::resume(&registration);
         // A fresh launch had its first activity at its start, not at this call.

@@ -10,7 +10,7 @@ use refine_protocol::record::{Kind, Limits, Registration, ScopeCgroup, ScopePoli
 use refine_protocol::{BootId, Hello, ProcessWitness, ProofIdentity, RegistrationId};
 
 use crate::launch::guardian::GuardianLink;
-use crate::launch::guardian::{spawn, HandshakeError, LaunchConfig, OWNER_VAR};
+use crate::launch::guardian::{start, HandshakeError, LaunchConfig, Starting, Stdio, OWNER_VAR};
 use crate::store::registry::{RegistryError, Runtime, Stream};
 use std::os::unix::ffi::OsStrExt;
 
@@ -59,6 +59,22 @@ pub fn launch_registered_into(
     id: RegistrationId,
     req: RegisteredLaunch,
 ) -> Result<(Registration, GuardianLink), HandshakeError> {
+    let started = start(
+        req.guardian.guardian_exe.clone(),
+        matches!(req.guardian.stdio, Stdio::Inherit),
+    )?;
+    launch_started(rt, pending, id, req, started)
+}
+
+/// [`launch_registered_into`] through a guardian the caller started ahead ([`start`]), so that
+/// its exec overlapped the caller's own preparation (F3).
+pub(crate) fn launch_started(
+    rt: &Runtime,
+    pending: crate::store::registry::PendingRecord,
+    id: RegistrationId,
+    req: RegisteredLaunch,
+    started: Starting,
+) -> Result<(Registration, GuardianLink), HandshakeError> {
     let mut config = req.guardian;
     let mut owner_entry = OsString::from(OWNER_VAR);
     owner_entry.push("=");
@@ -74,8 +90,8 @@ pub fn launch_registered_into(
             .unwrap_or_default(),
     };
     let proof_path = rt.proof_path(id);
-    // The record is built (and its size checked) before the guardian exists: a launch whose
-    // record could not be read back is refused before anything runs. The identities come later;
+    // The record is built (and its size checked) before the guardian is sent its launch: a
+    // launch whose record could not be read back is refused before anything runs. The identities come later;
     // the widest values stand in for them, so the real record is never larger.
     let mut registration = Registration {
         id,
@@ -132,7 +148,7 @@ pub fn launch_registered_into(
     config.proof_path = proof_path;
     config.rlimits = registration.limits.rlimits.clone();
     config.cgroup = cgroup.clone();
-    let spawned = spawn(config);
+    let spawned = started.launch(config);
     let mut link = match spawned {
         Ok(link) => link,
         Err(e) => {
