@@ -172,6 +172,7 @@ fn launch(chan: &mut Channel, signals: &Signals) -> Result<Launched, Error> {
             proof: proof.identity,
             cgroup: workload.placement,
         }));
+        proof.start_writeback();
         workload.await_start(chan, signals, spec.start_timeout_ms)
     } else {
         match workload.failure {

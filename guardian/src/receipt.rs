@@ -4,18 +4,19 @@
 //! said `ECHILD`: `pwrite` at offset 0, then `fdatasync`, through the guardian's close-on-exec
 //! descriptor (the workload can never hold it).
 //!
-//! X5: before anything is forked, the receipt's length is [allocated](ProofFile::create) in the
-//! file (`fallocate`); a full disk refuses the launch there (the file is removed, the launcher
-//! reads why), never after the workload ran. The receipt is written whole: at offset 0, the
-//! file then cut to its length (a same-uid workload that appended to it changes nothing), then
-//! synced; a write that fails is retried while the guardian lives (the scope stays `live`
-//! meanwhile: its guardian is alive and no receipt is there), with a growing pause up to
-//! [`RETRY_MAX_MS`].
+//! X5: before anything is forked, the receipt's length is [reserved](ProofFile::create) in the
+//! file (see [`sys::Reserved`]); a full disk refuses the launch there (the file is removed, the
+//! launcher reads why), never after the workload ran. The receipt is written whole: at offset 0,
+//! the file then cut to its length if it is longer (a same-uid workload that appended to it
+//! changes nothing), then synced; a write that fails is retried while the guardian lives (the
+//! scope stays `live` meanwhile: its guardian is alive and no receipt is there), with a growing
+//! pause up to [`RETRY_MAX_MS`].
 //!
-//! The receipt's one `fdatasync` also commits the file's allocation (F3: a launch syncs twice,
-//! the registration and the receipt). An earlier sync of the reserved block while the workload
-//! ran would make the receipt an in-place overwrite, but it is a third sync on every launch,
-//! and a short command pays it on its critical path.
+//! F3: a launch syncs twice, the registration and the receipt. On ext4 and xfs the reserved
+//! zeros' write-back is started after the hello ([`ProofFile::start_writeback`]: no wait, no
+//! sync), so the launcher's registration commit carries their block and the receipt is an
+//! overwrite in place whose `fdatasync` commits no metadata. Elsewhere the `fdatasync` also
+//! commits the `fallocate`d space.
 //!
 //! # Caveats
 //! The directory entry is not fsynced here: after a crash the file may be missing, which the
@@ -36,6 +37,7 @@ pub const RETRY_MAX_MS: i32 = 2_000;
 pub struct ProofFile {
     fd: OwnedFd,
     pub identity: ProofIdentity,
+    reserved: sys::Reserved,
 }
 
 impl ProofFile {
@@ -43,14 +45,27 @@ impl ProofFile {
     /// is removed again and the launch refused.
     pub fn create(path: &CStr) -> Result<ProofFile, Error> {
         let (fd, dev, ino) = sys::create_exclusive(path).map_err(Error::ProofCreate)?;
-        if let Err(e) = sys::reserve(&fd, &RESERVED) {
-            let _ = sys::unlink(path);
-            return Err(Error::ProofReserve(e));
-        }
+        let reserved = match sys::reserve(&fd, &RESERVED) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = sys::unlink(path);
+                return Err(Error::ProofReserve(e));
+            }
+        };
         Ok(ProofFile {
             fd,
             identity: ProofIdentity { dev, ino },
+            reserved,
         })
+    }
+
+    /// Once the hello is sent (off the launch's path): the reserved zeros start on their way to
+    /// the disk, so that the launcher's registration commit carries their blocks (F3: the
+    /// receipt then overwrites them in place, and its `fdatasync` writes one block and flushes).
+    pub fn start_writeback(&self) {
+        if self.reserved == sys::Reserved::Zeros {
+            sys::start_writeback(&self.fd);
+        }
     }
 
     /// Writes the receipt whole and `fdatasync`s it, retrying until that succeeds.

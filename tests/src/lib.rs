@@ -130,6 +130,8 @@ pub fn sha256_file(path: &Path) -> String {
 /// A tmpfs of a few pages mounted for one test, unmounted (lazily) at the end.
 pub struct TinyDisk {
     dir: tempfile::TempDir,
+    /// The image file behind an ext4 disk ([`TinyDisk::mount_ext4`]).
+    image: Option<tempfile::TempDir>,
 }
 
 impl TinyDisk {
@@ -148,7 +150,47 @@ impl TinyDisk {
             .arg(dir.path())
             .status()
             .is_ok_and(|s| s.success());
-        ok.then_some(TinyDisk { dir })
+        ok.then_some(TinyDisk { dir, image: None })
+    }
+
+    /// An ext4 file system of `mib` MiB on a loop device (a file system that overwrites in
+    /// place, with delayed allocation); `None` where this process cannot make or mount one (not
+    /// root, no `mkfs.ext4`, no loop device).
+    pub fn mount_ext4(mib: u64) -> Option<TinyDisk> {
+        let image = tempfile::tempdir().ok()?;
+        let file = image.path().join("disk.img");
+        std::fs::File::create(&file)
+            .and_then(|f| f.set_len(mib << 20))
+            .ok()?;
+        let made = std::process::Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-m", "0", "-b", "4096"])
+            .arg(&file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !made {
+            return None;
+        }
+        let dir = tempfile::tempdir().ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "ext4", "-o", "loop"])
+            .arg(&file)
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return None;
+        }
+        let _ = std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        );
+        Some(TinyDisk {
+            dir,
+            image: Some(image),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -162,12 +204,39 @@ impl TinyDisk {
         let mut f = std::fs::File::create(&fill).unwrap();
         let block = vec![0xa5u8; 4096];
         while f.write_all(&block).is_ok() {}
+        // ext4: growing one file needs blocks for its extent tree too, and a delayed write
+        // reserves more than it takes: the last blocks go to small files of their own, each
+        // synced, until not one more fits.
+        if self.image.is_some() {
+            let _ = f.sync_all();
+            for n in 0.. {
+                let small = self.path().join(format!("fill.{n}"));
+                let fits = std::fs::File::create(&small)
+                    .and_then(|mut s| s.write_all(&block).and_then(|()| s.sync_all()));
+                if fits.is_err() {
+                    let _ = std::fs::remove_file(&small);
+                    break;
+                }
+            }
+        }
         let len = f.metadata().unwrap().len() / 4096 * 4096;
         f.set_len(len.saturating_sub(pages * 4096)).unwrap();
     }
 
     pub fn free(&self) {
         let _ = std::fs::remove_file(self.path().join("fill"));
+        for n in 0.. {
+            if std::fs::remove_file(self.path().join(format!("fill.{n}"))).is_err() {
+                break;
+            }
+        }
+        if self.image.is_some() {
+            // ext4 gives a removed file's blocks back at its next commit.
+            let _ = std::process::Command::new("sync")
+                .arg("-f")
+                .arg(self.path())
+                .status();
+        }
     }
 }
 

@@ -430,6 +430,27 @@ fn a_full_disk_refuses_the_launch_before_the_workload_runs() {
         eprintln!("skipped: cannot mount a tmpfs");
         return;
     };
+    full_disk_refuses_the_launch(&disk, &[1, 0]);
+}
+
+/// X5 on ext4, where the guardian reserves the receipt's space by writing it as zeros (F3:
+/// delayed allocation reserves at the write, and the receipt then overwrites them in place):
+/// a full disk refuses the launch there too, before the workload runs.
+#[test]
+fn a_full_ext4_disk_refuses_the_launch_before_the_workload_runs() {
+    root_only!();
+    let Some(disk) = TinyDisk::mount_ext4(8) else {
+        eprintln!("skipped: cannot make and mount an ext4 file system (mkfs.ext4, a loop device)");
+        return;
+    };
+    // Free space on ext4 is not counted in pages one can leave exactly (delayed allocation,
+    // blocks given back at a commit): a disk with none.
+    full_disk_refuses_the_launch(&disk, &[0]);
+}
+
+/// The one-line refusals on `disk` with each of `free_pages` free (with none, the line names
+/// the reservation), then a launch that works once there is room.
+fn full_disk_refuses_the_launch(disk: &TinyDisk, free_pages: &[u64]) {
     let home = Home {
         dir: tempfile::tempdir_in(disk.path()).unwrap(),
         port: 7411,
@@ -439,7 +460,7 @@ fn a_full_disk_refuses_the_launch_before_the_workload_runs() {
     let outside = tempfile::tempdir().unwrap();
     let marker = outside.path().join("ran");
     let args = ["run", "--", "touch", marker.to_str().unwrap()];
-    for pages in [1, 0] {
+    for &pages in free_pages {
         disk.fill_leaving(pages);
         let out = home.cli(&args);
         let err = assert_one_line_error(&args, &out);

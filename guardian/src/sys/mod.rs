@@ -847,16 +847,55 @@ pub fn create_exclusive(path: &CStr) -> Result<(OwnedFd, u64, u64), Errno> {
     Ok((fd, st.st_dev, st.st_ino))
 }
 
-/// Allocates `len` bytes from offset 0 of `fd` (`fallocate` mode 0: the size grows, the
-/// blocks are the file's). File systems without it (`EOPNOTSUPP`) get the bytes written as
-/// zeros instead, which reserves them as well (no sync: the receipt's write syncs).
+/// How [`reserve`] set the receipt's bytes aside.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Reserved {
+    /// Written as zeros on a file system that overwrites in place (ext4, xfs), whose delayed
+    /// allocation reserves the space at the write: [`start_writeback`] then gives them their
+    /// blocks, so that the registration's commit carries them and the receipt is an overwrite
+    /// whose `fdatasync` commits nothing.
+    Zeros,
+    /// Allocated by `fallocate` (or written, where it is missing), as a copy-on-write file
+    /// system needs: the receipt's write then fills the allocated space.
+    Allocated,
+}
+
+/// Sets `zeros.len()` bytes from offset 0 of `fd` aside for the receipt (see [`Reserved`]);
+/// the size grows to that length either way. A full disk fails here.
 #[doc(alias = "fallocate")]
-pub fn reserve(fd: &OwnedFd, zeros: &[u8]) -> Result<(), Errno> {
+pub fn reserve(fd: &OwnedFd, zeros: &[u8]) -> Result<Reserved, Errno> {
+    const EXT4: i64 = 0xEF53;
+    const XFS: i64 = 0x5846_5342;
+    // SAFETY: statfs is plain data; fstatfs fills it for a live descriptor.
+    let mut st: libc::statfs = unsafe { core::mem::zeroed() };
+    // SAFETY: st is a live statfs buffer.
+    let fs = cvt(unsafe { syscall!(libc::SYS_fstatfs, fd.0, &mut st as *mut libc::statfs) })
+        .map(|_| st.f_type as i64);
+    if matches!(fs, Ok(EXT4 | XFS)) {
+        return pwrite_all(fd, zeros, 0).map(|()| Reserved::Zeros);
+    }
     // SAFETY: plain integer arguments on a live descriptor.
     match retry(|| cvt(unsafe { syscall!(libc::SYS_fallocate, fd.0, 0, 0, zeros.len()) })) {
         Err(Errno(libc::EOPNOTSUPP)) => pwrite_all(fd, zeros, 0),
         other => other.map(drop),
     }
+    .map(|()| Reserved::Allocated)
+}
+
+/// Starts writing `fd`'s dirty pages back (`sync_file_range`, `SYNC_FILE_RANGE_WRITE`): the
+/// file system allocates their blocks now and the write proceeds on its own. Waits for nothing
+/// and syncs nothing; a failure only means the receipt's `fdatasync` does the work later.
+pub fn start_writeback(fd: &OwnedFd) {
+    // SAFETY: plain integer arguments on a live descriptor.
+    let _ = unsafe {
+        syscall!(
+            libc::SYS_sync_file_range,
+            fd.0,
+            0,
+            0,
+            libc::SYNC_FILE_RANGE_WRITE
+        )
+    };
 }
 
 /// `unlink(path)`.
@@ -865,12 +904,20 @@ pub fn unlink(path: &CStr) -> Result<(), Errno> {
     cvt(unsafe { syscall!(libc::SYS_unlinkat, libc::AT_FDCWD, path.as_ptr(), 0) }).map(drop)
 }
 
-/// `pwrite` all of `bytes` at offset 0, cut the file to their length (`ftruncate`: bytes
-/// appended by anyone else are gone), then `fdatasync`.
+/// `pwrite` all of `bytes` at offset 0, cut the file to their length if it is longer
+/// (`ftruncate`: bytes appended by anyone else are gone; at the reserved length there is
+/// nothing to cut, and a cut would commit the file's metadata again), then `fdatasync`.
 pub fn write_whole_sync(fd: &OwnedFd, bytes: &[u8]) -> Result<(), Errno> {
     pwrite_all(fd, bytes, 0)?;
-    // SAFETY: a live descriptor and a length.
-    retry(|| cvt(unsafe { syscall!(libc::SYS_ftruncate, fd.0, bytes.len()) }))?;
+    // SAFETY: stat is plain data; fstat fills it for a live descriptor.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: st is a live stat buffer.
+    let size = cvt(unsafe { syscall!(libc::SYS_fstat, fd.0, &mut st as *mut libc::stat) })
+        .map(|_| st.st_size);
+    if size != Ok(bytes.len() as i64) {
+        // SAFETY: a live descriptor and a length.
+        retry(|| cvt(unsafe { syscall!(libc::SYS_ftruncate, fd.0, bytes.len()) }))?;
+    }
     // SAFETY: a live descriptor.
     retry(|| cvt(unsafe { syscall!(libc::SYS_fdatasync, fd.0) })).map(drop)
 }
