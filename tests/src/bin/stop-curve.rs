@@ -1,4 +1,6 @@
-//! `stop-curve [--iterations N]` (default 9): the stop's size curve. For trees of 1, 10, 100, 1,000
+//! `stop-curve [--iterations N]` (default 9; at least [`SMALL_ITERATIONS`] for trees of 100
+//! processes or fewer, where the kernel's own time is a millisecond or less and one slow round
+//! moves a median of 9): the stop's size curve. For trees of 1, 10, 100, 1,000
 //! and 2,000 processes below the workload, the median time of `stop::stop` from the call to the
 //! verified receipt, beside the median time the kernel needs to empty the same tree from a
 //! cgroup v2 through `cgroup.kill` until `cgroup.events` says `populated 0`. The cgroup column is
@@ -23,6 +25,9 @@ const SIZES: [(u32, u32, u32, u32); 5] = [
     (1000, 10, 9, 10),
     (2000, 20, 9, 10),
 ];
+
+/// The fewest rounds for a tree of 100 processes or fewer (each takes a few milliseconds).
+const SMALL_ITERATIONS: usize = 31;
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -135,7 +140,10 @@ fn main() {
         Err(why) => println!("stop path: /proc (SIGSTOP quiesce, pidfd kills): {why}"),
     }
     let mut paths = std::collections::BTreeSet::new();
-    println!("processes  stop median ms  cgroup.kill median ms  ratio   (median of {iterations})");
+    println!(
+        "processes  stop median ms  cgroup.kill median ms  ratio   (median of {iterations}; of {} up to 100 processes)",
+        iterations.max(SMALL_ITERATIONS)
+    );
     for (nodes, s, g, l) in SIZES {
         if only.as_ref().is_some_and(|o| !o.contains(&nodes)) {
             continue;
@@ -149,7 +157,12 @@ fn main() {
         let mut stops = Vec::new();
         let mut kills = Vec::new();
         let (mut quiesces, mut exits, mut rounds) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..iterations {
+        let rounds_here = if nodes <= 100 {
+            iterations.max(SMALL_ITERATIONS)
+        } else {
+            iterations
+        };
+        for _ in 0..rounds_here {
             let mut scope = stopkit::launch_guardian(&rt, &tree_builder, &tree_refs);
             assert_eq!(scope.wait_ready(), nodes);
             paths.insert(match scope.reg.cgroup.as_ref() {
