@@ -33,6 +33,17 @@ fn base() -> Option<&'static Path> {
     }
 }
 
+/// [`base`], where `/usr/bin/perl` (the accounting tests' workload) exists too; `None`, with
+/// the reason printed, otherwise.
+fn perl_on_the_cgroup_path() -> Option<&'static Path> {
+    let base = base()?;
+    if !Path::new("/usr/bin/perl").exists() {
+        eprintln!("skipped: no /usr/bin/perl for the workload");
+        return None;
+    }
+    Some(base)
+}
+
 /// The cgroup v2 path of a process (`0::` in /proc/PID/cgroup).
 fn cgroup_of(pid: u32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
@@ -302,11 +313,9 @@ fn perl_show(home: &cli_support::Home, script: &str, cgroup: bool) -> serde_json
 
 #[test]
 fn the_result_keeps_the_cgroups_final_accounting_and_show_reports_it_after_the_end() {
-    let Some(base) = base() else { return };
-    if !Path::new("/usr/bin/perl").exists() {
-        eprintln!("skipped: no /usr/bin/perl for the workload");
+    let Some(base) = perl_on_the_cgroup_path() else {
         return;
-    }
+    };
     let memory = memory_controller(base);
     let home = cli_support::Home::new();
     let doc = perl_show(&home, BURN, true);
@@ -357,9 +366,7 @@ const LOST_CHILD: &str = "$SIG{CHLD} = 'IGNORE'; my $pid = fork; \
 
 #[test]
 fn the_results_cpu_time_is_the_cgroups_once_the_end_is_proven() {
-    let Some(_base) = base() else { return };
-    if !Path::new("/usr/bin/perl").exists() {
-        eprintln!("skipped: no /usr/bin/perl for the workload");
+    if perl_on_the_cgroup_path().is_none() {
         return;
     }
     let doc = perl_show(&cli_support::Home::new(), LOST_CHILD, true);

@@ -406,7 +406,8 @@ impl GuardianLink {
                 SendFlags::NOSIGNAL,
             )
         };
-        // Our copies of the workload's descriptors go now, so readers see EOF when the scope closes them.
+        // Our copies of the workload's descriptors go now, so readers see EOF when the scope
+        // closes them.
         drop(config.stdio);
         if let Err(e) = sent {
             link.close_and_reap();

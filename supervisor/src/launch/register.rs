@@ -91,8 +91,9 @@ pub(crate) fn launch_started(
     };
     let proof_path = rt.proof_path(id);
     // The record is built (and its size checked) before the guardian is sent its launch: a
-    // launch whose record could not be read back is refused before anything runs. The identities come later;
-    // the widest values stand in for them, so the real record is never larger.
+    // launch whose record could not be read back is refused before anything runs. The
+    // identities come later; the widest values stand in for them, so the real record is never
+    // larger.
     let mut registration = Registration {
         id,
         runtime: rt.id(),

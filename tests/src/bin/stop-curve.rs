@@ -109,17 +109,32 @@ fn main() {
     let mut iterations = 9usize;
     let mut only: Option<Vec<u32>> = None;
     let mut phases = false;
+    let usage = |why: String| -> ! {
+        eprintln!(
+            "stop-curve: {why} (usage: stop-curve [--iterations N] [--sizes 1,10,...] [--phases])"
+        );
+        std::process::exit(2)
+    };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--iterations" => iterations = args.next().and_then(|v| v.parse().ok()).expect("N"),
+            "--iterations" => {
+                iterations = match args.next().and_then(|v| v.parse().ok()) {
+                    Some(n) if n > 0 => n,
+                    _ => usage("--iterations takes a count of at least 1".into()),
+                }
+            }
             "--sizes" => {
-                only = args
+                let sizes: Option<Vec<u32>> = args
                     .next()
-                    .map(|v| v.split(',').map(|n| n.parse().expect("size")).collect())
+                    .and_then(|v| v.split(',').map(|n| n.parse().ok()).collect());
+                match sizes {
+                    Some(s) => only = Some(s),
+                    None => usage("--sizes takes comma-separated process counts".into()),
+                }
             }
             "--phases" => phases = true,
-            other => panic!("unknown argument {other}"),
+            other => usage(format!("unknown argument {other:?}")),
         }
     }
     let tree_builder = std::env::current_exe()
@@ -141,7 +156,8 @@ fn main() {
     }
     let mut paths = std::collections::BTreeSet::new();
     println!(
-        "processes  stop median ms  cgroup.kill median ms  ratio   (median of {iterations}; of {} up to 100 processes)",
+        "processes  stop median ms  cgroup.kill median ms  ratio   \
+         (median of {iterations}; of {} up to 100 processes)",
         iterations.max(SMALL_ITERATIONS)
     );
     for (nodes, s, g, l) in SIZES {
