@@ -480,12 +480,18 @@ fn run(
     // F4: a scope in a cgroup of its own is frozen, read and killed by the kernel. A member
     // that left the cgroup (a root workload can move itself) keeps the guardian alive: when no
     // proof comes within half the budget, the `/proc` path below finds and kills the rest.
-    if let (Some(g), Some(dir)) = (&guardian, scope_cgroup(reg)) {
+    if let (Some(g), Some((dir, events))) = (&guardian, scope_cgroup(reg)) {
         let mut refused = Vec::new();
         let half = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;
-        if let Some((killed, kill_at)) =
-            stop_cgroup(&dir, g, half, &mut signalled, &mut timings, &mut refused)?
-        {
+        if let Some((killed, kill_at)) = stop_cgroup(
+            &dir,
+            &events,
+            g,
+            half,
+            &mut signalled,
+            &mut timings,
+            &mut refused,
+        )? {
             let proved = StopAttempt {
                 deadline: half,
                 ..attempt(signalled, killed, timings)
@@ -574,11 +580,13 @@ fn run(
     }
 }
 
-/// The scope's own cgroup, when the workload was forked into it and it still exists.
-fn scope_cgroup(reg: &Registration) -> Option<std::path::PathBuf> {
+/// The scope's own cgroup, when the workload was forked into it and it still exists, with its
+/// `cgroup.events` open.
+fn scope_cgroup(reg: &Registration) -> Option<(std::path::PathBuf, std::fs::File)> {
     let cg = reg.cgroup.as_ref().filter(|c| c.holds_scope())?;
     let dir = std::path::PathBuf::from(&cg.path);
-    dir.join("cgroup.kill").exists().then_some(dir)
+    let events = crate::kernel::cgroup::events(&dir).ok()?;
+    Some((dir, events))
 }
 
 /// F4, the stop on the cgroup path, in place of the `/proc` quiesce and the member-by-member
@@ -601,6 +609,7 @@ fn scope_cgroup(reg: &Registration) -> Option<std::path::PathBuf> {
 /// Returns how many members were killed and when.
 fn stop_cgroup(
     dir: &std::path::Path,
+    events: &std::fs::File,
     guardian: &Verified,
     deadline: Instant,
     signalled: &mut Vec<Sent>,
@@ -609,7 +618,7 @@ fn stop_cgroup(
 ) -> Result<Option<(usize, Instant)>, StopError> {
     use crate::kernel::cgroup;
     let t = Instant::now();
-    let frozen = match cgroup::freeze(dir, deadline) {
+    let frozen = match cgroup::freeze(dir, events, deadline) {
         Ok(frozen) => frozen,
         Err(e) => {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot freeze the scope's cgroup; using /proc");
@@ -675,7 +684,6 @@ fn stop_cgroup(
     }
     let kill_at = Instant::now();
     if !nested {
-        let events = std::fs::File::open(dir.join("cgroup.events"));
         cgroup::write(dir, "cgroup.kill", "1").map_err(|source| {
             thaw();
             StopError::Cgroup {
@@ -698,11 +706,8 @@ fn stop_cgroup(
         // The guardian's exit (its pidfd) is the usual end: it reaps the killed tree at once.
         let quarter = deadline.saturating_duration_since(Instant::now()) / 4;
         let exited = guardian.wait_exit(Some(quarter)).unwrap_or(false);
-        let empty = exited
-            || match &events {
-                Ok(f) => cgroup::wait_event_zero(f, "populated", Instant::now()).unwrap_or(false),
-                Err(_) => false,
-            };
+        let empty =
+            exited || cgroup::wait_event_zero(events, "populated", Instant::now()).unwrap_or(false);
         if !empty {
             let left = cgroup::members(dir).unwrap_or_default();
             for &(pid, _) in &left {

@@ -36,8 +36,11 @@ use crate::kernel::procfs::{self, Comm};
 
 /// Recognises nested guardians among the members of one scope (one stop attempt).
 pub struct NestedGuardians {
-    /// The outer guardian's command name: the fallback when an executable cannot be opened.
-    outer_comm: Option<String>,
+    /// The outer guardian (alive throughout a stop: it is never signalled).
+    outer: ProcessWitness,
+    /// Its command name, read when first needed: the fallback when an executable cannot be
+    /// opened (a stop that can open every member's executable never reads it).
+    outer_comm: Option<Option<String>>,
     /// Whether an executable, by `(st_dev, st_ino)`, carries the mark: a scope of a thousand
     /// `sleep`s costs one section read.
     seen: HashMap<(u64, u64), bool>,
@@ -47,7 +50,8 @@ impl NestedGuardians {
     /// For the scope of the guardian `outer`.
     pub fn like(outer: ProcessWitness) -> NestedGuardians {
         NestedGuardians {
-            outer_comm: procfs::pid_of(&outer).and_then(|p| procfs::comm(p).ok().flatten()),
+            outer,
+            outer_comm: None,
             seen: HashMap::new(),
         }
     }
@@ -67,11 +71,18 @@ impl NestedGuardians {
         let Some(pid) = procfs::pid_of(witness) else {
             return false;
         };
-        let marked = self.marked_exe(pid).unwrap_or_else(|| {
-            self.outer_comm
-                .as_ref()
-                .is_some_and(|c| c.as_bytes() == comm.as_bytes())
-        });
+        let marked = match self.marked_exe(pid) {
+            Some(marked) => marked,
+            None => {
+                let outer = self.outer;
+                self.outer_comm
+                    .get_or_insert_with(|| {
+                        procfs::pid_of(&outer).and_then(|p| procfs::comm(p).ok().flatten())
+                    })
+                    .as_ref()
+                    .is_some_and(|c| c.as_bytes() == comm.as_bytes())
+            }
+        };
         marked && exec_d(pid)
     }
 
