@@ -10,8 +10,9 @@
 //!          subtree (systemd `Delegate=yes`) this user owns
 //! launch   mkdir <root>/refine/<id>; the guardian forks the workload into it with
 //!          clone3(CLONE_INTO_CGROUP) and stays outside itself; the registration records it
-//! stop     cgroup.freeze, wait for "frozen 1" in cgroup.events (poll, bounded), membership from
-//!          cgroup.procs, cgroup.kill (see `stop::stop_cgroup`)
+//! stop     cgroup.freeze, wait for "frozen 1" in cgroup.events (re-read between yields for
+//!          500 µs, then poll; bounded), membership from cgroup.procs, cgroup.kill (see
+//!          `stop::stop_cgroup`)
 //! end      after the receipt: the accounting (cpu.stat, memory.peak, memory.events) is read,
 //!          kept in the launch's result record, and the empty directory removed by the
 //!          launcher; the guardian removes it when its launcher is gone (nobody is left to read
