@@ -76,6 +76,7 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
         &mut held.workload,
         chan,
         &signals,
+        &held.proof,
         held.pdeath_signal,
         held.exec,
     )?;

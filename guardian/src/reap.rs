@@ -6,6 +6,8 @@
 //!   descendants (adopted through the subreaper bit) hold the scope.
 //! - Termination/terminal signals to the guardian are forwarded to the unreaped workload (G9);
 //!   so is a `Signal` frame from the launcher.
+//! - Once the scope is [`SETTLE_AFTER_MS`] old, the proof file is synced once
+//!   ([`ProofFile::settle`]): the sleep is bounded until then, by that age.
 //! - Channel end of file = launcher lost (G7): the launch's parent-death signal, if it asked for
 //!   one, is sent to the unreaped workload, once; reaping goes on. A launch without one (the
 //!   service's: its launches outlive it until recovery) is left running.
@@ -29,6 +31,7 @@ use refine_protocol_core::{Frame, WorkloadStatus};
 use crate::channel::{Channel, Control};
 use crate::error::Error;
 use crate::gate::Workload;
+use crate::receipt::{ProofFile, SETTLE_AFTER_MS};
 use crate::signals::Signals;
 use crate::sys::{self, Reaped};
 
@@ -62,6 +65,7 @@ pub fn until_empty(
     w: &mut Workload,
     chan: &mut Channel,
     signals: &Signals,
+    proof: &ProofFile,
     pdeath_signal: Option<u32>,
     exec: Exec,
 ) -> Result<Outcome, Error> {
@@ -72,6 +76,7 @@ pub fn until_empty(
         failure: None,
     };
     let mut wait_errors = 0u32;
+    let mut settle_at = Some(sys::monotonic_ms().saturating_add(SETTLE_AFTER_MS));
     loop {
         // Drain every exited child, then sleep until the next signal or frame.
         loop {
@@ -119,7 +124,19 @@ pub fn until_empty(
         if chan.is_open() {
             fds[1] = sys::poll_in(chan.fd());
         }
-        let tick = if degraded { DEGRADED_TICK_MS } else { -1 };
+        let mut tick = if degraded { DEGRADED_TICK_MS } else { -1 };
+        if let Some(at) = settle_at {
+            match at.checked_sub(sys::monotonic_ms()) {
+                Some(left) if left > 0 => {
+                    let left = left.min(i32::MAX as u64) as i32;
+                    tick = if tick < 0 { left } else { tick.min(left) };
+                }
+                _ => {
+                    proof.settle();
+                    settle_at = None;
+                }
+            }
+        }
         if let Err(e) = sys::poll(&mut fds, tick) {
             degrade(&mut out, w, Error::Poll(e));
             continue;

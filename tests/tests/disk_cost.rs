@@ -333,3 +333,95 @@ fn the_guardian_holds_at_most_16_kb_of_private_memory_while_it_holds_a_workload(
         over.join("\n")
     );
 }
+
+/// F4 on a disk: a scope that outlives [`SETTLE`] has its proof file synced once while the
+/// workload runs, by the guardian, so that the receipt's own `fdatasync` at the end no longer
+/// carries the file's first sync (on ext4 without a journal that also writes the block of its
+/// new directory entry: one device trip more on the stop's path). The traced calls arrive
+/// through a FIFO as strace makes them; the workload waits on its stdin, which the test closes
+/// only once the early sync was seen (or the generous bound passed).
+#[test]
+fn a_scope_that_outlives_a_second_has_its_proof_file_synced_while_it_runs() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    use std::sync::mpsc;
+    const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+    let Some(strace) = strace() else {
+        eprintln!("skipped: strace is not installed (apt-get install -y strace)");
+        return;
+    };
+    let home = Home::new();
+    let first = home.cli(&["run", "--", "/bin/true"]);
+    assert!(first.status.success(), "{}", describe(&["run"], &first));
+    let fifo = home.path().join("trace.fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let (tx, rx) = mpsc::channel::<String>();
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let f = std::fs::File::open(&fifo).expect("open the trace fifo");
+            for line in BufReader::new(f).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let mut cmd = Command::new(strace);
+    cmd.args(["-f", "-qq", "-y", "-e", "trace=fsync,fdatasync", "-o"])
+        .arg(&fifo)
+        .arg(bin("refine-supervisor"))
+        .arg("--home")
+        .arg(home.path())
+        .arg("--port")
+        .arg(home.port.to_string())
+        .args(["run", "--", "/bin/sh", "-c", "read line"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let started = std::time::Instant::now();
+    let mut child = cmd.spawn().expect("spawn strace");
+    let mut stdin = child.stdin.take();
+    let proofs = home.run_dir().join("proofs").display().to_string();
+    let is_proof_sync = |l: &str| l.contains("fdatasync(") && l.contains(&proofs);
+    let mut seen = Vec::new();
+    let deadline = started + cli_support::DEADLINE;
+    let early = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let hit = is_proof_sync(&line);
+                seen.push(line);
+                if hit {
+                    break Some(started.elapsed());
+                }
+            }
+            Err(_) => break None,
+        }
+    };
+    // The workload ends on end of file (or a line).
+    if let Some(mut s) = stdin.take() {
+        let _ = s.write_all(b"\n");
+    }
+    let status = child.wait().expect("wait strace");
+    seen.extend(rx.iter());
+    reader.join().expect("reader");
+    let syncs: Vec<&String> = seen.iter().filter(|l| is_proof_sync(l)).collect();
+    let Some(early) = early else {
+        panic!(
+            "no fdatasync of the proof file while the workload ran ({:?} waited):\n{}",
+            cli_support::DEADLINE,
+            seen.join("\n")
+        );
+    };
+    assert!(status.success(), "run under strace: {status}");
+    assert!(
+        early >= SETTLE,
+        "the proof file was synced after {early:?}, before the scope was {SETTLE:?} old"
+    );
+    // The early sync, then the receipt's: nothing more.
+    assert_eq!(syncs.len(), 2, "proof file syncs:\n{}", seen.join("\n"));
+}

@@ -918,6 +918,11 @@ pub fn write_whole_sync(fd: &OwnedFd, bytes: &[u8]) -> Result<(), Errno> {
         // SAFETY: a live descriptor and a length.
         retry(|| cvt(unsafe { syscall!(libc::SYS_ftruncate, fd.0, bytes.len()) }))?;
     }
+    datasync(fd)
+}
+
+/// `fdatasync(fd)`: the file's data, and whatever metadata reading it back needs, on the disk.
+pub fn datasync(fd: &OwnedFd) -> Result<(), Errno> {
     // SAFETY: a live descriptor.
     retry(|| cvt(unsafe { syscall!(libc::SYS_fdatasync, fd.0) })).map(drop)
 }
