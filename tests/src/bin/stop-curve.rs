@@ -7,6 +7,12 @@
 //! skipped, with the reason, where no writable cgroup2 hierarchy is mounted. `--sizes 100,1000`
 //! measures only those sizes; `--phases` adds the stop's median quiesce and kill-to-exit times
 //! and its quiesce rounds (where the time goes).
+//!
+//! `--age-ms N` lets each tree idle N ms once it is up before it is stopped, and the
+//! baseline's tree as long (default 0: stopped at once, as in every earlier run of the
+//! curve). An idle machine wakes slower, both sides alike; from 1,000 ms on, the guardian has
+//! also synced its proof file ahead of the receipt, and the curve counts the guardians that had
+//! (seen in `/proc/<guardian>/syscall` as a `ppoll` without a timeout).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -64,8 +70,16 @@ fn cgroup2_root() -> Result<PathBuf, String> {
     Err("no cgroup2 hierarchy is mounted".into())
 }
 
-/// Builds the tree inside `cg`, waits until it is up, then times cgroup.kill to `populated 0`.
-fn cgroup_kill(cg: &Path, tree_builder: &Path, args: &[String], nodes: u32) -> Duration {
+/// Builds the tree inside `cg`, waits until it is up and then for `age` (as long as the stop's
+/// tree idled before its stop: an idle machine wakes slower), then times cgroup.kill to
+/// `populated 0`.
+fn cgroup_kill(
+    cg: &Path,
+    tree_builder: &Path,
+    args: &[String],
+    nodes: u32,
+    age: Duration,
+) -> Duration {
     let script = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", cg.display());
     let mut child = Command::new("sh")
         .args(["-c", &script, "sh"])
@@ -87,6 +101,7 @@ fn cgroup_kill(cg: &Path, tree_builder: &Path, args: &[String], nodes: u32) -> D
             break;
         }
     }
+    std::thread::sleep(age);
     let events = cg.join("cgroup.events");
     let start = Instant::now();
     std::fs::write(cg.join("cgroup.kill"), "1").expect("cgroup.kill");
@@ -105,13 +120,27 @@ fn cgroup_kill(cg: &Path, tree_builder: &Path, args: &[String], nodes: u32) -> D
     took
 }
 
+/// Whether the guardian `pid` sleeps in `ppoll` without a timeout: it has synced its proof file
+/// ahead of the receipt (its sleep is bounded by the scope's age until then). `None` where its
+/// system call cannot be read.
+fn settled(pid: u32) -> Option<bool> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/syscall")).ok()?;
+    let mut fields = text.split_whitespace();
+    let nr = fields.next().and_then(|n| n.parse::<i64>().ok());
+    // ppoll(fds, nfds, tsp, ...): the third argument is the timeout's address.
+    Some(nr == Some(libc::SYS_ppoll) && fields.nth(2) == Some("0x0"))
+}
+
 fn main() {
     let mut iterations = 9usize;
     let mut only: Option<Vec<u32>> = None;
     let mut phases = false;
+    let mut age = Duration::ZERO;
+    let mut settles = 0usize;
+    let mut aged_rounds = 0usize;
     let usage = |why: String| -> ! {
         eprintln!(
-            "stop-curve: {why} (usage: stop-curve [--iterations N] [--sizes 1,10,...] [--phases])"
+            "stop-curve: {why} (usage: stop-curve [--iterations N] [--sizes 1,10,...] [--phases] [--age-ms N])"
         );
         std::process::exit(2)
     };
@@ -134,6 +163,12 @@ fn main() {
                 }
             }
             "--phases" => phases = true,
+            "--age-ms" => {
+                age = match args.next().and_then(|v| v.parse().ok()) {
+                    Some(n) => Duration::from_millis(n),
+                    None => usage("--age-ms takes milliseconds".into()),
+                }
+            }
             other => usage(format!("unknown argument {other:?}")),
         }
     }
@@ -154,6 +189,10 @@ fn main() {
         ),
         Err(why) => println!("stop path: /proc (SIGSTOP quiesce, pidfd kills): {why}"),
     }
+    println!(
+        "each tree idles {} ms once it is up before its stop (the baseline's too)",
+        age.as_millis()
+    );
     let mut paths = std::collections::BTreeSet::new();
     println!(
         "processes  stop median ms  cgroup.kill median ms  ratio   \
@@ -181,6 +220,11 @@ fn main() {
         for _ in 0..rounds_here {
             let mut scope = stopkit::launch_guardian(&rt, &tree_builder, &tree_refs);
             assert_eq!(scope.wait_ready(), nodes);
+            if !age.is_zero() {
+                std::thread::sleep(age);
+                aged_rounds += 1;
+                settles += usize::from(settled(scope.reg.hello.guardian.pid) == Some(true));
+            }
             paths.insert(match scope.reg.cgroup.as_ref() {
                 Some(c) if c.holds_scope() => "cgroup",
                 _ => "/proc",
@@ -193,7 +237,7 @@ fn main() {
             exits.push(report.timings.kill_to_exit);
             rounds.push(report.timings.rounds);
             if let Ok(cg) = &cg {
-                kills.push(cgroup_kill(cg, &tree_builder, &tree, nodes));
+                kills.push(cgroup_kill(cg, &tree_builder, &tree, nodes, age));
             }
         }
         let stop_ms = median(stops);
@@ -223,4 +267,7 @@ fn main() {
         let _ = std::fs::remove_dir(cg);
     }
     println!("path measured: {paths:?}");
+    if aged_rounds > 0 {
+        println!("proof file synced ahead of the receipt: {settles} of {aged_rounds} stops");
+    }
 }
