@@ -54,26 +54,41 @@ struct Counted {
     writebacks: Vec<String>,
 }
 
+/// `strace -f` over `refine-supervisor run -- ARGV` in `home`: the `calls` it makes (and the
+/// guardian and workload below it), written to `output`; `extra` goes to strace.
+fn traced(
+    strace: &Path,
+    home: &Home,
+    output: &Path,
+    calls: &str,
+    extra: &[&str],
+    argv: &[&str],
+) -> Command {
+    let mut cmd = Command::new(strace);
+    cmd.args(["-f", "-qq"])
+        .args(extra)
+        .arg("-o")
+        .arg(output)
+        .arg("-e")
+        .arg(format!("trace={calls}"))
+        .arg(bin("refine-supervisor"))
+        .arg("--home")
+        .arg(home.path())
+        .arg("--port")
+        .arg(home.port.to_string())
+        .args(["run", "--"])
+        .args(argv);
+    cmd
+}
+
 fn traced_run(home: &Home, argv: &[&str]) -> Option<Counted> {
     let Some(strace) = strace() else {
         eprintln!("skipped: strace is not installed (apt-get install -y strace)");
         return None;
     };
     let trace = home.path().join("trace");
-    let mut cmd = Command::new(strace);
-    cmd.args(["-f", "-qq", "-o"])
-        .arg(&trace)
-        .arg("-e")
-        .arg("trace=open,openat,openat2,creat,mknodat,fsync,fdatasync,syncfs,sync,sync_file_range")
-        .arg(bin("refine-supervisor"))
-        .arg("--home")
-        .arg(home.path())
-        .arg("--port")
-        .arg(home.port.to_string())
-        .arg("run")
-        .arg("--")
-        .args(argv);
-    let out = output_of(cmd);
+    let calls = "open,openat,openat2,creat,mknodat,fsync,fdatasync,syncfs,sync,sync_file_range";
+    let out = output_of(traced(&strace, home, &trace, calls, &[], argv));
     assert!(out.status.success(), "{}", describe(argv, &out));
     let text = std::fs::read_to_string(&trace).expect("trace");
     std::fs::remove_file(&trace).expect("remove trace");
@@ -370,16 +385,9 @@ fn a_scope_that_outlives_a_second_has_its_proof_file_synced_while_it_runs() {
             }
         })
     };
-    let mut cmd = Command::new(strace);
-    cmd.args(["-f", "-qq", "-y", "-e", "trace=fsync,fdatasync", "-o"])
-        .arg(&fifo)
-        .arg(bin("refine-supervisor"))
-        .arg("--home")
-        .arg(home.path())
-        .arg("--port")
-        .arg(home.port.to_string())
-        .args(["run", "--", "/bin/sh", "-c", "read line"])
-        .stdin(Stdio::piped())
+    let argv = ["/bin/sh", "-c", "read line"];
+    let mut cmd = traced(&strace, &home, &fifo, "fsync,fdatasync", &["-y"], &argv);
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let started = std::time::Instant::now();
