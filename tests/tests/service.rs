@@ -402,3 +402,69 @@ fn a_client_of_another_uid_is_refused_by_its_credentials() {
         "this uid was not served: {reply}"
     );
 }
+
+/// `wait ID` returns, and `logs --follow ID` ends, only once the launcher has taken the scope's
+/// output: the receipt can be written while the workload's last bytes still sit in the pipe.
+/// The service is stopped (SIGSTOP) across the workload's end, so it cannot read them yet.
+#[test]
+fn wait_and_follow_end_only_once_the_output_is_captured() {
+    use rustix::process::Signal;
+    let home = Home::new();
+    let svc = Serving::start(&home, &[]);
+    let go = home.path().join("go");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &go,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("mkfifo");
+    let id = detach(
+        &home,
+        &[
+            "sh",
+            "-c",
+            "read x < \"$1\"; echo hello",
+            "sh",
+            go.to_str().unwrap(),
+        ],
+    );
+    svc.signal(Signal::STOP);
+    let mut waiter = home
+        .command(&["wait", &id])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn wait");
+    let waited = collect(waiter.stdout.take().expect("stdout"));
+    let followed = tempfile::NamedTempFile::new().unwrap();
+    let mut follow = home
+        .command(&["logs", "--follow", &id])
+        .stdout(followed.reopen().unwrap())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn logs --follow");
+    // Opening the FIFO waits for the workload's read end.
+    std::fs::write(&go, b"go\n").expect("write the FIFO");
+    home.wait_state(&id, "exited");
+    // Time must pass: `wait` and `logs --follow` had their chance to end too early.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let early = (waiter.try_wait().unwrap(), follow.try_wait().unwrap());
+    svc.signal(Signal::CONT);
+    assert_eq!(
+        early,
+        (None, None),
+        "wait, logs --follow ended while the service had not read the output; followed {:?}",
+        std::fs::read_to_string(followed.path()).unwrap()
+    );
+    let wst = wait_bounded(&mut waiter, DEADLINE, "wait");
+    let fst = wait_bounded(&mut follow, DEADLINE, "logs --follow");
+    let followed = std::fs::read_to_string(followed.path()).unwrap();
+    let waited = String::from_utf8_lossy(&waited.join().unwrap()).into_owned();
+    assert!(wst.success() && waited == "0\n", "{wst}: {waited:?}");
+    assert!(fst.success(), "{fst}");
+    assert_eq!(followed, "hello\n");
+    let logs = home.cli(&["logs", &id]);
+    assert_eq!(String::from_utf8_lossy(&logs.stdout), "hello\n");
+}

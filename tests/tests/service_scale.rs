@@ -105,7 +105,7 @@ fn workloads_of_the_service_see_the_original_descriptor_limits() {
     let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
     let show = |n: Option<u64>| n.map_or("unlimited".to_owned(), |n| n.to_string());
     let id = detach(&home, &["sh", "-c", "ulimit -Sn; ulimit -Hn"]);
-    home.wait_state(&id, "exited");
+    home.wait_ended(&id);
     let stdout = std::fs::read_to_string(home.run_dir().join("logs").join(format!("{id}.stdout")))
         .expect("the workload's stdout");
     assert_eq!(

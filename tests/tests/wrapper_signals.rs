@@ -436,7 +436,7 @@ fn service_launches_start_clean() {
     ]);
     assert!(out.status.success(), "{}", describe(&["run"], &out));
     let id = parse(&["run"], &out)["id"].as_str().unwrap().to_owned();
-    home.wait_state(&id, "exited");
+    home.wait_ended(&id);
     let text =
         std::fs::read_to_string(home.run_dir().join("logs").join(format!("{id}.stdout"))).unwrap();
     assert_eq!(sig_sets(&text), (0, 0), "{text}");

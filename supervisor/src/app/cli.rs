@@ -412,7 +412,7 @@ pub struct LogsArgs {
     /// Both streams: stdout to stdout, stderr to stderr.
     #[arg(long)]
     pub all: bool,
-    /// Keep printing new output until the scope has exited.
+    /// Keep printing new output until the scope has exited and its output is all captured.
     #[arg(long, short = 'f')]
     pub follow: bool,
     /// Only the last N lines (then new ones with -f).

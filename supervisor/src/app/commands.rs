@@ -637,8 +637,9 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
             }
             continue;
         }
-        // Follow ends once the scope has exited and everything written before that was read.
-        if assess(&rt, &reg).state != State::Live {
+        // Follow ends once the scope has ended, its launcher has let go (the output is all
+        // captured), and everything written before that was read.
+        if assess(&rt, &reg).state != State::Live && rt.let_go(id) {
             let mut rest = false;
             for f in &mut follows {
                 rest |= f.pump(&mut buf)?;
@@ -717,8 +718,9 @@ fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
             if slot.is_some() {
                 continue;
             }
+            // Ended, and its launcher has its output and result (`logs` then shows it all).
             let a = assess(&rt, reg);
-            if a.state == State::Live {
+            if a.state == State::Live || !rt.let_go(reg.id) {
                 continue;
             }
             let reported = rt

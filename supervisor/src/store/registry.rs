@@ -770,6 +770,14 @@ impl Runtime {
         }
     }
 
+    /// Whether the registration's launcher has let go of it: the launcher holds its lock from
+    /// the launch until the scope has ended and its result is recorded, the output captured to
+    /// the end; one that died let go with it. Another command holding the lock for a moment
+    /// reads as busy too; a registration without a record has no one to wait for.
+    pub fn let_go(&self, id: RegistrationId) -> bool {
+        !matches!(self.try_lock(id), Ok(None))
+    }
+
     /// The runtime stop fence, waiting at most `wait`.
     pub fn stop_fence(&self, wait: Duration) -> Result<Fence, RegistryError> {
         Ok(fence::acquire(&self.stop_fence_path(), wait)?)

@@ -142,6 +142,14 @@ impl Home {
     }
 
     /// Waits until `id` is in `state`.
+    /// `wait ID`: the scope has ended and its launcher has its output (its artifacts are whole).
+    pub fn wait_ended(&self, id: &str) {
+        let bound = format!("{}s", DEADLINE.as_secs());
+        let args = ["wait", "--timeout", &bound, id];
+        let out = self.cli(&args);
+        assert_ne!(out.status.code(), Some(124), "{}", describe(&args, &out));
+    }
+
     pub fn wait_state(&self, id: &str, state: &str) {
         let mut last = String::new();
         let ok = wait_until(DEADLINE, || {
