@@ -61,7 +61,7 @@ fn residue_graces_do_not_delay_another_launchs_deadline() {
     let a = detach_with(&home, &graced, &residue);
     let b = detach_with(&home, &graced, &residue);
     let c = detach_with(&home, &["--timeout", "2s"], &["sleep", "100"]);
-    home.wait_state(&c, "exited");
+    home.wait_ended(&c);
     let (sa, sb) = (home.state(&a), home.state(&b));
     assert_eq!(
         (sa.as_str(), sb.as_str()),
