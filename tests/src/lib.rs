@@ -157,6 +157,12 @@ impl TinyDisk {
     /// place, with delayed allocation); `None` where this process cannot make or mount one (not
     /// root, no `mkfs.ext4`, no loop device).
     pub fn mount_ext4(mib: u64) -> Option<TinyDisk> {
+        Self::mount_ext4_with(mib, true)
+    }
+
+    /// As [`TinyDisk::mount_ext4`], with or without a journal (`mkfs.ext4 -O ^has_journal`: a
+    /// file system whose `fsync` of a file does not commit the names just given to it).
+    pub fn mount_ext4_with(mib: u64, journal: bool) -> Option<TinyDisk> {
         let image = tempfile::tempdir().ok()?;
         let file = image.path().join("disk.img");
         std::fs::File::create(&file)
@@ -164,6 +170,14 @@ impl TinyDisk {
             .ok()?;
         let made = std::process::Command::new("mkfs.ext4")
             .args(["-q", "-F", "-m", "0", "-b", "4096"])
+            .args([
+                "-O",
+                if journal {
+                    "has_journal"
+                } else {
+                    "^has_journal"
+                },
+            ])
             .arg(&file)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

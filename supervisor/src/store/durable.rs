@@ -113,7 +113,9 @@ pub(crate) fn link_nameless(f: &File, path: &Path) -> io::Result<()> {
 /// that commits a file's metadata with its `fsync` (ext4, xfs, btrfs: a new link changes the
 /// inode's link count in the same transaction as the directory entry, and `fsync` commits that
 /// transaction), one `fsync` of the file does it; tmpfs keeps nothing across a crash anyway.
-/// Anywhere else the folders are synced too, as POSIX asks.
+/// Anywhere else the folders are synced too, as POSIX asks: ext4 without a journal writes a
+/// file's inode at its `fsync` but at most one new name's folder (F3's two syncs then become
+/// four).
 pub fn sync_linked(f: &File, dirs: &[&Path]) -> io::Result<()> {
     f.sync_all()?;
     if !commits_names_with_file(f) {
@@ -144,8 +146,9 @@ fn commits_names_with_file(f: &File) -> bool {
     }
 }
 
-/// Whether the ext file system holding `f` has a journal (`/sys/fs/ext4/<device>/journal_task`
-/// exists only for a journalled mount; unknown counts as none).
+/// Whether the ext file system holding `f` has a journal. `/sys/fs/ext4/<device>/journal_task`
+/// holds the journal thread's pid; without a journal it reads `<none>` (newer kernels) or is
+/// missing (older ones). Unknown counts as none: the folders are synced then.
 fn has_journal(f: &File) -> bool {
     use std::os::unix::fs::MetadataExt;
     let Ok(m) = f.metadata() else {
@@ -159,12 +162,17 @@ fn has_journal(f: &File) -> bool {
     fs::read_link(dev)
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_owned()))
-        .is_some_and(|name| {
-            Path::new("/sys/fs/ext4")
-                .join(name)
-                .join("journal_task")
-                .exists()
+        .and_then(|name| {
+            fs::read_to_string(Path::new("/sys/fs/ext4").join(name).join("journal_task")).ok()
         })
+        .is_some_and(|task| names_a_journal_thread(&task))
+}
+
+/// `journal_task`'s text names a thread: a pid, which reads 0 from a pid namespace the
+/// thread is not in (a container), and `<none>` without a journal.
+fn names_a_journal_thread(task: &str) -> bool {
+    let task = task.trim();
+    !task.is_empty() && task.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// `fsync` a directory so that entries created or renamed in it are durable.
@@ -201,6 +209,14 @@ pub fn create_private_dirs(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_journal_is_told_by_its_thread_not_by_the_file() {
+        assert!(names_a_journal_thread("812\n"));
+        assert!(names_a_journal_thread("0\n"));
+        assert!(!names_a_journal_thread("<none>\n"));
+        assert!(!names_a_journal_thread(""));
+    }
 
     #[test]
     fn replaces_atomically_and_leaves_no_temp() {
