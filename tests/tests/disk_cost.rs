@@ -125,6 +125,24 @@ fn traced_run(home: &Home, argv: &[&str]) -> Option<Counted> {
     })
 }
 
+/// A traced `run -- /bin/true` in `home` after a first one, which created the runtime (once
+/// per port, as any first launch does).
+fn traced_second_launch(home: &Home) -> Option<Counted> {
+    let first = home.cli(&["run", "--", "/bin/true"]);
+    assert!(first.status.success(), "{}", describe(&["run"], &first));
+    traced_run(home, &["/bin/true"])
+}
+
+/// Fails unless `calls` holds at most `n` lines (of what they are, `what`).
+fn at_most(calls: &[String], n: usize, what: &str) {
+    assert!(
+        calls.len() <= n,
+        "{} {what} (at most {n}):\n{}",
+        calls.len(),
+        calls.join("\n")
+    );
+}
+
 /// A home on `disk`.
 fn home_on(disk: &TinyDisk) -> Home {
     Home {
@@ -149,30 +167,12 @@ fn a_launch_of_true_creates_at_most_three_files_and_syncs_at_most_twice() {
             }
         }
     };
-    // The first launch creates the runtime (once per port, as any first launch does).
-    let first = home.cli(&["run", "--", "/bin/true"]);
-    assert!(first.status.success(), "{}", describe(&["run"], &first));
-    let Some(c) = traced_run(&home, &["/bin/true"]) else {
+    let Some(c) = traced_second_launch(&home) else {
         return;
     };
-    assert!(
-        c.created.len() <= 3,
-        "{} files created (at most 3):\n{}",
-        c.created.len(),
-        c.created.join("\n")
-    );
-    assert!(
-        c.syncs.len() <= 2,
-        "{} syncs (at most 2):\n{}",
-        c.syncs.len(),
-        c.syncs.join("\n")
-    );
-    assert!(
-        c.writebacks.len() <= 1,
-        "{} write-backs started (at most 1):\n{}",
-        c.writebacks.len(),
-        c.writebacks.join("\n")
-    );
+    at_most(&c.created, 3, "files created");
+    at_most(&c.syncs, 2, "syncs");
+    at_most(&c.writebacks, 1, "write-backs started");
 }
 
 /// On ext4 without a journal a file's `fsync` writes the file, not the folders its new names
@@ -189,9 +189,7 @@ fn a_registration_on_ext4_without_a_journal_syncs_the_folders_of_its_names() {
         return;
     };
     let home = home_on(&disk);
-    let first = home.cli(&["run", "--", "/bin/true"]);
-    assert!(first.status.success(), "{}", describe(&["run"], &first));
-    let Some(c) = traced_run(&home, &["/bin/true"]) else {
+    let Some(c) = traced_second_launch(&home) else {
         return;
     };
     let run = home.run_dir().display().to_string();
@@ -205,12 +203,7 @@ fn a_registration_on_ext4_without_a_journal_syncs_the_folders_of_its_names() {
             c.syncs.join("\n")
         );
     }
-    assert!(
-        c.syncs.len() <= 4,
-        "{} syncs (at most 4 here):\n{}",
-        c.syncs.len(),
-        c.syncs.join("\n")
-    );
+    at_most(&c.syncs, 4, "syncs");
 }
 
 #[test]
