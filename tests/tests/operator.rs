@@ -755,6 +755,30 @@ fn a_home_path_another_user_could_replace_is_refused_in_one_line() {
     std::os::unix::fs::chown(home.path(), Some(0), None).unwrap();
 }
 
+/// X4 before anything is created: a home that does not exist yet, below a folder that group may
+/// write, is refused by `run` in one line naming that folder, and none of the home's folders is
+/// made (creating them first would hand the attacker a home to rename away).
+#[test]
+fn a_new_home_under_an_unsafe_folder_is_refused_before_it_is_created() {
+    use std::os::unix::fs::PermissionsExt;
+    let outer = tempfile::tempdir().expect("tempdir");
+    fs::set_permissions(outer.path(), fs::Permissions::from_mode(0o770)).unwrap();
+    let parent = outer.path().join("new");
+    let target = parent.join("home");
+    let mut c = std::process::Command::new(refine_tests::bin("refine-supervisor"));
+    c.arg("--home")
+        .arg(&target)
+        .args(["run", "--", "true"])
+        .stdin(Stdio::null());
+    let out = output_of(c);
+    let err = assert_one_line_error(&["run"], &out);
+    assert!(
+        err.contains(outer.path().to_str().unwrap()) && err.contains("refusing"),
+        "{err}"
+    );
+    assert!(!parent.exists(), "the home's folders were created: {err}");
+}
+
 #[test]
 fn completions_man_page_and_rust_log() {
     let home = Home::new();

@@ -918,8 +918,24 @@ pub fn check_home(home: &Path) -> Result<(), RegistryError> {
     if !home.is_dir() {
         return Err(RegistryError::MissingHome(home.to_owned()));
     }
-    let real = fs::canonicalize(home).map_err(io_err("resolve", home))?;
-    for chain in [home, real.as_path()] {
+    check_chain(home, home)
+}
+
+/// [`check_home`] for a home about to be created: its deepest existing ancestor and every
+/// folder above that must pass [`check_strict`] before any folder of the home is made, so a
+/// refused home leaves nothing behind (X4). `home` must be absolute.
+pub fn check_new_home(home: &Path) -> Result<(), RegistryError> {
+    let existing = home
+        .ancestors()
+        .find(|p| p.symlink_metadata().is_ok())
+        .unwrap_or(Path::new("/"));
+    check_chain(home, existing)
+}
+
+/// `from` and every folder above it, as written and as resolved, pass [`check_strict`].
+fn check_chain(home: &Path, from: &Path) -> Result<(), RegistryError> {
+    let real = fs::canonicalize(from).map_err(io_err("resolve", from))?;
+    for chain in [from, real.as_path()] {
         for p in chain.ancestors() {
             check_strict(home, p)?;
         }
