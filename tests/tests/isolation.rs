@@ -324,6 +324,16 @@ fn user_root_is_refused() {
         let err = assert_one_line_error(&args, &out);
         assert!(err.contains("root"), "{err}");
     }
+    // The root group too, named or numbered: the workload ran with gid 0 before.
+    let marker = home.path().join("ran");
+    let touch = format!("touch '{}'", marker.display());
+    for user in ["nobody:root", "nobody:0"] {
+        let args = ["run", "--user", user, "--", "sh", "-c", &touch];
+        let out = home.cli(&args);
+        let err = assert_one_line_error(&args, &out);
+        assert!(err.contains("root group"), "{err}");
+        assert!(!marker.exists(), "{user}: the workload ran");
+    }
 }
 
 /// X3, the order: the user switch happens after *start*. A gated child of a `--user nobody`

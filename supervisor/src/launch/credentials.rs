@@ -59,6 +59,10 @@ pub enum CredentialsError {
         "--user {spec:?}: uid 0 is root, which keeps every privilege; name an unprivileged user"
     )]
     Root { spec: String },
+    #[error(
+        "--user {spec:?}: gid 0 is the root group, whose files it could write; name another group"
+    )]
+    RootGroup { spec: String },
     #[error("--user {spec:?}: uid {uid} is this supervisor's own, which can tamper with the evidence; name another user")]
     OwnUid { spec: String, uid: u32 },
     #[error("cannot read {path}")]
@@ -107,7 +111,8 @@ pub fn resolve(spec: &str) -> Result<Credentials, CredentialsError> {
     Ok(c)
 }
 
-/// Refuses a target that `--user` could not protect the evidence from: root, or `own_uid`.
+/// Refuses a target that `--user` could not protect the evidence from: root, the root group
+/// (primary or supplementary), or `own_uid`.
 pub(crate) fn refuse_unprotected(
     spec: &str,
     c: &Credentials,
@@ -115,6 +120,11 @@ pub(crate) fn refuse_unprotected(
 ) -> Result<(), CredentialsError> {
     if c.uid == 0 {
         return Err(CredentialsError::Root {
+            spec: spec.to_owned(),
+        });
+    }
+    if c.gid == 0 || c.groups.contains(&0) {
+        return Err(CredentialsError::RootGroup {
             spec: spec.to_owned(),
         });
     }
@@ -298,7 +308,32 @@ mod tests {
             Err(CredentialsError::OwnUid { uid: 1000, .. })
         ));
         assert!(refuse_unprotected("alice", &alice, 0).is_ok());
-        assert!(refuse_unprotected("nobody:0", &r("nobody:0").unwrap(), 0).is_ok());
+    }
+
+    /// The root group (gid 0) owns what root's files let their group write: as the primary
+    /// group (`nobody:root`, `nobody:0`) or through `/etc/group`, it is refused like uid 0.
+    #[test]
+    fn the_root_group_is_refused_primary_or_supplementary() {
+        for spec in ["nobody:0", "nobody:root", "alice:root"] {
+            let c = r(spec).unwrap();
+            assert!(
+                matches!(
+                    refuse_unprotected(spec, &c, 0),
+                    Err(CredentialsError::RootGroup { .. })
+                ),
+                "{spec}: {c:?}"
+            );
+        }
+        let member = resolve_in(
+            "carol",
+            "carol:x:1002:1002::/home/carol:/bin/sh\n",
+            "root:x:0:carol\ncarol:x:1002:\n",
+        )
+        .unwrap();
+        assert!(matches!(
+            refuse_unprotected("carol", &member, 0),
+            Err(CredentialsError::RootGroup { .. })
+        ));
     }
 
     #[test]
