@@ -481,6 +481,9 @@ fn full_disk_refuses_the_launch(disk: &TinyDisk, free_pages: &[u64]) {
         );
         if pages == 0 {
             assert!(err.contains("reserve"), "{}", describe(&args, &out));
+            // The cause once: its text and its number, not a guardian code and two errnos.
+            assert_eq!(err.matches("28").count(), 1, "{}", describe(&args, &out));
+            assert!(!err.contains("(code "), "{}", describe(&args, &out));
         }
         disk.free();
     }

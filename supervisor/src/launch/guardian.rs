@@ -151,7 +151,7 @@ pub enum HandshakeError {
     Encode(#[source] refine_protocol::EncodeError),
     #[error("guardian sent a malformed frame")]
     Decode(#[source] refine_protocol::DecodeError),
-    #[error("guardian failed before hello: {} (code {code}){}", refine_protocol::frame::guardian_failure(*code), errno_text(*errno))]
+    #[error("before its hello: {}{}", refine_protocol::frame::guardian_failure(*code), errno_text(*errno))]
     GuardianFailed { code: u16, errno: i32 },
     #[error("guardian closed the channel before hello")]
     ClosedBeforeHello,
@@ -163,13 +163,17 @@ pub enum HandshakeError {
     Registry(#[source] RegistryError),
 }
 
-/// `: <strerror> (errno N)`, or nothing for errno 0.
+/// `: <strerror> (errno N)`, or nothing for errno 0: the number once (the standard library's
+/// text of an OS error carries its own `(os error N)`, left out here).
 fn errno_text(errno: i32) -> String {
     if errno == 0 {
-        String::new()
-    } else {
-        format!(": {} (errno {errno})", io::Error::from_raw_os_error(errno))
+        return String::new();
     }
+    let text = io::Error::from_raw_os_error(errno).to_string();
+    let text = text
+        .strip_suffix(&format!(" (os error {errno})"))
+        .unwrap_or(&text);
+    format!(": {text} (errno {errno})")
 }
 
 fn io_op(op: &'static str) -> impl FnOnce(rustix::io::Errno) -> HandshakeError {
