@@ -779,6 +779,48 @@ fn a_new_home_under_an_unsafe_folder_is_refused_before_it_is_created() {
     assert!(!parent.exists(), "the home's folders were created: {err}");
 }
 
+/// X4 for the program that writes the evidence: a guardian executable another user could
+/// replace (itself, or a folder above it, writable by group or others) is refused in one line
+/// naming it, and nothing runs; the same copy in a private folder works (the control).
+#[test]
+fn a_guardian_another_user_could_replace_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let set_mode = |p: &std::path::Path, m: u32| {
+        fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap()
+    };
+    let home = Home::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let guardian = dir.path().join("refine-guardian");
+    fs::copy(refine_tests::bin("refine-guardian"), &guardian).unwrap();
+    let marker = home.path().join("ran");
+    let touch = format!("touch '{}'", marker.display());
+    let args = ["run", "--", "sh", "-c", &touch];
+    let launch = || {
+        let mut c = home.command(&args);
+        c.env("REFINE_GUARDIAN", &guardian);
+        output_of(c)
+    };
+    for (folder, file, named) in [
+        (0o770, 0o755, dir.path().to_path_buf()),
+        (0o755, 0o777, guardian.clone()),
+    ] {
+        set_mode(dir.path(), folder);
+        set_mode(&guardian, file);
+        let out = launch();
+        let err = assert_one_line_error(&args, &out);
+        assert!(
+            err.contains("refusing the guardian") && err.contains(named.to_str().unwrap()),
+            "{err}"
+        );
+        assert!(!marker.exists(), "the workload ran: {err}");
+    }
+    set_mode(dir.path(), 0o700);
+    set_mode(&guardian, 0o755);
+    let out = launch();
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert!(marker.exists());
+}
+
 #[test]
 fn completions_man_page_and_rust_log() {
     let home = Home::new();

@@ -161,6 +161,9 @@ pub enum HandshakeError {
     Unexpected(&'static str),
     #[error("cannot register the launch")]
     Registry(#[source] RegistryError),
+    /// X4: another user could replace the guardian executable.
+    #[error(transparent)]
+    Untrusted(RegistryError),
 }
 
 /// `: <strerror> (errno N)`, or nothing for errno 0: the number once (the standard library's
@@ -248,6 +251,7 @@ pub fn start(exe: Option<PathBuf>, inherit: bool) -> Result<Starting, HandshakeE
     if !exe.is_file() {
         return Err(HandshakeError::GuardianMissing(exe));
     }
+    crate::store::registry::check_trusted_executable(&exe).map_err(HandshakeError::Untrusted)?;
     let (ours, theirs) = socketpair(
         AddressFamily::UNIX,
         SocketType::SEQPACKET,

@@ -133,6 +133,14 @@ pub enum RegistryError {
         path: PathBuf,
         why: String,
     },
+    /// The guardian executable, or a folder above it, could be replaced by another user (X4 for
+    /// the program that writes the evidence): nothing is launched.
+    #[error("refusing the guardian {}: {} is {why}; it and every folder above it must be owned by this user or root and writable by no one else (sticky folders excepted)", .exe.display(), .path.display())]
+    UnsafeExecutable {
+        exe: PathBuf,
+        path: PathBuf,
+        why: String,
+    },
     /// The record would not be readable back (larger than the record limit): nothing is written.
     #[error("{what} refused")]
     Refused {
@@ -947,29 +955,67 @@ fn check_chain(home: &Path, from: &Path) -> Result<(), RegistryError> {
 /// uid or by root, and (unless it is a symbolic link, whose mode means nothing, or a sticky
 /// folder such as `/tmp`) writable by neither group nor others.
 fn check_strict(home: &Path, path: &Path) -> Result<(), RegistryError> {
-    use std::os::unix::fs::MetadataExt;
     let meta = path.symlink_metadata().map_err(io_err("inspect", path))?;
+    match untrusted_because(&meta, true) {
+        None => Ok(()),
+        Some(why) => Err(RegistryError::UnsafePath {
+            home: home.to_owned(),
+            path: path.to_owned(),
+            why,
+        }),
+    }
+}
+
+/// Why another user could replace the entry `meta` describes (a folder, or with `folder`
+/// false a regular file), or `None` when only this user and root could.
+fn untrusted_because(meta: &fs::Metadata, folder: bool) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
     let me = rustix::process::geteuid().as_raw();
     let mode = meta.mode() & 0o7777;
-    let why = if meta.uid() != me && meta.uid() != 0 {
-        format!(
+    if meta.uid() != me && meta.uid() != 0 {
+        Some(format!(
             "owned by uid {}, neither this user (uid {me}) nor root",
             meta.uid()
-        )
+        ))
     } else if meta.file_type().is_symlink() {
-        return Ok(());
-    } else if !meta.is_dir() {
-        "not a folder".to_owned()
-    } else if mode & 0o022 != 0 && mode & 0o1000 == 0 {
-        format!("writable by group or others (mode {mode:04o})")
+        None
+    } else if folder && !meta.is_dir() {
+        Some("not a folder".to_owned())
+    } else if !folder && !meta.is_file() {
+        Some("not a regular file".to_owned())
+    } else if mode & 0o022 != 0 && (!folder || mode & 0o1000 == 0) {
+        Some(format!("writable by group or others (mode {mode:04o})"))
     } else {
-        return Ok(());
-    };
-    Err(RegistryError::UnsafePath {
-        home: home.to_owned(),
+        None
+    }
+}
+
+/// X4 for the guardian: the executable itself (resolved) and every folder above it, as written
+/// and as resolved, owned by this user or root and writable by no one else, so no other user
+/// could swap the program that writes the evidence.
+pub fn check_trusted_executable(exe: &Path) -> Result<(), RegistryError> {
+    let refuse = |path: &Path, why: String| RegistryError::UnsafeExecutable {
+        exe: exe.to_owned(),
         path: path.to_owned(),
         why,
-    })
+    };
+    let real = fs::canonicalize(exe).map_err(io_err("resolve", exe))?;
+    let meta = real.metadata().map_err(io_err("inspect", &real))?;
+    if let Some(why) = untrusted_because(&meta, false) {
+        return Err(refuse(&real, why));
+    }
+    let written = exe.parent().unwrap_or(Path::new("/"));
+    let written = std::path::absolute(written).map_err(io_err("resolve", written))?;
+    let real_dir = real.parent().unwrap_or(Path::new("/"));
+    for chain in [written.as_path(), real_dir] {
+        for p in chain.ancestors() {
+            let meta = p.symlink_metadata().map_err(io_err("inspect", p))?;
+            if let Some(why) = untrusted_because(&meta, true) {
+                return Err(refuse(p, why));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Refuses `path` unless it is a folder (not a link) owned by this process's effective uid that
