@@ -600,3 +600,44 @@ fn sigtstp_stops_the_workload_then_run_and_sigcont_continues_both() {
     let doc = json_of(&out.join().unwrap());
     assert_eq!(doc["outcome"], "completed", "{st}: {doc}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// W14 `run` as PID 1.
+
+/// As the init of a PID namespace, `run`'s own exit would kill every process in it, the guardian
+/// before its receipt: the residue is stopped first and the scope ends `exited`, its receipt
+/// verified from outside the namespace. Before the fix `run` returned at the workload's exit,
+/// the kernel killed the guardian and the scope stayed `unverified` for ever.
+#[test]
+fn run_as_the_init_of_a_pid_namespace_exits_after_its_receipt() {
+    if !Path::new("/usr/bin/unshare").exists() && !Path::new("/bin/unshare").exists() {
+        eprintln!("skipped: no unshare(1)");
+        return;
+    }
+    let home = Home::new();
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--mount-proc"])
+        .arg(refine_tests::bin("refine-supervisor"))
+        .arg("--home")
+        .arg(home.path())
+        .arg("--port")
+        .arg(home.port.to_string())
+        .args(["run", "--json", "--", "sh", "-c", "sleep 31400 & exit 0"])
+        .stdin(Stdio::null());
+    let out = output_of(cmd);
+    let args = ["unshare", "run", "--", "sh", "-c", "sleep 31400 & exit 0"];
+    if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("unshare:") {
+        eprintln!("skipped: {}", String::from_utf8_lossy(&out.stderr).trim());
+        return;
+    }
+    let doc = parse(&args, &out);
+    let id = doc["id"].as_str().expect("id").to_owned();
+    assert_eq!(doc["scope"], "exited", "{}", describe(&args, &out));
+    assert_eq!(home.state(&id), "exited", "{}", describe(&args, &out));
+    let receipt = home.cli(&["receipt", &id]);
+    assert!(
+        receipt.status.success(),
+        "{}",
+        describe(&["receipt", &id], &receipt)
+    );
+}

@@ -450,8 +450,12 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
     };
     // W9: after a termination request, what is left of the scope once the workload has ended
     // is stopped through the shared stop, as `docker stop` and `tini -g` end the group.
+    // W14: as the init of a PID namespace, `run`'s exit kills every process of the namespace
+    // (the guardian too, before its receipt): what is left of the scope is stopped first, as
+    // after a termination request, and `run` exits once the receipt proves the end.
+    let namespace_init = rustix::process::getpid().as_raw_nonzero().get() == 1;
     let mut residue_stopped = false;
-    if result.scope == ScopeState::Live && relay.asked_to_end.is_some() {
+    if result.scope == ScopeState::Live && (relay.asked_to_end.is_some() || namespace_init) {
         stop_residue(&result);
         residue_stopped = true;
     }
