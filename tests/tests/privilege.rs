@@ -156,8 +156,9 @@ fn id_inside_prints_the_users_ids() {
     assert_eq!(id_of(NOBODY, "-u"), uid.to_string());
     assert_eq!(id_of(NOBODY, "-g"), gid.to_string());
     assert_eq!(id_of(&uid.to_string(), "-u"), uid.to_string());
-    // An explicit group, by number: the primary gid is that one.
-    assert_eq!(id_of(&format!("{NOBODY}:0"), "-g"), "0");
+    // An explicit group, by number: the primary gid is that one (the root group is refused,
+    // isolation.rs).
+    assert_eq!(id_of(&format!("{NOBODY}:65533"), "-g"), "65533");
     assert_eq!(id_of(&format!("{uid}:{gid}"), "-g"), gid.to_string());
 
     // An unknown user is one line, and nothing runs.

@@ -937,6 +937,10 @@ pub fn check_new_home(home: &Path) -> Result<(), RegistryError> {
         .ancestors()
         .find(|p| p.symlink_metadata().is_ok())
         .unwrap_or(Path::new("/"));
+    if !existing.is_dir() {
+        // Nothing can be made under a file: the creation fails and says so.
+        return Ok(());
+    }
     check_chain(home, existing)
 }
 
