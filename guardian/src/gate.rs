@@ -58,7 +58,9 @@
 
 use core::ffi::{c_char, CStr};
 
-use refine_protocol_core::frame::{Placement, SpawnStep, FLAG_NEW_SESSION, FLAG_PTY, MAX_GROUPS};
+use refine_protocol_core::frame::{
+    Placement, SpawnStep, FLAG_ALLOW_SETNS, FLAG_NEW_SESSION, FLAG_PTY, MAX_GROUPS,
+};
 use refine_protocol_core::LaunchSpec;
 
 use crate::channel::{Channel, Control};
@@ -573,6 +575,13 @@ fn run_child(
     match sys::read(&gate, &mut byte) {
         Ok(1) if byte[0] == START_BYTE => {}
         _ => sys::exit(126), // aborted or the guardian is gone: never exec
+    }
+    // X7: the setns filter, while the child still holds the guardian's credentials (a root
+    // guardian needs no no_new_privs for it: see `seccomp`).
+    if failed.is_none() && spec.flags & FLAG_ALLOW_SETNS == 0 {
+        failed = child::install_filter(crate::seccomp::program())
+            .err()
+            .map(|e| (e, SpawnStep::Setup));
     }
     // X3: the credentials only now, immediately before the exec; then the directory, with the
     // workload's own permissions deciding whether it may work there (as `su` or `sudo -D`).

@@ -20,6 +20,7 @@ mod identity;
 mod isolate;
 mod reap;
 mod receipt;
+mod seccomp;
 mod signals;
 mod subreaper;
 mod sys;
@@ -71,7 +72,7 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     // the kernel too, so a held workload costs the stack the loop itself uses.
     sys::discard_stack_below();
 
-    // G5-G9: reap until ECHILD.
+    // G5-G9: reap until ECHILD; X7: and, with a cgroup, until it is empty too.
     let out = reap::until_empty(
         &mut held.workload,
         chan,
@@ -79,6 +80,7 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
         &held.proof,
         held.pdeath_signal,
         held.exec,
+        held.cgroup.as_ref(),
     )?;
 
     // G5: the receipt, only now; G14: an error on the way is named in it.

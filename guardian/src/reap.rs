@@ -12,6 +12,13 @@
 //!   one, is sent to the unreaped workload, once; reaping goes on. A launch without one (the
 //!   service's: its launches outlive it until recovery) is left running.
 //!
+//! - X7 Two witnesses: after `ECHILD`, a scope with a cgroup waits until its `cgroup.events`
+//!   says `populated 0`, polled (`POLLPRI`) with the signalfd and the channel, which are
+//!   handled as before. A member that is not the guardian's descendant any more (forked in a
+//!   PID namespace joined with `setns`, reparented to that namespace's init) keeps the scope
+//!   live: no receipt while it runs. The wait is bounded by nothing but the cgroup (a stop
+//!   empties it).
+//!
 //! Nothing here allocates.
 //!
 //! An error after the fork (the signalfd, `poll`, `waitpid`) does not end the guardian (G14): it
@@ -68,6 +75,7 @@ pub fn until_empty(
     proof: &ProofFile,
     pdeath_signal: Option<u32>,
     exec: Exec,
+    cgroup: Option<&sys::Leaf>,
 ) -> Result<Outcome, Error> {
     let mut out = Outcome {
         status: WorkloadStatus::Unknown,
@@ -77,6 +85,8 @@ pub fn until_empty(
     };
     let mut wait_errors = 0u32;
     let mut settle_at = Some(sys::monotonic_ms().saturating_add(SETTLE_AFTER_MS));
+    // No child is left, but the cgroup still has members (X7).
+    let mut members_left = false;
     loop {
         // Drain every exited child, then sleep until the next signal or frame.
         loop {
@@ -105,7 +115,13 @@ pub fn until_empty(
                     }
                 }
                 Ok(Reaped::None) => break,
-                Ok(Reaped::NoChildren) => return Ok(out),
+                Ok(Reaped::NoChildren) => {
+                    members_left = cgroup.is_some_and(sys::Leaf::populated);
+                    if !members_left {
+                        return Ok(out);
+                    }
+                    break;
+                }
                 Err(e) => {
                     wait_errors += 1;
                     if wait_errors >= WAIT_RETRIES {
@@ -117,12 +133,15 @@ pub fn until_empty(
             }
         }
         let degraded = out.failure.is_some();
-        let mut fds = [sys::poll_none(), sys::poll_none()];
+        let mut fds = [sys::poll_none(), sys::poll_none(), sys::poll_none()];
         if !degraded {
             fds[0] = sys::poll_in(signals.fd());
         }
         if chan.is_open() {
             fds[1] = sys::poll_in(chan.fd());
+        }
+        if let (true, Some(leaf)) = (members_left, cgroup) {
+            fds[2] = leaf.poll_events();
         }
         let mut tick = if degraded { DEGRADED_TICK_MS } else { -1 };
         if let Some(at) = settle_at {

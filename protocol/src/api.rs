@@ -68,6 +68,10 @@ pub struct LaunchAsk {
     /// is live or unverified (`label_held`). Absent: `false`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unique: bool,
+    /// Let the workload join PID and user namespaces made outside its scope (SPEC X7's
+    /// opt-out): no filter against `setns` into them. Absent: `false`, the filter holds.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_setns: bool,
 }
 
 impl LaunchAsk {
@@ -88,6 +92,7 @@ impl LaunchAsk {
             log_cap_bytes: None,
             user: None,
             unique: false,
+            allow_setns: false,
         }
     }
 }

@@ -42,8 +42,9 @@ pub const RESULT_MAGIC: [u8; 8] = *b"RFNRSLT\0";
 pub const STALL_MAGIC: [u8; 8] = *b"RFNSTAL\0";
 pub const RECORD_VERSION: u16 = 1;
 /// The registration record's version: 2 adds [`Registration::argv_bytes`] and
-/// [`Limits::kill_after_ms`]; 3 appends [`Registration::cgroup`].
-pub const REGISTRATION_VERSION: u16 = 3;
+/// [`Limits::kill_after_ms`]; 3 appends [`Registration::cgroup`]; 4 appends
+/// [`Registration::allow_setns`].
+pub const REGISTRATION_VERSION: u16 = 4;
 /// The launch result's version: 2 adds [`LaunchResultRecord::stop_failure`] and
 /// [`LaunchResultRecord::usage`]; 3 [`LaunchResultRecord::residue_stop`]; 4 appends
 /// [`LaunchResultRecord::cgroup_usage`].
@@ -142,6 +143,11 @@ pub struct Registration {
     /// The cgroup v2 directory made for the scope (F4), and whether the guardian forked the
     /// workload into it. `None` in version 1 and 2 records, and where no cgroup was made.
     pub cgroup: Option<ScopeCgroup>,
+    /// Whether the launch opted out of the guardian's filter against `setns` into a PID or
+    /// user namespace (X7, `run --allow-setns`): `Some(false)` the filter held, `Some(true)` the
+    /// workload could join outside namespaces. `None` in version 1 to 3 records (their
+    /// guardians had no filter).
+    pub allow_setns: Option<bool>,
 }
 
 /// A scope's own cgroup (F4): the directory the supervisor made for it.
@@ -421,8 +427,8 @@ impl Registration {
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         encode_versioned(REGISTRATION_MAGIC, REGISTRATION_VERSION, self)
     }
-    /// Decodes version 3, version 2 (no `cgroup`) and version 1 (no `argv_bytes`, no
-    /// `kill_after_ms`, no `cgroup`).
+    /// Decodes version 4, version 3 (no `allow_setns`), version 2 (no `cgroup` either) and
+    /// version 1 (no `argv_bytes`, no `kill_after_ms`, no `cgroup`, no `allow_setns`).
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         let (version, payload) = open_versions(REGISTRATION_MAGIC, REGISTRATION_VERSION, buf)?;
         match version {
@@ -430,13 +436,14 @@ impl Registration {
                 let v1: v1::Registration = decode_payload(payload, "registration record")?;
                 Ok(v1.into())
             }
-            // Version 3 only appends an `Option`: a version 2 payload is version 3's with the
-            // absent option's one zero byte missing.
-            2 => {
-                let mut v3 = Vec::with_capacity(payload.len() + 1);
-                v3.extend_from_slice(payload);
-                v3.push(0);
-                decode_payload(&v3, "registration record")
+            // Versions 3 and 4 each only append an `Option`: an older payload is version 4's
+            // with each absent option's one zero byte missing.
+            2 | 3 => {
+                let missing = usize::from(4 - version);
+                let mut v4 = Vec::with_capacity(payload.len() + missing);
+                v4.extend_from_slice(payload);
+                v4.resize(payload.len() + missing, 0);
+                decode_payload(&v4, "registration record")
             }
             _ => decode_payload(payload, "registration record"),
         }
@@ -566,6 +573,7 @@ mod v1 {
                 proof_path: r.proof_path,
                 argv_bytes: None,
                 cgroup: None,
+                allow_setns: None,
             }
         }
     }

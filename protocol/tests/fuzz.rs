@@ -269,6 +269,7 @@ fn frame_seeds() -> Vec<Vec<u8>> {
             }),
         ),
         (0, Some(64), None),
+        (refine_protocol::frame::FLAG_ALLOW_SETNS, Some(9), None),
     ] {
         let p = LaunchParams {
             flags,

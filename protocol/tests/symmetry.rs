@@ -9,7 +9,7 @@
 
 use refine_protocol::codec::{envelope_seal, envelope_start, Writer};
 use refine_protocol::frame::{
-    encode_launch, Credentials, FLAG_CGROUP, FLAG_CREDENTIALS, FLAG_NEW_SESSION,
+    encode_launch, Credentials, FLAG_ALLOW_SETNS, FLAG_CGROUP, FLAG_CREDENTIALS, FLAG_NEW_SESSION,
     FLAG_NO_PDEATH_SIGNAL, FLAG_PTY, FRAME_MAGIC, MAX_ARGS, MAX_FRAME, MAX_GROUPS, MAX_RLIMITS,
     MAX_START_TIMEOUT_MS,
 };
@@ -195,7 +195,14 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
     let mut refused = std::collections::BTreeMap::<String, usize>::new();
     for _ in 0..iterations() {
         let mut p = LaunchParams {
-            flags: rng.pick(&[0, FLAG_PTY, FLAG_NEW_SESSION, FLAG_PTY | FLAG_NEW_SESSION]),
+            flags: rng.pick(&[
+                0,
+                FLAG_PTY,
+                FLAG_NEW_SESSION,
+                FLAG_PTY | FLAG_NEW_SESSION,
+                FLAG_ALLOW_SETNS,
+                FLAG_NEW_SESSION | FLAG_ALLOW_SETNS,
+            ]),
             pdeath_signal: rng.pick(&[None, Some(1), Some(15), Some(64)]),
             start_timeout_ms: rng.pick(&[1, 5000, MAX_START_TIMEOUT_MS]),
             stdio_fds: rng.pick(&[0, 3]),
@@ -236,8 +243,9 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
             6 => p.pdeath_signal = Some(rng.pick(&[0, 65, u32::MAX])),
             7 => p.start_timeout_ms = rng.pick(&[0, MAX_START_TIMEOUT_MS + 1, u32::MAX]),
             8 => p.stdio_fds = rng.pick(&[1, 2, 4, u32::MAX]),
-            // (bit 4 is the signal state, W10, bit 5 the cgroup, F4: the lowest unknown is 6)
-            9 => p.flags = rng.pick(&[1 << 6, 1 << 31]),
+            // (bit 4 is the signal state, W10, bit 5 the cgroup, F4, bit 6 the setns opt-out,
+            // X7: the lowest unknown is 7)
+            9 => p.flags = rng.pick(&[1 << 7, 1 << 31]),
             10 => p.rlimits = &rlimits,
             11 => {
                 p.credentials = Some(Credentials {

@@ -256,6 +256,15 @@ impl Command {
         self
     }
 
+    /// Let the workload join PID and user namespaces made outside its scope (SPEC X7's
+    /// opt-out; `run --allow-setns`). By default the guardian's seccomp filter refuses `setns`
+    /// into them: a process forked in such a namespace is out of the subreaper's reach, and only
+    /// the scope's cgroup, where it has one, still witnesses it.
+    pub fn allow_setns(mut self) -> Command {
+        self.request.allow_setns = true;
+        self
+    }
+
     /// A pseudo-terminal of this size for stdin, stdout and stderr.
     pub fn pty(mut self, size: WindowSize) -> Command {
         self.request.pty = Some(size);

@@ -125,6 +125,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
         proof_path: proof_path.display().to_string(),
         argv_bytes: None,
         cgroup: None,
+        allow_setns: None,
     };
     if f.durable {
         rt.write_registration(&reg).expect("write registration");

@@ -626,6 +626,9 @@ pub struct Leaf {
     parent: OwnedFd,
     /// NUL-terminated (a name is at most 255 bytes).
     name: [u8; 256],
+    /// The directory's `cgroup.events`, read for `populated` and polled (`POLLPRI`) for its
+    /// changes (X7); `None` where it cannot be opened (not a cgroup v2 directory).
+    events: Option<OwnedFd>,
 }
 
 impl Leaf {
@@ -651,12 +654,63 @@ impl Leaf {
             })
         })
         .ok()?;
+        let events = retry(|| {
+            // SAFETY: a live descriptor and a NUL-terminated name.
+            cvt(unsafe {
+                syscall!(
+                    libc::SYS_openat,
+                    dir.0,
+                    c"cgroup.events".as_ptr(),
+                    libc::O_RDONLY | libc::O_CLOEXEC,
+                    0
+                )
+            })
+        })
+        .ok()
+        .map(OwnedFd);
         let mut buf = [0u8; 256];
         buf[..name.len()].copy_from_slice(name);
         Some(Leaf {
             parent: OwnedFd(parent),
             name: buf,
+            events,
         })
+    }
+
+    /// Whether `cgroup.events` says `populated 1`: a process is still a member of the cgroup
+    /// or of one below it. `false` where the file is missing, unreadable or says otherwise
+    /// (a removed cgroup holds nothing). Each read also rearms its `POLLPRI`.
+    #[doc(alias = "cgroup.events")]
+    pub fn populated(&self) -> bool {
+        let Some(fd) = &self.events else {
+            return false;
+        };
+        let mut buf = [0u8; 128];
+        let n = match retry(|| {
+            // SAFETY: buf is a live, writable slice of buf.len() bytes; offset 0.
+            cvt_isize(unsafe {
+                syscall!(libc::SYS_pread64, fd.0, buf.as_mut_ptr(), buf.len(), 0usize)
+            })
+        }) {
+            Ok(n) => n.min(buf.len()),
+            Err(_) => return false,
+        };
+        buf[..n]
+            .split(|&b| b == b'\n')
+            .any(|line| line == b"populated 1")
+    }
+
+    /// A `pollfd` entry that wakes when `cgroup.events` changes (`POLLPRI`; the kernel adds
+    /// `POLLERR`), or one `poll` skips.
+    pub fn poll_events(&self) -> libc::pollfd {
+        match &self.events {
+            Some(fd) => libc::pollfd {
+                fd: fd.0,
+                events: libc::POLLPRI,
+                revents: 0,
+            },
+            None => poll_none(),
+        }
     }
 
     /// `rmdir`: fails (`EBUSY`) while the cgroup still holds a process.
@@ -1006,6 +1060,9 @@ pub fn monotonic_ms() -> u64 {
 // ---------------------------------------------------------------------------------------------
 // Between fork and exec.
 
+/// One classic BPF instruction of a seccomp program (`struct sock_filter`).
+pub type Filter = libc::sock_filter;
+
 /// The calls the forked child makes before `execve`: async-signal-safe only, no allocation, no
 /// formatting. Each returns the errno on failure.
 pub mod child {
@@ -1185,6 +1242,40 @@ pub mod child {
             return mismatch;
         }
         Ok(())
+    }
+
+    /// Installs the seccomp filter `program` on this (single-threaded) process
+    /// (`seccomp(SECCOMP_SET_MODE_FILTER)`). Without `CAP_SYS_ADMIN` the kernel refuses it
+    /// (`EACCES`) unless `no_new_privs` is set: then `PR_SET_NO_NEW_PRIVS` is set and the
+    /// install tried once more. A root guardian's child keeps the ability to gain privileges
+    /// through setuid programs (see `seccomp`'s module docs).
+    #[doc(alias = "PR_SET_NO_NEW_PRIVS")]
+    #[doc(alias = "SECCOMP_SET_MODE_FILTER")]
+    pub fn install_filter(program: &'static [Filter]) -> Result<(), Errno> {
+        let prog = libc::sock_fprog {
+            len: program.len() as libc::c_ushort,
+            filter: program.as_ptr().cast_mut(),
+        };
+        let install = || {
+            // SAFETY: prog is a live sock_fprog whose pointer and length describe a 'static
+            // program; the kernel copies it and never writes through the pointer.
+            cvt(unsafe {
+                syscall!(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0,
+                    &prog as *const libc::sock_fprog
+                )
+            })
+        };
+        match install() {
+            Err(Errno(libc::EACCES)) => {
+                // SAFETY: PR_SET_NO_NEW_PRIVS takes one integer flag (1) and zeros.
+                cvt(unsafe { syscall!(libc::SYS_prctl, libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
+                install().map(drop)
+            }
+            other => other.map(drop),
+        }
     }
 
     pub fn chdir(path: &CStr) -> Result<(), Errno> {

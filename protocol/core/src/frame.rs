@@ -32,7 +32,9 @@
 //! ```text
 //! u32 flags (bit 0: PTY: the workload gets a new session and the stdin fd as controlling tty;
 //!            bit 1: new session without a tty; otherwise a new process group;
-//!            bit 2: no parent-death signal: launcher loss is not forwarded to the workload)
+//!            bit 2: no parent-death signal: launcher loss is not forwarded to the workload;
+//!            bit 6: ALLOW_SETNS: no seccomp filter against `setns` into a PID or user
+//!            namespace, X7; bits 3-5 below; any other bit is refused)
 //! u32 parent-death signal to forward on launcher loss: 1..=64, or 0 exactly when bit 2 is set
 //! u32 start timeout in ms (bounded to MAX_START_TIMEOUT_MS)
 //! u32 number of descriptors sent with SCM_RIGHTS (0 or 3: stdin, stdout, stderr)
@@ -100,8 +102,16 @@ pub const FLAG_SIGNAL_STATE: u32 = 1 << 4;
 /// The workload is forked into a cgroup of its own (F4); set by the encoder from
 /// [`LaunchParams::cgroup`].
 pub const FLAG_CGROUP: u32 = 1 << 5;
-const KNOWN_FLAGS: u32 =
-    FLAG_PTY | FLAG_NEW_SESSION | FLAG_CREDENTIALS | FLAG_SIGNAL_STATE | FLAG_CGROUP;
+/// The workload may join namespaces made outside its scope (X7's opt-out): the guardian installs
+/// no filter against `setns` into a PID or user namespace. A caller passes it in
+/// [`LaunchParams::flags`].
+pub const FLAG_ALLOW_SETNS: u32 = 1 << 6;
+const KNOWN_FLAGS: u32 = FLAG_PTY
+    | FLAG_NEW_SESSION
+    | FLAG_CREDENTIALS
+    | FLAG_SIGNAL_STATE
+    | FLAG_CGROUP
+    | FLAG_ALLOW_SETNS;
 
 /// The signal state a workload starts with instead of a clean one (W10: what `run` itself
 /// inherited, as the bare command would have it): bit `n - 1` stands for signal `n`.

@@ -382,6 +382,10 @@ pub struct RecordDoc {
     /// The scope's own cgroup (F4), when one was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<CgroupDoc>,
+    /// X7: `false` the workload ran under the filter refusing `setns` into a PID or user
+    /// namespace; `true` it opted out (`--allow-setns`); `null` an older record (no filter).
+    #[serde(default)]
+    pub allow_setns: Option<bool>,
 }
 
 /// A scope's cgroup as `show` prints it.

@@ -210,6 +210,12 @@ pub struct RunArgs {
     /// proof file and run/P stay this user's, so the workload cannot tamper with its evidence.
     #[arg(long, value_name = "USER[:GROUP]")]
     pub user: Option<String>,
+    /// Let the workload join PID and user namespaces made outside its scope (`setns`, e.g.
+    /// `nsenter -p`). Off by default: a process forked there is out of the guardian's reach, so
+    /// a seccomp filter refuses that `setns` (EPERM). With this, only the scope's cgroup still
+    /// witnesses such a process (where the scope has one).
+    #[arg(long)]
+    pub allow_setns: bool,
     /// The command and its arguments, after `--`.
     /// Passed as bytes: arguments need not be UTF-8.
     #[arg(last = true, required = true, value_name = "CMD", value_parser = clap::value_parser!(OsString))]

@@ -234,6 +234,7 @@ fn run(home: &Path, port: u16, mut args: RunArgs) -> Result<ExitCode, CliError> 
         log_cap_bytes: Some(args.log_cap),
         user: args.user,
         unique: args.unique,
+        allow_setns: args.allow_setns,
     };
     let rt = Runtime::open(home, port)?;
     let resp = client::request(&rt, &Request::Launch(spec.clone()))?;

@@ -98,6 +98,7 @@ pub(crate) fn record_doc(reg: &Registration) -> RecordDoc {
                 .flatten()
                 .map(cgroup_usage_doc),
         }),
+        allow_setns: reg.allow_setns,
     }
 }
 

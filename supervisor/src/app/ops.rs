@@ -514,6 +514,7 @@ pub(crate) fn launch_command(spec: &LaunchAsk) -> Result<Command, ServiceError> 
             log_cap_bytes: spec.log_cap_bytes,
             pty: spec.pty,
             user: spec.user.as_deref(),
+            allow_setns: spec.allow_setns,
         },
     )
 }
@@ -530,6 +531,8 @@ pub(crate) struct LaunchOptions<'a> {
     pub pty: bool,
     /// `USER[:GROUP]`.
     pub user: Option<&'a str>,
+    /// X7's opt-out: no filter against `setns` into PID and user namespaces.
+    pub allow_setns: bool,
 }
 
 /// The rest of a launch on its command: the one place both callers share.
@@ -560,6 +563,9 @@ pub(crate) fn launch_options(
     if let Some(user) = o.user {
         refine_supervisor::launch::credentials::require_privilege()?;
         cmd = cmd.user(refine_supervisor::launch::credentials::resolve(user)?);
+    }
+    if o.allow_setns {
+        cmd = cmd.allow_setns();
     }
     Ok(cmd)
 }

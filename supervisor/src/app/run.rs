@@ -388,6 +388,7 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
             log_cap_bytes: Some(args.log_cap),
             pty: args.pty,
             user: args.user.as_deref(),
+            allow_setns: args.allow_setns,
         },
     )?;
     let req = cmd.request_mut();

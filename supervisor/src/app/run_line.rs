@@ -57,6 +57,7 @@ pub(crate) const OPTIONS: &[(&str, Shape)] = &[
     ("pty", Shape::Flag),
     ("detach", Shape::Flag),
     ("unique", Shape::Flag),
+    ("allow-setns", Shape::Flag),
     ("wait-for-slot", Shape::Value),
     ("json", Shape::Flag),
     ("stop-grace", Shape::Value),
@@ -136,6 +137,7 @@ impl Line {
             stop_grace: parse_duration(STOP_GRACE_DEFAULT).unwrap_or_default(),
             log_cap: parse_size(LOG_CAP_DEFAULT).unwrap_or_default(),
             user: None,
+            allow_setns: false,
             command: Vec::new(),
         })
     }
@@ -163,6 +165,7 @@ impl Line {
                 "pty" => run.pty = true,
                 "detach" => run.detach = true,
                 "unique" => run.unique = true,
+                "allow-setns" => run.allow_setns = true,
                 _ => run.json = true,
             }
             return Some(());

@@ -547,6 +547,13 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         None => "none (the /proc path): accounting not available".to_owned(),
     };
     lines.push(("Cgroup", cgroup));
+    // X7: whether the workload could join PID and user namespaces made outside its scope.
+    let setns = match rec.allow_setns {
+        Some(false) => "refused into PID and user namespaces (seccomp)",
+        Some(true) => "allowed (--allow-setns): outside namespaces could be joined",
+        None => "not recorded (an older launch: no filter)",
+    };
+    lines.push(("Setns", setns.to_owned()));
     if let Some(u) = doc.receipt.as_ref().and_then(|r| r.usage) {
         // H4: what the whole tree cost, from the receipt.
         lines.push((

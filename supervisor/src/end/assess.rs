@@ -10,6 +10,10 @@
 //!    writer is gone (A6): the guardian writes it only after `waitpid` said `ECHILD`, then exits;
 //!    while the witnessed guardian still runs (same boot), the scope is `live` whatever the file
 //!    says, since a workload of the same uid can write a receipt that verifies.
+//!    X7 Two witnesses: where the scope has a cgroup of its own and its directory is still
+//!    there, a verified receipt is `exited` only while that cgroup reports `populated 0`; a
+//!    member (a process that left the guardian's reach through another PID namespace, or one a
+//!    guardian without that wait did not see) keeps the scope `live`.
 //! 2. **Boot** (A3): the registration's boot id is compared with the current one
 //!    ([`BootSource`], injectable for tests). Same boot: a guardian that is alive (pid with the
 //!    recorded start time, not a zombie) is `live`; a gone guardian without a verified receipt is
@@ -289,6 +293,15 @@ pub fn guardian_alive(reg: &Registration) -> Result<bool, ProcfsError> {
     Ok(procfs::stat_of(&reg.hello.guardian)?.is_some_and(|s| !s.state.is_exited()))
 }
 
+/// Whether the scope's own cgroup (one the workload was forked into) still has a member, or
+/// cannot be read; `false` without one or once its directory is gone.
+fn cgroup_populated(reg: &Registration) -> bool {
+    reg.cgroup
+        .as_ref()
+        .filter(|c| c.holds_scope())
+        .is_some_and(|c| crate::kernel::cgroup::populated(Path::new(&c.path)).unwrap_or(true))
+}
+
 /// Assesses `reg` from current evidence (A1–A3).
 pub fn assess(runtime: &Runtime, reg: &Registration, boot: &dyn BootSource) -> Assessment {
     let proof = check_proof(runtime, reg);
@@ -300,6 +313,10 @@ pub fn assess(runtime: &Runtime, reg: &Registration, boot: &dyn BootSource) -> A
         // receipt may be a forgery by a workload of the same uid.
         let same_boot = current.as_ref().is_ok_and(|c| *c == registered_boot);
         if same_boot && guardian_alive(reg).unwrap_or(true) {
+            return Assessment::Live;
+        }
+        // X7: the cgroup is the second witness (an unreadable one proves nothing empty).
+        if same_boot && cgroup_populated(reg) {
             return Assessment::Live;
         }
         return Assessment::Exited {

@@ -243,6 +243,16 @@ pub fn members(dir: &Path) -> io::Result<Vec<(u32, PathBuf)>> {
     Ok(out)
 }
 
+/// Whether the cgroup at `dir` has a member (`populated 1` in its `cgroup.events`: a process in
+/// it or in a cgroup below it). A directory that is gone holds nothing: `Ok(false)`.
+pub fn populated(dir: &Path) -> io::Result<bool> {
+    match crate::kernel::procfs::read_pseudo_string(&dir.join("cgroup.events")) {
+        Ok(text) => Ok(keyed(&text, "populated") == Some(1)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Writes `value` to the cgroup's `file` (`cgroup.freeze`, `cgroup.kill`).
 pub fn write(dir: &Path, file: &str, value: &str) -> io::Result<()> {
     std::fs::write(dir.join(file), value)

@@ -24,8 +24,8 @@ use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use refine_protocol::frame::{
-    encode_launch, launch_len, DEFAULT_START_TIMEOUT_MS, FLAG_NEW_SESSION, FLAG_PTY, MAX_FRAME,
-    MAX_START_TIMEOUT_MS,
+    encode_launch, launch_len, DEFAULT_START_TIMEOUT_MS, FLAG_ALLOW_SETNS, FLAG_NEW_SESSION,
+    FLAG_PTY, MAX_FRAME, MAX_START_TIMEOUT_MS,
 };
 use refine_protocol::{
     Frame, Hello, LaunchParams, Receipt, RegistrationId, Rlimit, RuntimeId, WorkloadStatus,
@@ -87,6 +87,9 @@ pub struct LaunchConfig {
     /// The cgroup v2 directory the workload is forked into (F4; [`crate::kernel::cgroup::create`]);
     /// `None`: the guardian's own cgroup.
     pub cgroup: Option<PathBuf>,
+    /// No filter against `setns` into a PID or user namespace (X7's opt-out, `run
+    /// --allow-setns`): the workload may join namespaces made outside its scope.
+    pub allow_setns: bool,
 }
 
 impl LaunchConfig {
@@ -112,6 +115,7 @@ impl LaunchConfig {
             credentials: None,
             signal_state: None,
             cgroup: None,
+            allow_setns: false,
         }
     }
 }
@@ -346,6 +350,11 @@ impl GuardianLink {
                 3,
             ),
             Stdio::Pty(_) => (FLAG_PTY, 3),
+        };
+        let flags = if config.allow_setns {
+            flags | FLAG_ALLOW_SETNS
+        } else {
+            flags
         };
         // The workload gets the descriptor limit this process started with (T6: it raised its own).
         let rlimits = crate::kernel::limits::with_original_nofile(&config.rlimits);

@@ -540,6 +540,7 @@ impl Supervisor {
                     guardian_exe: self.guardian_exe.clone(),
                     credentials: req.user,
                     signal_state: req.signal_state,
+                    allow_setns: req.allow_setns,
                     ..guardian::LaunchConfig::new(req.argv, stdio)
                 },
                 stdin_path,

@@ -135,6 +135,7 @@ pub(crate) fn launch_started(
             path: "/".repeat(4096),
             refused_errno: Some(i32::MIN),
         }),
+        allow_setns: Some(config.allow_setns),
     };
     if let Err(source) = registration.encode() {
         return Err(HandshakeError::Registry(RegistryError::Refused {

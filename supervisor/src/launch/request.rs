@@ -84,6 +84,10 @@ pub struct LaunchRequest {
     /// disposition default and an empty mask (G8); `run` passes what it inherited (W10,
     /// [`crate::kernel::child_signals::inherited`]).
     pub signal_state: Option<refine_protocol::frame::SignalState>,
+    /// Let the workload join PID and user namespaces made outside its scope (X7's opt-out,
+    /// `run --allow-setns`). `false` (the default): the guardian's seccomp filter refuses
+    /// `setns` into them, the one route out of the subreaper's reach the kernel lets it close.
+    pub allow_setns: bool,
 }
 
 impl std::fmt::Debug for LaunchRequest {
@@ -128,6 +132,7 @@ impl LaunchRequest {
             pdeath_signal: Some(crate::kernel::signal::Signal::KILL),
             user: None,
             signal_state: None,
+            allow_setns: false,
         }
     }
 }

@@ -64,6 +64,7 @@ fn guardian_launch(exe: &Path, dir: &Path, n: u64, argv: &[&str], stdio: Stdio) 
         credentials: None,
         signal_state: None,
         cgroup: None,
+        allow_setns: false,
     })
     .expect("guardian spawn")
 }

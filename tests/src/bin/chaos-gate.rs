@@ -87,6 +87,7 @@ fn main() {
         credentials: None,
         signal_state: None,
         cgroup: None,
+        allow_setns: false,
     })
     .expect("spawn the guardian");
     let hello = *link.hello();
@@ -116,6 +117,7 @@ fn main() {
         proof_path: text(&proof_path),
         argv_bytes: None,
         cgroup: None,
+        allow_setns: None,
     };
     if let Err(e) = rt.commit_registration(pending, &registration) {
         let _ = link.abort();
