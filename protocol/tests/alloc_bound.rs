@@ -106,6 +106,7 @@ fn registration() -> Registration {
         proof_path: "p".into(),
         argv_bytes: Some(vec![b"a".to_vec(), b"b".to_vec()]),
         cgroup: None,
+        allow_setns: None,
     }
 }
 

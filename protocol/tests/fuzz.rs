@@ -392,6 +392,7 @@ fn registration() -> Registration {
         hello: hello(),
         proof_path: "/run/1/proofs/x".into(),
         cgroup: None,
+        allow_setns: None,
     }
 }
 

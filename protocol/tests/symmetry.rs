@@ -642,6 +642,7 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
             proof_path: "p".into(),
             argv_bytes: None,
             cgroup: None,
+            allow_setns: None,
         },
         Registration::encode,
         Registration::decode,

@@ -336,6 +336,7 @@ mod tests {
             },
             proof_path: rt.proof_path(id).display().to_string(),
             cgroup: None,
+            allow_setns: None,
         };
         rt.write_registration(&reg).unwrap();
         fs::write(rt.log_path(id, Stream::Stdout), b"out").unwrap();
