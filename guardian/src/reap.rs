@@ -156,7 +156,9 @@ pub fn until_empty(
                 }
             }
         }
-        if let Err(e) = sys::poll(&mut fds, tick) {
+        // The cgroup's slot only while it is waited for: the loop polls what it watches.
+        let watched = if members_left { 3 } else { 2 };
+        if let Err(e) = sys::poll(&mut fds[..watched], tick) {
             degrade(&mut out, w, Error::Poll(e));
             continue;
         }

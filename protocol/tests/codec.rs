@@ -418,7 +418,7 @@ fn records_round_trip_and_reject_damage() {
         Err(DecodeError::Truncated { .. })
     ));
     let mut v = bytes.clone();
-    v[8] = 4;
+    v[8] = 5;
     assert!(matches!(
         Registration::decode(&v),
         Err(DecodeError::UnsupportedVersion { .. })
@@ -752,14 +752,22 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
     envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
     assert_eq!(Registration::decode(&v1).unwrap(), plain);
 
-    // A version 2 record (no `cgroup`: version 3's payload without the absent option's zero
-    // byte) decodes with it absent.
+    // A version 3 record (no `allow_setns`: version 4's payload without the absent option's
+    // zero byte) and a version 2 record (no `cgroup` either: one more zero byte less) decode
+    // with them absent.
     assert_eq!(
-        v2.last(),
-        Some(&0),
-        "an absent cgroup is one zero byte at the end"
+        &v2[v2.len() - 2..],
+        &[0, 0],
+        "an absent cgroup and an absent allow_setns are one zero byte each at the end"
     );
-    let payload2 = &v2[header..v2.len() - 1];
+    let payload3 = &v2[header..v2.len() - 1];
+    let mut old3 = vec![0u8; header + payload3.len()];
+    let mut w = Writer::new(&mut old3);
+    envelope_start(&mut w, &REGISTRATION_MAGIC, 3, 0).unwrap();
+    w.bytes(payload3).unwrap();
+    envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
+    assert_eq!(Registration::decode(&old3).unwrap(), plain);
+    let payload2 = &v2[header..v2.len() - 2];
     let mut old2 = vec![0u8; header + payload2.len()];
     let mut w = Writer::new(&mut old2);
     envelope_start(&mut w, &REGISTRATION_MAGIC, 2, 0).unwrap();
@@ -778,12 +786,20 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
         with_cgroup
     );
 
-    // Negative control: a version past 3 is refused, not guessed.
-    let mut v4 = v2.clone();
-    v4[8] = 4;
+    // Version 4 keeps the setns opt-out (X7).
+    let mut opted_out = plain.clone();
+    opted_out.allow_setns = Some(true);
+    assert_eq!(
+        Registration::decode(&opted_out.encode().unwrap()).unwrap(),
+        opted_out
+    );
+
+    // Negative control: a version past 4 is refused, not guessed.
+    let mut v5 = v2.clone();
+    v5[8] = 5;
     assert!(matches!(
-        Registration::decode(&v4),
-        Err(DecodeError::UnsupportedVersion { got: 4, .. })
+        Registration::decode(&v5),
+        Err(DecodeError::UnsupportedVersion { got: 5, .. })
     ));
 }
 
