@@ -480,29 +480,37 @@ fn run(
     // F4: a scope in a cgroup of its own is frozen, read and killed by the kernel. A member
     // that left the cgroup (a root workload can move itself) keeps the guardian alive: when no
     // proof comes within half the budget, the `/proc` path below finds and kills the rest.
-    if let (Some(g), Some((dir, events))) = (&guardian, scope_cgroup(reg)) {
+    // Without a guardian (gone, same boot) the cgroup is killed all the same (X9: an orphan
+    // that dropped the owner marker is still a member), and the `/proc` path then sweeps what
+    // carries the marker outside it and reports.
+    let mut cgroup_killed = 0;
+    if let Some((dir, events)) = scope_cgroup(reg) {
         let mut refused = Vec::new();
         let half = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;
         if let Some((killed, kill_at)) = stop_cgroup(
             &dir,
             &events,
-            g,
+            guardian.as_ref(),
             half,
             &mut signalled,
             &mut timings,
             &mut refused,
         )? {
-            let proved = StopAttempt {
-                deadline: half,
-                ..attempt(signalled, killed, timings)
-            }
-            .prove(g, Some(kill_at));
-            match proved {
-                Err(StopError::ProofTimeout { signalled: s, .. }) if refused.is_empty() => {
-                    tracing::warn!(id = %reg.id, "no proof after cgroup.kill; stopping the rest through /proc");
-                    signalled = s;
+            if let Some(g) = &guardian {
+                let proved = StopAttempt {
+                    deadline: half,
+                    ..attempt(signalled, killed, timings)
                 }
-                other => return other.map_err(|e| with_refused(e, refused)),
+                .prove(g, Some(kill_at));
+                match proved {
+                    Err(StopError::ProofTimeout { signalled: s, .. }) if refused.is_empty() => {
+                        tracing::warn!(id = %reg.id, "no proof after cgroup.kill; stopping the rest through /proc");
+                        signalled = s;
+                    }
+                    other => return other.map_err(|e| with_refused(e, refused)),
+                }
+            } else {
+                cgroup_killed = killed;
             }
         }
     }
@@ -521,20 +529,31 @@ fn run(
     timings.quiesce = t.elapsed();
 
     let t = Instant::now();
-    let mut killed = 0;
-    // T5, D4: nested guardians are not killed with the rest (see [`crate::kernel::nested`]).
-    let mut nested_id = guardian
-        .as_ref()
-        .map(|g| NestedGuardians::like(g.witness()));
+    let mut killed = cgroup_killed;
+    // T5, D4: nested guardians are not killed with the rest (see [`crate::kernel::nested`]),
+    // recognised off this thread within a bound (X9: a member's executable may be served by a
+    // member stopped now).
+    let spared: BTreeSet<u32> = match &guardian {
+        Some(g) => {
+            let pids: Vec<Pid> = held
+                .iter()
+                .filter_map(|h| procfs::pid_of(&h.witness))
+                .collect();
+            let until = deadline.min(Instant::now() + crate::kernel::nested::RECOGNITION_BOUND);
+            NestedGuardians::like(g.witness())
+                .recognise(&pids, until)
+                .into_iter()
+                .map(|i| pids[i].as_raw_nonzero().get() as u32)
+                .collect()
+        }
+        None => BTreeSet::new(),
+    };
     let mut nested: Vec<&Held> = Vec::new();
     // Children before parents (reverse discovery order): a stopped process group whose last
     // outside parent exits is orphaned, and the kernel sends it SIGHUP + SIGCONT, which would
     // resume a SIGHUP-ignoring member before its SIGKILL. Killed first, it is not stopped then.
     for h in held.iter().rev() {
-        if nested_id
-            .as_mut()
-            .is_some_and(|n| n.is_one(&h.witness, &h.comm))
-        {
+        if spared.contains(&h.witness.pid) {
             nested.push(h);
             continue;
         }
@@ -593,24 +612,27 @@ fn scope_cgroup(reg: &Registration) -> Option<(std::path::PathBuf, std::fs::File
 /// kill:
 ///
 /// ```text
-/// freeze   cgroup.freeze 1, then wait (bounded by the budget) for "frozen 1" in cgroup.events:
-///          no member runs or forks any more; not frozen in time -> thawed, Quiescence (T4)
+/// freeze   cgroup.freeze 1 (unless someone else froze it already: then it is never thawed by
+///          this stop), then wait (within the first half of the time given) for "frozen 1" in
+///          cgroup.events: no member runs or forks any more
 /// read     the exact membership: cgroup.procs of the cgroup and the cgroups below it
-/// kill     no nested guardian among them: cgroup.kill (the kernel kills every member, and
-///          anything forked meanwhile); else T5: SIGKILL each other member through a verified
-///          pidfd, thaw, and let each nested guardian reap, write its receipt and exit
-/// proof    as on every path: the guardian's exit and its receipt
+/// spare    frozen, with a guardian: T5, nested guardians recognised off this thread, bounded
+///          (`NestedGuardians::recognise`, X9)
+/// kill     none spared (or not frozen in time, X9: a member in an unanswered FUSE or NFS
+///          request never freezes): cgroup.kill, the kernel kills every member and anything
+///          forked meanwhile; else SIGKILL each other member through a pinned pidfd, thaw, and
+///          let each nested guardian reap, write its receipt and exit
+/// proof    as on every path: the guardian's exit and its receipt (the caller)
 /// ```
 ///
-/// PID reuse cannot reach a bystander: the kernel kills exactly the cgroup's members, every one
-/// a descendant of the workload (it was forked into the cgroup, and nothing leaves a cgroup it
-/// cannot write to); the pidfd path verifies start times as everywhere. `None`: the cgroup
-/// could not be frozen at all (gone, not writable): nothing was done, the `/proc` path follows.
-/// Returns how many members were killed and when.
+/// X8: `cgroup.procs` is a list of bare pids. A pid is signalled only through a pidfd opened
+/// for it and kept only when, *after* the open, `cgroup.procs` lists that pid again (see
+/// [`pin_members`]). `None`: the cgroup could not be frozen at all (gone, not writable):
+/// nothing was done, the `/proc` path follows. Returns how many members were killed and when.
 fn stop_cgroup(
     dir: &std::path::Path,
     events: &std::fs::File,
-    guardian: &Verified,
+    guardian: Option<&Verified>,
     deadline: Instant,
     signalled: &mut Vec<Sent>,
     timings: &mut StopTimings,
@@ -618,72 +640,57 @@ fn stop_cgroup(
 ) -> Result<Option<(usize, Instant)>, StopError> {
     use crate::kernel::cgroup;
     let t = Instant::now();
-    let frozen = match cgroup::freeze(dir, events, deadline) {
-        Ok(frozen) => frozen,
-        Err(e) => {
+    // Every exit path thaws what this stop froze, and nothing else.
+    let ours = !cgroup::freeze_requested(dir);
+    if ours {
+        if let Err(e) = cgroup::write(dir, "cgroup.freeze", "1") {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot freeze the scope's cgroup; using /proc");
-            let _ = cgroup::write(dir, "cgroup.freeze", "0");
             return Ok(None);
         }
-    };
+    }
     let thaw = || {
+        if !ours {
+            return;
+        }
         if let Err(e) = cgroup::write(dir, "cgroup.freeze", "0") {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot thaw the scope's cgroup");
         }
     };
-    let members = if frozen {
-        cgroup::members(dir).map_err(|e| (e, "cgroup.procs"))
-    } else {
-        Err((
-            std::io::Error::from(std::io::ErrorKind::TimedOut),
-            "cgroup.events",
-        ))
+    let freeze_until = t + deadline.saturating_duration_since(t) / 2;
+    let frozen = cgroup::wait_event(events, "frozen", freeze_until).unwrap_or(false);
+    if !frozen {
+        tracing::warn!(dir = %dir.display(), "the scope's cgroup did not freeze in time; killing it through cgroup.kill");
+    }
+    let members = match cgroup::members(dir) {
+        Ok(m) => m,
+        Err(source) => {
+            thaw();
+            return Err(StopError::Cgroup {
+                op: "cgroup.procs",
+                source,
+            });
+        }
     };
     timings.quiesce = t.elapsed();
     timings.rounds = 1;
-    let members = match members {
-        Ok(m) => m,
-        Err((e, what)) => {
-            thaw();
-            tracing::warn!(dir = %dir.display(), error = %e, what, "the scope's cgroup did not freeze");
-            return Err(StopError::Quiescence(Box::new(QuiescenceEvidence {
-                stopped: Vec::new(),
-                resumed: Vec::new(),
-                found_stopped: Vec::new(),
-                last_scan: Vec::new(),
-                rounds: 1,
-                elapsed: t.elapsed(),
-            })));
+    // T5, D4: nested guardians are spared only in a frozen cgroup of a scope with a guardian.
+    let pids: Vec<Pid> = members
+        .iter()
+        .filter_map(|&(pid, _)| Pid::from_raw(pid as i32))
+        .collect();
+    let spared: BTreeSet<u32> = match guardian {
+        Some(g) if frozen => {
+            let until = deadline.min(Instant::now() + crate::kernel::nested::RECOGNITION_BOUND);
+            NestedGuardians::like(g.witness())
+                .recognise(&pids, until)
+                .into_iter()
+                .map(|i| pids[i].as_raw_nonzero().get() as u32)
+                .collect()
         }
+        _ => BTreeSet::new(),
     };
-    // T5, D4: a nested guardian is recognised by its executable (see [`crate::kernel::nested`]); only
-    // such members cost a pidfd.
-    let mut nested_id = NestedGuardians::like(guardian.witness());
-    let mut held = Vec::new();
-    let mut nested = false;
-    for &(pid, _) in &members {
-        let Some(p) = Pid::from_raw(pid as i32) else {
-            continue;
-        };
-        // One `stat` of the executable per member; its stat line only for a candidate.
-        if !nested_id.may_be_one(p) {
-            continue;
-        }
-        let Ok(stat) = procfs::stat(p) else {
-            continue;
-        };
-        if !nested_id.is_one(&stat.witness(), &stat.comm) {
-            continue;
-        }
-        // Pinned, then read again: the witness is the pinned process's own.
-        let Some(h) = held_member(pid).filter(|h| h.witness == stat.witness()) else {
-            continue;
-        };
-        nested = true;
-        held.push(h);
-    }
     let kill_at = Instant::now();
-    if !nested {
+    if spared.is_empty() {
         cgroup::write(dir, "cgroup.kill", "1").map_err(|source| {
             thaw();
             StopError::Cgroup {
@@ -701,45 +708,71 @@ fn stop_cgroup(
         thaw();
         // cgroup.kill passes over a process whose leader thread exited before its other threads
         // (`pthread_exit` in main, T5): whatever is still a member once the cgroup should have
-        // emptied is killed through a verified pidfd (a signal to the process reaches its
-        // threads).
-        // The guardian's exit (its pidfd) is the usual end: it reaps the killed tree at once.
-        let quarter = deadline.saturating_duration_since(Instant::now()) / 4;
-        let exited = guardian.wait_exit(Some(quarter)).unwrap_or(false);
-        let empty =
-            exited || cgroup::wait_event_zero(events, "populated", Instant::now()).unwrap_or(false);
+        // emptied is killed through a pinned pidfd (a signal to the process reaches its
+        // threads). The guardian's exit (its pidfd) is the usual end: it reaps the killed tree
+        // at once; without one, the cgroup's own `populated 0`.
+        let quarter = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 4;
+        let empty = match guardian {
+            Some(g) => {
+                g.wait_exit(Some(quarter.saturating_duration_since(Instant::now())))
+                    .unwrap_or(false)
+                    || cgroup::wait_event_zero(events, "populated", Instant::now()).unwrap_or(false)
+            }
+            None => cgroup::wait_event_zero(events, "populated", quarter).unwrap_or(false),
+        };
         if !empty {
-            let left = cgroup::members(dir).unwrap_or_default();
-            for &(pid, _) in &left {
-                if let Some(h) = held_member(pid) {
-                    kill_member(&h, signalled, refused)?;
-                }
+            let left: Vec<u32> = cgroup::members(dir)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(pid, _)| pid)
+                .collect();
+            for h in pin_members(dir, &left) {
+                kill_member(&h, signalled, refused)?;
             }
         }
         return Ok(Some((members.len(), kill_at)));
     }
-    // T5 on the cgroup path: every member but the nested guardians, by pidfd.
-    let spared: BTreeSet<u32> = held.iter().map(|h| h.witness.pid).collect();
+    // T5 on the cgroup path: every member but the nested guardians, by pinned pidfd.
+    let all: Vec<u32> = members.iter().map(|&(pid, _)| pid).collect();
+    let (nested, others): (Vec<Held>, Vec<Held>) = pin_members(dir, &all)
+        .into_iter()
+        .partition(|h| spared.contains(&h.witness.pid));
     let mut killed = 0;
-    for &(pid, _) in members.iter().rev() {
-        if spared.contains(&pid) {
-            continue;
-        }
-        let Some(h) = held_member(pid) else {
-            continue;
-        };
-        if kill_member(&h, signalled, refused)? {
+    for h in others.iter().rev() {
+        if kill_member(h, signalled, refused)? {
             killed += 1;
         }
     }
     thaw();
-    let nested: Vec<&Held> = held.iter().collect();
+    let nested: Vec<&Held> = nested.iter().collect();
     killed += let_nested_guardians_finish(&nested, deadline, signalled, refused)?;
     Ok(Some((killed, kill_at)))
 }
 
+/// X8: the members `pids` (read from `cgroup.procs` earlier) pinned by pidfd, each kept only
+/// when `cgroup.procs` lists its pid again after every pidfd was opened.
+///
+/// A pid read earlier may have been freed and taken by a bystander before its `pidfd_open`.
+/// The re-read settles it: a process held by a pidfd that was still alive when its pid was
+/// listed is that member; one that has died since only makes its pidfd signal nobody (`ESRCH`,
+/// or a zombie), whoever takes the number afterwards. A bystander outside the cgroup is never
+/// listed, so its pidfd is dropped unsignalled.
+fn pin_members(dir: &std::path::Path, pids: &[u32]) -> Vec<Held> {
+    let held: Vec<Held> = pids.iter().filter_map(|&pid| held_member(pid)).collect();
+    if held.is_empty() {
+        return held;
+    }
+    let listed: BTreeSet<u32> = match crate::kernel::cgroup::members(dir) {
+        Ok(m) => m.into_iter().map(|(pid, _)| pid).collect(),
+        Err(_) => return Vec::new(),
+    };
+    held.into_iter()
+        .filter(|h| listed.contains(&h.witness.pid))
+        .collect()
+}
+
 /// A cgroup member, pinned by a pidfd opened before its stat is read (so the witness is that
-/// process's own); `None` when it is gone.
+/// process's own); `None` when it is gone. Not yet proven a member: see [`pin_members`].
 fn held_member(pid: u32) -> Option<Held> {
     let p = Pid::from_raw(pid as i32)?;
     let pinned = signal::Pinned::open(p).ok()??;

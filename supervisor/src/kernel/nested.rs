@@ -24,15 +24,28 @@
 //! `/proc/PID/exe`. Without it the rule falls back to the outer guardian's command name (a
 //! workload can take that name, and gains the same bounded wait, nothing more).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use refine_protocol::mark;
 use refine_protocol::ProcessWitness;
+use rustix::fs::{AtFlags, StatxFlags};
 use rustix::process::Pid;
 
-use crate::kernel::procfs::{self, Comm};
+use crate::kernel::procfs;
+
+/// The longest a stop spends recognising nested guardians (within its own budget): members not
+/// recognised by then are taken for ordinary members.
+pub const RECOGNITION_BOUND: Duration = Duration::from_millis(250);
+/// A reader that has not answered for this long is taken for stuck (its file is served by a
+/// stopped process): the next member goes to another reader.
+const STUCK_AFTER: Duration = Duration::from_millis(10);
+/// At most this many readers per stop (each one stuck holds one executable).
+const MAX_READERS: usize = 8;
 
 /// Recognises nested guardians among the members of one scope (one stop attempt).
 pub struct NestedGuardians {
@@ -41,9 +54,28 @@ pub struct NestedGuardians {
     /// Its command name, read when first needed: the fallback when an executable cannot be
     /// opened (a stop that can open every member's executable never reads it).
     outer_comm: Option<Option<String>>,
-    /// Whether an executable, by `(st_dev, st_ino)`, carries the mark: a scope of a thousand
-    /// `sleep`s costs one section read.
-    seen: HashMap<(u64, u64), bool>,
+    /// Whether an executable, by `(st_dev, st_ino)`, carries the mark (`None`: a reader is on
+    /// it): a scope of a thousand `sleep`s costs one section read. Shared with the readers.
+    seen: Arc<Mutex<Seen>>,
+}
+
+#[derive(Default)]
+struct Seen {
+    marks: HashMap<(u64, u64), Option<bool>>,
+    /// Members waiting for a reader that is on their executable: (index, executable).
+    waiting: Vec<(usize, (u64, u64))>,
+}
+
+/// What a reader found for member `index`.
+enum Found {
+    /// Its executable carries the mark, or not.
+    Marked(usize, bool),
+    /// Its executable cannot be opened (not dumpable, gone): the command-name rule decides.
+    Unknown(usize),
+}
+
+fn seen(m: &Mutex<Seen>) -> MutexGuard<'_, Seen> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl NestedGuardians {
@@ -52,52 +84,166 @@ impl NestedGuardians {
         NestedGuardians {
             outer,
             outer_comm: None,
-            seen: HashMap::new(),
+            seen: Arc::default(),
         }
     }
 
-    /// Whether `pid` can be a nested guardian at all: `false` when its executable can be
-    /// stat'ed and does not carry the mark. A member for which this is `false` needs no
-    /// `/proc/PID/stat` read: [`NestedGuardians::is_one`] would say `false` too.
-    pub(crate) fn may_be_one(&mut self, pid: Pid) -> bool {
-        self.marked_exe(pid).unwrap_or(true)
-    }
-
-    /// Whether the (stopped) member `witness`, whose command name the last scan read as
-    /// `comm`, is a nested guardian: it has exec'd since its fork, and its executable carries
-    /// the guardian's mark (or, when the executable cannot be opened, it has the outer
-    /// guardian's name).
-    pub(crate) fn is_one(&mut self, witness: &ProcessWitness, comm: &Comm) -> bool {
-        let Some(pid) = procfs::pid_of(witness) else {
-            return false;
-        };
-        let marked = match self.marked_exe(pid) {
-            Some(marked) => marked,
-            None => {
-                let outer = self.outer;
-                self.outer_comm
-                    .get_or_insert_with(|| {
-                        procfs::pid_of(&outer).and_then(|p| procfs::comm(p).ok().flatten())
-                    })
-                    .as_ref()
-                    .is_some_and(|c| c.as_bytes() == comm.as_bytes())
+    /// Which of `pids` (stopped or frozen members) are nested guardians: each has exec'd since
+    /// its fork, and its executable carries the guardian's mark (or, when the executable cannot
+    /// be opened, it has the outer guardian's name). Returned as their indices in `pids`.
+    ///
+    /// X9: no file is touched on the calling thread. An executable may be served by a process
+    /// of the very scope being stopped (FUSE, NFS), which is frozen or stopped now: `stat` or
+    /// `open` of it would wait for ever. Readers on threads of their own do it, each on one
+    /// member at a time; a reader silent for [`STUCK_AFTER`] is left behind and another takes the
+    /// next member, and whatever has no answer by `until` is not a guardian (it is killed like
+    /// any member). A reader left behind ends when its file answers or fails (the serving
+    /// process is killed by this stop); its answer then goes nowhere.
+    pub(crate) fn recognise(&mut self, pids: &[Pid], until: Instant) -> Vec<usize> {
+        if pids.is_empty() {
+            return Vec::new();
+        }
+        let queue: Arc<Mutex<VecDeque<(usize, Pid)>>> =
+            Arc::new(Mutex::new(pids.iter().copied().enumerate().collect()));
+        let (tx, rx) = mpsc::channel();
+        let spawn = |readers: &mut usize| {
+            let (queue, seen, tx) = (queue.clone(), self.seen.clone(), tx.clone());
+            let spawned = std::thread::Builder::new()
+                .name("refine-exe-reader".into())
+                .spawn(move || read_marks(&queue, &seen, &tx));
+            if spawned.is_ok() {
+                *readers += 1;
             }
         };
-        marked && exec_d(pid)
+        let mut readers = 0;
+        spawn(&mut readers);
+        let mut answered: Vec<Option<Found>> = (0..pids.len()).map(|_| None).collect();
+        let mut left = pids.len();
+        while left > 0 {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            match rx.recv_timeout(STUCK_AFTER.min(until - now)) {
+                Ok(found) => {
+                    let i = match found {
+                        Found::Marked(i, _) | Found::Unknown(i) => i,
+                    };
+                    if answered[i].is_none() {
+                        left -= 1;
+                    }
+                    answered[i] = Some(found);
+                }
+                // Silent: a reader may be stuck on a served file; another takes the next member.
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let pending = !queue.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+                    if (pending || readers == 0) && readers < MAX_READERS {
+                        spawn(&mut readers);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        // Nothing more is read: members still queued are not guardians.
+        queue.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        let mut out = Vec::new();
+        for (i, found) in answered.into_iter().enumerate() {
+            let marked = match found {
+                None | Some(Found::Marked(_, false)) => continue,
+                Some(Found::Marked(_, true)) => true,
+                Some(Found::Unknown(_)) => self.has_outer_name(pids[i]),
+            };
+            if marked && exec_d(pids[i]) {
+                out.push(i);
+            }
+        }
+        out
     }
 
-    /// Whether `pid`'s executable carries the mark; `None` when it cannot be stat'ed. One
-    /// `stat` per member (a stopped process cannot exec, so its executable stays the file
-    /// stat'ed); the section is read once per executable.
-    fn marked_exe(&mut self, pid: Pid) -> Option<bool> {
+    /// Whether `pid` has the outer guardian's command name (both read from `/proc`).
+    fn has_outer_name(&mut self, pid: Pid) -> bool {
+        let outer = self.outer;
+        let outer = self.outer_comm.get_or_insert_with(|| {
+            procfs::pid_of(&outer).and_then(|p| procfs::comm(p).ok().flatten())
+        });
+        let Some(outer) = outer.as_deref() else {
+            return false;
+        };
+        procfs::comm(pid).ok().flatten().is_some_and(|c| c == outer)
+    }
+}
+
+/// One reader: takes members off `queue` until it is empty; for each, the identity of its
+/// executable (`statx` that asks the file system nothing, `AT_STATX_DONT_SYNC`), then, once per
+/// executable, whether it carries the mark. No lock is held while a file is read.
+fn read_marks(
+    queue: &Mutex<VecDeque<(usize, Pid)>>,
+    seen_by: &Mutex<Seen>,
+    tx: &mpsc::Sender<Found>,
+) {
+    loop {
+        let Some((i, pid)) = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front() else {
+            return;
+        };
         let exe = format!("/proc/{}/exe", pid.as_raw_nonzero());
-        let meta = std::fs::metadata(&exe).ok()?;
-        Some(
-            *self
-                .seen
-                .entry((meta.dev(), meta.ino()))
-                .or_insert_with(|| File::open(&exe).is_ok_and(|f| carries_mark(&f))),
-        )
+        let key = match rustix::fs::statx(
+            rustix::fs::CWD,
+            exe.as_str(),
+            AtFlags::STATX_DONT_SYNC,
+            StatxFlags::INO,
+        ) {
+            Ok(st) => (
+                rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
+                st.stx_ino,
+            ),
+            Err(_) => {
+                let _ = tx.send(Found::Unknown(i));
+                continue;
+            }
+        };
+        {
+            let mut s = seen(seen_by);
+            match s.marks.get(&key) {
+                Some(Some(marked)) => {
+                    let _ = tx.send(Found::Marked(i, *marked));
+                    continue;
+                }
+                Some(None) => {
+                    s.waiting.push((i, key));
+                    continue;
+                }
+                None => {
+                    s.marks.insert(key, None);
+                }
+            }
+        }
+        let marked = File::open(&exe).map(|f| carries_mark(&f));
+        let mut s = seen(seen_by);
+        let answer = |j| match marked {
+            Ok(m) => Found::Marked(j, m),
+            Err(_) => Found::Unknown(j),
+        };
+        match marked {
+            Ok(m) => {
+                s.marks.insert(key, Some(m));
+            }
+            // Not opened (not dumpable): each member is decided by its name; the next one
+            // with this executable tries again.
+            Err(_) => {
+                s.marks.remove(&key);
+            }
+        }
+        let _ = tx.send(answer(i));
+        let mut waiting = std::mem::take(&mut s.waiting);
+        waiting.retain(|&(j, k)| {
+            if k == key {
+                let _ = tx.send(answer(j));
+                false
+            } else {
+                true
+            }
+        });
+        s.waiting = waiting;
     }
 }
 

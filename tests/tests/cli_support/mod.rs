@@ -106,11 +106,17 @@ impl Home {
     /// Starts `run -- ARGV` streaming, waits until its stdout printed `ready`, and returns the
     /// child (the run process) with the registration id found in `ps`.
     pub fn run_until_ready(&self, argv: &[&str]) -> (Child, String) {
+        self.run_until_ready_with(self.command(&[]), argv)
+    }
+
+    /// [`Home::run_until_ready`] through `base` (a [`Home::command`] with no arguments yet, its
+    /// environment set by the caller: `REFINE_CGROUP=off` for the `/proc` stop path).
+    pub fn run_until_ready_with(&self, mut base: Command, argv: &[&str]) -> (Child, String) {
         let before: Vec<String> = self.ps().iter().map(|r| r["id"].to_string()).collect();
         let mut args = vec!["run", "--"];
         args.extend_from_slice(argv);
-        let mut child = self
-            .command(&args)
+        let mut child = base
+            .args(&args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
