@@ -265,14 +265,6 @@ pub fn freeze_requested(dir: &Path) -> bool {
         .is_ok_and(|v| v.trim() == "1")
 }
 
-/// Whether `cgroup.events` says `populated 1` (a member lives in the cgroup or below it).
-pub fn populated(events: &std::fs::File) -> bool {
-    let mut buf = [0u8; 256];
-    events
-        .read_at(&mut buf, 0)
-        .is_ok_and(|n| keyed(&String::from_utf8_lossy(&buf[..n]), "populated") == Some(1))
-}
-
 /// The cgroup's `cgroup.events`, opened once for a stop: the freeze and the end are both read
 /// from it.
 pub fn events(dir: &Path) -> io::Result<std::fs::File> {
