@@ -222,8 +222,10 @@ struct Relay {
     asked_to_end: Option<i32>,
     /// When the grace of that first one is over and the scope ends through the shared stop.
     cancel_at: Option<Instant>,
-    /// A termination request came and [`Relay::wait`] has not told it yet.
-    unseen_end: bool,
+    /// The last termination request that came and [`Relay::wait`] has not told yet.
+    unseen_end: Option<i32>,
+    /// The last termination request that came once the workload had ended (X10): `run`'s own.
+    after_workload: Option<i32>,
 }
 
 /// The launch once its engine has returned: nothing more reaches its workload.
@@ -234,6 +236,9 @@ impl LaunchAsks for Ended {
     fn cancel(&mut self) {}
     fn stopped(&mut self, stop: &mut dyn FnMut()) {
         stop();
+    }
+    fn workload_running(&self) -> bool {
+        false
     }
 }
 
@@ -251,7 +256,8 @@ impl Relay {
             grace,
             asked_to_end: None,
             cancel_at: None,
-            unseen_end: false,
+            unseen_end: None,
+            after_workload: None,
         })
     }
 
@@ -265,7 +271,10 @@ impl Relay {
                 // `run`'s own write to a gone reader: not for the workload (W3, W12).
                 libc::SIGPIPE if !taken.sent_by_another_process() => {}
                 libc::SIGINT | libc::SIGTERM => {
-                    self.unseen_end = true;
+                    self.unseen_end = Some(sig);
+                    if !launch.workload_running() {
+                        self.after_workload = Some(sig);
+                    }
                     match self.asked_to_end {
                         // The same request again: at once.
                         Some(first) if first == sig => launch.cancel(),
@@ -293,15 +302,15 @@ impl Relay {
         }
     }
 
-    /// After the launch: waits for a signal up to `bound` and takes what came; true if a
-    /// `SIGINT`/`SIGTERM` came since the last call (or while the launch ran).
-    fn wait(&mut self, bound: Duration) -> bool {
+    /// After the launch: waits for a signal up to `bound` and takes what came; the last
+    /// `SIGINT`/`SIGTERM` that came since the last call (or while the launch ran).
+    fn wait(&mut self, bound: Duration) -> Option<i32> {
         use rustix::event::{PollFd, PollFlags};
         let mut fds = [PollFd::new(&self.signals, PollFlags::IN)];
         let _ =
             refine_supervisor::launch::capture::poll_until(&mut fds, Some(Instant::now() + bound));
         self.take(&mut Ended);
-        std::mem::take(&mut self.unseen_end)
+        self.unseen_end.take()
     }
 }
 
@@ -439,7 +448,7 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
     let mut result = handle
         .wait_beside(&mut relay)
         .map_err(ServiceError::Launch)?;
-    let code = exit_code(&result);
+    let mut code = exit_code(&result);
     // The `stop` scope policy (quality), or the completion deadline, which bounds the whole
     // scope (W7), ends the residue on the engine's watch thread: see it through before this
     // process exits, or the stop would die with us.
@@ -473,7 +482,7 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
                 .min(SIGNAL_POLL);
             ended = result.scope_watch.wait(slice).is_some().then_some(());
             // SIGINT/SIGTERM: the residue is not held to its deadline any longer (W7, W9).
-            if ended.is_none() && relay.wait(Duration::ZERO) && !residue_stopped {
+            if ended.is_none() && relay.wait(Duration::ZERO).is_some() && !residue_stopped {
                 stop_residue(&result);
                 residue_stopped = true;
                 end = end.min(Instant::now() + RESIDUE_STOP_WAIT);
@@ -492,7 +501,17 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
         // The workload ended by itself and nothing holds the streams any more: what it wrote
         // reaches our reader (at its pace) before we exit, as its own writes would have had
         // to. A workload that was ended (deadline, cancel) leaves what it wrote unread.
-        result.capture.wait_delivered();
+        // X10: a stream still open after the drain was closed (a holder outside the scope
+        // cannot keep `run` here): what is left is a slow reader's pace. A SIGINT or SIGTERM
+        // that came after the workload's exit (none is left to take it: `run`'s own) ends
+        // `run` at once with 128+n, as it would end a bare command's shell.
+        while !result.capture.wait_delivered_for(SIGNAL_POLL) {
+            relay.wait(Duration::ZERO);
+            if let Some(sig) = relay.after_workload {
+                code = 128 + sig;
+                break;
+            }
+        }
     }
     if args.json {
         // The reader went away (`run --json | true`) or the output failed: the document cannot

@@ -60,6 +60,9 @@ pub const DEFAULT_KEEP: usize = 16 * 1024 * 1024;
 pub const FINAL_DRAIN: Duration = Duration::from_millis(200);
 /// Size of one read.
 pub(crate) const READ_CHUNK: usize = 256 * 1024;
+/// Reads [`Capture::close_held_outside`] makes of a stream before it closes it: a full pipe
+/// ([`PIPE_SIZE`]) and as much again.
+const HELD_OUTSIDE_READS: usize = 2 * PIPE_SIZE / READ_CHUNK;
 /// Bytes one `splice` moves at most (the pipe holds [`PIPE_SIZE`]).
 const SPLICE_CHUNK: usize = 1024 * 1024;
 /// Reads per stream per wake-up: a busy stream cannot starve the others or the control fds.
@@ -127,6 +130,10 @@ pub enum Incomplete {
     /// The reader of the forwarded stream went away: its read end was closed, as a broken
     /// pipe would have been without the wrapper. The artifact holds what was read until then.
     ReaderGone,
+    /// X10: the scope had ended (its receipt verified) and a process outside it still held
+    /// the stream open: the read end was closed after the final drain, so nothing written
+    /// after the scope's end lands in its artifact.
+    HeldOutside,
 }
 
 impl std::fmt::Display for Incomplete {
@@ -145,6 +152,7 @@ impl std::fmt::Display for Incomplete {
                 )
             }
             Incomplete::ReaderGone => write!(f, "the reader of the forwarded stream went away"),
+            Incomplete::HeldOutside => write!(f, "held open outside the scope"),
             Incomplete::DrainEnded { drain } => {
                 write!(f, "final drain of {drain:?} ended before end of file")
             }
@@ -253,6 +261,15 @@ impl CaptureResult {
     pub fn wait_delivered(&self) {
         if let Some(rx) = &self.tail_done {
             let _ = rx.recv();
+        }
+    }
+
+    /// [`CaptureResult::wait_delivered`] for at most `bound`: true once everything is
+    /// delivered, false if the bound passed first.
+    pub fn wait_delivered_for(&self, bound: Duration) -> bool {
+        match &self.tail_done {
+            Some(rx) => !matches!(rx.recv_timeout(bound), Err(mpsc::RecvTimeoutError::Timeout)),
+            None => true,
         }
     }
 
@@ -526,6 +543,8 @@ struct Reader {
     /// Read bytes the forward has not taken yet; while any wait, the stream is not read.
     pending: Vec<u8>,
     reader_gone: bool,
+    /// Closed by [`Capture::close_held_outside`].
+    held_outside: bool,
 }
 
 enum ReadOutcome {
@@ -662,6 +681,45 @@ impl Reader {
         self.fd.is_none() && self.pending.is_empty()
     }
 
+    /// X10: takes what the pipe holds now (the scope's last writes, a forward's back-pressure
+    /// notwithstanding: at most [`HELD_OUTSIDE_READS`] chunks), then closes the read end.
+    fn close_outside(
+        &mut self,
+        buf: &mut [u8],
+        keep_max: usize,
+        on: &mut impl FnMut(Stream, &[u8]),
+    ) {
+        for _ in 0..HELD_OUTSIDE_READS {
+            let Some(fd) = self.fd.as_ref() else {
+                return;
+            };
+            match rustix::io::read(fd, &mut *buf) {
+                Ok(0) => {
+                    self.fd = None;
+                    return;
+                }
+                Ok(n) => {
+                    let chunk = &buf[..n];
+                    self.absorb(chunk, keep_max, on);
+                    if self.forward.is_some() {
+                        self.pending.extend_from_slice(chunk);
+                    }
+                }
+                Err(Errno::INTR) => {}
+                Err(Errno::IO) if self.pty => {
+                    self.fd = None;
+                    return;
+                }
+                Err(_) => break,
+            }
+        }
+        if self.fd.take().is_some() {
+            self.held_outside = true;
+        }
+        self.sink.idle();
+        self.flush();
+    }
+
     /// Forwards what the destination takes now. A reader that went away breaks the stream: its
     /// read end is closed, so the workload's next write fails as it would have unwrapped.
     fn flush(&mut self) {
@@ -706,6 +764,9 @@ impl Reader {
         }
         if self.reader_gone {
             return StreamState::Incomplete(Incomplete::ReaderGone);
+        }
+        if self.held_outside {
+            return StreamState::Incomplete(Incomplete::HeldOutside);
         }
         if let Some(cap) = self.sink.cap.filter(|_| self.sink.capped) {
             return StreamState::Incomplete(Incomplete::ArtifactCap { cap });
@@ -804,6 +865,7 @@ impl Capture {
                 forward: src.forward,
                 pending: Vec::new(),
                 reader_gone: false,
+                held_outside: false,
                 artifact: src.artifact.clone(),
                 sink: Sink {
                     file: None,
@@ -884,6 +946,34 @@ impl Capture {
     /// The final drain has ended (it started and its deadline passed).
     pub(crate) fn drain_over(&self, now: Instant) -> bool {
         self.drain_deadline.is_some_and(|d| now >= d)
+    }
+
+    /// X10: the scope has ended with proof, so a stream still open is held by a process
+    /// outside it: what the pipe holds now is read, then the read end is closed and the stream
+    /// is incomplete ([`Incomplete::HeldOutside`]). Bytes already read still reach a forward.
+    pub fn close_held_outside(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = vec![0; READ_CHUNK];
+        }
+        let keep_max = self.config.keep_max;
+        let cb = &mut self.callback;
+        let mut on = |s: Stream, b: &[u8]| {
+            if let Some(cb) = cb.as_mut() {
+                cb(s, b)
+            }
+        };
+        for r in &mut self.readers {
+            r.close_outside(&mut self.buf, keep_max, &mut on);
+        }
+    }
+
+    /// The scope's receipt came: the drain lasts at least [`CaptureConfig::drain`] from now
+    /// (X10: a stream the scope's last process wrote to gets the same time as the first drain).
+    pub fn extend_drain(&mut self, now: Instant) {
+        let at = now + self.config.drain;
+        if let Some(d) = self.drain_deadline.as_mut() {
+            *d = (*d).max(at);
+        }
     }
 
     /// Capture is over: every stream closed, or the final drain has ended.

@@ -433,6 +433,7 @@ impl Engine {
                 st.status.get_or_insert(receipt.status);
                 st.receipt = Some(receipt);
                 self.capture.begin_drain(now);
+                self.capture.extend_drain(now);
             }
             GuardianEvent::GuardianFailed { code, errno } => {
                 tracing::error!(id = %self.registration.id, code, errno, "guardian failed");
@@ -659,6 +660,12 @@ impl Engine {
         if let Err(e) = runtime.write_result(&result) {
             tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot record the launch result");
         }
+        // X10: with the receipt in, nothing of the scope is left to write: a stream still open
+        // is held by a process outside it, and is closed rather than tailed.
+        let mut capture = capture;
+        if st.receipt.is_some() {
+            capture.close_held_outside();
+        }
         let capture = match &residues {
             Some(r) => capture.finish_with(|t| r.tail(t)),
             None => capture.finish(),
@@ -801,6 +808,11 @@ pub trait LaunchAsks {
     /// launch's output kept flowing meanwhile
     /// ([`crate::launch::capture::Capture::flowing_while_stopped`]).
     fn stopped(&mut self, stop: &mut dyn FnMut());
+    /// Whether the workload process still runs (its exit not yet reported): a signal that
+    /// comes after it is not the workload's any more.
+    fn workload_running(&self) -> bool {
+        true
+    }
 }
 
 struct Asked<'a> {
@@ -820,6 +832,10 @@ impl LaunchAsks for Asked<'_> {
 
     fn stopped(&mut self, stop: &mut dyn FnMut()) {
         self.engine.capture.flowing_while_stopped(stop);
+    }
+
+    fn workload_running(&self) -> bool {
+        self.st.status.is_none()
     }
 }
 
