@@ -348,6 +348,11 @@ pub struct ArtifactDoc {
     pub path: PathBuf,
     pub exists: bool,
     pub bytes: u64,
+    /// Why the artifact does not hold every byte of its stream, as its capture receipt says
+    /// (a cap, a final drain, a stream held open outside the scope, X10); none when the
+    /// stream was read to its end or no receipt is there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 /// The registration record as `show` prints it.

@@ -36,6 +36,22 @@ pub(crate) fn artifact_doc(p: &Path) -> ArtifactDoc {
         path: p.to_owned(),
         exists: bytes.is_ok(),
         bytes: bytes.unwrap_or(0),
+        incomplete: None,
+    }
+}
+
+/// What the capture receipt at `path` says of the stream `name` when it was not read whole:
+/// `incomplete: ...` or `capture failure: ...`. None when there is no receipt (every stream
+/// was whole), it cannot be read, or the stream ended at end of file.
+pub(crate) fn capture_end(path: &Path, name: &str) -> Option<String> {
+    use refine_protocol::record::{CaptureReceipt, StreamEnd, MAX_RECORD};
+    let bytes = refine_supervisor::store::registry::read_bounded(path, MAX_RECORD).ok()?;
+    let receipt = CaptureReceipt::decode(&bytes).ok()?;
+    let stream = receipt.streams.into_iter().find(|s| s.name == name)?;
+    match stream.end {
+        StreamEnd::Eof => None,
+        StreamEnd::Incomplete(why) => Some(format!("incomplete: {why}")),
+        StreamEnd::CaptureFailure(why) => Some(format!("capture failure: {why}")),
     }
 }
 

@@ -12,10 +12,10 @@ use refine_protocol::record::StallRecord;
 use refine_protocol::{Kind, Receipt, Registration, RegistrationId, StopCause};
 
 use super::docs::{
-    artifact_doc, forget_doc, record_doc, retention_doc, stray_doc, utc, watch_doc, ArtifactsDoc,
-    AssessmentDoc, GcDoc, KindUnreadable, ProcessDoc, ReceiptDoc, RecoverAction, RecoverDoc,
-    RecoverEntryDoc, ResidueStopDoc, ResultDoc, ScopeKind, ShowDoc, State, StatusFields,
-    StopDetail, StopDoc, StopFailed, StopOutcomeDoc, StopTimingsDoc, UsageDoc,
+    artifact_doc, forget_doc, record_doc, retention_doc, stray_doc, utc, watch_doc, ArtifactDoc,
+    ArtifactsDoc, AssessmentDoc, GcDoc, KindUnreadable, ProcessDoc, ReceiptDoc, RecoverAction,
+    RecoverDoc, RecoverEntryDoc, ResidueStopDoc, ResultDoc, ScopeKind, ShowDoc, State,
+    StatusFields, StopDetail, StopDoc, StopFailed, StopOutcomeDoc, StopTimingsDoc, UsageDoc,
 };
 use super::error::{CliError, ServiceError, SpecError};
 use refine_supervisor::error_chain;
@@ -191,9 +191,16 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
         record: record_doc(&reg),
         result,
         receipt: a.receipt.as_ref().map(ReceiptDoc::of),
-        artifacts: ArtifactsDoc {
-            stdout: artifact_doc(Path::new(&reg.stdout_path)),
-            stderr: artifact_doc(Path::new(&reg.stderr_path)),
+        artifacts: {
+            let receipt = rt.capture_receipt_path(id);
+            let doc = |path: &str, name: &str| ArtifactDoc {
+                incomplete: super::docs::capture_end(&receipt, name),
+                ..artifact_doc(Path::new(path))
+            };
+            ArtifactsDoc {
+                stdout: doc(&reg.stdout_path, "stdout"),
+                stderr: doc(&reg.stderr_path, "stderr"),
+            }
         },
         watch: stall_record(rt, &reg, a.state).map(|r| watch_doc(&r)),
         processes: if a.state == State::Live {

@@ -576,7 +576,11 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         } else {
             "no output".into()
         };
-        lines.push((heading, format!("{} ({size})", a.path.display())));
+        let line = match &a.incomplete {
+            Some(why) => format!("{} ({size}; {why})", a.path.display()),
+            None => format!("{} ({size})", a.path.display()),
+        };
+        lines.push((heading, line));
     }
     if !rec.purpose.is_empty() {
         let meta: Vec<String> = rec
