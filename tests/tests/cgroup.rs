@@ -256,10 +256,14 @@ fn run_forks_into_a_cgroup_removes_it_after_the_receipt_and_without_it_stays_in_
     let own = cgroup_of(std::process::id()).expect("own cgroup");
     assert_ne!(inside, own, "the workload ran in the launcher's cgroup");
     let id = inside.rsplit('/').next().expect("id");
+    // Below the runtime's own parent (`gc` sweeps only its own).
+    let runtime = std::fs::read_to_string(home.run_dir().join("runtime-id")).expect("runtime-id");
+    let dir = base.join(runtime.trim()).join(id);
     assert!(
-        !base.join(id).exists(),
-        "the scope's cgroup was not removed"
+        inside.ends_with(&format!("/refine/{}/{id}", runtime.trim())),
+        "{inside} is not below the runtime's parent"
     );
+    assert!(!dir.exists(), "the scope's cgroup was not removed");
     // `show` reports it; the result's CPU times came from its cpu.stat before it went.
     let doc = home.json(&["show", "--json", id]);
     assert_eq!(doc["record"]["cgroup"]["forked_into"], true, "{doc}");
@@ -421,7 +425,8 @@ fn a_cgroup_left_by_a_launcher_that_died_after_the_receipt_goes_at_the_next_reco
     let _ = serve.kill();
     let _ = serve.wait();
     assert!(proven, "no receipt for {id}");
-    let dir = base.join(&id);
+    let runtime = std::fs::read_to_string(home.run_dir().join("runtime-id")).expect("runtime-id");
+    let dir = base.join(runtime.trim()).join(&id);
     assert!(
         dir.exists(),
         "the dead service's cgroup is expected to stay until recovery"

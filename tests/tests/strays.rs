@@ -121,3 +121,138 @@ fn gc_collects_what_no_record_covers_and_dry_run_lists_only_that() {
     assert_eq!(before_real, after_real, "a registered launch lost files");
     assert_eq!(home.state(&real), "exited");
 }
+
+/// Issue 38 item 4: a launcher killed between its scope's cgroup `mkdir` and its record
+/// (`strace` kills `run` at its first `sendmsg`, the guardian's handshake) leaves a cgroup no
+/// record names. Scopes' cgroups live below the runtime's own parent, `<base>/<runtime>/ID`, so
+/// `gc` sweeps only its own: the aborted launch's cgroup, once older than a launch takes to
+/// register, is listed by `gc --dry-run` and removed by `gc`; one made just now is kept (a
+/// launch may be registering), and so is the cgroup of another runtime.
+#[test]
+fn gc_removes_the_cgroup_an_aborted_launch_left() {
+    use refine_supervisor::kernel::cgroup;
+    cgroup::configure(cgroup::Setting::Auto);
+    let base = match cgroup::base() {
+        Ok(b) => b.to_owned(),
+        Err(why) => {
+            eprintln!("skipped: no writable cgroup v2 ({why})");
+            return;
+        }
+    };
+    if Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("skipped: no strace to kill the launcher between mkdir and record");
+        return;
+    }
+    let home = Home::new();
+    // The runtime exists (and has its id) before the aborted launch.
+    let (out, doc) = home.run_json(&["true"]);
+    assert!(out.status.success(), "{doc}");
+    let runtime = std::fs::read_to_string(home.run_dir().join("runtime-id")).expect("runtime-id");
+    let parent = base.join(runtime.trim());
+    let listing = |dir: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.path())
+                    .filter(|p| p.is_dir())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let before = listing(&parent);
+    let mut killed = Command::new("strace");
+    killed
+        .args([
+            "-f",
+            "-o",
+            "/dev/null",
+            "-e",
+            "inject=sendmsg:signal=SIGKILL:when=1",
+        ])
+        .arg(refine_tests::bin("refine-supervisor"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["--port", &home.port.to_string(), "run", "--", "true"])
+        .stdin(std::process::Stdio::null());
+    let out = output_of(killed);
+    // strace ends as its tracee did: killed by SIGKILL.
+    use std::os::unix::process::ExitStatusExt;
+    assert!(
+        out.status.signal() == Some(libc::SIGKILL) || out.status.code() == Some(128 + 9),
+        "strace reports the SIGKILL: {out:?}"
+    );
+    let left: Vec<PathBuf> = listing(&parent)
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    assert_eq!(
+        left.len(),
+        1,
+        "the aborted launch left one cgroup below the runtime's parent {}: {left:?}",
+        parent.display()
+    );
+    let aborted = left[0].clone();
+    // One just made (a launch registering now) and another runtime's, both named for no
+    // record of this runtime.
+    let young = parent.join("e4e4e4e4e4e4e4e4e4e4e4e4e4e4e4e4");
+    let other_parent = base.join("f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5");
+    let other = other_parent.join("a6a6a6a6a6a6a6a6a6a6a6a6a6a6a6a6");
+    for d in [&young, &other_parent, &other] {
+        std::fs::create_dir(d).expect("mkdir cgroup");
+    }
+    for d in [&aborted, &other] {
+        touch(d, "2 hours ago");
+    }
+    let cleanup = || {
+        for d in [&young, &other, &other_parent, &aborted] {
+            let _ = std::fs::remove_dir(d);
+        }
+    };
+
+    let args = ["gc", "--dry-run", "--json"];
+    let out = home.cli(&args);
+    let dry = parse(&args, &out);
+    let listed = |doc: &serde_json::Value, dir: &Path| -> Option<serde_json::Value> {
+        doc["strays"]
+            .as_array()?
+            .iter()
+            .find(|s| s["path"].as_str() == Some(&*dir.to_string_lossy()))
+            .cloned()
+    };
+    let entry = listed(&dry, &aborted);
+    let young_entry = listed(&dry, &young);
+    let other_entry = listed(&dry, &other);
+    let still = aborted.is_dir();
+    let args = ["gc", "--json"];
+    let out = home.cli(&args);
+    let done = parse(&args, &out);
+    let gone = !aborted.is_dir();
+    let kept = young.is_dir() && other.is_dir();
+    cleanup();
+    let entry =
+        entry.unwrap_or_else(|| panic!("gc --dry-run does not list {}: {dry}", aborted.display()));
+    assert_eq!(entry["action"], "would_remove", "{entry}");
+    assert!(still, "the dry run removed {}", aborted.display());
+    assert!(gone, "gc left {}: {done}", aborted.display());
+    assert_eq!(
+        listed(&done, &aborted).expect("listed")["action"],
+        "removed",
+        "{done}"
+    );
+    assert!(
+        kept,
+        "gc removed a young cgroup or another runtime's: {done}"
+    );
+    assert_eq!(
+        young_entry.expect("the young one is listed")["action"],
+        "kept",
+        "{dry}"
+    );
+    assert!(
+        other_entry.is_none(),
+        "another runtime's cgroup was looked at: {dry}"
+    );
+    assert_eq!(home.state(doc["id"].as_str().expect("id")), "exited");
+}

@@ -104,4 +104,7 @@ pub enum StrayReasonDoc {
     /// The cgroup directory of a scope that ended (F4), left by a launcher that died between
     /// the receipt and its removal.
     EndedScopeCgroup,
+    /// A cgroup directory below the runtime's parent that no record names (its launcher died
+    /// between the `mkdir` and the record).
+    UnnamedCgroup,
 }

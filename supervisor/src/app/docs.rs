@@ -277,6 +277,7 @@ pub(crate) fn stray_doc(e: &history::strays::Entry) -> StrayDoc {
                 error: error.clone(),
             },
             Reason::EndedScopeCgroup => StrayReasonDoc::EndedScopeCgroup,
+            Reason::UnnamedCgroup => StrayReasonDoc::UnnamedCgroup,
         },
     }
 }

@@ -926,6 +926,10 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
                 "cgroup {}: its scope ended (the launcher died before removing it)",
                 escape(&e.path.to_string_lossy())
             ),
+            StrayReasonDoc::UnnamedCgroup => format!(
+                "cgroup {}: no record names it (its launch never registered)",
+                escape(&e.path.to_string_lossy())
+            ),
         };
         rows.push(vec![
             e.id.clone().unwrap_or_else(|| "-".into()),

@@ -16,6 +16,9 @@
 //! the receipt and its removal is collected too: a registration that is not in the open index
 //! (settled: proven exited) and whose cgroup still exists, under its lock; its accounting goes
 //! into the result record first. A cgroup with members stays (the kernel refuses, `EBUSY`).
+//! So is an empty cgroup below this runtime's parent (`<base>/<runtime>/ID`) that no record
+//! names and that is older than [`SAFETY_AGE`] (an aborted launch's): a pending launch writes
+//! its record within that of its `mkdir`. Cgroups of other runtimes are never looked at.
 //!
 //! # Caveats
 //! The open-index markers (`open/`) are not handled here: [`crate::end::open_index`] drops a marker
@@ -59,6 +62,9 @@ pub enum Reason {
     /// The cgroup directory of a scope that ended (F4), left by a launcher that died between
     /// the receipt and its removal.
     EndedScopeCgroup,
+    /// A cgroup directory below this runtime's parent that no record names (its launcher
+    /// died between the `mkdir` and the record).
+    UnnamedCgroup,
 }
 
 #[derive(Debug, Clone)]
@@ -148,7 +154,70 @@ pub(crate) fn collect_at(
         out.extend(decide(rt, id, files, dry_run, safety, now));
     }
     out.extend(ended_cgroups(rt, &records, dry_run)?);
+    out.extend(unnamed_cgroups(rt, dry_run, safety, now));
     Ok(out)
+}
+
+/// The cgroups below this runtime's parent ([`crate::kernel::cgroup::runtime_parent`]) that no
+/// record names: a launcher killed between the cgroup's `mkdir` and its record left them. One
+/// is removed when it is older than `safety` (a launch registers within that of its `mkdir`)
+/// and its record is still not there when it is removed; the kernel refuses one with members
+/// or cgroups below it (`EBUSY`), which then stays.
+fn unnamed_cgroups(rt: &Runtime, dry_run: bool, safety: Duration, now: SystemTime) -> Vec<Entry> {
+    let Some(parent) = crate::kernel::cgroup::runtime_parent(rt.id()) else {
+        return Vec::new();
+    };
+    let Ok(rd) = fs::read_dir(&parent) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in rd.filter_map(|e| e.ok()) {
+        let name = e.file_name();
+        let Some(id) = name.to_str().and_then(RegistrationId::parse) else {
+            continue;
+        };
+        // A cgroup's interface files are not directories; a record names the rest.
+        let Ok(meta) = fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        if !meta.is_dir() || rt.record_path(id).exists() {
+            continue;
+        }
+        let path = e.path();
+        let entry = |action, reason| Entry {
+            path: path.clone(),
+            id: Some(id.to_string()),
+            bytes: 0,
+            action,
+            reason,
+        };
+        let age = now
+            .duration_since(meta.modified().unwrap_or(now))
+            .unwrap_or(Duration::ZERO);
+        if age < safety {
+            out.push(entry(Action::Kept, Reason::Young { age, limit: safety }));
+            continue;
+        }
+        if dry_run {
+            out.push(entry(Action::WouldRemove, Reason::UnnamedCgroup));
+            continue;
+        }
+        // Its launch may have registered meanwhile: looked for again, just before.
+        if rt.record_path(id).exists() {
+            continue;
+        }
+        out.push(match fs::remove_dir(&path) {
+            Ok(()) => entry(Action::Removed, Reason::UnnamedCgroup),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => entry(
+                Action::Kept,
+                Reason::Failed {
+                    error: e.to_string(),
+                },
+            ),
+        });
+    }
+    out
 }
 
 /// The cgroups of settled registrations (not in the open index: proven exited) that still

@@ -8,7 +8,7 @@
 //!          "0::"). `<root>/refine` must exist or be makeable and offer cgroup.kill (Linux 5.14)
 //!          and cgroup.freeze (5.2): root on a unified or hybrid hierarchy, or a delegated
 //!          subtree (systemd `Delegate=yes`) this user owns
-//! launch   mkdir <root>/refine/<id>; the guardian forks the workload into it with
+//! launch   mkdir <root>/refine/<runtime>/<id>; the guardian forks the workload into it with
 //!          clone3(CLONE_INTO_CGROUP) and stays outside itself; the registration records it
 //! stop     cgroup.freeze, wait for "frozen 1" in cgroup.events (re-read between yields for
 //!          500 µs, then poll; bounded), membership from cgroup.procs, cgroup.kill (see
@@ -19,6 +19,10 @@
 //!          the accounting); whoever settles the exited scope later (recovery, the service's
 //!          maintenance, gc) removes what a launcher that died between the receipt and its
 //!          removal left (see `finish`)
+//! sweep    gc removes every empty cgroup below <root>/refine/<runtime> that no record of
+//!          that runtime names and that is older than a launch takes to register (a launcher
+//!          killed between the mkdir and its record left it); and, once, what binaries that
+//!          made <root>/refine/<id> left there (`history::strays`)
 //! ```
 //!
 //! Why the launcher removes it and not always the guardian: the accounting is read from the
@@ -38,7 +42,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use refine_protocol::RegistrationId;
+use refine_protocol::{RegistrationId, RuntimeId};
 use rustix::event::{PollFd, PollFlags, Timespec};
 
 /// `REFINE_CGROUP=off` turns the cgroup path off.
@@ -152,11 +156,28 @@ fn own_cgroup() -> Result<PathBuf, String> {
     Ok(mount.join(path.trim_start_matches('/')))
 }
 
-/// Makes the scope's cgroup, `<base>/<id>`; `None` (the `/proc` path) when there is no base or
-/// the directory cannot be made.
-pub fn create(id: RegistrationId) -> Option<PathBuf> {
-    let dir = base().ok()?.join(id.to_string());
-    match std::fs::create_dir(&dir) {
+/// The parent of one runtime's scope cgroups, `<base>/<runtime>`: `gc` sweeps only its own
+/// (X10 item 4: a cgroup no record names is removed by the runtime it belongs to). `None` on
+/// the `/proc` path.
+pub fn runtime_parent(runtime: RuntimeId) -> Option<PathBuf> {
+    Some(base().ok()?.join(runtime.to_string()))
+}
+
+/// Makes the scope's cgroup, `<base>/<runtime>/<id>` (the runtime's parent first, when it is
+/// not there yet); `None` (the `/proc` path) when there is no base or a directory cannot be
+/// made.
+pub fn create(runtime: RuntimeId, id: RegistrationId) -> Option<PathBuf> {
+    let parent = runtime_parent(runtime)?;
+    let dir = parent.join(id.to_string());
+    let made = match std::fs::create_dir(&dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match std::fs::create_dir(&parent) {
+            Ok(()) => std::fs::create_dir(&dir),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => std::fs::create_dir(&dir),
+            Err(e) => Err(e),
+        },
+        other => other,
+    };
+    match made {
         Ok(()) => Some(dir),
         Err(e) => {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot make the scope's cgroup; using /proc");

@@ -144,7 +144,7 @@ pub(crate) fn launch_started(
         }));
     }
     // F4: a cgroup of its own where one can be made (detected once per process).
-    let cgroup = crate::kernel::cgroup::create(id);
+    let cgroup = crate::kernel::cgroup::create(rt.id(), id);
     config.registration = id;
     config.runtime = rt.id();
     config.proof_path = proof_path;
