@@ -388,3 +388,66 @@ fn a_pid_taken_by_a_bystander_between_cgroup_procs_and_pidfd_open_is_not_signall
     let doc = json_of(read("stop.out").as_bytes());
     assert_eq!(doc["state"], "exited", "{context}");
 }
+
+/// Issue 38 (smaller): `stop`'s "N killed" counts every path it took. A member that moved
+/// itself out of the scope's cgroup (root may) keeps the guardian from its receipt after
+/// `cgroup.kill`; the `/proc` path then kills it. The count is the cgroup's members and that
+/// one, not the last path's alone.
+#[test]
+fn the_killed_count_sums_the_cgroup_kill_and_the_proc_path() {
+    if !rustix::process::geteuid().is_root() || !cgroup_path_available() {
+        eprintln!("skipped: moving a member out of the cgroup needs root and the cgroup path");
+        return;
+    }
+    let base = refine_supervisor::kernel::cgroup::base().expect("base");
+    // The cgroup2 mount's root: base is <mount><own>/refine.
+    let own = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("0::").map(str::to_owned))
+        })
+        .expect("own cgroup");
+    let mut root = base.parent().expect("below own").to_path_buf();
+    for _ in Path::new(own.trim_start_matches('/')).components() {
+        root.pop();
+    }
+    let procs = root.join("cgroup.procs");
+    let home = Home::new();
+    let script = format!(
+        "sleep 300 & sleep 300 & sh -c 'echo $$ > {}; exec sleep 300' & echo ready; wait",
+        procs.display()
+    );
+    let (mut run, id) =
+        home.run_until_ready_with(on(&home, StopPath::Cgroup, &[]), &["sh", "-c", &script]);
+    // The mover has left: the cgroup holds the workload and its two sleeps.
+    let cgroup = show(&home, &id)["record"]["cgroup"]["path"]
+        .as_str()
+        .expect("the scope's cgroup")
+        .to_owned();
+    let members = || {
+        std::fs::read_to_string(Path::new(&cgroup).join("cgroup.procs"))
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    let outside = || {
+        show(&home, &id)["processes"]
+            .as_array()
+            .map_or(0, |a| a.len())
+    };
+    assert!(
+        wait_until(DEADLINE, || members() == 3 && outside() == 4),
+        "the mover never left the cgroup: {} members, {} processes",
+        members(),
+        outside()
+    );
+    let (status, out, err) = stop_within(&home, StopPath::Cgroup, &id, Duration::from_secs(20));
+    assert!(status.success(), "stop failed: {status}\n{out}\n{err}");
+    let doc = json_of(out.as_bytes());
+    assert_eq!(doc["state"], "exited", "{doc}");
+    assert_eq!(
+        doc["killed"], 4,
+        "three by cgroup.kill, one through /proc: {doc}"
+    );
+    let _ = wait_bounded(&mut run, DEADLINE, "run after the stop");
+}

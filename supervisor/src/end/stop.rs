@@ -6,6 +6,11 @@
 //!            for the guardian to exit (T7)
 //! fence      locks/stop.lock (bounded wait): overlapping stops of a runtime are serialized
 //! assess     already exited -> report that; an earlier/unknown boot -> nothing is signalled
+//! cgroup     a scope with a cgroup of its own (F4), with or without its guardian (X9):
+//!            freeze (bounded: a member in an unanswered FUSE/NFS request never freezes, then
+//!            cgroup.kill all the same), read cgroup.procs, cgroup.kill; thaw only what this
+//!            stop froze (see `stop_cgroup`). No proof within half the budget (a member that
+//!            left the cgroup) -> the /proc path below kills the rest; its count adds up
 //! quiesce    discover the scope, SIGSTOP each witnessed process through a verified pidfd
 //!            (opened before its stat is read), re-scan until two scans agree and the last
 //!            one saw every member stopped (see `quiesce`)
@@ -13,6 +18,11 @@
 //!            writes its receipt and exits
 //! proof      wait for the guardian's exit on its pidfd, then the assessment must say `exited`
 //! ```
+//!
+//! Every signal goes through a pidfd whose identity was checked after it was opened (X8): a
+//! `/proc` witness (pid and start time), or on the cgroup path a pid `cgroup.procs` lists again
+//! after its pidfd was open; nested guardians are recognised off this thread within a bound
+//! ([`crate::kernel::nested`], X9): no step waits on a file the scope can serve.
 //!
 //! A member that refuses a signal (EPERM) is reported and left out: the others are still stopped
 //! and killed, and the stop ends in [`StopError::Refused`] unless the guardian's receipt proves
@@ -496,6 +506,8 @@ fn run(
             &mut timings,
             &mut refused,
         )? {
+            // Counted whichever path ends the stop: the `/proc` path adds what it kills.
+            cgroup_killed = killed;
             if let Some(g) = &guardian {
                 let proved = StopAttempt {
                     deadline: half,
@@ -509,8 +521,6 @@ fn run(
                     }
                     other => return other.map_err(|e| with_refused(e, refused)),
                 }
-            } else {
-                cgroup_killed = killed;
             }
         }
     }
