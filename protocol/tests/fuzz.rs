@@ -308,6 +308,7 @@ fn frame_seeds() -> Vec<Vec<u8>> {
         }),
         Frame::Start,
         Frame::Abort,
+        Frame::Disown,
         Frame::Started,
         Frame::SpawnFailed {
             errno: 2,
