@@ -34,6 +34,8 @@ struct Proc {
     pid: u32,
     ppid: u32,
     start_time: u64,
+    /// Read through `Debug`, in failure messages.
+    #[allow(dead_code)]
     argv: String,
 }
 
@@ -121,6 +123,15 @@ fn in_ppoll(pid: u32) -> Option<bool> {
     Some(nr.parse::<i64>().ok() == Some(libc::SYS_ppoll))
 }
 
+/// Whether the guardian `g` has reaped `pid` and waits again, or is gone (it ended its scope:
+/// then what the caller checks next tells).
+fn reaped_and_waiting(g: refine_protocol::ProcessWitness, pid: u32) -> bool {
+    if !cli_support::alive(u64::from(g.pid), g.start_time) {
+        return true;
+    }
+    !children(g.pid).contains(&pid) && in_ppoll(g.pid) == Some(true)
+}
+
 /// A pidfd for the process `(pid, start_time)`, opened first and checked after.
 fn pidfd_of(pid: u32, start_time: u64) -> Option<std::os::fd::OwnedFd> {
     let p = rustix::process::Pid::from_raw(pid as i32)?;
@@ -196,14 +207,8 @@ fn launcher_loss_without_a_parent_death_signal_leaves_the_scope_running() {
     );
     let guardian = g.hang_up();
     let (gpid, w) = (hello.guardian.pid, hello.workload);
-    assert!(kill_witness(
-        u64::from(w.pid),
-        w.start_time,
-        Signal::TERM
-    ));
-    let waiting = wait_until(PATIENCE, || {
-        !children(gpid).contains(&w.pid) && in_ppoll(gpid) == Some(true)
-    });
+    assert!(kill_witness(u64::from(w.pid), w.start_time, Signal::TERM));
+    let waiting = wait_until(PATIENCE, || reaped_and_waiting(hello.guardian, w.pid));
     assert!(
         waiting,
         "the guardian never reaped its workload and waited again"
@@ -232,6 +237,53 @@ fn launcher_loss_without_a_parent_death_signal_leaves_the_scope_running() {
     let r = Receipt::decode(&std::fs::read(&l.proof_path).unwrap()).expect("a receipt");
     assert_eq!(r.status, WorkloadStatus::Signaled(libc::SIGTERM), "{r:?}");
     assert_eq!(r.reaped, 2);
+}
+
+/// A launcher that says `Disown` before its end leaves the scope to itself on purpose (its
+/// workload ended, what it left is kept by its policy): the end of the channel that follows is no
+/// loss, even for a launch that asked for a parent-death signal. As in the control above, the
+/// guardian has read the end of file once it has reaped the workload and waits again.
+#[test]
+fn a_disowned_scope_outlives_its_launcher_despite_its_parent_death_signal() {
+    const ORPHAN: &[&str] = &["sleep", "31922"];
+    const MAIN: &[&str] = &["sleep", "31923"];
+    let left = Leftovers(&[ORPHAN, MAIN]);
+    let dir = tempfile::tempdir().unwrap();
+    let l = Launch::new(
+        &dir.path().join("proof"),
+        &["sh", "-c", "(sleep 31922 &); exec sleep 31923"],
+    );
+    assert_eq!(l.pdeath_signal, Some(libc::SIGKILL as u32));
+    let g = Guardian::spawn();
+    g.launch(&l, None).expect("send launch");
+    let hello = g.expect_hello();
+    g.start();
+    assert_eq!(g.expect(), Msg::Started);
+    assert!(
+        wait_until(PATIENCE, || procs(&[ORPHAN]).len() == 1
+            && procs(&[MAIN]).len() == 1),
+        "the workload and its orphan never ran: {:?}",
+        left.now()
+    );
+    g.send(refine_protocol::Frame::Disown).expect("send disown");
+    let guardian = g.hang_up();
+    let w = hello.workload;
+    assert!(kill_witness(u64::from(w.pid), w.start_time, Signal::TERM));
+    assert!(
+        wait_until(PATIENCE, || reaped_and_waiting(hello.guardian, w.pid)),
+        "the guardian never reaped its workload and waited again"
+    );
+    let orphan = procs(&[ORPHAN]);
+    assert_eq!(orphan.len(), 1, "the disowned scope was ended");
+    assert!(kill_witness(
+        u64::from(orphan[0].pid),
+        orphan[0].start_time,
+        Signal::KILL
+    ));
+    let (status, stderr) = driver::reap(guardian);
+    assert!(status.success(), "{status:?} {stderr}");
+    let r = Receipt::decode(&std::fs::read(&l.proof_path).unwrap()).expect("a receipt");
+    assert_eq!(r.status, WorkloadStatus::Signaled(libc::SIGTERM), "{r:?}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -320,6 +372,65 @@ fn a_sigkilled_run_ends_its_scope_with_a_verified_receipt() {
     assert_eq!(shown["state"], "exited", "{shown}");
     assert_eq!(shown["receipt"]["status"], "signaled", "{shown}");
     assert_eq!(shown["receipt"]["signal"], libc::SIGKILL, "{shown}");
+}
+
+/// `run` of a workload that ends and leaves two orphans returns (a `command` keeps its residue)
+/// and its end must not end the residue (it told its guardian, `Disown`). One orphan is ended:
+/// the guardian's wake for its death reads the end of file `run` left, reaps it and waits again,
+/// and the other orphan still runs.
+#[test]
+fn a_run_that_returns_leaving_a_kept_residue_does_not_end_it() {
+    const FIRST: &[&str] = &["sleep", "31924"];
+    const SECOND: &[&str] = &["sleep", "31925"];
+    let left = Leftovers(&[FIRST, SECOND]);
+    let home = Home::new();
+    let args = [
+        "run",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "(sleep 31924 &); (sleep 31925 &)",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let id = cli_support::parse(&args, &out)["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    assert!(
+        wait_until(DEADLINE, || procs(&[FIRST]).len() == 1
+            && procs(&[SECOND]).len() == 1),
+        "the orphans never ran, or were ended with run: {:?}",
+        left.now()
+    );
+    let [(gpid, gstart), _] = cli_support::witnesses(&home, &id);
+    let guardian = refine_protocol::ProcessWitness {
+        pid: gpid as u32,
+        start_time: gstart,
+    };
+    let gpid = guardian.pid;
+    let first = procs(&[FIRST]).remove(0);
+    assert_eq!(first.ppid, gpid, "the guardian adopted it");
+    assert!(kill_witness(
+        u64::from(first.pid),
+        first.start_time,
+        Signal::TERM
+    ));
+    assert!(
+        wait_until(DEADLINE, || reaped_and_waiting(guardian, first.pid)),
+        "the guardian never reaped the first orphan and waited again"
+    );
+    assert_eq!(
+        procs(&[SECOND]).len(),
+        1,
+        "the kept residue was ended when run exited"
+    );
+    assert_eq!(home.state(&id), "live");
+    let args = ["stop", &id];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    assert!(left.now().is_empty(), "{:?}", left.now());
 }
 
 /// `run -- sh -c 'refine-supervisor run -- ...'`, the outer `run` SIGKILLed: the outer guardian
@@ -508,12 +619,15 @@ fn ps_shows_a_live_scope_whose_main_process_ended_as_residue() {
     let line = ps_line(&home, &id);
     assert!(line.contains(" running "), "{line}");
 
-    let [(gpid, _), (wpid, wstart)] = cli_support::witnesses(&home, &id);
+    let [(gpid, gstart), (wpid, wstart)] = cli_support::witnesses(&home, &id);
+    let guardian = refine_protocol::ProcessWitness {
+        pid: gpid as u32,
+        start_time: gstart,
+    };
     assert!(kill_witness(wpid, wstart, Signal::TERM), "the main process");
-    let (gpid, wpid) = (gpid as u32, wpid as u32);
+    let wpid = wpid as u32;
     assert!(
-        wait_until(DEADLINE, || !children(gpid).contains(&wpid)
-            && in_ppoll(gpid) == Some(true)),
+        wait_until(DEADLINE, || reaped_and_waiting(guardian, wpid)),
         "the guardian never reaped its workload and waited again"
     );
     // Its launcher gone and its main process reaped, the scope of a launch without a
