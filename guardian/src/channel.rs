@@ -51,6 +51,9 @@ pub enum Control {
     Signal(i32),
     /// The launcher closed its end.
     Closed,
+    /// The launcher leaves the scope to itself: its end of the channel that follows is no loss
+    /// (W16; acted on by the reap loop only, ignored before the workload runs).
+    Disown,
     /// Anything else (unknown or malformed frames are ignored after the launch).
     Ignored,
 }
@@ -174,6 +177,7 @@ impl Channel {
             Ok(Frame::Start) => Control::Start,
             Ok(Frame::Abort) => Control::Abort,
             Ok(Frame::Signal { signo }) => Control::Signal(signo),
+            Ok(Frame::Disown) => Control::Disown,
             Ok(_) | Err(DecodeError::BadMagic) | Err(_) => Control::Ignored,
         }
     }

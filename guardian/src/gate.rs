@@ -403,7 +403,7 @@ impl Workload {
                     Control::Start => return Decision::Start,
                     Control::Abort | Control::Closed => return Decision::Abort,
                     Control::Signal(signo) => self.queued.push(signo),
-                    Control::Ignored => {}
+                    Control::Ignored | Control::Disown => {}
                 }
             }
         }
@@ -435,7 +435,7 @@ impl Workload {
                     }
                 }
                 Ok(Event::Control(Control::Signal(signo))) => self.queued.push(signo),
-                Ok(Event::Control(Control::Ignored)) => {}
+                Ok(Event::Control(Control::Ignored | Control::Disown)) => {}
                 Ok(_) => return false,
                 Err(e) => {
                     self.failure = Some(e);

@@ -79,6 +79,24 @@ pub fn never_exec_d(pid: Pid) -> Result<bool, Errno> {
     Ok(flags & PF_FORKNOEXEC != 0)
 }
 
+/// Whether the command name (field 2, between the first `(` and the last `)`) of our unreaped
+/// child `pid` is `comm` (NUL-padded, as `PR_GET_NAME` gives it). `false` when it cannot be read.
+pub fn comm_is(pid: Pid, comm: &[u8; 16]) -> bool {
+    let mut buf = [0u8; 1024];
+    let Ok(n) = read_stat(pid, &mut buf) else {
+        return false;
+    };
+    let stat = &buf[..n];
+    let (Some(open), Some(close)) = (
+        stat.iter().position(|&b| b == b'('),
+        stat.iter().rposition(|&b| b == b')'),
+    ) else {
+        return false;
+    };
+    let want = &comm[..comm.iter().position(|&b| b == 0).unwrap_or(comm.len())];
+    open < close && &stat[open + 1..close] == want
+}
+
 /// The guardian's own witness.
 pub fn own() -> Result<ProcessWitness, Error> {
     Ok(ProcessWitness {

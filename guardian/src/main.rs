@@ -14,6 +14,7 @@
 #![deny(unsafe_code)]
 
 mod channel;
+mod ending;
 mod error;
 mod gate;
 mod identity;

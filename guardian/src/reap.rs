@@ -11,6 +11,23 @@
 //! - Channel end of file = launcher lost (G7): the launch's parent-death signal, if it asked for
 //!   one, is sent to the unreaped workload, once; reaping goes on. A launch without one (the
 //!   service's: its launches outlive it until recovery) is left running.
+//! - W16 Launcher loss ends the scope: a launch that asked for a parent-death signal (a
+//!   foreground `run` asks for `SIGKILL`) has its whole scope ended when the channel closes, as
+//!   the launcher's own stop would have ended it, and the receipt proves it. The loop enters its
+//!   *ending* (also when the channel closed before the loop, while the workload exec'd). Once
+//!   the workload can no longer act on its signal (it is reaped, or the signal was `SIGKILL`),
+//!   every wake runs a round of [`ending::kill_round`] after the drain: `SIGKILL` to every
+//!   direct child not reaped yet (by pid: an unreaped child's pid cannot have been reused),
+//!   sparing nested guardians, which end their own scopes and exit. The orphans of a killed
+//!   child are the guardian's before its `SIGCHLD` arrives, so the wake for that death lists
+//!   them: a tree ends one generation per wake. While ending, the loop also wakes every
+//!   [`ENDING_TICK_MS`], for an orphan whose reparenting brings no wake of its own (its parent
+//!   was not the guardian's child: a member spared as a guardian by its name). With a cgroup, `ECHILD` while it is still populated (members out
+//!   of the tree, X7) writes its `cgroup.kill`, on every such wake. A launcher that leaves on
+//!   purpose (its workload ended, what it left kept by its policy) says `Disown` first: its end
+//!   is then no loss, and neither the signal nor the ending follows it. The guardian does this,
+//!   not a stop of the launcher's, because the launcher is what was lost: its duty falls to the
+//!   process whose life is the scope's.
 //!
 //! - X7 Two witnesses: after `ECHILD`, a scope with a cgroup waits until its `cgroup.events`
 //!   says `populated 0`, polled (`POLLPRI`) with the signalfd and the channel, which are
@@ -31,11 +48,18 @@
 //! Signals are forwarded to the workload process only, not to its group or adopted orphans
 //! (stopping a whole tree is the supervisor's job, SPEC T), but for the launcher's job-control
 //! signals, which reach the group the workload leads ([`Workload::forward`]). Once the workload is reaped its pidfd
-//! is closed and nothing is signalled any more.
+//! is closed and nothing is signalled any more; only the ending's rounds signal the rest.
+//!
+//! The ending has no grace of its own: with a parent-death signal other than `SIGKILL` (a host
+//! may ask for one) the rest is killed once the workload has ended, and a workload that ignores
+//! its signal keeps the scope live, as under G7, until it ends or is stopped. A nested guardian
+//! that is spared but never ends (its own launch asked for no parent-death signal) keeps this
+//! scope live too: never a false `exited`; `stop` ends both.
 
 use refine_protocol_core::{Frame, WorkloadStatus};
 
 use crate::channel::{Channel, Control};
+use crate::ending;
 use crate::error::Error;
 use crate::gate::Workload;
 use crate::receipt::{ProofFile, SETTLE_AFTER_MS};
@@ -44,8 +68,12 @@ use crate::sys::{self, Reaped};
 
 /// How often the loop wakes to reap once the signalfd is no longer trusted.
 pub const DEGRADED_TICK_MS: i32 = 100;
+/// How often the loop wakes while it ends its scope (W16), whatever else wakes it.
+pub const ENDING_TICK_MS: i32 = 100;
 /// Consecutive `waitpid` failures after which the guardian gives up.
 pub const WAIT_RETRIES: u32 = 50;
+
+const SIGKILL: u32 = libc::SIGKILL as u32;
 
 /// Whether the workload exec'd, as the gate learned it.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -87,6 +115,11 @@ pub fn until_empty(
     let mut settle_at = Some(sys::monotonic_ms().saturating_add(SETTLE_AFTER_MS));
     // No child is left, but the cgroup still has members (X7).
     let mut members_left = false;
+    // W16: the launcher is gone and the launch asked for a parent-death signal: the scope ends.
+    // Lost already (while the workload exec'd, see `gate`), the signal was sent there.
+    let mut ending = pdeath_signal.is_some() && !chan.is_open();
+    // `Disown` takes the parent-death signal back: the launcher's end is no loss any more.
+    let mut pdeath_signal = pdeath_signal;
     loop {
         // Drain every exited child, then sleep until the next signal or frame.
         loop {
@@ -120,6 +153,10 @@ pub fn until_empty(
                     if !members_left {
                         return Ok(out);
                     }
+                    // W16: what left the tree is still in the cgroup, and ends with it.
+                    if let (true, Some(leaf)) = (ending, cgroup) {
+                        let _ = leaf.kill();
+                    }
                     break;
                 }
                 Err(e) => {
@@ -132,6 +169,13 @@ pub fn until_empty(
                 }
             }
         }
+        // W16: once the workload can no longer act on its parent-death signal (reaped, or the
+        // signal was SIGKILL), the rest of the scope is killed, a generation per wake.
+        if ending && !members_left && (w.pidfd.is_none() || pdeath_signal == Some(SIGKILL)) {
+            // The workload is spared while unreaped (it has its signal); once reaped, its pid
+            // names nothing of ours, or a member that took the number.
+            ending::kill_round(w.pidfd.as_ref().map(|_| w.pid));
+        }
         let degraded = out.failure.is_some();
         let mut fds = [sys::poll_none(), sys::poll_none(), sys::poll_none()];
         if !degraded {
@@ -143,7 +187,13 @@ pub fn until_empty(
         if let (true, Some(leaf)) = (members_left, cgroup) {
             fds[2] = leaf.poll_events();
         }
-        let mut tick = if degraded { DEGRADED_TICK_MS } else { -1 };
+        let mut tick = if degraded {
+            DEGRADED_TICK_MS
+        } else if ending {
+            ENDING_TICK_MS
+        } else {
+            -1
+        };
         if let Some(at) = settle_at {
             match at.checked_sub(sys::monotonic_ms()) {
                 Some(left) if left > 0 => {
@@ -180,9 +230,11 @@ pub fn until_empty(
                 Control::Signal(signo) if (1..=64).contains(&signo) => w.forward(signo),
                 Control::Closed => {
                     if let Some(s) = pdeath_signal {
-                        w.signal(s as i32)
+                        w.signal(s as i32);
+                        ending = true;
                     }
                 }
+                Control::Disown => pdeath_signal = None,
                 _ => {}
             }
         }

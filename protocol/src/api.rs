@@ -258,6 +258,12 @@ pub struct ScopeView {
     pub status: Option<crate::docs::StatusName>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
+    /// Whether the workload's own process runs now: its witness (pid and start time) names a
+    /// process that is not a zombie. `false` once it ended, also while `status` is `null` (a live
+    /// scope held by what it left, whose launcher died before it could report the status), and
+    /// for a scope that is not `live`; `null` from a writer that did not say (an older service).
+    #[serde(default)]
+    pub workload_running: Option<bool>,
     /// The launch's outcome (`completed`, `stopped`, `timed_out`, ...) once its engine returned
     /// the result; `null` before that or when no engine did.
     #[serde(default)]

@@ -108,6 +108,7 @@ fn small_frames() -> Vec<Frame<'static>> {
         Frame::ScopeExited(receipt()),
         Frame::Signal { signo: 15 },
         Frame::GuardianFailed { code: 3, errno: 13 },
+        Frame::Disown,
     ]
 }
 

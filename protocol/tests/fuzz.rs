@@ -308,6 +308,7 @@ fn frame_seeds() -> Vec<Vec<u8>> {
         }),
         Frame::Start,
         Frame::Abort,
+        Frame::Disown,
         Frame::Started,
         Frame::SpawnFailed {
             errno: 2,
@@ -510,6 +511,7 @@ fn response_seeds() -> Vec<Vec<u8>> {
         status: Some(refine_protocol::docs::StatusName::Signaled),
         exit_code: None,
         signal: Some(9),
+        workload_running: Some(false),
         outcome: Some(refine_protocol::docs::Outcome::Stopped),
         started_at_unix_ms: 1_764_000_000_000,
         age_secs: 3,

@@ -521,7 +521,7 @@ fn small_frame_encoders_refuse_what_their_decoders_refuse() {
     }
     // The frames without a limit: any value round-trips.
     for _ in 0..iterations() {
-        let frame = match rng.below(6) {
+        let frame = match rng.below(7) {
             0 => Frame::Hello(Hello {
                 guardian: ProcessWitness {
                     pid: rng.next() as u32,
@@ -547,6 +547,7 @@ fn small_frame_encoders_refuse_what_their_decoders_refuse() {
                 errno: rng.next() as i32,
                 step: refine_protocol::frame::SpawnStep::Program,
             },
+            5 => Frame::Disown,
             _ => Frame::GuardianFailed {
                 code: rng.next() as u16,
                 errno: rng.next() as i32,

@@ -379,16 +379,14 @@ fn run_json_has_the_contract_fields() {
     assert!(rows.iter().all(|r| r["state"] == "exited"), "{rows:?}");
 }
 
+/// A launch that asked for no parent-death signal (as the service's) outlives its launcher: its
+/// scope stays `live` without a receipt until `stop` ends it. (A SIGKILLed foreground `run` asks
+/// for one, and its guardian ends the scope itself: `launcher_loss.rs`.)
 #[test]
-fn sigkilled_run_is_never_exited_without_a_receipt_and_stop_ends_it() {
+fn a_scope_whose_launcher_left_is_never_exited_without_a_receipt_and_stop_ends_it() {
     let home = Home::new();
-    // The workload leaves a descendant that keeps the scope after the launcher dies.
-    let (mut run, id) = home.run_until_ready(&["sh", "-c", "sleep 600 & echo ready; wait"]);
-    let pid = run.id() as u64;
-    let start = start_time(run.id());
-    assert!(kill_witness(pid, start, rustix::process::Signal::KILL));
-    let status = run.wait().unwrap();
-    assert!(!status.success());
+    // The workload keeps running after its launcher has left.
+    let (_, id) = launch(&home, "leave", &["sh", "-c", "sleep 600 & wait"]);
 
     let row = home.row(&id);
     let state = row["state"].as_str().unwrap().to_owned();
@@ -420,14 +418,12 @@ fn sigkilled_run_is_never_exited_without_a_receipt_and_stop_ends_it() {
     assert!(!alive(guardian.0, guardian.1));
 }
 
+/// A scope whose launcher left it running (no parent-death signal, as the service's launches ask
+/// for none) is stopped by `recover`.
 #[test]
-fn recover_ends_a_scope_left_by_a_sigkilled_run() {
+fn recover_ends_a_scope_left_by_its_launcher() {
     let home = Home::new();
-    let (mut run, id) = home.run_until_ready(&["sh", "-c", "sleep 600 & echo ready; wait"]);
-    let pid = run.id() as u64;
-    let start = start_time(run.id());
-    assert!(kill_witness(pid, start, rustix::process::Signal::KILL));
-    run.wait().unwrap();
+    let (_, id) = launch(&home, "leave", &["sh", "-c", "sleep 600 & wait"]);
     assert_ne!(home.state(&id), "exited");
 
     let rec = home.json(&["recover", "--json"]);

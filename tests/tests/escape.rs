@@ -375,3 +375,65 @@ fn a_verified_receipt_with_a_populated_cgroup_is_live() {
         "the emptied cgroup did not let the receipt prove it"
     );
 }
+
+/// W16 on the cgroup path: a foreground `run --allow-setns` whose workload left a member in an
+/// outside PID namespace (out of the guardian's tree, still in the scope's cgroup) is SIGKILLed.
+/// The guardian ends the scope: the workload gets its parent-death signal, and once `waitpid`
+/// says `ECHILD` with the cgroup still populated, it writes `cgroup.kill`; the escapee dies, the
+/// receipt comes, and the scope is `exited`. On the old code the escapee ran on and kept the
+/// scope `live`.
+#[test]
+fn a_sigkilled_run_ends_its_escapee_through_the_cgroup() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let home = Home::new();
+    let outside = Outside::start(false);
+    let script = format!(
+        "nsenter -t {} -p -- sh -c 'sleep 31928 </dev/null >/dev/null 2>&1 & exit 0'; \
+         exec sleep 31929",
+        outside.init
+    );
+    let mut run = Reaped(
+        run_command(&home, &script, false, &["--allow-setns"], true)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn run"),
+    );
+    let mut escapee = None;
+    let escaped = wait_until(DEADLINE, || {
+        escapee = outside.escapees().first().copied();
+        escapee.is_some() || run.0.try_wait().ok().flatten().is_some()
+    });
+    let escapee = escapee.unwrap_or_else(|| panic!("nothing escaped (escaped={escaped})"));
+    let id = home
+        .ps()
+        .first()
+        .and_then(|r| r["id"].as_str())
+        .expect("the registration")
+        .to_owned();
+    let show = cli_support::show(&home, &id);
+    if show["record"]["cgroup"]["path"].as_str().is_none() {
+        eprintln!("skipped: the scope got no cgroup: {show}");
+        return;
+    }
+    let [(gpid, gstart), _] = cli_support::witnesses(&home, &id);
+    let guardian = cli_support::pidfd(gpid as u32);
+    assert!(alive(gpid, gstart), "the guardian runs");
+    let member = cli_support::pidfd(escapee);
+    run.0.kill().expect("SIGKILL run");
+    run.0.wait().expect("reap run");
+    assert!(
+        cli_support::exited_within(&member, DEADLINE),
+        "the escapee {escapee} outlived its SIGKILLed run: {}",
+        cli_support::show(&home, &id)
+    );
+    assert!(
+        cli_support::exited_within(&guardian, DEADLINE),
+        "the guardian did not end the scope"
+    );
+    assert_eq!(home.state(&id), "exited");
+    assert_eq!(home.json(&["receipt", &id, "--json"])["verified"], true);
+}

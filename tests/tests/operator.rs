@@ -435,11 +435,8 @@ fn wait_for_several_ids_prints_and_exits_with_the_status() {
 #[test]
 fn recover_dry_run_changes_nothing() {
     let home = Home::new();
-    let (mut run, id) = home.run_until_ready(&["sh", "-c", "sleep 600 & echo ready; wait"]);
-    let pid = run.id() as u64;
-    let start = start_time(run.id());
-    assert!(kill_witness(pid, start, rustix::process::Signal::KILL));
-    run.wait().unwrap();
+    // Its launcher left it running (no parent-death signal, as the service's launches).
+    let (_, id) = launch(&home, "leave", &["sh", "-c", "sleep 600 & wait"]);
     assert_eq!(home.state(&id), "live");
     let [guardian, _] = witnesses(&home, &id);
 
@@ -461,8 +458,7 @@ fn recover_dry_run_changes_nothing() {
         before,
         "a dry run wrote or removed files"
     );
-    // The workload got its parent-death signal with the launcher; the guardian and the
-    // detached sleep hold the scope.
+    // Nothing was stopped: the guardian and the workload hold the scope.
     assert!(alive(guardian.0, guardian.1));
     assert_eq!(home.state(&id), "live");
 

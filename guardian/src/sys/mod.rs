@@ -726,6 +726,38 @@ impl Leaf {
         })
         .map(drop)
     }
+
+    /// `cgroup.kill` (Linux 5.14): the kernel sends `SIGKILL` to every member of the cgroup
+    /// and of the cgroups below it, and fails the forks racing with it. Opened through the
+    /// parent's descriptor and the directory's name (no path text is kept), written, closed.
+    #[doc(alias = "cgroup.kill")]
+    pub fn kill(&self) -> Result<(), Errno> {
+        let dir = OwnedFd(retry(|| {
+            // SAFETY: a live descriptor and a NUL-terminated name.
+            cvt(unsafe {
+                syscall!(
+                    libc::SYS_openat,
+                    self.parent.0,
+                    self.name.as_ptr(),
+                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                    0
+                )
+            })
+        })?);
+        let file = OwnedFd(retry(|| {
+            // SAFETY: a live descriptor and a NUL-terminated name.
+            cvt(unsafe {
+                syscall!(
+                    libc::SYS_openat,
+                    dir.0,
+                    c"cgroup.kill".as_ptr(),
+                    libc::O_WRONLY | libc::O_CLOEXEC,
+                    0
+                )
+            })
+        })?);
+        write_all(file.0, b"1")
+    }
 }
 
 /// `setpgid(pid, pid)` from the parent (closes the race with the child's own call).
@@ -761,6 +793,96 @@ pub fn pidfd_send_signal(pidfd: &OwnedFd, signo: c_int) -> Result<(), Errno> {
 pub fn kill_group_of_child(leader: Pid, signo: c_int) -> Result<(), Errno> {
     // SAFETY: plain integer arguments; a negative pid names a process group.
     cvt(unsafe { syscall!(libc::SYS_kill, -leader.0, signo) }).map(drop)
+}
+
+/// Calls `f` with each direct child of this process, as the kernel lists them in
+/// `/proc/thread-self/children` (`CONFIG_PROC_CHILDREN`; the guardian is single-threaded, so its
+/// one thread's list is all of them), read through a small buffer. Every pid passed is a child
+/// of ours until we reap it, which nothing does while the list is read.
+///
+/// # Caveats
+/// The list is a snapshot per read: a child that arrives meanwhile (an orphan reparented to us)
+/// may be missed, and is listed by the next call.
+pub fn for_each_child(mut f: impl FnMut(Pid)) -> Result<(), Errno> {
+    let fd = OwnedFd(retry(|| {
+        // SAFETY: the path is a NUL-terminated literal.
+        cvt(unsafe {
+            open(
+                c"/proc/thread-self/children",
+                libc::O_RDONLY | libc::O_CLOEXEC,
+                0,
+            )
+        })
+    })?);
+    let mut buf = [0u8; 128];
+    // The number being read (it may span two reads), if any digit of it came.
+    let mut pid: Option<libc::pid_t> = None;
+    loop {
+        let n = read(&fd, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        for &b in &buf[..n] {
+            if b.is_ascii_digit() {
+                let digit = libc::pid_t::from(b - b'0');
+                pid = Some(pid.unwrap_or(0).saturating_mul(10).saturating_add(digit));
+            } else if let Some(p) = pid.take() {
+                if p > 0 {
+                    f(Pid(p));
+                }
+            }
+        }
+    }
+    if let Some(p) = pid.filter(|&p| p > 0) {
+        f(Pid(p));
+    }
+    Ok(())
+}
+
+/// `kill(child, signo)` by pid, for our own unreaped child ([`for_each_child`], [`fork`]): until
+/// we reap it, its pid cannot name another process. A pid of 0 or less (a group) is refused.
+pub fn signal_child(child: Pid, signo: c_int) -> Result<(), Errno> {
+    if child.0 <= 0 {
+        return Err(Errno(libc::EINVAL));
+    }
+    // SAFETY: plain integer arguments; a positive pid names one process.
+    cvt(unsafe { syscall!(libc::SYS_kill, child.0, signo) }).map(drop)
+}
+
+/// `readlink(path)` into `buf`: the link's length, `buf.len()` when it may have been cut.
+/// On `/proc/PID/exe` the kernel formats the executable's path from its dentry: nothing is asked
+/// of the file system the file is on (a FUSE server cannot hold this call).
+pub fn readlink(path: &CStr, buf: &mut [u8]) -> Result<usize, Errno> {
+    retry(|| {
+        // SAFETY: path is NUL-terminated; buf is a live, writable slice of buf.len() bytes.
+        cvt_isize(unsafe {
+            syscall!(
+                libc::SYS_readlinkat,
+                libc::AT_FDCWD,
+                path.as_ptr(),
+                buf.as_mut_ptr(),
+                buf.len()
+            )
+        })
+    })
+}
+
+/// This process's command name (`PR_GET_NAME`): at most 15 bytes, NUL-padded to 16.
+#[doc(alias = "PR_GET_NAME")]
+pub fn own_comm() -> [u8; 16] {
+    let mut name = [0u8; 16];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes (TASK_COMM_LEN) into the live buffer.
+    unsafe {
+        syscall!(
+            libc::SYS_prctl,
+            libc::PR_GET_NAME,
+            name.as_mut_ptr(),
+            0,
+            0,
+            0
+        )
+    };
+    name
 }
 
 pub enum Reaped {

@@ -13,6 +13,9 @@
 //! G -> L  ScopeExited   waitpid said ECHILD; the receipt is on disk (its bytes follow)
 //! L -> G  Signal        forward a signal (1..=64) to the workload
 //! G -> L  GuardianFailed  the guardian cannot go on (static code + errno); it exits after this
+//! L -> G  Disown        the launcher leaves the scope to itself on purpose (its workload ended,
+//!                       what it left is kept): the end of the channel that follows is no loss,
+//!                       neither the parent-death signal nor the scope's end follows it (W16)
 //! ```
 //!
 //! # Frame layout (little-endian)
@@ -144,6 +147,7 @@ mod kind {
     pub const SCOPE_EXITED: u16 = 8;
     pub const SIGNAL: u16 = 9;
     pub const GUARDIAN_FAILED: u16 = 10;
+    pub const DISOWN: u16 = 11;
 }
 
 /// What the code of a [`Frame::GuardianFailed`] means: the guardian's failure classes, by their
@@ -451,6 +455,7 @@ pub enum Frame<'a> {
     ScopeExited(Receipt),
     Signal { signo: i32 },
     GuardianFailed { code: u16, errno: i32 },
+    Disown,
 }
 
 /// A signal the kernel delivers (P4: 1..=64).
@@ -649,10 +654,11 @@ impl Frame<'_> {
             Frame::ScopeExited(_) => kind::SCOPE_EXITED,
             Frame::Signal { .. } => kind::SIGNAL,
             Frame::GuardianFailed { .. } => kind::GUARDIAN_FAILED,
+            Frame::Disown => kind::DISOWN,
         };
         start_frame(&mut w, k)?;
         match *self {
-            Frame::Launch(_) | Frame::Start | Frame::Abort | Frame::Started => {}
+            Frame::Launch(_) | Frame::Start | Frame::Abort | Frame::Started | Frame::Disown => {}
             Frame::Hello(h) => {
                 w.u32(h.guardian.pid)?;
                 w.u64(h.guardian.start_time)?;
@@ -747,6 +753,7 @@ impl Frame<'_> {
                 code: r.u16()?,
                 errno: r.i32()?,
             },
+            kind::DISOWN => Frame::Disown,
             _ => {
                 return Err(DecodeError::InvalidField {
                     field: "frame kind",

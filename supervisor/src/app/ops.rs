@@ -67,6 +67,9 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
     // A failed residue stop explains a scope that is still live (W7).
     let stop_failure = result.as_ref().and_then(|r| r.stop_failure.clone());
     let status = StatusFields::of(a.receipt.map(|r| r.status).or(reported));
+    // W16: the kernel's word on the main process, not the launcher's: a live scope whose
+    // launcher died before it could report the status still shows its main process ended.
+    let workload_running = a.state == State::Live && workload_runs(&reg.hello.workload);
     ScopeView {
         id: reg.id.to_string(),
         kind: ScopeKind::Known(reg.kind),
@@ -76,6 +79,7 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
         status: status.status,
         exit_code: status.exit_code,
         signal: status.signal,
+        workload_running: Some(workload_running),
         outcome: result.map(|r| r.outcome),
         started_at_unix_ms: reg.started_at_unix_ms,
         age_secs: refine_supervisor::kernel::clock::unix_ms()
@@ -93,6 +97,16 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
     }
 }
 
+/// Whether the workload's witness names a running process (not a zombie). A `/proc` that cannot
+/// be read says nothing: the process is taken for running, as `ps` showed it before it knew.
+fn workload_runs(w: &refine_protocol::ProcessWitness) -> bool {
+    match procfs::stat_of(w) {
+        Ok(Some(stat)) => !stat.state.is_exited(),
+        Ok(None) => false,
+        Err(_) => true,
+    }
+}
+
 /// A row for a record that does not decode: shown, never guessed at, never deleted.
 fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeView {
     ScopeView {
@@ -104,6 +118,7 @@ fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeV
         status: None,
         exit_code: None,
         signal: None,
+        workload_running: Some(false),
         outcome: None,
         started_at_unix_ms: 0,
         age_secs: 0,

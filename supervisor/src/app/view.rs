@@ -355,9 +355,9 @@ pub fn label_or_none(label: &str) -> &str {
     }
 }
 
-/// The workload's status, short (podman style): `running`, `exit 0`, `signal 9`, or, when the
-/// launch did not simply complete, its outcome (`stopped`, `timed out`, `spawn failed`);
-/// `show` has both.
+/// The workload's status, short (podman style): `running`, `exit 0`, `signal 9`, `ended` (a live
+/// scope whose main process is gone with nobody left to report how, W16), or, when the launch did
+/// not simply complete, its outcome (`stopped`, `timed out`, `spawn failed`); `show` has both.
 fn ps_status(r: &ScopeView) -> String {
     match r.outcome {
         None | Some(Outcome::Completed) => {}
@@ -367,18 +367,24 @@ fn ps_status(r: &ScopeView) -> String {
         (_, Some(c), _) => format!("exit {c}"),
         (_, _, Some(s)) => format!("signal {s}"),
         (Some(s), _, _) => s.words(),
-        (None, _, _) => if r.state == State::Live {
-            "running"
-        } else {
-            "-"
+        (None, _, _) => match r.state {
+            State::Live if r.workload_running == Some(false) => "ended",
+            State::Live => "running",
+            _ => "-",
         }
         .to_owned(),
     }
 }
 
-/// Whether a live scope's workload has ended and only what it left behind holds the scope.
+/// Whether a live scope's workload has ended and only what it left behind holds the scope: its
+/// status is known, or its witness names no running process (W16: the launcher that would have
+/// reported the status may be gone).
 fn is_residue(r: &ScopeView) -> bool {
-    r.state == State::Live && (r.status.is_some() || r.exit_code.is_some() || r.signal.is_some())
+    r.state == State::Live
+        && (r.status.is_some()
+            || r.exit_code.is_some()
+            || r.signal.is_some()
+            || r.workload_running == Some(false))
 }
 
 /// The state: `residue` for a live scope whose workload has ended (a descendant still holds
@@ -1092,5 +1098,34 @@ mod tests {
         }
         assert_eq!(cut_to_width("ビルド", 5), "ビル…");
         assert_eq!(display_width("ビルド"), 6);
+    }
+
+    /// W16: a live scope is `running` only while its main process runs; ended with nobody to
+    /// report its status (the launcher is gone), it is `residue`, `ended`.
+    #[test]
+    fn a_live_scope_whose_main_process_ended_is_residue() {
+        let row = |state: &str, running: bool, exit_code: Option<i32>| -> ScopeView {
+            serde_json::from_value(serde_json::json!({
+                "id": "ab".repeat(16), "kind": "command", "label": "", "state": state,
+                "reason": null, "status": exit_code.map(|_| "exited"), "exit_code": exit_code,
+                "signal": null, "workload_running": running, "started_at_unix_ms": 1,
+                "age_secs": 0, "pid": 2, "guardian_pid": 1, "cwd": "/", "argv": ["true"],
+                "stdout": "/o", "stderr": "/e",
+            }))
+            .expect("a ps row")
+        };
+        let shown = |r: &ScopeView| (ps_state(r), ps_status(r));
+        let s = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+        assert_eq!(shown(&row("live", true, None)), s("live", "running"));
+        assert_eq!(shown(&row("live", false, None)), s("residue", "ended"));
+        assert_eq!(shown(&row("live", false, Some(0))), s("residue", "exit 0"));
+        assert_eq!(shown(&row("exited", false, Some(3))), s("exited", "exit 3"));
+        assert_eq!(shown(&row("unverified", false, None)), s("unverified", "-"));
+        // An older service's row does not say: shown as it was before the key existed.
+        let mut old = serde_json::to_value(row("live", false, None)).unwrap();
+        old.as_object_mut().unwrap().remove("workload_running");
+        let old: ScopeView = serde_json::from_value(old).unwrap();
+        assert_eq!(old.workload_running, None);
+        assert_eq!(shown(&old), s("live", "running"));
     }
 }

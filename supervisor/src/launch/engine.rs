@@ -716,6 +716,12 @@ impl Engine {
             let state = if residue_stop.is_some() {
                 ScopeState::Stopping
             } else {
+                // W16: the residue is kept by its policy, not held by this launcher: its end,
+                // whenever it comes, must not end the scope. (A residue this launcher is to
+                // stop, `Stopping`, stays its to end: its death ends the scope instead.)
+                if let Err(e) = link.disown() {
+                    tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot tell the guardian the residue is kept");
+                }
                 ScopeState::Live
             };
             (

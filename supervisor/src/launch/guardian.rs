@@ -495,6 +495,15 @@ impl GuardianLink {
         self.send(Frame::Signal { signo }, "send a signal request")
     }
 
+    /// Tells the guardian that this launcher leaves the scope to itself on purpose (W16): its
+    /// workload has ended and what it left is kept, so this process's end, whenever it comes, is
+    /// no loss: the guardian sends no parent-death signal and does not end the scope then.
+    /// Without it, a launch that asked for a parent-death signal has its whole scope ended by
+    /// its guardian when this process dies.
+    pub fn disown(&mut self) -> Result<(), HandshakeError> {
+        self.send(Frame::Disown, "send disown")
+    }
+
     fn send(&mut self, frame: Frame<'_>, op: &'static str) -> Result<(), HandshakeError> {
         let mut buf = [0u8; 64];
         let n = frame
@@ -597,7 +606,11 @@ impl GuardianLink {
             Frame::GuardianFailed { code, errno } => {
                 Received::Event(GuardianEvent::GuardianFailed { code, errno })
             }
-            Frame::Launch(_) | Frame::Start | Frame::Abort | Frame::Signal { .. } => {
+            Frame::Launch(_)
+            | Frame::Start
+            | Frame::Abort
+            | Frame::Signal { .. }
+            | Frame::Disown => {
                 return Err(HandshakeError::Unexpected(
                     "launcher-side frame from the guardian",
                 ))

@@ -6,6 +6,9 @@
 //! 2. `detached`: exits, leaving a detached session behind,
 //! 3. `ignorer`: keeps running, and ignores SIGTERM (as do its leaves).
 //!
+//! The launches ask for no parent-death signal, as the service's do: killed, this launcher leaves
+//! them running for recovery to find.
+//!
 //! Prints `launched <name> <id>` for each and `ready` once all are up, then waits to be killed.
 
 use std::io::{BufRead, BufReader, Write};
@@ -62,9 +65,11 @@ fn main() {
         let (reader, writer) = std::io::pipe().expect("pipe");
         let mut argv = vec![tree_builder.into()];
         argv.extend(tree_args.iter().map(std::ffi::OsString::from));
-        let (_reg, mut link) =
-            launch_registered_into(&rt, pending, id, stopkit::request(argv, writer.into()))
-                .expect("launch");
+        let mut req = stopkit::request(argv, writer.into());
+        // As the service's launches: they outlive a lost launcher until recovery (A4-A5). With
+        // a parent-death signal, the guardians would end the scopes themselves (W16).
+        req.guardian.pdeath_signal = None;
+        let (_reg, mut link) = launch_registered_into(&rt, pending, id, req).expect("launch");
         let mut lines = BufReader::new(reader);
         let mut line = String::new();
         while !line.starts_with("ready") {

@@ -17,8 +17,9 @@ pub(in crate::launch) struct ResidueStop {
 /// on a thread of its own or in the shared loop (`residues`); with `stop`, it stops the scope at
 /// that time through the shared stop, retrying a failed stop [`RESIDUE_ATTEMPTS`] times. A stop
 /// that still fails is logged, recorded as the launch's outcome `stop_failed` with its reason
-/// (`ps`, `show`), reported to the [`ScopeWatch`], and the registration lock is let go (recovery
-/// or an operator may end the scope); the watcher still reads the receipt when it comes.
+/// (`ps`, `show`), reported to the [`ScopeWatch`], and the registration lock and the scope are
+/// let go (`Disown`: recovery or an operator may end the scope, and this launcher's end does
+/// not, W16); the watcher still reads the receipt when it comes.
 pub(in crate::launch) fn watch_scope(
     runtime: Runtime,
     registration: Registration,
@@ -160,6 +161,11 @@ impl Watch {
                 } else {
                     tracing::error!(%id, %error, "residue stop failed; the scope stays live");
                     record_stop_failure(&self.runtime, id, &error);
+                    // W16: left to recovery or an operator on purpose, the residue must not be
+                    // ended by its guardian when this launcher goes.
+                    if let Err(e) = self.link.disown() {
+                        tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot tell the guardian the residue is kept");
+                    }
                     drop(self.owner.take());
                     if let Some(tx) = self.tx.take() {
                         let _ = tx.send(ScopeEnded {
