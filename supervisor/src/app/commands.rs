@@ -369,7 +369,45 @@ fn show(home: &Path, port: u16, args: ShowArgs) -> Result<ExitCode, CliError> {
     })
 }
 
+/// Issue 38 item 7: the termination signals an operator's `stop` or `recover` gets (Ctrl-C, a
+/// `timeout`, a systemd `ExecStop=` at its limit, a cancelled CI job) wait until the stop in
+/// progress has finished: a quiesce is never left half done by them. They stay blocked while
+/// the command runs; the first one taken then makes it exit 128+N, its output written. A
+/// SIGKILL cannot be held: what such a stop left frozen or stopped, the next `stop` of the
+/// scope ends (it kills a cgroup frozen by someone else, and stopped members, all the same).
+struct Interrupts {
+    signals: Option<std::os::fd::OwnedFd>,
+}
+
+impl Interrupts {
+    const HELD: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+    fn hold() -> Interrupts {
+        let blocked = refine_supervisor::kernel::child_signals::Blocked::block(&Self::HELD);
+        Interrupts {
+            signals: blocked.signalfd().ok(),
+        }
+    }
+
+    /// The first held signal that came, if any: the command's exit status becomes 128+N.
+    fn first(&self) -> Option<i32> {
+        use std::os::fd::AsFd;
+        let fd = self.signals.as_ref()?;
+        refine_supervisor::kernel::child_signals::read_signal(fd.as_fd()).map(|t| t.signo)
+    }
+
+    fn exit_code(&self, code: ExitCode) -> ExitCode {
+        self.first().map_or(code, |sig| 128 + sig)
+    }
+}
+
 fn stop(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliError> {
+    let interrupts = Interrupts::hold();
+    let code = stop_held(home, port, args);
+    code.map(|c| interrupts.exit_code(c))
+}
+
+fn stop_held(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliError> {
     let grace = args.grace.map(|g| (g, args.signal));
     let several = args.ids.len() > 1;
     let mut docs = Vec::new();
@@ -839,6 +877,12 @@ fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliErr
 }
 
 fn recover(home: &Path, port: u16, args: RecoverArgs) -> Result<ExitCode, CliError> {
+    let interrupts = Interrupts::hold();
+    let code = recover_held(home, port, args);
+    code.map(|c| interrupts.exit_code(c))
+}
+
+fn recover_held(home: &Path, port: u16, args: RecoverArgs) -> Result<ExitCode, CliError> {
     let doc = match open_runtime(home, port)? {
         Some(rt) if args.dry_run => ops::recover_plan(&rt)?,
         Some(rt) => ops::recover_all(&rt)?,
