@@ -137,6 +137,7 @@ fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeV
 /// The `ps` rows: with `all`, every registration of the history; without, only those in the
 /// open index (not yet proven exited: O(open), F1), and of those the ones not `exited` now.
 pub fn list_views(rt: &Runtime, all: bool) -> Result<Vec<ScopeView>, RegistryError> {
+    finish_abandoned_stops(rt);
     let ids = if all { rt.list_ids()? } else { rt.open_ids()? };
     let mut rows = Vec::new();
     for id in ids {
@@ -173,7 +174,19 @@ fn stall_record(rt: &Runtime, reg: &Registration, state: State) -> Option<StallR
 }
 
 /// The `show --json` document: record, receipt, assessment.
+/// Issue 38 item 7: a reader that finds a scope quiesced by a stop nobody runs any more (its
+/// lease left, the runtime's stop fence free) completes that stop before it reports; nothing
+/// (one `readdir`) when there is none, and never a wait on a running stop.
+fn finish_abandoned_stops(rt: &Runtime) {
+    refine_supervisor::end::stop::complete_if_abandoned(
+        rt,
+        &refine_supervisor::end::assess::KERNEL_BOOT,
+        std::time::Duration::ZERO,
+    );
+}
+
 pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
+    finish_abandoned_stops(rt);
     let reg = rt.read_registration(id)?;
     let a = assess(rt, &reg);
     let result = match rt.read_result(id) {

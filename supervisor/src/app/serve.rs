@@ -1017,6 +1017,8 @@ const RETENTION_EVERY: Duration = Duration::from_secs(600);
 fn maintenance(state: &Arc<Service>, keep: Housekeeping) {
     let rt = &state.rt;
     let started = Instant::now();
+    // Issue 38 item 7: a stop killed while it held the fence is completed within one period.
+    stop::complete_if_abandoned(rt, &assess::KERNEL_BOOT, Duration::ZERO);
     let ours = state.launched.lock().map(|l| l.clone()).unwrap_or_default();
     let (mut open, mut settled) = (0usize, 0usize);
     if let Ok(ids) = rt.open_ids() {

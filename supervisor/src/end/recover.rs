@@ -112,6 +112,9 @@ pub fn recover(
     opts: &RecoverOptions<'_>,
 ) -> Result<RecoveryReport, RecoverError> {
     let mut report = RecoveryReport::default();
+    // Issue 38 item 7: first the stops their stoppers abandoned (killed while they held the
+    // fence), whoever owns those scopes.
+    stop::complete_if_abandoned(runtime, opts.stop.boot, opts.stop.budget);
     for id in runtime.open_ids().map_err(RecoverError::List)? {
         if !runtime.record_path(id).exists() {
             // A marker without a record: a launch still writing it (it holds the lock), or one

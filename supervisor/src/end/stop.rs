@@ -4,7 +4,9 @@
 //! grace      optional, outside the fence: SIGTERM (or the chosen signal) to the workload's
 //!            process group (only with a verified member), then wait up to the grace period
 //!            for the guardian to exit (T7)
-//! fence      locks/stop.lock (bounded wait): overlapping stops of a runtime are serialized
+//! fence      locks/stop.lock (bounded wait): overlapping stops of a runtime are serialized;
+//!            a stop lease a killed stop left is finished first (see `lease`), and this one
+//!            keeps its own from before its first freeze or SIGSTOP to its last SIGKILL/SIGCONT
 //! assess     already exited -> report that; an earlier/unknown boot -> nothing is signalled
 //! cgroup     a scope with a cgroup of its own (F4), with or without its guardian (X9):
 //!            freeze (bounded: a member in an unanswered FUSE/NFS request never freezes, then
@@ -23,6 +25,9 @@
 //! `/proc` witness (pid and start time), or on the cgroup path a pid `cgroup.procs` lists again
 //! after its pidfd was open; nested guardians are recognised off this thread within a bound
 //! ([`crate::kernel::nested`], X9): no step waits on a file the scope can serve.
+//!
+//! A stop that sends no signal that can end a process withdraws the request it recorded, so
+//! a later natural end keeps its own outcome.
 //!
 //! A member that refuses a signal (EPERM) is reported and left out: the others are still stopped
 //! and killed, and the stop ends in [`StopError::Refused`] unless the guardian's receipt proves
@@ -64,8 +69,12 @@ use crate::kernel::tree::{self, Member, Roots, TreeError};
 use crate::store::fence::Fence;
 use crate::store::registry::{RegistryError, Runtime};
 
+mod lease;
 mod quiesce;
 mod unowned;
+
+pub(crate) use lease::complete_abandoned;
+pub use lease::{complete_if_abandoned, Completed};
 
 use quiesce::{quiesce, Held};
 pub use unowned::{kill_unowned, UnownedKill};
@@ -230,15 +239,55 @@ pub fn stop(
     opts: &StopOptions<'_>,
 ) -> Result<StopReport, StopError> {
     let start = Instant::now();
-    let pre = match grace_phase(runtime, reg, opts, start)? {
-        Graced::Done(report) => return Ok(report),
-        Graced::Go(pre) => pre,
-    };
-    let t = Instant::now();
-    let fence = runtime.stop_fence(opts.budget).map_err(StopError::Fence)?;
-    let report = run(runtime, reg, opts, start, t, pre);
-    drop(fence);
-    report
+    let since = crate::kernel::clock::unix_ns();
+    let mut grace_sent = false;
+    let result = (|| {
+        let pre = match grace_phase(runtime, reg, opts, start)? {
+            Graced::Done(report) => return Ok(report),
+            Graced::Go(pre) => pre,
+        };
+        grace_sent = any_ending_signal(&pre.signalled);
+        let t = Instant::now();
+        let fence = runtime.stop_fence(opts.budget).map_err(StopError::Fence)?;
+        // Item 7: a stop that died while it held the fence left its lease; this one finishes it
+        // (its own scope's in `run`).
+        complete_abandoned(runtime, opts.boot, Some(reg.id), &fence);
+        let report = run(runtime, reg, opts, start, t, pre);
+        drop(fence);
+        report
+    })();
+    withdraw_unless_sent(runtime, reg, since, grace_sent, &result);
+    result
+}
+
+/// Whether `sent` holds a signal that can end a process (not only SIGSTOP and SIGCONT).
+fn any_ending_signal(sent: &[Sent]) -> bool {
+    sent.iter()
+        .any(|s| s.signal != Signal::STOP.as_raw() && s.signal != Signal::CONT.as_raw())
+}
+
+/// Item 7: a stop that ended without sending a signal that can end a process withdraws the
+/// request it recorded, so a later natural end stays `completed`. Only this process's request
+/// recorded since `since` is removed: an earlier stop's (whose signal may have been sent) stays.
+fn withdraw_unless_sent(
+    runtime: &Runtime,
+    reg: &Registration,
+    since: u64,
+    grace_sent: bool,
+    result: &Result<StopReport, StopError>,
+) {
+    let sent = grace_sent
+        || match result {
+            Ok(r) => r.killed > 0 || any_ending_signal(&r.signalled),
+            Err(StopError::ProofTimeout { signalled, .. })
+            | Err(StopError::Refused { signalled, .. }) => any_ending_signal(signalled),
+            // The other failures come before any SIGKILL (a `cgroup.kill` that failed killed
+            // nobody) or after a quiesce that resumed what it stopped.
+            Err(_) => false,
+        };
+    if !sent {
+        runtime.withdraw_stop_request(reg.id, since);
+    }
 }
 
 /// Records who asked for this stop (see [`StopOptions::cause`]). A failure to record it never
@@ -266,11 +315,18 @@ pub(crate) fn stop_fenced(
     _fence: &Fence,
 ) -> Result<StopReport, StopError> {
     let start = Instant::now();
-    let pre = match grace_phase(runtime, reg, opts, start)? {
-        Graced::Done(report) => return Ok(report),
-        Graced::Go(pre) => pre,
-    };
-    run(runtime, reg, opts, start, Instant::now(), pre)
+    let since = crate::kernel::clock::unix_ns();
+    let mut grace_sent = false;
+    let result = (|| {
+        let pre = match grace_phase(runtime, reg, opts, start)? {
+            Graced::Done(report) => return Ok(report),
+            Graced::Go(pre) => pre,
+        };
+        grace_sent = any_ending_signal(&pre.signalled);
+        run(runtime, reg, opts, start, Instant::now(), pre)
+    })();
+    withdraw_unless_sent(runtime, reg, since, grace_sent, &result);
+    result
 }
 
 /// The polite signal alone, T7's first step, for a caller that waits on its own terms (the
@@ -461,9 +517,14 @@ fn run(
     };
 
     let mut signalled = pre.signalled;
+    // Item 7: a lease found under the fence is a dead stop's (see `lease`).
+    let inherited = lease::left(runtime, reg.id);
     let (guardian, roots, current) = match open_scope(runtime, reg, opts, !pre.recorded)? {
         // Exited within the grace, or before: the grace's signals are still reported.
         Opened::Over(outcome, assessment) => {
+            if let Some(left) = inherited {
+                lease::clear(runtime, reg, left);
+            }
             let outcome = if signalled.is_empty() {
                 outcome
             } else {
@@ -493,13 +554,24 @@ fn run(
     // Without a guardian (gone, same boot) the cgroup is killed all the same (X9: an orphan
     // that dropped the owner marker is still a member), and the `/proc` path then sweeps what
     // carries the marker outside it and reports.
+    let inherited_freeze = inherited.is_some_and(|l| l.froze);
+    let cgroup = scope_cgroup(reg);
+    let froze = cgroup
+        .as_ref()
+        .is_some_and(|(dir, _)| inherited_freeze || !crate::kernel::cgroup::freeze_requested(dir));
+    // From before the first freeze or SIGSTOP until this function returns (every path).
+    let _lease = lease::Lease::take(runtime, reg.id, froze);
     let mut cgroup_killed = 0;
-    if let Some((dir, events)) = scope_cgroup(reg) {
+    if let Some((dir, events)) = cgroup {
         let mut refused = Vec::new();
         let half = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;
+        let target = CgroupTarget {
+            dir: &dir,
+            events: &events,
+            inherited_freeze,
+        };
         if let Some((killed, kill_at)) = stop_cgroup(
-            &dir,
-            &events,
+            &target,
             guardian.as_ref(),
             half,
             &mut signalled,
@@ -535,7 +607,13 @@ fn run(
         &mut signalled,
         &mut timings.rounds,
         &mut refused,
-    )?;
+    )
+    .inspect_err(|e| {
+        // Completing a dead stop that failed: what that stop had SIGSTOPped is resumed too.
+        if let (Some(_), StopError::Quiescence(ev)) = (inherited, e) {
+            lease::resume_found_stopped(&ev.found_stopped);
+        }
+    })?;
     timings.quiesce = t.elapsed();
 
     let t = Instant::now();
@@ -609,6 +687,15 @@ fn run(
     }
 }
 
+/// The cgroup a stop acts on: its directory, its `cgroup.events`, and whether a dead stop this
+/// one completes froze it (then its freeze counts as this stop's own).
+#[derive(Clone, Copy)]
+struct CgroupTarget<'a> {
+    dir: &'a std::path::Path,
+    events: &'a std::fs::File,
+    inherited_freeze: bool,
+}
+
 /// The scope's own cgroup, when the workload was forked into it and it still exists, with its
 /// `cgroup.events` open.
 fn scope_cgroup(reg: &Registration) -> Option<(std::path::PathBuf, std::fs::File)> {
@@ -640,8 +727,7 @@ fn scope_cgroup(reg: &Registration) -> Option<(std::path::PathBuf, std::fs::File
 /// [`pin_members`]). `None`: the cgroup could not be frozen at all (gone, not writable):
 /// nothing was done, the `/proc` path follows. Returns how many members were killed and when.
 fn stop_cgroup(
-    dir: &std::path::Path,
-    events: &std::fs::File,
+    target: &CgroupTarget<'_>,
     guardian: Option<&Verified>,
     deadline: Instant,
     signalled: &mut Vec<Sent>,
@@ -649,9 +735,15 @@ fn stop_cgroup(
     refused: &mut Vec<ProcessWitness>,
 ) -> Result<Option<(usize, Instant)>, StopError> {
     use crate::kernel::cgroup;
+    let CgroupTarget {
+        dir,
+        events,
+        inherited_freeze,
+    } = *target;
     let t = Instant::now();
-    // Every exit path thaws what this stop froze, and nothing else.
-    let ours = !cgroup::freeze_requested(dir);
+    // Every exit path thaws what this stop froze (or the dead stop it completes), and nothing
+    // else.
+    let ours = inherited_freeze || !cgroup::freeze_requested(dir);
     if ours {
         if let Err(e) = cgroup::write(dir, "cgroup.freeze", "1") {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot freeze the scope's cgroup; using /proc");

@@ -340,6 +340,38 @@ impl Runtime {
     pub(crate) fn stop_fence_path(&self) -> PathBuf {
         self.dir.join("locks").join("stop.lock")
     }
+    /// The stop lease of `id` (issue 38 item 7): present while a stop holding the runtime's
+    /// stop fence quiesces the scope; one found by the fence's next holder was left by a stop
+    /// that died ([`crate::end::stop::complete_abandoned`]).
+    pub(crate) fn stop_lease_path(&self, id: RegistrationId) -> PathBuf {
+        self.dir.join("locks").join(format!("{id}.stopping"))
+    }
+    /// The ids with a stop lease: one `readdir` of `locks/`, which holds only the runtime's
+    /// fences and these (and legacy lock files of binaries before F3).
+    pub(crate) fn stop_leases(&self) -> Vec<RegistrationId> {
+        let Ok(rd) = fs::read_dir(self.dir.join("locks")) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<RegistrationId> = rd
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name();
+                RegistrationId::parse(name.to_str()?.strip_suffix(".stopping")?)
+            })
+            .collect();
+        ids.sort();
+        ids
+    }
+    /// Removes the stop request of `id` if it is the one this process recorded at or after
+    /// `since_unix_ns` (a stop that sent no signal withdraws its own request, no other).
+    pub(crate) fn withdraw_stop_request(&self, id: RegistrationId, since_unix_ns: u64) {
+        if let Ok(Some(req)) = self.read_stop_request(id) {
+            if req.requester_pid == std::process::id() && req.requested_at_unix_ns >= since_unix_ns
+            {
+                let _ = fs::remove_file(self.stop_request_path(id));
+            }
+        }
+    }
     pub fn socket_path(&self) -> PathBuf {
         self.dir.join("supervisor.sock")
     }
