@@ -16,7 +16,7 @@ fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match cli::parse_args(&args) {
         Ok(c) => c,
-        Err(e) => usage_error(e, &args),
+        Err(e) => usage_error(e),
     };
     // `RUST_LOG` traces a command on stderr; unset, nothing is installed (the service installs
     // its own subscriber). Colour only on a terminal, never with NO_COLOR.
@@ -41,20 +41,7 @@ fn main() {
     }
 }
 
-/// clap's own message, whole (argument names, suggestions, usage); `run` without `--` first
-/// says that is what is missing.
-fn usage_error(e: clap::Error, args: &[std::ffi::OsString]) -> ! {
-    use clap::error::ErrorKind;
-    let is_run = args.iter().skip(1).any(|a| a == "run");
-    let has_dashes = args.iter().any(|a| a == "--");
-    let shown = matches!(
-        e.kind(),
-        ErrorKind::DisplayHelp
-            | ErrorKind::DisplayVersion
-            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-    );
-    if is_run && !has_dashes && !shown {
-        eprintln!("refine-supervisor: run: missing `--` before the command (usage: refine-supervisor run [OPTIONS] -- CMD [ARGS]...)");
-    }
+/// clap's own message, whole (argument names, suggestions, usage).
+fn usage_error(e: clap::Error) -> ! {
     e.exit()
 }

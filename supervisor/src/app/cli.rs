@@ -156,17 +156,17 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = KindArg::Command)]
     pub kind: KindArg,
     /// Completion deadline from the start (e.g. 30s, 0.5, 5m, 2h, 7d; a bare number is
-    /// seconds, at most 3650d), for the whole scope: SIGTERM to the workload's process group,
+    /// seconds, at most 3650d; 0: none, as `timeout 0`), for the whole scope: SIGTERM to the workload's process group,
     /// then the scope is stopped after --kill-after; run exits 124 (137 if it had to kill).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub timeout: Option<Duration>,
-    /// Idle deadline: no output, input, resize or signal activity for this long.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    /// Idle deadline: no output, input, resize or signal activity for this long (0: none).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub idle_timeout: Option<Duration>,
     /// When a deadline passes, SIGTERM the workload's process group first and stop the scope
     /// only this much later (coreutils `timeout -k`; default 5s, 0: kill at once); the outcome
     /// stays the deadline's, and run exits 124 (137 once it had to kill), as timeout does.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub kill_after: Option<Duration>,
     /// Working directory of the workload (default: this one; `-w`/`--workdir` as docker).
     #[arg(long, short = 'w', visible_alias = "workdir", value_name = "DIR")]
@@ -190,7 +190,7 @@ pub struct RunArgs {
     #[arg(long, requires = "label")]
     pub unique: bool,
     /// For `agent`: when no capacity slot is free, wait up to this long instead of refusing.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub wait_for_slot: Option<Duration>,
     /// Print the result object at the end instead of streaming output.
     #[arg(long)]
@@ -200,7 +200,7 @@ pub struct RunArgs {
     /// one is only forwarded). Once the workload has ended, the rest of its scope is stopped and
     /// run exits with the workload's status. Every other signal (HUP, QUIT, USR1...) is only
     /// forwarded.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = STOP_GRACE_DEFAULT)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = STOP_GRACE_DEFAULT)]
     pub stop_grace: Duration,
     /// Byte cap of each output artifact (e.g. 10M, 1.5M, 1GiB; 0: none); past it the stream is
     /// incomplete ("log cap") and the pipe is still drained.
@@ -216,9 +216,10 @@ pub struct RunArgs {
     /// witnesses such a process (where the scope has one).
     #[arg(long)]
     pub allow_setns: bool,
-    /// The command and its arguments, after `--`.
+    /// The command and its arguments (`--` before them is optional, as for tini and
+    /// `timeout`: every word from the command's first on is the command's, `--json` too).
     /// Passed as bytes: arguments need not be UTF-8.
-    #[arg(last = true, required = true, value_name = "CMD", value_parser = clap::value_parser!(OsString))]
+    #[arg(trailing_var_arg = true, required = true, value_name = "CMD", value_parser = clap::value_parser!(OsString))]
     pub command: Vec<OsString>,
 }
 
@@ -244,16 +245,16 @@ impl KindArg {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Seconds between maintenance passes (deadlines, retention, capacity sampling).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "5s")]
     pub maintenance_every: Duration,
     /// Retention age limit used by the maintenance loop.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "7d")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "7d")]
     pub retain: Duration,
     /// The maintenance loop forgets whole exited registrations older than this.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30d")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "30d")]
     pub forget_after: Duration,
     /// Stall watch: time between two samples of each live scope's tree CPU and output.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "60s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "60s")]
     pub stall_period: Duration,
     /// Stall watch: CPU threshold, percent of one core (calm is under half of it).
     #[arg(long, value_name = "PERCENT", default_value_t = 75, value_parser = clap::value_parser!(u32).range(1..=100_000))]
@@ -269,7 +270,7 @@ pub struct ServeArgs {
     pub metrics: Option<std::net::SocketAddr>,
     /// On SIGTERM/SIGINT: how long the service's launches get to end after their SIGTERM before
     /// the shared stop kills what is left.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "10s")]
     pub shutdown_grace: Duration,
     /// Format of the service log (stderr, or --log-file); RUST_LOG filters it (default: info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
@@ -314,7 +315,7 @@ pub struct ReapArgs {
     #[arg(long, value_name = "PATH")]
     pub checkout: PathBuf,
     /// Budget of each stop, for coordination and proof.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "2s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "2s")]
     pub budget: Duration,
     /// One JSON document.
     #[arg(long)]
@@ -398,7 +399,7 @@ pub struct StopArgs {
     /// Send the polite signal to the workload's process group first and wait this long for the
     /// scope to end by itself before the kill (the runtime's stop fence is not held meanwhile;
     /// `-t 10` as `docker stop -t`: a bare number is seconds).
-    #[arg(long, short = 't', value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, short = 't', value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub grace: Option<Duration>,
     /// The polite signal of --grace (name or number: TERM, INT, HUP, USR1, 15, ...).
     #[arg(long, value_name = "SIG", value_parser = refine_supervisor::kernel::signal::parse, default_value = "TERM", requires = "grace")]
@@ -437,7 +438,7 @@ pub struct WaitArgs {
     #[arg(required = true, value_name = "ID")]
     pub ids: Vec<String>,
     /// Give up after this long (exit 124, naming the scopes still live).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub timeout: Option<Duration>,
     /// One JSON document: each scope's state and exit code, and whether the wait timed out.
     #[arg(long)]
@@ -492,10 +493,10 @@ pub struct ReceiptArgs {
 #[derive(Debug, Args)]
 pub struct GcArgs {
     /// Age limit of the artifacts and capture receipts (e.g. 0s, 12h, 7d).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "7d")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "7d")]
     pub older_than: Duration,
     /// Forget whole exited registrations (record, proof, artifacts, lock) older than this.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30d")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "30d")]
     pub forget_after: Duration,
     /// Check everything, delete nothing.
     #[arg(long)]

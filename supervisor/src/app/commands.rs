@@ -115,7 +115,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     let port = cli.port;
     tracing::debug!(home = %home.display(), port, "home");
     match cli.command {
-        Command::Run(Deferred(args)) => run(&home, port, args),
+        Command::Run(Deferred(mut args)) => {
+            // `timeout 0` (coreutils): a zero deadline is no deadline.
+            args.timeout = args.timeout.filter(|d| !d.is_zero());
+            args.idle_timeout = args.idle_timeout.filter(|d| !d.is_zero());
+            run(&home, port, args)
+        }
         Command::Serve(Deferred(args)) => {
             let watch = args.stall().validate().map_err(CliError::Stall)?;
             refine_supervisor::kernel::cgroup::configure(
@@ -409,25 +414,101 @@ fn stop(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliError> {
 
 fn stop_held(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliError> {
     let grace = args.grace.map(|g| (g, args.signal));
-    let several = args.ids.len() > 1;
-    let mut docs = Vec::new();
-    let code = for_each_id(&args.ids, |w| {
-        let (rt, id) = runtime_and_id(home, port, w, resolve::Intent::Change)?;
+    if let [one] = &args.ids[..] {
+        let (rt, id) = runtime_and_id(home, port, one, resolve::Intent::Change)?;
         let reg = rt.read_registration(id)?;
         let doc = ops::stop_one(&rt, &reg, refine_protocol::StopCause::Operator, grace);
-        let proven = doc.state == State::Exited;
-        let reason = doc.reason.clone();
-        if args.json && several {
-            docs.push(doc);
-        } else if args.json {
+        if args.json {
             print_json(&doc)?;
         } else {
             writeln!(out(), "{}", view::stop_line(&doc)).map_err(CliError::Output)?;
         }
-        verdict(proven, CliError::StopNotProven { id, reason })
-    })?;
-    if args.json && several {
-        print_json(&docs)?;
+        let proven = doc.state == State::Exited;
+        return verdict(
+            proven,
+            CliError::StopNotProven {
+                id,
+                reason: doc.reason,
+            },
+        );
+    }
+    // Several ids stop at once, as `docker stop a b c` does: their graces overlap (only the
+    // quiesce, kill and proof of each is serialized, by the runtime's stop fence). Each id is
+    // resolved first (a failure is one line on stderr and the others still stop); a line is
+    // printed as each stop ends, the JSON array in the order given; the exit is the first
+    // non-zero one in that order.
+    let resolved: Vec<Result<(Runtime, refine_protocol::record::Registration), CliError>> = args
+        .ids
+        .iter()
+        .map(|w| {
+            let (rt, id) = runtime_and_id(home, port, w, resolve::Intent::Change)?;
+            let reg = rt.read_registration(id)?;
+            Ok((rt, reg))
+        })
+        .collect();
+    let lines = std::sync::Mutex::new(());
+    let json = args.json;
+    let docs: Vec<Result<super::docs::StopDoc, CliError>> = std::thread::scope(|s| {
+        let running: Vec<_> = resolved
+            .into_iter()
+            .map(|r| {
+                r.map(|(rt, reg)| {
+                    let lines = &lines;
+                    s.spawn(move || {
+                        let doc =
+                            ops::stop_one(&rt, &reg, refine_protocol::StopCause::Operator, grace);
+                        if !json {
+                            let _held = lines.lock();
+                            writeln!(out(), "{}", view::stop_line(&doc))
+                                .map_err(CliError::Output)?;
+                        }
+                        Ok(doc)
+                    })
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|r| r.and_then(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
+            .collect()
+    });
+    let mut code = 0;
+    let mut shown = Vec::new();
+    for d in docs {
+        let c = match d {
+            Err(CliError::Output(e)) => return Err(CliError::Output(e)),
+            Err(e) => {
+                eprintln!("refine-supervisor: error: {}", super::one_line(&e));
+                1
+            }
+            Ok(doc) => {
+                let Some(id) = RegistrationId::parse(&doc.id) else {
+                    shown.push(doc);
+                    continue;
+                };
+                let c = match verdict(
+                    doc.state == State::Exited,
+                    CliError::StopNotProven {
+                        id,
+                        reason: doc.reason.clone(),
+                    },
+                ) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        eprintln!("refine-supervisor: error: {}", super::one_line(&e));
+                        1
+                    }
+                };
+                shown.push(doc);
+                c
+            }
+        };
+        if code == 0 {
+            code = c;
+        }
+    }
+    if json {
+        print_json(&shown)?;
     }
     Ok(code)
 }

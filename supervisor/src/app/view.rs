@@ -38,6 +38,11 @@ use refine_supervisor::capacity::human_bytes;
 /// cannot hold is refused here, before it meets a clock.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
+    if t.starts_with('-') {
+        return Err(format!(
+            "{text:?} is negative: a duration is 0 or more (examples: 0, 1.5s, 500ms, 1h30m)"
+        ));
+    }
     let d = match decimal_duration(t) {
         Some(d) => d,
         None => compound_duration(t).ok_or_else(|| {

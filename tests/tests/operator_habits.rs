@@ -1,0 +1,116 @@
+//! Issue 44 (O14), the habits an operator brings from coreutils, tini and docker: `run CMD`
+//! without `--`, `--timeout 0` as no timeout, a negative duration refused in one clear line,
+//! and `stop` of several ids with their graces at once.
+
+mod cli_support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use cli_support::*;
+use refine_tests::wait_until;
+
+#[test]
+fn run_takes_the_command_without_a_double_dash() {
+    let home = Home::new();
+    let out = home.cli(&["run", "echo", "hi"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+    // From the command's first word on, every word is the command's.
+    let out = home.cli(&["run", "echo", "--json", "-x"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "--json -x\n");
+    // Options before the command are run's own.
+    let (out, doc) = home.run_json(&["true"]);
+    assert!(out.status.success(), "{doc}");
+    let out = home.cli(&["run", "--json", "true"]);
+    assert!(out.status.success(), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["exit_code"], 0, "{doc}");
+}
+
+#[test]
+fn a_zero_timeout_is_no_timeout_as_for_coreutils() {
+    let home = Home::new();
+    for flag in ["--timeout", "--idle-timeout"] {
+        let out = home.cli(&["run", flag, "0", "--", "sh", "-c", "sleep 0.3; echo done"]);
+        assert_eq!(out.status.code(), Some(0), "{flag} 0: {out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n", "{flag} 0");
+    }
+}
+
+#[test]
+fn a_negative_duration_is_one_clear_line() {
+    let home = Home::new();
+    let out = home.cli(&["run", "--timeout", "-1", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("negative"), "{err}");
+    assert!(
+        !err.contains("-- -1"),
+        "clap's tip for a value that looks like a flag: {err}"
+    );
+}
+
+/// A process killed and reaped on drop (also when an assertion fails).
+struct Guard(std::process::Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A scope that notes its SIGTERM in `marker`, survives it, and exits 0 once a line is written
+/// to `fifo`.
+fn term_noter(home: &Home, marker: &Path, fifo: &Path) -> (std::process::Child, String) {
+    let made = Command::new("mkfifo").arg(fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let script = format!(
+        "trap 'echo term > {m}' TERM; echo ready; while ! read x < {f}; do [ -p {f} ] || exit 1; done; exit 0",
+        m = marker.display(),
+        f = fifo.display()
+    );
+    home.run_until_ready_with(home.command(&[]), &["sh", "-c", &script])
+}
+
+#[test]
+fn stop_of_several_ids_runs_their_graces_at_once() {
+    let home = Home::new();
+    let dir = home.path().to_owned();
+    let (ma, fa) = (dir.join("a.term"), dir.join("a.fifo"));
+    let (mb, fb) = (dir.join("b.term"), dir.join("b.fifo"));
+    let (run_a, a) = term_noter(&home, &ma, &fa);
+    let mut run_a = Guard(run_a);
+    let (run_b, b) = term_noter(&home, &mb, &fb);
+    let mut run_b = Guard(run_b);
+    // A grace longer than the test waits: one after the other, b's SIGTERM would come a
+    // minute after a's.
+    let mut stop = Guard(
+        home.command(&["stop", "-t", "60", &a, &b])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("stop"),
+    );
+    let both = wait_until(DEADLINE, || ma.exists() && mb.exists());
+    assert!(
+        both,
+        "both scopes got SIGTERM within {DEADLINE:?}: a {}, b {}",
+        ma.exists(),
+        mb.exists()
+    );
+    // Both end by themselves within their graces.
+    std::fs::write(&fa, b"x\n").expect("fifo a");
+    std::fs::write(&fb, b"x\n").expect("fifo b");
+    let st = wait_bounded(&mut stop.0, DEADLINE, "stop a b");
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut stop.0.stdout.take().expect("stdout"), &mut text)
+        .expect("read");
+    assert!(st.success(), "stop: {st}: {text}");
+    assert_eq!(text.lines().count(), 2, "one line per id: {text}");
+    for r in [&mut run_a, &mut run_b] {
+        let st = wait_bounded(&mut r.0, DEADLINE, "run");
+        assert!(st.success(), "{st}");
+    }
+}
