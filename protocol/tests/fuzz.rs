@@ -212,6 +212,7 @@ fn hello() -> Hello {
         workload_sid: 11,
         proof: ProofIdentity { dev: 1, ino: 2 },
         cgroup: Default::default(),
+        provenance: None,
     }
 }
 
@@ -394,6 +395,8 @@ fn registration() -> Registration {
         proof_path: "/run/1/proofs/x".into(),
         cgroup: None,
         allow_setns: None,
+        supervisor_provenance: None,
+        guardian_provenance: None,
     }
 }
 

@@ -378,11 +378,30 @@ fn every_series_is_exposed_from_the_start_and_the_build_is_named() {
     let home = Home::new();
     let served = Served::start(&home);
     let text = served.scrape();
-    let build = format!(
-        "refine_build_info{{version=\"{}\"}}",
-        env!("CARGO_PKG_VERSION")
-    );
-    assert_eq!(sample(&text, &build), Some(1.0), "{build}:\n{text}");
+    // V1: the service's build, as `version --json` names it (its own provenance), and the
+    // guardian's it launches.
+    let version = home.json(&["version", "--json"]);
+    for (metric, p) in [
+        ("refine_build_info", &version["supervisor"]),
+        (
+            "refine_guardian_build_info",
+            &version["guardian"]["provenance"],
+        ),
+    ] {
+        let word = |v: &serde_json::Value| match v {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Bool(b) => b.to_string(),
+            _ => "unknown".to_owned(),
+        };
+        let build = format!(
+            "{metric}{{class=\"{}\",commit=\"{}\",dirty=\"{}\",version=\"{}\"}}",
+            word(&p["class"]),
+            word(&p["commit"]),
+            word(&p["dirty"]),
+            word(&p["version"]),
+        );
+        assert_eq!(sample(&text, &build), Some(1.0), "{build}:\n{text}");
+    }
     let mut missing = Vec::new();
     let mut want = |series: String| {
         if sample(&text, &series) != Some(0.0) {

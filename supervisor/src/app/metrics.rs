@@ -18,7 +18,8 @@
 //! | `refine_launches_total` | counter | `outcome` (S7: `completed`, `timed_out`, `stopped`, ...) |
 //! | `refine_stop_duration_seconds` | histogram | `cause` |
 //! | `refine_receipt_failures_total` | counter | `reason` (why a scope is unverified) |
-//! | `refine_build_info` | gauge (1) | `version` |
+//! | `refine_build_info` | gauge (1) | `version`, `commit`, `dirty`, `class` (V1; `unknown` where not known) |
+//! | `refine_guardian_build_info` | gauge (1) | the same, of the guardian it launches (absent when that carries none) |
 //! | `refine_scope_cpu_seconds_total` | counter | `kind` (F4: from the scopes' own cgroups) |
 //! | `refine_scope_memory_peak_bytes` | histogram | `kind` (F4: `memory.peak`) |
 //! | `refine_scope_oom_kills_total` | counter | `kind` (F4: `memory.events` `oom_kill`) |
@@ -72,6 +73,23 @@ use refine_supervisor::store::registry::Runtime;
 pub const MAX_REQUEST_HEAD: usize = 8 * 1024;
 /// How long a client may take to send its request head.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The labels of `refine_build_info` and `refine_guardian_build_info`, in their order.
+const BUILD_LABELS: [&str; 4] = ["class", "commit", "dirty", "version"];
+
+/// A build's label values (V1): what is not known is `unknown`.
+fn build_labels(b: &refine_protocol::BuildProvenance) -> [&str; 4] {
+    [
+        b.class.as_str(),
+        b.commit.as_deref().unwrap_or("unknown"),
+        match b.dirty {
+            Some(true) => "true",
+            Some(false) => "false",
+            None => "unknown",
+        },
+        &b.version,
+    ]
+}
 
 /// Stop latency buckets, in seconds: a stop usually takes milliseconds; a quiescence retry or a
 /// slow tree takes seconds.
@@ -261,20 +279,33 @@ impl Metrics {
             )
             .expect("valid metric"),
         );
-        let build_info = register(
-            &r,
-            IntGaugeVec::new(
-                Opts::new(
-                    "refine_build_info",
-                    "1, labelled with the version of the refine-supervisor that serves.",
-                ),
-                &["version"],
-            )
-            .expect("valid metric"),
+        // V1: the build that serves, and the guardian's it launches (read from its executable
+        // once, at the start; absent when it carries none).
+        let supervisor = refine_supervisor::kernel::provenance::own();
+        let guardian = refine_supervisor::kernel::provenance::of_guardian(
+            &refine_supervisor::launch::guardian::guardian_exe(),
         );
-        build_info
-            .with_label_values(&[env!("CARGO_PKG_VERSION")])
-            .set(1);
+        for (name, help, build) in [
+            (
+                "refine_build_info",
+                "1, labelled with the build of the refine-supervisor that serves (V1).",
+                Some(&supervisor),
+            ),
+            (
+                "refine_guardian_build_info",
+                "1, labelled with the build of the refine-guardian it launches (V1); absent \
+                 when that carries no provenance.",
+                guardian.as_ref().ok(),
+            ),
+        ] {
+            let info = register(
+                &r,
+                IntGaugeVec::new(Opts::new(name, help), &BUILD_LABELS).expect("valid metric"),
+            );
+            if let Some(b) = build {
+                info.with_label_values(&build_labels(b)).set(1);
+            }
+        }
         let metrics = Metrics {
             scope_cpu_seconds,
             scope_memory_peak_bytes,
