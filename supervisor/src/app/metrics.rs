@@ -17,6 +17,7 @@
 //! | `refine_launch_requests_total` | counter | `result` (`started`, `no_capacity`, `rejected`, `failed`) |
 //! | `refine_launches_total` | counter | `outcome` (S7: `completed`, `timed_out`, `stopped`, ...) |
 //! | `refine_stop_duration_seconds` | histogram | `cause` |
+//! | `refine_stop_failures_total` | counter | `cause` (V3: a stop that did not prove the end; `residue` for what outlived a workload) |
 //! | `refine_receipt_failures_total` | counter | `reason` (why a scope is unverified) |
 //! | `refine_build_info` | gauge (1) | `version`, `commit`, `dirty`, `class` (V1; `unknown` where not known) |
 //! | `refine_guardian_build_info` | gauge (1) | the same, of the guardian it launches (absent when that carries none) |
@@ -113,6 +114,10 @@ const STOP_CAUSES: [&str; 8] = [
     "capture_fault",
 ];
 
+/// The cause `refine_stop_failures_total` gives a failed stop of a launch's residue (what
+/// outlived its workload).
+const RESIDUE: &str = "residue";
+
 /// How a launch request to the service ended.
 #[derive(Debug, Clone, Copy)]
 pub enum RequestResult {
@@ -159,6 +164,7 @@ pub struct Metrics {
     requests: IntCounterVec,
     launches: IntCounterVec,
     stop_seconds: HistogramVec,
+    stop_failures: IntCounterVec,
     receipt_failures: IntCounterVec,
     /// What the scopes of this service's launches cost (H4), from their receipts.
     tree_cpu_seconds: CounterVec,
@@ -341,6 +347,12 @@ impl Metrics {
                 "outcome",
             ),
             stop_seconds,
+            stop_failures: counter(
+                "refine_stop_failures_total",
+                "Shared stops by this service that did not prove the end (V3), by cause \
+                 (`residue`: the stop of what outlived a workload).",
+                "cause",
+            ),
             receipt_failures: counter(
                 "refine_receipt_failures_total",
                 "Scopes found unverified (no receipt proves their end), by reason.",
@@ -364,7 +376,9 @@ impl Metrics {
         }
         for cause in STOP_CAUSES {
             self.stop_seconds.with_label_values(&[cause]);
+            self.stop_failures.with_label_values(&[cause]);
         }
+        self.stop_failures.with_label_values(&[RESIDUE]);
         for reason in UnverifiedCheck::ALL {
             self.receipt_failures.with_label_values(&[reason.name()]);
         }
@@ -419,6 +433,14 @@ impl Metrics {
         if let Some(report) = &result.stop_report {
             self.stopped(outcome, report.timings.total);
         }
+        if result.stop_failure.is_some() {
+            let cause = if STOP_CAUSES.contains(&outcome) {
+                outcome
+            } else {
+                RESIDUE
+            };
+            self.stop_failed(cause);
+        }
         self.launches.with_label_values(&[outcome]).inc();
     }
 
@@ -426,6 +448,11 @@ impl Metrics {
     pub fn result_hook(self: &Arc<Self>) -> ResultHook {
         let me = self.clone();
         Arc::new(move |r: &LaunchResult| me.launch_ended(r))
+    }
+
+    /// Counts a shared stop that did not prove the end, by its cause.
+    pub fn stop_failed(&self, cause: &str) {
+        self.stop_failures.with_label_values(&[cause]).inc();
     }
 
     /// Observes a shared stop that returned a report, by its cause.
