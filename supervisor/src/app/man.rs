@@ -158,7 +158,7 @@ const PAGES: &[Page] = &[
     },
     Page {
         name: Some("version"),
-        summary: "print the builds (version, commit, dirty flag, class) of the supervisor and its guardian",
+        summary: "print the builds of the supervisor and its guardian",
         exit: &[OK],
         files: &[],
     },
