@@ -19,6 +19,11 @@
 //! `target/<profile>` directory), so its doc examples find the workspace's `refine-guardian`
 //! (another package's binary) when they do not run beside it
 //! (`refine_supervisor::host::built_guardian`).
+//!
+//! And it finds the build's provenance (V1: commit, dirty flag, class; `refine-build-info`),
+//! which `src/provenance.rs` reads with `env!`: the sources are this package's folder, the
+//! protocol it compiles (`protocol/`, the core and the build-info crate included), and the
+//! workspace's manifest and lock file.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -41,6 +46,13 @@ fn main() {
     let out_dir = PathBuf::from(var("OUT_DIR"));
     let profile = out_dir.ancestors().nth(3).unwrap_or(&out_dir);
     println!("cargo:rustc-env=REFINE_PROFILE_DIR={}", profile.display());
+    let manifest = PathBuf::from(var("CARGO_MANIFEST_DIR"));
+    let workspace = manifest.parent().unwrap_or(&manifest);
+    refine_build_info::emit(
+        &var("CARGO_PKG_VERSION"),
+        workspace,
+        &["supervisor", "protocol", "Cargo.toml", "Cargo.lock"],
+    );
     let linux_gnu = var("CARGO_CFG_TARGET_OS") == "linux" && var("CARGO_CFG_TARGET_ENV") == "gnu";
     // The C compiler is asked where the archives are: only meaningful for the host's own target.
     if !linux_gnu || var("HOST") != var("TARGET") {

@@ -175,6 +175,8 @@ fn launch(chan: &mut Channel, signals: &Signals) -> Result<Launched, Error> {
             workload_sid: workload.sid,
             proof: proof.identity,
             cgroup: workload.placement,
+            // V1: the build the registration records for this guardian.
+            provenance: Some(sys::PROVENANCE),
         }));
         proof.start_writeback();
         workload.await_start(chan, signals, spec.start_timeout_ms)

@@ -27,6 +27,8 @@ pub mod frame;
 pub mod ids;
 #[path = "../core/src/mark.rs"]
 pub mod mark;
+#[path = "../core/src/provenance.rs"]
+pub mod provenance;
 #[path = "../core/src/receipt.rs"]
 pub mod receipt;
 #[path = "../core/src/time.rs"]
@@ -43,6 +45,7 @@ pub use frame::{Frame, Hello, LaunchParams, LaunchSpec, Rlimit};
 pub use ids::{BootId, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId};
 pub use receipt::{is_unwritten, Receipt, ScopeEnd, TreeUsage, WorkloadStatus};
 pub use record::{
-    CaptureReceipt, CgroupUsage, Kind, LaunchResultRecord, Limits, Registration, ResidueStopRecord,
-    ScopeCgroup, ScopePolicy, StopCause, StopRequest, StreamEnd, StreamReceipt,
+    BuildClass, BuildProvenance, CaptureReceipt, CgroupUsage, Kind, LaunchResultRecord, Limits,
+    Registration, ResidueStopRecord, ScopeCgroup, ScopePolicy, StopCause, StopRequest, StreamEnd,
+    StreamReceipt,
 };

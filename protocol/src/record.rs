@@ -43,8 +43,9 @@ pub const STALL_MAGIC: [u8; 8] = *b"RFNSTAL\0";
 pub const RECORD_VERSION: u16 = 1;
 /// The registration record's version: 2 adds [`Registration::argv_bytes`] and
 /// [`Limits::kill_after_ms`]; 3 appends [`Registration::cgroup`]; 4 appends
-/// [`Registration::allow_setns`].
-pub const REGISTRATION_VERSION: u16 = 4;
+/// [`Registration::allow_setns`]; 5 appends [`Registration::supervisor_provenance`] and
+/// [`Registration::guardian_provenance`].
+pub const REGISTRATION_VERSION: u16 = 5;
 /// The launch result's version: 2 adds [`LaunchResultRecord::stop_failure`] and
 /// [`LaunchResultRecord::usage`]; 3 [`LaunchResultRecord::residue_stop`]; 4 appends
 /// [`LaunchResultRecord::cgroup_usage`].
@@ -148,6 +149,61 @@ pub struct Registration {
     /// workload could join outside namespaces. `None` in version 1 to 3 records (their
     /// guardians had no filter).
     pub allow_setns: Option<bool>,
+    /// The build of the supervisor that registered the scope (V1). `None` in version 1 to 4
+    /// records.
+    pub supervisor_provenance: Option<BuildProvenance>,
+    /// The build of the guardian that holds the scope, as its `Hello` said (V1). `None` in
+    /// version 1 to 4 records, and from a guardian that carries none.
+    pub guardian_provenance: Option<BuildProvenance>,
+}
+
+/// A binary's build (V1), as records and documents carry it: the package version, the commit
+/// (`None`: unknown, a build outside git), whether its sources differed from that commit
+/// (`None`: unknown) and its class. Made from the fixed layout a binary embeds
+/// ([`crate::provenance::Provenance`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct BuildProvenance {
+    pub version: String,
+    pub commit: Option<String>,
+    pub dirty: Option<bool>,
+    pub class: BuildClass,
+}
+
+/// A build's class (V1): `release` only for a clean build of the commit tagged with the
+/// package's version, `source` otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum BuildClass {
+    Release,
+    Source,
+}
+
+impl crate::docs::Vocabulary for BuildClass {
+    const ALL: &'static [Self] = &[BuildClass::Release, BuildClass::Source];
+    const WHAT: &'static str = "build class";
+}
+
+impl BuildClass {
+    /// The class's name, as serde writes it (`release`, `source`).
+    pub fn as_str(self) -> &'static str {
+        crate::docs::Vocabulary::name(self)
+    }
+}
+
+impl From<crate::provenance::Provenance> for BuildProvenance {
+    fn from(p: crate::provenance::Provenance) -> Self {
+        BuildProvenance {
+            version: p.version().to_owned(),
+            commit: p.commit().map(str::to_owned),
+            dirty: p.dirty(),
+            class: match p.class() {
+                crate::provenance::Class::Release => BuildClass::Release,
+                crate::provenance::Class::Source => BuildClass::Source,
+            },
+        }
+    }
 }
 
 /// A scope's own cgroup (F4): the directory the supervisor made for it.
@@ -427,8 +483,9 @@ impl Registration {
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         encode_versioned(REGISTRATION_MAGIC, REGISTRATION_VERSION, self)
     }
-    /// Decodes version 4, version 3 (no `allow_setns`), version 2 (no `cgroup` either) and
-    /// version 1 (no `argv_bytes`, no `kill_after_ms`, no `cgroup`, no `allow_setns`).
+    /// Decodes version 5, version 4 (no provenance), version 3 (no `allow_setns` either),
+    /// version 2 (no `cgroup` either) and version 1 (no `argv_bytes`, no `kill_after_ms`, no
+    /// `cgroup`, no `allow_setns`, no provenance).
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         let (version, payload) = open_versions(REGISTRATION_MAGIC, REGISTRATION_VERSION, buf)?;
         match version {
@@ -436,14 +493,14 @@ impl Registration {
                 let v1: v1::Registration = decode_payload(payload, "registration record")?;
                 Ok(v1.into())
             }
-            // Versions 3 and 4 each only append an `Option`: an older payload is version 4's
-            // with each absent option's one zero byte missing.
-            2 | 3 => {
-                let missing = usize::from(4 - version);
-                let mut v4 = Vec::with_capacity(payload.len() + missing);
-                v4.extend_from_slice(payload);
-                v4.resize(payload.len() + missing, 0);
-                decode_payload(&v4, "registration record")
+            // Versions 3 and 4 each only append an `Option`, version 5 two: an older payload
+            // is version 5's with each absent option's one zero byte missing.
+            2..=4 => {
+                let missing = usize::from(4 - version) + 2;
+                let mut current = Vec::with_capacity(payload.len() + missing);
+                current.extend_from_slice(payload);
+                current.resize(payload.len() + missing, 0);
+                decode_payload(&current, "registration record")
             }
             _ => decode_payload(payload, "registration record"),
         }
@@ -574,6 +631,8 @@ mod v1 {
                 argv_bytes: None,
                 cgroup: None,
                 allow_setns: None,
+                supervisor_provenance: None,
+                guardian_provenance: None,
             }
         }
     }

@@ -26,6 +26,7 @@ pub const DOCUMENTS: &[(&str, &str)] = &[
     ("capacity", "capacity --json"),
     ("holders", "holders --json"),
     ("reap", "reap --checkout --json"),
+    ("version", "version --json"),
     ("request", "a request line to the service socket"),
     ("response", "a response line from the service socket"),
 ];
@@ -49,6 +50,7 @@ pub fn schema(name: &str) -> Option<schemars::Schema> {
         "capacity" => schema_for!(CapacityDoc),
         "holders" => schema_for!(HoldersDoc),
         "reap" => schema_for!(ReapDoc),
+        "version" => schema_for!(VersionDoc),
         "request" => schema_for!(Request),
         "response" => schema_for!(Response),
         _ => return None,

@@ -112,6 +112,9 @@ mod mirror {
         /// Frame only: the registration records the placement in its own `cgroup` field.
         #[serde(skip)]
         pub cgroup: crate::frame::Placement,
+        /// Frame only: the registration records it in `guardian_provenance`.
+        #[serde(skip)]
+        pub provenance: Option<crate::provenance::Provenance>,
     }
 }
 

@@ -72,6 +72,7 @@ fn hello() -> Hello {
         workload_sid: 11,
         proof: ProofIdentity { dev: 1, ino: 2 },
         cgroup: Default::default(),
+        provenance: None,
     }
 }
 
@@ -107,6 +108,8 @@ fn registration() -> Registration {
         argv_bytes: Some(vec![b"a".to_vec(), b"b".to_vec()]),
         cgroup: None,
         allow_setns: None,
+        supervisor_provenance: None,
+        guardian_provenance: None,
     }
 }
 

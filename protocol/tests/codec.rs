@@ -28,6 +28,7 @@ fn hello() -> Hello {
         workload_sid: 11,
         proof: ProofIdentity { dev: 1, ino: 2 },
         cgroup: Default::default(),
+        provenance: None,
     }
 }
 
@@ -94,6 +95,15 @@ fn launch_bytes() -> Vec<u8> {
 fn small_frames() -> Vec<Frame<'static>> {
     vec![
         Frame::Hello(hello()),
+        Frame::Hello(Hello {
+            provenance: Some(refine_protocol::provenance::Provenance::from_build(
+                "0.1.0",
+                "0123456789abcdef0123456789abcdef01234567",
+                "true",
+                "source",
+            )),
+            ..hello()
+        }),
         Frame::Start,
         Frame::Abort,
         Frame::Started,
@@ -171,7 +181,7 @@ fn frame_error_classes() {
     bad[4] = 9;
     assert!(matches!(
         Frame::decode(&bad),
-        Err(DecodeError::UnsupportedVersion { got: 9, max: 1 })
+        Err(DecodeError::UnsupportedVersion { got: 9, max: 2 })
     ));
     let mut bad = good.clone();
     bad[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
@@ -300,6 +310,8 @@ fn registration() -> Registration {
         proof_path: "/run/1/proofs/x".into(),
         cgroup: None,
         allow_setns: None,
+        supervisor_provenance: None,
+        guardian_provenance: None,
     }
 }
 
@@ -419,7 +431,7 @@ fn records_round_trip_and_reject_damage() {
         Err(DecodeError::Truncated { .. })
     ));
     let mut v = bytes.clone();
-    v[8] = 5;
+    v[8] = 6;
     assert!(matches!(
         Registration::decode(&v),
         Err(DecodeError::UnsupportedVersion { .. })
@@ -753,28 +765,45 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
     envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
     assert_eq!(Registration::decode(&v1).unwrap(), plain);
 
-    // A version 3 record (no `allow_setns`: version 4's payload without the absent option's
-    // zero byte) and a version 2 record (no `cgroup` either: one more zero byte less) decode
-    // with them absent.
+    // A version 4 record (no provenance: version 5's payload without the two absent options'
+    // zero bytes), a version 3 record (no `allow_setns` either: one zero byte less) and a
+    // version 2 record (no `cgroup` either) decode with them absent.
     assert_eq!(
-        &v2[v2.len() - 2..],
-        &[0, 0],
-        "an absent cgroup and an absent allow_setns are one zero byte each at the end"
+        &v2[v2.len() - 4..],
+        &[0, 0, 0, 0],
+        "an absent cgroup, allow_setns and two provenances are one zero byte each at the end"
     );
-    let payload3 = &v2[header..v2.len() - 1];
-    let mut old3 = vec![0u8; header + payload3.len()];
-    let mut w = Writer::new(&mut old3);
-    envelope_start(&mut w, &REGISTRATION_MAGIC, 3, 0).unwrap();
-    w.bytes(payload3).unwrap();
-    envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
-    assert_eq!(Registration::decode(&old3).unwrap(), plain);
-    let payload2 = &v2[header..v2.len() - 2];
-    let mut old2 = vec![0u8; header + payload2.len()];
-    let mut w = Writer::new(&mut old2);
-    envelope_start(&mut w, &REGISTRATION_MAGIC, 2, 0).unwrap();
-    w.bytes(payload2).unwrap();
-    envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
-    assert_eq!(Registration::decode(&old2).unwrap(), plain);
+    for (version, missing) in [(4u16, 2usize), (3, 3), (2, 4)] {
+        let payload = &v2[header..v2.len() - missing];
+        let mut old = vec![0u8; header + payload.len()];
+        let mut w = Writer::new(&mut old);
+        envelope_start(&mut w, &REGISTRATION_MAGIC, version, 0).unwrap();
+        w.bytes(payload).unwrap();
+        envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
+        assert_eq!(
+            Registration::decode(&old).unwrap(),
+            plain,
+            "version {version}"
+        );
+    }
+
+    // Version 5 keeps both builds (V1).
+    let mut built = plain.clone();
+    let p = refine_protocol::provenance::Provenance::from_build(
+        "0.1.0",
+        "0123456789abcdef0123456789abcdef01234567",
+        "false",
+        "release",
+    );
+    built.supervisor_provenance = Some(p.into());
+    built.guardian_provenance = Some(
+        refine_protocol::provenance::Provenance::from_build("0.1.0", "", "unknown", "source")
+            .into(),
+    );
+    assert_eq!(
+        Registration::decode(&built.encode().unwrap()).unwrap(),
+        built
+    );
 
     // Version 3 keeps the scope's cgroup (F4).
     let mut with_cgroup = plain.clone();
@@ -795,12 +824,12 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
         opted_out
     );
 
-    // Negative control: a version past 4 is refused, not guessed.
-    let mut v5 = v2.clone();
-    v5[8] = 5;
+    // Negative control: a version past 5 is refused, not guessed.
+    let mut v6 = v2.clone();
+    v6[8] = 6;
     assert!(matches!(
-        Registration::decode(&v5),
-        Err(DecodeError::UnsupportedVersion { got: 5, .. })
+        Registration::decode(&v6),
+        Err(DecodeError::UnsupportedVersion { got: 6, .. })
     ));
 }
 
@@ -970,4 +999,53 @@ mod libc_sig {
     pub const KILL: u32 = 9;
     pub const USR2: u32 = 12;
     pub const STOP: u32 = 19;
+}
+
+/// V1: a `Hello` with the guardian's provenance is a version 2 frame; one without is the
+/// version 1 frame a guardian before provenance sends (read back as `None`); every other frame
+/// stays version 1, and a version 2 frame of another kind is refused.
+#[test]
+fn only_a_hello_with_provenance_is_a_version_two_frame() {
+    let version = |b: &[u8]| u16::from_le_bytes([b[4], b[5]]);
+    let plain = encode(&Frame::Hello(hello()));
+    assert_eq!(version(&plain), 1);
+    let Frame::Hello(h) = Frame::decode(&plain).unwrap() else {
+        panic!("not a hello")
+    };
+    assert_eq!(h.provenance, None);
+    let p = refine_protocol::provenance::Provenance::from_build("0.1.0", "", "unknown", "source");
+    let with = encode(&Frame::Hello(Hello {
+        provenance: Some(p),
+        ..hello()
+    }));
+    assert_eq!(version(&with), 2);
+    assert_eq!(with.len(), plain.len() + refine_protocol::provenance::LEN);
+    let Frame::Hello(h) = Frame::decode(&with).unwrap() else {
+        panic!("not a hello")
+    };
+    assert_eq!(h.provenance, Some(p));
+    for f in small_frames() {
+        if !matches!(f, Frame::Hello(_)) {
+            assert_eq!(version(&encode(&f)), 1, "{f:?}");
+        }
+    }
+    // A Start frame claiming version 2 (checksum recomputed): refused, not guessed.
+    let mut start = encode(&Frame::Start);
+    start[4] = 2;
+    let crc = refine_protocol::codec::crc32_update(
+        refine_protocol::codec::crc32(&start[..12]),
+        &start[16..],
+    );
+    start[12..16].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(
+        Frame::decode(&start).unwrap_err(),
+        DecodeError::UnsupportedVersion { got: 2, max: 1 }
+    );
+    // A malformed provenance in a Hello is a typed error.
+    let mut bad = with.clone();
+    bad[16 + 70] ^= 0xff;
+    let crc =
+        refine_protocol::codec::crc32_update(refine_protocol::codec::crc32(&bad[..12]), &bad[16..]);
+    bad[12..16].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(Frame::decode(&bad).unwrap_err(), DecodeError::BadMagic);
 }

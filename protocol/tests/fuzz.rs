@@ -212,6 +212,7 @@ fn hello() -> Hello {
         workload_sid: 11,
         proof: ProofIdentity { dev: 1, ino: 2 },
         cgroup: Default::default(),
+        provenance: None,
     }
 }
 
@@ -245,6 +246,15 @@ fn usage() -> Option<TreeUsage> {
         system_us: 8,
         max_rss_kib: 9,
     })
+}
+
+fn provenance() -> refine_protocol::provenance::Provenance {
+    refine_protocol::provenance::Provenance::from_build(
+        "0.1.0",
+        "0123456789abcdef0123456789abcdef01234567",
+        "false",
+        "release",
+    )
 }
 
 fn frame_seeds() -> Vec<Vec<u8>> {
@@ -304,6 +314,11 @@ fn frame_seeds() -> Vec<Vec<u8>> {
         }),
         Frame::Hello(Hello {
             cgroup: refine_protocol::frame::Placement::Refused { errno: 38 },
+            ..hello()
+        }),
+        // V1: a version 2 Hello, with the guardian's provenance.
+        Frame::Hello(Hello {
+            provenance: Some(provenance()),
             ..hello()
         }),
         Frame::Start,
@@ -394,6 +409,8 @@ fn registration() -> Registration {
         proof_path: "/run/1/proofs/x".into(),
         cgroup: None,
         allow_setns: None,
+        supervisor_provenance: None,
+        guardian_provenance: None,
     }
 }
 
@@ -604,6 +621,11 @@ fn fuzz_every_decoder() {
         r.stdin_path = Some("/dev/null".into());
         r.kind = Kind::Terminal;
         r.pty = true;
+        r.supervisor_provenance = Some(provenance().into());
+        r.guardian_provenance = Some(
+            refine_protocol::provenance::Provenance::from_build("0.1.0", "", "unknown", "source")
+                .into(),
+        );
         r
     }]
     .map(|r| r.encode().unwrap());
@@ -654,6 +676,16 @@ fn fuzz_every_decoder() {
                     .unwrap_or_else(|e| panic!("decoded {r:?}, re-encoding refused: {e}"));
                 assert_eq!(&buf[..n], &v[..], "{r:?} re-encoded to other bytes");
             }
+        }
+        // The provenance layout (V1): what decodes is exactly its bytes.
+        let v = mutate(&mut rng, provenance().as_bytes());
+        if let Ok(p) = t.decode(
+            "provenance",
+            &v,
+            refine_protocol::provenance::Provenance::decode,
+        ) {
+            t.decoded += 1;
+            assert_eq!(&p.as_bytes()[..], &v[..], "{p:?} re-encoded to other bytes");
         }
         // Every record.
         record_round(

@@ -539,6 +539,7 @@ fn small_frame_encoders_refuse_what_their_decoders_refuse() {
                     ino: rng.next(),
                 },
                 cgroup: Default::default(),
+                provenance: None,
             }),
             1 => Frame::Start,
             2 => Frame::Abort,
@@ -618,6 +619,7 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
         workload_sid: 1,
         proof: ProofIdentity::default(),
         cgroup: Default::default(),
+        provenance: None,
     };
     record_at_the_limit(
         "registration",
@@ -644,6 +646,8 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
             argv_bytes: None,
             cgroup: None,
             allow_setns: None,
+            supervisor_provenance: None,
+            guardian_provenance: None,
         },
         Registration::encode,
         Registration::decode,

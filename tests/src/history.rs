@@ -121,11 +121,14 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
             workload_sid: 1,
             proof: proof_id,
             cgroup: Default::default(),
+            provenance: None,
         },
         proof_path: proof_path.display().to_string(),
         argv_bytes: None,
         cgroup: None,
         allow_setns: None,
+        supervisor_provenance: None,
+        guardian_provenance: None,
     };
     if f.durable {
         rt.write_registration(&reg).expect("write registration");

@@ -25,6 +25,7 @@ const SUBCOMMANDS: &[&str] = &[
     "holders",
     "reap",
     "schema",
+    "version",
     "completions",
     "man",
 ];

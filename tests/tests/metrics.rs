@@ -378,11 +378,30 @@ fn every_series_is_exposed_from_the_start_and_the_build_is_named() {
     let home = Home::new();
     let served = Served::start(&home);
     let text = served.scrape();
-    let build = format!(
-        "refine_build_info{{version=\"{}\"}}",
-        env!("CARGO_PKG_VERSION")
-    );
-    assert_eq!(sample(&text, &build), Some(1.0), "{build}:\n{text}");
+    // V1: the service's build, as `version --json` names it (its own provenance), and the
+    // guardian's it launches.
+    let version = home.json(&["version", "--json"]);
+    for (metric, p) in [
+        ("refine_build_info", &version["supervisor"]),
+        (
+            "refine_guardian_build_info",
+            &version["guardian"]["provenance"],
+        ),
+    ] {
+        let word = |v: &serde_json::Value| match v {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Bool(b) => b.to_string(),
+            _ => "unknown".to_owned(),
+        };
+        let build = format!(
+            "{metric}{{class=\"{}\",commit=\"{}\",dirty=\"{}\",version=\"{}\"}}",
+            word(&p["class"]),
+            word(&p["commit"]),
+            word(&p["dirty"]),
+            word(&p["version"]),
+        );
+        assert_eq!(sample(&text, &build), Some(1.0), "{build}:\n{text}");
+    }
     let mut missing = Vec::new();
     let mut want = |series: String| {
         if sample(&text, &series) != Some(0.0) {
@@ -417,7 +436,9 @@ fn every_series_is_exposed_from_the_start_and_the_build_is_named() {
         want(format!(
             "refine_stop_duration_seconds_count{{cause=\"{cause}\"}}"
         ));
+        want(format!("refine_stop_failures_total{{cause=\"{cause}\"}}"));
     }
+    want("refine_stop_failures_total{cause=\"residue\"}".to_owned());
     for reason in [
         "receipt_corrupt",
         "proof_missing",
@@ -571,4 +592,118 @@ fn the_scopes_cgroup_accounting_is_exported_where_present_and_absent_otherwise()
         !text.contains("refine_scope_"),
         "absent on the /proc path, not 0:\n{text}"
     );
+}
+
+/// The shipped alerting rules (V3), beside the unit.
+fn rules_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace")
+        .join("scripts")
+}
+
+/// `promtool ARGS` in `dir`: (success, stdout and stderr).
+fn promtool_in(promtool: &Path, dir: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(promtool)
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("spawn promtool");
+    let text = format!(
+        "promtool {args:?}: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// V3: the rules load (`promtool check rules`) and pass their unit tests (`promtool test
+/// rules`). Negative control: the same tests fail on a copy whose unverified alert forgets to
+/// wait its `for:` (so the tests do look at what the rules say).
+#[test]
+fn the_shipped_alert_rules_pass_their_promtool_tests() {
+    let Some(promtool) = tool("promtool") else {
+        eprintln!(
+            "skipped: promtool test rules (no promtool: install Debian's `prometheus` package)"
+        );
+        return;
+    };
+    let dir = rules_dir();
+    let (ok, out) = promtool_in(
+        &promtool,
+        &dir,
+        &["check", "rules", "refine-supervisor.rules.yml"],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = promtool_in(
+        &promtool,
+        &dir,
+        &["test", "rules", "refine-supervisor.rules.test.yml"],
+    );
+    assert!(ok, "{out}");
+
+    let copy = tempfile::tempdir().expect("tempdir");
+    let rules = std::fs::read_to_string(dir.join("refine-supervisor.rules.yml")).expect("rules");
+    let hasty = rules.replacen("        for: 5m\n", "        for: 0m\n", 1);
+    assert_ne!(hasty, rules, "the unverified alert waits 5m");
+    std::fs::write(copy.path().join("refine-supervisor.rules.yml"), hasty).unwrap();
+    std::fs::copy(
+        dir.join("refine-supervisor.rules.test.yml"),
+        copy.path().join("refine-supervisor.rules.test.yml"),
+    )
+    .unwrap();
+    let (ok, out) = promtool_in(
+        &promtool,
+        copy.path(),
+        &["test", "rules", "refine-supervisor.rules.test.yml"],
+    );
+    assert!(!ok, "the tests pass on rules that fire too early:\n{out}");
+}
+
+/// V3: every `refine_*` series the rules read is one the service exports from its first scrape,
+/// with the label values the rules select.
+#[test]
+fn the_alert_rules_read_only_series_the_service_exports() {
+    let rules = std::fs::read_to_string(rules_dir().join("refine-supervisor.rules.yml"))
+        .expect("the shipped rules");
+    let expressions: String = rules
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut names: Vec<&str> = expressions
+        .match_indices("refine_")
+        .map(|(at, _)| {
+            let rest = &expressions[at..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .filter(|n| !n.starts_with("refine_supervisor"))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    assert!(names.len() >= 5, "{names:?}");
+
+    let home = Home::new();
+    let served = Served::start(&home);
+    let text = served.scrape();
+    for name in &names {
+        let exported = text
+            .lines()
+            .any(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")));
+        assert!(
+            exported,
+            "the rules read {name}, which the service does not export:\n{text}"
+        );
+    }
+    for series in [
+        "refine_launch_requests_total{result=\"no_capacity\"}",
+        "refine_stop_duration_seconds_bucket{cause=\"operator\",le=\"2.5\"}",
+        "refine_stop_failures_total{cause=\"residue\"}",
+    ] {
+        assert_eq!(sample(&text, series), Some(0.0), "{series}:\n{text}");
+    }
 }

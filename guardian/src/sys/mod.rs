@@ -20,6 +20,8 @@ use core::ffi::{c_char, c_int, c_void, CStr};
 mod mark;
 pub mod raw;
 
+pub use mark::PROVENANCE;
+
 use raw::syscall;
 
 /// `_LINUX_CAPABILITY_VERSION_3`: 64-bit capability sets, as two 32-bit halves.

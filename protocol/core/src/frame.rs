@@ -62,20 +62,33 @@
 //! u32 workload pgid, u32 workload sid, u64 proof dev, u64 proof ino,
 //! u16 placement (0 no cgroup asked, 1 forked into the cgroup, 2 clone3 refused: plain fork),
 //! i32 errno (the refusal's with placement 2, else 0)
+//! only in a version 2 frame: [112] the guardian's build provenance (V1, layout in
+//!   `provenance.rs`)
 //! ```
+//!
+//! # Versions
+//! A frame's version is its own layout's: every frame is written as version 1 except a `Hello`
+//! that carries the guardian's provenance, which is version 2 (a launcher that predates it
+//! refuses it as an unsupported version, P3). The decoder reads both: a version 1 `Hello` is a
+//! guardian that carries no provenance (`Hello::provenance` is `None`). So a guardian and a
+//! launcher of different builds still agree on every other frame.
 //! where `str` is a `u32` length and that many bytes, the last of which is the only NUL, so the
 //! guardian can hand pointers into the receive buffer straight to `execve` without allocating.
 
 use core::ffi::CStr;
 
 use crate::codec::{envelope_open, envelope_seal, envelope_start, Reader, Writer};
+use crate::provenance::Provenance;
 use crate::receipt::{Receipt, WorkloadStatus, MAX_SIGNAL, RECEIPT_LEN};
 use crate::{
     BootId, DecodeError, EncodeError, ProcessWitness, ProofIdentity, RegistrationId, RuntimeId,
 };
 
 pub const FRAME_MAGIC: [u8; 4] = *b"RFNF";
-pub const FRAME_VERSION: u16 = 1;
+/// The newest frame layout this crate reads and writes (see "Versions" above).
+pub const FRAME_VERSION: u16 = 2;
+/// The layout of every frame but a `Hello` with provenance.
+const FRAME_VERSION_1: u16 = 1;
 pub const HEADER_LEN: usize = crate::codec::envelope_len(FRAME_MAGIC.len());
 /// Largest frame on the wire, header included. A launch spec (argv + environment) must fit.
 pub const MAX_FRAME: usize = 192 * 1024;
@@ -372,6 +385,8 @@ pub struct Hello {
     pub proof: ProofIdentity,
     /// Where the workload was forked (F4).
     pub cgroup: Placement,
+    /// The guardian's build (V1); `None`: a guardian that carries none (a version 1 `Hello`).
+    pub provenance: Option<Provenance>,
 }
 
 /// Where the guardian forked the workload (F4): what the registration records.
@@ -475,7 +490,7 @@ fn finish_frame(w: &mut Writer<'_>) -> Result<usize, EncodeError> {
 }
 
 fn start_frame(w: &mut Writer<'_>, kind: u16) -> Result<(), EncodeError> {
-    envelope_start(w, &FRAME_MAGIC, FRAME_VERSION, kind)
+    envelope_start(w, &FRAME_MAGIC, FRAME_VERSION_1, kind)
 }
 
 fn put_str(w: &mut Writer<'_>, s: &[u8], field: &'static str) -> Result<(), EncodeError> {
@@ -656,7 +671,13 @@ impl Frame<'_> {
             Frame::GuardianFailed { .. } => kind::GUARDIAN_FAILED,
             Frame::Disown => kind::DISOWN,
         };
-        start_frame(&mut w, k)?;
+        match *self {
+            Frame::Hello(Hello {
+                provenance: Some(_),
+                ..
+            }) => envelope_start(&mut w, &FRAME_MAGIC, FRAME_VERSION, k)?,
+            _ => start_frame(&mut w, k)?,
+        }
         match *self {
             Frame::Launch(_) | Frame::Start | Frame::Abort | Frame::Started | Frame::Disown => {}
             Frame::Hello(h) => {
@@ -672,6 +693,9 @@ impl Frame<'_> {
                 let (code, errno) = h.cgroup.code();
                 w.u16(code)?;
                 w.i32(errno)?;
+                if let Some(p) = h.provenance {
+                    w.bytes(p.as_bytes())?;
+                }
             }
             Frame::SpawnFailed { errno, step } => {
                 w.i32(errno)?;
@@ -710,6 +734,14 @@ impl Frame<'_> {
             });
         }
         let (k, payload) = envelope_open(buf, &FRAME_MAGIC, FRAME_VERSION, MAX_FRAME - HEADER_LEN)?;
+        // envelope_open checked the version at bytes 4..6 against FRAME_VERSION.
+        let version = u16::from_le_bytes([buf[4], buf[5]]);
+        if version != FRAME_VERSION_1 && k != kind::HELLO {
+            return Err(DecodeError::UnsupportedVersion {
+                got: version,
+                max: FRAME_VERSION_1,
+            });
+        }
         let mut r = Reader::new(payload);
         let frame = match k {
             kind::LAUNCH => Frame::Launch(decode_spec(&mut r)?),
@@ -730,6 +762,10 @@ impl Frame<'_> {
                     ino: r.u64()?,
                 },
                 cgroup: Placement::from_code(r.u16()?, r.i32()?)?,
+                provenance: match version {
+                    FRAME_VERSION_1 => None,
+                    _ => Some(Provenance::read(&mut r)?),
+                },
             }),
             kind::START => Frame::Start,
             kind::ABORT => Frame::Abort,

@@ -21,6 +21,7 @@ mod error;
 pub mod frame;
 pub mod ids;
 pub mod mark;
+pub mod provenance;
 pub mod receipt;
 pub mod time;
 

@@ -9,6 +9,7 @@
 
 mod name;
 
+pub mod build;
 pub mod capacity;
 pub mod history;
 pub mod hygiene;
@@ -17,6 +18,7 @@ pub mod vocab;
 
 pub use name::{by_name, variant_name, Vocabulary};
 
+pub use build::{BuildsDoc, GuardianBuildDoc, VersionDoc};
 pub use capacity::{CapacityDoc, SampleDoc};
 pub use history::{
     ForgetDoc, ForgetEntryDoc, GcDoc, RetentionDoc, RetentionEntryDoc, StrayDoc, StrayReasonDoc,

@@ -391,6 +391,10 @@ pub struct RecordDoc {
     /// namespace; `true` it opted out (`--allow-setns`); `null` an older record (no filter).
     #[serde(default)]
     pub allow_setns: Option<bool>,
+    /// V1: the supervisor's and the guardian's builds the registration recorded (absent from
+    /// an older service's reply: read as both `null`).
+    #[serde(default)]
+    pub provenance: super::BuildsDoc,
 }
 
 /// A scope's cgroup as `show` prints it.

@@ -130,6 +130,9 @@ pub enum Command {
     /// Print the JSON Schema of a document of the JSON contract (what --json prints, what the
     /// socket returns); without NAME, list the documents.
     Schema(Deferred<SchemaArgs>),
+    /// Print this build's version, commit, dirty flag and class (release or source), and the
+    /// guardian's a launch would start.
+    Version(Deferred<VersionArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(Deferred<CompletionsArgs>),
     /// Print the manual page of the whole, or of one subcommand (roff); --dir writes them all.
@@ -462,6 +465,13 @@ pub struct SchemaArgs {
         refine_protocol::schema::DOCUMENTS.iter().map(|(name, _)| *name)
     ))]
     pub name: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    /// One JSON document.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

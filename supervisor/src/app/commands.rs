@@ -74,6 +74,16 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             schema(args.name.as_deref())?;
             return Ok(0);
         }
+        Command::Version(Deferred(args)) => {
+            let doc =
+                super::docs::version_doc(&refine_supervisor::launch::guardian::guardian_exe());
+            if args.json {
+                print_json(&doc)?;
+            } else {
+                view::version(&mut out(), &doc).map_err(CliError::Output)?;
+            }
+            return Ok(0);
+        }
         Command::Man(Deferred(args)) => {
             match &args.dir {
                 Some(dir) => super::man::write_all(&<Cli as clap::CommandFactory>::command(), dir)?,
@@ -172,7 +182,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Capacity(Deferred(args)) => capacity_cmd(&home, port, args),
         Command::Holders(Deferred(args)) => holders_cmd(&home, args),
         Command::Reap(Deferred(args)) => reap(&home, port, args),
-        Command::Completions(_) | Command::Man(_) | Command::Schema(_) => Ok(0),
+        Command::Completions(_) | Command::Man(_) | Command::Schema(_) | Command::Version(_) => {
+            Ok(0)
+        }
     }
 }
 

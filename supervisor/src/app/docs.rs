@@ -115,6 +115,27 @@ pub(crate) fn record_doc(reg: &Registration) -> RecordDoc {
                 .map(cgroup_usage_doc),
         }),
         allow_setns: reg.allow_setns,
+        provenance: refine_protocol::docs::BuildsDoc {
+            supervisor: reg.supervisor_provenance.clone(),
+            guardian: reg.guardian_provenance.clone(),
+        },
+    }
+}
+
+/// `version --json` (V1): this build, and the guardian's at `guardian` (what a launch would
+/// start), read from its executable.
+pub(crate) fn version_doc(guardian: &Path) -> refine_protocol::docs::VersionDoc {
+    let (provenance, problem) = match refine_supervisor::kernel::provenance::of_guardian(guardian) {
+        Ok(p) => (Some(p), None),
+        Err(e) => (None, Some(refine_supervisor::error_chain(&e))),
+    };
+    refine_protocol::docs::VersionDoc {
+        supervisor: refine_supervisor::kernel::provenance::own(),
+        guardian: refine_protocol::docs::GuardianBuildDoc {
+            path: guardian.display().to_string(),
+            provenance,
+            problem,
+        },
     }
 }
 

@@ -157,6 +157,12 @@ const PAGES: &[Page] = &[
         files: &[],
     },
     Page {
+        name: Some("version"),
+        summary: "print the builds of the supervisor and its guardian",
+        exit: &[OK],
+        files: &[],
+    },
+    Page {
         name: Some("completions"),
         summary: "print a shell completion script",
         exit: &[OK],
@@ -171,7 +177,7 @@ const PAGES: &[Page] = &[
 ];
 
 /// The subcommands that have a page (`man SUBCOMMAND` takes these).
-pub(super) const SUBCOMMANDS: [&str; 16] = [
+pub(super) const SUBCOMMANDS: [&str; 17] = [
     "run",
     "serve",
     "ps",
@@ -186,6 +192,7 @@ pub(super) const SUBCOMMANDS: [&str; 16] = [
     "holders",
     "reap",
     "schema",
+    "version",
     "completions",
     "man",
 ];

@@ -17,8 +17,10 @@
 //! | `refine_launch_requests_total` | counter | `result` (`started`, `no_capacity`, `rejected`, `failed`) |
 //! | `refine_launches_total` | counter | `outcome` (S7: `completed`, `timed_out`, `stopped`, ...) |
 //! | `refine_stop_duration_seconds` | histogram | `cause` |
+//! | `refine_stop_failures_total` | counter | `cause` (V3: a stop that did not prove the end; `residue` for what outlived a workload) |
 //! | `refine_receipt_failures_total` | counter | `reason` (why a scope is unverified) |
-//! | `refine_build_info` | gauge (1) | `version` |
+//! | `refine_build_info` | gauge (1) | `version`, `commit`, `dirty`, `class` (V1; `unknown` where not known) |
+//! | `refine_guardian_build_info` | gauge (1) | the same, of the guardian it launches (absent when that carries none) |
 //! | `refine_scope_cpu_seconds_total` | counter | `kind` (F4: from the scopes' own cgroups) |
 //! | `refine_scope_memory_peak_bytes` | histogram | `kind` (F4: `memory.peak`) |
 //! | `refine_scope_oom_kills_total` | counter | `kind` (F4: `memory.events` `oom_kill`) |
@@ -73,6 +75,23 @@ pub const MAX_REQUEST_HEAD: usize = 8 * 1024;
 /// How long a client may take to send its request head.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The labels of `refine_build_info` and `refine_guardian_build_info`, in their order.
+const BUILD_LABELS: [&str; 4] = ["class", "commit", "dirty", "version"];
+
+/// A build's label values (V1): what is not known is `unknown`.
+fn build_labels(b: &refine_protocol::BuildProvenance) -> [&str; 4] {
+    [
+        b.class.as_str(),
+        b.commit.as_deref().unwrap_or("unknown"),
+        match b.dirty {
+            Some(true) => "true",
+            Some(false) => "false",
+            None => "unknown",
+        },
+        &b.version,
+    ]
+}
+
 /// Stop latency buckets, in seconds: a stop usually takes milliseconds; a quiescence retry or a
 /// slow tree takes seconds.
 const STOP_BUCKETS: &[f64] = &[
@@ -94,6 +113,10 @@ const STOP_CAUSES: [&str; 8] = [
     "output_limit",
     "capture_fault",
 ];
+
+/// The cause `refine_stop_failures_total` gives a failed stop of a launch's residue (what
+/// outlived its workload).
+const RESIDUE: &str = "residue";
 
 /// How a launch request to the service ended.
 #[derive(Debug, Clone, Copy)]
@@ -141,6 +164,7 @@ pub struct Metrics {
     requests: IntCounterVec,
     launches: IntCounterVec,
     stop_seconds: HistogramVec,
+    stop_failures: IntCounterVec,
     receipt_failures: IntCounterVec,
     /// What the scopes of this service's launches cost (H4), from their receipts.
     tree_cpu_seconds: CounterVec,
@@ -261,20 +285,33 @@ impl Metrics {
             )
             .expect("valid metric"),
         );
-        let build_info = register(
-            &r,
-            IntGaugeVec::new(
-                Opts::new(
-                    "refine_build_info",
-                    "1, labelled with the version of the refine-supervisor that serves.",
-                ),
-                &["version"],
-            )
-            .expect("valid metric"),
+        // V1: the build that serves, and the guardian's it launches (read from its executable
+        // once, at the start; absent when it carries none).
+        let supervisor = refine_supervisor::kernel::provenance::own();
+        let guardian = refine_supervisor::kernel::provenance::of_guardian(
+            &refine_supervisor::launch::guardian::guardian_exe(),
         );
-        build_info
-            .with_label_values(&[env!("CARGO_PKG_VERSION")])
-            .set(1);
+        for (name, help, build) in [
+            (
+                "refine_build_info",
+                "1, labelled with the build of the refine-supervisor that serves (V1).",
+                Some(&supervisor),
+            ),
+            (
+                "refine_guardian_build_info",
+                "1, labelled with the build of the refine-guardian it launches (V1); absent \
+                 when that carries no provenance.",
+                guardian.as_ref().ok(),
+            ),
+        ] {
+            let info = register(
+                &r,
+                IntGaugeVec::new(Opts::new(name, help), &BUILD_LABELS).expect("valid metric"),
+            );
+            if let Some(b) = build {
+                info.with_label_values(&build_labels(b)).set(1);
+            }
+        }
         let metrics = Metrics {
             scope_cpu_seconds,
             scope_memory_peak_bytes,
@@ -310,6 +347,12 @@ impl Metrics {
                 "outcome",
             ),
             stop_seconds,
+            stop_failures: counter(
+                "refine_stop_failures_total",
+                "Shared stops by this service that did not prove the end (V3), by cause \
+                 (`residue`: the stop of what outlived a workload).",
+                "cause",
+            ),
             receipt_failures: counter(
                 "refine_receipt_failures_total",
                 "Scopes found unverified (no receipt proves their end), by reason.",
@@ -333,7 +376,9 @@ impl Metrics {
         }
         for cause in STOP_CAUSES {
             self.stop_seconds.with_label_values(&[cause]);
+            self.stop_failures.with_label_values(&[cause]);
         }
+        self.stop_failures.with_label_values(&[RESIDUE]);
         for reason in UnverifiedCheck::ALL {
             self.receipt_failures.with_label_values(&[reason.name()]);
         }
@@ -388,6 +433,14 @@ impl Metrics {
         if let Some(report) = &result.stop_report {
             self.stopped(outcome, report.timings.total);
         }
+        if result.stop_failure.is_some() {
+            let cause = if STOP_CAUSES.contains(&outcome) {
+                outcome
+            } else {
+                RESIDUE
+            };
+            self.stop_failed(cause);
+        }
         self.launches.with_label_values(&[outcome]).inc();
     }
 
@@ -395,6 +448,11 @@ impl Metrics {
     pub fn result_hook(self: &Arc<Self>) -> ResultHook {
         let me = self.clone();
         Arc::new(move |r: &LaunchResult| me.launch_ended(r))
+    }
+
+    /// Counts a shared stop that did not prove the end, by its cause.
+    pub fn stop_failed(&self, cause: &str) {
+        self.stop_failures.with_label_values(&[cause]).inc();
     }
 
     /// Observes a shared stop that returned a report, by its cause.

@@ -432,14 +432,17 @@ impl Service {
         grace: Option<(Duration, Signal)>,
     ) -> StopDoc {
         let doc = stop_one(&self.rt, reg, cause, grace);
+        let name = match cause {
+            StopCause::Operator => "operator",
+            StopCause::CompletionDeadline => "completion_deadline",
+            StopCause::IdleDeadline => "idle_deadline",
+        };
         if let StopDetail::Done { timings_us, .. } = &doc.detail {
-            let name = match cause {
-                StopCause::Operator => "operator",
-                StopCause::CompletionDeadline => "completion_deadline",
-                StopCause::IdleDeadline => "idle_deadline",
-            };
             let took = Duration::from_micros(timings_us.total);
             self.metrics.stopped(name, took);
+        }
+        if matches!(doc.outcome, StopOutcomeDoc::Failed(_)) {
+            self.metrics.stop_failed(name);
         }
         doc
     }

@@ -565,6 +565,19 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         None => "not recorded (an older launch: no filter)",
     };
     lines.push(("Setns", setns.to_owned()));
+    // V1: the builds that registered and hold the scope.
+    let built = |who: &str, p: &Option<refine_protocol::BuildProvenance>| match p {
+        Some(p) => format!("{who} {}", build_words(p, 12)),
+        None => format!("{who} not recorded"),
+    };
+    lines.push((
+        "Built",
+        format!(
+            "{}; {}",
+            built("supervisor", &rec.provenance.supervisor),
+            built("guardian", &rec.provenance.guardian)
+        ),
+    ));
     if let Some(u) = doc.receipt.as_ref().and_then(|r| r.usage) {
         // H4: what the whole tree cost, from the receipt.
         lines.push((
@@ -633,6 +646,46 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         }
     }
     Ok(())
+}
+
+/// A build in words (V1): `0.1.0 source 0123456789ab dirty`, the commit cut to `commit_len`
+/// digits; what is not known says `unknown`. Escape before printing (the text is a file's).
+pub fn build_words(p: &refine_protocol::BuildProvenance, commit_len: usize) -> String {
+    let commit = p
+        .commit
+        .as_deref()
+        .map_or("commit unknown".to_owned(), |c| {
+            c.chars().take(commit_len).collect()
+        });
+    let tree = match p.dirty {
+        Some(true) => "dirty",
+        Some(false) => "clean",
+        None => "tree unknown",
+    };
+    format!("{} {} {commit} {tree}", p.version, p.class.as_str())
+}
+
+/// `version`: one line per binary.
+pub fn version(o: &mut impl Write, doc: &refine_protocol::docs::VersionDoc) -> io::Result<()> {
+    writeln!(
+        o,
+        "refine-supervisor {}",
+        escape(&build_words(&doc.supervisor, 64))
+    )?;
+    let g = &doc.guardian;
+    match (&g.provenance, &g.problem) {
+        (Some(p), _) => writeln!(
+            o,
+            "refine-guardian {} ({})",
+            escape(&build_words(p, 64)),
+            escape(&g.path)
+        ),
+        (None, problem) => writeln!(
+            o,
+            "refine-guardian unknown: {}",
+            escape(problem.as_deref().unwrap_or("no provenance"))
+        ),
+    }
 }
 
 fn process_row(p: &ProcessDoc) -> Vec<String> {

@@ -333,10 +333,13 @@ mod tests {
                 workload_sid: 0,
                 proof: ProofIdentity::default(),
                 cgroup: Default::default(),
+                provenance: None,
             },
             proof_path: rt.proof_path(id).display().to_string(),
             cgroup: None,
             allow_setns: None,
+            supervisor_provenance: None,
+            guardian_provenance: None,
         };
         rt.write_registration(&reg).unwrap();
         fs::write(rt.log_path(id, Stream::Stdout), b"out").unwrap();

@@ -1,5 +1,6 @@
 //! Reading and acting on the kernel: `/proc`, process trees, the one pidfd-verified signal,
-//! inherited signal state, descriptor limits, the guardian's identity mark and cgroup v2 scopes.
+//! inherited signal state, descriptor limits, the guardian's identity mark and provenance, and cgroup
+//! v2 scopes.
 //! Nothing here knows about registrations or launches.
 //!
 //! - [`clock`]: the wall clock, read once for every record.
@@ -10,6 +11,7 @@
 //!   there and in `stand_in` only).
 //! - [`limits`]: the descriptor limit this process depends on.
 //! - [`nested`]: recognising a guardian by the mark its binary carries.
+//! - [`provenance`]: this build's provenance and a guardian executable's (V1).
 //! - [`cgroup`]: a cgroup v2 directory of its own per scope where one can be made.
 //! - [`stand_in`]: a forked copy that works while this process is stopped (job control; `unsafe` allowed there too).
 
@@ -19,6 +21,7 @@ pub mod clock;
 pub mod limits;
 pub mod nested;
 pub mod procfs;
+pub mod provenance;
 pub mod signal;
 pub mod stand_in;
 pub mod tree;

@@ -293,10 +293,14 @@ fn read_at(file: &File, offset: u64, len: usize) -> Option<Vec<u8>> {
 /// the mark. Every read is bounded: the header, at most [`MAX_SECTIONS`] section headers, at most
 /// [`MAX_NAMES`] bytes of names and the mark itself; anything malformed is "no".
 pub(crate) fn carries_mark(file: &File) -> bool {
-    find_mark(file).is_some_and(|m| mark::is_mark(&m))
+    section(file, mark::SECTION, mark::MARK_LEN).is_some_and(|m| mark::is_mark(&m))
 }
 
-fn find_mark(file: &File) -> Option<Vec<u8>> {
+/// The contents of the ELF64 little-endian executable `file`'s section `name`, when it is
+/// exactly `len` bytes long. Every read is bounded: the header, at most [`MAX_SECTIONS`]
+/// section headers, at most [`MAX_NAMES`] bytes of names and the section itself; anything
+/// malformed is `None`. (The guardian's provenance, V1, is read the same way.)
+pub(crate) fn section(file: &File, name: &str, len: usize) -> Option<Vec<u8>> {
     let eh = read_at(file, 0, EHDR_LEN)?;
     // Magic, ELFCLASS64, ELFDATA2LSB.
     if eh[..4] != *b"\x7fELF" || eh[4] != 2 || eh[5] != 1 {
@@ -322,7 +326,7 @@ fn find_mark(file: &File) -> Option<Vec<u8>> {
         u64_at(names, 0x18)?,
         usize::try_from(names_size).ok()?,
     )?;
-    let wanted = mark::SECTION.as_bytes();
+    let wanted = name.as_bytes();
     (0..shnum).find_map(|i| {
         let h = header(i)?;
         let at = usize::try_from(u32_at(h, 0)?).ok()?;
@@ -332,10 +336,10 @@ fn find_mark(file: &File) -> Option<Vec<u8>> {
             return None;
         }
         let size = u64_at(h, 0x20)?;
-        if size != mark::MARK_LEN as u64 {
+        if size != len as u64 {
             return None;
         }
-        read_at(file, u64_at(h, 0x18)?, mark::MARK_LEN)
+        read_at(file, u64_at(h, 0x18)?, len)
     })
 }
 

@@ -470,6 +470,7 @@ fn placeholder_hello() -> Hello {
         workload_sid: 0,
         proof: Default::default(),
         cgroup: Default::default(),
+        provenance: None,
     }
 }
 

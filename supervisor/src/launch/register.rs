@@ -136,6 +136,10 @@ pub(crate) fn launch_started(
             refused_errno: Some(i32::MIN),
         }),
         allow_setns: Some(config.allow_setns),
+        // V1: this build, and the guardian's as its Hello says (the widest one stands in for
+        // the size check).
+        supervisor_provenance: Some(crate::kernel::provenance::own()),
+        guardian_provenance: Some(widest_provenance()),
     };
     if let Err(source) = registration.encode() {
         return Err(HandshakeError::Registry(RegistryError::Refused {
@@ -165,8 +169,10 @@ pub(crate) fn launch_started(
     // it): the record in memory is the one on disk.
     registration.hello = Hello {
         cgroup: Placement::NotAsked,
+        provenance: None,
         ..*link.hello()
     };
+    registration.guardian_provenance = link.hello().provenance.map(Into::into);
     registration.cgroup = cgroup.map(|dir| {
         let refused_errno = match link.hello().cgroup {
             Placement::Cgroup => None,
@@ -209,5 +215,16 @@ fn widest_hello() -> Hello {
             ino: u64::MAX,
         },
         cgroup: Default::default(),
+        provenance: None,
     }
+}
+
+/// A guardian's provenance at its widest (the longest version, a SHA-256 commit).
+fn widest_provenance() -> refine_protocol::BuildProvenance {
+    use refine_protocol::provenance::{Class, Provenance, MAX_VERSION};
+    let version = "9".repeat(MAX_VERSION);
+    let commit = "f".repeat(64);
+    Provenance::new(&version, Some(&commit), Some(true), Class::Source)
+        .map(Into::into)
+        .unwrap_or_else(|_| crate::kernel::provenance::own())
 }

@@ -118,6 +118,8 @@ fn main() {
         argv_bytes: None,
         cgroup: None,
         allow_setns: None,
+        supervisor_provenance: None,
+        guardian_provenance: None,
     };
     if let Err(e) = rt.commit_registration(pending, &registration) {
         let _ = link.abort();
