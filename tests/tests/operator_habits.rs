@@ -1,6 +1,6 @@
 //! Issue 44 (O14), the habits an operator brings from coreutils, tini and docker: `run CMD`
 //! without `--`, `--timeout 0` as no timeout, a negative duration refused in one clear line,
-//! and `stop` of several ids with their graces at once.
+//! `stop` of several ids with their graces at once, and `gc` past live scopes without lock waits.
 
 mod cli_support;
 
@@ -112,5 +112,35 @@ fn stop_of_several_ids_runs_their_graces_at_once() {
     for r in [&mut run_a, &mut run_b] {
         let st = wait_bounded(&mut r.0, DEADLINE, "run");
         assert!(st.success(), "{st}");
+    }
+}
+
+/// Issue 44 item 4: `gc` sees a live scope without waiting on its lock (its launcher holds it
+/// for the scope's life): retention and forgetting keep it as `live` at once; before, each
+/// waited its 200 ms lock bound and said "lock busy".
+#[test]
+fn gc_keeps_live_scopes_without_waiting_on_their_locks() {
+    let home = Home::new();
+    let mut runs = Vec::new();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (run, id) = home.run_until_ready_with(
+            home.command(&[]),
+            &["sh", "-c", "echo ready; exec sleep 300"],
+        );
+        runs.push(Guard(run));
+        ids.push(id);
+    }
+    let started = std::time::Instant::now();
+    let doc = home.json(&["gc", "--older-than", "0s", "--forget-after", "0s", "--json"]);
+    eprintln!("gc over 3 live scopes: {:?}", started.elapsed());
+    let text = doc.to_string();
+    assert!(
+        !text.contains("lock busy"),
+        "gc waited on a live scope's lock: {doc}"
+    );
+    for id in &ids {
+        assert!(text.contains(id.as_str()), "{id} not reported: {doc}");
+        assert_eq!(home.state(id), "live", "gc touched a live scope");
     }
 }

@@ -199,7 +199,26 @@ fn candidate(
     boot: &dyn BootSource,
     now: SystemTime,
 ) -> Candidate {
-    let lock = match rt.lock(id, LOCK_WAIT) {
+    // Issue 44 item 4: a live scope's launcher holds its lock for the scope's life; such a
+    // scope is seen (without the lock: only `exited` is acted on, and that under it) and
+    // skipped at once instead of after a lock wait.
+    let free = match rt.try_lock(id) {
+        Ok(l) => l,
+        Err(RegistryError::NotFound(_)) => return Candidate::Gone,
+        Err(_) => None,
+    };
+    if free.is_none() {
+        if let Ok(reg) = rt.read_registration(id) {
+            let a = assess::assess(rt, &reg, boot);
+            if !a.is_exited() {
+                return Candidate::Keep(format!(
+                    "{}: only exited registrations are forgotten",
+                    a.name()
+                ));
+            }
+        }
+    }
+    let lock = match free.map_or_else(|| rt.lock(id, LOCK_WAIT), Ok) {
         Ok(l) => l,
         Err(e) => {
             return Candidate::Keep(format!(

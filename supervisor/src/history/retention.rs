@@ -109,7 +109,8 @@ pub enum RetentionError {
 }
 
 /// One retention pass over `run/P`, with `assess` as the source of exit evidence (production
-/// passes the shared assessment; it is called under the registration lock).
+/// passes the shared assessment; it is called under the registration lock, and before it for a
+/// registration whose lock is held, only to keep a scope that is not exited without waiting).
 pub fn retire(
     rt: &Runtime,
     opts: Options,
@@ -182,8 +183,20 @@ fn retire_one(
         );
         return entry;
     }
+    // Issue 44 item 4: a live scope's launcher holds its lock for the scope's life; such a
+    // scope is seen without the lock (only an exited one is acted on, and under it) and kept
+    // at once instead of after a lock wait.
+    let free = rt.try_lock(id).ok().flatten();
+    if free.is_none() {
+        if let Ok(reg) = rt.read_registration(id) {
+            if let Evidence::NotExited { state, reason } = assess(rt, &reg) {
+                entry.reason = format!("{state}: {reason}");
+                return entry;
+            }
+        }
+    }
     // Everything below is re-checked under the registration lock (R1).
-    let _lock = match rt.lock(id, LOCK_WAIT) {
+    let _lock = match free.map_or_else(|| rt.lock(id, LOCK_WAIT), Ok) {
         Ok(l) => l,
         Err(e) => {
             entry.reason = format!(
