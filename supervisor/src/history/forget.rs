@@ -39,18 +39,16 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use refine_protocol::{Receipt, RegistrationId};
+use refine_protocol::{Receipt, Registration, RegistrationId};
 
 use crate::end::assess::{self, BootSource};
+use crate::history::{lock_unless_kept, Locked, LOCK_WAIT};
 use crate::store::durable;
 use crate::store::fence::Fence;
 use crate::store::registry::{RegistryError, Runtime};
 
 /// Default horizon: 30 days.
 pub(crate) const DEFAULT_AFTER: Duration = Duration::from_secs(30 * 24 * 3600);
-
-/// How long forgetting waits for a busy registration lock before leaving it for the next pass.
-pub(crate) const LOCK_WAIT: Duration = Duration::from_millis(200);
 
 /// Registrations removed per batch (each holds its lock until the batch is durable).
 const BATCH: usize = 128;
@@ -199,27 +197,14 @@ fn candidate(
     boot: &dyn BootSource,
     now: SystemTime,
 ) -> Candidate {
-    // Issue 44 item 4: a live scope's launcher holds its lock for the scope's life; such a
-    // scope is seen (without the lock: only `exited` is acted on, and that under it) and
-    // skipped at once instead of after a lock wait.
-    let free = match rt.try_lock(id) {
-        Ok(l) => l,
-        Err(RegistryError::NotFound(_)) => return Candidate::Gone,
-        Err(_) => None,
+    let kept = |reg: &Registration| {
+        let a = assess::assess(rt, reg, boot);
+        (!a.is_exited()).then(|| format!("{}: only exited registrations are forgotten", a.name()))
     };
-    if free.is_none() {
-        if let Ok(reg) = rt.read_registration(id) {
-            let a = assess::assess(rt, &reg, boot);
-            if !a.is_exited() {
-                return Candidate::Keep(format!(
-                    "{}: only exited registrations are forgotten",
-                    a.name()
-                ));
-            }
-        }
-    }
-    let lock = match free.map_or_else(|| rt.lock(id, LOCK_WAIT), Ok) {
-        Ok(l) => l,
+    let lock = match lock_unless_kept(rt, id, kept) {
+        Ok(Locked::Held(l)) => l,
+        Ok(Locked::Kept(why)) => return Candidate::Keep(why),
+        Err(RegistryError::NotFound(_)) => return Candidate::Gone,
         Err(e) => {
             return Candidate::Keep(format!(
                 "lock busy or unavailable: {}",

@@ -24,13 +24,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use refine_protocol::{Receipt, Registration, RegistrationId};
 
+use crate::history::{lock_unless_kept, Locked};
 use crate::store::registry::{RegistryError, Runtime, Stream};
 
 /// Default age limit: 7 days.
 pub(crate) const DEFAULT_LIMIT: Duration = Duration::from_secs(7 * 24 * 3600);
-
-/// How long retention waits for a busy registration lock before keeping its artifacts.
-pub(crate) const LOCK_WAIT: Duration = Duration::from_millis(200);
 
 const STREAMS: [Stream; 3] = [Stream::Stdout, Stream::Stderr, Stream::Stdin];
 
@@ -183,21 +181,17 @@ fn retire_one(
         );
         return entry;
     }
-    // Issue 44 item 4: a live scope's launcher holds its lock for the scope's life; such a
-    // scope is seen without the lock (only an exited one is acted on, and under it) and kept
-    // at once instead of after a lock wait.
-    let free = rt.try_lock(id).ok().flatten();
-    if free.is_none() {
-        if let Ok(reg) = rt.read_registration(id) {
-            if let Evidence::NotExited { state, reason } = assess(rt, &reg) {
-                entry.reason = format!("{state}: {reason}");
-                return entry;
-            }
-        }
-    }
+    let kept = |reg: &Registration| match assess(rt, reg) {
+        Evidence::NotExited { state, reason } => Some(format!("{state}: {reason}")),
+        _ => None,
+    };
     // Everything below is re-checked under the registration lock (R1).
-    let _lock = match free.map_or_else(|| rt.lock(id, LOCK_WAIT), Ok) {
-        Ok(l) => l,
+    let _lock = match lock_unless_kept(rt, id, kept) {
+        Ok(Locked::Held(l)) => l,
+        Ok(Locked::Kept(why)) => {
+            entry.reason = why;
+            return entry;
+        }
         Err(e) => {
             entry.reason = format!(
                 "lock busy or unavailable: {}",
@@ -318,6 +312,7 @@ mod tests {
     };
 
     use super::*;
+    use crate::history::LOCK_WAIT;
 
     fn register(rt: &Runtime) -> Registration {
         let id = rt.new_id().unwrap();

@@ -32,7 +32,8 @@ use std::time::{Duration, SystemTime};
 
 use refine_protocol::RegistrationId;
 
-use crate::history::retention::{RetentionError, LOCK_WAIT};
+use crate::history::retention::RetentionError;
+use crate::history::LOCK_WAIT;
 use crate::store::registry::Runtime;
 
 /// Files younger than this are never collected: the guardian's start timeout plus a margin
