@@ -38,10 +38,12 @@ pub struct Channel {
     peer_gone: bool,
 }
 
-/// A decoded launch frame with the stdio descriptors that came with it.
+/// A decoded launch frame with the descriptors that came with it: stdin, stdout, stderr, and
+/// for a capturing launch (L1) the stdout and stderr indexes (its stdout and stderr are then the
+/// artifacts, not the workload's own).
 pub struct Launch {
     pub spec: LaunchSpec<'static>,
-    pub stdio: [Option<OwnedFd>; 3],
+    pub fds: [Option<OwnedFd>; sys::MAX_RECEIVED_FDS],
 }
 
 /// What the launcher said after the launch frame.
@@ -145,13 +147,7 @@ impl Channel {
         if got.fds_cut || count != spec.stdio_fds as usize {
             return Err(Error::BadDescriptors);
         }
-        Ok((
-            Launch {
-                spec,
-                stdio: got.fds,
-            },
-            tail,
-        ))
+        Ok((Launch { spec, fds: got.fds }, tail))
     }
 
     /// Reads one control frame (the caller polled the channel readable).

@@ -13,6 +13,7 @@
 #![no_main]
 #![deny(unsafe_code)]
 
+mod capture;
 mod channel;
 mod ending;
 mod error;
@@ -78,11 +79,18 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
         &mut held.workload,
         chan,
         &signals,
-        &held.proof,
-        held.pdeath_signal,
-        held.exec,
-        held.cgroup.as_ref(),
+        reap::Watched {
+            proof: &held.proof,
+            pdeath_signal: held.pdeath_signal,
+            exec: held.exec,
+            cgroup: held.cgroup.as_ref(),
+            drain: held.drain.as_mut(),
+        },
     )?;
+    // L1: no process of the scope is left: the capture ends, recorded before the receipt.
+    if let Some(drain) = held.drain.take() {
+        drain.finish(chan);
+    }
 
     // G5: the receipt, only now; G14: an error on the way is named in it.
     let (end, spawn_errno) = match held.failure.or(out.failure) {
@@ -134,6 +142,25 @@ struct Launched {
     registration: refine_protocol_core::RegistrationId,
     runtime: refine_protocol_core::RuntimeId,
     cgroup: Option<sys::Leaf>,
+    drain: Option<capture::Drain>,
+}
+
+/// The workload's stdio from the received descriptors; for a capturing launch (L1), its stdout
+/// and stderr are the guardian's pipes and the artifacts and indexes go to the [`capture::Drain`].
+fn capture_plan(
+    fds: [Option<sys::OwnedFd>; sys::MAX_RECEIVED_FDS],
+    capture: Option<refine_protocol_core::frame::CaptureParams>,
+) -> Result<([Option<sys::OwnedFd>; 3], Option<capture::Drain>), Error> {
+    let [stdin, out, err, out_index, err_index] = fds;
+    let Some(params) = capture else {
+        return Ok(([stdin, out, err], None));
+    };
+    let (Some(out), Some(err), Some(out_index), Some(err_index)) = (out, err, out_index, err_index)
+    else {
+        return Err(Error::BadDescriptors);
+    };
+    let (drain, ends) = capture::Drain::new([out, err], [out_index, err_index], params.log_cap)?;
+    Ok(([stdin, Some(ends.stdout), Some(ends.stderr)], Some(drain)))
 }
 
 /// From the handshake to the workload's exec (or the end of a launch that never ran). Not
@@ -158,10 +185,13 @@ fn launch(chan: &mut Channel, signals: &Signals) -> Result<Launched, Error> {
     let guardian = identity::own()?;
     let boot_id = identity::boot_id()?;
     let plan = gate::ExecPlan::build(&spec, argv, envp);
+    // L1: a capturing launch's stdout and stderr are pipes of the guardian's, drained into the
+    // artifacts it was sent.
+    let (stdio, drain) = capture_plan(launch.fds, spec.capture)?;
 
     // G3: fork behind the gate, report, and wait for *start*. From the fork on, every path
     // ends in a receipt (G14): errors are recorded, not returned.
-    let mut workload = gate::fork_gated(&spec, &plan, launch.stdio, chan, signals)?;
+    let mut workload = gate::fork_gated(&spec, &plan, stdio, chan, signals)?;
     isolate::release_cwd();
     let decision = if workload.ready {
         chan.send(&Frame::Hello(Hello {
@@ -239,6 +269,7 @@ fn launch(chan: &mut Channel, signals: &Signals) -> Result<Launched, Error> {
         registration,
         runtime,
         cgroup,
+        drain,
     })
 }
 

@@ -58,6 +58,7 @@
 
 use refine_protocol_core::{Frame, WorkloadStatus};
 
+use crate::capture::Drain;
 use crate::channel::{Channel, Control};
 use crate::ending;
 use crate::error::Error;
@@ -95,16 +96,30 @@ pub struct Outcome {
     pub failure: Option<Error>,
 }
 
+/// What the loop watches besides the workload and the channel.
+pub struct Watched<'a> {
+    pub proof: &'a ProofFile,
+    pub pdeath_signal: Option<u32>,
+    pub exec: Exec,
+    pub cgroup: Option<&'a sys::Leaf>,
+    /// L1: the output the guardian drains, for a capturing launch.
+    pub drain: Option<&'a mut Drain>,
+}
+
 /// Reaps until `ECHILD`.
 pub fn until_empty(
     w: &mut Workload,
     chan: &mut Channel,
     signals: &Signals,
-    proof: &ProofFile,
-    pdeath_signal: Option<u32>,
-    exec: Exec,
-    cgroup: Option<&sys::Leaf>,
+    watched: Watched<'_>,
 ) -> Result<Outcome, Error> {
+    let Watched {
+        proof,
+        pdeath_signal,
+        exec,
+        cgroup,
+        mut drain,
+    } = watched;
     let mut out = Outcome {
         status: WorkloadStatus::Unknown,
         exited_at_ns: 0,
@@ -177,15 +192,20 @@ pub fn until_empty(
             ending::kill_round(w.pidfd.as_ref().map(|_| w.pid));
         }
         let degraded = out.failure.is_some();
-        let mut fds = [sys::poll_none(), sys::poll_none(), sys::poll_none()];
+        let mut fds = [sys::poll_none(); 5];
         if !degraded {
             fds[0] = sys::poll_in(signals.fd());
         }
         if chan.is_open() {
             fds[1] = sys::poll_in(chan.fd());
         }
+        // The cgroup's slot only while it is waited for.
         if let (true, Some(leaf)) = (members_left, cgroup) {
             fds[2] = leaf.poll_events();
+        }
+        // L1: the streams the guardian drains.
+        if let Some(d) = drain.as_deref() {
+            [fds[3], fds[4]] = d.poll_entries();
         }
         let mut tick = if degraded {
             DEGRADED_TICK_MS
@@ -206,11 +226,25 @@ pub fn until_empty(
                 }
             }
         }
-        // The cgroup's slot only while it is waited for: the loop polls what it watches.
-        let watched = if members_left { 3 } else { 2 };
+        if let Some(left) = drain.as_deref().and_then(Drain::progress_tick) {
+            tick = if tick < 0 { left } else { tick.min(left) };
+        }
+        // Only the slots in use (a launch that captures nothing polls two, or three while its
+        // cgroup is waited for): what the loop polls is what it watches.
+        let watched = if drain.is_some() {
+            5
+        } else if members_left {
+            3
+        } else {
+            2
+        };
         if let Err(e) = sys::poll(&mut fds[..watched], tick) {
             degrade(&mut out, w, Error::Poll(e));
             continue;
+        }
+        if let Some(d) = drain.as_deref_mut() {
+            d.service([sys::ready(&fds[3]), sys::ready(&fds[4])]);
+            d.report_progress(chan);
         }
         if !degraded && sys::ready(&fds[0]) {
             loop {

@@ -72,6 +72,10 @@ pub struct LaunchAsk {
     /// opt-out): no filter against `setns` into them. Absent: `false`, the filter holds.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_setns: bool,
+    /// What a restarted service does with the scope once this one is lost (L6). Absent:
+    /// `keep`, but `stop` for an agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_service_loss: Option<crate::record::ServiceLoss>,
 }
 
 impl LaunchAsk {
@@ -93,6 +97,7 @@ impl LaunchAsk {
             user: None,
             unique: false,
             allow_setns: false,
+            on_service_loss: None,
         }
     }
 }

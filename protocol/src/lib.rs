@@ -17,6 +17,8 @@
 //! into the guardian). One source, two compilations; the bytes are the same by construction.
 #![forbid(unsafe_code)]
 
+#[path = "../core/src/capture.rs"]
+pub mod capture;
 #[path = "../core/src/codec.rs"]
 pub mod codec;
 #[path = "../core/src/error.rs"]

@@ -44,8 +44,8 @@ pub const RECORD_VERSION: u16 = 1;
 /// The registration record's version: 2 adds [`Registration::argv_bytes`] and
 /// [`Limits::kill_after_ms`]; 3 appends [`Registration::cgroup`]; 4 appends
 /// [`Registration::allow_setns`]; 5 appends [`Registration::supervisor_provenance`] and
-/// [`Registration::guardian_provenance`].
-pub const REGISTRATION_VERSION: u16 = 5;
+/// [`Registration::guardian_provenance`]; 6 appends [`Registration::on_service_loss`].
+pub const REGISTRATION_VERSION: u16 = 6;
 /// The launch result's version: 2 adds [`LaunchResultRecord::stop_failure`] and
 /// [`LaunchResultRecord::usage`]; 3 [`LaunchResultRecord::residue_stop`]; 4 appends
 /// [`LaunchResultRecord::cgroup_usage`].
@@ -88,6 +88,17 @@ impl std::str::FromStr for Kind {
     fn from_str(s: &str) -> Result<Self, DecodeError> {
         crate::docs::Vocabulary::from_name(s).ok_or(DecodeError::InvalidField { field: "kind" })
     }
+}
+
+/// What recovery does with a scope whose launching service is gone (SPEC L6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ServiceLoss {
+    /// Keep it running: the next service adopts it (its guardian captures its output).
+    Keep,
+    /// Stop it: a restarted service ends what the lost one had started.
+    Stop,
 }
 
 /// What happens to a scope that outlives its workload (SPEC S9).
@@ -155,6 +166,9 @@ pub struct Registration {
     /// The build of the guardian that holds the scope, as its `Hello` said (V1). `None` in
     /// version 1 to 4 records, and from a guardian that carries none.
     pub guardian_provenance: Option<BuildProvenance>,
+    /// L6: what recovery does with the scope once its launcher is gone. `None` in version 1
+    /// to 5 records and for launchers that expect no scope to outlive them: recovery stops it.
+    pub on_service_loss: Option<ServiceLoss>,
 }
 
 /// A binary's build (V1), as records and documents carry it: the package version, the commit
@@ -493,10 +507,13 @@ impl Registration {
                 let v1: v1::Registration = decode_payload(payload, "registration record")?;
                 Ok(v1.into())
             }
-            // Versions 3 and 4 each only append an `Option`, version 5 two: an older payload
-            // is version 5's with each absent option's one zero byte missing.
-            2..=4 => {
-                let missing = usize::from(4 - version) + 2;
+            // Versions 3, 4 and 6 each only append an `Option`, version 5 two: an older payload
+            // is version 6's with each absent option's one zero byte missing.
+            2..=5 => {
+                let missing = match version {
+                    5 => 1,
+                    v => usize::from(4 - v) + 3,
+                };
                 let mut current = Vec::with_capacity(payload.len() + missing);
                 current.extend_from_slice(payload);
                 current.resize(payload.len() + missing, 0);
@@ -633,6 +650,7 @@ mod v1 {
                 allow_setns: None,
                 supervisor_provenance: None,
                 guardian_provenance: None,
+                on_service_loss: None,
             }
         }
     }

@@ -110,6 +110,7 @@ fn registration() -> Registration {
         allow_setns: None,
         supervisor_provenance: None,
         guardian_provenance: None,
+        on_service_loss: None,
     }
 }
 

@@ -83,6 +83,7 @@ fn launch_bytes() -> Vec<u8> {
         credentials: None,
         signal_state: None,
         cgroup: None,
+        capture: None,
     };
     // Sized exactly: launch_len is what encode_launch writes, and one byte less does not fit.
     let mut buf = vec![0u8; launch_len(&params)];
@@ -254,6 +255,7 @@ fn launch_rejects_strings_without_nul_and_bad_fields() {
             credentials: None,
             signal_state: None,
             cgroup: None,
+            capture: None,
         },
         &mut buf,
     );
@@ -276,6 +278,7 @@ fn launch_rejects_strings_without_nul_and_bad_fields() {
             credentials: None,
             signal_state: None,
             cgroup: None,
+            capture: None,
         },
         &mut buf,
     );
@@ -312,6 +315,7 @@ fn registration() -> Registration {
         allow_setns: None,
         supervisor_provenance: None,
         guardian_provenance: None,
+        on_service_loss: None,
     }
 }
 
@@ -431,7 +435,7 @@ fn records_round_trip_and_reject_damage() {
         Err(DecodeError::Truncated { .. })
     ));
     let mut v = bytes.clone();
-    v[8] = 6;
+    v[8] = 7;
     assert!(matches!(
         Registration::decode(&v),
         Err(DecodeError::UnsupportedVersion { .. })
@@ -590,6 +594,7 @@ fn launch_encoder_enforces_the_decoders_domain() {
             credentials: None,
             signal_state: None,
             cgroup: None,
+            capture: None,
         }
     }
     let mut out = vec![0u8; MAX_FRAME];
@@ -643,6 +648,7 @@ fn launch_without_a_parent_death_signal() {
         credentials: None,
         signal_state: None,
         cgroup: None,
+        capture: None,
     };
     let mut out = vec![0u8; MAX_FRAME];
     let n = encode_launch(&p(None), &mut out).unwrap();
@@ -765,15 +771,17 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
     envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
     assert_eq!(Registration::decode(&v1).unwrap(), plain);
 
-    // A version 4 record (no provenance: version 5's payload without the two absent options'
-    // zero bytes), a version 3 record (no `allow_setns` either: one zero byte less) and a
-    // version 2 record (no `cgroup` either) decode with them absent.
+    // A version 5 record (no `on_service_loss`: version 6's payload without its one zero
+    // byte), a version 4 record (no provenance either: two zero bytes less), a version 3
+    // record (no `allow_setns` either) and a version 2 record (no `cgroup` either) decode with
+    // them absent.
     assert_eq!(
-        &v2[v2.len() - 4..],
-        &[0, 0, 0, 0],
-        "an absent cgroup, allow_setns and two provenances are one zero byte each at the end"
+        &v2[v2.len() - 5..],
+        &[0, 0, 0, 0, 0],
+        "an absent cgroup, allow_setns, two provenances and on_service_loss are one zero byte \
+         each at the end"
     );
-    for (version, missing) in [(4u16, 2usize), (3, 3), (2, 4)] {
+    for (version, missing) in [(5u16, 1usize), (4, 3), (3, 4), (2, 5)] {
         let payload = &v2[header..v2.len() - missing];
         let mut old = vec![0u8; header + payload.len()];
         let mut w = Writer::new(&mut old);
@@ -824,12 +832,17 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
         opted_out
     );
 
-    // Negative control: a version past 5 is refused, not guessed.
-    let mut v6 = v2.clone();
-    v6[8] = 6;
+    // Version 6 keeps what recovery does on the service's loss (L6).
+    let mut kept = plain.clone();
+    kept.on_service_loss = Some(refine_protocol::record::ServiceLoss::Keep);
+    assert_eq!(Registration::decode(&kept.encode().unwrap()).unwrap(), kept);
+
+    // Negative control: a version past 6 is refused, not guessed.
+    let mut v7 = v2.clone();
+    v7[8] = 7;
     assert!(matches!(
-        Registration::decode(&v6),
-        Err(DecodeError::UnsupportedVersion { got: 6, .. })
+        Registration::decode(&v7),
+        Err(DecodeError::UnsupportedVersion { got: 7, .. })
     ));
 }
 
@@ -855,6 +868,7 @@ fn launch_credentials_round_trip_and_limits() {
         credentials,
         signal_state: None,
         cgroup: None,
+        capture: None,
     };
     let encode = |p: &LaunchParams<'_>| {
         let mut buf = vec![0u8; launch_len(p)];
@@ -961,6 +975,7 @@ fn launch_signal_state_round_trips_and_refuses_unblockable_signals() {
         credentials: None,
         signal_state,
         cgroup: None,
+        capture: None,
     };
     let mut out = vec![0u8; MAX_FRAME];
     let st = SignalState {

@@ -9,9 +9,9 @@
 
 use refine_protocol::codec::{envelope_seal, envelope_start, Writer};
 use refine_protocol::frame::{
-    encode_launch, Credentials, FLAG_ALLOW_SETNS, FLAG_CGROUP, FLAG_CREDENTIALS, FLAG_NEW_SESSION,
-    FLAG_NO_PDEATH_SIGNAL, FLAG_PTY, FRAME_MAGIC, MAX_ARGS, MAX_FRAME, MAX_GROUPS, MAX_RLIMITS,
-    MAX_START_TIMEOUT_MS,
+    encode_launch, CaptureParams, Credentials, FLAG_ALLOW_SETNS, FLAG_CAPTURE, FLAG_CGROUP,
+    FLAG_CREDENTIALS, FLAG_NEW_SESSION, FLAG_NO_PDEATH_SIGNAL, FLAG_PTY, FRAME_MAGIC, MAX_ARGS,
+    MAX_FRAME, MAX_GROUPS, MAX_RLIMITS, MAX_START_TIMEOUT_MS,
 };
 use refine_protocol::receipt::{RECEIPT_LEN, RECEIPT_MAGIC};
 use refine_protocol::{
@@ -84,7 +84,12 @@ fn raw_launch(p: &LaunchParams<'_>) -> Vec<u8> {
         Some(s) => (0, s),
     };
     let cgroup = if p.cgroup.is_some() { FLAG_CGROUP } else { 0 };
-    let flags = (p.flags & !(FLAG_CREDENTIALS | FLAG_CGROUP)) | cred | cgroup | pdeath_flag;
+    let capture = if p.capture.is_some() { FLAG_CAPTURE } else { 0 };
+    let flags = (p.flags & !(FLAG_CREDENTIALS | FLAG_CGROUP | FLAG_CAPTURE))
+        | cred
+        | cgroup
+        | capture
+        | pdeath_flag;
     for v in [flags, signal, p.start_timeout_ms, p.stdio_fds] {
         o.extend_from_slice(&v.to_le_bytes());
     }
@@ -115,6 +120,9 @@ fn raw_launch(p: &LaunchParams<'_>) -> Vec<u8> {
     if let Some(c) = p.cgroup {
         raw_str(&mut o, c);
     }
+    if let Some(c) = p.capture {
+        o.extend_from_slice(&c.log_cap.unwrap_or(u64::MAX).to_le_bytes());
+    }
     raw_frame(1, &o)
 }
 
@@ -142,6 +150,7 @@ fn params_of(f: &Frame<'_>) -> String {
                 s.credentials
                     .map(|c| (c.uid, c.gid, c.groups.iter().collect::<Vec<_>>())),
                 s.cgroup.map(bytes),
+                s.capture,
             ),
         )
     )
@@ -151,7 +160,8 @@ fn params_text(p: &LaunchParams<'_>) -> String {
     format!(
         "{:?}",
         (
-            p.flags & !(FLAG_CREDENTIALS | FLAG_CGROUP)
+            p.flags & !(FLAG_CREDENTIALS | FLAG_CGROUP | FLAG_CAPTURE)
+                | if p.capture.is_some() { FLAG_CAPTURE } else { 0 }
                 | if p.credentials.is_some() {
                     FLAG_CREDENTIALS
                 } else {
@@ -171,6 +181,7 @@ fn params_text(p: &LaunchParams<'_>) -> String {
             (
                 p.credentials.map(|c| (c.uid, c.gid, c.groups.to_vec())),
                 p.cgroup.map(|c| c.to_vec()),
+                p.capture,
             ),
         )
     )
@@ -229,7 +240,18 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
             // The hand-written reference (`raw_launch`) writes no signal state.
             signal_state: None,
             cgroup: rng.pick(&[None, Some(&b"/sys/fs/cgroup/refine/0101"[..])]),
+            capture: rng.pick(&[
+                None,
+                Some(CaptureParams { log_cap: None }),
+                Some(CaptureParams {
+                    log_cap: Some(1 << 20),
+                }),
+            ]),
         };
+        // A capturing launch sends its five descriptors (L1).
+        if p.capture.is_some() {
+            p.stdio_fds = 5;
+        }
         // At most one field at or past its limit.
         let bad_args: [&[u8]; 2] = [b"/bin/true", b"a\0b"];
         let big_env: [&[u8]; 1] = [&big];
@@ -244,8 +266,8 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
             7 => p.start_timeout_ms = rng.pick(&[0, MAX_START_TIMEOUT_MS + 1, u32::MAX]),
             8 => p.stdio_fds = rng.pick(&[1, 2, 4, u32::MAX]),
             // (bit 4 is the signal state, W10, bit 5 the cgroup, F4, bit 6 the setns opt-out,
-            // X7: the lowest unknown is 7)
-            9 => p.flags = rng.pick(&[1 << 7, 1 << 31]),
+            // X7, bit 7 the guardian's capture, L1: the lowest unknown is 8)
+            9 => p.flags = rng.pick(&[1 << 8, 1 << 31]),
             10 => p.rlimits = &rlimits,
             11 => {
                 p.credentials = Some(Credentials {
@@ -648,6 +670,7 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
             allow_setns: None,
             supervisor_provenance: None,
             guardian_provenance: None,
+            on_service_loss: None,
         },
         Registration::encode,
         Registration::decode,

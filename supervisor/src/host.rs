@@ -289,6 +289,13 @@ impl Command {
         self
     }
 
+    /// L6: what recovery does with the scope once this process is gone: `keep` (the next
+    /// service adopts it) or `stop`. Unset: stop it, as any stale scope.
+    pub fn on_service_loss(mut self, policy: refine_protocol::record::ServiceLoss) -> Command {
+        self.request.on_service_loss = Some(policy);
+        self
+    }
+
     /// The request as the engine takes it, for what this builder does not cover (output
     /// callbacks, forwards, the signal state).
     pub fn request_mut(&mut self) -> &mut LaunchRequest {

@@ -129,6 +129,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
         allow_setns: None,
         supervisor_provenance: None,
         guardian_provenance: None,
+        on_service_loss: None,
     };
     if f.durable {
         rt.write_registration(&reg).expect("write registration");

@@ -60,12 +60,30 @@ fn sigterm_to_serve_forwards_term_waits_the_grace_and_stops_the_rest() {
     assert!(log.contains("shutdown"), "{log}");
 }
 
+/// L4, L6: a SIGKILLed service leaves its launches running (no parent-death signal); the next
+/// service's recovery adopts what asked to be kept (the default) and stops what asked to be
+/// stopped, with a receipt.
 #[test]
 fn a_sigkilled_service_leaves_its_launches_running_until_recovery() {
     let home = Home::new();
     let mut svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
     let id = detach(&home, &["sh", "-c", "echo ready; exec sleep 600"]);
-    assert!(wait_until(DEADLINE, || stdout_of(&home, &id).contains("ready")));
+    let args = [
+        "run",
+        "--detach",
+        "--on-service-loss",
+        "stop",
+        "--",
+        "sh",
+        "-c",
+        "echo ready; exec sleep 600",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let stopped = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    for id in [&id, &stopped] {
+        assert!(wait_until(DEADLINE, || stdout_of(&home, id).contains("ready")));
+    }
     let [_, workload] = witnesses(&home, &id);
     svc.signal(rustix::process::Signal::KILL);
     svc.wait();
@@ -77,9 +95,28 @@ fn a_sigkilled_service_leaves_its_launches_running_until_recovery() {
     std::thread::sleep(Duration::from_millis(500));
     assert!(alive(workload.0, workload.1), "the workload was killed");
     assert_eq!(home.state(&id), "live");
-    // The next service's recovery ends it, with a receipt.
+    // The next service's recovery ends the one that asked for it, with a receipt, and adopts
+    // the other.
     let mut svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
-    home.wait_state(&id, "exited");
+    home.wait_state(&stopped, "exited");
+    assert!(show(&home, &stopped)["receipt"].is_object());
+    let log = std::fs::read_to_string(home.run_dir().join("service.log")).unwrap_or_default();
+    assert!(
+        wait_until(DEADLINE, || std::fs::read_to_string(
+            home.run_dir().join("service.log")
+        )
+        .unwrap_or_default()
+        .contains("adopted")),
+        "recovery did not report the adoption: {log}"
+    );
+    assert!(
+        alive(workload.0, workload.1),
+        "the kept workload was stopped"
+    );
+    assert_eq!(home.state(&id), "live");
+    let out = home.cli(&["stop", &id]);
+    assert!(out.status.success(), "{}", describe(&["stop"], &out));
+    assert!(show(&home, &id)["receipt"].is_object());
     svc.signal(rustix::process::Signal::TERM);
     assert!(svc.wait().success());
 }

@@ -133,7 +133,15 @@ fn detached_launches_are_all_accounted_for_after_a_sigkilled_service() {
         vec!["sh", "-c", "sleep 600 & wait"],
         vec!["sh", "-c", "echo quick"],
     ] {
-        let id = detach(&home, &argv);
+        // L6: these ask to be stopped when their service is lost (the default keeps them).
+        let args = [
+            &["run", "--detach", "--on-service-loss", "stop", "--"][..],
+            &argv,
+        ]
+        .concat();
+        let out = home.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+        let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         assert_eq!(id.len(), 32, "run --detach prints the id: {id:?}");
         ids.push(id);
     }
@@ -170,7 +178,16 @@ fn detached_launches_are_all_accounted_for_after_a_sigkilled_service() {
 fn the_socket_accepts_while_recovery_is_still_going() {
     let home = Home::new();
     let mut svc = Service::start(&home);
-    let out = home.cli(&["run", "--detach", "--", "sleep", "600"]);
+    let args = [
+        "run",
+        "--detach",
+        "--on-service-loss",
+        "stop",
+        "--",
+        "sleep",
+        "600",
+    ];
+    let out = home.cli(&args);
     assert!(out.status.success(), "{}", describe(&["run"], &out));
     let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     home.wait_state(&id, "live");

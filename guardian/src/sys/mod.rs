@@ -256,6 +256,58 @@ fn dup2(fd: c_int, target: c_int) -> Result<(), Errno> {
     retry(|| cvt(unsafe { syscall!(libc::SYS_dup3, fd, target, 0) })).map(drop)
 }
 
+/// `splice(from, NULL, to, NULL, len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK)`: moves up to `len`
+/// bytes from the pipe `from` to `to` at its file position, without waiting for the pipe;
+/// `EINTR` retried. 0 is the pipe's end of file.
+pub fn splice_out(from: &OwnedFd, to: c_int, len: usize) -> Result<usize, Errno> {
+    let flags = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK;
+    retry(|| {
+        // SAFETY: plain descriptors and null offsets (the file position is used).
+        cvt_isize(unsafe {
+            syscall!(
+                libc::SYS_splice,
+                from.0,
+                core::ptr::null_mut::<i64>(),
+                to,
+                core::ptr::null_mut::<i64>(),
+                len,
+                flags
+            )
+        })
+    })
+}
+
+/// Asks for a pipe buffer of `bytes` (fewer wake-ups); the system limit may refuse, harmlessly.
+pub fn set_pipe_size(fd: &OwnedFd, bytes: usize) {
+    // SAFETY: a plain fcntl on an owned descriptor.
+    let _ = unsafe { syscall!(libc::SYS_fcntl, fd.0, libc::F_SETPIPE_SZ, bytes) };
+}
+
+/// Sets `O_NONBLOCK` on the descriptor's open file description.
+pub fn set_nonblocking(fd: &OwnedFd) -> Result<(), Errno> {
+    // SAFETY: a plain fcntl on an owned descriptor.
+    let flags = cvt(unsafe { syscall!(libc::SYS_fcntl, fd.0, libc::F_GETFL) })?;
+    // SAFETY: as above.
+    cvt(unsafe {
+        syscall!(
+            libc::SYS_fcntl,
+            fd.0,
+            libc::F_SETFL,
+            flags | libc::O_NONBLOCK
+        )
+    })
+    .map(drop)
+}
+
+/// `/dev/null` for writing, close-on-exec.
+pub fn open_dev_null() -> Result<OwnedFd, Errno> {
+    retry(|| {
+        // SAFETY: the path is a NUL-terminated literal.
+        cvt(unsafe { open(c"/dev/null", libc::O_WRONLY | libc::O_CLOEXEC, 0) })
+    })
+    .map(OwnedFd)
+}
+
 /// A close-on-exec pipe: (read end, write end).
 pub fn pipe() -> Result<(OwnedFd, OwnedFd), Errno> {
     let mut fds = [0 as c_int; 2];
@@ -349,17 +401,21 @@ pub struct Received {
     pub len: usize,
     /// The message was larger than the buffer (`MSG_TRUNC`).
     pub truncated: bool,
-    /// Descriptors were cut (`MSG_CTRUNC`) or more than three arrived.
+    /// Descriptors were cut (`MSG_CTRUNC`) or more than [`MAX_RECEIVED_FDS`] arrived.
     pub fds_cut: bool,
     /// Received descriptors (close-on-exec), in order.
-    pub fds: [Option<OwnedFd>; 3],
+    pub fds: [Option<OwnedFd>; MAX_RECEIVED_FDS],
 }
 
-/// Receives one message without blocking (the caller polled), with up to three `SCM_RIGHTS`
-/// descriptors, received close-on-exec.
+/// Most descriptors one message brings: stdin, stdout, stderr, and a capturing launch's two
+/// indexes (its stdout and stderr are its artifacts).
+pub const MAX_RECEIVED_FDS: usize = 5;
+
+/// Receives one message without blocking (the caller polled), with up to [`MAX_RECEIVED_FDS`]
+/// `SCM_RIGHTS` descriptors, received close-on-exec.
 pub fn recv_msg(fd: &OwnedFd, buf: &mut [u8]) -> Result<Received, Errno> {
-    // Room for exactly one SCM_RIGHTS header with three ints (CMSG_SPACE(12) = 32 on LP64).
-    let mut cbuf = [0u64; 4];
+    // Room for exactly one SCM_RIGHTS header with five ints (CMSG_SPACE(20) = 40 on LP64).
+    let mut cbuf = [0u64; 5];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast::<c_void>(),
         iov_len: buf.len(),
@@ -385,7 +441,7 @@ pub fn recv_msg(fd: &OwnedFd, buf: &mut [u8]) -> Result<Received, Errno> {
         len: n.min(buf.len()),
         truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
         fds_cut: msg.msg_flags & libc::MSG_CTRUNC != 0,
-        fds: [None, None, None],
+        fds: [None, None, None, None, None],
     };
     let mut count = 0usize;
     // SAFETY: msg was filled by recvmsg; CMSG_FIRSTHDR/NXTHDR stay within msg_controllen and
@@ -399,7 +455,7 @@ pub fn recv_msg(fd: &OwnedFd, buf: &mut [u8]) -> Result<Received, Errno> {
                 let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
                 for i in 0..bytes / core::mem::size_of::<c_int>() {
                     let fd = OwnedFd(core::ptr::read_unaligned(data.add(i)));
-                    if count < 3 {
+                    if count < MAX_RECEIVED_FDS {
                         out.fds[count] = Some(fd);
                     } else {
                         out.fds_cut = true; // dropped: closed

@@ -53,6 +53,18 @@
 //!   workload starts with every disposition default and an empty mask
 //! only with flag bit 5 (CGROUP): str the cgroup v2 directory the workload is forked into
 //!   (`clone3` with `CLONE_INTO_CGROUP`, F4): absolute, made by the launcher, empty
+//! only with flag bit 7 (CAPTURE): u64 the artifacts' byte cap (u64::MAX: none); the guardian
+//!   drains stdout and stderr into the artifacts itself (L1), and the descriptors sent are 5:
+//!   stdin, the stdout and stderr artifacts, the stdout and stderr indexes (`capture.rs`)
+//! ```
+//!
+//! # Capture frames (guardian to launcher, CAPTURE launches only)
+//!
+//! ```text
+//! CaptureProgress: u64 stdout bytes read so far, u64 stderr bytes read so far (at most every
+//!   PROGRESS_EVERY_MS while bytes flow)
+//! CaptureEnded: u8 stream (1 stdout, 2 stderr), u32 end kind, i32 errno (as in the index's end
+//!   record), u64 artifact bytes, u64 bytes read
 //! ```
 //!
 //! # Hello payload
@@ -77,6 +89,7 @@
 
 use core::ffi::CStr;
 
+use crate::capture::CaptureEnd;
 use crate::codec::{envelope_open, envelope_seal, envelope_start, Reader, Writer};
 use crate::provenance::Provenance;
 use crate::receipt::{Receipt, WorkloadStatus, MAX_SIGNAL, RECEIPT_LEN};
@@ -122,7 +135,15 @@ pub const FLAG_CGROUP: u32 = 1 << 5;
 /// no filter against `setns` into a PID or user namespace. A caller passes it in
 /// [`LaunchParams::flags`].
 pub const FLAG_ALLOW_SETNS: u32 = 1 << 6;
+/// The guardian drains stdout and stderr into the artifacts (L1); set by the encoder from
+/// [`LaunchParams::capture`].
+pub const FLAG_CAPTURE: u32 = 1 << 7;
+/// Descriptors sent with a CAPTURE launch: stdin, two artifacts, two indexes.
+pub const CAPTURE_FDS: u32 = 5;
+/// How often at most the guardian reports its capture's progress.
+pub const PROGRESS_EVERY_MS: u64 = 250;
 const KNOWN_FLAGS: u32 = FLAG_PTY
+    | FLAG_CAPTURE
     | FLAG_NEW_SESSION
     | FLAG_CREDENTIALS
     | FLAG_SIGNAL_STATE
@@ -161,6 +182,8 @@ mod kind {
     pub const SIGNAL: u16 = 9;
     pub const GUARDIAN_FAILED: u16 = 10;
     pub const DISOWN: u16 = 11;
+    pub const CAPTURE_PROGRESS: u16 = 12;
+    pub const CAPTURE_ENDED: u16 = 13;
 }
 
 /// What the code of a [`Frame::GuardianFailed`] means: the guardian's failure classes, by their
@@ -236,6 +259,15 @@ pub struct LaunchParams<'a> {
     pub signal_state: Option<SignalState>,
     /// The cgroup v2 directory to fork the workload into (F4); `None`: the guardian's own.
     pub cgroup: Option<&'a [u8]>,
+    /// The guardian drains the output into the artifacts (L1); `None`: the launcher does.
+    pub capture: Option<CaptureParams>,
+}
+
+/// A launch whose guardian captures its output (L1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CaptureParams {
+    /// Per-artifact byte cap (S10); past it the stream is still drained.
+    pub log_cap: Option<u64>,
 }
 
 /// A decoded launch spec: a validated view into the received bytes.
@@ -260,6 +292,8 @@ pub struct LaunchSpec<'a> {
     pub signal_state: Option<SignalState>,
     /// Set when flag [`FLAG_CGROUP`] is: never empty.
     pub cgroup: Option<&'a CStr>,
+    /// Set when flag [`FLAG_CAPTURE`] is.
+    pub capture: Option<CaptureParams>,
 }
 
 /// Decoded [`Credentials`]: the groups are a validated view into the frame.
@@ -465,12 +499,48 @@ pub enum Frame<'a> {
     Start,
     Abort,
     Started,
-    SpawnFailed { errno: i32, step: SpawnStep },
-    WorkloadExited { status: WorkloadStatus, at_ns: u64 },
+    SpawnFailed {
+        errno: i32,
+        step: SpawnStep,
+    },
+    WorkloadExited {
+        status: WorkloadStatus,
+        at_ns: u64,
+    },
     ScopeExited(Receipt),
-    Signal { signo: i32 },
-    GuardianFailed { code: u16, errno: i32 },
+    Signal {
+        signo: i32,
+    },
+    GuardianFailed {
+        code: u16,
+        errno: i32,
+    },
     Disown,
+    /// Bytes read so far from stdout and stderr (L1).
+    CaptureProgress {
+        stdout: u64,
+        stderr: u64,
+    },
+    /// A stream the guardian drained has ended (L1).
+    CaptureEnded(CaptureEnded),
+}
+
+/// Which stream a [`Frame::CaptureEnded`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CapturedStream {
+    Stdout,
+    Stderr,
+}
+
+/// How one stream the guardian drained ended, with its counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CaptureEnded {
+    pub stream: CapturedStream,
+    pub end: CaptureEnd,
+    /// Bytes in the artifact.
+    pub written: u64,
+    /// Bytes read from the stream.
+    pub moved: u64,
 }
 
 /// A signal the kernel delivers (P4: 1..=64).
@@ -528,6 +598,7 @@ pub fn launch_len(p: &LaunchParams<'_>) -> usize {
         + p.credentials.map_or(0, |c| 3 * 4 + c.groups.len() * 4)
         + p.signal_state.map_or(0, |_| 2 * 8)
         + p.cgroup.map_or(0, string)
+        + p.capture.map_or(0, |_| 8)
 }
 
 pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, EncodeError> {
@@ -563,7 +634,8 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
             field: "start timeout",
         });
     }
-    if p.stdio_fds != 0 && p.stdio_fds != 3 {
+    let want_fds = if p.capture.is_some() { CAPTURE_FDS } else { 3 };
+    if p.stdio_fds != 0 && p.stdio_fds != want_fds || p.capture.is_some() && p.stdio_fds == 0 {
         return Err(EncodeError::InvalidField {
             field: "descriptor count",
         });
@@ -612,6 +684,11 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
         Some(_) => flags | FLAG_CGROUP,
         None => flags & !FLAG_CGROUP,
     };
+    // And the capture.
+    let flags = match p.capture {
+        Some(_) => flags | FLAG_CAPTURE,
+        None => flags & !FLAG_CAPTURE,
+    };
     let mut w = Writer::new(out);
     start_frame(&mut w, kind::LAUNCH)?;
     w.u32(flags | pdeath_flag)?;
@@ -651,6 +728,9 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
     if let Some(c) = p.cgroup {
         put_str(&mut w, c, "cgroup")?;
     }
+    if let Some(c) = p.capture {
+        w.u64(c.log_cap.unwrap_or(u64::MAX))?;
+    }
     finish_frame(&mut w)
 }
 
@@ -670,6 +750,8 @@ impl Frame<'_> {
             Frame::Signal { .. } => kind::SIGNAL,
             Frame::GuardianFailed { .. } => kind::GUARDIAN_FAILED,
             Frame::Disown => kind::DISOWN,
+            Frame::CaptureProgress { .. } => kind::CAPTURE_PROGRESS,
+            Frame::CaptureEnded(_) => kind::CAPTURE_ENDED,
         };
         match *self {
             Frame::Hello(Hello {
@@ -720,6 +802,26 @@ impl Frame<'_> {
             Frame::GuardianFailed { code, errno } => {
                 w.u16(code)?;
                 w.i32(errno)?;
+            }
+            Frame::CaptureProgress { stdout, stderr } => {
+                w.u64(stdout)?;
+                w.u64(stderr)?;
+            }
+            Frame::CaptureEnded(c) => {
+                if c.written > c.moved {
+                    return Err(EncodeError::InvalidField {
+                        field: "capture counts",
+                    });
+                }
+                let (kind, errno) = c.end.to_wire();
+                w.u8(match c.stream {
+                    CapturedStream::Stdout => 1,
+                    CapturedStream::Stderr => 2,
+                })?;
+                w.u32(kind)?;
+                w.i32(errno)?;
+                w.u64(c.written)?;
+                w.u64(c.moved)?;
             }
         }
         finish_frame(&mut w)
@@ -790,6 +892,37 @@ impl Frame<'_> {
                 errno: r.i32()?,
             },
             kind::DISOWN => Frame::Disown,
+            kind::CAPTURE_PROGRESS => Frame::CaptureProgress {
+                stdout: r.u64()?,
+                stderr: r.u64()?,
+            },
+            kind::CAPTURE_ENDED => {
+                let stream = match r.u8()? {
+                    1 => CapturedStream::Stdout,
+                    2 => CapturedStream::Stderr,
+                    _ => {
+                        return Err(DecodeError::InvalidField {
+                            field: "captured stream",
+                        })
+                    }
+                };
+                let (kind, errno) = (r.u32()?, r.i32()?);
+                let end = CaptureEnd::from_wire(kind, errno)?.ok_or(DecodeError::InvalidField {
+                    field: "capture end",
+                })?;
+                let (written, moved) = (r.u64()?, r.u64()?);
+                if written > moved {
+                    return Err(DecodeError::InvalidField {
+                        field: "capture counts",
+                    });
+                }
+                Frame::CaptureEnded(CaptureEnded {
+                    stream,
+                    end,
+                    written,
+                    moved,
+                })
+            }
             _ => {
                 return Err(DecodeError::InvalidField {
                     field: "frame kind",
@@ -857,7 +990,12 @@ fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
         });
     }
     let stdio_fds = r.u32()?;
-    if stdio_fds != 0 && stdio_fds != 3 {
+    let want_fds = if flags & FLAG_CAPTURE != 0 {
+        CAPTURE_FDS
+    } else {
+        3
+    };
+    if stdio_fds != 0 && stdio_fds != want_fds || flags & FLAG_CAPTURE != 0 && stdio_fds == 0 {
         return Err(DecodeError::InvalidField {
             field: "descriptor count",
         });
@@ -908,6 +1046,15 @@ fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
             c => Some(c),
         },
     };
+    let capture = match flags & FLAG_CAPTURE {
+        0 => None,
+        _ => Some(CaptureParams {
+            log_cap: match r.u64()? {
+                u64::MAX => None,
+                cap => Some(cap),
+            },
+        }),
+    };
     Ok(LaunchSpec {
         flags,
         pdeath_signal,
@@ -926,6 +1073,7 @@ fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
         credentials,
         signal_state,
         cgroup,
+        capture,
     })
 }
 

@@ -16,6 +16,7 @@
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 
+pub mod capture;
 pub mod codec;
 mod error;
 pub mod frame;

@@ -154,8 +154,12 @@ crate::vocabulary! {
         StopFailed,
         Owned,
         Corrupt,
+        /// Live and stale, kept on its launcher's loss (L6): left running, identity checked.
+        Adopted,
         /// `--dry-run`: live and stale, recovery would stop it.
         WouldStop,
+        /// `--dry-run`: live and stale, kept on its launcher's loss: recovery would adopt it.
+        WouldAdopt,
         /// `--dry-run`: exited, recovery would release it.
         WouldRelease,
         /// `--dry-run`: unverified, recovery would keep it.

@@ -219,6 +219,11 @@ pub struct RunArgs {
     /// witnesses such a process (where the scope has one).
     #[arg(long)]
     pub allow_setns: bool,
+    /// With --detach: what a restarted service does with this scope if the service is lost
+    /// meanwhile (a crash, a kill -9): `keep` it running (the default, but for agents) or
+    /// `stop` it (the default for agents).
+    #[arg(long, value_name = "keep|stop", value_parser = parse_service_loss, requires = "detach")]
+    pub on_service_loss: Option<refine_protocol::record::ServiceLoss>,
     /// The command and its arguments (`--` before them is optional, as for tini and
     /// `timeout`: every word from the command's first on is the command's, `--json` too).
     /// Passed as bytes: arguments need not be UTF-8.
@@ -275,6 +280,11 @@ pub struct ServeArgs {
     /// the shared stop kills what is left.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "10s")]
     pub shutdown_grace: Duration,
+    /// On SIGTERM/SIGINT: leave the service's launches running (their guardians keep capturing
+    /// their output); the next `serve` adopts them, or stops those that asked for it
+    /// (`run --on-service-loss stop`, agents by default). For upgrades and restarts.
+    #[arg(long)]
+    pub live_restore: bool,
     /// Format of the service log (stderr, or --log-file); RUST_LOG filters it (default: info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -629,6 +639,15 @@ pub fn home(cli: &Cli, create: bool) -> Result<PathBuf, CliError> {
         );
     }
     Ok(h)
+}
+
+/// `keep` or `stop` (`--on-service-loss`).
+pub(crate) fn parse_service_loss(s: &str) -> Result<refine_protocol::record::ServiceLoss, String> {
+    match s {
+        "keep" => Ok(refine_protocol::record::ServiceLoss::Keep),
+        "stop" => Ok(refine_protocol::record::ServiceLoss::Stop),
+        _ => Err(format!("{s:?} is neither keep nor stop")),
+    }
 }
 
 #[cfg(test)]

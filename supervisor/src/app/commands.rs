@@ -163,6 +163,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
                     watch,
                     metrics_addr: args.metrics,
                     shutdown_grace: args.shutdown_grace,
+                    live_restore: args.live_restore,
                     log_format: args.log_format,
                     log_file: args.log_file,
                 },
@@ -252,6 +253,7 @@ fn run(home: &Path, port: u16, mut args: RunArgs) -> Result<ExitCode, CliError> 
         user: args.user,
         unique: args.unique,
         allow_setns: args.allow_setns,
+        on_service_loss: args.on_service_loss,
     };
     let rt = Runtime::open(home, port)?;
     let resp = client::request(&rt, &Request::Launch(spec.clone()))?;

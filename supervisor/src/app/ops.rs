@@ -387,6 +387,13 @@ pub fn recover_all(rt: &Runtime) -> Result<RecoverDoc, ServiceError> {
         let (action, after) = match &e.action {
             A::Stopped { report } => (RecoverAction::Stopped, flatten(&report.assessment)),
             A::Released { assessment } => (RecoverAction::Released, flatten(assessment)),
+            A::Adopted => (
+                RecoverAction::Adopted,
+                match rt.read_registration(e.id) {
+                    Ok(reg) => assess_one(rt, &reg),
+                    Err(err) => corrupt(&err),
+                },
+            ),
             A::Kept { reason, .. } => (
                 RecoverAction::Kept,
                 Assessed {
@@ -443,7 +450,9 @@ pub fn recover_plan(rt: &Runtime) -> Result<RecoverDoc, RegistryError> {
             (_, Err(err)) => (RecoverAction::Corrupt, corrupt(&err)),
             (_, Ok(reg)) => {
                 let a = assess_one(rt, &reg);
+                let kept = reg.on_service_loss == Some(refine_protocol::record::ServiceLoss::Keep);
                 let action = match a.state {
+                    State::Live if kept => RecoverAction::WouldAdopt,
                     State::Live => RecoverAction::WouldStop,
                     State::Exited => RecoverAction::WouldRelease,
                     State::Unverified | State::Corrupt => RecoverAction::WouldKeep,

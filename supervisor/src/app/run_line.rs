@@ -63,6 +63,7 @@ pub(crate) const OPTIONS: &[(&str, Shape)] = &[
     ("stop-grace", Shape::Value),
     ("log-cap", Shape::Value),
     ("user", Shape::Value),
+    ("on-service-loss", Shape::Value),
 ];
 
 /// The [`Cli`] of a `run` line of the shapes above, `None` for anything else (see the module).
@@ -138,6 +139,7 @@ impl Line {
             log_cap: parse_size(LOG_CAP_DEFAULT).unwrap_or_default(),
             user: None,
             allow_setns: false,
+            on_service_loss: None,
             command: Vec::new(),
         })
     }
@@ -199,6 +201,9 @@ impl Line {
                 self.run().meta.push(pair);
             }
             "log-cap" => self.run().log_cap = parse_size(text?).ok()?,
+            "on-service-loss" => {
+                self.run().on_service_loss = Some(super::cli::parse_service_loss(text?).ok()?)
+            }
             _ => self.run().user = Some(text?.to_owned()),
         }
         Some(())
@@ -220,8 +225,10 @@ impl Line {
             line.run.take().expect("just made")
         });
         run.command = command;
-        // `--unique` requires `--label`: clap's message says so.
-        if run.unique && !self.seen.contains(&"label") {
+        // `--unique` requires `--label`, `--on-service-loss` `--detach`: clap's message says so.
+        if run.unique && !self.seen.contains(&"label")
+            || run.on_service_loss.is_some() && !run.detach
+        {
             return None;
         }
         Some(Cli {

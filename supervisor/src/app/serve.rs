@@ -20,8 +20,9 @@
 //! signal), waits up to `--shutdown-grace` (default 10 s) for their scopes to end, ends the rest
 //! through the shared stop, and waits (bounded) for their engines to record their results. Every
 //! one ends `exited` with the guardian's receipt. A service that is SIGKILLed cannot do this: its
-//! launches ask for no parent-death signal, so they keep running, `live`, and the next service's
-//! recovery pass (or `recover`) stops them.
+//! launches ask for no parent-death signal, so they keep running, `live`, their guardians
+//! capturing their output (L1), and the next service's recovery pass (or `recover`) adopts or
+//! stops each by its `on_service_loss` (L6: `keep` but for agents).
 //!
 //! # Nothing waits on a thread (SPEC D2)
 //! What only waits is a timer in the event loop, never a thread: a stop's grace (the polite
@@ -43,6 +44,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use refine_protocol::api::{self, ErrorKind, LaunchAsk, Reply, Request, Response, MAX_MESSAGE};
+use refine_protocol::record::{Kind, ServiceLoss};
 use refine_protocol::{Registration, RegistrationId, StopCause};
 
 use super::docs::{
@@ -83,10 +85,16 @@ fn launch_admitted(
     slot: Option<refine_supervisor::store::fence::Fence>,
 ) -> Result<RegistrationId, Response> {
     // The service ends its launches itself when it stops (W8); when it is killed, they outlive
-    // it until recovery rather than die with no receipt reader.
+    // it (their guardians capture their output, L1), and the next service adopts them, but an
+    // agent's, which it stops (L6: a restarted daemon ends the stale workers it owned).
+    let loss = spec.on_service_loss.unwrap_or(match spec.kind {
+        Kind::Agent => ServiceLoss::Stop,
+        _ => ServiceLoss::Keep,
+    });
     let cmd = launch_command(&spec)
         .map_err(|e| Response::err(ErrorKind::BadRequest, error_chain(&e)))?
-        .outlive_host();
+        .outlive_host()
+        .on_service_loss(loss);
     let handle = {
         let closed = state.closed.lock().unwrap_or_else(|p| p.into_inner());
         if *closed {
@@ -465,6 +473,8 @@ pub struct ServeConfig {
     pub watch: StallConfig,
     pub metrics_addr: Option<SocketAddr>,
     pub shutdown_grace: Duration,
+    /// L6: SIGTERM/SIGINT leave the launches running for the next service to adopt.
+    pub live_restore: bool,
     pub log_format: LogFormat,
     /// `--log-file`: a size-rotated file instead of stderr.
     pub log_file: Option<std::path::PathBuf>,
@@ -479,6 +489,7 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         watch,
         metrics_addr,
         shutdown_grace,
+        live_restore,
         log_format,
         log_file,
     } = config;
@@ -527,7 +538,17 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         watch,
         metrics_addr,
     ));
-    shutdown(&state, shutdown_grace);
+    if live_restore {
+        // L6: the launches run on, capturing (L1); the next service adopts or stops each by
+        // its `on_service_loss`, as after a crash, but nothing was lost on the way.
+        let left = state.launched.lock().map(|l| l.len()).unwrap_or(0);
+        tracing::info!(
+            left,
+            "live restore: the launches keep running for the next service"
+        );
+    } else {
+        shutdown(&state, shutdown_grace);
+    }
     // The requests under way (a slot waiter's refusal) are answered before the runtime goes.
     runtime.block_on(async {
         let end = tokio::time::Instant::now() + ANSWERS_AT_SHUTDOWN;

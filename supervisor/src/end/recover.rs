@@ -2,7 +2,12 @@
 //! (`open/`, see [`crate::end::open_index`]: those not yet proven exited) is re-assessed under its
 //! registration lock and the runtime stop fence, and
 //!
-//! - `live` and stale (no launcher holds its registration lock) → stopped through [`crate::end::stop`];
+//! - `live` and stale (no launcher holds its registration lock) → stopped through
+//!   [`crate::end::stop`], unless its record asks to be kept on its launcher's loss (L6, a
+//!   service's launch: its guardian captures its output): then it is *adopted*, left running
+//!   with its identity checked by the assessment (registration, guardian pid and start time,
+//!   proof inode), and the maintenance of whoever adopts it enforces its deadlines and settles
+//!   it once its receipt proves it exited;
 //! - `exited` → released (reported; its marker leaves the index; the record, proof and logs stay
 //!   for retention and forgetting to judge);
 //! - `unverified` → kept with its evidence (capacity stays held) and reported;
@@ -21,6 +26,7 @@
 
 use std::time::Duration;
 
+use refine_protocol::record::ServiceLoss;
 use refine_protocol::RegistrationId;
 
 use crate::end::assess::{self, Assessment, UnverifiedReason};
@@ -61,6 +67,8 @@ pub enum RecoveryAction {
     Stopped { report: StopReport },
     /// Already exited (receipt or an ended boot): released.
     Released { assessment: Assessment },
+    /// Live, stale, and kept on its launcher's loss (L6): left running, its identity checked.
+    Adopted,
     /// Unverified: kept with its evidence, capacity held. If its guardian is gone (same boot),
     /// the processes still witnessed for it were killed through the stop (`stop`); that
     /// proves nothing, so the registration stays unverified.
@@ -158,6 +166,9 @@ pub fn recover_one(
         }
     };
     let action = match assess::assess(runtime, &reg, opts.stop.boot) {
+        Assessment::Live if reg.on_service_loss == Some(ServiceLoss::Keep) => {
+            RecoveryAction::Adopted
+        }
         Assessment::Live => match stop::stop_fenced(runtime, &reg, &opts.stop, &fence) {
             Ok(report) => RecoveryAction::Stopped { report },
             Err(error) => RecoveryAction::StopFailed {

@@ -33,7 +33,14 @@ pub(crate) const DEFAULT_LIMIT: Duration = Duration::from_secs(7 * 24 * 3600);
 const STREAMS: [Stream; 3] = [Stream::Stdout, Stream::Stderr, Stream::Stdin];
 
 /// The file-name extensions of everything retention retires (`logs/ID.EXT`).
-const RETIRED: [&str; 4] = ["stdout", "stderr", "stdin", "capture"];
+const RETIRED: [&str; 6] = [
+    "stdout",
+    "stderr",
+    "stdin",
+    "capture",
+    "stdout-index",
+    "stderr-index",
+];
 
 /// The paths retention may retire for `id`: the output artifacts and the capture receipt.
 fn retired_paths(rt: &Runtime, id: RegistrationId) -> impl Iterator<Item = PathBuf> + '_ {
@@ -41,6 +48,7 @@ fn retired_paths(rt: &Runtime, id: RegistrationId) -> impl Iterator<Item = PathB
         .iter()
         .map(move |&s| rt.log_path(id, s))
         .chain(std::iter::once(rt.capture_receipt_path(id)))
+        .chain([Stream::Stdout, Stream::Stderr].map(|s| rt.index_path(id, s)))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -348,6 +356,7 @@ mod tests {
             allow_setns: None,
             supervisor_provenance: None,
             guardian_provenance: None,
+            on_service_loss: None,
         };
         rt.write_registration(&reg).unwrap();
         fs::write(rt.log_path(id, Stream::Stdout), b"out").unwrap();

@@ -519,6 +519,16 @@ fn write_all_fd(fd: &OwnedFd, mut bytes: &[u8]) -> bool {
     true
 }
 
+/// Up to `max` leading bytes of an artifact (fewer if it is shorter or unreadable).
+fn read_prefix(path: &Path, max: u64) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    if let Ok(f) = File::open(path) {
+        let _ = f.take(max).read_to_end(&mut out);
+    }
+    out
+}
+
 /// The artifact [`open_artifact`] created, opened again to append the next bytes.
 fn reopen_artifact(path: &Path) -> io::Result<File> {
     OpenOptions::new()
@@ -545,6 +555,11 @@ struct Reader {
     reader_gone: bool,
     /// Closed by [`Capture::close_held_outside`].
     held_outside: bool,
+    /// L1: the guardian drains this stream into its artifact; this capture only learns the
+    /// counts and the end (`fd` is always `None`).
+    guarded: bool,
+    /// A guarded stream whose end the guardian has not reported yet.
+    awaiting: bool,
 }
 
 enum ReadOutcome {
@@ -676,9 +691,9 @@ impl Reader {
         !self.pending.is_empty()
     }
 
-    /// Nothing more to read or forward.
+    /// Nothing more to read or forward (or, guarded, the guardian reported the end).
     fn done(&self) -> bool {
-        self.fd.is_none() && self.pending.is_empty()
+        self.fd.is_none() && self.pending.is_empty() && !self.awaiting
     }
 
     /// X10: takes what the pipe holds now (the scope's last writes, a forward's back-pressure
@@ -774,7 +789,7 @@ impl Reader {
         if self.over_memory {
             return StreamState::Incomplete(Incomplete::MemoryLimit { kept: keep_max });
         }
-        if self.fd.is_some() {
+        if self.fd.is_some() || self.awaiting {
             return StreamState::Incomplete(Incomplete::DrainEnded { drain });
         }
         StreamState::Eof
@@ -866,6 +881,8 @@ impl Capture {
                 pending: Vec::new(),
                 reader_gone: false,
                 held_outside: false,
+                guarded: false,
+                awaiting: false,
                 artifact: src.artifact.clone(),
                 sink: Sink {
                     file: None,
@@ -894,6 +911,100 @@ impl Capture {
             drain_deadline: None,
             last_output: None,
         })
+    }
+
+    /// L1: a capture of `streams` (with their artifacts) that the guardian drains itself: this
+    /// side holds no descriptor, learns the counts from [`Capture::guardian_progress`] and each
+    /// stream's end from [`Capture::guardian_ended`], and reads the kept bytes back from the
+    /// artifacts when it finishes.
+    pub(crate) fn guarded(streams: Vec<(Stream, PathBuf)>, config: CaptureConfig) -> Self {
+        let readers = streams
+            .into_iter()
+            .map(|(stream, artifact)| Reader {
+                stream,
+                fd: None,
+                pty: false,
+                forward: None,
+                pending: Vec::new(),
+                reader_gone: false,
+                held_outside: false,
+                guarded: true,
+                awaiting: true,
+                artifact: artifact.clone(),
+                sink: Sink {
+                    file: None,
+                    path: artifact,
+                    created: true,
+                    splice_file: None,
+                    splice_broken: false,
+                    relay: None,
+                    written: 0,
+                    cap: config.log_cap,
+                    capped: false,
+                    failed: None,
+                },
+                kept: Vec::new(),
+                read: 0,
+                over_memory: false,
+                read_failed: None,
+            })
+            .collect();
+        Capture {
+            readers,
+            config,
+            callback: None,
+            buf: Vec::new(),
+            drain_deadline: None,
+            last_output: None,
+        }
+    }
+
+    /// L1: the guardian has read this much from each guarded stream so far.
+    pub(crate) fn guardian_progress(&mut self, stdout: u64, stderr: u64, now: Instant) {
+        let mut got = false;
+        for r in self.readers.iter_mut().filter(|r| r.guarded && r.awaiting) {
+            let n = match r.stream {
+                Stream::Stdout => stdout,
+                Stream::Stderr => stderr,
+                Stream::Stdin => continue,
+            };
+            got |= n > r.read;
+            r.read = r.read.max(n);
+        }
+        if got {
+            self.last_output = Some(now);
+        }
+    }
+
+    /// L1: the guardian says how a guarded stream ended, with its counts.
+    pub(crate) fn guardian_ended(&mut self, c: refine_protocol::frame::CaptureEnded) {
+        use refine_protocol::capture::CaptureEnd;
+        use refine_protocol::frame::CapturedStream;
+        let stream = match c.stream {
+            CapturedStream::Stdout => Stream::Stdout,
+            CapturedStream::Stderr => Stream::Stderr,
+        };
+        let keep_max = self.config.keep_max as u64;
+        let Some(r) = self
+            .readers
+            .iter_mut()
+            .find(|r| r.guarded && r.stream == stream)
+        else {
+            return;
+        };
+        if c.moved > r.read {
+            self.last_output = Some(Instant::now());
+        }
+        r.awaiting = false;
+        r.read = c.moved;
+        r.sink.written = c.written;
+        r.sink.capped = c.written < c.moved && r.sink.cap.is_some();
+        r.over_memory = c.written > keep_max;
+        match c.end {
+            CaptureEnd::Eof => {}
+            CaptureEnd::Failed { errno } => r.sink.failed = Some(errno),
+            CaptureEnd::HeldOutside => r.held_outside = true,
+        }
     }
 
     /// Starts the final drain at `at` (the first validated workload exit). Later calls change
@@ -1312,6 +1423,10 @@ impl Capture {
         let drain = self.config.drain;
         let mut streams = Vec::with_capacity(self.readers.len());
         for r in &mut self.readers {
+            if r.guarded {
+                // The kept bytes are the artifact's first ones (the guardian wrote them there).
+                r.kept = read_prefix(&r.artifact, r.sink.written.min(keep_max as u64));
+            }
             streams.push(StreamCapture {
                 stream: r.stream,
                 state: r.state(keep_max, drain),
@@ -1322,9 +1437,10 @@ impl Capture {
             });
         }
         let mut tail_done = None;
-        if !self.all_closed() {
+        if self.readers.iter().any(|r| !r.done() && !r.guarded) {
             let mut readers = std::mem::take(&mut self.readers);
-            readers.retain(|r| !r.done());
+            // A guarded stream needs no tail: its guardian keeps draining it.
+            readers.retain(|r| !r.done() && !r.guarded);
             for r in &mut readers {
                 r.kept = Vec::new();
             }

@@ -243,11 +243,12 @@ impl Engine {
     ) -> Step {
         if let Some(w) = woken {
             self.capture.read_ready(w.streams, buf);
+            if w.channel {
+                // L1: a guarded capture's progress arrives on the channel.
+                self.drain_events(st);
+            }
             if let Some(t) = self.capture.last_output() {
                 self.deadlines.activity(t);
-            }
-            if w.channel {
-                self.drain_events(st);
             }
             if w.control {
                 self.read_control(st);
@@ -439,6 +440,10 @@ impl Engine {
                 tracing::error!(id = %self.registration.id, code, errno, "guardian failed");
                 st.guardian_failed = true;
             }
+            GuardianEvent::CaptureProgress { stdout, stderr } => {
+                self.capture.guardian_progress(stdout, stderr, now);
+            }
+            GuardianEvent::CaptureEnded(c) => self.capture.guardian_ended(c),
             GuardianEvent::ChannelClosed => {
                 st.channel_closed = true;
                 if st.status.is_none() {

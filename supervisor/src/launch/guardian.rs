@@ -54,6 +54,14 @@ pub enum Stdio {
     Fds([OwnedFd; 3]),
     /// A PTY slave used for all three; the workload gets a new session with it as controlling tty.
     Pty(OwnedFd),
+    /// L1: stdin, and the guardian drains stdout and stderr into these artifacts itself (opened
+    /// for writing without `O_APPEND`), appending to these indexes.
+    Captured {
+        stdin: OwnedFd,
+        artifacts: [OwnedFd; 2],
+        indexes: [OwnedFd; 2],
+        log_cap: Option<u64>,
+    },
 }
 
 /// Everything the guardian needs to launch one workload.
@@ -137,6 +145,10 @@ pub enum GuardianEvent {
     ScopeExited(Receipt),
     /// The guardian reported a fatal error (static code, errno) and exits.
     GuardianFailed { code: u16, errno: i32 },
+    /// L1: bytes the guardian has read so far from stdout and stderr.
+    CaptureProgress { stdout: u64, stderr: u64 },
+    /// L1: a stream the guardian drained ended.
+    CaptureEnded(refine_protocol::frame::CaptureEnded),
     /// The channel closed (after a `ScopeExited`, or because the guardian died).
     ChannelClosed,
 }
@@ -350,6 +362,14 @@ impl GuardianLink {
                 3,
             ),
             Stdio::Pty(_) => (FLAG_PTY, 3),
+            Stdio::Captured { .. } => (
+                if config.new_session {
+                    FLAG_NEW_SESSION
+                } else {
+                    0
+                },
+                refine_protocol::frame::CAPTURE_FDS,
+            ),
         };
         let flags = if config.allow_setns {
             flags | FLAG_ALLOW_SETNS
@@ -382,6 +402,12 @@ impl GuardianLink {
                 }),
             signal_state: config.signal_state,
             cgroup: config.cgroup.as_ref().map(|c| c.as_os_str().as_bytes()),
+            capture: match &config.stdio {
+                Stdio::Captured { log_cap, .. } => {
+                    Some(refine_protocol::frame::CaptureParams { log_cap: *log_cap })
+                }
+                _ => None,
+            },
         };
         // Sized to this launch (a few hundred bytes, usually), capped at the largest frame: a
         // bigger launch fails to encode exactly as before.
@@ -410,8 +436,19 @@ impl GuardianLink {
                 Stdio::Inherit => Vec::new(),
                 Stdio::Fds(fds) => fds.iter().map(|f| f.as_fd()).collect(),
                 Stdio::Pty(slave) => vec![slave.as_fd(); 3],
+                Stdio::Captured {
+                    stdin,
+                    artifacts,
+                    indexes,
+                    ..
+                } => [stdin]
+                    .into_iter()
+                    .chain(artifacts)
+                    .chain(indexes)
+                    .map(|f| f.as_fd())
+                    .collect(),
             };
-            let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(3))];
+            let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(5))];
             let mut control = SendAncillaryBuffer::new(&mut space);
             if !fds.is_empty() {
                 control.push(SendAncillaryMessage::ScmRights(&fds));
@@ -607,6 +644,10 @@ impl GuardianLink {
             Frame::GuardianFailed { code, errno } => {
                 Received::Event(GuardianEvent::GuardianFailed { code, errno })
             }
+            Frame::CaptureProgress { stdout, stderr } => {
+                Received::Event(GuardianEvent::CaptureProgress { stdout, stderr })
+            }
+            Frame::CaptureEnded(c) => Received::Event(GuardianEvent::CaptureEnded(c)),
             Frame::Launch(_)
             | Frame::Start
             | Frame::Abort

@@ -415,9 +415,17 @@ impl Supervisor {
         // below, it is told nothing and exits.
         let started = guardian::start(self.guardian_exe.clone(), false)?;
 
-        // Streams: the workload's ends go to the guardian, ours to capture.
+        // Streams: the workload's ends go to the guardian, ours to capture. L1: a launch that
+        // outlives its launcher (no parent-death signal: the service's, a detached host's) has
+        // its output drained by its guardian, unless this process wants the bytes as they come
+        // (a forward, a callback) or a terminal is involved.
         let stdout_path = rt.log_path(id, Stream::Stdout);
         let stderr_path = rt.log_path(id, Stream::Stderr);
+        let guarded = req.pdeath_signal.is_none()
+            && pty_size.is_none()
+            && req.forward_stdout.is_none()
+            && req.forward_stderr.is_none()
+            && req.on_output.is_none();
         let (stdio, sources, input) = match pty_size {
             Some(size) => {
                 let p = pty::open(size)?;
@@ -433,11 +441,9 @@ impl Supervisor {
                     pty: true,
                     forward: req.forward_stdout.take(),
                 }];
-                (Stdio::Pty(p.slave), sources, Some(Input::Pty(p.master)))
+                (Stdio::Pty(p.slave), Ok(sources), Some(Input::Pty(p.master)))
             }
             None => {
-                let (out_r, out_w) = pipe()?;
-                let (err_r, err_w) = pipe()?;
                 let (stdin, input) = match req.stdin {
                     StdinMode::Null => (
                         OwnedFd::from(File::open("/dev/null").map_err(io_op("open /dev/null"))?),
@@ -466,34 +472,54 @@ impl Supervisor {
                         }
                     }
                 };
-                let sources = vec![
-                    StreamSource {
-                        stream: Stream::Stdout,
-                        fd: out_r,
-                        artifact: stdout_path,
-                        pty: false,
-                        forward: req.forward_stdout.take(),
-                    },
-                    StreamSource {
-                        stream: Stream::Stderr,
-                        fd: err_r,
-                        artifact: stderr_path,
-                        pty: false,
-                        forward: req.forward_stderr.take(),
-                    },
-                ];
-                (Stdio::Fds([stdin, out_w, err_w]), sources, input)
+                if guarded {
+                    let stdio = Stdio::Captured {
+                        stdin,
+                        artifacts: [
+                            OwnedFd::from(capture::open_artifact(&stdout_path)?),
+                            OwnedFd::from(capture::open_artifact(&stderr_path)?),
+                        ],
+                        indexes: [
+                            open_index(&rt.index_path(id, Stream::Stdout))?,
+                            open_index(&rt.index_path(id, Stream::Stderr))?,
+                        ],
+                        log_cap: req.log_cap,
+                    };
+                    let streams =
+                        vec![(Stream::Stdout, stdout_path), (Stream::Stderr, stderr_path)];
+                    (stdio, Err(streams), input)
+                } else {
+                    let (out_r, out_w) = pipe()?;
+                    let (err_r, err_w) = pipe()?;
+                    let sources = vec![
+                        StreamSource {
+                            stream: Stream::Stdout,
+                            fd: out_r,
+                            artifact: stdout_path,
+                            pty: false,
+                            forward: req.forward_stdout.take(),
+                        },
+                        StreamSource {
+                            stream: Stream::Stderr,
+                            fd: err_r,
+                            artifact: stderr_path,
+                            pty: false,
+                            forward: req.forward_stderr.take(),
+                        },
+                    ];
+                    (Stdio::Fds([stdin, out_w, err_w]), Ok(sources), input)
+                }
             }
         };
-        let capture = Capture::new(
-            sources,
-            CaptureConfig {
-                keep_max: req.keep_max,
-                log_cap: req.log_cap,
-                ..CaptureConfig::default()
-            },
-            req.on_output.take(),
-        )?;
+        let capture_config = CaptureConfig {
+            keep_max: req.keep_max,
+            log_cap: req.log_cap,
+            ..CaptureConfig::default()
+        };
+        let capture = match sources {
+            Ok(sources) => Capture::new(sources, capture_config, req.on_output.take())?,
+            Err(guarded) => Capture::guarded(guarded, capture_config),
+        };
 
         let policy = req
             .scope_policy
@@ -547,6 +573,7 @@ impl Supervisor {
                 pty: pty_size.is_some(),
                 limits,
                 scope_policy: policy,
+                on_service_loss: req.on_service_loss,
             },
             started,
         )?;
@@ -630,6 +657,19 @@ fn check_durations(req: &LaunchRequest) -> Result<(), LaunchError> {
         }
     }
     Ok(())
+}
+
+/// A capture index (L1), created empty, appended to by the guardian.
+fn open_index(path: &std::path::Path) -> Result<OwnedFd, LaunchError> {
+    crate::store::durable::open_private(
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .truncate(false),
+        path,
+    )
+    .map(OwnedFd::from)
+    .map_err(io_op("create the capture index"))
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {

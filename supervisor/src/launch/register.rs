@@ -31,6 +31,8 @@ pub struct RegisteredLaunch {
     pub pty: bool,
     pub limits: Limits,
     pub scope_policy: ScopePolicy,
+    /// L6: what recovery does with the scope once its launcher is gone (`None`: stop it).
+    pub on_service_loss: Option<refine_protocol::record::ServiceLoss>,
 }
 
 /// The minimal managed launch: spawn the guardian, receive its identities, write the registration
@@ -140,6 +142,7 @@ pub(crate) fn launch_started(
         // the size check).
         supervisor_provenance: Some(crate::kernel::provenance::own()),
         guardian_provenance: Some(widest_provenance()),
+        on_service_loss: req.on_service_loss,
     };
     if let Err(source) = registration.encode() {
         return Err(HandshakeError::Registry(RegistryError::Refused {

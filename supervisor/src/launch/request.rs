@@ -78,6 +78,9 @@ pub struct LaunchRequest {
     /// What the guardian sends the workload if this process goes away (default `SIGKILL`);
     /// `None`: nothing, the workload outlives this process (the service's launches).
     pub pdeath_signal: Option<crate::kernel::signal::Signal>,
+    /// L6: what recovery does with the scope once its launcher is gone (`None`: stop it, as a
+    /// stale scope). The service sets it: `keep` but for agents.
+    pub on_service_loss: Option<refine_protocol::record::ServiceLoss>,
     /// Run the workload as this user (X1; `None`: as this process).
     pub user: Option<crate::launch::credentials::Credentials>,
     /// The signal state the workload starts with: `None` (the default) a clean one, every
@@ -130,6 +133,7 @@ impl LaunchRequest {
             forward_stderr: None,
             new_session: false,
             pdeath_signal: Some(crate::kernel::signal::Signal::KILL),
+            on_service_loss: None,
             user: None,
             signal_state: None,
             allow_setns: false,

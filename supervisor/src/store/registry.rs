@@ -305,6 +305,12 @@ impl Runtime {
             .join("logs")
             .join(format!("{id}.{}", stream.name()))
     }
+    /// L1, L2: the time index the guardian keeps beside a stream's artifact.
+    pub fn index_path(&self, id: RegistrationId, stream: Stream) -> PathBuf {
+        self.dir
+            .join("logs")
+            .join(format!("{id}.{}-index", stream.name()))
+    }
     pub fn capture_receipt_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("logs").join(format!("{id}.capture"))
     }

@@ -5,6 +5,11 @@
 //!   runs as a managed workload whose stdout the engine captures into its artifact; both files
 //!   live under WORKDIR (same filesystem). Each run starts after a `sync`, and the two take
 //!   turns going first; medians, their ratio and the median of the rounds' ratios are printed.
+//!   Beside them, in the same rounds: the guardian's own capture (a launch that outlives its
+//!   launcher, L1: the guardian splices the pipe into the artifact) and the disk's physical
+//!   limit, a plain `splice` of the producer's pipe into a file with no engine at all
+//!   (`cap-bench splice-sink FILE`).
+//! - `cap-bench splice-sink FILE`: stdin (a pipe) spliced into FILE until end of file.
 //! - `cap-bench launch GUARDIAN WORKDIR RUNS`: managed `/bin/true` end to end (registration
 //!   fsync, handshake, capture, receipt) against a plain fork+exec+wait of `/bin/true`,
 //!   interleaved; medians, p90 and the ratio are printed.
@@ -21,6 +26,10 @@ use refine_supervisor::store::registry::{Runtime, Stream};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("splice-sink") && args.len() == 3 {
+        splice_sink(Path::new(&args[2]));
+        return;
+    }
     let usage =
         "usage: cap-bench capture GUARDIAN WORKDIR BYTES ROUNDS | launch GUARDIAN WORKDIR RUNS";
     if args.len() < 4 {
@@ -73,55 +82,106 @@ fn capture(guardian: &Path, work: &Path, bytes: u64, rounds: usize) {
     let producer_bin = exe.with_file_name("cap-producer");
     let producer = format!("exec '{}' fill {bytes}", producer_bin.display());
     let cat_file = work.join("cat.out");
-    let mut cat_times = Vec::new();
-    let mut engine_times = Vec::new();
-    let mut ratios = Vec::new();
+    let sink_file = work.join("splice.out");
+    // cat, the engine's relay, the guardian's capture, the plain splice.
+    let names = ["cat", "engine", "guardian", "splice"];
+    let mut times: [Vec<Duration>; 4] = Default::default();
+    let mut ratios: [Vec<f64>; 4] = Default::default();
     for round in 0..rounds {
         // Each timed run starts from the same disk state: what the previous run left dirty is
-        // written back first (untimed), and the two take turns going first, so that neither
-        // pays for the other's writeback or finds a cache the other warmed.
-        let cat_first = round % 2 == 0;
-        let (mut cat, mut engine) = (Duration::ZERO, Duration::ZERO);
-        for turn in 0..2 {
+        // written back first (untimed), and the order rotates by round, so that none pays for
+        // another's writeback or finds a cache another warmed.
+        let mut took = [Duration::ZERO; 4];
+        for turn in 0..4 {
+            let which = (turn + round) % 4;
             rustix::fs::sync();
-            if (turn == 0) == cat_first {
-                cat = cat_run(&producer, &cat_file, bytes);
-            } else {
-                engine = engine_run(&sup, &producer, bytes);
-            }
+            took[which] = match which {
+                0 => cat_run(&producer, &cat_file, bytes),
+                1 => engine_run(&sup, &producer, bytes, false),
+                2 => engine_run(&sup, &producer, bytes, true),
+                _ => splice_run(&producer, &sink_file, bytes),
+            };
         }
-        let ratio = cat.as_secs_f64() / engine.as_secs_f64();
-        println!(
-            "round {round} ({} first): cat {:>8.1} MiB/s ({:?})   engine {:>8.1} MiB/s ({:?})   {ratio:.2}x",
-            if cat_first { "cat" } else { "engine" },
-            mib_s(bytes, cat),
-            cat,
-            mib_s(bytes, engine),
-            engine
-        );
-        cat_times.push(cat);
-        engine_times.push(engine);
-        ratios.push(ratio);
+        let line: Vec<String> = (0..4)
+            .map(|i| {
+                format!(
+                    "{} {:>7.1} MiB/s ({:.2}x)",
+                    names[i],
+                    mib_s(bytes, took[i]),
+                    took[0].as_secs_f64() / took[i].as_secs_f64()
+                )
+            })
+            .collect();
+        println!("round {round}: {}", line.join("   "));
+        for i in 0..4 {
+            ratios[i].push(took[0].as_secs_f64() / took[i].as_secs_f64());
+            times[i].push(took[i]);
+        }
     }
-    let (c, e) = (median(&mut cat_times), median(&mut engine_times));
     println!();
     println!(
         "bytes per run          {bytes} ({:.2} GiB)",
         bytes as f64 / (1u64 << 30) as f64
     );
+    let c = median(&mut times[0]);
     println!("cat (median)           {:>8.1} MiB/s", mib_s(bytes, c));
-    println!("engine (median)        {:>8.1} MiB/s", mib_s(bytes, e));
-    println!(
-        "engine / cat           {:.2}x  (target >= 1.5x, F5: splice past the kept prefix)",
-        c.as_secs_f64() / e.as_secs_f64()
-    );
-    ratios.sort_by(f64::total_cmp);
-    println!(
-        "per round (median)     {:.2}x  (lowest {:.2}x, highest {:.2}x)",
-        ratios[ratios.len() / 2],
-        ratios[0],
-        ratios[ratios.len() - 1]
-    );
+    for i in 1..4 {
+        let m = median(&mut times[i]);
+        let r = &mut ratios[i];
+        r.sort_by(f64::total_cmp);
+        println!(
+            "{:<9} (median)     {:>8.1} MiB/s   {:.2}x cat; per round (median) {:.2}x (lowest {:.2}x, highest {:.2}x)",
+            names[i],
+            mib_s(bytes, m),
+            c.as_secs_f64() / m.as_secs_f64(),
+            r[r.len() / 2],
+            r[0],
+            r[r.len() - 1]
+        );
+    }
+    println!("target (F5): engine and guardian >= 1.5x cat; splice is the disk's limit here");
+}
+
+/// `PRODUCER | cap-bench splice-sink FILE`: the physical limit, no engine.
+fn splice_run(producer: &str, file: &Path, bytes: u64) -> Duration {
+    let exe = std::env::current_exe().expect("current_exe");
+    let t = Instant::now();
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{producer} | '{}' splice-sink '{}'",
+            exe.display(),
+            file.display()
+        ))
+        .stdin(Stdio::null())
+        .status()
+        .expect("run the splice pipeline");
+    let took = t.elapsed();
+    assert!(status.success());
+    assert_eq!(std::fs::metadata(file).expect("splice file").len(), bytes);
+    std::fs::remove_file(file).expect("remove splice file");
+    took
+}
+
+/// Stdin spliced into `file` until end of file.
+fn splice_sink(file: &Path) {
+    let out = std::fs::File::create(file).expect("create the splice file");
+    let stdin = rustix::stdio::stdin();
+    loop {
+        match rustix::pipe::splice(
+            stdin,
+            None,
+            &out,
+            None,
+            1 << 20,
+            rustix::pipe::SpliceFlags::MOVE,
+        ) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => panic!("splice: {e}"),
+        }
+    }
 }
 
 /// `PRODUCER | cat > FILE`: its time, then the file goes.
@@ -142,8 +202,12 @@ fn cat_run(producer: &str, cat_file: &Path, bytes: u64) -> Duration {
 
 /// The producer as a managed workload, its stdout captured whole: its time, then the
 /// artifact goes.
-fn engine_run(sup: &Supervisor, producer: &str, bytes: u64) -> Duration {
+fn engine_run(sup: &Supervisor, producer: &str, bytes: u64, guardian: bool) -> Duration {
     let mut req = LaunchRequest::new(Kind::Command, ["sh", "-c", producer]);
+    if guardian {
+        // L1: a launch that outlives its launcher: its guardian captures the output.
+        req.pdeath_signal = None;
+    }
     req.label = "bench-capture".into();
     // Throughput of every byte into the artifact: no log cap (the default 1 GiB would cut a
     // 2 GiB run short).

@@ -120,6 +120,7 @@ fn main() {
         allow_setns: None,
         supervisor_provenance: None,
         guardian_provenance: None,
+        on_service_loss: None,
     };
     if let Err(e) = rt.commit_registration(pending, &registration) {
         let _ = link.abort();

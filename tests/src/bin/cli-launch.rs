@@ -70,6 +70,7 @@ fn main() {
                 ..Limits::default()
             },
             scope_policy: ScopePolicy::Keep,
+            on_service_loss: None,
         },
     )
     .expect("launch");

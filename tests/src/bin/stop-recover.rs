@@ -20,6 +20,7 @@ fn main() {
             RecoveryAction::Released { assessment } => ("released", assessment.name().into()),
             RecoveryAction::Kept { reason, .. } => ("kept", format!("{reason:?}")),
             RecoveryAction::Owned => ("owned", String::new()),
+            RecoveryAction::Adopted => ("adopted", String::new()),
             RecoveryAction::StopFailed { error, .. } => ("stop_failed", format!("{error:?}")),
             RecoveryAction::Corrupt { error } => ("corrupt", format!("{error}")),
         };
