@@ -117,6 +117,11 @@ pub enum Command {
     Receipt(Deferred<ReceiptArgs>),
     /// Run the recovery pass: stop stale live scopes, release exited ones, report unverified ones.
     Recover(Deferred<RecoverArgs>),
+    /// Upgrade the running service in place: it executes the binary now at the path it was
+    /// started from, keeping its pid, its socket (no connect is refused) and every launch
+    /// (adopted by the new binary). A new binary that does not run leaves the old one serving.
+    /// The shipped unit's `systemctl reload` does the same (SIGHUP).
+    Upgrade(Deferred<UpgradeArgs>),
     /// Retention: delete artifacts of exited scopes older than the limit, and nothing else.
     Gc(Deferred<GcArgs>),
     /// Capacity admission figures: cores, memory, reservation, slots, live/unverified, free.
@@ -466,6 +471,13 @@ pub struct RecoverArgs {
     /// One JSON document.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UpgradeArgs {
+    /// How long to wait for the new binary to serve.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30s")]
+    pub timeout: Duration,
 }
 
 #[derive(Debug, Args)]

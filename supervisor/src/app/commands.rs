@@ -179,6 +179,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Wait(Deferred(args)) => wait(&home, port, args),
         Command::Receipt(Deferred(args)) => receipt(&home, port, args),
         Command::Recover(Deferred(args)) => recover(&home, port, args),
+        Command::Upgrade(Deferred(args)) => upgrade(&home, port, args),
         Command::Gc(Deferred(args)) => gc(&home, port, args),
         Command::Capacity(Deferred(args)) => capacity_cmd(&home, port, args),
         Command::Holders(Deferred(args)) => holders_cmd(&home, args),
@@ -992,6 +993,55 @@ fn recover_held(home: &Path, port: u16, args: RecoverArgs) -> Result<ExitCode, C
         view::recover(&mut out(), &doc).map_err(CliError::Output)
     }?;
     Ok(0)
+}
+
+/// `upgrade`: SIGHUP to the service (found by the socket's peer credentials), then waits until
+/// the binary at the path it was started from is what runs and its socket answers (L5).
+fn upgrade(home: &Path, port: u16, args: UpgradeArgs) -> Result<ExitCode, CliError> {
+    use std::os::unix::fs::MetadataExt;
+    let fail = |why: String| CliError::Upgrade(why);
+    let rt = open_runtime(home, port)?.ok_or_else(|| fail("no service is running".into()))?;
+    let sock = rt.socket_path();
+    let stream = std::os::unix::net::UnixStream::connect(&sock)
+        .map_err(|e| fail(format!("no service answers on {}: {e}", sock.display())))?;
+    let cred = rustix::net::sockopt::socket_peercred(&stream)
+        .map_err(|e| fail(format!("cannot tell which process serves: {e}")))?;
+    drop(stream);
+    let pid = cred.pid.as_raw_nonzero().get();
+    let link = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .map_err(|e| fail(format!("cannot read the service's executable: {e}")))?;
+    let text = link.to_string_lossy();
+    let path = PathBuf::from(text.strip_suffix(" (deleted)").unwrap_or(&text));
+    let ino = |p: &Path| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok();
+    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+    let new = ino(&path).ok_or_else(|| fail(format!("no binary at {}", path.display())))?;
+    if ino(&exe) == Some(new) {
+        return Err(fail(format!(
+            "the service (pid {pid}) already runs the binary at {}",
+            path.display()
+        )));
+    }
+    let pidfd = rustix::process::pidfd_open(cred.pid, rustix::process::PidfdFlags::empty())
+        .map_err(|e| fail(format!("the service (pid {pid}) is gone: {e}")))?;
+    rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::HUP)
+        .map_err(|e| fail(format!("cannot signal the service (pid {pid}): {e}")))?;
+    let end = std::time::Instant::now() + args.timeout;
+    while std::time::Instant::now() < end {
+        if ino(&exe) == Some(new) && std::os::unix::net::UnixStream::connect(&sock).is_ok() {
+            println!("upgraded: pid {pid} runs {}", path.display());
+            return Ok(0);
+        }
+        if ino(&exe).is_none() {
+            return Err(fail(format!("the service (pid {pid}) exited; see its log")));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Err(fail(format!(
+        "the service (pid {pid}) did not start {} within {} (it serves on with its old binary \
+         if it refused it; see its log)",
+        path.display(),
+        refine_supervisor::human::duration(args.timeout)
+    )))
 }
 
 fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {

@@ -75,6 +75,9 @@ pub enum CliError {
     /// (already printed) does not verify it, for its `reason`.
     #[error("receipt does not verify: {}", reason.as_deref().unwrap_or(NO_RECEIPT))]
     ReceiptNotVerified { reason: Option<String> },
+    /// `upgrade` could not be done, for this reason (the service, if any, serves on).
+    #[error("upgrade: {0}")]
+    Upgrade(String),
 }
 
 /// A verdict's reason when its document gives none.

@@ -501,6 +501,12 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
     })?;
     init_tracing(log_format, log_file.as_deref())?;
     tracing::info!(port, home = %home.display(), pid = std::process::id(), "service starting");
+    // L5: what an upgrade in place executes: the path this binary was started from (a new
+    // binary renamed over it is what runs next), with the same arguments.
+    let upgrade_to = Upgrade {
+        exe: std::env::current_exe().map_err(io_err("find this executable"))?,
+        args: std::env::args_os().skip(1).collect(),
+    };
 
     refine_supervisor::kernel::limits::raise_nofile_ceiling();
     let metrics = Arc::new(Metrics::new());
@@ -537,8 +543,21 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         keep,
         watch,
         metrics_addr,
+        &upgrade_to,
     ));
-    if live_restore {
+    let (result, listener) = match result {
+        Ok(Ended::Upgrade(l)) => (Ok(()), Some(l)),
+        Ok(Ended::Stop) => (Ok(()), None),
+        Err(e) => (Err(e), None),
+    };
+    if listener.is_some() {
+        // L5: the launches run on, as under --live-restore; the next image adopts them.
+        let left = state.launched.lock().map(|l| l.len()).unwrap_or(0);
+        tracing::info!(
+            left,
+            "upgrade: the launches keep running for the new binary"
+        );
+    } else if live_restore {
         // L6: the launches run on, capturing (L1); the next service adopts or stops each by
         // its `on_service_loss`, as after a crash, but nothing was lost on the way.
         let left = state.launched.lock().map(|l| l.len()).unwrap_or(0);
@@ -559,9 +578,108 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         }
     });
     runtime.shutdown_background();
+    if let Some(listener) = listener {
+        // Only an exec that failed comes back: the launches keep running, the socket goes.
+        let e = upgrade_to.exec(&listener);
+        tracing::error!(error = %e, "upgrade: exec failed; the next serve adopts the launches");
+        let _ = std::fs::remove_file(state.rt.socket_path());
+        return Err(io_err("execute the new binary")(e));
+    }
     let _ = std::fs::remove_file(state.rt.socket_path());
     tracing::info!("service stopped");
     result
+}
+
+/// The environment variable that carries the listening socket across an upgrade's `execve`.
+const LISTEN_FD_VAR: &str = "REFINE_LISTEN_FD";
+/// How long the new binary's preflight (`version`) may take before the upgrade is refused.
+const PREFLIGHT_BOUND: Duration = Duration::from_secs(10);
+
+/// How the service ended its loop.
+enum Ended {
+    /// SIGTERM or SIGINT.
+    Stop,
+    /// SIGHUP, and the new binary passed its preflight: the listener, to carry across `execve`.
+    Upgrade(std::os::unix::net::UnixListener),
+}
+
+/// L5: the upgrade in place (SIGHUP; `systemctl reload`; `refine-supervisor upgrade`). The
+/// same process executes the binary at the path it was started from: its pid stays (systemd's
+/// main pid, the guardians' parent), the listening socket is carried across `execve` (connects
+/// meanwhile wait in its backlog, none is refused), and the new image adopts the launches by
+/// its recovery at start, as after `--live-restore`. A new binary that fails its preflight
+/// (`version`, bounded) is refused before anything changes: the old one goes on serving.
+struct Upgrade {
+    exe: std::path::PathBuf,
+    args: Vec<std::ffi::OsString>,
+}
+
+impl Upgrade {
+    /// Whether the binary now at the path runs (`version` exits 0 within the bound).
+    fn preflight(&self) -> Result<(), String> {
+        let mut child = std::process::Command::new(&self.exe)
+            .arg("version")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .env_remove(LISTEN_FD_VAR)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
+        let end = Instant::now() + PREFLIGHT_BOUND;
+        loop {
+            match child.try_wait() {
+                Ok(Some(st)) if st.success() => return Ok(()),
+                Ok(Some(st)) => return Err(format!("{} version: {st}", self.exe.display())),
+                Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(20)),
+                Ok(None) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!("{} version did not answer", self.exe.display()));
+                }
+                Err(e) => return Err(format!("wait for the preflight: {e}")),
+            }
+        }
+    }
+
+    /// Executes the new binary with the listener as an inherited descriptor; returns only on
+    /// failure.
+    fn exec(&self, listener: &std::os::unix::net::UnixListener) -> io::Error {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        // A duplicate without close-on-exec: the one descriptor the new image inherits on
+        // purpose (everything else of this process is close-on-exec).
+        let fd = match rustix::io::dup(listener) {
+            Ok(fd) => fd,
+            Err(e) => return e.into(),
+        };
+        let err = std::process::Command::new(&self.exe)
+            .args(&self.args)
+            .env(LISTEN_FD_VAR, fd.as_raw_fd().to_string())
+            .exec();
+        drop(fd);
+        err
+    }
+}
+
+/// The listener an upgrade carried across `execve`, if this process is such an upgrade's new
+/// image: [`LISTEN_FD_VAR`] names a descriptor that is a listening Unix socket bound to `path`.
+/// Anything else is ignored (and the variable dropped), and the socket is bound afresh.
+fn inherited_listener(path: &Path) -> Option<std::os::unix::net::UnixListener> {
+    use std::os::fd::FromRawFd;
+    let var = std::env::var(LISTEN_FD_VAR).ok()?;
+    std::env::remove_var(LISTEN_FD_VAR);
+    let fd: i32 = var.parse().ok().filter(|&fd| fd > 2)?;
+    // SAFETY: a descriptor this process inherited for this purpose and nothing else owns; it
+    // is checked to be what it should be before use, and closed if not.
+    let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    // Not a socket, or not this one: closed here, and the socket is bound afresh.
+    rustix::net::sockopt::socket_type(&owned).ok()?;
+    let listener = std::os::unix::net::UnixListener::from(owned);
+    let addr = listener.local_addr().ok()?;
+    if addr.as_pathname() != Some(path) {
+        return None;
+    }
+    Some(listener)
 }
 
 /// Each rotated log file's size, and how many are kept besides the one written.
@@ -636,6 +754,14 @@ fn rotating_log(
 /// Binds `path` with mode 0600 from the start (umask), replacing a stale socket file: we hold the
 /// service lock, so no live service owns it.
 fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener, ServiceError> {
+    if let Some(listener) = inherited_listener(path) {
+        tracing::info!("upgraded in place: the listening socket came across execve");
+        listener
+            .set_nonblocking(true)
+            .map_err(io_err("configure the service socket"))?;
+        return tokio::net::UnixListener::from_std(listener)
+            .map_err(io_err("register the service socket"));
+    }
     match std::fs::remove_file(path) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -660,13 +786,16 @@ async fn serve_async(
     keep: Housekeeping,
     watch: StallConfig,
     metrics_addr: Option<SocketAddr>,
-) -> Result<(), ServiceError> {
+    upgrade: &Upgrade,
+) -> Result<Ended, ServiceError> {
     use tokio::signal::unix::{signal, SignalKind};
     // The handlers before the socket: a client that sees the socket may signal at once (a
     // SIGINT between the bind and the handler killed the service outright).
     let mut term = signal(SignalKind::terminate()).map_err(io_err("install SIGTERM handler"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(io_err("install SIGINT handler"))?;
+    let mut hup = signal(SignalKind::hangup()).map_err(io_err("install SIGHUP handler"))?;
     let listener = bind_socket(&state.rt.socket_path())?;
+    let mut upgrading = false;
     let exposition = match metrics_addr {
         Some(addr) => {
             let l = metrics::bind(addr)
@@ -738,6 +867,22 @@ async fn serve_async(
         tokio::select! {
             _ = term.recv() => { tracing::info!("SIGTERM"); break; }
             _ = int.recv() => { tracing::info!("SIGINT"); break; }
+            _ = hup.recv() => {
+                let check = {
+                    let exe = upgrade.exe.clone();
+                    let probe = Upgrade { exe, args: Vec::new() };
+                    tokio::task::spawn_blocking(move || probe.preflight()).await
+                };
+                match check {
+                    Ok(Ok(())) => {
+                        tracing::info!(exe = %upgrade.exe.display(), "SIGHUP: upgrading in place");
+                        upgrading = true;
+                        break;
+                    }
+                    Ok(Err(why)) => tracing::error!(why, "SIGHUP: upgrade refused, serving on"),
+                    Err(e) => tracing::error!(error = %e, "SIGHUP: upgrade refused, serving on"),
+                }
+            }
             conn = listener.accept() => match conn {
                 Ok((stream, _)) => {
                     backoff.reset();
@@ -777,7 +922,13 @@ async fn serve_async(
     if let Some(task) = exposition {
         task.abort();
     }
-    Ok(())
+    if upgrading {
+        let listener = listener
+            .into_std()
+            .map_err(io_err("take the service socket back"))?;
+        return Ok(Ended::Upgrade(listener));
+    }
+    Ok(Ended::Stop)
 }
 
 /// The recovery pass of a service start (the one `recover` runs), logged: a summary line, and
@@ -1065,6 +1216,9 @@ fn maintenance(state: &Arc<Service>, keep: Housekeeping) {
                 }
                 Err(_) => continue,
             };
+            // L5: a guardian this process's earlier image launched is still its child after
+            // an upgrade in place: once it exits it is reaped here, by pid.
+            reap_inherited_guardian(&reg);
             match assess_one(rt, &reg).state {
                 State::Live => {
                     if let Some(cause) = deadline_passed(&reg) {
@@ -1110,6 +1264,19 @@ fn maintenance(state: &Arc<Service>, keep: Housekeeping) {
     // Logged at info with housekeeping (at start, then every RETENTION_EVERY), not every pass.
     tracing::info!(elapsed_us, open, settled, "maintenance pass");
     housekeeping(state, keep);
+}
+
+/// Reaps the registration's guardian if it is an exited child of this process (launched by
+/// this process's image before an upgrade in place), by its pid: a zombie keeps its pid and
+/// start time, so the witness names it and nothing else.
+fn reap_inherited_guardian(reg: &Registration) {
+    use refine_supervisor::kernel::procfs;
+    let Ok(Some(stat)) = procfs::stat_of(&reg.hello.guardian) else {
+        return;
+    };
+    if stat.ppid as u32 == std::process::id() && stat.state.is_exited() {
+        let _ = rustix::process::waitpid(Some(stat.pid), rustix::process::WaitOptions::NOHANG);
+    }
 }
 
 /// A deadline stop with a grace, for a registration this service did not launch, as a task in

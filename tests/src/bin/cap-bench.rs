@@ -167,6 +167,8 @@ fn splice_run(producer: &str, file: &Path, bytes: u64) -> Duration {
 fn splice_sink(file: &Path) {
     let out = std::fs::File::create(file).expect("create the splice file");
     let stdin = rustix::stdio::stdin();
+    // The pipe the guardian's capture gets (1 MiB): the same bytes per move.
+    let _ = rustix::pipe::fcntl_setpipe_size(stdin, 1 << 20);
     loop {
         match rustix::pipe::splice(
             stdin,

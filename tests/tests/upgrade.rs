@@ -1,0 +1,178 @@
+//! Issue 39 (L5): `serve` upgrades in place. `refine-supervisor upgrade` (or SIGHUP, the
+//! unit's `systemctl reload`) makes the service execute the binary now at the path it was
+//! started from: the same pid, the listening socket carried across `execve` (no connect is
+//! refused meanwhile), every launch kept and adopted. A new binary that does not run is refused
+//! and the old one serves on.
+
+mod cli_support;
+
+use std::io::{Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use cli_support::{describe, detach, show, Home, DEADLINE};
+use refine_tests::{bin, wait_until};
+
+/// A copy of the supervisor at `dir/refine-supervisor`, put there by rename (a new inode, as
+/// an install does).
+fn install(dir: &Path) -> PathBuf {
+    let to = dir.join("refine-supervisor");
+    let tmp = dir.join(".refine-supervisor.new");
+    std::fs::copy(bin("refine-supervisor"), &tmp).expect("copy the supervisor");
+    std::fs::rename(&tmp, &to).expect("install it");
+    to
+}
+
+fn exe_inode(pid: u32) -> u64 {
+    std::fs::metadata(format!("/proc/{pid}/exe"))
+        .expect("the service's exe")
+        .ino()
+}
+
+/// `serve` from the installed copy (the guardian named, since none is beside the copy).
+fn serve_from(home: &Home, exe: &Path) -> Child {
+    let child = Command::new(exe)
+        .arg("--home")
+        .arg(home.path())
+        .args(["--port", &home.port.to_string(), "serve"])
+        .env("REFINE_GUARDIAN", bin("refine-guardian"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let sock = home.run_dir().join("supervisor.sock");
+    assert!(
+        wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(&sock)
+            .is_ok()),
+        "serve did not come up"
+    );
+    child
+}
+
+/// Clients in a loop, each a `list` request on a connection of its own; counts answers and
+/// failures (a refused connect, a connection closed without an answer).
+struct Clients {
+    stop: Arc<AtomicBool>,
+    answered: Arc<AtomicUsize>,
+    failed: Arc<std::sync::Mutex<Vec<String>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Clients {
+    fn start(sock: PathBuf) -> Clients {
+        let stop = Arc::new(AtomicBool::new(false));
+        let answered = Arc::new(AtomicUsize::new(0));
+        let failed = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (s, a, f) = (stop.clone(), answered.clone(), failed.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Acquire) {
+                let r = (|| -> std::io::Result<()> {
+                    let mut c = std::os::unix::net::UnixStream::connect(&sock)?;
+                    c.write_all(b"{\"v\":1,\"op\":\"list\"}\n")?;
+                    let mut reply = String::new();
+                    c.read_to_string(&mut reply)?;
+                    if !reply.contains("\"ok\":true") {
+                        return Err(std::io::Error::other(format!("reply {reply:?}")));
+                    }
+                    Ok(())
+                })();
+                match r {
+                    Ok(()) => {
+                        a.fetch_add(1, Ordering::AcqRel);
+                    }
+                    Err(e) => f.lock().unwrap().push(e.to_string()),
+                }
+            }
+        });
+        Clients {
+            stop,
+            answered,
+            failed,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> (usize, Vec<String>) {
+        self.stop.store(true, Ordering::Release);
+        self.thread.take().unwrap().join().unwrap();
+        (
+            self.answered.load(Ordering::Acquire),
+            self.failed.lock().unwrap().clone(),
+        )
+    }
+}
+
+#[test]
+fn an_upgrade_in_place_keeps_the_pid_the_socket_and_the_launches() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = install(dir.path());
+    let mut svc = serve_from(&home, &exe);
+    let pid = svc.id();
+    let id = detach(&home, &["sh", "-c", "echo ready; exec sleep 600"]);
+    assert!(wait_until(DEADLINE, || home.state(&id) == "live"));
+    let clients = Clients::start(home.run_dir().join("supervisor.sock"));
+    for round in 0..3 {
+        let before = exe_inode(pid);
+        install(dir.path());
+        let args = ["upgrade"];
+        let out = home.cli(&args);
+        assert!(
+            out.status.success(),
+            "round {round}: {}",
+            describe(&args, &out)
+        );
+        assert_ne!(
+            exe_inode(pid),
+            before,
+            "round {round}: the old binary still runs"
+        );
+        assert_eq!(
+            home.state(&id),
+            "live",
+            "round {round}: the launch did not survive"
+        );
+    }
+    let (answered, failed) = clients.finish();
+    eprintln!("clients: {answered} answered, {} failed", failed.len());
+    assert!(
+        failed.is_empty(),
+        "requests failed across the upgrades: {failed:?}"
+    );
+    assert!(answered > 0);
+    // The adopted launch is still the service's to stop, with proof.
+    let out = home.cli(&["stop", &id]);
+    assert!(out.status.success(), "{}", describe(&["stop"], &out));
+    assert!(show(&home, &id)["receipt"].is_object());
+    assert!(svc.try_wait().unwrap().is_none(), "the service exited");
+    let _ = svc.kill();
+    let _ = svc.wait();
+}
+
+/// A new binary that does not run is refused; the old one serves on.
+#[test]
+fn a_broken_new_binary_leaves_the_old_one_serving() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = install(dir.path());
+    let mut svc = serve_from(&home, &exe);
+    let pid = svc.id();
+    let before = exe_inode(pid);
+    let tmp = dir.path().join(".broken");
+    std::fs::write(&tmp, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::rename(&tmp, &exe).unwrap();
+    let args = ["upgrade", "--timeout", "2s"];
+    let out = home.cli(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&args, &out));
+    assert_eq!(exe_inode(pid), before, "the broken binary runs");
+    assert!(svc.try_wait().unwrap().is_none(), "the service exited");
+    let id = detach(&home, &["true"]);
+    home.wait_ended(&id);
+    let _ = svc.kill();
+    let _ = svc.wait();
+}
