@@ -8,6 +8,9 @@
 //!   stderr and exits 0 at once.
 //! - `flood`: writes stdout until it fails.
 //! - `idle-then-exit`: prints `ready`, then waits for stdin EOF.
+//! - `seq LINES BATCH PAUSE_MS`: `seq N` lines 1..=LINES on stdout, BATCH lines per write, a
+//!   pause between writes (its pace, not a synchronization); a failed write exits 3 with the
+//!   error. At the end, `max-stall-us N` on stderr: the longest single write, timed here.
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 
@@ -92,6 +95,35 @@ fn main() {
         "flood" => {
             let buf = [b'x'; 4096];
             while out.write_all(&buf).is_ok() {}
+        }
+        "seq" => {
+            let n: u64 = args[2].parse().expect("line count");
+            let batch: u64 = args[3].parse().expect("batch");
+            let pause = std::time::Duration::from_millis(args[4].parse().expect("pause"));
+            // Unbuffered: each batch is one write(2), timed.
+            let mut raw = std::fs::File::from(
+                std::io::stdout()
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .expect("dup stdout"),
+            );
+            let mut max = std::time::Duration::ZERO;
+            let mut i = 1;
+            while i <= n {
+                let mut text = String::new();
+                for j in i..(i + batch).min(n + 1) {
+                    text.push_str(&format!("seq {j}\n"));
+                }
+                let t = std::time::Instant::now();
+                if let Err(e) = raw.write_all(text.as_bytes()) {
+                    eprintln!("write failed at seq {i}: {e}");
+                    std::process::exit(3);
+                }
+                max = max.max(t.elapsed());
+                i += batch;
+                std::thread::sleep(pause);
+            }
+            eprintln!("max-stall-us {}", max.as_micros());
         }
         "idle-then-exit" => {
             out.write_all(b"ready\n").expect("write");
