@@ -107,6 +107,7 @@ pub fn request(argv: Vec<OsString>, out: OwnedFd) -> RegisteredLaunch {
         pty: false,
         limits: Limits::default(),
         scope_policy: ScopePolicy::Keep,
+        foreground: None,
     }
 }
 

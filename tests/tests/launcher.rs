@@ -35,6 +35,7 @@ fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
         pty: false,
         limits: Limits::default(),
         scope_policy: ScopePolicy::Keep,
+        foreground: None,
     }
 }
 

@@ -547,6 +547,7 @@ impl Supervisor {
                 pty: pty_size.is_some(),
                 limits,
                 scope_policy: policy,
+                foreground: req.foreground.take(),
             },
             started,
         )?;

@@ -31,6 +31,8 @@ pub struct RegisteredLaunch {
     pub pty: bool,
     pub limits: Limits,
     pub scope_policy: ScopePolicy,
+    /// The terminal whose foreground the workload's group gets before it starts (W15).
+    pub foreground: Option<std::sync::Arc<crate::kernel::terminal::Foreground>>,
 }
 
 /// The minimal managed launch: spawn the guardian, receive its identities, write the registration
@@ -76,6 +78,7 @@ pub(crate) fn launch_started(
     started: Starting,
 ) -> Result<(Registration, GuardianLink), HandshakeError> {
     let mut config = req.guardian;
+    let foreground = req.foreground;
     let mut owner_entry = OsString::from(OWNER_VAR);
     owner_entry.push("=");
     owner_entry.push(id.to_string());
@@ -193,6 +196,13 @@ pub(crate) fn launch_started(
     if let Err(e) = rt.commit_registration(pending, &registration) {
         let _ = link.abort();
         return Err(HandshakeError::Registry(e));
+    }
+    // W15: the workload's group exists (the hello names it) and nothing of it runs yet, so it
+    // reads the terminal as its foreground from its first instruction.
+    if let Some(tty) = &foreground {
+        if let Err(e) = tty.give(registration.hello.workload_pgid) {
+            tracing::warn!(id = %id, error = %e, "cannot give the terminal to the workload");
+        }
     }
     link.start()?;
     Ok((registration, link))

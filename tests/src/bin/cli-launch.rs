@@ -70,6 +70,7 @@ fn main() {
                 ..Limits::default()
             },
             scope_policy: ScopePolicy::Keep,
+            foreground: None,
         },
     )
     .expect("launch");
