@@ -142,7 +142,17 @@ impl Shell {
 }
 
 impl Drop for Shell {
+    /// Ends what the shell started too (its session: `run` among them, whose scope then ends,
+    /// W16), so that a failed case leaves nothing behind.
     fn drop(&mut self) {
+        let session: Vec<_> = procfs::all_pids()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|&p| procfs::stat(p).is_ok_and(|st| st.sid == self.shell_pid()))
+            .collect();
+        for pid in session {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
