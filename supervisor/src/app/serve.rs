@@ -436,6 +436,7 @@ impl Service {
             StopCause::Operator => "operator",
             StopCause::CompletionDeadline => "completion_deadline",
             StopCause::IdleDeadline => "idle_deadline",
+            StopCause::Recovery => "recovery",
         };
         if let StopDetail::Done { timings_us, .. } = &doc.detail {
             let took = Duration::from_micros(timings_us.total);
