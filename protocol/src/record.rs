@@ -293,6 +293,8 @@ pub enum StopCause {
     CompletionDeadline,
     /// The service's maintenance loop enforced the registration's idle deadline.
     IdleDeadline,
+    /// Recovery (a restarted service, `recover`) stopped a live scope whose launcher was gone.
+    Recovery,
 }
 
 /// Written before such a stop sends its first signal, so the engine still waiting on the

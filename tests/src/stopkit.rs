@@ -108,6 +108,7 @@ pub fn request(argv: Vec<OsString>, out: OwnedFd) -> RegisteredLaunch {
         limits: Limits::default(),
         scope_policy: ScopePolicy::Keep,
         on_service_loss: None,
+        foreground: None,
     }
 }
 

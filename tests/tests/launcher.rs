@@ -36,6 +36,7 @@ fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
         limits: Limits::default(),
         scope_policy: ScopePolicy::Keep,
         on_service_loss: None,
+        foreground: None,
     }
 }
 

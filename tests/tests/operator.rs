@@ -345,25 +345,16 @@ fn logs_tail_since_all_and_follow() {
     assert_eq!(text(&both.stdout), "20\n");
     assert_eq!(text(&both.stderr), "oops\n");
     assert_eq!(text(&logs(&["logs", &id, "--stderr"]).stdout), "oops\n");
-    assert_eq!(
-        text(&logs(&["logs", &id, "--since", "1h"]).stdout)
-            .lines()
-            .count(),
-        20
-    );
-    assert_eq!(
-        text(&logs(&["logs", &id, "--since", "2099-01-01 00:00"]).stdout),
-        "",
-        "nothing was written since then"
-    );
-    let args = ["logs", &id, "--since", "soonish"];
-    let out = home.cli(&args);
-    assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
-    assert!(
-        text(&out.stderr).contains("soonish"),
-        "{}",
-        describe(&args, &out)
-    );
+    // No time index yet: --since and --until are refused in one line, not answered with
+    // another question's answer (all of an artifact written since).
+    for flag in ["--since", "--until"] {
+        let args = ["logs", &id, flag, "1h"];
+        let out = home.cli(&args);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&args, &out));
+        assert!(out.stdout.is_empty(), "{}", describe(&args, &out));
+        let line = assert_one_line_error(&args, &out);
+        assert!(line.contains(flag) && line.contains("time"), "{line}");
+    }
 
     // -f -n 1: the last line, then what comes, and it ends when the scope has exited.
     let gate = home.path().join("gate");
@@ -391,6 +382,90 @@ fn logs_tail_since_all_and_follow() {
     assert!(status.unwrap().success());
     assert_eq!(fs::read_to_string(out.path()).unwrap(), "ready\nnew\n");
     run.wait().unwrap();
+}
+
+/// `logs ID` prints both streams, as `docker logs` does: stdout to stdout, stderr to stderr
+/// (a command that failed on stderr shows it); `--stdout` and `--stderr` take one each.
+#[test]
+fn logs_prints_both_streams_by_default() {
+    let home = Home::new();
+    let id = run_labelled(
+        &home,
+        "failed",
+        &["sh", "-c", "echo out; echo bad >&2; exit 1"],
+    );
+    let only_err = run_labelled(
+        &home,
+        "quiet",
+        &["sh", "-c", "echo 22 bytes of complaint >&2"],
+    );
+    let out = home.cli(&["logs", &id]);
+    assert!(out.status.success(), "{}", describe(&["logs"], &out));
+    assert_eq!(text(&out.stdout), "out\n");
+    assert_eq!(text(&out.stderr), "bad\n");
+    let out = home.cli(&["logs", &only_err]);
+    assert_eq!(text(&out.stdout), "");
+    assert_eq!(
+        text(&out.stderr),
+        "22 bytes of complaint\n",
+        "no 'no output' note"
+    );
+    let out = home.cli(&["logs", &id, "--stdout"]);
+    assert_eq!(
+        (text(&out.stdout), text(&out.stderr)),
+        ("out\n".into(), "".into())
+    );
+    let out = home.cli(&["logs", &id, "--stderr"]);
+    assert_eq!(
+        (text(&out.stdout), text(&out.stderr)),
+        ("bad\n".into(), "".into())
+    );
+}
+
+/// On a terminal, what the workload wrote to stderr is marked (in colour) so that it can be
+/// told from stdout on the same screen; off a terminal the bytes are the artifact's.
+#[test]
+fn logs_marks_stderr_on_a_terminal() {
+    use std::io::Read;
+    use std::os::unix::ffi::OsStrExt;
+    let home = Home::new();
+    let id = run_labelled(&home, "marked", &["sh", "-c", "echo out; echo bad >&2"]);
+    let master =
+        rustix::pty::openpt(rustix::pty::OpenptFlags::RDWR | rustix::pty::OpenptFlags::NOCTTY)
+            .expect("openpt");
+    rustix::pty::grantpt(&master).expect("grantpt");
+    rustix::pty::unlockpt(&master).expect("unlockpt");
+    let name = rustix::pty::ptsname(&master, Vec::new()).expect("ptsname");
+    let slave = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(std::path::Path::new(std::ffi::OsStr::from_bytes(
+            name.as_bytes(),
+        )))
+        .expect("open the terminal");
+    let out = home
+        .command(&["logs", &id])
+        .env_remove("NO_COLOR")
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave)
+        .output()
+        .expect("logs");
+    assert!(out.status.success());
+    let mut shown = Vec::new();
+    let mut master = fs::File::from(master);
+    let mut buf = [0u8; 4096];
+    // Everything `logs` wrote is in the terminal's buffer by now (it has exited).
+    rustix::io::ioctl_fionbio(&master, true).expect("nonblocking");
+    while let Ok(n @ 1..) = master.read(&mut buf) {
+        shown.extend_from_slice(&buf[..n]);
+    }
+    let shown = text(&shown);
+    assert!(shown.contains("out\r\n"), "{shown:?}");
+    assert!(
+        shown.contains("\x1b[31mbad\r\n\x1b[0m") || shown.contains("\x1b[31mbad\r\n"),
+        "stderr not marked: {shown:?}"
+    );
+    assert!(!shown.contains("\x1b[31mout"), "{shown:?}");
 }
 
 #[test]

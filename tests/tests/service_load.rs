@@ -295,6 +295,72 @@ fn at_its_descriptor_limit_the_service_backs_off_and_serves_again() {
     assert!(size < 1024 * 1024, "service.log grew to {size} bytes");
 }
 
+/// D1's write twin: a client that sends a request and never reads its reply (one larger than
+/// the socket's buffer: a `list` of scopes with long command lines) has it dropped with its
+/// descriptor after a write timeout. 110 such clients under `ulimit -n 128`, then a launch
+/// succeeds. Before, each pinned a descriptor for ever and every launch was refused.
+#[test]
+fn replies_not_taken_within_the_write_timeout_are_dropped_with_their_descriptors() {
+    let home = Home::new();
+    // Two scopes whose records carry 150 KB of arguments each: the list reply is ~300 KB,
+    // past the 208 KB a Unix socket buffers before the writer waits for its reader.
+    let long = "a".repeat(75_000);
+    for _ in 0..2 {
+        let args = ["run", "--", "true", &long, &long];
+        let out = home.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args[..2], &out));
+    }
+    let svc = serve_with_few_descriptors(&home, 128, &[]);
+    let sock = home.run_dir().join("supervisor.sock");
+    let list = api::encode_request(&Request::List { all: true });
+    // One after another, each once its reply is under way (its first bytes wait in the
+    // client's socket, peeked, not taken; the rest in the service's write), so that no list
+    // meets the limit half-way through its own reads.
+    let unread: Vec<UnixStream> = (0..110)
+        .filter_map(|_| {
+            let mut c = UnixStream::connect(&sock).ok()?;
+            c.write_all(&list).ok()?;
+            c.set_read_timeout(Some(DEADLINE)).ok()?;
+            let mut first = [0u8; 1];
+            rustix::net::recv(&c, &mut first, rustix::net::RecvFlags::PEEK).ok()?;
+            Some(c)
+        })
+        .collect();
+    assert!(
+        unread.len() >= 100,
+        "only {} clients connected",
+        unread.len()
+    );
+    println!(
+        "service descriptors with every reply under way: {}",
+        svc.fds()
+    );
+    let t0 = std::time::Instant::now();
+    let args = ["run", "--detach", "--", "sleep", "100"];
+    let mut launched = None;
+    let ok = wait_until(DEADLINE * 2, || {
+        let out = home.cli(&args);
+        if out.status.success() {
+            launched = Some(String::from_utf8_lossy(&out.stdout).trim().to_owned());
+        }
+        out.status.success()
+    });
+    println!(
+        "first launch accepted after {:?}; service descriptors now {}",
+        t0.elapsed(),
+        svc.fds()
+    );
+    assert!(
+        ok,
+        "no launch was accepted with {} unread replies (service descriptors {})",
+        unread.len(),
+        svc.fds()
+    );
+    let id = launched.expect("an id");
+    assert_eq!(home.state(&id), "live");
+    drop(unread);
+}
+
 /// The registration ids named by the files of `run/P/<dir>` (`ID`, `ID.stdout`, `ID.lock`...).
 fn ids_in(home: &Home, dir: &str) -> std::collections::BTreeSet<String> {
     std::fs::read_dir(home.run_dir().join(dir))

@@ -431,10 +431,13 @@ pub struct StopArgs {
 pub struct LogsArgs {
     /// Registration id, a unique prefix of it (4+ hex digits), or a label.
     pub id: String,
-    /// The stderr artifact instead of stdout.
+    /// Only the stdout artifact.
+    #[arg(long, conflicts_with_all = ["stderr", "all"])]
+    pub stdout: bool,
+    /// Only the stderr artifact, printed to stdout (to pipe it on).
     #[arg(long, conflicts_with = "all")]
     pub stderr: bool,
-    /// Both streams: stdout to stdout, stderr to stderr.
+    /// Both streams, the default: stdout to stdout, stderr to stderr (marked on a terminal).
     #[arg(long)]
     pub all: bool,
     /// Keep printing new output until the scope has exited and its output is all captured.
@@ -443,11 +446,13 @@ pub struct LogsArgs {
     /// Only the last N lines (then new ones with -f).
     #[arg(long, short = 'n', value_name = "N")]
     pub tail: Option<usize>,
-    /// Only output written since DUR ago or TIME (`10m`, `2026-01-31 12:00`, RFC 3339). The
-    /// artifacts carry no per-line times: an artifact last written before that shows nothing,
-    /// otherwise all of it (cut by -n); with -f, new output always shows.
+    /// Only output written since DUR ago or TIME (`10m`, `2026-01-31 12:00`, RFC 3339). Refused
+    /// for now: the artifacts carry no times yet (use -n).
     #[arg(long, value_name = "DUR|TIME", value_parser = view::parse_since)]
     pub since: Option<u64>,
+    /// Only output written before DUR ago or TIME. Refused for now, as --since.
+    #[arg(long, value_name = "DUR|TIME", value_parser = view::parse_since)]
+    pub until: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -665,8 +665,27 @@ struct Follow {
     path: PathBuf,
     /// `None` while the artifact does not exist: a stream creates it with its first byte (F3).
     file: Option<std::fs::File>,
-    to_stderr: bool,
+    sink: Sink,
 }
+
+/// Where `logs` writes a stream.
+#[derive(Clone, Copy)]
+enum Sink {
+    Stdout,
+    /// This process's stderr; `mark`: in red (a terminal, no `NO_COLOR`), so that it can be
+    /// told from stdout on the same screen.
+    Stderr {
+        mark: bool,
+    },
+}
+
+/// Why `logs --since/--until` is refused.
+const NO_TIME_INDEX: &str =
+    "the output artifacts carry no times yet, so no time filter can be answered (use -n N for the last lines)";
+
+/// ECMA-48 SGR: red foreground, and back to the default.
+const STDERR_MARK: &[u8] = b"\x1b[31m";
+const MARK_END: &[u8] = b"\x1b[0m";
 
 impl Follow {
     /// Copies what was appended since the last call; returns whether anything was.
@@ -696,9 +715,15 @@ impl Follow {
                 return Ok(any);
             }
             any = true;
-            if self.to_stderr {
+            if let Sink::Stderr { mark } = self.sink {
                 let mut e = io::stderr().lock();
+                if mark {
+                    e.write_all(STDERR_MARK).map_err(CliError::Output)?;
+                }
                 e.write_all(&buf[..n]).map_err(CliError::Output)?;
+                if mark {
+                    e.write_all(MARK_END).map_err(CliError::Output)?;
+                }
             } else {
                 out().write_all(&buf[..n]).map_err(CliError::Output)?;
             }
@@ -708,16 +733,31 @@ impl Follow {
 
 fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
     let (rt, id) = runtime_and_id(home, port, &args.id, resolve::Intent::Read)?;
+    // O14: the artifacts carry no times yet (the output's time index is to come): a time
+    // filter is refused rather than answered by an artifact's modification time.
+    for (flag, given) in [("--since", args.since), ("--until", args.until)] {
+        if given.is_some() {
+            return Err(CliError::Unanswerable {
+                flag,
+                why: NO_TIME_INDEX,
+            });
+        }
+    }
     let reg = rt.read_registration(id)?;
-    let streams: Vec<(&String, bool)> = if args.all {
-        vec![(&reg.stdout_path, false), (&reg.stderr_path, true)]
+    // Both streams unless one is asked for, as `docker logs`; on a terminal, stderr is marked.
+    let mark = super::colour_on(&io::stderr());
+    let streams: Vec<(&String, Sink)> = if args.stdout {
+        vec![(&reg.stdout_path, Sink::Stdout)]
     } else if args.stderr {
-        vec![(&reg.stderr_path, false)]
+        vec![(&reg.stderr_path, Sink::Stdout)]
     } else {
-        vec![(&reg.stdout_path, false)]
+        vec![
+            (&reg.stdout_path, Sink::Stdout),
+            (&reg.stderr_path, Sink::Stderr { mark }),
+        ]
     };
     let mut follows = Vec::new();
-    for (path, to_stderr) in streams {
+    for (path, sink) in streams {
         let path = PathBuf::from(path);
         let artifact = |source| CliError::Artifact {
             path: path.clone(),
@@ -730,22 +770,14 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
                 follows.push(Follow {
                     path,
                     file: None,
-                    to_stderr,
+                    sink,
                 });
                 continue;
             }
             Err(e) => return Err(artifact(e)),
         };
-        let meta = file.metadata().map_err(artifact)?;
-        let len = meta.len();
-        let written_ms = meta
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, refine_protocol::time::saturating_ms);
-        let start = if args.since.is_some_and(|since| written_ms < since) {
-            len
-        } else if let Some(n) = args.tail {
+        let len = file.metadata().map_err(artifact)?.len();
+        let start = if let Some(n) = args.tail {
             view::tail_offset(&mut file, 0, len, n).map_err(artifact)?
         } else {
             0
@@ -754,7 +786,7 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
         follows.push(Follow {
             path,
             file: Some(file),
-            to_stderr,
+            sink,
         });
     }
     let mut buf = vec![0u8; 64 * 1024];

@@ -52,6 +52,12 @@ pub enum CliError {
     Client(#[from] ClientError),
     #[error("cannot write output")]
     Output(#[source] io::Error),
+    /// A flag this build cannot answer truly: refused rather than answered with something else.
+    #[error("{flag}: {why}")]
+    Unanswerable {
+        flag: &'static str,
+        why: &'static str,
+    },
     #[error("cannot write the manual page {path}")]
     ManPage {
         path: PathBuf,

@@ -2,10 +2,14 @@
 //! code — and otherwise behave like the bare command (SPEC W1–W5, W9–W12):
 //!
 //! - **stdin** (W1): this process's own fd 0 is the workload's, passed as it is (a pipe or a
-//!   file keeps its end of file, offsets and seeks, as under `tini`). Two cases relay it
-//!   through a pipe instead: a terminal (the workload runs in its own process group, so reading
-//!   the terminal itself would stop it with `SIGTTIN`; `run` reads it only while its own group
-//!   is in the foreground) and `--idle-timeout` (input is activity). `--detach` launches read
+//!   file keeps its end of file, offsets and seeks, as under `tini`). In the foreground of a
+//!   terminal (a job of its own, [`refine_supervisor::kernel::terminal`]) the workload's group
+//!   gets the terminal's foreground while it runs (W15): the terminal's keys reach the whole job,
+//!   a Ctrl-Z that stops it stops `run` too (seen by a poll: the workload is not `run`'s child),
+//!   and `fg` hands the terminal back to it. Two cases relay stdin through a pipe instead: a
+//!   terminal not handed on (the workload runs in its own process group, so reading the
+//!   terminal itself would stop it with `SIGTTIN`; `run` reads it only while its own group is
+//!   in the foreground) and `--idle-timeout` (input is activity). `--detach` launches read
 //!   `/dev/null`. A `--pty` launch whose stdin is not a terminal gets that input relayed into its
 //!   terminal and then the terminal's end of file (W12).
 //! - **signals** (W2, W9): every catchable signal `run` receives is forwarded to the workload
@@ -35,10 +39,11 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use refine_protocol::frame::SpawnStep;
-use refine_protocol::WorkloadStatus;
+use refine_protocol::{ProcessWitness, WorkloadStatus};
 use rustix::process::Signal;
 
 use super::cli::RunArgs;
@@ -47,6 +52,8 @@ use super::error::{CliError, ServiceError};
 use super::ops::{launch_options, print_json, LaunchOptions};
 use refine_supervisor::capacity::{admit, Admission};
 use refine_supervisor::error_chain;
+use refine_supervisor::kernel::procfs;
+use refine_supervisor::kernel::terminal::Foreground;
 use refine_supervisor::launch::capture::{Forward, StreamState};
 use refine_supervisor::launch::{
     Beside, InputWriter, LaunchAsks, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
@@ -226,7 +233,27 @@ struct Relay {
     unseen_end: Option<i32>,
     /// The last termination request that came once the workload had ended (X10): `run`'s own.
     after_workload: Option<i32>,
+    /// The terminal given to the workload's group (W15), and the workload: when job control
+    /// stops it (Ctrl-Z reaches its group, not `run`), `run` takes the terminal back and stops
+    /// itself, as the job its shell knows; `fg` gives the terminal to the workload again.
+    terminal: Option<(Arc<Foreground>, ProcessWitness)>,
+    /// `run` followed a stop of the workload and has not yet seen it continued (the `SIGCONT`
+    /// goes through the guardian): until then the stop is the same one.
+    followed_stop: bool,
 }
+
+/// Gives the terminal back to `run`'s group when dropped.
+struct TakeBack(Arc<Foreground>);
+
+impl Drop for TakeBack {
+    fn drop(&mut self) {
+        self.0.take_back();
+    }
+}
+
+/// How often `run` looks whether job control stopped the workload that holds the terminal: the
+/// workload is the guardian's child, not `run`'s, so no `SIGCHLD` tells `run`.
+const STOPPED_RECHECK: Duration = Duration::from_millis(100);
 
 /// The launch once its engine has returned: nothing more reaches its workload.
 struct Ended;
@@ -258,6 +285,8 @@ impl Relay {
             cancel_at: None,
             unseen_end: None,
             after_workload: None,
+            terminal: None,
+            followed_stop: false,
         })
     }
 
@@ -297,8 +326,38 @@ impl Relay {
                             rustix::process::kill_process(rustix::process::getpid(), Signal::STOP);
                     });
                 }
+                libc::SIGCONT => {
+                    // `fg`: the shell gave `run`'s group the terminal; the workload gets it
+                    // before the continue reaches it.
+                    if let Some((tty, _)) = &self.terminal {
+                        tty.give_again();
+                    }
+                    launch.signal(sig);
+                }
                 _ => launch.signal(sig),
             }
+        }
+    }
+
+    /// Job control stopped the workload that holds the terminal (Ctrl-Z, or a `SIGTTOU`): the
+    /// shell must see its job stopped, so `run` takes the terminal back and stops itself; the
+    /// `SIGCONT` that continues it continues the workload too (see [`Relay::take`]).
+    fn follow_job_control(&mut self, launch: &mut dyn LaunchAsks) {
+        let Some((tty, workload)) = &self.terminal else {
+            return;
+        };
+        let stopped = procfs::stat_of(workload)
+            .is_ok_and(|st| st.is_some_and(|st| st.state == procfs::State::Stopped));
+        if self.followed_stop {
+            self.followed_stop = stopped;
+            return;
+        }
+        if stopped && tty.held_by_given() {
+            self.followed_stop = true;
+            tty.take_back();
+            launch.stopped(&mut || {
+                let _ = rustix::process::kill_process(rustix::process::getpid(), Signal::STOP);
+            });
         }
     }
 
@@ -320,7 +379,14 @@ impl Beside for Relay {
     }
 
     fn wake(&self) -> Option<Instant> {
-        self.cancel_at
+        let recheck = self
+            .terminal
+            .as_ref()
+            .map(|_| Instant::now() + STOPPED_RECHECK);
+        match (self.cancel_at, recheck) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn ready(&mut self, launch: &mut dyn LaunchAsks) {
@@ -329,6 +395,7 @@ impl Beside for Relay {
             launch.cancel();
         }
         self.take(launch);
+        self.follow_job_control(launch);
     }
 }
 
@@ -415,7 +482,18 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
             req.pty = Some(size);
         }
     }
-    let relay = req.pty.is_none() && (stdin_is_terminal || req.idle_timeout.is_some());
+    // W15: in the foreground of a terminal (a job of its own, see `kernel::terminal`), the
+    // workload reads the terminal itself and its group gets the foreground while it runs, as a
+    // job-control shell's job does. With `--idle-timeout` the input stays relayed: it is
+    // activity (W1).
+    let foreground = (req.pty.is_none() && stdin_is_terminal && req.idle_timeout.is_none())
+        .then(|| Foreground::claim(rustix::stdio::stdin()))
+        .flatten()
+        .map(Arc::new);
+    req.foreground = foreground.clone();
+    let relay = req.pty.is_none()
+        && foreground.is_none()
+        && (stdin_is_terminal || req.idle_timeout.is_some());
     req.stdin = match (req.pty.is_some(), relay) {
         (true, _) => StdinMode::Null,
         (false, true) => StdinMode::Pipe,
@@ -425,6 +503,10 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
     // This thread drives the launch's engine (below) and relays signals beside it.
     let sup = Supervisor::new(rt.clone()).driven_by_caller();
     let handle = sup.spawn(cmd).map_err(ServiceError::Launch)?.into_handle();
+    // However this function returns, the terminal comes back (a `SIGKILL` aside: the shell
+    // takes it back then).
+    let _terminal_back = foreground.clone().map(TakeBack);
+    let workload = handle.registration().hello.workload;
     drop(slot);
     let _raw = if interactive {
         let raw = refine_supervisor::launch::pty::RawMode::enter(rustix::stdio::stdin()).map_err(
@@ -445,9 +527,14 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
         relay_stdin(handle.input_writer(), false, true)?;
     }
     let mut relay = Relay::new(signals, args.stop_grace)?;
+    relay.terminal = foreground.clone().map(|tty| (tty, workload));
     let mut result = handle
         .wait_beside(&mut relay)
         .map_err(ServiceError::Launch)?;
+    // The workload has ended: the terminal is `run`'s again for what it still prints.
+    if let Some(tty) = relay.terminal.take() {
+        tty.0.take_back();
+    }
     let mut code = exit_code(&result);
     // The `stop` scope policy (quality), or the completion deadline, which bounds the whole
     // scope (W7), ends the residue on the engine's watch thread: see it through before this

@@ -369,11 +369,40 @@ async fn guardian_exit(guardian: refine_protocol::ProcessWitness, within: Durati
 
 /// How long a client has to send its whole request line (D1).
 const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client has to take its whole reply (D1's twin): a reply larger than the socket
+/// buffers waits for its reader, and one never read must not pin a descriptor for ever.
+const REPLY_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 static ACCEPT_LOG: LogLimit = LogLimit::new();
 static CONN_LOG: LogLimit = LogLimit::new();
 static PEER_LOG: LogLimit = LogLimit::new();
 static SLOW_LOG: LogLimit = LogLimit::new();
+static UNREAD_LOG: LogLimit = LogLimit::new();
+
+/// Writes `resp` and ends the connection, or drops it (with its descriptor) when the client
+/// has not taken it within [`REPLY_WRITE_TIMEOUT`].
+async fn reply(mut wr: tokio::net::unix::OwnedWriteHalf, resp: &Response) -> io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let bytes = api::encode_response(resp);
+    let write = async {
+        wr.write_all(&bytes).await?;
+        wr.shutdown().await
+    };
+    match tokio::time::timeout(REPLY_WRITE_TIMEOUT, write).await {
+        Ok(r) => r,
+        Err(_) => {
+            if let Some(suppressed) = UNREAD_LOG.allow() {
+                tracing::warn!(
+                    suppressed,
+                    bytes = bytes.len(),
+                    timeout_ms = refine_protocol::time::saturating_ms(REPLY_WRITE_TIMEOUT),
+                    "dropped a reply not taken within the write timeout"
+                );
+            }
+            Ok(())
+        }
+    }
+}
 
 /// How long a detached launch waits for the guardian's word on the `execve` (it comes within
 /// milliseconds of *start*).
@@ -444,6 +473,7 @@ impl Service {
             StopCause::Operator => "operator",
             StopCause::CompletionDeadline => "completion_deadline",
             StopCause::IdleDeadline => "idle_deadline",
+            StopCause::Recovery => "recovery",
         };
         if let StopDetail::Done { timings_us, .. } = &doc.detail {
             let took = Duration::from_micros(timings_us.total);
@@ -974,10 +1004,10 @@ fn log_stall(id: RegistrationId, event: &stall::Event) {
 }
 
 async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io::Result<()> {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
     let cred = stream.peer_cred()?;
     let me = rustix::process::getuid().as_raw();
-    let (rd, mut wr) = stream.into_split();
+    let (rd, wr) = stream.into_split();
     if cred.uid() != me && cred.uid() != 0 {
         if let Some(suppressed) = PEER_LOG.allow() {
             tracing::warn!(
@@ -987,8 +1017,7 @@ async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io:
             );
         }
         let resp = Response::err(ErrorKind::BadRequest, "permission denied: peer uid differs");
-        wr.write_all(&api::encode_response(&resp)).await?;
-        return Ok(());
+        return reply(wr, &resp).await;
     }
     let mut line = Vec::new();
     // D1: a request that is not whole within the read timeout is dropped, with its descriptor
@@ -1025,8 +1054,7 @@ async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io:
                 .unwrap_or_else(|e| Response::err(ErrorKind::Internal, e.to_string()))
         }
     };
-    wr.write_all(&api::encode_response(&resp)).await?;
-    wr.shutdown().await
+    reply(wr, &resp).await
 }
 
 fn handle(state: &Service, req: Request) -> Response {

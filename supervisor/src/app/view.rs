@@ -515,8 +515,24 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
     lines.push(("Command", shell_join(&rec.argv)));
     lines.push(("Cwd", rec.cwd.clone()));
     lines.push(("Main PID", main_pid(doc)));
-    if let Some(ResultDoc::Written { outcome, .. }) = &doc.result {
-        lines.push(("Outcome", outcome.words()));
+    if let Some(ResultDoc::Written {
+        outcome,
+        residue_stop,
+        ..
+    }) = &doc.result
+    {
+        // Who stopped it, when it was not the launch's own engine (recovery, an operator).
+        let cause = residue_stop
+            .as_ref()
+            .and_then(|r| r.cause)
+            .and_then(|c| refine_protocol::docs::variant_name(&c));
+        lines.push((
+            "Outcome",
+            match cause {
+                Some(c) => format!("{} (cause: {})", outcome.words(), c.replace('_', " ")),
+                None => outcome.words(),
+            },
+        ));
     }
     lines.push(("Receipt", receipt_line(doc)));
     // F4: the kernel's accounting of the scope's own cgroup: live while it exists, then the

@@ -26,8 +26,11 @@
 
 use std::time::Duration;
 
+use refine_protocol::docs::Outcome;
 use refine_protocol::record::ServiceLoss;
-use refine_protocol::RegistrationId;
+use refine_protocol::{
+    LaunchResultRecord, Registration, RegistrationId, ResidueStopRecord, StopCause, WorkloadStatus,
+};
 
 use crate::end::assess::{self, Assessment, UnverifiedReason};
 use crate::end::open_index;
@@ -140,6 +143,42 @@ pub fn recover(
     Ok(report)
 }
 
+/// Writes the launch result a stale scope never got (its launcher is gone): `stopped` by
+/// recovery, or `completed` when the workload had ended before the stop (which then only ended
+/// what outlived it), with the stop's own record (cause `recovery`). A result already written
+/// is left as it is. Display only, like every result: a failure is logged.
+fn record_outcome(runtime: &Runtime, reg: &Registration, report: &StopReport, since_unix_ns: u64) {
+    if !matches!(runtime.read_result(reg.id), Ok(None)) {
+        return;
+    }
+    let receipt = report.assessment.receipt();
+    let ended_before = receipt
+        .is_some_and(|r| r.workload_exited_at_ns != 0 && r.workload_exited_at_ns < since_unix_ns);
+    let rec = LaunchResultRecord {
+        id: reg.id,
+        runtime: runtime.id(),
+        outcome: if ended_before {
+            Outcome::Completed
+        } else {
+            Outcome::Stopped
+        },
+        workload_status: receipt.map_or(WorkloadStatus::Unknown, |r| r.status),
+        written_at_unix_ms: crate::kernel::clock::unix_ms(),
+        stop_failure: None,
+        usage: receipt.and_then(|r| r.usage),
+        residue_stop: Some(ResidueStopRecord {
+            outcome: report.outcome,
+            cause: Some(StopCause::Recovery),
+            killed: u32::try_from(report.killed).unwrap_or(u32::MAX),
+            at_unix_ms: crate::kernel::clock::unix_ms(),
+        }),
+        cgroup_usage: None,
+    };
+    if let Err(e) = runtime.write_result(&rec) {
+        tracing::warn!(id = %reg.id, error = %crate::error::error_chain(&e), "could not record recovery's outcome");
+    }
+}
+
 /// Recovers one registration under its lock and the runtime stop fence.
 pub fn recover_one(
     runtime: &Runtime,
@@ -156,6 +195,12 @@ pub fn recover_one(
         Err(error) => return RecoveryAction::Corrupt { error },
     };
     let fence_wait = opts.stop.budget + opts.stop.grace.unwrap_or_default();
+    // Recovery's stops are recovery's: the cause an engine or a view reports.
+    let recovery_stop = StopOptions {
+        cause: Some(StopCause::Recovery),
+        ..opts.stop
+    };
+    let since = crate::kernel::clock::unix_ns();
     let fence = match runtime.stop_fence(fence_wait) {
         Ok(f) => f,
         Err(error) => {
@@ -169,8 +214,11 @@ pub fn recover_one(
         Assessment::Live if reg.on_service_loss == Some(ServiceLoss::Keep) => {
             RecoveryAction::Adopted
         }
-        Assessment::Live => match stop::stop_fenced(runtime, &reg, &opts.stop, &fence) {
-            Ok(report) => RecoveryAction::Stopped { report },
+        Assessment::Live => match stop::stop_fenced(runtime, &reg, &recovery_stop, &fence) {
+            Ok(report) => {
+                record_outcome(runtime, &reg, &report, since);
+                RecoveryAction::Stopped { report }
+            }
             Err(error) => RecoveryAction::StopFailed {
                 error,
                 assessment: assess::assess(runtime, &reg, opts.stop.boot),

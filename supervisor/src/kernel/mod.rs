@@ -13,6 +13,7 @@
 //! - [`nested`]: recognising a guardian by the mark its binary carries.
 //! - [`provenance`]: this build's provenance and a guardian executable's (V1).
 //! - [`cgroup`]: a cgroup v2 directory of its own per scope where one can be made.
+//! - [`terminal`]: the terminal's foreground group, handed to a workload's group (W15).
 //! - [`stand_in`]: a forked copy that works while this process is stopped (job control; `unsafe` allowed there too).
 
 pub mod cgroup;
@@ -24,4 +25,5 @@ pub mod procfs;
 pub mod provenance;
 pub mod signal;
 pub mod stand_in;
+pub mod terminal;
 pub mod tree;

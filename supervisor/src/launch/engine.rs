@@ -507,7 +507,7 @@ impl Engine {
         match self.runtime.read_stop_request(self.registration.id) {
             Ok(Some(req)) if ended_by_stop(req.requested_at_unix_ns, exited_at_unix_ns) => {
                 st.cause = Some(match req.cause {
-                    StopCause::Operator => LaunchOutcome::Stopped,
+                    StopCause::Operator | StopCause::Recovery => LaunchOutcome::Stopped,
                     StopCause::CompletionDeadline => LaunchOutcome::TimedOut,
                     StopCause::IdleDeadline => LaunchOutcome::IdleTimeout,
                 });

@@ -574,6 +574,7 @@ impl Supervisor {
                 limits,
                 scope_policy: policy,
                 on_service_loss: req.on_service_loss,
+                foreground: req.foreground.take(),
             },
             started,
         )?;

@@ -33,6 +33,8 @@ pub struct RegisteredLaunch {
     pub scope_policy: ScopePolicy,
     /// L6: what recovery does with the scope once its launcher is gone (`None`: stop it).
     pub on_service_loss: Option<refine_protocol::record::ServiceLoss>,
+    /// The terminal whose foreground the workload's group gets before it starts (W15).
+    pub foreground: Option<std::sync::Arc<crate::kernel::terminal::Foreground>>,
 }
 
 /// The minimal managed launch: spawn the guardian, receive its identities, write the registration
@@ -78,6 +80,7 @@ pub(crate) fn launch_started(
     started: Starting,
 ) -> Result<(Registration, GuardianLink), HandshakeError> {
     let mut config = req.guardian;
+    let foreground = req.foreground;
     let mut owner_entry = OsString::from(OWNER_VAR);
     owner_entry.push("=");
     owner_entry.push(id.to_string());
@@ -196,6 +199,13 @@ pub(crate) fn launch_started(
     if let Err(e) = rt.commit_registration(pending, &registration) {
         let _ = link.abort();
         return Err(HandshakeError::Registry(e));
+    }
+    // W15: the workload's group exists (the hello names it) and nothing of it runs yet, so it
+    // reads the terminal as its foreground from its first instruction.
+    if let Some(tty) = &foreground {
+        if let Err(e) = tty.give(registration.hello.workload_pgid) {
+            tracing::warn!(id = %id, error = %e, "cannot give the terminal to the workload");
+        }
     }
     link.start()?;
     Ok((registration, link))

@@ -91,6 +91,9 @@ pub struct LaunchRequest {
     /// `run --allow-setns`). `false` (the default): the guardian's seccomp filter refuses
     /// `setns` into them, the one route out of the subreaper's reach the kernel lets it close.
     pub allow_setns: bool,
+    /// Make the workload's process group this terminal's foreground group before it starts
+    /// (W15, `run` in the foreground of a terminal; its stdin should be that terminal).
+    pub foreground: Option<std::sync::Arc<crate::kernel::terminal::Foreground>>,
 }
 
 impl std::fmt::Debug for LaunchRequest {
@@ -137,6 +140,7 @@ impl LaunchRequest {
             user: None,
             signal_state: None,
             allow_setns: false,
+            foreground: None,
         }
     }
 }

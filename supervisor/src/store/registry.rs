@@ -150,6 +150,35 @@ pub enum RegistryError {
     },
 }
 
+/// The first word of a stop request kept in a symbolic link's target.
+const STOP_LINK_TAG: &str = "stop-request-1";
+
+/// A stop request written on a full disk ([`Runtime::write_stop_request`]): the link's target is
+/// `stop-request-1 CAUSE REQUESTED_AT_NS PID`, at most 60 bytes (ext4 keeps such a target in
+/// the inode); the id and runtime are the path's.
+fn stop_request_in_link(
+    target: &Path,
+    id: RegistrationId,
+    runtime: RuntimeId,
+) -> Option<StopRequest> {
+    let text = target.to_str()?;
+    let mut words = text.split(' ');
+    if words.next()? != STOP_LINK_TAG {
+        return None;
+    }
+    let cause: refine_protocol::StopCause =
+        serde_json::from_value(serde_json::Value::String(words.next()?.to_owned())).ok()?;
+    let requested_at_unix_ns = words.next()?.parse().ok()?;
+    let requester_pid = words.next()?.parse().ok()?;
+    words.next().is_none().then_some(StopRequest {
+        id,
+        runtime,
+        cause,
+        requested_at_unix_ns,
+        requester_pid,
+    })
+}
+
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> RegistryError + 'a {
     move |source| RegistryError::Io {
         op,
@@ -589,7 +618,15 @@ impl Runtime {
             what: "stop request",
             source,
         })?;
-        durable::write_atomic(&tmp, &bytes, 0o600).map_err(io_err("write", &tmp))?;
+        if let Err(e) = durable::write_atomic(&tmp, &bytes, 0o600) {
+            // A full disk (or quota) refuses the file's data block: the request goes into a
+            // symbolic link's target instead, which fits in the inode (see
+            // [`stop_request_in_link`]), so the engine still reports the stop's cause.
+            if e.raw_os_error() == Some(libc::ENOSPC) || e.raw_os_error() == Some(libc::EDQUOT) {
+                return self.write_stop_request_link(req, &path);
+            }
+            return Err(io_err("write", &tmp)(e));
+        }
         let linked = fs::hard_link(&tmp, &path);
         let _ = fs::remove_file(&tmp);
         match linked {
@@ -597,6 +634,26 @@ impl Runtime {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
             Err(e) => Err(io_err("link", &path)(e)),
         }
+    }
+
+    /// [`Runtime::write_stop_request`] for a disk with no block left: the request as the target
+    /// of a symbolic link (an inline, "fast" link on ext4 and tmpfs: no data block), synced with
+    /// its directory.
+    fn write_stop_request_link(&self, req: &StopRequest, path: &Path) -> Result<(), RegistryError> {
+        let cause = refine_protocol::docs::variant_name(&req.cause).unwrap_or_default();
+        let target = format!(
+            "{STOP_LINK_TAG} {cause} {} {}",
+            req.requested_at_unix_ns, req.requester_pid
+        );
+        match std::os::unix::fs::symlink(&target, path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+            Err(e) => return Err(io_err("link", path)(e)),
+        }
+        if let Some(dir) = path.parent() {
+            durable::sync_dir(dir).map_err(io_err("sync", dir))?;
+        }
+        Ok(())
     }
 
     /// Records the engine's result: appended to the registration record (after the
@@ -720,8 +777,20 @@ impl Runtime {
         &self,
         id: RegistrationId,
     ) -> Result<Option<StopRequest>, RegistryError> {
+        let path = self.stop_request_path(id);
+        if let Ok(target) = fs::read_link(&path) {
+            return stop_request_in_link(&target, id, self.id)
+                .map(Some)
+                .ok_or_else(|| RegistryError::Corrupt {
+                    what: "stop request",
+                    path: path.clone(),
+                    source: DecodeError::InvalidField {
+                        field: "link target",
+                    },
+                });
+        }
         self.read_side_record(
-            &self.stop_request_path(id),
+            &path,
             "stop request",
             StopRequest::decode,
             |r| (r.id, r.runtime),

@@ -71,6 +71,7 @@ fn main() {
             },
             scope_policy: ScopePolicy::Keep,
             on_service_loss: None,
+            foreground: None,
         },
     )
     .expect("launch");
