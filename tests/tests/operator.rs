@@ -345,8 +345,9 @@ fn logs_tail_since_all_and_follow() {
     assert_eq!(text(&both.stdout), "20\n");
     assert_eq!(text(&both.stderr), "oops\n");
     assert_eq!(text(&logs(&["logs", &id, "--stderr"]).stdout), "oops\n");
-    // No time index yet: --since and --until are refused in one line, not answered with
-    // another question's answer (all of an artifact written since).
+    // A foreground run's output has no time index (its launcher captured it): --since and
+    // --until are refused in one line, not answered with another question's answer (all of an
+    // artifact written since). A detached scope's are answered: `output_survives.rs`.
     for flag in ["--since", "--until"] {
         let args = ["logs", &id, flag, "1h"];
         let out = home.cli(&args);

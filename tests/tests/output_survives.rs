@@ -125,3 +125,81 @@ fn live_restore_keeps_the_launches_across_a_restart() {
     let out = artifact(&home, &id, "stdout");
     assert_eq!(out.lines().count(), 501, "{out}");
 }
+
+/// L2: the guardian's time index answers `logs --since/--until` and `-t`, both streams in the
+/// order they were written; a scope without an index (a foreground `run`) is refused in one
+/// line, never answered by a file's modification time.
+#[test]
+fn logs_filter_by_the_time_index() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let (one, two) = (home.path().join("one"), home.path().join("two"));
+    fifo(&one);
+    fifo(&two);
+    let script = format!(
+        "echo early; read go < {one}; echo middle >&2; read go < {two}; echo late",
+        one = one.display(),
+        two = two.display()
+    );
+    let id = detach(&home, &["sh", "-c", &script]);
+    // The batch is in the index once its record is (written right after the bytes).
+    let indexed = |stream: &str| {
+        std::fs::metadata(
+            home.run_dir()
+                .join("logs")
+                .join(format!("{id}.{stream}-index")),
+        )
+        .map_or(0, |m| m.len())
+            >= 32
+    };
+    assert!(wait_until(DEADLINE, || indexed("stdout")));
+    assert_eq!(artifact(&home, &id, "stdout"), "early\n");
+    // A time after the batch just seen and before the next one (released only afterwards).
+    // The flag is read in whole milliseconds: the time is taken 2 ms after the batch's record
+    // and the next batch comes 2 ms after it, pauses of the test's own around a clock
+    // reading, not waits for anything.
+    let between = |_: &Home| {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let t = jiff::Timestamp::now();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        t.to_string()
+    };
+    let t1 = between(&home);
+    release(&one);
+    assert!(wait_until(DEADLINE, || indexed("stderr")));
+    assert_eq!(artifact(&home, &id, "stderr"), "middle\n");
+    let t2 = between(&home);
+    release(&two);
+    home.wait_ended(&id);
+
+    let text = |args: &[&str]| {
+        let out = home.cli(args);
+        assert!(out.status.success(), "{}", describe(args, &out));
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(text(&["logs", "--since", &t2, &id]).0, "late\n");
+    assert_eq!(text(&["logs", "--until", &t1, &id]).0, "early\n");
+    let (out, err) = text(&["logs", "--since", &t1, "--until", &t2, &id]);
+    assert_eq!((out.as_str(), err.as_str()), ("", "middle\n"));
+    // -t: every line with its time, in write order, stderr's line among stdout's.
+    let (out, err) = text(&["logs", "-t", "--stdout", &id]);
+    let stamped: Vec<&str> = out.lines().collect();
+    assert_eq!(stamped.len(), 2, "{out}");
+    for (line, want) in stamped.iter().zip(["early", "late"]) {
+        let (stamp, rest) = line.split_once(' ').expect("a stamp");
+        assert_eq!(rest, want);
+        assert!(stamp.parse::<jiff::Timestamp>().is_ok(), "{stamp}");
+    }
+    assert!(err.is_empty(), "{err}");
+
+    // Negative control: a foreground run's output has no index.
+    let out = home.cli(&["run", "--label", "fg", "--", "echo", "hi"]);
+    assert!(out.status.success());
+    let args = ["logs", "--since", "1h", "fg"];
+    let out = home.cli(&args);
+    let line = cli_support::assert_one_line_error(&args, &out);
+    assert!(line.contains("no time index"), "{line}");
+}

@@ -446,13 +446,17 @@ pub struct LogsArgs {
     /// Only the last N lines (then new ones with -f).
     #[arg(long, short = 'n', value_name = "N")]
     pub tail: Option<usize>,
-    /// Only output written since DUR ago or TIME (`10m`, `2026-01-31 12:00`, RFC 3339). Refused
-    /// for now: the artifacts carry no times yet (use -n).
+    /// Only output written since DUR ago or TIME (`10m`, `2026-01-31 12:00`, RFC 3339), by the
+    /// time index its guardian keeps (detached launches); refused for a scope without one.
     #[arg(long, value_name = "DUR|TIME", value_parser = view::parse_since)]
     pub since: Option<u64>,
-    /// Only output written before DUR ago or TIME. Refused for now, as --since.
-    #[arg(long, value_name = "DUR|TIME", value_parser = view::parse_since)]
+    /// Only output written before DUR ago or TIME (as --since).
+    #[arg(long, value_name = "DUR|TIME", value_parser = view::parse_since, conflicts_with = "follow")]
     pub until: Option<u64>,
+    /// Each line prefixed with the time it was written (UTC, ms; the batch's time), both
+    /// streams in the order they were written.
+    #[arg(long, short = 't', conflicts_with = "follow")]
+    pub timestamps: bool,
 }
 
 #[derive(Debug, Args)]

@@ -679,9 +679,86 @@ enum Sink {
     },
 }
 
-/// Why `logs --since/--until` is refused.
-const NO_TIME_INDEX: &str =
-    "the output artifacts carry no times yet, so no time filter can be answered (use -n N for the last lines)";
+/// Why `logs --since/--until/--timestamps` is refused for a scope.
+const NO_TIME_INDEX: &str = "this scope's output has no time index (its launcher captured it, as a foreground run's or a library launch's; only a guardian's capture keeps times), so no time can be answered (use -n N for the last lines)";
+
+/// L2: the streams' bytes moved within `[since, until]`, in the order they were moved (by the
+/// batches' times; a stream's own order always kept), each line prefixed with its batch's
+/// time when `times`.
+fn print_indexed(
+    streams: &[(
+        PathBuf,
+        Sink,
+        refine_supervisor::store::output_index::OutputIndex,
+    )],
+    since: Option<std::time::SystemTime>,
+    until: Option<std::time::SystemTime>,
+    times: bool,
+) -> Result<(), CliError> {
+    let mut pieces = Vec::new();
+    for (i, (_, _, index)) in streams.iter().enumerate() {
+        for seg in &index.segments {
+            if since.is_none_or(|t| seg.at >= t) && until.is_none_or(|t| seg.at <= t) {
+                pieces.push((seg.at, i, seg.start, seg.end));
+            }
+        }
+    }
+    // Stable: a stream's own segments keep their order at equal times.
+    pieces.sort_by_key(|&(at, i, start, _)| (at, i, start));
+    let mut files: Vec<Option<std::fs::File>> = streams.iter().map(|_| None).collect();
+    let mut line_start = vec![true; streams.len()];
+    let mut buf = Vec::new();
+    for (at, i, start, end) in pieces {
+        let (path, sink, _) = &streams[i];
+        let artifact = |source| CliError::Artifact {
+            path: path.clone(),
+            source,
+        };
+        let file = match &mut files[i] {
+            Some(f) => f,
+            slot => slot.insert(std::fs::File::open(path).map_err(artifact)?),
+        };
+        file.seek(SeekFrom::Start(start)).map_err(artifact)?;
+        buf.clear();
+        file.take(end - start)
+            .read_to_end(&mut buf)
+            .map_err(artifact)?;
+        let mut text = Vec::with_capacity(buf.len() + 32);
+        if times {
+            let stamp = format!("{} ", view::utc_ms(at));
+            for &b in &buf {
+                if line_start[i] {
+                    text.extend_from_slice(stamp.as_bytes());
+                }
+                text.push(b);
+                line_start[i] = b == b'\n';
+            }
+        } else {
+            text.extend_from_slice(&buf);
+        }
+        sink.write(&text)?;
+    }
+    out().flush().map_err(CliError::Output)
+}
+
+impl Sink {
+    /// Writes `bytes` where this sink goes (stderr marked on a terminal).
+    fn write(self, bytes: &[u8]) -> Result<(), CliError> {
+        if let Sink::Stderr { mark } = self {
+            let mut e = io::stderr().lock();
+            if mark {
+                e.write_all(STDERR_MARK).map_err(CliError::Output)?;
+            }
+            e.write_all(bytes).map_err(CliError::Output)?;
+            if mark {
+                e.write_all(MARK_END).map_err(CliError::Output)?;
+            }
+            Ok(())
+        } else {
+            out().write_all(bytes).map_err(CliError::Output)
+        }
+    }
+}
 
 /// ECMA-48 SGR: red foreground, and back to the default.
 const STDERR_MARK: &[u8] = b"\x1b[31m";
@@ -715,49 +792,63 @@ impl Follow {
                 return Ok(any);
             }
             any = true;
-            if let Sink::Stderr { mark } = self.sink {
-                let mut e = io::stderr().lock();
-                if mark {
-                    e.write_all(STDERR_MARK).map_err(CliError::Output)?;
-                }
-                e.write_all(&buf[..n]).map_err(CliError::Output)?;
-                if mark {
-                    e.write_all(MARK_END).map_err(CliError::Output)?;
-                }
-            } else {
-                out().write_all(&buf[..n]).map_err(CliError::Output)?;
-            }
+            self.sink.write(&buf[..n])?;
         }
     }
 }
 
 fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
+    use refine_supervisor::store::registry::Stream;
     let (rt, id) = runtime_and_id(home, port, &args.id, resolve::Intent::Read)?;
-    // O14: the artifacts carry no times yet (the output's time index is to come): a time
-    // filter is refused rather than answered by an artifact's modification time.
-    for (flag, given) in [("--since", args.since), ("--until", args.until)] {
-        if given.is_some() {
-            return Err(CliError::Unanswerable {
-                flag,
-                why: NO_TIME_INDEX,
-            });
-        }
-    }
     let reg = rt.read_registration(id)?;
     // Both streams unless one is asked for, as `docker logs`; on a terminal, stderr is marked.
     let mark = super::colour_on(&io::stderr());
-    let streams: Vec<(&String, Sink)> = if args.stdout {
-        vec![(&reg.stdout_path, Sink::Stdout)]
+    let streams: Vec<(&String, Sink, Stream)> = if args.stdout {
+        vec![(&reg.stdout_path, Sink::Stdout, Stream::Stdout)]
     } else if args.stderr {
-        vec![(&reg.stderr_path, Sink::Stdout)]
+        vec![(&reg.stderr_path, Sink::Stdout, Stream::Stderr)]
     } else {
         vec![
-            (&reg.stdout_path, Sink::Stdout),
-            (&reg.stderr_path, Sink::Stderr { mark }),
+            (&reg.stdout_path, Sink::Stdout, Stream::Stdout),
+            (&reg.stderr_path, Sink::Stderr { mark }, Stream::Stderr),
         ]
     };
+    // L2: a time filter or times are answered from the guardian's index, never from an
+    // artifact's modification time; a scope without one is refused in one line.
+    let timed = args.since.is_some() || args.until.is_some() || args.timestamps;
+    let mut starts: Vec<Option<u64>> = vec![None; streams.len()];
+    if timed {
+        let flag = match (args.since, args.until) {
+            (Some(_), _) => "--since",
+            (None, Some(_)) => "--until",
+            _ => "--timestamps",
+        };
+        let mut indexed = Vec::new();
+        for (path, sink, stream) in &streams {
+            let index = refine_supervisor::store::output_index::read(&rt.index_path(id, *stream))
+                .map_err(|source| CliError::Artifact {
+                    path: rt.index_path(id, *stream),
+                    source,
+                })?
+                .ok_or(CliError::Unanswerable {
+                    flag,
+                    why: NO_TIME_INDEX,
+                })?;
+            indexed.push((PathBuf::from(path), *sink, index));
+        }
+        let ms = |t: u64| std::time::UNIX_EPOCH + Duration::from_millis(t);
+        let (since, until) = (args.since.map(ms), args.until.map(ms));
+        print_indexed(&indexed, since, until, args.timestamps)?;
+        if !args.follow {
+            return Ok(0);
+        }
+        // -f --since: what came after the window is followed from where it ended.
+        for (slot, (_, _, index)) in starts.iter_mut().zip(&indexed) {
+            *slot = Some(index.range(since, until).1);
+        }
+    }
     let mut follows = Vec::new();
-    for (path, sink) in streams {
+    for ((path, sink, _), at) in streams.into_iter().zip(starts) {
         let path = PathBuf::from(path);
         let artifact = |source| CliError::Artifact {
             path: path.clone(),
@@ -777,7 +868,9 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
             Err(e) => return Err(artifact(e)),
         };
         let len = file.metadata().map_err(artifact)?.len();
-        let start = if let Some(n) = args.tail {
+        let start = if let Some(at) = at {
+            at.min(len)
+        } else if let Some(n) = args.tail {
             view::tail_offset(&mut file, 0, len, n).map_err(artifact)?
         } else {
             0

@@ -145,6 +145,17 @@ pub fn parse_since(text: &str) -> Result<u64, String> {
     Ok(ts.as_millisecond().max(0) as u64)
 }
 
+/// `2026-01-31T12:00:00.123Z`: a time as `logs -t` prints it (UTC, milliseconds).
+pub fn utc_ms(at: std::time::SystemTime) -> String {
+    let ms = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    match jiff::Timestamp::from_millisecond(ms) {
+        Ok(ts) => format!("{ts:.3}"),
+        Err(_) => "????-??-??T??:??:??.???Z".into(),
+    }
+}
+
 fn zoned(unix_ms: u64) -> Option<jiff::ZonedDateTime> {
     let ts = jiff::Timestamp::from_millisecond(i64::try_from(unix_ms).ok()?).ok()?;
     Some(ts.to_zoned_datetime(jiff::tz::TimeZone::system()))
