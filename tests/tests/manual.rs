@@ -13,6 +13,7 @@ use cli_support::*;
 const SUBCOMMANDS: &[&str] = &[
     "run",
     "serve",
+    "upgrade",
     "ps",
     "show",
     "stop",

@@ -116,8 +116,17 @@ const PAGES: &[Page] = &[
     },
     Page {
         name: Some("recover"),
-        summary: "stop stale scopes, release ended ones, report the rest",
+        summary: "stop or adopt stale scopes, release ended ones, report the rest",
         exit: &[OK],
+        files: &[],
+    },
+    Page {
+        name: Some("upgrade"),
+        summary: "upgrade the running service in place, keeping its launches",
+        exit: &[
+            ("0", "The service runs the new binary and answers."),
+            ("1", "No service, the same binary, a new binary it refused (it serves on), or an error."),
+        ],
         files: &[],
     },
     Page {
@@ -177,7 +186,7 @@ const PAGES: &[Page] = &[
 ];
 
 /// The subcommands that have a page (`man SUBCOMMAND` takes these).
-pub(super) const SUBCOMMANDS: [&str; 17] = [
+pub(super) const SUBCOMMANDS: [&str; 18] = [
     "run",
     "serve",
     "ps",
@@ -187,6 +196,7 @@ pub(super) const SUBCOMMANDS: [&str; 17] = [
     "wait",
     "receipt",
     "recover",
+    "upgrade",
     "gc",
     "capacity",
     "holders",
