@@ -191,7 +191,8 @@ fn show_of_a_live_scope_lists_its_detached_descendant() {
         id.as_str(),
         "holder",
         "command",
-        "live since",
+        // The workload has exited; its descendant holds the scope (issue 44: as `ps` says).
+        "State: residue",
         "sleep 600 & echo child",
         "Processes",
         &format!("{child} "),
@@ -466,6 +467,33 @@ fn logs_marks_stderr_on_a_terminal() {
         "stderr not marked: {shown:?}"
     );
     assert!(!shown.contains("\x1b[31mout"), "{shown:?}");
+}
+
+/// `residue` is a state: a live scope whose workload has ended while what it left still runs.
+/// `ps` shows it, `--state residue` lists it (and `--state live` does not), and `show` names it.
+#[test]
+fn residue_is_a_state_that_filters_and_that_show_names() {
+    let home = Home::new();
+    let left = run_labelled(&home, "left", &["sh", "-c", "sleep 600 & exit 0"]);
+    let (mut run, running) = home.run_until_ready(&["sh", "-c", "echo ready; exec sleep 600"]);
+    let ids = |state: &str| {
+        let out = home.cli(&["ps", "--state", state, "-q"]);
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let (residue, live) = (ids("residue"), ids("live"));
+    let shown = text(&home.cli(&["show", &left]).stdout);
+    // Stopped before any assertion, so that a failure leaves nothing running.
+    for id in [&left, &running] {
+        assert!(home.cli(&["stop", id]).status.success());
+    }
+    run.wait().expect("run ends with its scope");
+    assert_eq!(residue, (Some(0), format!("{left}\n"), String::new()));
+    assert_eq!(live, (Some(0), format!("{running}\n"), String::new()));
+    let state = shown
+        .lines()
+        .find(|l| l.trim_start().starts_with("State:"))
+        .unwrap_or_default();
+    assert!(state.contains("residue"), "{shown}");
 }
 
 #[test]
