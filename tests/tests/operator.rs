@@ -1300,3 +1300,27 @@ fn durations_sizes_and_errors_read_humanely() {
     assert!(err.contains("timed out after 200ms"), "{err}");
     assert!(home.cli(&["stop", "humane-c"]).status.success());
 }
+
+/// Root may inspect a home of another user (the service's, say, under `DynamicUser=`): `ps`
+/// and `show` read it, where before they refused with "owned by uid 999, neither this user nor
+/// root".
+#[test]
+fn root_reads_a_home_owned_by_another_user() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: needs root (to give the home to another uid)");
+        return;
+    }
+    let home = Home::new();
+    let id = run_labelled(&home, "theirs", &["sh", "-c", "echo hi"]);
+    let chown = std::process::Command::new("chown")
+        .args(["-R", "999:999"])
+        .arg(home.path())
+        .status()
+        .expect("chown");
+    assert!(chown.success());
+    for args in [vec!["ps", "-a", "-q"], vec!["show", id.as_str()]] {
+        let out = home.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+        assert!(text(&out.stdout).contains(&id), "{}", describe(&args, &out));
+    }
+}
