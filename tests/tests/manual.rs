@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cli_support::*;
+use refine_tests::wait_until;
 
 const SUBCOMMANDS: &[&str] = &[
     "run",
@@ -204,4 +205,61 @@ fn the_example_unit_verifies_once_its_paths_exist() {
         "verify passed without the man pages: {}",
         text(&out.stderr)
     );
+}
+
+/// The shipped unit starts on a fresh host by itself (issue 44): systemd makes its user
+/// (`DynamicUser=`) and its state folder (`StateDirectory=`, owned by that user), and the home
+/// is that folder, so the first start does not fail on "create .../run: Permission denied" or a
+/// missing `User=`. Where systemd runs (and this is root), the unit is started for real;
+/// elsewhere that part is skipped with the reason.
+#[test]
+fn the_shipped_unit_makes_its_user_and_its_home() {
+    let unit = std::fs::read_to_string(scripts().join("refine-supervisor.service")).unwrap();
+    let directive = |key: &str| {
+        unit.lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_owned))
+    };
+    assert_eq!(directive("DynamicUser").as_deref(), Some("yes"), "{unit}");
+    let state = directive("StateDirectory").expect("StateDirectory=");
+    let exec = directive("ExecStart").expect("ExecStart=");
+    assert!(
+        exec.contains(&format!("--home %S/{state}")),
+        "the home is the state folder: {exec}"
+    );
+    assert!(
+        directive("User").is_none(),
+        "a fixed User= needs a user made by hand"
+    );
+    if !std::path::Path::new("/run/systemd/system").exists() {
+        println!("skipped the start: systemd is not running here (no /run/systemd/system)");
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped the start: installing a unit needs root");
+        return;
+    }
+    let name = format!("refine-test-{}.service", std::process::id());
+    let exe = refine_tests::bin("refine-supervisor");
+    let unit = unit
+        .replace("/opt/refine/bin/refine-supervisor", exe.to_str().unwrap())
+        .replace("--port 7411", "--port 7499")
+        .replace(
+            &format!("StateDirectory={state}"),
+            "StateDirectory=refine-test",
+        );
+    let path = Path::new("/run/systemd/system").join(&name);
+    std::fs::write(&path, unit).unwrap();
+    let systemctl = |args: &[&str]| Command::new("systemctl").args(args).output().unwrap();
+    systemctl(&["daemon-reload"]);
+    let started = systemctl(&["start", &name]);
+    let active = wait_until(DEADLINE, || {
+        text(&systemctl(&["is-active", &name]).stdout).trim() == "active"
+            && Path::new("/var/lib/refine-test/run/7499/supervisor.sock").exists()
+    });
+    let status = text(&systemctl(&["status", &name]).stdout);
+    systemctl(&["stop", &name]);
+    let _ = std::fs::remove_file(&path);
+    systemctl(&["daemon-reload"]);
+    assert!(started.status.success() && active, "{status}");
 }

@@ -191,7 +191,8 @@ fn show_of_a_live_scope_lists_its_detached_descendant() {
         id.as_str(),
         "holder",
         "command",
-        "live since",
+        // The workload has exited; its descendant holds the scope (issue 44: as `ps` says).
+        "State: residue",
         "sleep 600 & echo child",
         "Processes",
         &format!("{child} "),
@@ -467,6 +468,33 @@ fn logs_marks_stderr_on_a_terminal() {
         "stderr not marked: {shown:?}"
     );
     assert!(!shown.contains("\x1b[31mout"), "{shown:?}");
+}
+
+/// `residue` is a state: a live scope whose workload has ended while what it left still runs.
+/// `ps` shows it, `--state residue` lists it (and `--state live` does not), and `show` names it.
+#[test]
+fn residue_is_a_state_that_filters_and_that_show_names() {
+    let home = Home::new();
+    let left = run_labelled(&home, "left", &["sh", "-c", "sleep 600 & exit 0"]);
+    let (mut run, running) = home.run_until_ready(&["sh", "-c", "echo ready; exec sleep 600"]);
+    let ids = |state: &str| {
+        let out = home.cli(&["ps", "--state", state, "-q"]);
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let (residue, live) = (ids("residue"), ids("live"));
+    let shown = text(&home.cli(&["show", &left]).stdout);
+    // Stopped before any assertion, so that a failure leaves nothing running.
+    for id in [&left, &running] {
+        assert!(home.cli(&["stop", id]).status.success());
+    }
+    run.wait().expect("run ends with its scope");
+    assert_eq!(residue, (Some(0), format!("{left}\n"), String::new()));
+    assert_eq!(live, (Some(0), format!("{running}\n"), String::new()));
+    let state = shown
+        .lines()
+        .find(|l| l.trim_start().starts_with("State:"))
+        .unwrap_or_default();
+    assert!(state.contains("residue"), "{shown}");
 }
 
 #[test]
@@ -1272,4 +1300,28 @@ fn durations_sizes_and_errors_read_humanely() {
     let err = text(&home.cli(&args).stderr);
     assert!(err.contains("timed out after 200ms"), "{err}");
     assert!(home.cli(&["stop", "humane-c"]).status.success());
+}
+
+/// Root may inspect a home of another user (the service's, say, under `DynamicUser=`): `ps`
+/// and `show` read it, where before they refused with "owned by uid 999, neither this user nor
+/// root".
+#[test]
+fn root_reads_a_home_owned_by_another_user() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: needs root (to give the home to another uid)");
+        return;
+    }
+    let home = Home::new();
+    let id = run_labelled(&home, "theirs", &["sh", "-c", "echo hi"]);
+    let chown = std::process::Command::new("chown")
+        .args(["-R", "999:999"])
+        .arg(home.path())
+        .status()
+        .expect("chown");
+    assert!(chown.success());
+    for args in [vec!["ps", "-a", "-q"], vec!["show", id.as_str()]] {
+        let out = home.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+        assert!(text(&out.stdout).contains(&id), "{}", describe(&args, &out));
+    }
 }

@@ -351,7 +351,8 @@ pub struct PsArgs {
     /// Only registrations with this label.
     #[arg(long)]
     pub label: Option<String>,
-    /// Only this state (`exited` implies --all).
+    /// Only this state, as the STATE column shows it (`exited` implies --all; `residue`: live,
+    /// its workload ended, what it left still runs; `live` excludes those).
     #[arg(long, value_enum)]
     pub state: Option<StateArg>,
     /// Print the full ids only, one a line.
@@ -368,19 +369,32 @@ pub struct PsArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StateArg {
     Live,
+    /// Live, with its workload ended: what it left holds the scope.
+    Residue,
     Exited,
     Unverified,
     Corrupt,
 }
 
 impl StateArg {
+    /// The assessment's state of the rows this filter keeps (`residue` is a kind of `live`).
     pub(super) fn state(self) -> State {
         match self {
-            StateArg::Live => State::Live,
+            StateArg::Live | StateArg::Residue => State::Live,
             StateArg::Exited => State::Exited,
             StateArg::Unverified => State::Unverified,
             StateArg::Corrupt => State::Corrupt,
         }
+    }
+
+    /// Whether a row passes, as its STATE column reads.
+    pub(super) fn keeps(self, r: &refine_protocol::api::ScopeView) -> bool {
+        r.state == self.state()
+            && match self {
+                StateArg::Live => !super::view::is_residue(r),
+                StateArg::Residue => super::view::is_residue(r),
+                _ => true,
+            }
     }
 }
 

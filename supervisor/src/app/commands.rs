@@ -289,8 +289,7 @@ fn run(home: &Path, port: u16, mut args: RunArgs) -> Result<ExitCode, CliError> 
 }
 
 fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {
-    let want = args.state.map(StateArg::state);
-    let all = args.all || want.is_some_and(|s| s == State::Exited);
+    let all = args.all || args.state == Some(StateArg::Exited);
     let mut rows = match open_runtime(home, port)? {
         Some(rt) => list_views(&rt, all)?,
         None => Vec::new(),
@@ -299,7 +298,7 @@ fn ps(home: &Path, port: u16, args: PsArgs) -> Result<ExitCode, CliError> {
         args.kind
             .is_none_or(|k| r.kind == ScopeKind::Known(k.kind()))
             && args.label.as_ref().is_none_or(|l| &r.label == l)
-            && want.is_none_or(|s| r.state == s)
+            && args.state.is_none_or(|s| s.keeps(r))
     });
     if args.json {
         print_json(&PsDoc {

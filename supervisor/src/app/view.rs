@@ -395,7 +395,7 @@ fn ps_status(r: &ScopeView) -> String {
 /// Whether a live scope's workload has ended and only what it left behind holds the scope: its
 /// status is known, or its witness names no running process (W16: the launcher that would have
 /// reported the status may be gone).
-fn is_residue(r: &ScopeView) -> bool {
+pub(super) fn is_residue(r: &ScopeView) -> bool {
     r.state == State::Live
         && (r.status.is_some()
             || r.exit_code.is_some()
@@ -505,9 +505,15 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         }
         _ => rec.started_at_unix_ms,
     };
+    // As `ps` names it: a live scope whose workload has ended is `residue`.
+    let name = if doc.state == State::Live && !workload_listed(doc) {
+        "residue (the workload ended; what it left still runs)"
+    } else {
+        doc.state.name()
+    };
     let mut state = format!(
         "{} since {} ({} ago)",
-        doc.state.name(),
+        name,
         local_time(since),
         age_since(since)
     );
@@ -732,6 +738,14 @@ fn process_row(p: &ProcessDoc) -> Vec<String> {
 }
 
 /// `1234 (sh): running`, or the workload's status once it ended; the guardian's pid beside it.
+/// Whether the workload is among the scope's processes now.
+fn workload_listed(doc: &ShowDoc) -> bool {
+    let w = &doc.record.workload;
+    doc.processes
+        .iter()
+        .any(|p| p.pid == w.pid && p.start_time == w.start_time)
+}
+
 fn main_pid(doc: &ShowDoc) -> String {
     let w = &doc.record.workload;
     let program = doc
@@ -745,11 +759,7 @@ fn main_pid(doc: &ShowDoc) -> String {
                 .unwrap_or_else(|| a.clone())
         })
         .unwrap_or_default();
-    let running = doc
-        .processes
-        .iter()
-        .any(|p| p.pid == w.pid && p.start_time == w.start_time);
-    let status = if running {
+    let status = if workload_listed(doc) {
         "running".to_owned()
     } else {
         let from_receipt = doc.receipt.as_ref().map(|r| r.status);

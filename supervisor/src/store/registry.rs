@@ -283,19 +283,27 @@ impl Runtime {
     }
 
     /// Opens an existing `run/P` without creating anything (operator commands).
+    ///
+    /// Root may open a home of another user (to inspect the service's, say): the home's owner
+    /// is then trusted as well as root, as that user controls its own home anyway. What root
+    /// writes there (a `stop`'s records) is root's; the service reads those as root's files.
     pub fn open_existing(home: &Path, port: u16) -> Result<Self, RegistryError> {
         let home = &absolute_home(home)?;
-        check_home(home)?;
+        let also = root_also_trusts(home);
+        if !home.is_dir() {
+            return Err(RegistryError::MissingHome(home.to_owned()));
+        }
+        check_chain_trusting(home, home, also)?;
         let run = home.join("run");
         if run.symlink_metadata().is_ok() {
-            check_strict(home, &run)?;
+            check_strict_trusting(home, &run, also)?;
         }
         let dir = run.join(port.to_string());
         if dir.symlink_metadata().is_ok() {
-            check_private(&dir)?;
+            check_private_trusting(&dir, also)?;
             for sub in SUBDIRS {
                 if dir.join(sub).symlink_metadata().is_ok() {
-                    check_private(&dir.join(sub))?;
+                    check_private_trusting(&dir.join(sub), also)?;
                 }
             }
         }
@@ -1053,10 +1061,15 @@ pub fn check_new_home(home: &Path) -> Result<(), RegistryError> {
 
 /// `from` and every folder above it, as written and as resolved, pass [`check_strict`].
 fn check_chain(home: &Path, from: &Path) -> Result<(), RegistryError> {
+    check_chain_trusting(home, from, None)
+}
+
+/// [`check_chain`], trusting the owner `also` too.
+fn check_chain_trusting(home: &Path, from: &Path, also: Option<u32>) -> Result<(), RegistryError> {
     let real = fs::canonicalize(from).map_err(io_err("resolve", from))?;
     for chain in [from, real.as_path()] {
         for p in chain.ancestors() {
-            check_strict(home, p)?;
+            check_strict_trusting(home, p, also)?;
         }
     }
     Ok(())
@@ -1066,7 +1079,35 @@ fn check_chain(home: &Path, from: &Path) -> Result<(), RegistryError> {
 /// uid or by root, and (unless it is a symbolic link, whose mode means nothing, or a sticky
 /// folder such as `/tmp`) writable by neither group nor others.
 fn check_strict(home: &Path, path: &Path) -> Result<(), RegistryError> {
+    check_strict_trusting(home, path, None)
+}
+
+/// For root only: the owner of `home`, when it is another user (see [`Runtime::open_existing`]).
+fn root_also_trusts(home: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let owner = home.metadata().ok()?.uid();
+    (me == 0 && owner != 0).then_some(owner)
+}
+
+/// [`check_strict`], trusting the owner `also` too.
+fn check_strict_trusting(home: &Path, path: &Path, also: Option<u32>) -> Result<(), RegistryError> {
     let meta = path.symlink_metadata().map_err(io_err("inspect", path))?;
+    let meta_owner = {
+        use std::os::unix::fs::MetadataExt;
+        meta.uid()
+    };
+    if also == Some(meta_owner) {
+        // Trusted as its owner: the mode must still keep everyone else out.
+        return match untrusted_mode(&meta, true) {
+            None => Ok(()),
+            Some(why) => Err(RegistryError::UnsafePath {
+                home: home.to_owned(),
+                path: path.to_owned(),
+                why,
+            }),
+        };
+    }
     match untrusted_because(&meta, true) {
         None => Ok(()),
         Some(why) => Err(RegistryError::UnsafePath {
@@ -1082,13 +1123,22 @@ fn check_strict(home: &Path, path: &Path) -> Result<(), RegistryError> {
 fn untrusted_because(meta: &fs::Metadata, folder: bool) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let me = rustix::process::geteuid().as_raw();
-    let mode = meta.mode() & 0o7777;
     if meta.uid() != me && meta.uid() != 0 {
         Some(format!(
             "owned by uid {}, neither this user (uid {me}) nor root",
             meta.uid()
         ))
-    } else if meta.file_type().is_symlink() {
+    } else {
+        untrusted_mode(meta, folder)
+    }
+}
+
+/// [`untrusted_because`] without the owner: why the entry's type or mode lets another user
+/// replace it.
+fn untrusted_mode(meta: &fs::Metadata, folder: bool) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mode = meta.mode() & 0o7777;
+    if meta.file_type().is_symlink() {
         None
     } else if folder && !meta.is_dir() {
         Some("not a folder".to_owned())
@@ -1132,12 +1182,17 @@ pub fn check_trusted_executable(exe: &Path) -> Result<(), RegistryError> {
 /// Refuses `path` unless it is a folder (not a link) owned by this process's effective uid that
 /// neither group nor others may write.
 fn check_private(path: &Path) -> Result<(), RegistryError> {
+    check_private_trusting(path, None)
+}
+
+/// [`check_private`], accepting the owner `also` too.
+fn check_private_trusting(path: &Path, also: Option<u32>) -> Result<(), RegistryError> {
     use std::os::unix::fs::MetadataExt;
     let meta = path.symlink_metadata().map_err(io_err("inspect", path))?;
     let me = rustix::process::geteuid().as_raw();
     let why = if !meta.is_dir() {
         "not a folder (a link or a file)".to_owned()
-    } else if meta.uid() != me {
+    } else if meta.uid() != me && Some(meta.uid()) != also {
         format!("owned by uid {}, not by this user (uid {me})", meta.uid())
     } else if meta.mode() & 0o022 != 0 {
         format!(
