@@ -36,10 +36,21 @@ pub const MAX_MESSAGE: usize = 1024 * 1024;
 #[serde(deny_unknown_fields)]
 pub struct LaunchAsk {
     pub argv: Vec<String>,
+    /// Absent: `command`, as `run` without `--kind`.
+    #[serde(default = "command_kind")]
     pub kind: Kind,
+    /// Absent: none (empty), as `run` without `--label`.
+    #[serde(default)]
     pub label: String,
+    /// The workload's working directory. Absent: the service's own (where `serve` was
+    /// started): the service cannot know its client's, so a host passes its own.
+    #[serde(default)]
     pub cwd: Option<String>,
+    /// Variables set for the workload, as `run --env`. Absent: none.
+    #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Purpose metadata (`key=value`, `run --meta`). Absent: none.
+    #[serde(default)]
     pub meta: BTreeMap<String, String>,
     /// Completion deadline from the start.
     #[serde(rename = "timeout_ms", default, with = "millis")]
@@ -53,6 +64,8 @@ pub struct LaunchAsk {
     #[serde(rename = "kill_after_ms", default, with = "millis")]
     #[cfg_attr(feature = "schema", schemars(with = "Option<u64>"))]
     pub kill_after: Option<Duration>,
+    /// Run the workload on a terminal. Absent: `false`.
+    #[serde(default)]
     pub pty: bool,
     /// For `agent` launches when no slot is free: wait (up to this long) instead of refusing.
     #[serde(rename = "wait_for_slot_ms", default, with = "millis")]
@@ -72,6 +85,10 @@ pub struct LaunchAsk {
     /// opt-out): no filter against `setns` into them. Absent: `false`, the filter holds.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_setns: bool,
+}
+
+fn command_kind() -> Kind {
+    Kind::Command
 }
 
 impl LaunchAsk {
