@@ -3,8 +3,8 @@
 //!
 //! # Framing
 //!
-//! One JSON object per line (`\n`-terminated, UTF-8), request then response, at most
-//! [`MAX_MESSAGE`] bytes per line; a longer line is rejected before it is parsed. Every message
+//! One JSON object per line (`\n`-terminated, UTF-8), request then response (any number of
+//! them on one connection, answered in order), at most [`MAX_MESSAGE`] bytes per line; a longer line is rejected before it is parsed. Every message
 //! carries `"v": 1` ([`API_VERSION`]); a reader rejects a newer version instead of guessing.
 //!
 //! ```text
@@ -144,7 +144,7 @@ mod millis {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
-// One request per connection, decoded once: the launch's size costs nothing worth a box.
+// Each request is decoded once and handled: the launch's size costs nothing worth a box.
 #[allow(clippy::large_enum_variant)]
 pub enum Request {
     Launch(LaunchAsk),
@@ -172,6 +172,39 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<String>,
     },
+    /// Until the scope is `until` (as `wait`: it ended and its launcher recorded its output and
+    /// result), or `timeout_ms` passed (the reply says `timed_out`; the scope is left alone).
+    Wait {
+        id: String,
+        #[serde(default)]
+        until: WaitUntil,
+        /// Absent: no limit.
+        #[serde(
+            rename = "timeout_ms",
+            default,
+            with = "millis",
+            skip_serializing_if = "Option::is_none"
+        )]
+        #[cfg_attr(feature = "schema", schemars(with = "Option<u64>"))]
+        timeout: Option<Duration>,
+    },
+    /// A signal to the workload's process group (as the grace of a stop sends it), nothing
+    /// else: the scope is not stopped and no stop is recorded.
+    Signal {
+        id: String,
+        /// A name or number, as `stop --signal` takes it (`TERM`, `SIGUSR1`, `15`).
+        signal: String,
+    },
+}
+
+/// The state a `wait` request waits for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum WaitUntil {
+    /// Not live, its output captured and its result recorded (absent: this).
+    #[default]
+    Exited,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -199,6 +232,14 @@ pub enum Reply {
     Show(Box<crate::docs::ShowDoc>),
     /// The `stop --json` document.
     Stop(Box<crate::docs::StopDoc>),
+    /// The `wait --json` document, of the one scope asked about.
+    Wait(crate::docs::WaitDoc),
+    /// A `signal` request's answer: `delivered` is `false` when the scope was over or no
+    /// process of the workload's group was left to take it.
+    Signalled {
+        id: String,
+        delivered: bool,
+    },
 }
 
 /// Why the service refused or failed a request.

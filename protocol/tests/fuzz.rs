@@ -509,6 +509,15 @@ fn request_seeds() -> Vec<Vec<u8>> {
             grace: Some(Duration::from_millis(1500)),
             signal: Some("SIGUSR1".into()),
         },
+        Request::Wait {
+            id: "web".into(),
+            until: api::WaitUntil::Exited,
+            timeout: Some(Duration::from_millis(300)),
+        },
+        Request::Signal {
+            id: "cd".repeat(4),
+            signal: "USR1".into(),
+        },
     ]
     .iter()
     .map(api::encode_request)

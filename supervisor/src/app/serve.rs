@@ -51,6 +51,7 @@ use super::docs::{
 use super::error::{io_err, AdmitError, CliError, ServiceError};
 use super::metrics::{self, Metrics, RequestResult};
 use super::ops::{self, assess_one, launch_command, recover_all, retire, stop_one};
+use super::resolve;
 use super::throttle::{Backoff, LogLimit};
 use refine_supervisor::capacity;
 use refine_supervisor::end::open_index::{self, Settled};
@@ -818,55 +819,160 @@ async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io:
         wr.write_all(&api::encode_response(&resp)).await?;
         return Ok(());
     }
-    let mut line = Vec::new();
-    // D1: a request that is not whole within the read timeout is dropped, with its descriptor
-    // (an idle client must not pin one for ever).
-    let mut reader = tokio::io::BufReader::new(rd).take(MAX_MESSAGE as u64 + 1);
-    let read = reader.read_until(b'\n', &mut line);
-    match tokio::time::timeout(REQUEST_READ_TIMEOUT, read).await {
-        Ok(r) => {
-            r?;
-        }
-        Err(_) => {
-            if let Some(suppressed) = SLOW_LOG.allow() {
-                tracing::warn!(
-                    suppressed,
-                    timeout_ms = refine_protocol::time::saturating_ms(REQUEST_READ_TIMEOUT),
-                    "dropped a request not whole within the read timeout"
-                );
+    // Several requests per connection, answered in order. D1: a request that is not whole
+    // within the read timeout (an idle connection waiting that long for its next line) is
+    // dropped with its descriptor (an idle client must not pin one for ever).
+    let mut reader = tokio::io::BufReader::new(rd);
+    loop {
+        let mut line = Vec::new();
+        let mut limited = (&mut reader).take(MAX_MESSAGE as u64 + 1);
+        let read = limited.read_until(b'\n', &mut line);
+        match tokio::time::timeout(REQUEST_READ_TIMEOUT, read).await {
+            Ok(r) => {
+                r?;
             }
-            return Ok(());
+            Err(_) => {
+                if line.is_empty() {
+                    // Idle between requests: the connection is over, nothing is lost.
+                    return Ok(());
+                }
+                if let Some(suppressed) = SLOW_LOG.allow() {
+                    tracing::warn!(
+                        suppressed,
+                        timeout_ms = refine_protocol::time::saturating_ms(REQUEST_READ_TIMEOUT),
+                        "dropped a request not whole within the read timeout"
+                    );
+                }
+                return Ok(());
+            }
+        }
+        if line.is_empty() {
+            // The client closed (a readiness probe, or after its last request).
+            return wr.shutdown().await;
+        }
+        // A line past the limit cannot be resynchronised: refuse it and end the connection.
+        let oversized = line.len() > MAX_MESSAGE;
+        let resp = answer(&state, &line).await;
+        wr.write_all(&api::encode_response(&resp)).await?;
+        if oversized || line.last() != Some(&b'\n') {
+            return wr.shutdown().await;
         }
     }
-    if line.is_empty() {
-        // A client that connected and closed (a readiness probe): nothing to answer.
-        return Ok(());
-    }
-    let resp = match api::decode_request_explained(&line) {
+}
+
+/// The reply to one request line.
+async fn answer(state: &Arc<Service>, line: &[u8]) -> Response {
+    match api::decode_request_explained(line) {
         Err(why) => Response::err(ErrorKind::BadRequest, format!("bad request: {why}")),
-        Ok(Request::Launch(spec)) => launch_request_async(&state, spec).await,
-        Ok(Request::Stop { id, grace, signal }) => stop_request(&state, id, grace, signal).await,
+        Ok(Request::Launch(spec)) => launch_request_async(state, spec).await,
+        Ok(Request::Stop { id, grace, signal }) => stop_request(state, id, grace, signal).await,
+        Ok(Request::Wait { id, until, timeout }) => wait_request(state, id, until, timeout).await,
+        Ok(Request::Signal { id, signal }) => {
+            let st = state.clone();
+            tokio::task::spawn_blocking(move || signal_request(&st, &id, &signal))
+                .await
+                .unwrap_or_else(|e| Response::err(ErrorKind::Internal, e.to_string()))
+        }
         Ok(req) => {
             let st = state.clone();
             tokio::task::spawn_blocking(move || handle(&st, req))
                 .await
                 .unwrap_or_else(|e| Response::err(ErrorKind::Internal, e.to_string()))
         }
+    }
+}
+
+/// O12 for the socket: `text` is an id, a prefix of one (at least 4 hex digits) or a label,
+/// resolved as the CLI resolves it; a refusal is `not_found` or, for an ambiguous one,
+/// `bad_request` naming the candidates on one line.
+fn resolve_id(
+    rt: &Runtime,
+    text: &str,
+    intent: resolve::Intent,
+) -> Result<RegistrationId, Response> {
+    resolve::resolve(Some(rt), text, intent).map_err(|e| match e {
+        CliError::UnknownId(_) => Response::err(ErrorKind::NotFound, format!("no scope {text:?}")),
+        CliError::Registry(r) => registry_response(r),
+        other => Response::err(
+            ErrorKind::BadRequest,
+            other.to_string().lines().collect::<Vec<_>>().join("; "),
+        ),
+    })
+}
+
+/// A `wait` request: its scope resolved, then polled as `wait` polls it until it ended or the
+/// timeout passed.
+async fn wait_request(
+    state: &Arc<Service>,
+    id: String,
+    until: api::WaitUntil,
+    timeout: Option<Duration>,
+) -> Response {
+    let api::WaitUntil::Exited = until;
+    let st = state.clone();
+    let reg = tokio::task::spawn_blocking(move || {
+        let id = resolve_id(&st.rt, &id, resolve::Intent::Read)?;
+        st.rt.read_registration(id).map_err(registry_response)
+    })
+    .await;
+    let reg = match reg {
+        Ok(Ok(reg)) => Arc::new(reg),
+        Ok(Err(resp)) => return resp,
+        Err(e) => return Response::err(ErrorKind::Internal, e.to_string()),
     };
-    wr.write_all(&api::encode_response(&resp)).await?;
-    wr.shutdown().await
+    let end = timeout.map(|t| tokio::time::Instant::now() + t);
+    loop {
+        let (st, r) = (state.clone(), reg.clone());
+        let ended = tokio::task::spawn_blocking(move || ops::ended(&st.rt, &r))
+            .await
+            .unwrap_or(None);
+        let timed_out = end.is_some_and(|end| tokio::time::Instant::now() >= end);
+        if ended.is_some() || timed_out {
+            let (state, exit_code) = match ended {
+                Some((s, code)) => (s, Some(code)),
+                None => (State::Live, None),
+            };
+            return Response::ok(Reply::Wait(refine_protocol::docs::WaitDoc {
+                scopes: vec![refine_protocol::docs::WaitScope {
+                    id: reg.id.to_string(),
+                    state,
+                    exit_code,
+                }],
+                timed_out: ended.is_none(),
+            }));
+        }
+        let nap = Duration::from_millis(100);
+        match end {
+            Some(end) => tokio::time::sleep_until(end.min(tokio::time::Instant::now() + nap)).await,
+            None => tokio::time::sleep(nap).await,
+        }
+    }
+}
+
+/// A `signal` request: the signal to the workload's process group through a verified member.
+fn signal_request(state: &Service, id: &str, signal: &str) -> Response {
+    let sig = match refine_supervisor::kernel::signal::parse(signal) {
+        Ok(sig) => sig,
+        Err(e) => return Response::err(ErrorKind::BadRequest, e),
+    };
+    let reg = match resolve_id(&state.rt, id, resolve::Intent::Change)
+        .and_then(|id| state.rt.read_registration(id).map_err(registry_response))
+    {
+        Ok(reg) => reg,
+        Err(resp) => return resp,
+    };
+    match stop::signal_politely(&state.rt, &reg, sig, &stop::StopOptions::default()) {
+        Ok(sent) => Response::ok(Reply::Signalled {
+            id: reg.id.to_string(),
+            delivered: !sent.is_empty(),
+        }),
+        Err(e) => Response::err(ErrorKind::Internal, error_chain(&e)),
+    }
 }
 
 fn handle(state: &Service, req: Request) -> Response {
     let rt = &state.rt;
-    let parse = |id: &str| {
-        RegistrationId::parse(id).ok_or_else(|| {
-            Response::err(
-                ErrorKind::BadRequest,
-                format!("invalid registration id {id:?}"),
-            )
-        })
-    };
+    let parse = |id: &str| resolve_id(rt, id, resolve::Intent::Read);
     let result = match req {
         // Taken before the blocking pool (`handle_conn`): admission waits on a timer.
         Request::Launch(_) => Err(Response::err(
@@ -884,10 +990,10 @@ fn handle(state: &Service, req: Request) -> Response {
                     other => Response::err(ErrorKind::Internal, other.to_string()),
                 })
         }),
-        // Taken before the blocking pool (`handle_conn`): a grace waits on a timer.
-        Request::Stop { .. } => Err(Response::err(
+        // Taken before the blocking pool (`answer`): a grace or a wait waits on a timer.
+        Request::Stop { .. } | Request::Wait { .. } | Request::Signal { .. } => Err(Response::err(
             ErrorKind::Internal,
-            "a stop is not handled here",
+            "a stop, wait or signal is not handled here",
         )),
     };
     result.map(Response::ok).unwrap_or_else(|e| e)
@@ -900,12 +1006,6 @@ async fn stop_request(
     grace: Option<Duration>,
     signal: Option<String>,
 ) -> Response {
-    let Some(id) = RegistrationId::parse(&id) else {
-        return Response::err(
-            ErrorKind::BadRequest,
-            format!("invalid registration id {id:?}"),
-        );
-    };
     let grace = match (grace, signal) {
         (None, None) => None,
         (None, Some(_)) => {
@@ -921,11 +1021,16 @@ async fn stop_request(
         },
     };
     let st = state.clone();
-    let reg = match tokio::task::spawn_blocking(move || st.rt.read_registration(id)).await {
+    let reg = tokio::task::spawn_blocking(move || {
+        let id = resolve_id(&st.rt, &id, resolve::Intent::Change)?;
+        st.rt.read_registration(id).map_err(registry_response)
+    });
+    let reg = match reg.await {
         Ok(Ok(reg)) => reg,
-        Ok(Err(e)) => return registry_response(e),
+        Ok(Err(resp)) => return resp,
         Err(e) => return Response::err(ErrorKind::Internal, e.to_string()),
     };
+    let id = reg.id;
     let doc = stop_async(state, reg, StopCause::Operator, grace).await;
     tracing::info!(%id, result = %json_line(&doc), "stop");
     Response::ok(Reply::Stop(Box::new(doc)))
