@@ -4,8 +4,9 @@
 //! # Framing
 //!
 //! One JSON object per line (`\n`-terminated, UTF-8), request then response (any number of
-//! them on one connection, answered in order), at most [`MAX_MESSAGE`] bytes per line; a longer line is rejected before it is parsed. Every message
-//! carries `"v": 1` ([`API_VERSION`]); a reader rejects a newer version instead of guessing.
+//! them on one connection, answered in order), at most [`MAX_MESSAGE`] bytes per line; a
+//! longer line is rejected before it is parsed. Every message carries `"v": 1`
+//! ([`API_VERSION`]); a reader rejects a newer version instead of guessing.
 //!
 //! ```text
 //! -> {"v":1,"op":"list","all":false}
