@@ -432,11 +432,19 @@ fn decode_request_with_cause(line: &[u8]) -> Result<Request, (DecodeError, Optio
     let line = check_line(line).map_err(|e| (e, None))?;
     let mut msg: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(line).map_err(invalid)?;
-    let v = msg
-        .remove("v")
-        .and_then(|v| v.as_u64())
-        .and_then(|v| u16::try_from(v).ok())
-        .ok_or((DecodeError::InvalidField { field: "v" }, None))?;
+    let bad_v = |why: &str| {
+        (
+            DecodeError::InvalidField { field: "v" },
+            Some(why.to_owned()),
+        )
+    };
+    let v = match msg.remove("v") {
+        None => return Err(bad_v("missing `v`: every request carries \"v\": 1")),
+        Some(v) => v
+            .as_u64()
+            .and_then(|v| u16::try_from(v).ok())
+            .ok_or_else(|| bad_v(&format!("`v` must be a version number such as 1, not {v}")))?,
+    };
     check_version(v).map_err(|e| (e, None))?;
     serde_json::from_value(serde_json::Value::Object(msg)).map_err(invalid)
 }
@@ -593,6 +601,16 @@ mod tests {
                 serde_json::from_str(&serde_json::to_string(&doc).unwrap()).unwrap();
             assert_eq!(back, doc, "{v:e}");
         }
+    }
+
+    /// A request without `v` says that `v` is missing, not that it is not allowed (issue 40:
+    /// "invalid field: v" read as a refusal of the key); a `v` that is no version says so.
+    #[test]
+    fn a_missing_version_is_named_as_missing() {
+        let why = decode_request_explained(br#"{"op":"list"}"#).unwrap_err();
+        assert!(why.contains("missing `v`"), "{why}");
+        let why = decode_request_explained(br#"{"v":"1","op":"list"}"#).unwrap_err();
+        assert!(why.contains("`v` must be"), "{why}");
     }
 
     #[test]
