@@ -88,3 +88,21 @@ def test_refusals_are_exceptions(service):
         assert isinstance(c.list(), list)
         for s in c.list():
             c.stop(s.id)
+
+
+def test_asyncio_client_waits_on_two_scopes_at_once(service):
+    import asyncio
+
+    from refine_supervisor_client import AsyncClient
+
+    async def main():
+        c1 = await AsyncClient.connect(home=str(service))
+        c2 = await AsyncClient.connect(home=str(service))
+        async with c1, c2:
+            a = await c1.launch(["sh", "-c", "exit 4"])
+            b = await c2.launch(["sh", "-c", "exit 5"])
+            done = await asyncio.gather(c1.wait(a.id, timeout=30), c2.wait(b.id, timeout=30))
+            assert [d.exit_code for d in done] == [4, 5]
+            assert (await c1.show(a.id)).state == "exited"
+
+    asyncio.run(main())

@@ -13,6 +13,7 @@ service's `kind`); a closed or broken connection raises `ConnectionError`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -21,6 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 __all__ = [
     "Client",
+    "AsyncClient",
     "RefineError",
     "NotFound",
     "Launched",
@@ -142,6 +144,59 @@ def _text(arg: Union[str, bytes], what: str) -> str:
     return arg
 
 
+def _encode(op: str, fields: Mapping[str, Any]) -> bytes:
+    msg = {"v": API_VERSION, "op": op}
+    msg.update({k: v for k, v in fields.items() if v is not None})
+    line = json.dumps(msg, separators=(",", ":")).encode() + b"\n"
+    if len(line) > MAX_MESSAGE:
+        raise ValueError(f"request of {len(line)} bytes is past the socket's {MAX_MESSAGE}")
+    return line
+
+
+def _decode(reply: bytes) -> Dict[str, Any]:
+    if not reply.endswith(b"\n"):
+        raise ConnectionError("the service closed the connection without a whole reply")
+    resp = json.loads(reply)
+    if resp.get("v") != API_VERSION:
+        raise RefineError("bad_reply", f"reply version {resp.get('v')!r}, this client speaks 1")
+    if not resp.get("ok"):
+        err = resp.get("error") or {}
+        kind, message = err.get("kind", "internal"), err.get("message", "")
+        raise (NotFound if kind == "not_found" else RefineError)(kind, message)
+    return resp["result"]
+
+
+def _launch_fields(argv, env, cwd, label, kind, timeout, idle_timeout, kill_after, unique):
+    if not argv:
+        raise ValueError("argv is empty")
+    return dict(
+        argv=[_text(a, "argument") for a in argv],
+        env=dict(env) if env else None,
+        cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
+        label=label or None,
+        kind=kind,
+        timeout_ms=_ms(timeout, "timeout"),
+        idle_timeout_ms=_ms(idle_timeout, "idle_timeout"),
+        kill_after_ms=_ms(kill_after, "kill_after"),
+        unique=unique or None,
+    )
+
+
+def _launched(result: Dict[str, Any]) -> Union[Launched, SpawnFailed]:
+    if "spawn_failed" in result:
+        f = result["spawn_failed"]
+        return SpawnFailed(id=f["id"], errno=f["errno"], step=f.get("step"))
+    return Launched(id=result["launched"]["id"])
+
+
+def _waited(result: Dict[str, Any]) -> WaitResult:
+    doc = result["wait"]
+    s = doc["scopes"][0]
+    return WaitResult(
+        id=s["id"], state=s["state"], exit_code=s.get("exit_code"), timed_out=doc["timed_out"]
+    )
+
+
 class Client:
     """One connection to the service socket; not shared between threads."""
 
@@ -183,23 +238,8 @@ class Client:
     def request(self, op: str, **fields: Any) -> Dict[str, Any]:
         """Sends one request and returns its `result` object; raises `RefineError` on a
         refusal. Fields whose value is None are left out (absent: the default)."""
-        msg = {"v": API_VERSION, "op": op}
-        msg.update({k: v for k, v in fields.items() if v is not None})
-        line = json.dumps(msg, separators=(",", ":")).encode() + b"\n"
-        if len(line) > MAX_MESSAGE:
-            raise ValueError(f"request of {len(line)} bytes is past the socket's {MAX_MESSAGE}")
-        self._sock.sendall(line)
-        reply = self._rd.readline(MAX_MESSAGE + 1)
-        if not reply.endswith(b"\n"):
-            raise ConnectionError("the service closed the connection without a whole reply")
-        resp = json.loads(reply)
-        if resp.get("v") != API_VERSION:
-            raise RefineError("bad_reply", f"reply version {resp.get('v')!r}, this client speaks 1")
-        if not resp.get("ok"):
-            err = resp.get("error") or {}
-            kind, message = err.get("kind", "internal"), err.get("message", "")
-            raise (NotFound if kind == "not_found" else RefineError)(kind, message)
-        return resp["result"]
+        self._sock.sendall(_encode(op, fields))
+        return _decode(self._rd.readline(MAX_MESSAGE + 1))
 
     def launch(
         self,
@@ -216,24 +256,8 @@ class Client:
     ) -> Union[Launched, SpawnFailed]:
         """Launches `argv` in a scope of its own. `cwd` defaults to this process's working
         directory (the service's own otherwise); durations are seconds."""
-        if not argv:
-            raise ValueError("argv is empty")
-        result = self.request(
-            "launch",
-            argv=[_text(a, "argument") for a in argv],
-            env=dict(env) if env else None,
-            cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
-            label=label or None,
-            kind=kind,
-            timeout_ms=_ms(timeout, "timeout"),
-            idle_timeout_ms=_ms(idle_timeout, "idle_timeout"),
-            kill_after_ms=_ms(kill_after, "kill_after"),
-            unique=unique or None,
-        )
-        if "spawn_failed" in result:
-            f = result["spawn_failed"]
-            return SpawnFailed(id=f["id"], errno=f["errno"], step=f.get("step"))
-        return Launched(id=result["launched"]["id"])
+        fields = _launch_fields(argv, env, cwd, label, kind, timeout, idle_timeout, kill_after, unique)
+        return _launched(self.request("launch", **fields))
 
     def list(self, all: bool = False) -> List[Scope]:
         return [Scope._from(r) for r in self.request("list", all=all)["list"]]
@@ -244,11 +268,7 @@ class Client:
     def wait(self, id: str, timeout: Optional[float] = None) -> WaitResult:
         """Until the scope ended and its output and result are recorded, or `timeout` seconds
         (then `timed_out` is True and the scope is left alone)."""
-        doc = self.request("wait", id=id, timeout_ms=_ms(timeout, "timeout"))["wait"]
-        s = doc["scopes"][0]
-        return WaitResult(
-            id=s["id"], state=s["state"], exit_code=s.get("exit_code"), timed_out=doc["timed_out"]
-        )
+        return _waited(self.request("wait", id=id, timeout_ms=_ms(timeout, "timeout")))
 
     def signal(self, id: str, signal: Union[str, int]) -> bool:
         """Sends `signal` (a name or number) to the workload's process group; False when the
@@ -259,3 +279,74 @@ class Client:
         """Ends the whole scope; with `grace` (seconds), `signal` (SIGTERM by default) first and
         up to that long for it to end by itself. Returns the `stop --json` document."""
         return self.request("stop", id=id, grace_ms=_ms(grace, "grace"), signal=signal)["stop"]
+
+
+class AsyncClient:
+    """`Client` for asyncio: one connection, its requests awaited one after another (a lock
+    keeps concurrent callers' lines and replies paired)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self._reader = reader
+        self._writer = writer
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    async def connect(
+        cls, path: Optional[str] = None, *, home: Optional[str] = None, port: Optional[int] = None
+    ) -> "AsyncClient":
+        reader, writer = await asyncio.open_unix_connection(
+            path or socket_path(home, port), limit=MAX_MESSAGE + 1
+        )
+        return cls(reader, writer)
+
+    async def close(self) -> None:
+        self._writer.close()
+        await self._writer.wait_closed()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def request(self, op: str, **fields: Any) -> Dict[str, Any]:
+        line = _encode(op, fields)
+        async with self._lock:
+            self._writer.write(line)
+            await self._writer.drain()
+            reply = await self._reader.readline()
+        return _decode(reply)
+
+    async def launch(
+        self,
+        argv: Sequence[Union[str, bytes]],
+        *,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[Union[str, os.PathLike]] = None,
+        label: str = "",
+        kind: str = "command",
+        timeout: Optional[float] = None,
+        idle_timeout: Optional[float] = None,
+        kill_after: Optional[float] = None,
+        unique: bool = False,
+    ) -> Union[Launched, SpawnFailed]:
+        fields = _launch_fields(argv, env, cwd, label, kind, timeout, idle_timeout, kill_after, unique)
+        return _launched(await self.request("launch", **fields))
+
+    async def list(self, all: bool = False) -> List[Scope]:
+        return [Scope._from(r) for r in (await self.request("list", all=all))["list"]]
+
+    async def show(self, id: str) -> Scope:
+        return Scope._from((await self.request("show", id=id))["show"])
+
+    async def wait(self, id: str, timeout: Optional[float] = None) -> WaitResult:
+        return _waited(await self.request("wait", id=id, timeout_ms=_ms(timeout, "timeout")))
+
+    async def signal(self, id: str, signal: Union[str, int]) -> bool:
+        result = await self.request("signal", id=id, signal=str(signal))
+        return result["signalled"]["delivered"]
+
+    async def stop(
+        self, id: str, grace: Optional[float] = None, signal: Optional[str] = None
+    ) -> Dict[str, Any]:
+        return (await self.request("stop", id=id, grace_ms=_ms(grace, "grace"), signal=signal))["stop"]
