@@ -86,6 +86,10 @@ pub struct LaunchAsk {
     /// opt-out): no filter against `setns` into them. Absent: `false`, the filter holds.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_setns: bool,
+    /// The workload's stdin is a pipe the service holds, fed and closed by `input` requests.
+    /// Absent: `false`, stdin is `/dev/null`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub input: bool,
 }
 
 fn command_kind() -> Kind {
@@ -111,6 +115,7 @@ impl LaunchAsk {
             user: None,
             unique: false,
             allow_setns: false,
+            input: false,
         }
     }
 }
@@ -196,6 +201,16 @@ pub enum Request {
         /// A name or number, as `stop --signal` takes it (`TERM`, `SIGUSR1`, `15`).
         signal: String,
     },
+    /// Text written to the stdin of a scope this service launched with `input: true` (waits
+    /// at most 10 s for the workload to take it), then, with `close`, its end of file.
+    Input {
+        id: String,
+        #[serde(default)]
+        data: String,
+        /// Close the stdin after `data`. Absent: `false`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        close: bool,
+    },
 }
 
 /// The state a `wait` request waits for.
@@ -240,6 +255,12 @@ pub enum Reply {
     Signalled {
         id: String,
         delivered: bool,
+    },
+    /// An `input` request's answer: the bytes written, whether the stdin is now closed.
+    Input {
+        id: String,
+        written: u64,
+        closed: bool,
     },
 }
 

@@ -518,6 +518,11 @@ fn request_seeds() -> Vec<Vec<u8>> {
             id: "cd".repeat(4),
             signal: "USR1".into(),
         },
+        Request::Input {
+            id: "ef".repeat(16),
+            data: "line\n".into(),
+            close: true,
+        },
     ]
     .iter()
     .map(api::encode_request)

@@ -126,3 +126,38 @@ fn signal_reaches_the_workload() {
     let bad = conn.call(serde_json::json!({"v": 1, "op": "signal", "id": id, "signal": "NOPE"}));
     assert_eq!(bad["error"]["kind"], "bad_request", "{bad}");
 }
+
+#[test]
+fn input_feeds_and_closes_the_stdin_of_a_launch_that_asked_for_one() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let mut conn = Conn::open(&home);
+    let dir = tempfile::tempdir().unwrap();
+    let r = conn.call(serde_json::json!({
+        "v": 1, "op": "launch", "argv": ["sh", "-c", "cat > got"], "input": true,
+        "cwd": dir.path().to_str().unwrap(),
+    }));
+    let id = r["result"]["launched"]["id"].as_str().unwrap().to_owned();
+    let fed = conn.call(serde_json::json!({"v": 1, "op": "input", "id": id, "data": "hello\n"}));
+    assert_eq!(fed["result"]["input"]["written"], 6, "{fed}");
+    let closed = conn
+        .call(serde_json::json!({"v": 1, "op": "input", "id": id, "data": "bye\n", "close": true}));
+    assert_eq!(closed["result"]["input"]["closed"], true, "{closed}");
+    // cat ends at the end of its input: the wait needs no stop.
+    let waited =
+        conn.call(serde_json::json!({"v": 1, "op": "wait", "id": id, "timeout_ms": 30000}));
+    assert_eq!(
+        waited["result"]["wait"]["scopes"][0]["exit_code"], 0,
+        "{waited}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("got")).unwrap(),
+        "hello\nbye\n"
+    );
+    let after = conn.call(serde_json::json!({"v": 1, "op": "input", "id": id, "data": "x"}));
+    assert_eq!(after["error"]["kind"], "bad_request", "{after}");
+    let none = launch(&mut conn, "", &["sleep", "600"]);
+    let refused = conn.call(serde_json::json!({"v": 1, "op": "input", "id": none, "data": "x"}));
+    assert_eq!(refused["error"]["kind"], "bad_request", "{refused}");
+    conn.call(serde_json::json!({"v": 1, "op": "stop", "id": none}));
+}

@@ -252,6 +252,7 @@ fn run(home: &Path, port: u16, mut args: RunArgs) -> Result<ExitCode, CliError> 
         user: args.user,
         unique: args.unique,
         allow_setns: args.allow_setns,
+        input: false,
     };
     let rt = Runtime::open(home, port)?;
     let resp = client::request(&rt, &Request::Launch(spec.clone()))?;

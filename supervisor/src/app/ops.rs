@@ -552,6 +552,9 @@ pub(crate) fn launch_command(spec: &LaunchAsk) -> Result<Command, ServiceError> 
     if let Some(cwd) = &spec.cwd {
         cmd = cmd.current_dir(cwd);
     }
+    if spec.input {
+        cmd = cmd.stdin(refine_supervisor::StdinMode::Pipe);
+    }
     for (k, v) in &spec.meta {
         cmd = cmd.purpose(k.clone(), v.clone());
     }

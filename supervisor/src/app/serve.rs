@@ -106,6 +106,18 @@ fn launch_admitted(
         handle
     };
     let id = handle.id();
+    if spec.input {
+        if let Ok(mut inputs) = state.inputs.lock() {
+            // The pipes of scopes that ended since are dropped here, so their descriptors do
+            // not pile up in a service whose hosts never close their inputs.
+            let rt = &state.rt;
+            inputs.retain(|id, _| {
+                rt.read_registration(*id)
+                    .is_ok_and(|reg| ops::ended(rt, &reg).is_none())
+            });
+            inputs.insert(id, handle.input_writer());
+        }
+    }
     // The caller learns a spawn failure now rather than an id of something that never ran.
     let spawned = handle.wait_spawned(SPAWN_WORD_WAIT);
     if let Ok(mut e) = state.engines.lock() {
@@ -401,6 +413,10 @@ struct Service {
     /// The engines of launches whose workload still runs (finished ones are dropped by the
     /// maintenance pass); joined at shutdown so their results are recorded.
     engines: Mutex<Vec<refine_supervisor::launch::EngineThread>>,
+    /// The stdin pipes of launches that asked for one (`input: true`), until an `input`
+    /// request closes one or finds its workload gone.
+    inputs:
+        Mutex<std::collections::HashMap<RegistrationId, refine_supervisor::launch::InputWriter>>,
     /// When retention last ran (it runs at most every [`RETENTION_EVERY`]).
     last_retention: Mutex<Option<Instant>>,
     /// Counters and gauges for `--metrics` (kept whether or not they are served).
@@ -506,6 +522,7 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         rt,
         launched: Mutex::new(HashSet::new()),
         engines: Mutex::new(Vec::new()),
+        inputs: Mutex::new(std::collections::HashMap::new()),
         last_retention: Mutex::new(None),
         metrics,
         closed: Mutex::new(false),
@@ -867,6 +884,12 @@ async fn answer(state: &Arc<Service>, line: &[u8]) -> Response {
         Ok(Request::Launch(spec)) => launch_request_async(state, spec).await,
         Ok(Request::Stop { id, grace, signal }) => stop_request(state, id, grace, signal).await,
         Ok(Request::Wait { id, until, timeout }) => wait_request(state, id, until, timeout).await,
+        Ok(Request::Input { id, data, close }) => {
+            let st = state.clone();
+            tokio::task::spawn_blocking(move || input_request(&st, &id, data.as_bytes(), close))
+                .await
+                .unwrap_or_else(|e| Response::err(ErrorKind::Internal, e.to_string()))
+        }
         Ok(Request::Signal { id, signal }) => {
             let st = state.clone();
             tokio::task::spawn_blocking(move || signal_request(&st, &id, &signal))
@@ -949,6 +972,54 @@ async fn wait_request(
     }
 }
 
+/// An `input` request: the bytes to the workload's stdin pipe, then its close if asked. A
+/// scope without one (not launched here with `input: true`, or already closed) is
+/// `bad_request`; a workload that no longer reads has its pipe dropped.
+fn input_request(state: &Service, text: &str, data: &[u8], close: bool) -> Response {
+    let id = match resolve_id(&state.rt, text, resolve::Intent::Change) {
+        Ok(id) => id,
+        Err(resp) => return resp,
+    };
+    let inputs = state.inputs.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(writer) = inputs.get(&id).cloned() else {
+        return Response::err(
+            ErrorKind::BadRequest,
+            format!("scope {id} has no open input: launch it through the service with input: true"),
+        );
+    };
+    drop(inputs);
+    let written = if data.is_empty() {
+        Ok(())
+    } else {
+        writer.write_input(data)
+    };
+    if let Err(e) = written {
+        writer.close_input();
+        state
+            .inputs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        return Response::err(
+            ErrorKind::BadRequest,
+            format!("input to {id}: {}", error_chain(&e)),
+        );
+    }
+    if close {
+        writer.close_input();
+        state
+            .inputs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+    Response::ok(Reply::Input {
+        id: id.to_string(),
+        written: data.len() as u64,
+        closed: close,
+    })
+}
+
 /// A `signal` request: the signal to the workload's process group through a verified member.
 fn signal_request(state: &Service, id: &str, signal: &str) -> Response {
     let sig = match refine_supervisor::kernel::signal::parse(signal) {
@@ -991,9 +1062,12 @@ fn handle(state: &Service, req: Request) -> Response {
                 })
         }),
         // Taken before the blocking pool (`answer`): a grace or a wait waits on a timer.
-        Request::Stop { .. } | Request::Wait { .. } | Request::Signal { .. } => Err(Response::err(
+        Request::Stop { .. }
+        | Request::Wait { .. }
+        | Request::Signal { .. }
+        | Request::Input { .. } => Err(Response::err(
             ErrorKind::Internal,
-            "a stop, wait or signal is not handled here",
+            "a stop, wait, signal or input is not handled here",
         )),
     };
     result.map(Response::ok).unwrap_or_else(|e| e)
