@@ -106,3 +106,14 @@ def test_asyncio_client_waits_on_two_scopes_at_once(service):
             assert (await c1.show(a.id)).state == "exited"
 
     asyncio.run(main())
+
+
+def test_input_feeds_the_workload(service, tmp_path):
+    with Client.connect(home=str(service)) as c:
+        scope = c.launch(["sh", "-c", "cat > got"], cwd=tmp_path, input=True)
+        assert c.input(scope.id, "one\n") == 4
+        assert c.input(scope.id, b"two\n", close=True) == 4
+        assert c.wait(scope.id, timeout=30).exit_code == 0
+        assert (tmp_path / "got").read_text() == "one\ntwo\n"
+        with pytest.raises(RefineError, match="no open input"):
+            c.input(scope.id, "late")

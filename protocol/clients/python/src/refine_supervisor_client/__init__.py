@@ -253,10 +253,12 @@ class Client:
         idle_timeout: Optional[float] = None,
         kill_after: Optional[float] = None,
         unique: bool = False,
+        input: bool = False,
     ) -> Union[Launched, SpawnFailed]:
         """Launches `argv` in a scope of its own. `cwd` defaults to this process's working
         directory (the service's own otherwise); durations are seconds."""
         fields = _launch_fields(argv, env, cwd, label, kind, timeout, idle_timeout, kill_after, unique)
+        fields["input"] = input or None
         return _launched(self.request("launch", **fields))
 
     def list(self, all: bool = False) -> List[Scope]:
@@ -269,6 +271,12 @@ class Client:
         """Until the scope ended and its output and result are recorded, or `timeout` seconds
         (then `timed_out` is True and the scope is left alone)."""
         return _waited(self.request("wait", id=id, timeout_ms=_ms(timeout, "timeout")))
+
+    def input(self, id: str, data: Union[str, bytes] = "", close: bool = False) -> int:
+        """Writes `data` (text, or UTF-8 bytes) to the stdin of a scope launched with
+        `input=True`, then closes it if `close`; returns the bytes written."""
+        result = self.request("input", id=id, data=_text(data, "input"), close=close or None)
+        return result["input"]["written"]
 
     def signal(self, id: str, signal: Union[str, int]) -> bool:
         """Sends `signal` (a name or number) to the workload's process group; False when the
@@ -329,8 +337,10 @@ class AsyncClient:
         idle_timeout: Optional[float] = None,
         kill_after: Optional[float] = None,
         unique: bool = False,
+        input: bool = False,
     ) -> Union[Launched, SpawnFailed]:
         fields = _launch_fields(argv, env, cwd, label, kind, timeout, idle_timeout, kill_after, unique)
+        fields["input"] = input or None
         return _launched(await self.request("launch", **fields))
 
     async def list(self, all: bool = False) -> List[Scope]:
@@ -341,6 +351,10 @@ class AsyncClient:
 
     async def wait(self, id: str, timeout: Optional[float] = None) -> WaitResult:
         return _waited(await self.request("wait", id=id, timeout_ms=_ms(timeout, "timeout")))
+
+    async def input(self, id: str, data: Union[str, bytes] = "", close: bool = False) -> int:
+        result = await self.request("input", id=id, data=_text(data, "input"), close=close or None)
+        return result["input"]["written"]
 
     async def signal(self, id: str, signal: Union[str, int]) -> bool:
         result = await self.request("signal", id=id, signal=str(signal))
