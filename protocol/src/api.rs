@@ -3,9 +3,10 @@
 //!
 //! # Framing
 //!
-//! One JSON object per line (`\n`-terminated, UTF-8), request then response, at most
-//! [`MAX_MESSAGE`] bytes per line; a longer line is rejected before it is parsed. Every message
-//! carries `"v": 1` ([`API_VERSION`]); a reader rejects a newer version instead of guessing.
+//! One JSON object per line (`\n`-terminated, UTF-8), request then response (any number of
+//! them on one connection, answered in order), at most [`MAX_MESSAGE`] bytes per line; a
+//! longer line is rejected before it is parsed. Every message carries `"v": 1`
+//! ([`API_VERSION`]); a reader rejects a newer version instead of guessing.
 //!
 //! ```text
 //! -> {"v":1,"op":"list","all":false}
@@ -36,10 +37,21 @@ pub const MAX_MESSAGE: usize = 1024 * 1024;
 #[serde(deny_unknown_fields)]
 pub struct LaunchAsk {
     pub argv: Vec<String>,
+    /// Absent: `command`, as `run` without `--kind`.
+    #[serde(default = "command_kind")]
     pub kind: Kind,
+    /// Absent: none (empty), as `run` without `--label`.
+    #[serde(default)]
     pub label: String,
+    /// The workload's working directory. Absent: the service's own (where `serve` was
+    /// started): the service cannot know its client's, so a host passes its own.
+    #[serde(default)]
     pub cwd: Option<String>,
+    /// Variables set for the workload, as `run --env`. Absent: none.
+    #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Purpose metadata (`key=value`, `run --meta`). Absent: none.
+    #[serde(default)]
     pub meta: BTreeMap<String, String>,
     /// Completion deadline from the start.
     #[serde(rename = "timeout_ms", default, with = "millis")]
@@ -53,6 +65,8 @@ pub struct LaunchAsk {
     #[serde(rename = "kill_after_ms", default, with = "millis")]
     #[cfg_attr(feature = "schema", schemars(with = "Option<u64>"))]
     pub kill_after: Option<Duration>,
+    /// Run the workload on a terminal. Absent: `false`.
+    #[serde(default)]
     pub pty: bool,
     /// For `agent` launches when no slot is free: wait (up to this long) instead of refusing.
     #[serde(rename = "wait_for_slot_ms", default, with = "millis")]
@@ -76,6 +90,14 @@ pub struct LaunchAsk {
     /// `keep`, but `stop` for an agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_service_loss: Option<crate::record::ServiceLoss>,
+    /// The workload's stdin is a pipe the service holds, fed and closed by `input` requests.
+    /// Absent: `false`, stdin is `/dev/null`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub input: bool,
+}
+
+fn command_kind() -> Kind {
+    Kind::Command
 }
 
 impl LaunchAsk {
@@ -98,6 +120,7 @@ impl LaunchAsk {
             unique: false,
             allow_setns: false,
             on_service_loss: None,
+            input: false,
         }
     }
 }
@@ -132,7 +155,7 @@ mod millis {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
-// One request per connection, decoded once: the launch's size costs nothing worth a box.
+// Each request is decoded once and handled: the launch's size costs nothing worth a box.
 #[allow(clippy::large_enum_variant)]
 pub enum Request {
     Launch(LaunchAsk),
@@ -160,6 +183,49 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<String>,
     },
+    /// Until the scope is `until` (as `wait`: it ended and its launcher recorded its output and
+    /// result), or `timeout_ms` passed (the reply says `timed_out`; the scope is left alone).
+    Wait {
+        id: String,
+        #[serde(default)]
+        until: WaitUntil,
+        /// Absent: no limit.
+        #[serde(
+            rename = "timeout_ms",
+            default,
+            with = "millis",
+            skip_serializing_if = "Option::is_none"
+        )]
+        #[cfg_attr(feature = "schema", schemars(with = "Option<u64>"))]
+        timeout: Option<Duration>,
+    },
+    /// A signal to the workload's process group (as the grace of a stop sends it), nothing
+    /// else: the scope is not stopped and no stop is recorded.
+    Signal {
+        id: String,
+        /// A name or number, as `stop --signal` takes it (`TERM`, `SIGUSR1`, `15`).
+        signal: String,
+    },
+    /// Text written to the stdin of a scope this service launched with `input: true` (waits
+    /// at most 10 s for the workload to take it), then, with `close`, its end of file.
+    Input {
+        id: String,
+        #[serde(default)]
+        data: String,
+        /// Close the stdin after `data`. Absent: `false`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        close: bool,
+    },
+}
+
+/// The state a `wait` request waits for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum WaitUntil {
+    /// Not live, its output captured and its result recorded (absent: this).
+    #[default]
+    Exited,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -187,6 +253,20 @@ pub enum Reply {
     Show(Box<crate::docs::ShowDoc>),
     /// The `stop --json` document.
     Stop(Box<crate::docs::StopDoc>),
+    /// The `wait --json` document, of the one scope asked about.
+    Wait(crate::docs::WaitDoc),
+    /// A `signal` request's answer: `delivered` is `false` when the scope was over or no
+    /// process of the workload's group was left to take it.
+    Signalled {
+        id: String,
+        delivered: bool,
+    },
+    /// An `input` request's answer: the bytes written, whether the stdin is now closed.
+    Input {
+        id: String,
+        written: u64,
+        closed: bool,
+    },
 }
 
 /// Why the service refused or failed a request.
@@ -378,11 +458,19 @@ fn decode_request_with_cause(line: &[u8]) -> Result<Request, (DecodeError, Optio
     let line = check_line(line).map_err(|e| (e, None))?;
     let mut msg: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(line).map_err(invalid)?;
-    let v = msg
-        .remove("v")
-        .and_then(|v| v.as_u64())
-        .and_then(|v| u16::try_from(v).ok())
-        .ok_or((DecodeError::InvalidField { field: "v" }, None))?;
+    let bad_v = |why: &str| {
+        (
+            DecodeError::InvalidField { field: "v" },
+            Some(why.to_owned()),
+        )
+    };
+    let v = match msg.remove("v") {
+        None => return Err(bad_v("missing `v`: every request carries \"v\": 1")),
+        Some(v) => v
+            .as_u64()
+            .and_then(|v| u16::try_from(v).ok())
+            .ok_or_else(|| bad_v(&format!("`v` must be a version number such as 1, not {v}")))?,
+    };
     check_version(v).map_err(|e| (e, None))?;
     serde_json::from_value(serde_json::Value::Object(msg)).map_err(invalid)
 }
@@ -539,6 +627,16 @@ mod tests {
                 serde_json::from_str(&serde_json::to_string(&doc).unwrap()).unwrap();
             assert_eq!(back, doc, "{v:e}");
         }
+    }
+
+    /// A request without `v` says that `v` is missing, not that it is not allowed (issue 40:
+    /// "invalid field: v" read as a refusal of the key); a `v` that is no version says so.
+    #[test]
+    fn a_missing_version_is_named_as_missing() {
+        let why = decode_request_explained(br#"{"op":"list"}"#).unwrap_err();
+        assert!(why.contains("missing `v`"), "{why}");
+        let why = decode_request_explained(br#"{"v":"1","op":"list"}"#).unwrap_err();
+        assert!(why.contains("`v` must be"), "{why}");
     }
 
     #[test]

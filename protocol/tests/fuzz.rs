@@ -512,6 +512,20 @@ fn request_seeds() -> Vec<Vec<u8>> {
             grace: Some(Duration::from_millis(1500)),
             signal: Some("SIGUSR1".into()),
         },
+        Request::Wait {
+            id: "web".into(),
+            until: api::WaitUntil::Exited,
+            timeout: Some(Duration::from_millis(300)),
+        },
+        Request::Signal {
+            id: "cd".repeat(4),
+            signal: "USR1".into(),
+        },
+        Request::Input {
+            id: "ef".repeat(16),
+            data: "line\n".into(),
+            close: true,
+        },
     ]
     .iter()
     .map(api::encode_request)

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use refine_protocol::schema::{schema_text, DOCUMENTS};
+use refine_protocol::schema::{committed_files, schema_text, DOCUMENTS};
 
 const UPDATE: &str =
     "REFINE_UPDATE_SCHEMA=1 cargo test -p refine-protocol --features schema --test schema";
@@ -19,20 +19,25 @@ fn the_committed_schemas_are_the_generated_ones() {
         std::fs::create_dir_all(&dir).unwrap();
     }
     let mut stale = Vec::new();
-    for (name, _) in DOCUMENTS {
-        let path = dir.join(format!("{name}.json"));
-        let generated = schema_text(name).expect("every document has a schema");
+    let committed = committed_files().unwrap_or_else(|c| {
+        panic!(
+            "{} is defined differently by {} and {}: rename one type",
+            c.name, c.documents.0, c.documents.1
+        )
+    });
+    for (file, generated) in &committed {
+        let path = dir.join(file);
         if update {
-            std::fs::write(&path, &generated).unwrap();
+            std::fs::write(&path, generated).unwrap();
         } else if std::fs::read_to_string(&path).ok().as_deref() != Some(generated.as_str()) {
             stale.push(format!("{} differs from the types", path.display()));
         }
     }
-    let files: Vec<String> = DOCUMENTS.iter().map(|(n, _)| format!("{n}.json")).collect();
+    let files: Vec<&str> = committed.iter().map(|(f, _)| f.as_str()).collect();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         let file = path.file_name().unwrap().to_string_lossy().into_owned();
-        if !files.contains(&file) {
+        if !files.contains(&file.as_str()) {
             if update {
                 std::fs::remove_file(&path).unwrap();
             } else {

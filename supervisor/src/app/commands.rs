@@ -255,6 +255,7 @@ fn run(home: &Path, port: u16, mut args: RunArgs) -> Result<ExitCode, CliError> 
         unique: args.unique,
         allow_setns: args.allow_setns,
         on_service_loss: args.on_service_loss,
+        input: false,
     };
     let rt = Runtime::open(home, port)?;
     let resp = client::request(&rt, &Request::Launch(spec.clone()))?;
@@ -991,7 +992,7 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
 /// What `wait` prints and exits with for a workload status: its code, 128+N for signal N, 127
 /// for a workload that never started; when nothing says, `-1` is printed (as `podman wait`
 /// does) and the exit code is 255.
-fn wait_code(status: Option<refine_protocol::WorkloadStatus>) -> (i32, String) {
+pub(crate) fn wait_code(status: Option<refine_protocol::WorkloadStatus>) -> (i32, String) {
     use refine_protocol::WorkloadStatus as W;
     match status {
         Some(W::Exited(c)) => (c, c.to_string()),

@@ -278,6 +278,22 @@ fn processes(reg: &Registration) -> Vec<ProcessDoc> {
 // ---------------------------------------------------------------------------------------------
 // Shared operations (CLI and service).
 
+/// Whether `reg` has ended as `wait` means it (not live, and its launcher has its output and
+/// result, so `logs` shows it all): its state and `wait`'s exit code, or `None` while not.
+pub fn ended(rt: &Runtime, reg: &Registration) -> Option<(State, i32)> {
+    let a = assess_one(rt, reg);
+    if a.state == State::Live || !rt.let_go(reg.id) {
+        return None;
+    }
+    let reported = rt
+        .read_result(reg.id)
+        .ok()
+        .flatten()
+        .map(|r| r.workload_status);
+    let (code, _) = super::commands::wait_code(a.receipt.map(|r| r.status).or(reported));
+    Some((a.state, code))
+}
+
 /// The one shared assessment (A1), flattened for display.
 pub fn assess_one(rt: &Runtime, reg: &Registration) -> Assessed {
     flatten(&assess::assess(rt, reg, &assess::KERNEL_BOOT))
@@ -544,6 +560,9 @@ pub(crate) fn launch_command(spec: &LaunchAsk) -> Result<Command, ServiceError> 
         .label(spec.label.clone());
     if let Some(cwd) = &spec.cwd {
         cmd = cmd.current_dir(cwd);
+    }
+    if spec.input {
+        cmd = cmd.stdin(refine_supervisor::StdinMode::Pipe);
     }
     for (k, v) in &spec.meta {
         cmd = cmd.purpose(k.clone(), v.clone());

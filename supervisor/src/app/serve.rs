@@ -53,6 +53,7 @@ use super::docs::{
 use super::error::{io_err, AdmitError, CliError, ServiceError};
 use super::metrics::{self, Metrics, RequestResult};
 use super::ops::{self, assess_one, launch_command, recover_all, retire, stop_one};
+use super::resolve;
 use super::throttle::{Backoff, LogLimit};
 use refine_supervisor::capacity;
 use refine_supervisor::end::open_index::{self, Settled};
@@ -113,6 +114,18 @@ fn launch_admitted(
         handle
     };
     let id = handle.id();
+    if spec.input {
+        if let Ok(mut inputs) = state.inputs.lock() {
+            // The pipes of scopes that ended since are dropped here, so their descriptors do
+            // not pile up in a service whose hosts never close their inputs.
+            let rt = &state.rt;
+            inputs.retain(|id, _| {
+                rt.read_registration(*id)
+                    .is_ok_and(|reg| ops::ended(rt, &reg).is_none())
+            });
+            inputs.insert(id, handle.input_writer());
+        }
+    }
     // The caller learns a spawn failure now rather than an id of something that never ran.
     let spawned = handle.wait_spawned(SPAWN_WORD_WAIT);
     if let Ok(mut e) = state.engines.lock() {
@@ -381,15 +394,22 @@ static UNREAD_LOG: LogLimit = LogLimit::new();
 
 /// Writes `resp` and ends the connection, or drops it (with its descriptor) when the client
 /// has not taken it within [`REPLY_WRITE_TIMEOUT`].
-async fn reply(mut wr: tokio::net::unix::OwnedWriteHalf, resp: &Response) -> io::Result<()> {
+async fn reply(
+    wr: &mut tokio::net::unix::OwnedWriteHalf,
+    resp: &Response,
+    last: bool,
+) -> io::Result<bool> {
     use tokio::io::AsyncWriteExt;
     let bytes = api::encode_response(resp);
     let write = async {
         wr.write_all(&bytes).await?;
-        wr.shutdown().await
+        if last {
+            wr.shutdown().await?;
+        }
+        io::Result::Ok(())
     };
     match tokio::time::timeout(REPLY_WRITE_TIMEOUT, write).await {
-        Ok(r) => r,
+        Ok(r) => r.map(|()| true),
         Err(_) => {
             if let Some(suppressed) = UNREAD_LOG.allow() {
                 tracing::warn!(
@@ -399,7 +419,7 @@ async fn reply(mut wr: tokio::net::unix::OwnedWriteHalf, resp: &Response) -> io:
                     "dropped a reply not taken within the write timeout"
                 );
             }
-            Ok(())
+            Ok(false)
         }
     }
 }
@@ -437,6 +457,10 @@ struct Service {
     /// The engines of launches whose workload still runs (finished ones are dropped by the
     /// maintenance pass); joined at shutdown so their results are recorded.
     engines: Mutex<Vec<refine_supervisor::launch::EngineThread>>,
+    /// The stdin pipes of launches that asked for one (`input: true`), until an `input`
+    /// request closes one or finds its workload gone.
+    inputs:
+        Mutex<std::collections::HashMap<RegistrationId, refine_supervisor::launch::InputWriter>>,
     /// When retention last ran (it runs at most every [`RETENTION_EVERY`]).
     last_retention: Mutex<Option<Instant>>,
     /// Counters and gauges for `--metrics` (kept whether or not they are served).
@@ -552,6 +576,7 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         rt,
         launched: Mutex::new(HashSet::new()),
         engines: Mutex::new(Vec::new()),
+        inputs: Mutex::new(std::collections::HashMap::new()),
         last_retention: Mutex::new(None),
         metrics,
         closed: Mutex::new(false),
@@ -1004,10 +1029,10 @@ fn log_stall(id: RegistrationId, event: &stall::Event) {
 }
 
 async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io::Result<()> {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
     let cred = stream.peer_cred()?;
     let me = rustix::process::getuid().as_raw();
-    let (rd, wr) = stream.into_split();
+    let (rd, mut wr) = stream.into_split();
     if cred.uid() != me && cred.uid() != 0 {
         if let Some(suppressed) = PEER_LOG.allow() {
             tracing::warn!(
@@ -1017,56 +1042,217 @@ async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io:
             );
         }
         let resp = Response::err(ErrorKind::BadRequest, "permission denied: peer uid differs");
-        return reply(wr, &resp).await;
+        return reply(&mut wr, &resp, true).await.map(drop);
     }
-    let mut line = Vec::new();
-    // D1: a request that is not whole within the read timeout is dropped, with its descriptor
-    // (an idle client must not pin one for ever).
-    let mut reader = tokio::io::BufReader::new(rd).take(MAX_MESSAGE as u64 + 1);
-    let read = reader.read_until(b'\n', &mut line);
-    match tokio::time::timeout(REQUEST_READ_TIMEOUT, read).await {
-        Ok(r) => {
-            r?;
-        }
-        Err(_) => {
-            if let Some(suppressed) = SLOW_LOG.allow() {
-                tracing::warn!(
-                    suppressed,
-                    timeout_ms = refine_protocol::time::saturating_ms(REQUEST_READ_TIMEOUT),
-                    "dropped a request not whole within the read timeout"
-                );
+    // Several requests per connection, answered in order. D1: a request that is not whole
+    // within the read timeout (an idle connection waiting that long for its next line) is
+    // dropped with its descriptor (an idle client must not pin one for ever).
+    let mut reader = tokio::io::BufReader::new(rd);
+    loop {
+        let mut line = Vec::new();
+        let mut limited = (&mut reader).take(MAX_MESSAGE as u64 + 1);
+        let read = limited.read_until(b'\n', &mut line);
+        match tokio::time::timeout(REQUEST_READ_TIMEOUT, read).await {
+            Ok(r) => {
+                r?;
             }
+            Err(_) => {
+                if line.is_empty() {
+                    // Idle between requests: the connection is over, nothing is lost.
+                    return Ok(());
+                }
+                if let Some(suppressed) = SLOW_LOG.allow() {
+                    tracing::warn!(
+                        suppressed,
+                        timeout_ms = refine_protocol::time::saturating_ms(REQUEST_READ_TIMEOUT),
+                        "dropped a request not whole within the read timeout"
+                    );
+                }
+                return Ok(());
+            }
+        }
+        if line.is_empty() {
+            // The client closed (a readiness probe, or after its last request).
+            return wr.shutdown().await;
+        }
+        // A line past the limit cannot be resynchronised: refuse it and end the connection.
+        let oversized = line.len() > MAX_MESSAGE;
+        let resp = answer(&state, &line).await;
+        let last = oversized || line.last() != Some(&b'\n');
+        // A reply the client does not take within the write timeout ends the connection.
+        if !reply(&mut wr, &resp, last).await? || last {
             return Ok(());
         }
     }
-    if line.is_empty() {
-        // A client that connected and closed (a readiness probe): nothing to answer.
-        return Ok(());
-    }
-    let resp = match api::decode_request_explained(&line) {
+}
+
+/// The reply to one request line.
+async fn answer(state: &Arc<Service>, line: &[u8]) -> Response {
+    match api::decode_request_explained(line) {
         Err(why) => Response::err(ErrorKind::BadRequest, format!("bad request: {why}")),
-        Ok(Request::Launch(spec)) => launch_request_async(&state, spec).await,
-        Ok(Request::Stop { id, grace, signal }) => stop_request(&state, id, grace, signal).await,
+        Ok(Request::Launch(spec)) => launch_request_async(state, spec).await,
+        Ok(Request::Stop { id, grace, signal }) => stop_request(state, id, grace, signal).await,
+        Ok(Request::Wait { id, until, timeout }) => wait_request(state, id, until, timeout).await,
+        Ok(Request::Input { id, data, close }) => {
+            let st = state.clone();
+            tokio::task::spawn_blocking(move || input_request(&st, &id, data.as_bytes(), close))
+                .await
+                .unwrap_or_else(|e| Response::err(ErrorKind::Internal, e.to_string()))
+        }
+        Ok(Request::Signal { id, signal }) => {
+            let st = state.clone();
+            tokio::task::spawn_blocking(move || signal_request(&st, &id, &signal))
+                .await
+                .unwrap_or_else(|e| Response::err(ErrorKind::Internal, e.to_string()))
+        }
         Ok(req) => {
             let st = state.clone();
             tokio::task::spawn_blocking(move || handle(&st, req))
                 .await
                 .unwrap_or_else(|e| Response::err(ErrorKind::Internal, e.to_string()))
         }
+    }
+}
+
+/// O12 for the socket: `text` is an id, a prefix of one (at least 4 hex digits) or a label,
+/// resolved as the CLI resolves it; a refusal is `not_found` or, for an ambiguous one,
+/// `bad_request` naming the candidates on one line.
+fn resolve_id(
+    rt: &Runtime,
+    text: &str,
+    intent: resolve::Intent,
+) -> Result<RegistrationId, Response> {
+    resolve::resolve(Some(rt), text, intent).map_err(|e| match e {
+        CliError::UnknownId(_) => Response::err(ErrorKind::NotFound, format!("no scope {text:?}")),
+        CliError::Registry(r) => registry_response(r),
+        other => Response::err(
+            ErrorKind::BadRequest,
+            other.to_string().lines().collect::<Vec<_>>().join("; "),
+        ),
+    })
+}
+
+/// A `wait` request: its scope resolved, then polled as `wait` polls it until it ended or the
+/// timeout passed.
+async fn wait_request(
+    state: &Arc<Service>,
+    id: String,
+    until: api::WaitUntil,
+    timeout: Option<Duration>,
+) -> Response {
+    let api::WaitUntil::Exited = until;
+    let st = state.clone();
+    let reg = tokio::task::spawn_blocking(move || {
+        let id = resolve_id(&st.rt, &id, resolve::Intent::Read)?;
+        st.rt.read_registration(id).map_err(registry_response)
+    })
+    .await;
+    let reg = match reg {
+        Ok(Ok(reg)) => Arc::new(reg),
+        Ok(Err(resp)) => return resp,
+        Err(e) => return Response::err(ErrorKind::Internal, e.to_string()),
     };
-    reply(wr, &resp).await
+    let end = timeout.map(|t| tokio::time::Instant::now() + t);
+    loop {
+        let (st, r) = (state.clone(), reg.clone());
+        let ended = tokio::task::spawn_blocking(move || ops::ended(&st.rt, &r))
+            .await
+            .unwrap_or(None);
+        let timed_out = end.is_some_and(|end| tokio::time::Instant::now() >= end);
+        if ended.is_some() || timed_out {
+            let (state, exit_code) = match ended {
+                Some((s, code)) => (s, Some(code)),
+                None => (State::Live, None),
+            };
+            return Response::ok(Reply::Wait(refine_protocol::docs::WaitDoc {
+                scopes: vec![refine_protocol::docs::WaitScope {
+                    id: reg.id.to_string(),
+                    state,
+                    exit_code,
+                }],
+                timed_out: ended.is_none(),
+            }));
+        }
+        let nap = Duration::from_millis(100);
+        match end {
+            Some(end) => tokio::time::sleep_until(end.min(tokio::time::Instant::now() + nap)).await,
+            None => tokio::time::sleep(nap).await,
+        }
+    }
+}
+
+/// An `input` request: the bytes to the workload's stdin pipe, then its close if asked. A
+/// scope without one (not launched here with `input: true`, or already closed) is
+/// `bad_request`; a workload that no longer reads has its pipe dropped.
+fn input_request(state: &Service, text: &str, data: &[u8], close: bool) -> Response {
+    let id = match resolve_id(&state.rt, text, resolve::Intent::Change) {
+        Ok(id) => id,
+        Err(resp) => return resp,
+    };
+    let inputs = state.inputs.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(writer) = inputs.get(&id).cloned() else {
+        return Response::err(
+            ErrorKind::BadRequest,
+            format!("scope {id} has no open input: launch it through the service with input: true"),
+        );
+    };
+    drop(inputs);
+    let written = if data.is_empty() {
+        Ok(())
+    } else {
+        writer.write_input(data)
+    };
+    if let Err(e) = written {
+        writer.close_input();
+        state
+            .inputs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        return Response::err(
+            ErrorKind::BadRequest,
+            format!("input to {id}: {}", error_chain(&e)),
+        );
+    }
+    if close {
+        writer.close_input();
+        state
+            .inputs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+    Response::ok(Reply::Input {
+        id: id.to_string(),
+        written: data.len() as u64,
+        closed: close,
+    })
+}
+
+/// A `signal` request: the signal to the workload's process group through a verified member.
+fn signal_request(state: &Service, id: &str, signal: &str) -> Response {
+    let sig = match refine_supervisor::kernel::signal::parse(signal) {
+        Ok(sig) => sig,
+        Err(e) => return Response::err(ErrorKind::BadRequest, e),
+    };
+    let reg = match resolve_id(&state.rt, id, resolve::Intent::Change)
+        .and_then(|id| state.rt.read_registration(id).map_err(registry_response))
+    {
+        Ok(reg) => reg,
+        Err(resp) => return resp,
+    };
+    match stop::signal_politely(&state.rt, &reg, sig, &stop::StopOptions::default()) {
+        Ok(sent) => Response::ok(Reply::Signalled {
+            id: reg.id.to_string(),
+            delivered: !sent.is_empty(),
+        }),
+        Err(e) => Response::err(ErrorKind::Internal, error_chain(&e)),
+    }
 }
 
 fn handle(state: &Service, req: Request) -> Response {
     let rt = &state.rt;
-    let parse = |id: &str| {
-        RegistrationId::parse(id).ok_or_else(|| {
-            Response::err(
-                ErrorKind::BadRequest,
-                format!("invalid registration id {id:?}"),
-            )
-        })
-    };
+    let parse = |id: &str| resolve_id(rt, id, resolve::Intent::Read);
     let result = match req {
         // Taken before the blocking pool (`handle_conn`): admission waits on a timer.
         Request::Launch(_) => Err(Response::err(
@@ -1084,10 +1270,13 @@ fn handle(state: &Service, req: Request) -> Response {
                     other => Response::err(ErrorKind::Internal, other.to_string()),
                 })
         }),
-        // Taken before the blocking pool (`handle_conn`): a grace waits on a timer.
-        Request::Stop { .. } => Err(Response::err(
+        // Taken before the blocking pool (`answer`): a grace or a wait waits on a timer.
+        Request::Stop { .. }
+        | Request::Wait { .. }
+        | Request::Signal { .. }
+        | Request::Input { .. } => Err(Response::err(
             ErrorKind::Internal,
-            "a stop is not handled here",
+            "a stop, wait, signal or input is not handled here",
         )),
     };
     result.map(Response::ok).unwrap_or_else(|e| e)
@@ -1100,12 +1289,6 @@ async fn stop_request(
     grace: Option<Duration>,
     signal: Option<String>,
 ) -> Response {
-    let Some(id) = RegistrationId::parse(&id) else {
-        return Response::err(
-            ErrorKind::BadRequest,
-            format!("invalid registration id {id:?}"),
-        );
-    };
     let grace = match (grace, signal) {
         (None, None) => None,
         (None, Some(_)) => {
@@ -1121,11 +1304,16 @@ async fn stop_request(
         },
     };
     let st = state.clone();
-    let reg = match tokio::task::spawn_blocking(move || st.rt.read_registration(id)).await {
+    let reg = tokio::task::spawn_blocking(move || {
+        let id = resolve_id(&st.rt, &id, resolve::Intent::Change)?;
+        st.rt.read_registration(id).map_err(registry_response)
+    });
+    let reg = match reg.await {
         Ok(Ok(reg)) => reg,
-        Ok(Err(e)) => return registry_response(e),
+        Ok(Err(resp)) => return resp,
         Err(e) => return Response::err(ErrorKind::Internal, e.to_string()),
     };
+    let id = reg.id;
     let doc = stop_async(state, reg, StopCause::Operator, grace).await;
     tracing::info!(%id, result = %json_line(&doc), "stop");
     Response::ok(Reply::Stop(Box::new(doc)))
