@@ -849,9 +849,20 @@ fn a_home_path_another_user_could_replace_is_refused_in_one_line() {
     fs::remove_dir(&run).unwrap();
     fs::rename(home.path().join("run.hidden"), &run).unwrap();
     assert!(home.cli(&["ps", "--all"]).status.success());
-    // A home another user owns.
+    // A home another user owns: root may read it (`ps`, see
+    // root_reads_a_home_owned_by_another_user) but runs nothing there.
     std::os::unix::fs::chown(home.path(), Some(65534), None).unwrap();
-    refused(home.path());
+    let err = one_line_error(&home, &run_marker);
+    assert!(
+        err.contains(home.path().to_str().unwrap()) && err.contains("refusing"),
+        "run names {}: {err}",
+        home.path().display()
+    );
+    assert!(
+        !marker.exists(),
+        "run ran its workload on another user's home"
+    );
+    assert!(home.cli(&["ps", "--all"]).status.success());
     std::os::unix::fs::chown(home.path(), Some(0), None).unwrap();
 }
 

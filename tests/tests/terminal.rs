@@ -125,6 +125,25 @@ impl Shell {
             .unwrap_or(-1)
     }
 
+    /// Waits until a `sleep` runs in the terminal's foreground group. The workloads print
+    /// `start` before `sh` forks their `sleep`, and a key's signal that lands between the fork
+    /// and the exec is taken by `sh`'s handler in the child and lost (the bare command has the
+    /// same window): a key is typed only once the `sleep` is there.
+    fn wait_for_sleep(&self) {
+        let sleeping = || {
+            let fg = self.foreground();
+            procfs::all_pids().unwrap().into_iter().any(|pid| {
+                procfs::stat(pid).is_ok_and(|st| st.pgid == fg && st.comm.as_bytes() == b"sleep")
+            })
+        };
+        assert!(
+            wait_until(DEADLINE, sleeping),
+            "no sleep ever ran in the foreground group {}:\n{}",
+            self.foreground(),
+            self.screen()
+        );
+    }
+
     fn shell_pid(&self) -> i32 {
         self.child.id() as i32
     }
@@ -182,6 +201,7 @@ fn ctrl_c_reaches_the_whole_job_and_run_exits_130() {
     let mut sh = Shell::start(&home);
     sh.type_(&run_line("--stop-grace 3s", STARTS_THEN_SLEEPS));
     sh.expect("start");
+    sh.wait_for_sleep();
     let t0 = Instant::now();
     sh.type_("\x03");
     sh.expect(PROMPT);
@@ -221,17 +241,23 @@ fn ctrl_z_stops_the_job_and_fg_gives_it_the_terminal_again() {
         sh.screen()
     );
     let workload = sh.foreground();
+    sh.wait_for_sleep();
     sh.type_("\x1a");
     sh.expect("Stopped");
     sh.expect(PROMPT);
-    let sleep_stopped = procfs::all_pids().unwrap().into_iter().any(|pid| {
-        procfs::stat(pid).is_ok_and(|st| {
-            st.pgid == workload
-                && st.comm.as_bytes() == b"sleep"
-                && st.state == procfs::State::Stopped
+    let sleep_stopped = || {
+        procfs::all_pids().unwrap().into_iter().any(|pid| {
+            procfs::stat(pid).is_ok_and(|st| {
+                st.pgid == workload
+                    && st.comm.as_bytes() == b"sleep"
+                    && st.state == procfs::State::Stopped
+            })
         })
-    });
-    assert!(sleep_stopped, "the job's sleep is not stopped");
+    };
+    assert!(
+        wait_until(DEADLINE, sleep_stopped),
+        "the job's sleep is not stopped"
+    );
     sh.type_("fg\n");
     assert!(
         wait_until(DEADLINE, || sh.foreground() == workload),
@@ -261,10 +287,13 @@ fn a_shell_under_run_gets_job_control() {
     sh.type_(r#"sh -c 'printf "%s%s\n" sta rt; exec sleep 100'"#);
     sh.type_("\n");
     sh.expect("start");
+    sh.wait_for_sleep();
     sh.type_("\x1a");
     sh.expect("Stopped");
     sh.expect(INNER);
-    sh.type_("kill -9 %1; wait %1; exit 5\n");
+    // `fg`, not `wait`: bash may not have seen the SIGKILL yet, and `wait` returns at once on a
+    // job it still thinks stopped (then `exit` refuses: "There are stopped jobs").
+    sh.type_("kill -9 %1; fg %1; exit 5\n");
     sh.expect(PROMPT);
     sh.type_("echo \"r\"\"c=$?\"\n");
     sh.expect("rc=");
