@@ -130,14 +130,8 @@ impl Shell {
     /// and the exec is taken by `sh`'s handler in the child and lost (the bare command has the
     /// same window): a key is typed only once the `sleep` is there.
     fn wait_for_sleep(&self) {
-        let sleeping = || {
-            let fg = self.foreground();
-            procfs::all_pids().unwrap().into_iter().any(|pid| {
-                procfs::stat(pid).is_ok_and(|st| st.pgid == fg && st.comm.as_bytes() == b"sleep")
-            })
-        };
         assert!(
-            wait_until(DEADLINE, sleeping),
+            wait_until(DEADLINE, || sleep_in(self.foreground(), None)),
             "no sleep ever ran in the foreground group {}:\n{}",
             self.foreground(),
             self.screen()
@@ -175,6 +169,15 @@ impl Drop for Shell {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Whether a `sleep` is in process group `pgid` (in `state`, when one is given).
+fn sleep_in(pgid: i32, state: Option<procfs::State>) -> bool {
+    procfs::all_pids().unwrap().into_iter().any(|pid| {
+        procfs::stat(pid).is_ok_and(|st| {
+            st.pgid == pgid && st.comm.as_bytes() == b"sleep" && state.is_none_or(|s| st.state == s)
+        })
+    })
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -245,17 +248,11 @@ fn ctrl_z_stops_the_job_and_fg_gives_it_the_terminal_again() {
     sh.type_("\x1a");
     sh.expect("Stopped");
     sh.expect(PROMPT);
-    let sleep_stopped = || {
-        procfs::all_pids().unwrap().into_iter().any(|pid| {
-            procfs::stat(pid).is_ok_and(|st| {
-                st.pgid == workload
-                    && st.comm.as_bytes() == b"sleep"
-                    && st.state == procfs::State::Stopped
-            })
-        })
-    };
     assert!(
-        wait_until(DEADLINE, sleep_stopped),
+        wait_until(DEADLINE, || sleep_in(
+            workload,
+            Some(procfs::State::Stopped)
+        )),
         "the job's sleep is not stopped"
     );
     sh.type_("fg\n");

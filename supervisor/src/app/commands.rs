@@ -989,19 +989,6 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
     Ok(0)
 }
 
-/// What `wait` prints and exits with for a workload status: its code, 128+N for signal N, 127
-/// for a workload that never started; when nothing says, `-1` is printed (as `podman wait`
-/// does) and the exit code is 255.
-pub(crate) fn wait_code(status: Option<refine_protocol::WorkloadStatus>) -> (i32, String) {
-    use refine_protocol::WorkloadStatus as W;
-    match status {
-        Some(W::Exited(c)) => (c, c.to_string()),
-        Some(W::Signaled(s)) => (128 + s, (128 + s).to_string()),
-        Some(W::NeverStarted) => (127, "127".into()),
-        Some(W::Unknown) | None => (255, "-1".into()),
-    }
-}
-
 /// `wait --json`: each scope in the order given, ended or not.
 fn wait_doc(
     regs: &[refine_protocol::Registration],
@@ -1056,7 +1043,7 @@ fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
                 .ok()
                 .flatten()
                 .map(|r| r.workload_status);
-            *slot = Some(wait_code(a.receipt.map(|r| r.status).or(reported)));
+            *slot = Some(ops::wait_code(a.receipt.map(|r| r.status).or(reported)));
             *state = a.state;
         }
         if ended.iter().all(Option::is_some) {

@@ -290,7 +290,7 @@ pub fn ended(rt: &Runtime, reg: &Registration) -> Option<(State, i32)> {
         .ok()
         .flatten()
         .map(|r| r.workload_status);
-    let (code, _) = super::commands::wait_code(a.receipt.map(|r| r.status).or(reported));
+    let (code, _) = wait_code(a.receipt.map(|r| r.status).or(reported));
     Some((a.state, code))
 }
 
@@ -631,4 +631,17 @@ pub(crate) fn launch_options(
         cmd = cmd.allow_setns();
     }
     Ok(cmd)
+}
+
+/// What `wait` prints and exits with for a workload status: its code, 128+N for signal N, 127
+/// for a workload that never started; when nothing says, `-1` is printed (as `podman wait`
+/// does) and the exit code is 255.
+pub(crate) fn wait_code(status: Option<refine_protocol::WorkloadStatus>) -> (i32, String) {
+    use refine_protocol::WorkloadStatus as W;
+    match status {
+        Some(W::Exited(c)) => (c, c.to_string()),
+        Some(W::Signaled(s)) => (128 + s, (128 + s).to_string()),
+        Some(W::NeverStarted) => (127, "127".into()),
+        Some(W::Unknown) | None => (255, "-1".into()),
+    }
 }
