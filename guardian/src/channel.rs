@@ -30,9 +30,16 @@ pub const LAUNCH_TIMEOUT_MS: u64 = 10_000;
 /// How many unread frames [`Channel::drain_unread`] reads at most.
 const DRAIN_LIMIT: usize = 64;
 
+/// How long the guardian waits after its receipt for the launcher to end the channel while it
+/// holds the launcher's registration lock ([`Channel::linger_while_holding_lock`]).
+pub const LINGER_MS: u64 = 30_000;
+
 pub struct Channel {
     fd: OwnedFd,
     open: bool,
+    /// The launcher's registration lock (L3), held for it until the channel ends: a launcher
+    /// that dies lets go of its scope as if it had held the lock itself.
+    owner_lock: Option<OwnedFd>,
     /// A send found the launcher gone (`EPIPE`, `ECONNRESET`); the reading side still decides
     /// when to act on it (Caveats).
     peer_gone: bool,
@@ -76,6 +83,7 @@ impl Channel {
         Ok(Channel {
             fd,
             open: true,
+            owner_lock: None,
             peer_gone: false,
         })
     }
@@ -91,6 +99,44 @@ impl Channel {
 
     pub fn fd(&self) -> &OwnedFd {
         &self.fd
+    }
+
+    /// Holds the launcher's registration lock until the channel ends (L3).
+    pub fn hold_lock(&mut self, lock: Option<OwnedFd>) {
+        self.owner_lock = lock;
+    }
+
+    /// The launcher's end was read as closed: its lock goes with it.
+    fn closed(&mut self) {
+        self.open = false;
+        self.owner_lock = None;
+    }
+
+    /// After the receipt, while the launcher's lock is held: waits, at most [`LINGER_MS`], for
+    /// the launcher to end the channel, so that it records the scope's result while its lock is
+    /// still held (a termination signal ends the wait). Frames read meanwhile are dropped.
+    pub fn linger_while_holding_lock(&mut self, signals: &Signals) {
+        let deadline = sys::monotonic_ms() + LINGER_MS;
+        while self.open && self.owner_lock.is_some() {
+            let now = sys::monotonic_ms();
+            if now >= deadline {
+                return;
+            }
+            let mut fds = [sys::poll_in(&self.fd), sys::poll_in(signals.fd())];
+            if sys::poll(&mut fds, (deadline - now) as i32).is_err() {
+                return;
+            }
+            if sys::ready(&fds[1]) {
+                while let Ok(Some(sig)) = signals.take() {
+                    if Signals::is_termination(sig) {
+                        return;
+                    }
+                }
+            }
+            if sys::ready(&fds[0]) {
+                let _ = self.recv_control();
+            }
+        }
     }
 
     /// Waits (bounded) for the launch frame and decodes it in place in `buf`. A termination
@@ -133,7 +179,7 @@ impl Channel {
             return Err(Error::FrameTooLarge);
         }
         if got.len == 0 {
-            self.open = false;
+            self.closed();
             return Err(Error::ClosedBeforeLaunch);
         }
         let (frame, tail) = region.split_at_mut(got.len.next_multiple_of(8).min(limit));
@@ -158,12 +204,12 @@ impl Channel {
             Ok(got) => got,
             Err(sys::Errno::AGAIN) => return Control::Ignored,
             Err(_) => {
-                self.open = false;
+                self.closed();
                 return Control::Closed;
             }
         };
         if got.len == 0 && !got.truncated {
-            self.open = false;
+            self.closed();
             return Control::Closed;
         }
         if got.truncated {

@@ -27,7 +27,7 @@ mod signals;
 mod subreaper;
 mod sys;
 
-use refine_protocol_core::frame::{MAX_ARGS, MAX_FRAME};
+use refine_protocol_core::frame::{CAPTURE_FDS, MAX_ARGS, MAX_FRAME};
 use refine_protocol_core::{Frame, Hello, Receipt, ScopeEnd};
 
 use channel::Channel;
@@ -121,7 +121,11 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     chan.send(&Frame::ScopeExited(receipt));
     // F4: the launcher reads the empty cgroup's accounting and removes it; without a launcher
     // (G7) nobody would, so the guardian does. Best effort: a cgroup that is not empty stays.
-    if let (Some(leaf), true) = (held.cgroup, chan.launcher_gone()) {
+    // (Whether the launcher is there is known before the lock's wait below, which it ends.)
+    let launcher_gone = chan.launcher_gone();
+    // L3: the launcher's lock is let go once it has taken the receipt in (its channel ends).
+    chan.linger_while_holding_lock(&signals);
+    if let (Some(leaf), true) = (held.cgroup, launcher_gone) {
         let _ = leaf.remove();
     }
     Ok(())
@@ -151,7 +155,7 @@ fn capture_plan(
     fds: [Option<sys::OwnedFd>; sys::MAX_RECEIVED_FDS],
     capture: Option<refine_protocol_core::frame::CaptureParams>,
 ) -> Result<([Option<sys::OwnedFd>; 3], Option<capture::Drain>), Error> {
-    let [stdin, out, err, out_index, err_index] = fds;
+    let [stdin, out, err, out_index, err_index, _] = fds;
     let Some(params) = capture else {
         return Ok(([stdin, out, err], None));
     };
@@ -187,7 +191,10 @@ fn launch(chan: &mut Channel, signals: &Signals) -> Result<Launched, Error> {
     let plan = gate::ExecPlan::build(&spec, argv, envp);
     // L1: a capturing launch's stdout and stderr are pipes of the guardian's, drained into the
     // artifacts it was sent.
-    let (stdio, drain) = capture_plan(launch.fds, spec.capture)?;
+    let mut fds = launch.fds;
+    // L3: the launcher's registration lock, held until the channel ends.
+    chan.hold_lock(fds[CAPTURE_FDS as usize].take());
+    let (stdio, drain) = capture_plan(fds, spec.capture)?;
 
     // G3: fork behind the gate, report, and wait for *start*. From the fork on, every path
     // ends in a receipt (G14): errors are recorded, not returned.

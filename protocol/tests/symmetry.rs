@@ -10,8 +10,8 @@
 use refine_protocol::codec::{envelope_seal, envelope_start, Writer};
 use refine_protocol::frame::{
     encode_launch, CaptureParams, Credentials, FLAG_ALLOW_SETNS, FLAG_CAPTURE, FLAG_CGROUP,
-    FLAG_CREDENTIALS, FLAG_NEW_SESSION, FLAG_NO_PDEATH_SIGNAL, FLAG_PTY, FRAME_MAGIC, MAX_ARGS,
-    MAX_FRAME, MAX_GROUPS, MAX_RLIMITS, MAX_START_TIMEOUT_MS,
+    FLAG_CREDENTIALS, FLAG_NEW_SESSION, FLAG_NO_PDEATH_SIGNAL, FLAG_OWNER_LOCK, FLAG_PTY,
+    FRAME_MAGIC, MAX_ARGS, MAX_FRAME, MAX_GROUPS, MAX_RLIMITS, MAX_START_TIMEOUT_MS,
 };
 use refine_protocol::receipt::{RECEIPT_LEN, RECEIPT_MAGIC};
 use refine_protocol::{
@@ -213,6 +213,8 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
                 FLAG_PTY | FLAG_NEW_SESSION,
                 FLAG_ALLOW_SETNS,
                 FLAG_NEW_SESSION | FLAG_ALLOW_SETNS,
+                FLAG_OWNER_LOCK,
+                FLAG_NEW_SESSION | FLAG_OWNER_LOCK,
             ]),
             pdeath_signal: rng.pick(&[None, Some(1), Some(15), Some(64)]),
             start_timeout_ms: rng.pick(&[1, 5000, MAX_START_TIMEOUT_MS]),
@@ -248,14 +250,16 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
                 }),
             ]),
         };
-        // A capturing launch sends its five descriptors (L1).
-        if p.capture.is_some() {
-            p.stdio_fds = 5;
+        // A capturing launch sends its five descriptors (L1), and the registration lock with
+        // them when the guardian is to hold it (L3; without a capture that flag is refused).
+        match p.capture {
+            Some(_) => p.stdio_fds = 5 + u32::from(p.flags & FLAG_OWNER_LOCK != 0),
+            None => p.flags &= !FLAG_OWNER_LOCK,
         }
         // At most one field at or past its limit.
         let bad_args: [&[u8]; 2] = [b"/bin/true", b"a\0b"];
         let big_env: [&[u8]; 1] = [&big];
-        match rng.below(17) {
+        match rng.below(18) {
             0 => p.argv = &[],
             1 => p.argv = &many,
             2 => p.env = &many,
@@ -266,8 +270,9 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
             7 => p.start_timeout_ms = rng.pick(&[0, MAX_START_TIMEOUT_MS + 1, u32::MAX]),
             8 => p.stdio_fds = rng.pick(&[1, 2, 4, u32::MAX]),
             // (bit 4 is the signal state, W10, bit 5 the cgroup, F4, bit 6 the setns opt-out,
-            // X7, bit 7 the guardian's capture, L1: the lowest unknown is 8)
-            9 => p.flags = rng.pick(&[1 << 8, 1 << 31]),
+            // X7, bit 7 the guardian's capture, L1, bit 8 the owner lock, L3: the lowest
+            // unknown is 9)
+            9 => p.flags = rng.pick(&[1 << 9, 1 << 31]),
             10 => p.rlimits = &rlimits,
             11 => {
                 p.credentials = Some(Credentials {
@@ -296,6 +301,11 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
             }
             14 => p.cwd = b"/a\0",
             15 => p.cgroup = Some(rng.pick(&[&b""[..], b"/c\0g"])),
+            16 => {
+                p.capture = None;
+                p.flags |= FLAG_OWNER_LOCK;
+                p.stdio_fds = 0;
+            }
             _ => {}
         }
         let raw = raw_launch(&p);

@@ -420,9 +420,10 @@ fn a_client_of_another_uid_is_refused_by_its_credentials() {
     );
 }
 
-/// `wait ID` returns, and `logs --follow ID` ends, only once the launcher has taken the scope's
-/// output: the receipt can be written while the workload's last bytes still sit in the pipe.
-/// The service is stopped (SIGSTOP) across the workload's end, so it cannot read them yet.
+/// `wait ID` returns, and `logs --follow ID` ends, only once the launcher has recorded the
+/// scope's end: the guardian captures the output (L1) and writes its receipt, and it holds the
+/// launcher's lock until the launcher has taken that receipt in (L3). The service is stopped
+/// (SIGSTOP) across the workload's end, so it cannot record it yet.
 #[test]
 fn wait_and_follow_end_only_once_the_output_is_captured() {
     use rustix::process::Signal;
@@ -447,6 +448,7 @@ fn wait_and_follow_end_only_once_the_output_is_captured() {
             go.to_str().unwrap(),
         ],
     );
+    let [_, (pid, start)] = witnesses(&home, &id);
     svc.signal(Signal::STOP);
     let mut waiter = home
         .command(&["wait", &id])
@@ -464,7 +466,14 @@ fn wait_and_follow_end_only_once_the_output_is_captured() {
         .expect("spawn logs --follow");
     // Opening the FIFO waits for the workload's read end.
     std::fs::write(&go, b"go\n").expect("write the FIFO");
-    home.wait_state(&id, "exited");
+    // The workload wrote its line and ended, and its guardian captured the line (L1); the
+    // guardian holds the service's lock until the service, stopped, has taken the result in (L3).
+    let stdout = home.run_dir().join("logs").join(format!("{id}.stdout"));
+    assert!(
+        wait_until(DEADLINE, || !alive(pid, start)
+            && std::fs::read(&stdout).is_ok_and(|b| b == b"hello\n")),
+        "the workload did not end with its line captured"
+    );
     // Time must pass: `wait` and `logs --follow` had their chance to end too early.
     std::thread::sleep(std::time::Duration::from_secs(1));
     let early = (waiter.try_wait().unwrap(), follow.try_wait().unwrap());

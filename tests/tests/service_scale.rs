@@ -6,11 +6,11 @@ mod cli_support;
 use cli_support::*;
 use refine_tests::wait_until;
 
-/// A quiet detached scope holds four descriptors in the service (guardian channel, two capture
-/// pipes, the registration lock): no control channel (nobody holds its handle) and no artifact
-/// (open only while output flows).
+/// A quiet detached scope holds one descriptor in the service (L3): its guardian's channel. The
+/// guardian drains the output (L1) and holds the registration lock for the service (it lets go
+/// when the channel ends); no control channel is kept (nobody holds its handle).
 #[test]
-fn a_quiet_detached_scope_costs_the_service_four_descriptors() {
+fn a_quiet_detached_scope_costs_the_service_one_descriptor() {
     const N: usize = 8;
     let home = Home::new();
     let svc = Serving::start(&home, &[]);
@@ -27,7 +27,7 @@ fn a_quiet_detached_scope_costs_the_service_four_descriptors() {
     let mut after = 0;
     let settled = wait_until(DEADLINE, || {
         after = svc.fds();
-        after <= before + 4 * N
+        after <= before + N
     });
     let table: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", svc.child.id()))
         .map(|d| {
@@ -39,13 +39,55 @@ fn a_quiet_detached_scope_costs_the_service_four_descriptors() {
         .unwrap_or_default();
     assert!(
         settled,
-        "{N} detached scopes took {} descriptors (more than 4 each); fd table: {table:#?}",
+        "{N} detached scopes took {} descriptors (more than 1 each); fd table: {table:#?}",
         after - before
     );
     for id in ids.iter().chain([&first]) {
         let out = home.cli(&["stop", id]);
         assert!(out.status.success(), "{}", describe(&["stop", id], &out));
     }
+}
+
+/// L3: a detached scope's registration lock is held by its guardian for the service: no
+/// descriptor of the service is the record, the lock is held while the service lives, and a
+/// `kill -9` of the service lets go of it (the guardian reads the channel's end) while the
+/// workload runs on, for recovery to take.
+#[test]
+fn the_guardian_holds_the_lock_for_the_service_until_the_service_dies() {
+    use std::os::unix::fs::MetadataExt;
+    let home = Home::new();
+    let mut svc = Serving::start(&home, &[]);
+    let id = detach(&home, &["sleep", "600"]);
+    home.wait_state(&id, "live");
+    let record = home.run_dir().join("registrations").join(&id);
+    let meta = std::fs::metadata(&record).expect("the registration record");
+    let same_file = |m: &std::fs::Metadata| (m.dev(), m.ino()) == (meta.dev(), meta.ino());
+    let held_by_service: Vec<_> = std::fs::read_dir(format!("/proc/{}/fd", svc.child.id()))
+        .expect("the service's fd table")
+        .flatten()
+        .filter(|e| std::fs::metadata(e.path()).is_ok_and(|m| same_file(&m)))
+        .map(|e| e.path())
+        .collect();
+    assert!(
+        held_by_service.is_empty(),
+        "the service holds the record itself: {held_by_service:?}"
+    );
+    let try_lock = || refine_supervisor::store::fence::try_acquire(&record).expect("lock");
+    assert!(
+        try_lock().is_none(),
+        "nobody holds the lock of a live scope"
+    );
+    let [_, (pid, start)] = witnesses(&home, &id);
+    svc.signal(rustix::process::Signal::KILL);
+    svc.wait();
+    assert!(
+        wait_until(DEADLINE, || try_lock().is_some()),
+        "the lock outlived the service"
+    );
+    assert!(alive(pid, start), "the workload ended with the service");
+    let out = home.cli(&["stop", &id]);
+    assert!(out.status.success(), "{}", describe(&["stop", &id], &out));
+    assert!(!alive(pid, start));
 }
 
 /// The service's threads stay bounded however many detached scopes it holds: one shared loop

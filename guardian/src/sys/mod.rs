@@ -408,13 +408,13 @@ pub struct Received {
 }
 
 /// Most descriptors one message brings: stdin, stdout, stderr, and a capturing launch's two
-/// indexes (its stdout and stderr are its artifacts).
-pub const MAX_RECEIVED_FDS: usize = 5;
+/// indexes (its stdout and stderr are its artifacts) and the launcher's registration lock (L3).
+pub const MAX_RECEIVED_FDS: usize = 6;
 
 /// Receives one message without blocking (the caller polled), with up to [`MAX_RECEIVED_FDS`]
 /// `SCM_RIGHTS` descriptors, received close-on-exec.
 pub fn recv_msg(fd: &OwnedFd, buf: &mut [u8]) -> Result<Received, Errno> {
-    // Room for exactly one SCM_RIGHTS header with five ints (CMSG_SPACE(20) = 40 on LP64).
+    // Room for exactly one SCM_RIGHTS header with six ints (CMSG_SPACE(24) = 40 on LP64).
     let mut cbuf = [0u64; 5];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast::<c_void>(),
@@ -441,7 +441,7 @@ pub fn recv_msg(fd: &OwnedFd, buf: &mut [u8]) -> Result<Received, Errno> {
         len: n.min(buf.len()),
         truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
         fds_cut: msg.msg_flags & libc::MSG_CTRUNC != 0,
-        fds: [None, None, None, None, None],
+        fds: [None, None, None, None, None, None],
     };
     let mut count = 0usize;
     // SAFETY: msg was filled by recvmsg; CMSG_FIRSTHDR/NXTHDR stay within msg_controllen and

@@ -56,6 +56,8 @@
 //! only with flag bit 7 (CAPTURE): u64 the artifacts' byte cap (u64::MAX: none); the guardian
 //!   drains stdout and stderr into the artifacts itself (L1), and the descriptors sent are 5:
 //!   stdin, the stdout and stderr artifacts, the stdout and stderr indexes (`capture.rs`)
+//! flag bit 8 (OWNER_LOCK, only with CAPTURE): a 6th descriptor follows, the launcher's
+//!   registration lock, held by the guardian until the channel ends (L3)
 //! ```
 //!
 //! # Capture frames (guardian to launcher, CAPTURE launches only)
@@ -140,10 +142,16 @@ pub const FLAG_ALLOW_SETNS: u32 = 1 << 6;
 pub const FLAG_CAPTURE: u32 = 1 << 7;
 /// Descriptors sent with a CAPTURE launch: stdin, two artifacts, two indexes.
 pub const CAPTURE_FDS: u32 = 5;
+/// The guardian holds the launcher's registration lock (L3), sent as one more descriptor after
+/// the CAPTURE ones (only with [`FLAG_CAPTURE`]): it lets go when the channel ends, and after its
+/// receipt it waits (bounded) for that end, so that the launcher records the result under the
+/// lock. A caller passes it in [`LaunchParams::flags`].
+pub const FLAG_OWNER_LOCK: u32 = 1 << 8;
 /// How often at most the guardian reports its capture's progress.
 pub const PROGRESS_EVERY_MS: u64 = 250;
 const KNOWN_FLAGS: u32 = FLAG_PTY
     | FLAG_CAPTURE
+    | FLAG_OWNER_LOCK
     | FLAG_NEW_SESSION
     | FLAG_CREDENTIALS
     | FLAG_SIGNAL_STATE
@@ -634,7 +642,12 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
             field: "start timeout",
         });
     }
-    let want_fds = if p.capture.is_some() { CAPTURE_FDS } else { 3 };
+    if p.flags & FLAG_OWNER_LOCK != 0 && p.capture.is_none() {
+        return Err(EncodeError::InvalidField {
+            field: "launch flags",
+        });
+    }
+    let want_fds = want_fds(p.capture.map_or(0, |_| FLAG_CAPTURE) | p.flags);
     if p.stdio_fds != 0 && p.stdio_fds != want_fds || p.capture.is_some() && p.stdio_fds == 0 {
         return Err(EncodeError::InvalidField {
             field: "descriptor count",
@@ -966,6 +979,15 @@ fn get_list<'a>(
     })
 }
 
+/// The descriptors a launch with these flags sends (when it sends any).
+fn want_fds(flags: u32) -> u32 {
+    match (flags & FLAG_CAPTURE != 0, flags & FLAG_OWNER_LOCK != 0) {
+        (false, _) => 3,
+        (true, false) => CAPTURE_FDS,
+        (true, true) => CAPTURE_FDS + 1,
+    }
+}
+
 fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
     let flags = r.u32()?;
     if flags & !(KNOWN_FLAGS | FLAG_NO_PDEATH_SIGNAL) != 0 {
@@ -989,12 +1011,13 @@ fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
             field: "start timeout",
         });
     }
+    if flags & FLAG_OWNER_LOCK != 0 && flags & FLAG_CAPTURE == 0 {
+        return Err(DecodeError::InvalidField {
+            field: "launch flags",
+        });
+    }
     let stdio_fds = r.u32()?;
-    let want_fds = if flags & FLAG_CAPTURE != 0 {
-        CAPTURE_FDS
-    } else {
-        3
-    };
+    let want_fds = want_fds(flags);
     if stdio_fds != 0 && stdio_fds != want_fds || flags & FLAG_CAPTURE != 0 && stdio_fds == 0 {
         return Err(DecodeError::InvalidField {
             field: "descriptor count",

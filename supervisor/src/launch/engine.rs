@@ -125,9 +125,41 @@ pub(super) enum Step {
     Done,
 }
 
+/// Who holds the registration lock while this process owns the scope.
+pub(in crate::launch) enum Owner {
+    /// This process, with this descriptor.
+    Here(Fence),
+    /// The scope's guardian, for this process (L3: a detached scope of the service costs it
+    /// one descriptor, the channel). The guardian lets go when the channel ends (this process
+    /// closed it or died); after its receipt it waits for that end, so the result is recorded
+    /// under the lock. The settle takes the lock back once the guardian is reaped.
+    Guardian,
+}
+
+/// How long the settle waits for the lock its guardian held (it has exited: only another
+/// command's short hold is left to wait out).
+const SETTLE_LOCK_WAIT: Duration = Duration::from_secs(2);
+
+impl Owner {
+    /// The launch's own end, its guardian reaped: the settle, under the lock held here or taken
+    /// back from the guardian. A lock someone else took meanwhile leaves the settle to them and
+    /// to the maintenance pass.
+    pub(in crate::launch) fn settle(&self, runtime: &Runtime, id: refine_protocol::RegistrationId) {
+        match self {
+            Owner::Here(fence) => settle_own(runtime, id, fence),
+            Owner::Guardian => match runtime.lock(id, SETTLE_LOCK_WAIT) {
+                Ok(fence) => settle_own(runtime, id, &fence),
+                Err(e) => {
+                    tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot take the registration lock back to settle")
+                }
+            },
+        }
+    }
+}
+
 pub(super) struct Engine {
     /// The registration lock, held while this process owns the scope.
-    pub(super) owner: Fence,
+    pub(super) owner: Owner,
     pub(super) runtime: Runtime,
     pub(super) registration: Registration,
     pub(super) link: GuardianLink,
@@ -694,7 +726,7 @@ impl Engine {
         };
         let (scope, scope_watch) = if let Some(r) = st.receipt {
             let _ = link.wait_guardian();
-            settle_own(&runtime, id, &owner);
+            owner.settle(&runtime, id);
             if let Some(hook) = &on_receipt {
                 hook(&registration, &r, cgroup_usage);
             }
@@ -708,7 +740,7 @@ impl Engine {
             )
         } else if st.channel_closed {
             let _ = link.wait_guardian();
-            settle_own(&runtime, id, &owner);
+            owner.settle(&runtime, id);
             (
                 ScopeState::Unknown,
                 ScopeWatch::ready(ScopeEnded {

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use refine_protocol::frame::{
     encode_launch, launch_len, DEFAULT_START_TIMEOUT_MS, FLAG_ALLOW_SETNS, FLAG_NEW_SESSION,
-    FLAG_PTY, MAX_FRAME, MAX_START_TIMEOUT_MS,
+    FLAG_OWNER_LOCK, FLAG_PTY, MAX_FRAME, MAX_START_TIMEOUT_MS,
 };
 use refine_protocol::{
     Frame, Hello, LaunchParams, Receipt, RegistrationId, Rlimit, RuntimeId, WorkloadStatus,
@@ -61,6 +61,9 @@ pub enum Stdio {
         artifacts: [OwnedFd; 2],
         indexes: [OwnedFd; 2],
         log_cap: Option<u64>,
+        /// L3: the registration lock (a descriptor of the launcher's lock), held by the guardian
+        /// for the launcher until the channel ends.
+        owner_lock: Option<OwnedFd>,
     },
 }
 
@@ -362,13 +365,14 @@ impl GuardianLink {
                 3,
             ),
             Stdio::Pty(_) => (FLAG_PTY, 3),
-            Stdio::Captured { .. } => (
-                if config.new_session {
-                    FLAG_NEW_SESSION
-                } else {
-                    0
+            Stdio::Captured { owner_lock, .. } => (
+                match (config.new_session, owner_lock.is_some()) {
+                    (false, false) => 0,
+                    (true, false) => FLAG_NEW_SESSION,
+                    (false, true) => FLAG_OWNER_LOCK,
+                    (true, true) => FLAG_NEW_SESSION | FLAG_OWNER_LOCK,
                 },
-                refine_protocol::frame::CAPTURE_FDS,
+                refine_protocol::frame::CAPTURE_FDS + u32::from(owner_lock.is_some()),
             ),
         };
         let flags = if config.allow_setns {
@@ -440,15 +444,17 @@ impl GuardianLink {
                     stdin,
                     artifacts,
                     indexes,
+                    owner_lock,
                     ..
                 } => [stdin]
                     .into_iter()
                     .chain(artifacts)
                     .chain(indexes)
+                    .chain(owner_lock)
                     .map(|f| f.as_fd())
                     .collect(),
             };
-            let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(5))];
+            let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(6))];
             let mut control = SendAncillaryBuffer::new(&mut space);
             if !fds.is_empty() {
                 control.push(SendAncillaryMessage::ScmRights(&fds));
@@ -672,6 +678,9 @@ impl GuardianLink {
 
     /// Waits for the guardian process itself to exit and reaps it (by pid, never `-1`).
     pub fn wait_guardian(&mut self) -> io::Result<ExitStatus> {
+        // A guardian that holds our registration lock (L3) waits for this end after its
+        // receipt: it lets go of the lock, and exits.
+        let _ = rustix::net::shutdown(&self.channel, rustix::net::Shutdown::Write);
         match self.child.take() {
             Some(mut c) => c.wait(),
             None => Err(io::Error::other("guardian already reaped")),

@@ -38,8 +38,8 @@ mod register;
 mod request;
 mod shared;
 
-use engine::Engine;
 pub use engine::{shared_stop, Beside, LaunchAsks};
+use engine::{Engine, Owner};
 pub use handle::{Canceller, EngineThread, InputWriter, LaunchHandle, INPUT_TIMEOUT};
 pub use register::{launch_registered, launch_registered_into, RegisteredLaunch};
 pub use request::{default_scope_policy, LaunchRequest, StdinMode, DEFAULT_LOG_CAP};
@@ -484,6 +484,7 @@ impl Supervisor {
                             open_index(&rt.index_path(id, Stream::Stderr))?,
                         ],
                         log_cap: req.log_cap,
+                        owner_lock: None,
                     };
                     let streams =
                         vec![(Stream::Stdout, stdout_path), (Stream::Stderr, stderr_path)];
@@ -536,6 +537,31 @@ impl Supervisor {
         // the record exists and handed on until the receipt arrives (or this process dies).
         // The lock is the record itself, taken on it while it has no name yet (F3).
         let (owner, pending) = rt.begin_registration(id)?;
+        // L3: a scope the service keeps costs it one descriptor: the guardian that drains its
+        // output holds the lock for the service too, and lets go when the service does.
+        let (stdio, owner) = match stdio {
+            Stdio::Captured {
+                stdin,
+                artifacts,
+                indexes,
+                log_cap,
+                owner_lock: None,
+            } if self.shared.is_some() => (
+                Stdio::Captured {
+                    stdin,
+                    artifacts,
+                    indexes,
+                    log_cap,
+                    owner_lock: Some(
+                        owner
+                            .share()
+                            .map_err(io_op("share the registration lock"))?,
+                    ),
+                },
+                Owner::Guardian,
+            ),
+            stdio => (stdio, Owner::Here(owner)),
+        };
         // Input the workload takes is recorded beside its output (`logs/ID.stdin`).
         let stdin_path = input.as_ref().map(|_| rt.log_path(id, Stream::Stdin));
         let input_log = match &stdin_path {

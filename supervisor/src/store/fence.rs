@@ -28,6 +28,13 @@ impl Fence {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// A second descriptor of this lock (the same open file description, close-on-exec): the
+    /// lock is held while either is open, so another process may hold it on this one's behalf
+    /// (a guardian for its launcher, L3).
+    pub fn share(&self) -> io::Result<std::os::fd::OwnedFd> {
+        self._file.try_clone().map(Into::into)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -157,6 +164,18 @@ mod tests {
             Err(FenceError::Timeout { .. })
         ));
         drop(held);
+        assert!(try_acquire(&p).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_shared_descriptor_holds_the_lock_after_the_fence_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.lock");
+        let held = acquire(&p, Duration::from_secs(1)).unwrap();
+        let shared = held.share().unwrap();
+        drop(held);
+        assert!(try_acquire(&p).unwrap().is_none());
+        drop(shared);
         assert!(try_acquire(&p).unwrap().is_some());
     }
 }

@@ -24,7 +24,7 @@ pub(in crate::launch) fn watch_scope(
     runtime: Runtime,
     registration: Registration,
     link: GuardianLink,
-    owner: Fence,
+    owner: Owner,
     stop: Option<ResidueStop>,
     on_receipt: Option<crate::launch::ReceiptHook>,
     residues: Option<&dyn Residues>,
@@ -70,7 +70,7 @@ pub(in crate::launch) struct Watch {
     runtime: Runtime,
     registration: Registration,
     link: GuardianLink,
-    owner: Option<Fence>,
+    owner: Option<Owner>,
     tx: Option<mpsc::Sender<ScopeEnded>>,
     /// The residue stop to make, and when.
     next: Option<ResidueStop>,
@@ -192,7 +192,7 @@ impl Watch {
         // Settled under our lock while we hold it; a lock let go after a failed stop leaves
         // it to the maintenance pass and recovery.
         if let Some(owner) = &self.owner {
-            settle_own(&self.runtime, id, owner);
+            owner.settle(&self.runtime, id);
         }
         drop(self.owner.take());
         if let Some(report) = &self.stop_report {
