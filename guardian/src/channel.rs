@@ -30,10 +30,6 @@ pub const LAUNCH_TIMEOUT_MS: u64 = 10_000;
 /// How many unread frames [`Channel::drain_unread`] reads at most.
 const DRAIN_LIMIT: usize = 64;
 
-/// How long the guardian waits after its receipt for the launcher to end the channel while it
-/// holds the launcher's registration lock ([`Channel::linger_while_holding_lock`]).
-pub const LINGER_MS: u64 = 30_000;
-
 pub struct Channel {
     fd: OwnedFd,
     open: bool,
@@ -110,33 +106,6 @@ impl Channel {
     fn closed(&mut self) {
         self.open = false;
         self.owner_lock = None;
-    }
-
-    /// After the receipt, while the launcher's lock is held: waits, at most [`LINGER_MS`], for
-    /// the launcher to end the channel, so that it records the scope's result while its lock is
-    /// still held (a termination signal ends the wait). Frames read meanwhile are dropped.
-    pub fn linger_while_holding_lock(&mut self, signals: &Signals) {
-        let deadline = sys::monotonic_ms() + LINGER_MS;
-        while self.open && self.owner_lock.is_some() {
-            let now = sys::monotonic_ms();
-            if now >= deadline {
-                return;
-            }
-            let mut fds = [sys::poll_in(&self.fd), sys::poll_in(signals.fd())];
-            if sys::poll(&mut fds, (deadline - now) as i32).is_err() {
-                return;
-            }
-            if sys::ready(&fds[1]) {
-                while let Ok(Some(sig)) = signals.take() {
-                    if Signals::is_termination(sig) {
-                        return;
-                    }
-                }
-            }
-            if sys::ready(&fds[0]) {
-                let _ = self.recv_control();
-            }
-        }
     }
 
     /// Waits (bounded) for the launch frame and decodes it in place in `buf`. A termination
@@ -240,16 +209,31 @@ impl Channel {
 
     /// Sends a frame if the channel is still open; failures are dropped (see Caveats).
     pub fn send(&mut self, frame: &Frame<'_>) {
+        self.send_with(frame, None);
+    }
+
+    /// Sends the scope's last frame (its receipt) with the launcher's lock, if this guardian
+    /// holds it (L3): the message holds the lock until the launcher reads it, so the launcher
+    /// records the result under its lock, and one that died lets go with its socket. Dropped
+    /// like any send (the lock then goes when the guardian exits).
+    pub fn send_last(&mut self, frame: &Frame<'_>) {
+        let lock = self.owner_lock.take();
+        self.send_with(frame, lock.as_ref());
+    }
+
+    fn send_with(&mut self, frame: &Frame<'_>, lock: Option<&OwnedFd>) {
         if !self.open {
             return;
         }
         let mut buf = [0u8; 256];
         if let Ok(len) = frame.encode_into(&mut buf) {
+            let sent = match lock {
+                Some(lock) => sys::send_msg_with_fd(&self.fd, &buf[..len], lock),
+                None => sys::send_msg(&self.fd, &buf[..len]),
+            };
             // A gone launcher (EPIPE, ECONNRESET) is left for the reading side to act on
             // (Caveats); it is only noted.
-            if let Err(sys::Errno(libc::EPIPE | libc::ECONNRESET)) =
-                sys::send_msg(&self.fd, &buf[..len])
-            {
+            if let Err(sys::Errno(libc::EPIPE | libc::ECONNRESET)) = sent {
                 self.peer_gone = true;
             }
         }

@@ -118,14 +118,11 @@ fn supervise(chan: &mut Channel) -> Result<(), Error> {
     };
     // X5: retried until it lands (the scope stays live meanwhile).
     held.proof.write(&receipt);
-    chan.send(&Frame::ScopeExited(receipt));
+    // L3: the launcher's lock, if held here, goes back with the receipt.
+    chan.send_last(&Frame::ScopeExited(receipt));
     // F4: the launcher reads the empty cgroup's accounting and removes it; without a launcher
     // (G7) nobody would, so the guardian does. Best effort: a cgroup that is not empty stays.
-    // (Whether the launcher is there is known before the lock's wait below, which it ends.)
-    let launcher_gone = chan.launcher_gone();
-    // L3: the launcher's lock is let go once it has taken the receipt in (its channel ends).
-    chan.linger_while_holding_lock(&signals);
-    if let (Some(leaf), true) = (held.cgroup, launcher_gone) {
+    if let (Some(leaf), true) = (held.cgroup, chan.launcher_gone()) {
         let _ = leaf.remove();
     }
     Ok(())

@@ -203,3 +203,76 @@ fn logs_filter_by_the_time_index() {
     let line = cli_support::assert_one_line_error(&args, &out);
     assert!(line.contains("no time index"), "{line}");
 }
+
+/// The service's ends of its unnamed sockets (its guardians' channels among them), taken with
+/// `pidfd_getfd`: while the test holds them, no guardian reads the end of its channel.
+fn hold_unnamed_sockets(pid: u32) -> Vec<std::os::fd::OwnedFd> {
+    use std::os::unix::fs::MetadataExt;
+    // Sockets with a path (the listener) are left: a client would connect to a held one.
+    let named: std::collections::BTreeSet<u64> = std::fs::read_to_string("/proc/net/unix")
+        .expect("/proc/net/unix")
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 7).then(|| f[6].parse().ok()).flatten()
+        })
+        .collect();
+    let pidfd = cli_support::pidfd(pid);
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the service's fd table")
+        .flatten()
+        .filter(|e| {
+            std::fs::metadata(e.path()).is_ok_and(|m| {
+                use std::os::unix::fs::FileTypeExt;
+                m.file_type().is_socket() && !named.contains(&m.ino())
+            })
+        })
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|n| {
+            rustix::process::pidfd_getfd(&pidfd, n, rustix::process::PidfdGetfdFlags::empty()).ok()
+        })
+        .collect()
+}
+
+/// L3, L4: a service launch's lock is held by its guardian for the service and let go once the
+/// guardian reads the end of the dead service's channel. A guardian that reads it late (here the
+/// test holds the service's end across recovery's first wait for the lock) does not cost its
+/// scope the adoption: recovery asks again, within 2 s in all, for the service launches it
+/// found held. Without that, recovery reported the scope `owned` and left it to no one until
+/// the next start.
+#[test]
+fn recovery_waits_for_a_guardian_slow_to_let_go_of_the_lock() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: pidfd_getfd of the service's descriptors needs root");
+        return;
+    }
+    let home = Home::new();
+    let mut svc = Serving::start(&home, &[]);
+    let id = detach(&home, &["sleep", "600"]);
+    home.wait_state(&id, "live");
+    let held = hold_unnamed_sockets(svc.child.id());
+    assert!(!held.is_empty(), "no channel of the service was found");
+    svc.signal(rustix::process::Signal::KILL);
+    svc.wait();
+    let recover = home
+        .command(&["recover", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn recover");
+    // Time must pass: recovery's first wait for the lock (100 ms) is over by then.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    drop(held);
+    let out = recover.wait_with_output().expect("recover");
+    let doc = cli_support::json_of(&out.stdout);
+    let action = doc["registrations"]
+        .as_array()
+        .and_then(|r| r.iter().find(|e| e["id"] == id.as_str()))
+        .map(|e| e["action"].clone());
+    let _ = home.cli(&["stop", &id]);
+    assert_eq!(
+        action,
+        Some(serde_json::json!("adopted")),
+        "recovery: {doc}"
+    );
+}

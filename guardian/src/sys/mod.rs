@@ -491,6 +491,57 @@ pub fn send_msg(fd: &OwnedFd, bytes: &[u8]) -> Result<(), Errno> {
     Ok(())
 }
 
+/// [`send_msg`] with one descriptor passed along (`SCM_RIGHTS`): the message holds a reference
+/// to its open file description until the peer reads it (or its socket goes).
+pub fn send_msg_with_fd(fd: &OwnedFd, bytes: &[u8], passed: &OwnedFd) -> Result<(), Errno> {
+    // One SCM_RIGHTS header with one int: CMSG_SPACE(4) = 24 on LP64, in 8-byte words.
+    let mut cbuf = [0u64; 3];
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut c_void,
+        iov_len: bytes.len(),
+    };
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast::<c_void>();
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(core::mem::size_of::<c_int>() as u32) } as usize;
+    if space > core::mem::size_of_val(&cbuf) {
+        return Err(Errno(libc::EINVAL));
+    }
+    msg.msg_controllen = space as _;
+    // SAFETY: msg_control points at cbuf, 8-byte aligned and at least msg_controllen bytes
+    // (checked just above); CMSG_FIRSTHDR is within it, and CMSG_DATA of a header of CMSG_LEN(4)
+    // bytes has room for one int.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() {
+            return Err(Errno(libc::EINVAL));
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(core::mem::size_of::<c_int>() as u32) as _;
+        core::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>(), passed.0);
+    }
+    let n = retry(|| {
+        // SAFETY: msg points at iov (bytes, a live slice) and cbuf (its stated size), both live
+        // for the call; the kernel only reads them.
+        cvt_isize(unsafe {
+            syscall!(
+                libc::SYS_sendmsg,
+                fd.0,
+                &msg as *const libc::msghdr,
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT
+            )
+        })
+    })?;
+    if n != bytes.len() {
+        return Err(Errno(libc::EMSGSIZE));
+    }
+    Ok(())
+}
+
 /// A `pollfd` entry for `fd` waiting for input.
 pub fn poll_in(fd: &OwnedFd) -> libc::pollfd {
     libc::pollfd {

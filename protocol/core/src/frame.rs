@@ -57,7 +57,8 @@
 //!   drains stdout and stderr into the artifacts itself (L1), and the descriptors sent are 5:
 //!   stdin, the stdout and stderr artifacts, the stdout and stderr indexes (`capture.rs`)
 //! flag bit 8 (OWNER_LOCK, only with CAPTURE): a 6th descriptor follows, the launcher's
-//!   registration lock, held by the guardian until the channel ends (L3)
+//!   registration lock, held by the guardian until the channel ends or sent back with its
+//!   `ScopeExited` (L3)
 //! ```
 //!
 //! # Capture frames (guardian to launcher, CAPTURE launches only)
@@ -143,9 +144,9 @@ pub const FLAG_CAPTURE: u32 = 1 << 7;
 /// Descriptors sent with a CAPTURE launch: stdin, two artifacts, two indexes.
 pub const CAPTURE_FDS: u32 = 5;
 /// The guardian holds the launcher's registration lock (L3), sent as one more descriptor after
-/// the CAPTURE ones (only with [`FLAG_CAPTURE`]): it lets go when the channel ends, and after its
-/// receipt it waits (bounded) for that end, so that the launcher records the result under the
-/// lock. A caller passes it in [`LaunchParams::flags`].
+/// the CAPTURE ones (only with [`FLAG_CAPTURE`]): it lets go when the channel ends, and sends it
+/// back with its `ScopeExited`, so that the launcher records the result under the lock. A caller
+/// passes it in [`LaunchParams::flags`].
 pub const FLAG_OWNER_LOCK: u32 = 1 << 8;
 /// How often at most the guardian reports its capture's progress.
 pub const PROGRESS_EVERY_MS: u64 = 250;

@@ -145,7 +145,8 @@ fn launch_admitted(
 }
 
 /// Descriptors a launch may hold at its peak (its pipes, the guardian's channel and pidfd, its
-/// lock, proof and artifacts, the spawn's own), of which about four stay while the scope lives.
+/// lock, proof and artifacts, the spawn's own), of which one stays while the scope lives (the
+/// guardian's channel: the guardian holds the lock, L3).
 const SCOPE_DESCRIPTORS: usize = 24;
 /// Descriptors kept for the service itself (connections, stops, `/proc` reads, the log).
 const SERVICE_RESERVE: usize = 32;

@@ -19,12 +19,14 @@
 //! marker whose record was never written is dropped once the launch's start timeout has passed.
 //!
 //! # Caveats
-//! A launcher that still owns a launch holds that registration's lock (`locks/ID.lock`) for the
+//! A launcher that still owns a launch holds that registration's lock (the record itself) for the
 //! life of the launch; recovery then cannot take the lock within its bound and reports the
 //! registration as owned instead of stopping it. A launcher that died released its lock with its
-//! open file description, which is how a stale scope is recognised.
+//! open file description, which is how a stale scope is recognised. The service's launches have
+//! their lock held by their guardians for the service (L3), let go when a guardian reads the end
+//! of the service's channel: those found held are asked once more within [`GUARDIAN_LET_GO`].
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use refine_protocol::docs::Outcome;
 use refine_protocol::record::ServiceLoss;
@@ -42,6 +44,10 @@ use crate::store::registry::{RegistryError, Runtime};
 /// launcher, retention, or another recovery acting on it), and waiting longer would only delay
 /// recovery of the other registrations; the next run sees the registration again.
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_millis(100);
+
+/// How long in all recovery waits a second time for the locks of service launches that were
+/// held ([`recover`]): their guardians let go once they have read their service's end.
+pub const GUARDIAN_LET_GO: Duration = Duration::from_secs(2);
 
 /// How to recover.
 #[derive(Debug, Clone, Copy)]
@@ -139,6 +145,29 @@ pub fn recover(
         }
         let action = recover_one(runtime, id, opts);
         report.entries.push(RecoveryEntry { id, action });
+    }
+    // L3: a service launch's lock is held by its guardian for that service until the guardian
+    // reads the end of the service's channel, and after a crash or an upgrade a guardian may not
+    // have woken yet: those are asked once more, all within one bound.
+    let until = Instant::now() + GUARDIAN_LET_GO;
+    for e in &mut report.entries {
+        let service_launch = || {
+            runtime
+                .read_registration(e.id)
+                .is_ok_and(|r| r.on_service_loss.is_some())
+        };
+        if !matches!(e.action, RecoveryAction::Owned) || !service_launch() {
+            continue;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let opts = RecoverOptions {
+            lock_wait: left,
+            ..*opts
+        };
+        e.action = recover_one(runtime, e.id, &opts);
     }
     Ok(report)
 }

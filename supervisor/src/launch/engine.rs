@@ -131,28 +131,38 @@ pub(in crate::launch) enum Owner {
     Here(Fence),
     /// The scope's guardian, for this process (L3: a detached scope of the service costs it
     /// one descriptor, the channel). The guardian lets go when the channel ends (this process
-    /// closed it or died); after its receipt it waits for that end, so the result is recorded
-    /// under the lock. The settle takes the lock back once the guardian is reaped.
+    /// closed it or died), and sends the lock back with its receipt, so the result is recorded
+    /// and the scope settled under it.
     Guardian,
 }
 
-/// How long the settle waits for the lock its guardian held (it has exited: only another
-/// command's short hold is left to wait out).
+/// How long a settle waits for a lock that did not come back with the receipt (its guardian
+/// exited: only another command's short hold is left to wait out).
 const SETTLE_LOCK_WAIT: Duration = Duration::from_secs(2);
 
 impl Owner {
-    /// The launch's own end, its guardian reaped: the settle, under the lock held here or taken
-    /// back from the guardian. A lock someone else took meanwhile leaves the settle to them and
-    /// to the maintenance pass.
-    pub(in crate::launch) fn settle(&self, runtime: &Runtime, id: refine_protocol::RegistrationId) {
-        match self {
-            Owner::Here(fence) => settle_own(runtime, id, fence),
-            Owner::Guardian => match runtime.lock(id, SETTLE_LOCK_WAIT) {
-                Ok(fence) => settle_own(runtime, id, &fence),
-                Err(e) => {
-                    tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot take the registration lock back to settle")
-                }
+    /// The launch's own end, its guardian reaped: the settle, under the lock held here or sent
+    /// back by the guardian (else taken again, bounded). A lock someone else took meanwhile
+    /// leaves the settle to them and to the maintenance pass.
+    pub(in crate::launch) fn settle(
+        &self,
+        runtime: &Runtime,
+        id: refine_protocol::RegistrationId,
+        link: &mut GuardianLink,
+    ) {
+        let fence = match self {
+            Owner::Here(fence) => return settle_own(runtime, id, fence),
+            Owner::Guardian => match link.take_returned_lock() {
+                Some(fd) => crate::store::fence::adopt(fd.into(), &runtime.record_path(id))
+                    .map_err(crate::store::registry::RegistryError::from),
+                None => runtime.lock(id, SETTLE_LOCK_WAIT),
             },
+        };
+        match fence {
+            Ok(fence) => settle_own(runtime, id, &fence),
+            Err(e) => {
+                tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot take the registration lock back to settle")
+            }
         }
     }
 }
@@ -726,7 +736,7 @@ impl Engine {
         };
         let (scope, scope_watch) = if let Some(r) = st.receipt {
             let _ = link.wait_guardian();
-            owner.settle(&runtime, id);
+            owner.settle(&runtime, id, &mut link);
             if let Some(hook) = &on_receipt {
                 hook(&registration, &r, cgroup_usage);
             }
@@ -740,7 +750,7 @@ impl Engine {
             )
         } else if st.channel_closed {
             let _ = link.wait_guardian();
-            owner.settle(&runtime, id);
+            owner.settle(&runtime, id, &mut link);
             (
                 ScopeState::Unknown,
                 ScopeWatch::ready(ScopeEnded {

@@ -32,7 +32,7 @@ use refine_protocol::{
 };
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::net::{
-    recv, sendmsg, socketpair, AddressFamily, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage,
+    sendmsg, socketpair, AddressFamily, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage,
     SendFlags, SocketFlags, SocketType,
 };
 
@@ -213,6 +213,30 @@ pub struct GuardianLink {
     channel: OwnedFd,
     hello: Hello,
     closed: bool,
+    /// The registration lock that came back with the receipt (L3).
+    returned_lock: Option<OwnedFd>,
+}
+
+/// One message of the channel without blocking: its full length (`MSG_TRUNC`) and the first
+/// descriptor that came with it (any other is closed).
+fn recv_with_fd(channel: &OwnedFd, buf: &mut [u8]) -> rustix::io::Result<(usize, Option<OwnedFd>)> {
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = rustix::net::RecvAncillaryBuffer::new(&mut space);
+    let msg = rustix::net::recvmsg(
+        channel,
+        &mut [io::IoSliceMut::new(buf)],
+        &mut control,
+        RecvFlags::TRUNC | RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut passed = None;
+    for m in control.drain() {
+        if let rustix::net::RecvAncillaryMessage::ScmRights(fds) = m {
+            for fd in fds {
+                passed.get_or_insert(fd);
+            }
+        }
+    }
+    Ok((msg.bytes, passed))
 }
 
 /// Default path of `refine-guardian`: `$REFINE_GUARDIAN`, else beside the current executable,
@@ -312,6 +336,7 @@ pub fn start(exe: Option<PathBuf>, inherit: bool) -> Result<Starting, HandshakeE
             channel: ours,
             hello: placeholder_hello(),
             closed: false,
+            returned_lock: None,
         }),
         inherit,
     })
@@ -598,25 +623,17 @@ impl GuardianLink {
             }
         }
         let mut buf = [0u8; 512];
-        let received = match recv(
-            &self.channel,
-            &mut buf,
-            RecvFlags::TRUNC | RecvFlags::DONTWAIT,
-        ) {
+        let received = match recv_with_fd(&self.channel, &mut buf) {
             // The guardian exited with a frame of ours unread: the kernel reports the reset
             // before the frames it sent last (its receipt among them), and reading it clears
             // it. Those frames, then the end of file, follow.
-            Err(rustix::io::Errno::CONNRESET) => recv(
-                &self.channel,
-                &mut buf,
-                RecvFlags::TRUNC | RecvFlags::DONTWAIT,
-            ),
+            Err(rustix::io::Errno::CONNRESET) => recv_with_fd(&self.channel, &mut buf),
             other => other,
         };
-        let (_, full) = match received {
+        let (full, passed) = match received {
             Ok(r) => r,
             Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => return Ok(None),
-            Err(rustix::io::Errno::CONNRESET) => (0, 0),
+            Err(rustix::io::Errno::CONNRESET) => (0, None),
             Err(e) => {
                 return Err(HandshakeError::Io {
                     op: "read the guardian channel",
@@ -646,7 +663,13 @@ impl GuardianLink {
             Frame::WorkloadExited { status, at_ns } => {
                 Received::Event(GuardianEvent::WorkloadExited { status, at_ns })
             }
-            Frame::ScopeExited(r) => Received::Event(GuardianEvent::ScopeExited(r)),
+            Frame::ScopeExited(r) => {
+                // L3: the registration lock the guardian held for us comes back with it.
+                if self.returned_lock.is_none() {
+                    self.returned_lock = passed;
+                }
+                Received::Event(GuardianEvent::ScopeExited(r))
+            }
             Frame::GuardianFailed { code, errno } => {
                 Received::Event(GuardianEvent::GuardianFailed { code, errno })
             }
@@ -666,6 +689,12 @@ impl GuardianLink {
         }))
     }
 
+    /// The registration lock the guardian held for this launcher (L3), as it came back with the
+    /// receipt: a descriptor of the same open file description, so the lock is still held.
+    pub(crate) fn take_returned_lock(&mut self) -> Option<OwnedFd> {
+        self.returned_lock.take()
+    }
+
     /// The channel, for callers that poll it themselves (readable = an event is pending).
     pub fn channel(&self) -> BorrowedFd<'_> {
         self.channel.as_fd()
@@ -678,9 +707,6 @@ impl GuardianLink {
 
     /// Waits for the guardian process itself to exit and reaps it (by pid, never `-1`).
     pub fn wait_guardian(&mut self) -> io::Result<ExitStatus> {
-        // A guardian that holds our registration lock (L3) waits for this end after its
-        // receipt: it lets go of the lock, and exits.
-        let _ = rustix::net::shutdown(&self.channel, rustix::net::Shutdown::Write);
         match self.child.take() {
             Some(mut c) => c.wait(),
             None => Err(io::Error::other("guardian already reaped")),
@@ -735,6 +761,7 @@ mod tests {
             channel: ours,
             hello: placeholder_hello(),
             closed: false,
+            returned_lock: None,
         };
         (link, theirs)
     }
