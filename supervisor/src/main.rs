@@ -41,7 +41,14 @@ fn main() {
     }
 }
 
-/// clap's own message, whole (argument names, suggestions, usage).
+/// clap's own message, whole (argument names, suggestions, usage), under this program's one
+/// error prefix; help and version go to stdout as clap writes them.
 fn usage_error(e: clap::Error) -> ! {
-    e.exit()
+    if !e.use_stderr() {
+        e.exit()
+    }
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    eprint!("refine-supervisor: error: {text}");
+    std::process::exit(e.exit_code())
 }

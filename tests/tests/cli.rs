@@ -39,6 +39,27 @@ fn every_command_has_help() {
     }
 }
 
+/// Help wraps at words to the terminal's width (here `COLUMNS=80`, as off a terminal), so no
+/// paragraph breaks mid-word at 80 columns (issue 44).
+#[test]
+fn help_wraps_at_words_within_80_columns() {
+    let home = Home::new();
+    for c in COMMANDS
+        .iter()
+        .map(|c| vec![*c, "--help"])
+        .chain([vec!["--help"]])
+    {
+        let out = output_of({
+            let mut cmd = home.command(&c);
+            cmd.env("COLUMNS", "80");
+            cmd
+        });
+        let text = String::from_utf8_lossy(&out.stdout);
+        let long: Vec<&str> = text.lines().filter(|l| l.chars().count() > 80).collect();
+        assert!(long.is_empty(), "{c:?}: lines past 80 columns: {long:#?}");
+    }
+}
+
 #[test]
 fn a_home_that_cannot_be_created_is_one_line() {
     let home = Home::new();
@@ -118,6 +139,25 @@ fn bad_durations_and_missing_commands_are_usage_errors() {
             assert!(named, "{}: {err}", args[i]);
         }
         assert!(err.contains("Usage:") || err.contains("--help"), "{err}");
+        // One prefix for every error of this program, usage errors included (issue 44).
+        assert!(
+            err.starts_with("refine-supervisor: error: "),
+            "{}",
+            describe(&args, &out)
+        );
+    }
+    // A runtime error reads the same way.
+    let out = home.cli(&["show", "ffff0000"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("refine-supervisor: error: "), "{err}");
+    // Help and version are not errors: on stdout, exit 0, clap's text unchanged.
+    for args in [vec!["--help"], vec!["--version"], vec!["run", "--help"]] {
+        let out = home.cli(&args);
+        assert!(
+            out.status.success() && out.stderr.is_empty() && !out.stdout.is_empty(),
+            "{}",
+            describe(&args, &out)
+        );
     }
     assert!(
         !home.run_dir().join("registrations").exists()

@@ -1255,6 +1255,29 @@ fn logs_of_retired_output_says_so_in_one_line() {
     assert!(!err.contains("os error"), "{err}");
 }
 
+/// A stop line names the scope by its id and its label (what the operator typed, as `podman
+/// stop NAME` echoes the name), for one id and for several.
+#[test]
+fn stop_lines_name_the_label_too() {
+    let home = Home::new();
+    let a = run_live(&home, "named-a");
+    let out = home.cli(&["stop", "named-a"]);
+    let line = text(&out.stdout);
+    assert!(line.starts_with(&format!("{a} (named-a): ")), "{line}");
+    let b = run_live(&home, "named-b");
+    let c = run_live(&home, "named-c");
+    let out = home.cli(&["stop", "named-b", &c[..8]]);
+    let lines = text(&out.stdout);
+    for (id, label) in [(&b, "named-b"), (&c, "named-c")] {
+        assert!(
+            lines
+                .lines()
+                .any(|l| l.starts_with(&format!("{id} ({label}): "))),
+            "{lines}"
+        );
+    }
+}
+
 #[test]
 fn durations_sizes_and_errors_read_humanely() {
     let home = Home::new();

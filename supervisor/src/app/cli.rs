@@ -37,7 +37,7 @@ use refine_supervisor::store::registry::{self, RegistryError};
 #[command(name = "refine-supervisor", version)]
 pub struct Cli {
     /// Product home (default: derived from this executable, never the current directory);
-    /// created if missing.
+    /// `run` and `serve` create it if missing, every other command needs it to exist.
     #[arg(long, global = true, value_name = "DIR", env = "REFINE_HOME")]
     pub home: Option<PathBuf>,
     /// Runtime port: state lives in HOME/run/PORT.

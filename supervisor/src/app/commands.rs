@@ -436,7 +436,7 @@ fn stop_held(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliErro
         if args.json {
             print_json(&doc)?;
         } else {
-            writeln!(out(), "{}", view::stop_line(&doc)).map_err(CliError::Output)?;
+            writeln!(out(), "{}", view::stop_line(&doc, &reg.label)).map_err(CliError::Output)?;
         }
         let proven = doc.state == State::Exited;
         return verdict(
@@ -474,7 +474,7 @@ fn stop_held(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliErro
                             ops::stop_one(&rt, &reg, refine_protocol::StopCause::Operator, grace);
                         if !json {
                             let _held = lines.lock();
-                            writeln!(out(), "{}", view::stop_line(&doc))
+                            writeln!(out(), "{}", view::stop_line(&doc, &reg.label))
                                 .map_err(CliError::Output)?;
                         }
                         Ok(doc)
@@ -544,8 +544,12 @@ fn holders_cmd(home: &Path, args: HoldersArgs) -> Result<ExitCode, CliError> {
     if !args.json && doc.unreadable > 0 {
         writeln!(
             out(),
-            "({} processes could not be read (permission denied): they may hold it too)",
-            doc.unreadable
+            "({} could not be read (permission denied): {} may hold it too)",
+            match doc.unreadable {
+                1 => "1 process".to_owned(),
+                n => format!("{n} processes"),
+            },
+            if doc.unreadable == 1 { "it" } else { "they" }
         )
         .map_err(CliError::Output)?;
     }

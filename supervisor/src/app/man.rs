@@ -214,7 +214,7 @@ const COMMON_EXIT: &[(&str, &str)] = &[
 ];
 
 const ENVIRONMENT: &[(&str, &str)] = &[
-    ("REFINE_HOME", "The product home, as --home (created if missing). Default: derived from this executable (HOME/bin/refine-supervisor), never the current directory."),
+    ("REFINE_HOME", "The product home, as --home (run and serve create it if missing). Default: derived from this executable (HOME/bin/refine-supervisor), never the current directory."),
     ("RUST_LOG", "A tracing filter (e.g. debug): a command traces itself on standard error; serve filters its log by it (default info)."),
     ("NO_COLOR", "When set (non-empty), no colour in any log or trace."),
     ("REFINE_LOG_FILE", "serve: as --log-file."),

@@ -877,10 +877,16 @@ pub fn receipt_verdict(doc: &ReceiptVerdictDoc) -> String {
 // ---------------------------------------------------------------------------------------------
 // stop, recover, gc.
 
-/// `stop`: one line.
-pub fn stop_line(doc: &StopDoc) -> String {
+/// `stop`: one line, naming the scope by its id and, when it has one, its label.
+pub fn stop_line(doc: &StopDoc, label: &str) -> String {
     let line = stop_line_raw(doc);
-    escape(&line).into_owned()
+    match label {
+        "" => escape(&line).into_owned(),
+        l => {
+            let rest = line.strip_prefix(doc.id.as_str()).unwrap_or(&line);
+            format!("{} ({}){}", escape(&doc.id), escape(l), escape(rest))
+        }
+    }
 }
 
 fn stop_line_raw(doc: &StopDoc) -> String {

@@ -53,7 +53,12 @@ pub fn raise_nofile_ceiling() {
         }
     }
     let now = getrlimit(Resource::Nofile);
-    tracing::info!(soft = ?now.current, hard = ?now.maximum, "descriptor limit");
+    let show = |l: Option<u64>| l.map_or_else(|| "unlimited".to_owned(), |n| n.to_string());
+    tracing::info!(
+        soft = %show(now.current),
+        hard = %show(now.maximum),
+        "descriptor limit"
+    );
 }
 
 /// `rlimits` for a workload: unchanged when it sets `RLIMIT_NOFILE` itself or this process
