@@ -280,23 +280,53 @@ pub fn display_width(text: &str) -> usize {
     unicode_width::UnicodeWidthStr::width(text)
 }
 
-/// `text` cut to at most `width` terminal columns, `…` marking the cut.
+/// `text` cut to at most `width` terminal columns, [`ellipsis`] marking the cut.
 pub fn cut_to_width(text: &str, width: usize) -> Cow<'_, str> {
+    cut_with(text, width, ellipsis())
+}
+
+/// The mark of a cut: `…` where the locale's character set is UTF-8, else `...` (as systemd
+/// does: a C or POSIX locale gets ASCII).
+fn ellipsis() -> &'static str {
+    static MARK: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    MARK.get_or_init(|| {
+        if locale_is_utf8(|k| std::env::var_os(k)) {
+            "…"
+        } else {
+            "..."
+        }
+    })
+}
+
+/// Whether the locale the environment names (`LC_ALL`, else `LC_CTYPE`, else `LANG`: the first
+/// that is set and not empty) has UTF-8 as its character set.
+fn locale_is_utf8(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> bool {
+    let name = ["LC_ALL", "LC_CTYPE", "LANG"]
+        .into_iter()
+        .filter_map(var)
+        .find(|v| !v.is_empty())
+        .map(|v| v.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    name.contains("utf-8") || name.contains("utf8")
+}
+
+fn cut_with<'a>(text: &'a str, width: usize, mark: &str) -> Cow<'a, str> {
     if display_width(text) <= width {
         return Cow::Borrowed(text);
     }
+    let room = width.saturating_sub(display_width(mark));
     let mut out = String::new();
     let mut used = 0;
     for c in text.chars() {
         let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
-        if used + w + 1 > width {
+        if used + w > room {
             break;
         }
         used += w;
         out.push(c);
     }
-    if width > 0 {
-        out.push('…');
+    if width >= display_width(mark) {
+        out.push_str(mark);
     }
     Cow::Owned(out)
 }
@@ -473,11 +503,18 @@ pub fn ps_table(
         };
         const LABEL: usize = 6;
         let fixed: usize = (0..LABEL).map(widest).sum();
-        let room = w
-            .saturating_sub(fixed + MIN_COMMAND + 2)
-            .max(NO_LABEL.len());
-        for r in table.iter_mut().skip(1) {
-            r[LABEL] = cut_to_width(&r[LABEL], room).into_owned();
+        let left = w.saturating_sub(fixed);
+        // When the label and the command do not both fit, the label keeps at most half of what
+        // the fixed columns leave (the command is what a reader scans for), and never less than
+        // MIN_COMMAND's worth is left to the command.
+        if widest(LABEL) + widest(LABEL + 1) > left {
+            let room = (left / 2)
+                .min(left.saturating_sub(MIN_COMMAND))
+                .saturating_sub(2)
+                .max(NO_LABEL.len());
+            for r in table.iter_mut().skip(1) {
+                r[LABEL] = cut_to_width(&r[LABEL], room).into_owned();
+            }
         }
     }
     write_lines(o, &table_lines(&table, width))
@@ -1197,8 +1234,62 @@ mod tests {
         for l in table_lines(&rows, Some(12)) {
             assert!(display_width(&l) <= 12, "{l}");
         }
-        assert_eq!(cut_to_width("ビルド", 5), "ビル…");
+        assert_eq!(cut_with("ビルド", 5, "…"), "ビル…");
         assert_eq!(display_width("ビルド"), 6);
+    }
+
+    /// Issue 44: a C or POSIX locale gets an ASCII cut mark, a UTF-8 one `…`; the first set of
+    /// LC_ALL, LC_CTYPE, LANG decides.
+    #[test]
+    fn the_cut_mark_follows_the_locale() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        };
+        assert!(!locale_is_utf8(env(&[("LANG", "C")])));
+        assert!(!locale_is_utf8(env(&[])));
+        assert!(locale_is_utf8(env(&[("LANG", "C.UTF-8")])));
+        assert!(locale_is_utf8(env(&[
+            ("LC_ALL", ""),
+            ("LANG", "en_US.utf8")
+        ])));
+        assert!(!locale_is_utf8(env(&[
+            ("LC_ALL", "C"),
+            ("LANG", "C.UTF-8")
+        ])));
+        assert!(!locale_is_utf8(env(&[
+            ("LC_CTYPE", "POSIX"),
+            ("LANG", "C.UTF-8")
+        ])));
+        assert_eq!(cut_with("abcdefgh", 6, "..."), "abc...");
+        assert_eq!(display_width(&cut_with("abcdefgh", 6, "...")), 6);
+        assert_eq!(cut_with("abcdefgh", 6, "…"), "abcde…");
+    }
+
+    /// Issue 44: at 80 columns a long label and a long command share what the fixed columns
+    /// leave (before, the label took all but 8 columns of it).
+    #[test]
+    fn a_long_label_leaves_the_command_half_the_room() {
+        let row: ScopeView = serde_json::from_value(serde_json::json!({
+            "id": "ab".repeat(16), "kind": "command", "label": "l".repeat(40), "state": "live",
+            "reason": null, "status": null, "exit_code": null, "signal": null,
+            "workload_running": true, "started_at_unix_ms": 1, "age_secs": 0, "pid": 2,
+            "guardian_pid": 1, "cwd": "/", "argv": ["c".repeat(60)], "stdout": "/o",
+            "stderr": "/e",
+        }))
+        .expect("a ps row");
+        let mut out = Vec::new();
+        ps_table(&mut out, &[row], Some(80), false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let line = text.lines().nth(1).expect("a row");
+        assert!(display_width(line) <= 80, "{line}");
+        let label = line.chars().filter(|c| *c == 'l').count();
+        let command = line.chars().filter(|c| *c == 'c').count();
+        assert!(command + 4 >= label && command >= MIN_COMMAND, "{text}");
     }
 
     /// W16: a live scope is `running` only while its main process runs; ended with nobody to
