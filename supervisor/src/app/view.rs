@@ -457,6 +457,8 @@ fn ps_state(r: &ScopeView) -> String {
 
 /// The fewest columns the command keeps before the label is cut too.
 const MIN_COMMAND: usize = 8;
+/// A label this wide (an id's short form) is cut only to keep the command MIN_COMMAND columns.
+const SHORT_LABEL: usize = 12;
 
 /// The `ps` table: newest first (the rows' order), the command last and cut to `width`.
 pub fn ps_table(
@@ -504,14 +506,13 @@ pub fn ps_table(
         const LABEL: usize = 6;
         let fixed: usize = (0..LABEL).map(widest).sum();
         let left = w.saturating_sub(fixed);
-        // When the label and the command do not both fit, the label keeps at most half of what
-        // the fixed columns leave (the command is what a reader scans for), and never less than
-        // MIN_COMMAND's worth is left to the command.
+        // When the label and the command do not both fit, a label keeps at most half of what
+        // the fixed columns leave (the command is what a reader scans for), or SHORT_LABEL
+        // columns while the command keeps MIN_COMMAND.
         if widest(LABEL) + widest(LABEL + 1) > left {
-            let room = (left / 2)
-                .min(left.saturating_sub(MIN_COMMAND))
-                .saturating_sub(2)
-                .max(NO_LABEL.len());
+            let half = (left / 2).saturating_sub(2);
+            let short = SHORT_LABEL.min(left.saturating_sub(MIN_COMMAND + 2));
+            let room = half.max(short).max(NO_LABEL.len());
             for r in table.iter_mut().skip(1) {
                 r[LABEL] = cut_to_width(&r[LABEL], room).into_owned();
             }
