@@ -73,6 +73,7 @@ fn a_page_per_subcommand_with_exit_status_environment_and_files() {
             "EXIT STATUS",
             "ENVIRONMENT",
             "FILES",
+            "EXAMPLES",
             "SEE ALSO",
         ] {
             assert!(
@@ -91,8 +92,22 @@ fn a_page_per_subcommand_with_exit_status_environment_and_files() {
             "{args:?}: NAME is {name:?}"
         );
     }
-    // The top page refers to each subcommand's page, which `man SUBCOMMAND` gives (above).
+    // The top page refers to each subcommand's page, which `man SUBCOMMAND` gives (above), and
+    // to no page that does not exist (`help(1)` was listed).
     let top = text(&home.cli(&["man"]).stdout);
+    for named in top.split("refine\\-supervisor\\-").skip(1) {
+        let sub: String = named
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '\\' || *c == '-')
+            .collect::<String>()
+            .replace("\\-", "-");
+        if named[sub.replace('-', "\\-").len()..].starts_with("(1)") {
+            assert!(
+                SUBCOMMANDS.contains(&sub.as_str()),
+                "the top page names a page that does not exist: {sub}(1)"
+            );
+        }
+    }
     for sub in SUBCOMMANDS {
         assert!(
             top.contains(&format!("refine\\-supervisor\\-{sub}(1)")),

@@ -54,7 +54,7 @@ const PAGES: &[Page] = &[
         ],
         files: &[
             ("run/P/logs/ID.stdout, run/P/logs/ID.stderr", "The output artifacts, capped by --log-cap."),
-            ("run/P/logs/ID.result", "The launch's outcome and the workload's status."),
+            ("run/P/logs/ID.stdout-index, run/P/logs/ID.stderr-index", "The time index of each artifact (logs --since, --until, -t)."),
         ],
     },
     Page {
@@ -237,6 +237,75 @@ pub(super) fn paged() -> Vec<&'static str> {
     PAGES.iter().filter_map(|p| p.name).collect()
 }
 
+/// EXAMPLES of each page: (command line, what it does).
+const EXAMPLES: &[(Option<&str>, &[(&str, &str)])] = &[
+    (None, &[
+        ("refine-supervisor run -- make test", "Run a command under a guardian; its exit status is make's."),
+        ("refine-supervisor ps -a", "List the scopes, ended ones too."),
+        ("refine-supervisor receipt ID", "Check the kernel's proof that everything ID started has ended."),
+    ]),
+    (Some("run"), &[
+        ("refine-supervisor run -- sh -c 'make & sleep 1'", "The shell's exit ends the scope: make, left behind, is stopped and the receipt proves it."),
+        ("refine-supervisor run --timeout 30m --kill-after 10s -- npm test", "As timeout(1): SIGTERM at 30 minutes, the whole scope stopped 10 s later, exit 124."),
+        ("refine-supervisor run --detach --label web -- npm run dev", "Hand the launch to the service and print its id; later: logs -f web, stop web."),
+    ]),
+    (Some("serve"), &[
+        ("refine-supervisor serve --metrics 127.0.0.1:9464", "Serve the socket, and Prometheus metrics on a loopback port."),
+        ("refine-supervisor serve --live-restore", "On SIGTERM leave the launches running for the next serve to adopt."),
+    ]),
+    (Some("upgrade"), &[
+        ("install -m 755 new/refine-supervisor /usr/local/bin/ && refine-supervisor upgrade", "Replace the binary, then make the running service execute it in place."),
+    ]),
+    (Some("ps"), &[
+        ("refine-supervisor ps", "The live scopes (and those ended in the last 30 s)."),
+        ("refine-supervisor ps --all --json", "Every registration, as one JSON document."),
+    ]),
+    (Some("show"), &[
+        ("refine-supervisor show web", "The newest scope labelled web: state, processes, output, receipt."),
+    ]),
+    (Some("stop"), &[
+        ("refine-supervisor stop web", "Stop the live scope labelled web and prove its end."),
+        ("refine-supervisor stop -t 2 a1b2 c3d4", "Stop two scopes at once, each with a 2 s grace."),
+    ]),
+    (Some("logs"), &[
+        ("refine-supervisor logs -f web", "Follow both streams until the scope has ended and its output is all captured."),
+        ("refine-supervisor logs --since 10m -t ID", "What ID wrote in the last 10 minutes, with the times."),
+    ]),
+    (Some("wait"), &[
+        ("refine-supervisor wait ID && refine-supervisor logs ID", "Wait for the end, then read the whole output."),
+    ]),
+    (Some("receipt"), &[
+        ("refine-supervisor receipt ID", "Exit 0 only when the receipt verifies: the scope is proven ended."),
+    ]),
+    (Some("recover"), &[
+        ("refine-supervisor recover --dry-run", "Show what recovery would stop, adopt or release."),
+    ]),
+    (Some("gc"), &[
+        ("refine-supervisor gc --older-than 7d", "Retire what ended more than a week ago."),
+    ]),
+    (Some("capacity"), &[
+        ("refine-supervisor capacity --json", "The agent slots and what the host can take."),
+    ]),
+    (Some("holders"), &[
+        ("refine-supervisor holders ~/src/app", "The processes that hold a path open or work in it, with their owners."),
+    ]),
+    (Some("reap"), &[
+        ("refine-supervisor reap --checkout ~/src/app", "End the orphans left in a checkout; exit 0 once nothing holds it."),
+    ]),
+    (Some("schema"), &[
+        ("refine-supervisor schema request > request.json", "The socket's request schema, for generated client types."),
+    ]),
+    (Some("version"), &[
+        ("refine-supervisor version --json", "Version, commit and build class of both binaries."),
+    ]),
+    (Some("completions"), &[
+        ("refine-supervisor completions bash > /etc/bash_completion.d/refine-supervisor", "Install bash completion (ids and labels too)."),
+    ]),
+    (Some("man"), &[
+        ("refine-supervisor man --dir /usr/local/share/man/man1", "Write every page where man(1) finds them."),
+    ]),
+];
+
 fn page(name: Option<&str>) -> &'static Page {
     PAGES.iter().find(|p| p.name == name).unwrap_or(&PAGES[0])
 }
@@ -244,10 +313,12 @@ fn page(name: Option<&str>) -> &'static Page {
 /// Writes one page of `cmd` (the command line's definition, which the caller owns): the top
 /// one, or `subcommand`'s.
 pub(super) fn write(
-    mut cmd: clap::Command,
+    cmd: clap::Command,
     subcommand: Option<&str>,
     out: &mut dyn Write,
 ) -> io::Result<()> {
+    // `help` has no page of its own (`--help` is on every page): not listed as one.
+    let mut cmd = cmd.disable_help_subcommand(true);
     cmd.build();
     let target = match subcommand {
         None => cmd,
@@ -324,6 +395,14 @@ fn render(cmd: &clap::Command, page: &Page, out: &mut dyn Write) -> io::Result<(
         r.control("TP", [])
             .text([italic(*path)])
             .text([roman(*what)]);
+    }
+    r.control("SH", ["EXAMPLES"]);
+    let examples = EXAMPLES
+        .iter()
+        .find(|(name, _)| *name == page.name)
+        .map_or(&[][..], |(_, e)| e);
+    for (line, what) in examples {
+        r.control("TP", []).text([bold(*line)]).text([roman(*what)]);
     }
     r.control("SH", ["SEE ALSO"]);
     let mut refs: Vec<String> = Vec::new();
