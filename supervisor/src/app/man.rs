@@ -237,8 +237,11 @@ pub(super) fn paged() -> Vec<&'static str> {
     PAGES.iter().filter_map(|p| p.name).collect()
 }
 
-/// EXAMPLES of each page: (command line, what it does).
-const EXAMPLES: &[(Option<&str>, &[(&str, &str)])] = &[
+/// One example: the command line, what it does.
+type Example = (&'static str, &'static str);
+
+/// EXAMPLES of each page.
+const EXAMPLES: &[(Option<&str>, &[Example])] = &[
     (None, &[
         ("refine-supervisor run -- make test", "Run a command under a guardian; its exit status is make's."),
         ("refine-supervisor ps -a", "List the scopes, ended ones too."),
