@@ -216,6 +216,27 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         close: bool,
     },
+    /// The output of a stream as it is written (L1's artifact, read from `from_offset`, or
+    /// from the first batch moved at or after `from_unix_ms` by the time index; absent: the
+    /// start): `output` replies as it grows, then one `followed` once the scope has exited and
+    /// its output is all captured. The connection then takes requests again.
+    Follow {
+        id: String,
+        stream: FollowStream,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_offset: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_unix_ms: Option<u64>,
+    },
+}
+
+/// The stream a `follow` request reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum FollowStream {
+    Stdout,
+    Stderr,
 }
 
 /// The state a `wait` request waits for.
@@ -267,6 +288,42 @@ pub enum Reply {
         written: u64,
         closed: bool,
     },
+    /// A `follow` request's bytes: `data_b64` (standard base64 of the workload's exact bytes)
+    /// found in the artifact at `offset`.
+    Output {
+        stream: FollowStream,
+        offset: u64,
+        data_b64: String,
+    },
+    /// A `follow` request's last reply: the scope has exited and its output is all captured;
+    /// `end_offset` is the artifact's length, `complete` whether the capture took every byte
+    /// (no cap reached, no write failed).
+    Followed {
+        stream: FollowStream,
+        end_offset: u64,
+        complete: bool,
+    },
+}
+
+/// Standard base64 (RFC 4648, padded) of `bytes`: how `output` carries a workload's bytes,
+/// which need not be text.
+pub fn base64(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            out.push(if i <= chunk.len() {
+                char::from(DIGITS[(n >> (18 - 6 * i) & 63) as usize])
+            } else {
+                '='
+            });
+        }
+    }
+    out
 }
 
 /// Why the service refused or failed a request.
@@ -487,6 +544,23 @@ pub fn decode_response(line: &[u8]) -> Result<Response, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// RFC 4648's test vectors.
+    #[test]
+    fn base64_is_the_standard_one() {
+        for (plain, coded) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(plain.as_bytes()), coded);
+        }
+        assert_eq!(base64(&[0, 0xff, 0xfe]), "AP/+");
+    }
 
     #[test]
     fn a_launch_ask_keeps_its_wire_form() {

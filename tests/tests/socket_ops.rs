@@ -161,3 +161,91 @@ fn input_feeds_and_closes_the_stdin_of_a_launch_that_asked_for_one() {
     assert_eq!(refused["error"]["kind"], "bad_request", "{refused}");
     conn.call(serde_json::json!({"v": 1, "op": "stop", "id": none}));
 }
+
+/// Standard base64 (RFC 4648, with padding) decoded, for the `follow` chunks.
+fn unbase64(text: &str) -> Vec<u8> {
+    let val = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("not base64: {c}"),
+    };
+    let mut out = Vec::new();
+    for quad in text.as_bytes().chunks(4) {
+        let digits: Vec<u8> = quad
+            .iter()
+            .filter(|&&c| c != b'=')
+            .map(|&c| val(c))
+            .collect();
+        let n = digits
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &d)| n | u32::from(d) << (18 - 6 * i));
+        out.extend_from_slice(&n.to_be_bytes()[1..digits.len()]);
+    }
+    out
+}
+
+/// `follow` (issue 40): the artifact's bytes as they are written, from an offset, in chunks
+/// that carry their offset, then one `followed` once the scope has exited and its output is all
+/// captured; the connection then takes requests again. The workload writes its second half only
+/// after the follower has the first (a FIFO it waits on: the test's event, not a sleep).
+#[test]
+fn follow_streams_the_output_until_the_scope_has_ended() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let gate = home.path().join("gate");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &gate,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let script = format!(
+        "printf 'one\\ntwo\\n'; read x < {}; printf 'three\\0\\377\\n'; exit 3",
+        gate.display()
+    );
+    let mut conn = Conn::open(&home);
+    let id = launch(&mut conn, "tail", &["sh", "-c", &script]);
+    let req = serde_json::json!({"v": 1, "op": "follow", "id": "tail", "stream": "stdout",
+        "from_offset": 4});
+    let mut line = serde_json::to_vec(&req).unwrap();
+    line.push(b'\n');
+    conn.wr.write_all(&line).unwrap();
+    let mut got = Vec::new();
+    let next = |conn: &mut Conn| {
+        let mut reply = String::new();
+        conn.rd.read_line(&mut reply).unwrap();
+        assert!(!reply.is_empty(), "the connection closed");
+        serde_json::from_str::<serde_json::Value>(&reply).unwrap()
+    };
+    let mut released = false;
+    let end = loop {
+        let r = next(&mut conn);
+        assert_eq!(r["ok"], true, "{r}");
+        if let Some(out) = r["result"].get("output") {
+            assert_eq!(out["stream"], "stdout", "{r}");
+            assert_eq!(out["offset"], 4 + got.len() as u64, "{r}");
+            got.extend(unbase64(out["data_b64"].as_str().unwrap()));
+            if !released && got.len() >= 4 {
+                assert_eq!(got, b"two\n");
+                std::fs::write(&gate, b"go\n").unwrap();
+                released = true;
+            }
+            continue;
+        }
+        break r["result"]["followed"].clone();
+    };
+    assert_eq!(got, b"two\nthree\0\xff\n", "{end}");
+    assert_eq!(end["end_offset"], 16, "{end}");
+    assert_eq!(end["complete"], true, "{end}");
+    // The same connection answers again; the scope is over with its own status.
+    let shown = conn.call(serde_json::json!({"v": 1, "op": "show", "id": id}));
+    assert_eq!(shown["result"]["show"]["state"], "exited", "{shown}");
+    let bad = conn.call(serde_json::json!({"v": 1, "op": "follow", "id": id, "stream": "stdin"}));
+    assert_eq!(bad["error"]["kind"], "bad_request", "{bad}");
+}

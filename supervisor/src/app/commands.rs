@@ -683,67 +683,6 @@ enum Sink {
     },
 }
 
-/// L1: what wakes `logs -f`, by inotify: an artifact growing or created, the receipt landing,
-/// the record closed (its launcher letting go of its lock). No busy polling: an idle follower
-/// sleeps until one of those, or [`FOLLOW_BACKSTOP`] for what brings no event. Without inotify
-/// (a kernel or limit that refuses it) the follower looks every 100 ms instead.
-struct Changes {
-    fd: Option<std::os::fd::OwnedFd>,
-}
-
-/// The longest an idle `logs -f` sleeps without an event.
-const FOLLOW_BACKSTOP: Duration = Duration::from_secs(1);
-
-impl Changes {
-    fn watch(rt: &Runtime, id: RegistrationId, follows: &[Follow]) -> Changes {
-        use rustix::fs::inotify::{add_watch, init, CreateFlags, WatchFlags};
-        let Ok(fd) = init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) else {
-            return Changes { fd: None };
-        };
-        // The folder: an artifact created by its first byte (a launcher's capture, F3).
-        let logs = rt.dir().join("logs");
-        let _ = add_watch(&fd, &logs, WatchFlags::CREATE | WatchFlags::MOVED_TO);
-        let _ = add_watch(
-            &fd,
-            rt.proof_path(id),
-            WatchFlags::MODIFY | WatchFlags::CLOSE_WRITE,
-        );
-        let _ = add_watch(&fd, rt.record_path(id), WatchFlags::CLOSE);
-        let changes = Changes { fd: Some(fd) };
-        changes.rewatch(follows);
-        changes
-    }
-
-    /// Watches the artifacts that exist now (adding a watch again only updates it).
-    fn rewatch(&self, follows: &[Follow]) {
-        if let Some(fd) = &self.fd {
-            for f in follows {
-                let _ = rustix::fs::inotify::add_watch(
-                    fd,
-                    &f.path,
-                    rustix::fs::inotify::WatchFlags::MODIFY,
-                );
-            }
-        }
-    }
-
-    /// Sleeps until something changed (or the backstop), then drains the events.
-    fn wait(&mut self) {
-        let Some(fd) = &self.fd else {
-            std::thread::sleep(Duration::from_millis(100));
-            return;
-        };
-        let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
-        let limit = rustix::time::Timespec {
-            tv_sec: FOLLOW_BACKSTOP.as_secs() as i64,
-            tv_nsec: 0,
-        };
-        let _ = rustix::event::poll(&mut fds, Some(&limit));
-        let mut buf = [0u8; 4096];
-        while matches!(rustix::io::read(fd, &mut buf), Ok(n) if n > 0) {}
-    }
-}
-
 /// Why `logs --since/--until/--timestamps` is refused for a scope.
 const NO_TIME_INDEX: &str = "this scope's output has no time index (its launcher captured it, as a foreground run's or a library launch's; only a guardian's capture keeps times), so no time can be answered (use -n N for the last lines)";
 
@@ -947,10 +886,11 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
             sink,
         });
     }
+    let paths = |follows: &[Follow]| follows.iter().map(|f| f.path.clone()).collect::<Vec<_>>();
     let mut changes = if args.follow {
-        Changes::watch(&rt, id, &follows)
+        ops::Changes::watch(&rt, id, &paths(&follows))
     } else {
-        Changes { fd: None }
+        ops::Changes::none()
     };
     let mut buf = vec![0u8; 64 * 1024];
     let mut printed = false;
@@ -981,7 +921,7 @@ fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
             continue;
         }
         // An artifact created meanwhile is watched too (F3: created by its first byte).
-        changes.rewatch(&follows);
+        changes.rewatch(&paths(&follows));
         changes.wait();
     }
     out().flush().map_err(CliError::Output)?;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use refine_protocol::api::{LaunchAsk, ScopeView};
@@ -643,5 +643,71 @@ pub(crate) fn wait_code(status: Option<refine_protocol::WorkloadStatus>) -> (i32
         Some(W::Signaled(s)) => (128 + s, (128 + s).to_string()),
         Some(W::NeverStarted) => (127, "127".into()),
         Some(W::Unknown) | None => (255, "-1".into()),
+    }
+}
+
+/// L1: what wakes `logs -f` (and the socket's `follow`), by inotify: an artifact growing or created, the receipt landing,
+/// the record closed (its launcher letting go of its lock). No busy polling: an idle follower
+/// sleeps until one of those, or [`FOLLOW_BACKSTOP`] for what brings no event. Without inotify
+/// (a kernel or limit that refuses it) the follower looks every 100 ms instead.
+pub struct Changes {
+    fd: Option<std::os::fd::OwnedFd>,
+}
+
+/// The longest an idle `logs -f` sleeps without an event.
+const FOLLOW_BACKSTOP: Duration = Duration::from_secs(1);
+
+impl Changes {
+    /// No watch: [`Changes::wait`] sleeps 100 ms.
+    pub fn none() -> Changes {
+        Changes { fd: None }
+    }
+
+    pub fn watch(rt: &Runtime, id: RegistrationId, artifacts: &[PathBuf]) -> Changes {
+        use rustix::fs::inotify::{add_watch, init, CreateFlags, WatchFlags};
+        let Ok(fd) = init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) else {
+            return Changes { fd: None };
+        };
+        // The folder: an artifact created by its first byte (a launcher's capture, F3).
+        let logs = rt.dir().join("logs");
+        let _ = add_watch(&fd, &logs, WatchFlags::CREATE | WatchFlags::MOVED_TO);
+        let _ = add_watch(
+            &fd,
+            rt.proof_path(id),
+            WatchFlags::MODIFY | WatchFlags::CLOSE_WRITE,
+        );
+        let _ = add_watch(&fd, rt.record_path(id), WatchFlags::CLOSE);
+        let changes = Changes { fd: Some(fd) };
+        changes.rewatch(artifacts);
+        changes
+    }
+
+    /// Watches the artifacts that exist now (adding a watch again only updates it).
+    pub fn rewatch(&self, artifacts: &[PathBuf]) {
+        if let Some(fd) = &self.fd {
+            for path in artifacts {
+                let _ = rustix::fs::inotify::add_watch(
+                    fd,
+                    path,
+                    rustix::fs::inotify::WatchFlags::MODIFY,
+                );
+            }
+        }
+    }
+
+    /// Sleeps until something changed (or the backstop), then drains the events.
+    pub fn wait(&mut self) {
+        let Some(fd) = &self.fd else {
+            std::thread::sleep(Duration::from_millis(100));
+            return;
+        };
+        let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+        let limit = rustix::time::Timespec {
+            tv_sec: FOLLOW_BACKSTOP.as_secs() as i64,
+            tv_nsec: 0,
+        };
+        let _ = rustix::event::poll(&mut fds, Some(&limit));
+        let mut buf = [0u8; 4096];
+        while matches!(rustix::io::read(fd, &mut buf), Ok(n) if n > 0) {}
     }
 }

@@ -64,7 +64,7 @@ use refine_supervisor::kernel::signal::Signal;
 use refine_supervisor::launch::deadline::{expired_on_record, Expired};
 use refine_supervisor::launch::Supervisor;
 use refine_supervisor::store::fence;
-use refine_supervisor::store::registry::{RegistryError, Runtime};
+use refine_supervisor::store::registry::{RegistryError, Runtime, Stream};
 use refine_supervisor::{end::assess, history::forget, history::retention};
 /// What the maintenance loop's housekeeping keeps and forgets.
 #[derive(Debug, Clone, Copy)]
@@ -1078,6 +1078,26 @@ async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io:
         }
         // A line past the limit cannot be resynchronised: refuse it and end the connection.
         let oversized = line.len() > MAX_MESSAGE;
+        // `follow` answers with several lines (its output as it comes, then its end).
+        if let (
+            false,
+            Ok(Request::Follow {
+                id,
+                stream,
+                from_offset,
+                from_unix_ms,
+            }),
+        ) = (oversized, api::decode_request_explained(&line))
+        {
+            let from = (from_offset, from_unix_ms);
+            if !follow_request(&state, &mut wr, id, stream, from).await? {
+                return Ok(());
+            }
+            if line.last() != Some(&b'\n') {
+                return wr.shutdown().await;
+            }
+            continue;
+        }
         let resp = answer(&state, &line).await;
         let last = oversized || line.last() != Some(&b'\n');
         // A reply the client does not take within the write timeout ends the connection.
@@ -1182,6 +1202,159 @@ async fn wait_request(
     }
 }
 
+/// A `follow` request: its replies come from a blocking reader through a small channel, so a
+/// client that does not read holds the reader back (at the client's pace) until the write
+/// timeout drops the connection, which ends the reader too. `false`: the connection is over.
+async fn follow_request(
+    state: &Arc<Service>,
+    wr: &mut tokio::net::unix::OwnedWriteHalf,
+    id: String,
+    stream: api::FollowStream,
+    from: (Option<u64>, Option<u64>),
+) -> io::Result<bool> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Response>(4);
+    let st = state.clone();
+    let reader = tokio::task::spawn_blocking(move || {
+        follow_blocking(&st, &id, stream, from, |resp| {
+            tx.blocking_send(resp).is_ok()
+        })
+    });
+    while let Some(resp) = rx.recv().await {
+        if !reply(wr, &resp, false).await? {
+            return Ok(false);
+        }
+    }
+    let _ = reader.await;
+    Ok(true)
+}
+
+/// The largest chunk of one `output` reply (before base64).
+const FOLLOW_CHUNK: usize = 64 * 1024;
+
+/// `follow`'s reader (blocking): the artifact from its start offset, each read sent as an
+/// `output` reply, until the scope has ended as `logs -f` means it (not live, its launcher let
+/// go: the output is all captured) and everything written before that was sent; then one
+/// `followed`. `send` is `false` once the client is gone.
+fn follow_blocking(
+    state: &Service,
+    text: &str,
+    stream: api::FollowStream,
+    (from_offset, from_unix_ms): (Option<u64>, Option<u64>),
+    send: impl Fn(Response) -> bool,
+) {
+    use std::os::unix::fs::FileExt;
+    let rt = &state.rt;
+    let reg = match resolve_id(rt, text, resolve::Intent::Read)
+        .and_then(|id| rt.read_registration(id).map_err(registry_response))
+    {
+        Ok(reg) => reg,
+        Err(resp) => {
+            send(resp);
+            return;
+        }
+    };
+    let which = match stream {
+        api::FollowStream::Stdout => Stream::Stdout,
+        api::FollowStream::Stderr => Stream::Stderr,
+    };
+    let path = rt.log_path(reg.id, which);
+    let mut offset = match (from_offset, from_unix_ms) {
+        (Some(_), Some(_)) => {
+            send(Response::err(
+                ErrorKind::BadRequest,
+                "follow takes from_offset or from_unix_ms, not both",
+            ));
+            return;
+        }
+        (Some(at), None) => at,
+        (None, None) => 0,
+        (None, Some(ms)) => {
+            match refine_supervisor::store::output_index::read(&rt.index_path(reg.id, which)) {
+                Ok(Some(index)) => {
+                    let since = std::time::UNIX_EPOCH + Duration::from_millis(ms);
+                    match index.range(Some(since), None) {
+                        // Nothing moved since then: from what is there now.
+                        (0, 0) => std::fs::metadata(&path).map_or(0, |m| m.len()),
+                        (start, _) => start,
+                    }
+                }
+                Ok(None) => {
+                    send(Response::err(
+                    ErrorKind::BadRequest,
+                    "this scope's output has no time index (its launcher captured it): use from_offset",
+                ));
+                    return;
+                }
+                Err(e) => {
+                    send(Response::err(
+                        ErrorKind::Internal,
+                        format!("read the time index: {e}"),
+                    ));
+                    return;
+                }
+            }
+        }
+    };
+    let artifacts = [path.clone()];
+    let mut changes = ops::Changes::watch(rt, reg.id, &artifacts);
+    let mut file = None;
+    let mut buf = vec![0u8; FOLLOW_CHUNK];
+    // Sends what the artifact holds past `offset`; `None` once the client is gone.
+    let mut pump = |file: &Option<std::fs::File>, offset: &mut u64| -> Option<bool> {
+        let mut any = false;
+        let Some(f) = file else { return Some(false) };
+        loop {
+            match f.read_at(&mut buf, *offset) {
+                Ok(0) => return Some(any),
+                Ok(n) => {
+                    let out = Response::ok(Reply::Output {
+                        stream,
+                        offset: *offset,
+                        data_b64: api::base64(&buf[..n]),
+                    });
+                    if !send(out) {
+                        return None;
+                    }
+                    *offset += n as u64;
+                    any = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Some(any),
+            }
+        }
+    };
+    loop {
+        if file.is_none() {
+            // F3: an artifact may be created by its first byte.
+            file = std::fs::File::open(&path).ok();
+        }
+        let Some(any) = pump(&file, &mut offset) else {
+            return;
+        };
+        if any {
+            continue;
+        }
+        if ops::assess(rt, &reg).state != State::Live && rt.let_go(reg.id) {
+            if file.is_none() {
+                file = std::fs::File::open(&path).ok();
+            }
+            match pump(&file, &mut offset) {
+                None => return,
+                Some(true) => continue,
+                Some(false) => {}
+            }
+            send(Response::ok(Reply::Followed {
+                stream,
+                end_offset: offset,
+                complete: !rt.capture_receipt_path(reg.id).exists(),
+            }));
+            return;
+        }
+        changes.rewatch(&artifacts);
+        changes.wait();
+    }
+}
+
 /// An `input` request: the bytes to the workload's stdin pipe, then its close if asked. A
 /// scope without one (not launched here with `input: true`, or already closed) is
 /// `bad_request`; a workload that no longer reads has its pipe dropped.
@@ -1275,9 +1448,10 @@ fn handle(state: &Service, req: Request) -> Response {
         Request::Stop { .. }
         | Request::Wait { .. }
         | Request::Signal { .. }
-        | Request::Input { .. } => Err(Response::err(
+        | Request::Input { .. }
+        | Request::Follow { .. } => Err(Response::err(
             ErrorKind::Internal,
-            "a stop, wait, signal or input is not handled here",
+            "a stop, wait, signal, input or follow is not handled here",
         )),
     };
     result.map(Response::ok).unwrap_or_else(|e| e)

@@ -117,3 +117,14 @@ def test_input_feeds_the_workload(service, tmp_path):
         assert (tmp_path / "got").read_text() == "one\ntwo\n"
         with pytest.raises(RefineError, match="no open input"):
             c.input(scope.id, "late")
+
+
+def test_follow_yields_the_output_until_the_end(service):
+    with Client.connect(home=str(service)) as c:
+        scope = c.launch(["sh", "-c", "printf 'a\\n'; printf 'b\\0\\n' >&2; printf 'c\\n'"])
+        out = b"".join(c.follow(scope.id))
+        assert out == b"a\nc\n"
+        assert c.followed == {"stream": "stdout", "end_offset": 4, "complete": True}
+        assert b"".join(c.follow(scope.id, "stderr")) == b"b\0\n"
+        assert c.wait(scope.id).exit_code == 0
+

@@ -14,11 +14,12 @@ service's `kind`); a closed or broken connection raises `ConnectionError`.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 __all__ = [
     "Client",
@@ -287,6 +288,29 @@ class Client:
         """Ends the whole scope; with `grace` (seconds), `signal` (SIGTERM by default) first and
         up to that long for it to end by itself. Returns the `stop --json` document."""
         return self.request("stop", id=id, grace_ms=_ms(grace, "grace"), signal=signal)["stop"]
+
+    def follow(
+        self,
+        id: str,
+        stream: str = "stdout",
+        *,
+        from_offset: Optional[int] = None,
+        from_unix_ms: Optional[int] = None,
+    ) -> Iterator[bytes]:
+        """Yields the stream's bytes as they are written, until the scope has exited and its
+        output is all captured (as `logs -f`). Read it to the end before the next request on
+        this connection; `self.followed` then holds the end (`end_offset`, `complete`)."""
+        self._sock.sendall(
+            _encode("follow", {"id": id, "stream": stream, "from_offset": from_offset,
+                               "from_unix_ms": from_unix_ms})
+        )
+        while True:
+            result = _decode(self._rd.readline(MAX_MESSAGE + 1))
+            if "output" in result:
+                yield base64.b64decode(result["output"]["data_b64"])
+                continue
+            self.followed = result["followed"]
+            return
 
 
 class AsyncClient:
