@@ -70,6 +70,16 @@ fn have(shell: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// PATH with the built binary first: the scripts run the binary the line names.
+fn path_with_bin() -> String {
+    let bin = refine_tests::bin("refine-supervisor");
+    format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
 /// What a real bash offers for `refine-supervisor WORDS` with the cursor at the end of the last
 /// word: the function `complete -p` names is called with `COMP_WORDS`/`COMP_CWORD` set as
 /// readline sets them.
@@ -88,15 +98,8 @@ fn bash_complete(script: &Path, words: &[&str]) -> Vec<String> {
         "$fn" refine-supervisor "$cur" "$prev"
         printf '%s\n' "${COMPREPLY[@]}"
     "#;
-    // The script runs the binary the line names: the built one, on PATH.
-    let bin = refine_tests::bin("refine-supervisor");
-    let path = format!(
-        "{}:{}",
-        bin.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let out = Command::new("bash")
-        .env("PATH", path)
+        .env("PATH", path_with_bin())
         .args(["--norc", "--noprofile", "-c", program, "bash"])
         .arg(script)
         .args(words)
@@ -118,6 +121,7 @@ fn bash_complete(script: &Path, words: &[&str]) -> Vec<String> {
 fn fish_complete(script: &Path, words: &[&str]) -> Vec<String> {
     let line = line_of(words);
     let out = Command::new("fish")
+        .env("PATH", path_with_bin())
         .args(["--no-config", "-c", "source $argv[1]; complete -C $argv[2]"])
         .arg(script)
         .arg(&line)
@@ -176,6 +180,7 @@ fn zsh_complete_all(home: &Home, script: &Path, lines: &[String]) -> Vec<Vec<Str
     std::fs::write(&setup, ZSH_SETUP).unwrap();
     std::fs::write(&driver, ZSH_DRIVER).unwrap();
     let mut child = Command::new("zsh")
+        .env("PATH", path_with_bin())
         .arg("-f")
         .arg(&driver)
         .args(lines)
@@ -306,4 +311,65 @@ fn bash_completes_ids_and_labels() {
     // Options still complete there.
     let offered = bash_complete(&script, &["--home", &home_arg, "show", "--js"]);
     assert_eq!(offered, vec!["--json".to_owned()]);
+}
+
+/// A labelled scope to complete, and the `--home` words that name its home.
+fn labelled(home: &Home) -> (String, Vec<String>) {
+    let args = ["run", "--label", "nightly-build", "--json", "--", "true"];
+    let out = home.cli(&args);
+    let id = parse(&args, &out)["id"].as_str().unwrap().to_owned();
+    (
+        id,
+        vec!["--home".to_owned(), home.path().display().to_string()],
+    )
+}
+
+/// Issue 44: ids and labels complete in fish too, from the same helper as bash.
+#[test]
+fn fish_completes_ids_and_labels() {
+    if !have("fish") {
+        eprintln!("skipped: no fish on this machine (apt-get install fish)");
+        return;
+    }
+    let home = Home::new();
+    let (id, at) = labelled(&home);
+    let script = script(&home, "fish");
+    for cmd in ["show", "stop", "logs", "wait", "receipt"] {
+        let words = |w: &'static str| [&at[0], &at[1], cmd, w].map(|s| s.to_owned());
+        let offered = fish_complete(&script, &words("night").each_ref().map(|s| s.as_str()));
+        assert_eq!(offered, vec!["nightly-build".to_owned()], "{cmd}");
+        let prefix = [at[0].as_str(), at[1].as_str(), cmd, &id[..6]];
+        assert_eq!(fish_complete(&script, &prefix), vec![id.clone()], "{cmd}");
+    }
+}
+
+/// Issue 44: ids and labels complete in zsh too, from the same helper as bash.
+#[test]
+fn zsh_completes_ids_and_labels() {
+    if !have("zsh") {
+        eprintln!("skipped: no zsh on this machine (apt-get install zsh)");
+        return;
+    }
+    let home = Home::new();
+    let (id, at) = labelled(&home);
+    let script = script(&home, "zsh");
+    let cmds = ["show", "stop", "logs", "wait", "receipt"];
+    let lines: Vec<String> = cmds
+        .iter()
+        .flat_map(|cmd| {
+            [
+                line_of(&[&at[0], &at[1], cmd, "night"]),
+                line_of(&[&at[0], &at[1], cmd, &id[..6]]),
+            ]
+        })
+        .collect();
+    let answers = zsh_complete_all(&home, &script, &lines);
+    for (line, got) in lines.iter().zip(&answers) {
+        let want = if line.ends_with("night") {
+            "nightly-build"
+        } else {
+            id.as_str()
+        };
+        assert!(got.iter().any(|g| g == want), "{line}: {got:?}");
+    }
 }

@@ -15,8 +15,8 @@
 //! `tests/tests/completion.rs` loads the scripts into a real bash and fish and asks them.
 //!
 //! # Caveats
-//! Ids and labels complete in bash only: its script runs the binary (the hidden
-//! `__complete-ids`) for the home and port on the command line; zsh and fish do not yet.
+//! Ids and labels complete in bash, zsh and fish from one source: each script runs the binary
+//! the line names (the hidden `__complete-ids`) for the home and port on the command line.
 
 use std::io::{self, Write};
 
@@ -40,8 +40,10 @@ pub(super) fn write(cmd: clap::Command, shell: Shell, out: &mut dyn Write) -> io
         }
         Shell::Fish => {
             out.write_all(&script)?;
-            out.write_all(fish_positional_values(&cmd).as_bytes())
+            out.write_all(fish_positional_values(&cmd).as_bytes())?;
+            out.write_all(fish_ids().as_bytes())
         }
+        Shell::Zsh => out.write_all(zsh_ids(&String::from_utf8_lossy(&script)).as_bytes()),
         _ => out.write_all(&script),
     }
 }
@@ -143,6 +145,78 @@ fn bash_ids(script: &str) -> String {
         out.push('\n');
     }
     out
+}
+
+/// fish's [`BASH_IDS_FN`]: the same helper, asked for the home and port typed so far.
+const FISH_IDS_FN: &str = r#"
+function __refine_supervisor_ids
+    set -l words (commandline -opc)
+    set -l where
+    for i in (seq 2 (count $words))
+        if contains -- $words[$i] --home --port; and test $i -lt (count $words)
+            set -a where $words[$i] $words[(math $i + 1)]
+        end
+    end
+    command $words[1] $where __complete-ids 2>/dev/null
+end
+"#;
+
+/// The fish function and a `complete` line for each of [`TAKE_IDS`].
+fn fish_ids() -> String {
+    let fn_name = BIN.replace('-', "_");
+    let mut out = String::from(FISH_IDS_FN);
+    for sub in TAKE_IDS {
+        out.push_str(&format!(
+            "complete -c {BIN} -n \"__fish_{fn_name}_using_subcommand {sub}\" -f -a \"(__refine_supervisor_ids)\"\n"
+        ));
+    }
+    out
+}
+
+/// zsh's [`BASH_IDS_FN`]: the same helper, asked for the home and port on the whole line
+/// (`_arguments` narrows `words` to the subcommand's own).
+const ZSH_IDS_FN: &str = r#"
+_refine_supervisor_ids() {
+    local -a all where ids
+    local i
+    all=(${(z)BUFFER})
+    for ((i = 2; i < ${#all}; i++)); do
+        case ${all[i]} in
+            --home|--port) where+=(${all[i]} ${(Q)all[i+1]}) ;;
+            --home=*|--port=*) where+=(${(Q)all[i]}) ;;
+        esac
+    done
+    ids=(${(f)"$(command ${(Q)all[1]} $where __complete-ids 2>/dev/null)"})
+    compadd -a ids
+}
+"#;
+
+/// The zsh branches of [`TAKE_IDS`] complete their ids positional with the helper.
+fn zsh_ids(script: &str) -> String {
+    let mut out = String::with_capacity(script.len() + 1024);
+    let mut branch = None;
+    for line in script.lines() {
+        let t = line.trim();
+        if let Some(name) = t.strip_prefix('(').and_then(|t| t.strip_suffix(')')) {
+            branch = TAKE_IDS.contains(&name).then_some(name);
+        }
+        let positional = t.starts_with("'*::") || t.starts_with("':");
+        if branch.is_some() && positional && t.ends_with(":_default' \\") {
+            out.push_str(&line.replace(":_default' \\", ":_refine_supervisor_ids' \\"));
+            out.push('\n');
+            continue;
+        }
+        if t == ";;" {
+            branch = None;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    // The function before the script's own, which the last line runs (`compdef` or a call).
+    out.replace(
+        "#compdef refine-supervisor\n",
+        &format!("#compdef refine-supervisor\n{ZSH_IDS_FN}"),
+    )
 }
 
 /// clap-rs/clap#6421: the `case` branches of subcommands, spelt as the command-line walk
