@@ -45,7 +45,54 @@ fn parse_start_time(stat: &[u8]) -> Option<u64> {
 fn start_time_at(path: &CStr) -> Result<u64, Error> {
     let mut buf = [0u8; 1024];
     let n = sys::read_file(path, &mut buf).map_err(Error::Identity)?;
-    parse_start_time(&buf[..n]).ok_or_else(bad)
+    parse_start_time(&buf[..n])
+        .map(initial_start_time)
+        .ok_or_else(bad)
+}
+
+/// `/proc` start times are in `USER_HZ` ticks, 100 on every architecture this runs on.
+const USER_HZ: i64 = 100;
+
+/// A start time read here, in the initial time namespace's terms: a time namespace whose boot
+/// time runs ahead (`/proc/self/timens_offsets`, `boottime SECS NSECS`) shows every start time
+/// that much later, and a witness must read the same from every namespace (the supervisor's
+/// views take theirs back the same way).
+fn initial_start_time(read: u64) -> u64 {
+    let mut buf = [0u8; 256];
+    let Ok(n) = sys::read_file(c"/proc/self/timens_offsets", &mut buf) else {
+        return read;
+    };
+    let offset = buf[..n]
+        .split(|&b| b == b'\n')
+        .find_map(|line| line.strip_prefix(b"boottime"))
+        .and_then(|rest| {
+            let mut f = rest.split(|&b| b == b' ').filter(|f| !f.is_empty());
+            let secs = parse_signed(f.next()?)?;
+            let nsecs = parse_signed(f.next()?)?;
+            secs.checked_mul(USER_HZ)?
+                .checked_add(nsecs * USER_HZ / 1_000_000_000)
+        })
+        .unwrap_or(0);
+    u64::try_from(i128::from(read) - i128::from(offset)).unwrap_or(0)
+}
+
+/// A decimal number with an optional `-`.
+fn parse_signed(text: &[u8]) -> Option<i64> {
+    let (neg, digits) = match text.strip_prefix(b"-") {
+        Some(d) => (true, d),
+        None => (false, text),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(i64::from(b - b'0'))?;
+    }
+    Some(if neg { -v } else { v })
 }
 
 /// Reads `/proc/PID/stat` of `pid` into `buf`; returns the length.
@@ -62,7 +109,9 @@ fn read_stat(pid: Pid, buf: &mut [u8]) -> Result<usize, Error> {
 pub fn start_time(pid: Pid) -> Result<u64, Error> {
     let mut buf = [0u8; 1024];
     let n = read_stat(pid, &mut buf)?;
-    parse_start_time(&buf[..n]).ok_or_else(bad)
+    parse_start_time(&buf[..n])
+        .map(initial_start_time)
+        .ok_or_else(bad)
 }
 
 /// `PF_FORKNOEXEC` in `task->flags`: set by `fork`, cleared by a successful `execve`.

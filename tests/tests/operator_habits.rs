@@ -144,3 +144,83 @@ fn gc_keeps_live_scopes_without_waiting_on_their_locks() {
         assert_eq!(home.state(id), "live", "gc touched a live scope");
     }
 }
+
+/// `CMD` under `unshare --time --boottime 86400 --fork` (a time namespace whose boot time runs a
+/// day ahead): `/proc/PID/stat` start times read there are a day later than outside.
+fn in_time_namespace(home: &Home, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--time", "--boottime", "86400", "--fork"])
+        .arg(refine_tests::bin("refine-supervisor"))
+        .arg("--home")
+        .arg(home.path())
+        .args(args)
+        .stdin(Stdio::null());
+    output_of(cmd)
+}
+
+/// Issue 44: views from inside a time namespace (and launches made there, viewed from outside)
+/// agree with the initial namespace: a start time is compared in the initial namespace's terms
+/// (`/proc/self/timens_offsets`), so no live scope reads `unverified` for the reader's offset.
+#[test]
+fn a_time_namespace_does_not_make_live_scopes_unverified() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: unshare --time needs root");
+        return;
+    }
+    let probe = output_of({
+        let mut c = Command::new("unshare");
+        c.args(["--time", "--boottime", "86400", "--fork", "true"]);
+        c
+    });
+    if !probe.status.success() {
+        println!(
+            "skipped: no time namespaces here ({})",
+            String::from_utf8_lossy(&probe.stderr).trim()
+        );
+        return;
+    }
+    let home = Home::new();
+    // A scope launched outside, viewed inside.
+    let outside = run_returning(&home, &["sh", "-c", "sleep 600 >/dev/null 2>&1 &"]).1;
+    let row = |out: &std::process::Output, id: &str| {
+        let rows = json_of(&out.stdout);
+        rows["registrations"]
+            .as_array()
+            .and_then(|r| r.iter().find(|r| r["id"] == id))
+            .map(|r| r["state"].clone())
+    };
+    let inside = in_time_namespace(&home, &["ps", "--all", "--json"]);
+    assert_eq!(
+        row(&inside, &outside),
+        Some(serde_json::json!("live")),
+        "{}",
+        describe(&["ps"], &inside)
+    );
+    // A scope launched inside, viewed outside.
+    let launched = in_time_namespace(
+        &home,
+        &[
+            "run",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "sleep 600 >/dev/null 2>&1 &",
+        ],
+    );
+    let id = json_of(&launched.stdout)["id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    let outside_view = home.cli(&["ps", "--all", "--json"]);
+    assert_eq!(
+        row(&outside_view, &id),
+        Some(serde_json::json!("live")),
+        "{}",
+        describe(&["ps"], &outside_view)
+    );
+    for id in [&outside, &id] {
+        let out = home.cli(&["stop", id]);
+        assert!(out.status.success(), "{}", describe(&["stop", id], &out));
+    }
+}

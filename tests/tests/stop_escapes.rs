@@ -303,9 +303,17 @@ at_z() { for f in /proc/[0-9]*/syscall; do read -r nr a0 rest < "$f" 2>/dev/null
 bounded at_z
 kill -9 "$Z"
 bounded '[ ! -e /proc/$Z ]'
-echo $((Z - 1)) > /proc/sys/kernel/ns_last_pid
-sleep 77 &
-B=$!
+# Another task of the namespace (a thread of the stop, say) may take the pid first: retry
+# while the stop's pidfd_open is held (3 s), each time from Z - 1 again.
+n=0
+while :; do
+    echo $((Z - 1)) > /proc/sys/kernel/ns_last_pid
+    sleep 77 &
+    B=$!
+    [ "$B" = "$Z" ] && break
+    kill "$B" 2>/dev/null; wait "$B" 2>/dev/null
+    n=$((n + 1)); [ $n -ge 100 ] && break
+done
 echo "z=$Z b=$B"
 wait "$STRACE"
 echo "stop rc=$?"

@@ -307,6 +307,45 @@ pub(crate) fn parse_stat(pid: Pid, text: &str) -> Option<Stat> {
     parse_stat_bytes(pid, text.as_bytes())
 }
 
+/// The clock ticks by which this process's time namespace runs its boot time ahead of the
+/// initial namespace's (`/proc/self/timens_offsets`; 0 where there is none): `/proc/PID/stat`
+/// start times read here are that much later than the same process's read from outside. Every
+/// start time is taken back to the initial namespace's terms, so a witness recorded in one
+/// namespace is recognised from any other (the guardian does the same).
+fn boottime_offset_ticks() -> i64 {
+    static OFFSET: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *OFFSET.get_or_init(|| {
+        let hz = rustix::param::clock_ticks_per_second();
+        std::fs::read_to_string("/proc/self/timens_offsets")
+            .ok()
+            .and_then(|t| parse_boottime_offset(&t, hz))
+            .unwrap_or(0)
+    })
+}
+
+/// The `boottime` line of a `timens_offsets` text, in ticks of `hz` (`None`: malformed).
+fn parse_boottime_offset(text: &str, hz: u64) -> Option<i64> {
+    for line in text.lines() {
+        let mut f = line.split_ascii_whitespace();
+        if f.next() != Some("boottime") {
+            continue;
+        }
+        let secs: i64 = f.next()?.parse().ok()?;
+        let nsecs: i64 = f.next()?.parse().ok()?;
+        let hz = i64::try_from(hz).ok()?;
+        return secs
+            .checked_mul(hz)?
+            .checked_add(nsecs * hz / 1_000_000_000);
+    }
+    Some(0)
+}
+
+/// A start time read here, in the initial time namespace's terms.
+fn initial_start_time(read: u64) -> u64 {
+    let offset = boottime_offset_ticks();
+    u64::try_from(i128::from(read) - i128::from(offset)).unwrap_or(0)
+}
+
 /// [`parse_stat`] of the raw bytes: a command name need not be UTF-8.
 fn parse_stat_bytes(pid: Pid, text: &[u8]) -> Option<Stat> {
     let open = text.iter().position(|&b| b == b'(')?;
@@ -327,7 +366,7 @@ fn parse_stat_bytes(pid: Pid, text: &[u8]) -> Option<Stat> {
     let sid: i32 = fields.next()?.parse().ok()?;
     // Skip fields 7..=19 (13 fields) to reach field 20, then field 21 to reach field 22.
     let threads: u32 = fields.nth(13)?.parse().ok()?;
-    let start_time: u64 = fields.nth(1)?.parse().ok()?;
+    let start_time: u64 = initial_start_time(fields.nth(1)?.parse().ok()?);
     Some(Stat {
         pid,
         state,
@@ -841,6 +880,18 @@ mod tests {
             (State::Running, 3, 4242)
         );
         assert_eq!(s.comm.as_bytes(), b"a\xff) b");
+    }
+
+    #[test]
+    fn boottime_offsets_read_in_ticks() {
+        let text = "monotonic           0         0\nboottime        86400         0\n";
+        assert_eq!(parse_boottime_offset(text, 100), Some(8_640_000));
+        assert_eq!(
+            parse_boottime_offset("boottime -2 500000000\n", 100),
+            Some(-150)
+        );
+        assert_eq!(parse_boottime_offset("monotonic 5 0\n", 100), Some(0));
+        assert_eq!(parse_boottime_offset("boottime x 0\n", 100), None);
     }
 
     #[test]
