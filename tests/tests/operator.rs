@@ -902,7 +902,14 @@ fn a_guardian_another_user_could_replace_is_refused() {
     let home = Home::new();
     let dir = tempfile::tempdir().expect("tempdir");
     let guardian = dir.path().join("refine-guardian");
-    fs::copy(refine_tests::bin("refine-guardian"), &guardian).unwrap();
+    // Copied by `cp`: a child another test forks while this process held the copy open for
+    // writing would make its exec fail with ETXTBSY.
+    let copied = std::process::Command::new("cp")
+        .arg(refine_tests::bin("refine-guardian"))
+        .arg(&guardian)
+        .status()
+        .expect("run cp");
+    assert!(copied.success(), "cp the guardian: {copied}");
     let marker = home.path().join("ran");
     let touch = format!("touch '{}'", marker.display());
     let args = ["run", "--", "sh", "-c", &touch];

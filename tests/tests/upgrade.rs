@@ -17,11 +17,18 @@ use cli_support::{describe, detach, show, Home, DEADLINE};
 use refine_tests::{bin, wait_until};
 
 /// A copy of the supervisor at `dir/refine-supervisor`, put there by rename (a new inode, as
-/// an install does).
+/// an install does). The copy is written by `cp`, not by this process: a child that another
+/// test forks while this process held the new file open for writing would hold it too, until
+/// its exec, and an exec of the copy meanwhile fails with ETXTBSY.
 fn install(dir: &Path) -> PathBuf {
     let to = dir.join("refine-supervisor");
     let tmp = dir.join(".refine-supervisor.new");
-    std::fs::copy(bin("refine-supervisor"), &tmp).expect("copy the supervisor");
+    let copied = Command::new("cp")
+        .arg(bin("refine-supervisor"))
+        .arg(&tmp)
+        .status()
+        .expect("run cp");
+    assert!(copied.success(), "cp the supervisor: {copied}");
     std::fs::rename(&tmp, &to).expect("install it");
     to
 }
