@@ -308,7 +308,7 @@ fn the_api_stop_grants_a_grace() {
     let doc = stop(&abrupt, "");
     let done = &doc["result"]["stop"];
     assert_eq!(done["state"], "exited", "{doc}");
-    assert!(done["killed"].as_u64().unwrap() >= 1, "{doc}");
+    assert!(done["killed"].as_u64().is_some_and(|k| k >= 1), "{doc}");
     assert_eq!(done["receipt"]["signal"], 9, "{doc}");
 
     let left = launch();
