@@ -23,12 +23,16 @@ fn parse_field(stat: &[u8], n: usize) -> Option<u64> {
     let close = stat.iter().rposition(|&b| b == b')')?;
     // After ") " comes field 3 (state).
     let rest = stat.get(close + 2..)?;
-    let field = rest.split(|&b| b == b' ').nth(n.checked_sub(3)?)?;
-    let mut v: u64 = 0;
-    if field.is_empty() {
+    parse_decimal(rest.split(|&b| b == b' ').nth(n.checked_sub(3)?)?)
+}
+
+/// A decimal number of ASCII digits only (none: `None`).
+fn parse_decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
         return None;
     }
-    for &b in field {
+    let mut v: u64 = 0;
+    for &b in digits {
         if !b.is_ascii_digit() {
             return None;
         }
@@ -78,21 +82,10 @@ fn initial_start_time(read: u64) -> u64 {
 
 /// A decimal number with an optional `-`.
 fn parse_signed(text: &[u8]) -> Option<i64> {
-    let (neg, digits) = match text.strip_prefix(b"-") {
-        Some(d) => (true, d),
-        None => (false, text),
-    };
-    if digits.is_empty() {
-        return None;
+    match text.strip_prefix(b"-") {
+        Some(digits) => i64::try_from(parse_decimal(digits)?).ok().map(|v| -v),
+        None => i64::try_from(parse_decimal(text)?).ok(),
     }
-    let mut v: i64 = 0;
-    for &b in digits {
-        if !b.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(i64::from(b - b'0'))?;
-    }
-    Some(if neg { -v } else { v })
 }
 
 /// Reads `/proc/PID/stat` of `pid` into `buf`; returns the length.

@@ -7,20 +7,8 @@ mod cli_support;
 use std::io::Write;
 use std::path::Path;
 
-use cli_support::{describe, detach, show, Home, Serving, DEADLINE};
+use cli_support::{describe, detach, mkfifo, show, Home, Serving, DEADLINE};
 use refine_tests::wait_until;
-
-/// Makes a FIFO at `path` (the workload waits on it: the test's event, not a sleep).
-fn fifo(path: &Path) {
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        path,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .expect("mkfifo");
-}
 
 /// Opens the FIFO for writing and closes it: the workload's `read` returns.
 fn release(path: &Path) {
@@ -45,7 +33,7 @@ fn a_killed_service_breaks_no_detached_writer() {
     let home = Home::new();
     let mut svc = Serving::start(&home, &[]);
     let gate = home.path().join("gate");
-    fifo(&gate);
+    mkfifo(&gate);
     let script = format!(
         "for i in 1 2 3 4; do echo line$i; done; read go < {gate}; \
          i=5; while [ $i -le 2000 ]; do echo line$i; echo err$i >&2; i=$((i+1)); done; exit 7",
@@ -96,7 +84,7 @@ fn live_restore_keeps_the_launches_across_a_restart() {
     let home = Home::new();
     let mut svc = Serving::start(&home, &["--live-restore"]);
     let gate = home.path().join("gate");
-    fifo(&gate);
+    mkfifo(&gate);
     let script = format!(
         "echo before; read go < {gate}; i=0; while [ $i -lt 500 ]; do echo after$i; i=$((i+1)); done",
         gate = gate.display()
@@ -134,8 +122,8 @@ fn logs_filter_by_the_time_index() {
     let home = Home::new();
     let _svc = Serving::start(&home, &[]);
     let (one, two) = (home.path().join("one"), home.path().join("two"));
-    fifo(&one);
-    fifo(&two);
+    mkfifo(&one);
+    mkfifo(&two);
     let script = format!(
         "echo early; read go < {one}; echo middle >&2; read go < {two}; echo late",
         one = one.display(),

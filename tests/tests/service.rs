@@ -430,14 +430,7 @@ fn wait_and_follow_end_only_once_the_output_is_captured() {
     let home = Home::new();
     let svc = Serving::start(&home, &[]);
     let go = home.path().join("go");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &go,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .expect("mkfifo");
+    mkfifo(&go);
     let id = detach(
         &home,
         &[

@@ -197,14 +197,7 @@ fn follow_streams_the_output_until_the_scope_has_ended() {
     let home = Home::new();
     let _svc = Serving::start(&home, &[]);
     let gate = home.path().join("gate");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &gate,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .unwrap();
+    mkfifo(&gate);
     let script = format!(
         "printf 'one\\ntwo\\n'; read x < {}; printf 'three\\0\\377\\n'; exit 3",
         gate.display()

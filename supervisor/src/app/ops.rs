@@ -646,8 +646,8 @@ pub(crate) fn wait_code(status: Option<refine_protocol::WorkloadStatus>) -> (i32
     }
 }
 
-/// L1: what wakes `logs -f` (and the socket's `follow`), by inotify: an artifact growing or created, the receipt landing,
-/// the record closed (its launcher letting go of its lock). No busy polling: an idle follower
+/// L1: what wakes `logs -f` (and the socket's `follow`), by inotify: an artifact growing or
+/// created, the receipt landing, the record closed (its launcher letting go of its lock). No busy polling: an idle follower
 /// sleeps until one of those, or [`FOLLOW_BACKSTOP`] for what brings no event. Without inotify
 /// (a kernel or limit that refuses it) the follower looks every 100 ms instead.
 pub struct Changes {
@@ -698,7 +698,7 @@ impl Changes {
     /// Sleeps until something changed (or the backstop), then drains the events.
     pub fn wait(&mut self) {
         let Some(fd) = &self.fd else {
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(NO_INOTIFY_TICK);
             return;
         };
         let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
@@ -707,7 +707,34 @@ impl Changes {
             tv_nsec: 0,
         };
         let _ = rustix::event::poll(&mut fds, Some(&limit));
-        let mut buf = [0u8; 4096];
-        while matches!(rustix::io::read(fd, &mut buf), Ok(n) if n > 0) {}
+        self.drain();
+    }
+
+    /// [`Changes::wait`] as a task of the service's event loop: no thread waits meanwhile.
+    pub async fn wait_async(&mut self) {
+        let readable = self
+            .fd
+            .as_ref()
+            .and_then(|fd| fd.try_clone().ok())
+            // SAFETY: the descriptor is an `OwnedFd` of our own (a duplicate of the inotify
+            // one) that the `AsyncFd` owns: nothing else closes or replaces it while it is
+            // registered, and dropping the `AsyncFd` deregisters it before closing it.
+            .and_then(|fd| unsafe { tokio::io::unix::AsyncFd::register(fd) }.ok());
+        let Some(readable) = readable else {
+            tokio::time::sleep(NO_INOTIFY_TICK).await;
+            return;
+        };
+        let _ = tokio::time::timeout(FOLLOW_BACKSTOP, readable.readable()).await;
+        self.drain();
+    }
+
+    fn drain(&self) {
+        if let Some(fd) = &self.fd {
+            let mut buf = [0u8; 4096];
+            while matches!(rustix::io::read(fd, &mut buf), Ok(n) if n > 0) {}
+        }
     }
 }
+
+/// How often a follower without inotify looks.
+const NO_INOTIFY_TICK: Duration = Duration::from_millis(100);

@@ -1202,9 +1202,11 @@ async fn wait_request(
     }
 }
 
-/// A `follow` request: its replies come from a blocking reader through a small channel, so a
-/// client that does not read holds the reader back (at the client's pace) until the write
-/// timeout drops the connection, which ends the reader too. `false`: the connection is over.
+/// A `follow` request. The waits between reads are tasks of the event loop (inotify through
+/// the reactor, or its backstop): an idle follower holds no thread. Each read is a short job
+/// of the blocking pool, at most [`FOLLOW_TURN`] chunks, written before the next is read, so
+/// the reader keeps the client's pace; a client that does not read is dropped by the write
+/// timeout. `false`: the connection is over.
 async fn follow_request(
     state: &Arc<Service>,
     wr: &mut tokio::net::unix::OwnedWriteHalf,
@@ -1212,146 +1214,180 @@ async fn follow_request(
     stream: api::FollowStream,
     from: (Option<u64>, Option<u64>),
 ) -> io::Result<bool> {
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Response>(4);
     let st = state.clone();
-    let reader = tokio::task::spawn_blocking(move || {
-        follow_blocking(&st, &id, stream, from, |resp| {
-            tx.blocking_send(resp).is_ok()
+    let start = tokio::task::spawn_blocking(move || Follower::start(&st.rt, &id, stream, from))
+        .await
+        .unwrap_or_else(|e| Err(Response::err(ErrorKind::Internal, e.to_string())));
+    let (mut follower, mut changes) = match start {
+        Ok(started) => started,
+        Err(resp) => return reply(wr, &resp, false).await,
+    };
+    loop {
+        let st = state.clone();
+        let turn = tokio::task::spawn_blocking(move || {
+            let turn = follower.turn(&st.rt);
+            (follower, turn)
         })
-    });
-    while let Some(resp) = rx.recv().await {
-        if !reply(wr, &resp, false).await? {
-            return Ok(false);
+        .await;
+        let (back, (replies, next)) = match turn {
+            Ok(t) => t,
+            Err(e) => {
+                let resp = Response::err(ErrorKind::Internal, e.to_string());
+                return reply(wr, &resp, false).await;
+            }
+        };
+        follower = back;
+        for resp in &replies {
+            if !reply(wr, resp, false).await? {
+                return Ok(false);
+            }
+        }
+        match next {
+            Next::More => {}
+            Next::Ended => return Ok(true),
+            Next::Idle => {
+                changes.rewatch(&[follower.path.clone()]);
+                changes.wait_async().await;
+            }
         }
     }
-    let _ = reader.await;
-    Ok(true)
 }
 
 /// The largest chunk of one `output` reply (before base64).
 const FOLLOW_CHUNK: usize = 64 * 1024;
+/// The most chunks one turn of a follower reads before they are written.
+const FOLLOW_TURN: usize = 4;
 
-/// `follow`'s reader (blocking): the artifact from its start offset, each read sent as an
-/// `output` reply, until the scope has ended as `logs -f` means it (not live, its launcher let
-/// go: the output is all captured) and everything written before that was sent; then one
-/// `followed`. `send` is `false` once the client is gone.
-fn follow_blocking(
-    state: &Service,
-    text: &str,
+/// `follow`'s reader: the artifact from its offset, and when the scope has ended as `logs -f`
+/// means it (not live, its launcher let go: the output is all captured).
+struct Follower {
+    reg: Registration,
     stream: api::FollowStream,
-    (from_offset, from_unix_ms): (Option<u64>, Option<u64>),
-    send: impl Fn(Response) -> bool,
-) {
-    use std::os::unix::fs::FileExt;
-    let rt = &state.rt;
-    let reg = match resolve_id(rt, text, resolve::Intent::Read)
-        .and_then(|id| rt.read_registration(id).map_err(registry_response))
-    {
-        Ok(reg) => reg,
-        Err(resp) => {
-            send(resp);
-            return;
-        }
-    };
-    let which = match stream {
-        api::FollowStream::Stdout => Stream::Stdout,
-        api::FollowStream::Stderr => Stream::Stderr,
-    };
-    let path = rt.log_path(reg.id, which);
-    let mut offset = match (from_offset, from_unix_ms) {
-        (Some(_), Some(_)) => {
-            send(Response::err(
-                ErrorKind::BadRequest,
-                "follow takes from_offset or from_unix_ms, not both",
-            ));
-            return;
-        }
-        (Some(at), None) => at,
-        (None, None) => 0,
-        (None, Some(ms)) => {
-            match refine_supervisor::store::output_index::read(&rt.index_path(reg.id, which)) {
-                Ok(Some(index)) => {
-                    let since = std::time::UNIX_EPOCH + Duration::from_millis(ms);
-                    match index.range(Some(since), None) {
-                        // Nothing moved since then: from what is there now.
-                        (0, 0) => std::fs::metadata(&path).map_or(0, |m| m.len()),
-                        (start, _) => start,
-                    }
-                }
-                Ok(None) => {
-                    send(Response::err(
+    path: std::path::PathBuf,
+    offset: u64,
+    file: Option<std::fs::File>,
+}
+
+/// What a follower's turn leaves to do.
+enum Next {
+    /// The turn stopped at its chunk limit: read on at once.
+    More,
+    /// Nothing new: wait for a change.
+    Idle,
+    /// `followed` was sent.
+    Ended,
+}
+
+impl Follower {
+    /// The scope and the start offset (from the time index for `from_unix_ms`), and the watch
+    /// on what can change; a refusal is the reply.
+    fn start(
+        rt: &Runtime,
+        text: &str,
+        stream: api::FollowStream,
+        (from_offset, from_unix_ms): (Option<u64>, Option<u64>),
+    ) -> Result<(Follower, ops::Changes), Response> {
+        let reg = resolve_id(rt, text, resolve::Intent::Read)
+            .and_then(|id| rt.read_registration(id).map_err(registry_response))?;
+        let which = match stream {
+            api::FollowStream::Stdout => Stream::Stdout,
+            api::FollowStream::Stderr => Stream::Stderr,
+        };
+        let path = rt.log_path(reg.id, which);
+        let offset = match (from_offset, from_unix_ms) {
+            (Some(_), Some(_)) => {
+                return Err(Response::err(
                     ErrorKind::BadRequest,
-                    "this scope's output has no time index (its launcher captured it): use from_offset",
-                ));
-                    return;
-                }
-                Err(e) => {
-                    send(Response::err(
-                        ErrorKind::Internal,
-                        format!("read the time index: {e}"),
-                    ));
-                    return;
+                    "follow takes from_offset or from_unix_ms, not both",
+                ))
+            }
+            (Some(at), None) => at,
+            (None, None) => 0,
+            (None, Some(ms)) => {
+                let index =
+                    refine_supervisor::store::output_index::read(&rt.index_path(reg.id, which))
+                        .map_err(|e| {
+                            Response::err(ErrorKind::Internal, format!("read the time index: {e}"))
+                        })?
+                        .ok_or_else(|| {
+                            Response::err(
+                        ErrorKind::BadRequest,
+                        "this scope's output has no time index (its launcher captured it): \
+                         use from_offset",
+                    )
+                        })?;
+                let since = std::time::UNIX_EPOCH + Duration::from_millis(ms);
+                match index.range(Some(since), None) {
+                    // Nothing moved since then: from what is there now.
+                    (0, 0) => std::fs::metadata(&path).map_or(0, |m| m.len()),
+                    (start, _) => start,
                 }
             }
+        };
+        let changes = ops::Changes::watch(rt, reg.id, std::slice::from_ref(&path));
+        let follower = Follower {
+            reg,
+            stream,
+            path,
+            offset,
+            file: None,
+        };
+        Ok((follower, changes))
+    }
+
+    /// Reads at most [`FOLLOW_TURN`] chunks past the offset (F3: the artifact may be created
+    /// by its first byte); with none, checks whether the scope had ended, and then reads once
+    /// more, so that what was written before the end is all sent before `followed`.
+    fn turn(&mut self, rt: &Runtime) -> (Vec<Response>, Next) {
+        let mut replies = self.read();
+        if replies.len() == FOLLOW_TURN {
+            return (replies, Next::More);
         }
-    };
-    let artifacts = [path.clone()];
-    let mut changes = ops::Changes::watch(rt, reg.id, &artifacts);
-    let mut file = None;
-    let mut buf = vec![0u8; FOLLOW_CHUNK];
-    // Sends what the artifact holds past `offset`; `None` once the client is gone.
-    let mut pump = |file: &Option<std::fs::File>, offset: &mut u64| -> Option<bool> {
-        let mut any = false;
-        let Some(f) = file else { return Some(false) };
-        loop {
-            match f.read_at(&mut buf, *offset) {
-                Ok(0) => return Some(any),
+        if !replies.is_empty() {
+            return (replies, Next::Idle);
+        }
+        if ops::assess(rt, &self.reg).state == State::Live || !rt.let_go(self.reg.id) {
+            return (replies, Next::Idle);
+        }
+        replies = self.read();
+        if !replies.is_empty() {
+            return (replies, Next::More);
+        }
+        replies.push(Response::ok(Reply::Followed {
+            stream: self.stream,
+            end_offset: self.offset,
+            complete: !rt.capture_receipt_path(self.reg.id).exists(),
+        }));
+        (replies, Next::Ended)
+    }
+
+    /// Up to [`FOLLOW_TURN`] `output` replies of what the artifact holds past the offset.
+    fn read(&mut self) -> Vec<Response> {
+        use std::os::unix::fs::FileExt;
+        if self.file.is_none() {
+            self.file = std::fs::File::open(&self.path).ok();
+        }
+        let mut replies = Vec::new();
+        let Some(f) = &self.file else {
+            return replies;
+        };
+        let mut buf = vec![0u8; FOLLOW_CHUNK];
+        while replies.len() < FOLLOW_TURN {
+            match f.read_at(&mut buf, self.offset) {
+                Ok(0) => break,
                 Ok(n) => {
-                    let out = Response::ok(Reply::Output {
-                        stream,
-                        offset: *offset,
+                    replies.push(Response::ok(Reply::Output {
+                        stream: self.stream,
+                        offset: self.offset,
                         data_b64: api::base64(&buf[..n]),
-                    });
-                    if !send(out) {
-                        return None;
-                    }
-                    *offset += n as u64;
-                    any = true;
+                    }));
+                    self.offset += n as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return Some(any),
+                Err(_) => break,
             }
         }
-    };
-    loop {
-        if file.is_none() {
-            // F3: an artifact may be created by its first byte.
-            file = std::fs::File::open(&path).ok();
-        }
-        let Some(any) = pump(&file, &mut offset) else {
-            return;
-        };
-        if any {
-            continue;
-        }
-        if ops::assess(rt, &reg).state != State::Live && rt.let_go(reg.id) {
-            if file.is_none() {
-                file = std::fs::File::open(&path).ok();
-            }
-            match pump(&file, &mut offset) {
-                None => return,
-                Some(true) => continue,
-                Some(false) => {}
-            }
-            send(Response::ok(Reply::Followed {
-                stream,
-                end_offset: offset,
-                complete: !rt.capture_receipt_path(reg.id).exists(),
-            }));
-            return;
-        }
-        changes.rewatch(&artifacts);
-        changes.wait();
+        replies
     }
 }
 

@@ -391,11 +391,14 @@ impl GuardianLink {
             ),
             Stdio::Pty(_) => (FLAG_PTY, 3),
             Stdio::Captured { owner_lock, .. } => (
-                match (config.new_session, owner_lock.is_some()) {
-                    (false, false) => 0,
-                    (true, false) => FLAG_NEW_SESSION,
-                    (false, true) => FLAG_OWNER_LOCK,
-                    (true, true) => FLAG_NEW_SESSION | FLAG_OWNER_LOCK,
+                if config.new_session {
+                    FLAG_NEW_SESSION
+                } else {
+                    0
+                } | if owner_lock.is_some() {
+                    FLAG_OWNER_LOCK
+                } else {
+                    0
                 },
                 refine_protocol::frame::CAPTURE_FDS + u32::from(owner_lock.is_some()),
             ),

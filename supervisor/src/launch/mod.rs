@@ -539,28 +539,17 @@ impl Supervisor {
         let (owner, pending) = rt.begin_registration(id)?;
         // L3: a scope the service keeps costs it one descriptor: the guardian that drains its
         // output holds the lock for the service too, and lets go when the service does.
-        let (stdio, owner) = match stdio {
-            Stdio::Captured {
-                stdin,
-                artifacts,
-                indexes,
-                log_cap,
-                owner_lock: None,
-            } if self.shared.is_some() => (
-                Stdio::Captured {
-                    stdin,
-                    artifacts,
-                    indexes,
-                    log_cap,
-                    owner_lock: Some(
-                        owner
-                            .share()
-                            .map_err(io_op("share the registration lock"))?,
-                    ),
-                },
-                Owner::Guardian,
-            ),
-            stdio => (stdio, Owner::Here(owner)),
+        let mut stdio = stdio;
+        let owner = match &mut stdio {
+            Stdio::Captured { owner_lock, .. } if self.shared.is_some() => {
+                *owner_lock = Some(
+                    owner
+                        .share()
+                        .map_err(io_op("share the registration lock"))?,
+                );
+                Owner::Guardian
+            }
+            _ => Owner::Here(owner),
         };
         // Input the workload takes is recorded beside its output (`logs/ID.stdin`).
         let stdin_path = input.as_ref().map(|_| rt.log_path(id, Stream::Stdin));

@@ -278,6 +278,19 @@ pub fn alive(pid: u64, start_time: u64) -> bool {
         && fields.get(19).and_then(|s| s.parse::<u64>().ok()) == Some(start_time)
 }
 
+/// Makes a FIFO at `path`: a workload that waits on it is released by the test's write (an
+/// event, not a sleep).
+pub fn mkfifo(path: &Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("mkfifo");
+}
+
 /// Signals the process `(pid, start_time)` through a pidfd, after checking (with the pidfd
 /// holding it) that the pid still names that process. Returns whether it was signalled.
 pub fn kill_witness(pid: u64, start_time: u64, sig: rustix::process::Signal) -> bool {
