@@ -94,6 +94,12 @@ pub struct LaunchAsk {
     /// Absent: `false`, stdin is `/dev/null`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub input: bool,
+    /// The scope belongs to the connection that launched it: when that connection ends (the
+    /// client closed it, crashed or was dropped), the service stops the scope (SIGTERM, its
+    /// shutdown grace, then the whole tree), and a restarted service stops it too (its
+    /// `on_service_loss` defaults to `stop`). Absent: `false`, the scope outlives its client.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub end_with_connection: bool,
 }
 
 fn command_kind() -> Kind {
@@ -121,6 +127,7 @@ impl LaunchAsk {
             allow_setns: false,
             on_service_loss: None,
             input: false,
+            end_with_connection: false,
         }
     }
 }

@@ -657,3 +657,75 @@ fn ps_shows_a_live_scope_whose_main_process_ended_as_residue() {
     assert_eq!(home.state(&id), "exited");
     assert!(left.now().is_empty(), "{:?}", left.now());
 }
+
+/// `run --end-with-parent` (a host's launch without a service, issue 40): `run` dies with the
+/// process that started it (PR_SET_PDEATHSIG), so its scope ends as for a SIGKILLed `run`. The
+/// negative control: without the flag `run` outlives that parent (as `nohup` would) and its
+/// scope lives on.
+#[test]
+fn run_with_end_with_parent_dies_with_its_parent_and_its_scope_ends() {
+    for (flag, label, nap) in [
+        (Some("--end-with-parent"), "parented", "31981"),
+        (None, "orphaned", "31982"),
+    ] {
+        let home = Home::new();
+        let left = if flag.is_some() {
+            Leftovers(&[&["sleep", "31981"]])
+        } else {
+            Leftovers(&[&["sleep", "31982"]])
+        };
+        let mut run = vec!["run", "--label", label];
+        run.extend(flag);
+        run.extend(["--", "sleep", nap]);
+        let cmd = home.command(&run);
+        let mut host = std::process::Command::new("sh");
+        host.arg("-c")
+            .arg("\"$@\" </dev/null & echo $!; wait")
+            .arg("sh")
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped());
+        let mut host = host.spawn().expect("sh");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(host.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let run_pid: u32 = line.trim().parse().expect("run's pid");
+        let run_fd = pidfd_of(run_pid, cli_support::start_time(run_pid)).expect("run's pidfd");
+        let mut id = String::new();
+        let listed = wait_until(DEADLINE, || {
+            let row = home.ps().into_iter().find(|r| r["label"] == label);
+            id = row
+                .map(|r| r["id"].as_str().unwrap_or_default().to_owned())
+                .unwrap_or_default();
+            !id.is_empty()
+        });
+        assert!(listed, "{label} never listed");
+        let label = id.as_str();
+        home.wait_state(label, "live");
+        host.kill().unwrap();
+        host.wait().unwrap();
+        if flag.is_some() {
+            assert!(exited_within(&run_fd, DEADLINE), "run outlived its parent");
+            home.wait_ended(label);
+            assert_eq!(home.state(label), "exited", "{}", home.row(label));
+        } else {
+            // Time must pass for a negative: run is still there a second after its parent.
+            assert!(
+                !exited_within(&run_fd, Duration::from_secs(1)),
+                "run died with its parent"
+            );
+            assert_eq!(home.state(label), "live");
+            rustix::process::kill_process(
+                rustix::process::Pid::from_raw(run_pid as i32).unwrap(),
+                Signal::KILL,
+            )
+            .unwrap();
+            home.wait_ended(label);
+        }
+        drop(left);
+    }
+}

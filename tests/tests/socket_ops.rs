@@ -242,3 +242,44 @@ fn follow_streams_the_output_until_the_scope_has_ended() {
     let bad = conn.call(serde_json::json!({"v": 1, "op": "follow", "id": id, "stream": "stdin"}));
     assert_eq!(bad["error"]["kind"], "bad_request", "{bad}");
 }
+
+/// `end_with_connection`: the scope belongs to the connection that launched it. The connection
+/// may sit idle past the service's idle timeout (5 s) while its scope lives; when it ends, the
+/// service stops the whole scope; a scope launched without the field outlives it.
+#[test]
+fn a_scope_ends_with_the_connection_that_asked_for_it() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &["--shutdown-grace", "1s"]);
+    let mut owner = Conn::open(&home);
+    let r = owner.call(serde_json::json!({
+        "v": 1, "op": "launch", "label": "bound", "end_with_connection": true,
+        "argv": ["sh", "-c", "sleep 600 & sleep 600 & wait"],
+    }));
+    assert_eq!(r["ok"], true, "{r}");
+    let bound = r["result"]["launched"]["id"].as_str().unwrap().to_owned();
+    let free = launch(&mut owner, "free", &["sleep", "600"]);
+    // Another connection waits out the idle timeout while the owner says nothing.
+    let mut other = Conn::open(&home);
+    let idle =
+        other.call(serde_json::json!({"v": 1, "op": "wait", "id": bound, "timeout_ms": 6500}));
+    assert_eq!(idle["result"]["wait"]["timed_out"], true, "{idle}");
+    let listed = owner.call(serde_json::json!({"v": 1, "op": "list"}));
+    assert_eq!(
+        listed["ok"], true,
+        "the owner's idle connection was dropped: {listed}"
+    );
+    drop(owner);
+    let waited =
+        other.call(serde_json::json!({"v": 1, "op": "wait", "id": bound, "timeout_ms": 30000}));
+    assert_eq!(waited["result"]["wait"]["timed_out"], false, "{waited}");
+    let shown = other.call(serde_json::json!({"v": 1, "op": "show", "id": bound}));
+    let doc = &shown["result"]["show"];
+    assert_eq!(doc["state"], "exited", "{shown}");
+    assert_eq!(doc["result"]["outcome"], "stopped", "{shown}");
+    assert_eq!(
+        home.state(&free),
+        "live",
+        "the scope without the field was stopped too"
+    );
+    other.call(serde_json::json!({"v": 1, "op": "stop", "id": free}));
+}

@@ -229,6 +229,11 @@ pub struct RunArgs {
     /// `stop` it (the default for agents).
     #[arg(long, value_name = "keep|stop", value_parser = parse_service_loss, requires = "detach")]
     pub on_service_loss: Option<refine_protocol::record::ServiceLoss>,
+    /// End with the process that started this one (its parent thread): `run` asks the kernel
+    /// for SIGKILL when its parent dies (PR_SET_PDEATHSIG), and its scope then ends as for any
+    /// killed `run`. For hosts whose work must not outlive them; refused with --detach.
+    #[arg(long, conflicts_with = "detach")]
+    pub end_with_parent: bool,
     /// The command and its arguments (`--` before them is optional, as for tini and
     /// `timeout`: every word from the command's first on is the command's, `--json` too).
     /// Passed as bytes: arguments need not be UTF-8.

@@ -256,6 +256,7 @@ fn run(home: &Path, port: u16, mut args: RunArgs) -> Result<ExitCode, CliError> 
         allow_setns: args.allow_setns,
         on_service_loss: args.on_service_loss,
         input: false,
+        end_with_connection: false,
     };
     let rt = Runtime::open(home, port)?;
     let resp = client::request(&rt, &Request::Launch(spec.clone()))?;

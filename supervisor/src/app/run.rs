@@ -412,6 +412,9 @@ fn forward_of(fd: std::os::fd::BorrowedFd<'_>) -> Option<Forward> {
 }
 
 pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
+    if args.end_with_parent {
+        end_with_parent()?;
+    }
     // Before anything is started (and while this process has one thread, so that every thread
     // inherits the mask): from here on no catchable signal ends `run` by itself. An interactive
     // terminal launch keeps SIGWINCH for its window-size forwarder.
@@ -741,4 +744,23 @@ fn run_doc(r: &LaunchResult) -> RunDoc {
         capture_receipt: r.capture_receipt.clone(),
         stop_failure: r.stop_failure.as_ref().map(|f| error_chain(f)),
     }
+}
+
+/// `--end-with-parent`: SIGKILL when the parent dies, before anything is started. A parent that
+/// died before the request (this process was reparented meanwhile) is refused in one line.
+fn end_with_parent() -> Result<(), CliError> {
+    let parent = rustix::process::getppid();
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL)).map_err(
+        |_| CliError::Unanswerable {
+            flag: "--end-with-parent",
+            why: "the kernel refused a parent-death signal (PR_SET_PDEATHSIG)",
+        },
+    )?;
+    if rustix::process::getppid() != parent || parent.is_none() {
+        return Err(CliError::Unanswerable {
+            flag: "--end-with-parent",
+            why: "the parent has already exited",
+        });
+    }
+    Ok(())
 }

@@ -58,6 +58,7 @@ pub(crate) const OPTIONS: &[(&str, Shape)] = &[
     ("detach", Shape::Flag),
     ("unique", Shape::Flag),
     ("allow-setns", Shape::Flag),
+    ("end-with-parent", Shape::Flag),
     ("wait-for-slot", Shape::Value),
     ("json", Shape::Flag),
     ("stop-grace", Shape::Value),
@@ -140,6 +141,7 @@ impl Line {
             user: None,
             allow_setns: false,
             on_service_loss: None,
+            end_with_parent: false,
             command: Vec::new(),
         })
     }
@@ -168,6 +170,7 @@ impl Line {
                 "detach" => run.detach = true,
                 "unique" => run.unique = true,
                 "allow-setns" => run.allow_setns = true,
+                "end-with-parent" => run.end_with_parent = true,
                 _ => run.json = true,
             }
             return Some(());
@@ -225,9 +228,11 @@ impl Line {
             line.run.take().expect("just made")
         });
         run.command = command;
-        // `--unique` requires `--label`, `--on-service-loss` `--detach`: clap's message says so.
+        // `--unique` requires `--label`, `--on-service-loss` `--detach`, and `--end-with-parent`
+        // refuses `--detach`: clap's message says so.
         if run.unique && !self.seen.contains(&"label")
             || run.on_service_loss.is_some() && !run.detach
+            || run.end_with_parent && run.detach
         {
             return None;
         }

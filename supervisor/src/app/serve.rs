@@ -88,7 +88,10 @@ fn launch_admitted(
     // The service ends its launches itself when it stops (W8); when it is killed, they outlive
     // it (their guardians capture their output, L1), and the next service adopts them, but an
     // agent's, which it stops (L6: a restarted daemon ends the stale workers it owned).
+    // A scope that ends with its connection ends with the service too: the connection goes
+    // with it.
     let loss = spec.on_service_loss.unwrap_or(match spec.kind {
+        _ if spec.end_with_connection => ServiceLoss::Stop,
         Kind::Agent => ServiceLoss::Stop,
         _ => ServiceLoss::Keep,
     });
@@ -479,6 +482,8 @@ struct Service {
     graced: Mutex<HashSet<RegistrationId>>,
     /// The host probe of the censuses of admission.
     probe: Mutex<Box<dyn refine_supervisor::capacity::HostProbe + Send>>,
+    /// The grace of a stop the service makes on its own (shutdown, a connection's end).
+    shutdown_grace: Duration,
 }
 
 impl Service {
@@ -586,6 +591,7 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         slot_queue: tokio::sync::Mutex::new(()),
         probe: Mutex::new(capacity::probe()),
         graced: Mutex::new(HashSet::new()),
+        shutdown_grace,
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -1030,7 +1036,6 @@ fn log_stall(id: RegistrationId, event: &stall::Event) {
 }
 
 async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io::Result<()> {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
     let cred = stream.peer_cred()?;
     let me = rustix::process::getuid().as_raw();
     let (rd, mut wr) = stream.into_split();
@@ -1049,9 +1054,26 @@ async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io:
     // within the read timeout (an idle connection waiting that long for its next line) is
     // dropped with its descriptor (an idle client must not pin one for ever).
     let mut reader = tokio::io::BufReader::new(rd);
+    let mut bound = Vec::new();
+    let served = serve_conn(&state, &mut reader, &mut wr, &mut bound).await;
+    if !bound.is_empty() {
+        end_with_connection(&state, bound);
+    }
+    served
+}
+
+/// The requests of one connection, in order, until it ends; `bound` gathers the scopes
+/// launched on it with `end_with_connection`.
+async fn serve_conn(
+    state: &Arc<Service>,
+    reader: &mut tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>,
+    wr: &mut tokio::net::unix::OwnedWriteHalf,
+    bound: &mut Vec<RegistrationId>,
+) -> io::Result<()> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
     loop {
         let mut line = Vec::new();
-        let mut limited = (&mut reader).take(MAX_MESSAGE as u64 + 1);
+        let mut limited = (&mut *reader).take(MAX_MESSAGE as u64 + 1);
         let read = limited.read_until(b'\n', &mut line);
         match tokio::time::timeout(REQUEST_READ_TIMEOUT, read).await {
             Ok(r) => {
@@ -1059,8 +1081,12 @@ async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io:
             }
             Err(_) => {
                 if line.is_empty() {
-                    // Idle between requests: the connection is over, nothing is lost.
-                    return Ok(());
+                    // Idle between requests: the connection is over, nothing is lost; but a
+                    // connection that owns a live scope is what keeps the scope (it waits on).
+                    if !owns_a_live_scope(state, bound).await {
+                        return Ok(());
+                    }
+                    continue;
                 }
                 if let Some(suppressed) = SLOW_LOG.allow() {
                     tracing::warn!(
@@ -1079,6 +1105,7 @@ async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io:
         // A line past the limit cannot be resynchronised: refuse it and end the connection.
         let oversized = line.len() > MAX_MESSAGE;
         // `follow` answers with several lines (its output as it comes, then its end).
+        let decoded = api::decode_request_explained(&line);
         if let (
             false,
             Ok(Request::Follow {
@@ -1087,10 +1114,10 @@ async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io:
                 from_offset,
                 from_unix_ms,
             }),
-        ) = (oversized, api::decode_request_explained(&line))
+        ) = (oversized, &decoded)
         {
-            let from = (from_offset, from_unix_ms);
-            if !follow_request(&state, &mut wr, id, stream, from).await? {
+            let from = (*from_offset, *from_unix_ms);
+            if !follow_request(state, wr, id.clone(), *stream, from).await? {
                 return Ok(());
             }
             if line.last() != Some(&b'\n') {
@@ -1098,18 +1125,61 @@ async fn handle_conn(state: Arc<Service>, stream: tokio::net::UnixStream) -> io:
             }
             continue;
         }
-        let resp = answer(&state, &line).await;
+        let binds = matches!(&decoded, Ok(Request::Launch(ask)) if ask.end_with_connection);
+        let resp = answer(state, decoded).await;
+        if binds {
+            if let Some(Reply::Launched { id }) = &resp.result {
+                bound.extend(id.parse::<RegistrationId>());
+            }
+        }
         let last = oversized || line.last() != Some(&b'\n');
         // A reply the client does not take within the write timeout ends the connection.
-        if !reply(&mut wr, &resp, last).await? || last {
+        if !reply(wr, &resp, last).await? || last {
             return Ok(());
         }
     }
 }
 
+/// Whether a scope launched on this connection with `end_with_connection` still lives.
+async fn owns_a_live_scope(state: &Arc<Service>, bound: &[RegistrationId]) -> bool {
+    if bound.is_empty() {
+        return false;
+    }
+    let (st, ids) = (state.clone(), bound.to_vec());
+    tokio::task::spawn_blocking(move || {
+        ids.iter().any(|id| {
+            st.rt
+                .read_registration(*id)
+                .is_ok_and(|reg| ops::ended(&st.rt, &reg).is_none())
+        })
+    })
+    .await
+    .unwrap_or(true)
+}
+
+/// The connection that launched `bound` with `end_with_connection` has ended: each of them
+/// still live is stopped, SIGTERM first and the service's shutdown grace for it, in parallel
+/// and off the connection (whose task is over).
+fn end_with_connection(state: &Arc<Service>, bound: Vec<RegistrationId>) {
+    for id in bound {
+        let st = state.clone();
+        tokio::spawn(async move {
+            let rt = st.clone();
+            let reg = tokio::task::spawn_blocking(move || {
+                let reg = rt.rt.read_registration(id).ok()?;
+                ops::ended(&rt.rt, &reg).is_none().then_some(reg)
+            });
+            let Ok(Some(reg)) = reg.await else { return };
+            let grace = Some((st.shutdown_grace, Signal::TERM));
+            let doc = stop_async(&st, reg, StopCause::Operator, grace).await;
+            tracing::info!(%id, result = %json_line(&doc), "stop: its connection ended");
+        });
+    }
+}
+
 /// The reply to one request line.
-async fn answer(state: &Arc<Service>, line: &[u8]) -> Response {
-    match api::decode_request_explained(line) {
+async fn answer(state: &Arc<Service>, decoded: Result<Request, String>) -> Response {
+    match decoded {
         Err(why) => Response::err(ErrorKind::BadRequest, format!("bad request: {why}")),
         Ok(Request::Launch(spec)) => launch_request_async(state, spec).await,
         Ok(Request::Stop { id, grace, signal }) => stop_request(state, id, grace, signal).await,
