@@ -1,0 +1,130 @@
+/* Generated from protocol/schema/ps.json by scripts/generate-types.mjs (json-schema-to-typescript).
+ * Do not edit: change the Rust document types, regenerate the schemas, then run
+ * `npm run generate-types`; `npm run check-types` fails while this file is stale. */
+
+/**
+ * `ps --json`.
+ */
+export interface PsDoc {
+  port: number;
+  /**
+   * The rows, as the socket API's `list` reply carries them.
+   */
+  registrations: ScopeView[];
+  [k: string]: unknown;
+}
+/**
+ * One registration as `ps` shows it (human table and `--json`).
+ */
+export interface ScopeView {
+  age_secs: number;
+  argv: string[];
+  cwd: string;
+  exit_code?: number | null;
+  guardian_pid: number;
+  id: string;
+  /**
+   * The launch's kind, or `?` for a record that does not decode.
+   */
+  kind: ("agent" | "quality" | "command" | "terminal") | "?";
+  label: string;
+  /**
+   * The launch's outcome (`completed`, `stopped`, `timed_out`, ...) once its engine returned
+   * the result; `null` before that or when no engine did.
+   */
+  outcome?:
+    | (
+        | "completed"
+        | "timed_out"
+        | "idle_timeout"
+        | "cancelled"
+        | "output_limit"
+        | "spawn_failed"
+        | "capture_fault"
+        | "stopped"
+        | "guardian_lost"
+        | "stop_failed"
+      )
+    | null;
+  pid: number;
+  /**
+   * Why the scope is `unverified` (or `corrupt`); `null` otherwise.
+   */
+  reason?: string | null;
+  signal?: number | null;
+  /**
+   * An open `silent` incident; `null` when none.
+   */
+  silent?: StallIncident | null;
+  /**
+   * The service's stall watch (H3): an open `stalled` incident of this live scope, with
+   * its figures; `null` when none (or no service watches).
+   */
+  stalled?: StallIncident | null;
+  started_at_unix_ms: number;
+  /**
+   * `live`, `exited`, `unverified`, or `corrupt` (a record that does not decode).
+   */
+  state: "live" | "exited" | "unverified" | "corrupt";
+  /**
+   * The workload's own status: `exited`, `signaled`, `never_started`, `unknown`. From the
+   * receipt; while a descendant still holds the scope, as the launching engine reported it;
+   * `null` while neither knows.
+   */
+  status?: ("exited" | "signaled" | "never_started" | "unknown") | null;
+  stderr: string;
+  stdout: string;
+  /**
+   * What the whole tree cost (H4), from a version-2 receipt; `null` before the receipt.
+   */
+  usage?: UsageDoc | null;
+  /**
+   * Whether the workload's own process runs now: its witness (pid and start time) names a
+   * process that is not a zombie. `false` once it ended, also while `status` is `null` (a live
+   * scope held by what it left, whose launcher died before it could report the status), and
+   * for a scope that is not `live`; `null` from a writer that did not say (an older service).
+   */
+  workload_running?: boolean | null;
+  [k: string]: unknown;
+}
+/**
+ * An open stall watch incident and its figures.
+ */
+export interface StallIncident {
+  /**
+   * The tree's average CPU over the last N samples, in thousandths of one core.
+   */
+  cpu_permille: number;
+  /**
+   * The last sample at which an artifact changed (or the watch's first sample).
+   */
+  last_write_unix_ms: number;
+  /**
+   * Busy samples in a row (stalled) or samples without a write (silent).
+   */
+  samples: number;
+  /**
+   * A stall watch signal (SPEC H3).
+   *
+   * `stalled`: The tree burned CPU for N samples in a row while none of its artifacts grew.
+   * `silent`: Nothing was written for M samples while the scope was alive.
+   */
+  signal: "stalled" | "silent";
+  /**
+   * When the incident began (wall clock of the sample that raised it).
+   */
+  since_unix_ms: number;
+  [k: string]: unknown;
+}
+/**
+ * What the whole tree cost (SPEC H4), from a version-2 receipt.
+ */
+export interface UsageDoc {
+  /**
+   * The largest peak resident set of any one process of the tree, KiB.
+   */
+  max_rss_kib: number;
+  system_us: number;
+  user_us: number;
+  [k: string]: unknown;
+}

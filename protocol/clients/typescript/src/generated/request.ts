@@ -1,0 +1,210 @@
+/* Generated from protocol/schema/request.json by scripts/generate-types.mjs (json-schema-to-typescript).
+ * Do not edit: change the Rust document types, regenerate the schemas, then run
+ * `npm run generate-types`; `npm run check-types` fails while this file is stale. */
+
+export type Request =
+  | LaunchRequest
+  | ListRequest
+  | ShowRequest
+  | StopRequest
+  | WaitRequest
+  | SignalRequest
+  | InputRequest
+  | FollowRequest;
+
+/**
+ * What the caller of a launch asks (`run`, `run --detach`, the service's `launch` request): the
+ * kind as a [`Kind`], the deadlines as [`Duration`]s. On the wire the kind is its lowercase name
+ * and the durations are whole milliseconds (`timeout_ms`, `idle_timeout_ms`,
+ * `wait_for_slot_ms`).
+ */
+export interface LaunchRequest {
+  /**
+   * Let the workload join PID and user namespaces made outside its scope (SPEC X7's
+   * opt-out): no filter against `setns` into them. Absent: `false`, the filter holds.
+   */
+  allow_setns?: boolean;
+  argv: string[];
+  /**
+   * The workload's working directory. Absent: the service's own (where `serve` was
+   * started): the service cannot know its client's, so a host passes its own.
+   */
+  cwd?: string | null;
+  /**
+   * Variables set for the workload, as `run --env`. Absent: none.
+   */
+  env?: {
+    [k: string]: string;
+  };
+  /**
+   * Idle deadline.
+   */
+  idle_timeout_ms?: number | null;
+  /**
+   * The workload's stdin is a pipe the service holds, fed and closed by `input` requests.
+   * Absent: `false`, stdin is `/dev/null`.
+   */
+  input?: boolean;
+  /**
+   * A deadline's grace: SIGTERM first, the kill this much later (`timeout -k`).
+   */
+  kill_after_ms?: number | null;
+  /**
+   * Absent: `command`, as `run` without `--kind`.
+   */
+  kind?: "agent" | "quality" | "command" | "terminal";
+  /**
+   * Absent: none (empty), as `run` without `--label`.
+   */
+  label?: string;
+  /**
+   * Byte cap of each output artifact: absent for the default (1 GiB), `0` for none.
+   */
+  log_cap_bytes?: number | null;
+  /**
+   * Purpose metadata (`key=value`, `run --meta`). Absent: none.
+   */
+  meta?: {
+    [k: string]: string;
+  };
+  /**
+   * What a restarted service does with the scope once this one is lost (L6). Absent:
+   * `keep`, but `stop` for an agent.
+   */
+  on_service_loss?: ("keep" | "stop") | null;
+  op: "launch";
+  /**
+   * Run the workload on a terminal. Absent: `false`.
+   */
+  pty?: boolean;
+  /**
+   * Completion deadline from the start.
+   */
+  timeout_ms?: number | null;
+  /**
+   * One scope per label at a time (s6-style): refused while another scope with this label
+   * is live or unverified (`label_held`). Absent: `false`.
+   */
+  unique?: boolean;
+  /**
+   * Run the workload as `USER[:GROUP]` (names or numbers; SPEC X1). Absent: as the service.
+   */
+  user?: string | null;
+  /**
+   * The API version: 1 (a service refuses a newer one).
+   */
+  v: 1;
+  /**
+   * For `agent` launches when no slot is free: wait (up to this long) instead of refusing.
+   */
+  wait_for_slot_ms?: number | null;
+}
+export interface ListRequest {
+  all?: boolean;
+  op: "list";
+  /**
+   * The API version: 1 (a service refuses a newer one).
+   */
+  v: 1;
+}
+export interface ShowRequest {
+  id: string;
+  op: "show";
+  /**
+   * The API version: 1 (a service refuses a newer one).
+   */
+  v: 1;
+}
+export interface StopRequest {
+  /**
+   * T7: a grace before the quiesce: the polite signal to the workload's process group,
+   * then up to this long for the scope to end by itself (`stop --grace`). Absent: none.
+   */
+  grace_ms?: number | null;
+  id: string;
+  op: "stop";
+  /**
+   * The grace's polite signal, as `stop --signal` takes it (`TERM`, `SIGUSR1`, `15`);
+   * SIGTERM when absent. Only with `grace_ms`.
+   */
+  signal?: string | null;
+  /**
+   * The API version: 1 (a service refuses a newer one).
+   */
+  v: 1;
+}
+/**
+ * Until the scope is `until` (as `wait`: it ended and its launcher recorded its output and
+ * result), or `timeout_ms` passed (the reply says `timed_out`; the scope is left alone).
+ */
+export interface WaitRequest {
+  id: string;
+  op: "wait";
+  /**
+   * Absent: no limit.
+   */
+  timeout_ms?: number | null;
+  /**
+   * The state a `wait` request waits for.
+   *
+   * `exited`: Not live, its output captured and its result recorded (absent: this).
+   */
+  until?: "exited";
+  /**
+   * The API version: 1 (a service refuses a newer one).
+   */
+  v: 1;
+}
+/**
+ * A signal to the workload's process group (as the grace of a stop sends it), nothing
+ * else: the scope is not stopped and no stop is recorded.
+ */
+export interface SignalRequest {
+  id: string;
+  op: "signal";
+  /**
+   * A name or number, as `stop --signal` takes it (`TERM`, `SIGUSR1`, `15`).
+   */
+  signal: string;
+  /**
+   * The API version: 1 (a service refuses a newer one).
+   */
+  v: 1;
+}
+/**
+ * Text written to the stdin of a scope this service launched with `input: true` (waits
+ * at most 10 s for the workload to take it), then, with `close`, its end of file.
+ */
+export interface InputRequest {
+  /**
+   * Close the stdin after `data`. Absent: `false`.
+   */
+  close?: boolean;
+  data?: string;
+  id: string;
+  op: "input";
+  /**
+   * The API version: 1 (a service refuses a newer one).
+   */
+  v: 1;
+}
+/**
+ * The output of a stream as it is written (L1's artifact, read from `from_offset`, or
+ * from the first batch moved at or after `from_unix_ms` by the time index; absent: the
+ * start): `output` replies as it grows, then one `followed` once the scope has exited and
+ * its output is all captured. The connection then takes requests again.
+ */
+export interface FollowRequest {
+  from_offset?: number | null;
+  from_unix_ms?: number | null;
+  id: string;
+  op: "follow";
+  /**
+   * The stream a `follow` request reads.
+   */
+  stream: "stdout" | "stderr";
+  /**
+   * The API version: 1 (a service refuses a newer one).
+   */
+  v: 1;
+}
