@@ -235,6 +235,25 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         from_unix_ms: Option<u64>,
     },
+    /// V2: the journal's events after the cursor `since` (absent: from the oldest kept), or at
+    /// or after `since_unix_ms`, before `until_unix_ms`, of the `kinds` asked (absent: all)
+    /// and of the scope `scope` (an id, a prefix or a label; absent: every scope): one `event`
+    /// reply each, then `events_end` with the cursor to resume from; with `follow`, then every
+    /// new event as it is written, until `until_unix_ms` passes or the client closes.
+    Events {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since_unix_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until_unix_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        kinds: Vec<crate::docs::EventKind>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scope: Option<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        follow: bool,
+    },
 }
 
 /// The stream a `follow` request reads.
@@ -310,6 +329,10 @@ pub enum Reply {
         end_offset: u64,
         complete: bool,
     },
+    /// An `events` request's event.
+    Event(Box<crate::docs::EventDoc>),
+    /// An `events` request's last reply (without `follow`): the cursor after the last event.
+    EventsEnd(crate::docs::EventsEndDoc),
 }
 
 /// Standard base64 (RFC 4648, padded) of `bytes`: how `output` carries a workload's bytes,

@@ -27,6 +27,10 @@ pub const DOCUMENTS: &[(&str, &str)] = &[
     ("holders", "holders --json"),
     ("reap", "reap --checkout --json"),
     ("version", "version --json"),
+    (
+        "event",
+        "events --json (one line each), and the socket's event reply",
+    ),
     ("request", "a request line to the service socket"),
     ("response", "a response line from the service socket"),
 ];
@@ -76,6 +80,7 @@ fn generated(name: &str) -> Option<schemars::Schema> {
         "holders" => schema_for!(HoldersDoc),
         "reap" => schema_for!(ReapDoc),
         "version" => schema_for!(VersionDoc),
+        "event" => schema_for!(crate::docs::EventDoc),
         "request" => schema_for!(Request),
         "response" => schema_for!(Response),
         _ => return None,

@@ -20,6 +20,7 @@ const SUBCOMMANDS: &[&str] = &[
     "stop",
     "logs",
     "wait",
+    "events",
     "receipt",
     "recover",
     "gc",

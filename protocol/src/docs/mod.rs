@@ -11,6 +11,7 @@ mod name;
 
 pub mod build;
 pub mod capacity;
+pub mod events;
 pub mod history;
 pub mod hygiene;
 pub mod scope;
@@ -20,6 +21,7 @@ pub use name::{by_name, variant_name, Vocabulary};
 
 pub use build::{BuildsDoc, GuardianBuildDoc, VersionDoc};
 pub use capacity::{CapacityDoc, SampleDoc};
+pub use events::{EventDoc, EventKind, EventsEndDoc};
 pub use history::{
     ForgetDoc, ForgetEntryDoc, GcDoc, RetentionDoc, RetentionEntryDoc, StrayDoc, StrayReasonDoc,
 };

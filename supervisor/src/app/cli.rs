@@ -113,6 +113,10 @@ pub enum Command {
     Logs(Deferred<LogsArgs>),
     /// Block until every scope has ended; print each workload's status, exit with the last one's.
     Wait(Deferred<WaitArgs>),
+    /// Print the scopes' events from the journal, oldest first, as `docker events` does:
+    /// launched, started, exited, receipt, stop requested and ended, unverified, adopted,
+    /// collected; -f keeps printing new ones as they are written.
+    Events(Deferred<EventsArgs>),
     /// Decode and verify a receipt, by registration id or proof-file path; exit 0 only if it verifies.
     Receipt(Deferred<ReceiptArgs>),
     /// Run the recovery pass: stop stale live scopes, release exited ones, report unverified ones.
@@ -476,6 +480,65 @@ pub struct LogsArgs {
     /// streams in the order they were written.
     #[arg(long, short = 't', conflicts_with = "follow")]
     pub timestamps: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// One JSON document per line (an event's `cursor` resumes after it: --after).
+    #[arg(long)]
+    pub json: bool,
+    /// Only events since DUR ago or TIME (`10m`, `2026-01-31 12:00`, RFC 3339).
+    #[arg(long, value_name = "DUR|TIME", value_parser = view::parse_since)]
+    pub since: Option<u64>,
+    /// Only events before DUR ago or TIME (as --since); with -f, the stream ends there.
+    #[arg(long, value_name = "DUR|TIME", value_parser = view::parse_since)]
+    pub until: Option<u64>,
+    /// Only events after this cursor (an event's `cursor` in --json): a reader that comes back
+    /// with its last cursor sees every later event still kept exactly once.
+    #[arg(long, value_name = "CURSOR", value_parser = parse_cursor)]
+    pub after: Option<refine_supervisor::store::journal::Cursor>,
+    /// KEY=VALUE: `kind` (or `event`: launched, started, exited, receipt, stop_requested,
+    /// stop_ended, unverified, adopted, collected), `id` (an id or a prefix), `label`. Repeated,
+    /// one key widens (either kind) and different keys narrow, as docker's.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_event_filter)]
+    pub filter: Vec<EventFilter>,
+    /// Keep printing events as they are written, until --until or Ctrl-C.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+}
+
+/// One `events --filter`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventFilter {
+    Kind(refine_protocol::docs::EventKind),
+    /// An id, a prefix of one, or a label.
+    Scope(String),
+}
+
+fn parse_event_filter(text: &str) -> Result<EventFilter, String> {
+    use refine_protocol::docs::{EventKind, Vocabulary};
+    let (key, value) = parse_kv(text)?;
+    match key.as_str() {
+        "kind" | "event" => EventKind::from_name(&value)
+            .map(EventFilter::Kind)
+            .ok_or_else(|| {
+                format!(
+                    "{value:?} is no event kind (one of {})",
+                    EventKind::names().join(", ")
+                )
+            }),
+        "id" if value.len() >= 4 && value.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok(EventFilter::Scope(value))
+        }
+        "id" => Err(format!("{value:?} is no id (4 or more hex digits)")),
+        "label" if !value.is_empty() => Ok(EventFilter::Scope(value)),
+        "label" => Err("an empty label matches no event".to_owned()),
+        _ => Err(format!("{key:?} is no filter (kind, id or label)")),
+    }
+}
+
+fn parse_cursor(text: &str) -> Result<refine_supervisor::store::journal::Cursor, String> {
+    text.parse()
 }
 
 #[derive(Debug, Args)]

@@ -177,6 +177,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Stop(Deferred(args)) => stop(&home, port, args),
         Command::Logs(Deferred(args)) => logs(&home, port, args),
         Command::Wait(Deferred(args)) => wait(&home, port, args),
+        Command::Events(Deferred(args)) => super::events::events(&home, port, args),
         Command::Receipt(Deferred(args)) => receipt(&home, port, args),
         Command::Recover(Deferred(args)) => recover(&home, port, args),
         Command::Upgrade(Deferred(args)) => upgrade(&home, port, args),

@@ -44,6 +44,8 @@ pub enum CliError {
     },
     #[error(transparent)]
     Retention(#[from] retention::RetentionError),
+    #[error("cannot read the events journal")]
+    Journal(#[from] refine_supervisor::store::journal::JournalError),
     #[error(transparent)]
     Forget(#[from] forget::ForgetError),
     #[error(transparent)]

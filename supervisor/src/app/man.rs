@@ -106,6 +106,12 @@ const PAGES: &[Page] = &[
         files: &[],
     },
     Page {
+        name: Some("events"),
+        summary: "print the scopes' events from the journal",
+        exit: &[OK],
+        files: &[("run/P/events/*.jsonl", "The events journal it reads (8 segments of 1 MiB at most).")],
+    },
+    Page {
         name: Some("receipt"),
         summary: "decode and verify a receipt",
         exit: &[
@@ -186,7 +192,7 @@ const PAGES: &[Page] = &[
 ];
 
 /// The subcommands that have a page (`man SUBCOMMAND` takes these).
-pub(super) const SUBCOMMANDS: [&str; 18] = [
+pub(super) const SUBCOMMANDS: [&str; 19] = [
     "run",
     "serve",
     "ps",
@@ -194,6 +200,7 @@ pub(super) const SUBCOMMANDS: [&str; 18] = [
     "stop",
     "logs",
     "wait",
+    "events",
     "receipt",
     "recover",
     "upgrade",
@@ -220,6 +227,7 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ("REFINE_LOG_FILE", "serve: as --log-file."),
     ("COLUMNS", "The width tables fit (ps) when standard output is not a terminal."),
     ("REFINE_GUARDIAN", "The refine-guardian binary to launch (default: beside this executable)."),
+    ("REFINE_EVENTS_SEGMENT_BYTES", "Size of one segment of the events journal (default 1 MiB, at least 1 KiB; 8 are kept)."),
     ("REFINE_OWNER", "Set by the supervisor in every managed workload's environment to its registration id."),
 ];
 
@@ -276,6 +284,10 @@ const EXAMPLES: &[(Option<&str>, &[Example])] = &[
     ]),
     (Some("wait"), &[
         ("refine-supervisor wait ID && refine-supervisor logs ID", "Wait for the end, then read the whole output."),
+    ]),
+    (Some("events"), &[
+        ("refine-supervisor events -f --filter kind=exited", "Print each workload's exit as it happens."),
+        ("refine-supervisor events --json --after 3:1420", "What happened since the event with that cursor, once each."),
     ]),
     (Some("receipt"), &[
         ("refine-supervisor receipt ID", "Exit 0 only when the receipt verifies: the scope is proven ended."),

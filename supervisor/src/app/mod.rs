@@ -20,6 +20,7 @@ mod commands;
 mod completions;
 mod docs;
 mod error;
+mod events;
 mod man;
 mod metrics;
 mod ops;

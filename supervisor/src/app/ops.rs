@@ -682,6 +682,20 @@ impl Changes {
         changes
     }
 
+    /// Watches a folder: a file created or moved into it, or written in it (the events
+    /// journal's segments).
+    pub fn watch_dir(dir: &Path) -> Changes {
+        use rustix::fs::inotify::{add_watch, init, CreateFlags, WatchFlags};
+        let Ok(fd) = init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) else {
+            return Changes { fd: None };
+        };
+        let flags = WatchFlags::CREATE | WatchFlags::MOVED_TO | WatchFlags::MODIFY;
+        if add_watch(&fd, dir, flags).is_err() {
+            return Changes { fd: None };
+        }
+        Changes { fd: Some(fd) }
+    }
+
     /// Watches the artifacts that exist now (adding a watch again only updates it).
     pub fn rewatch(&self, artifacts: &[PathBuf]) {
         if let Some(fd) = &self.fd {

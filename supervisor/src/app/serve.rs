@@ -36,6 +36,7 @@
 //! assessment) runs on tokio's blocking pool, bounded by the stop's budget; the supervisor never
 //! reaps anything but its own guardians by pid.
 
+use refine_supervisor::store::journal::{Cursor, Filter, Journal};
 use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
@@ -1125,6 +1126,32 @@ async fn serve_conn(
             }
             continue;
         }
+        if let (false, Ok(Request::Events { .. })) = (oversized, &decoded) {
+            let Ok(Request::Events {
+                since,
+                since_unix_ms,
+                until_unix_ms,
+                kinds,
+                scope,
+                follow,
+            }) = decoded
+            else {
+                unreachable!("matched above")
+            };
+            let filter = Filter {
+                kinds,
+                scopes: scope.into_iter().collect(),
+                since_unix_ms,
+                until_unix_ms,
+            };
+            if !events_request(state, reader, wr, since, filter, follow).await? {
+                return Ok(());
+            }
+            if line.last() != Some(&b'\n') {
+                return wr.shutdown().await;
+            }
+            continue;
+        }
         let binds = matches!(&decoded, Ok(Request::Launch(ask)) if ask.end_with_connection);
         let resp = answer(state, decoded).await;
         if binds {
@@ -1136,6 +1163,79 @@ async fn serve_conn(
         // A reply the client does not take within the write timeout ends the connection.
         if !reply(wr, &resp, last).await? || last {
             return Ok(());
+        }
+    }
+}
+
+/// V2: the journal's events after the cursor `since` that pass `filter`, one reply each, then
+/// `events_end`; with `follow`, then each new one as it is written (inotify on the journal's
+/// folder, in the event loop), until `until_unix_ms` passes or the client closes. `false`: the
+/// connection is over (the client went, or did not take a reply within the write timeout).
+async fn events_request(
+    state: &Arc<Service>,
+    reader: &mut tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>,
+    wr: &mut tokio::net::unix::OwnedWriteHalf,
+    since: Option<String>,
+    filter: Filter,
+    follow: bool,
+) -> io::Result<bool> {
+    use tokio::io::AsyncBufReadExt;
+    let mut cursor = match since.map(|s| s.parse::<Cursor>()).transpose() {
+        Ok(c) => c,
+        Err(why) => return reply(wr, &Response::err(ErrorKind::BadRequest, why), false).await,
+    };
+    let journal = Journal::of(&state.rt);
+    let mut changes = if follow {
+        let _ = refine_supervisor::store::durable::create_private_dir(journal.dir());
+        ops::Changes::watch_dir(journal.dir())
+    } else {
+        ops::Changes::none()
+    };
+    // A request line sent meanwhile waits in the buffer for the end of the stream.
+    let mut pending = false;
+    loop {
+        let j = journal.clone();
+        let batch = match tokio::task::spawn_blocking(move || j.read_after(cursor)).await {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => {
+                let resp = Response::err(ErrorKind::Internal, error_chain(&e));
+                return reply(wr, &resp, false).await;
+            }
+            Err(e) => {
+                let resp = Response::err(ErrorKind::Internal, e.to_string());
+                return reply(wr, &resp, false).await;
+            }
+        };
+        for mut ev in batch.events {
+            if !filter.matches(&ev) {
+                continue;
+            }
+            let at = std::time::UNIX_EPOCH + Duration::from_millis(ev.time_unix_ms);
+            ev.time = super::view::utc_ms(at);
+            if !reply(wr, &Response::ok(Reply::Event(Box::new(ev))), false).await? {
+                return Ok(false);
+            }
+        }
+        cursor = Some(batch.end);
+        let over = filter
+            .until_unix_ms
+            .is_some_and(|t| refine_supervisor::kernel::clock::unix_ms() >= t);
+        if !follow || over {
+            let end = refine_protocol::docs::EventsEndDoc {
+                cursor: batch.end.to_string(),
+            };
+            return reply(wr, &Response::ok(Reply::EventsEnd(end)), false).await;
+        }
+        if pending {
+            changes.wait_async().await;
+            continue;
+        }
+        tokio::select! {
+            _ = changes.wait_async() => {}
+            read = reader.fill_buf() => match read {
+                Ok([]) | Err(_) => return Ok(false),
+                Ok(_) => pending = true,
+            },
         }
     }
 }
@@ -1555,9 +1655,10 @@ fn handle(state: &Service, req: Request) -> Response {
         | Request::Wait { .. }
         | Request::Signal { .. }
         | Request::Input { .. }
-        | Request::Follow { .. } => Err(Response::err(
+        | Request::Follow { .. }
+        | Request::Events { .. } => Err(Response::err(
             ErrorKind::Internal,
-            "a stop, wait, signal, input or follow is not handled here",
+            "a stop, wait, signal, input, follow or events is not handled here",
         )),
     };
     result.map(Response::ok).unwrap_or_else(|e| e)

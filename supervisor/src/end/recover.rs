@@ -206,6 +206,8 @@ fn record_outcome(runtime: &Runtime, reg: &Registration, report: &StopReport, si
     if let Err(e) = runtime.write_result(&rec) {
         tracing::warn!(id = %reg.id, error = %crate::error::error_chain(&e), "could not record recovery's outcome");
     }
+    let ended = crate::store::journal::ended(reg.id, &reg.label, rec.outcome, receipt);
+    crate::store::journal::record(runtime, &ended);
 }
 
 /// Recovers one registration under its lock and the runtime stop fence.
@@ -241,6 +243,12 @@ pub fn recover_one(
     };
     let action = match assess::assess(runtime, &reg, opts.stop.boot) {
         Assessment::Live if reg.on_service_loss == Some(ServiceLoss::Keep) => {
+            let ev = crate::store::journal::event(
+                refine_protocol::docs::EventKind::Adopted,
+                reg.id,
+                &reg.label,
+            );
+            crate::store::journal::record(runtime, &ev);
             RecoveryAction::Adopted
         }
         Assessment::Live => match stop::stop_fenced(runtime, &reg, &recovery_stop, &fence) {

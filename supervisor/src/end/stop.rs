@@ -240,6 +240,7 @@ pub fn stop(
 ) -> Result<StopReport, StopError> {
     let start = Instant::now();
     let since = crate::kernel::clock::unix_ns();
+    record_stop_event(runtime, reg, opts, None);
     let mut grace_sent = false;
     let result = (|| {
         let pre = match grace_phase(runtime, reg, opts, start)? {
@@ -257,7 +258,30 @@ pub fn stop(
         report
     })();
     withdraw_unless_sent(runtime, reg, since, grace_sent, &result);
+    record_stop_event(runtime, reg, opts, Some(&result));
     result
+}
+
+/// V2: `stop_requested` before a stop (`result` absent), `stop_ended` after it.
+fn record_stop_event(
+    runtime: &Runtime,
+    reg: &Registration,
+    opts: &StopOptions<'_>,
+    result: Option<&Result<StopReport, StopError>>,
+) {
+    use refine_protocol::docs::EventKind;
+    let kind = match result {
+        None => EventKind::StopRequested,
+        Some(_) => EventKind::StopEnded,
+    };
+    let mut ev = crate::store::journal::event(kind, reg.id, &reg.label);
+    ev.cause = opts.cause;
+    match result {
+        Some(Ok(report)) => ev.stop = Some(report.outcome),
+        Some(Err(e)) => ev.reason = Some(crate::error::error_chain(e)),
+        None => {}
+    }
+    crate::store::journal::record(runtime, &ev);
 }
 
 /// Whether `sent` holds a signal that can end a process (not only SIGSTOP and SIGCONT).
@@ -316,6 +340,7 @@ pub(crate) fn stop_fenced(
 ) -> Result<StopReport, StopError> {
     let start = Instant::now();
     let since = crate::kernel::clock::unix_ns();
+    record_stop_event(runtime, reg, opts, None);
     let mut grace_sent = false;
     let result = (|| {
         let pre = match grace_phase(runtime, reg, opts, start)? {
@@ -326,6 +351,7 @@ pub(crate) fn stop_fenced(
         run(runtime, reg, opts, start, Instant::now(), pre)
     })();
     withdraw_unless_sent(runtime, reg, since, grace_sent, &result);
+    record_stop_event(runtime, reg, opts, Some(&result));
     result
 }
 

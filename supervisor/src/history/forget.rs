@@ -126,12 +126,12 @@ pub fn forget(rt: &Runtime, opts: Options, boot: &dyn BootSource) -> Result<Repo
         dry_run: opts.dry_run,
         ..Report::default()
     };
-    let mut batch: Vec<(RegistrationId, Fence)> = Vec::new();
+    let mut batch: Vec<(RegistrationId, Fence, String)> = Vec::new();
     if !opts.dry_run {
         // Finish what an interrupted pass started: the intent is its durable note.
         for id in intents(rt)? {
             if let Ok(lock) = rt.lock(id, LOCK_WAIT) {
-                batch.push((id, lock));
+                batch.push((id, lock, String::new()));
             }
             if batch.len() >= BATCH {
                 report.resumed += finish(rt, &mut batch, &mut report.entries)?;
@@ -161,14 +161,14 @@ pub fn forget(rt: &Runtime, opts: Options, boot: &dyn BootSource) -> Result<Repo
                 reason,
                 unchanged_secs: Some(unchanged.as_secs()),
             }),
-            Candidate::Take(lock, reason, unchanged) => {
+            Candidate::Take(lock, reason, unchanged, label) => {
                 report.entries.push(Entry {
                     id: id.to_string(),
                     action: Action::Forgotten,
                     reason,
                     unchanged_secs: Some(unchanged.as_secs()),
                 });
-                batch.push((id, lock));
+                batch.push((id, lock, label));
                 if batch.len() >= BATCH {
                     report.forgotten += finish(rt, &mut batch, &mut report.entries)?;
                 }
@@ -186,7 +186,7 @@ enum Candidate {
     Keep(String),
     Would(String, Duration),
     /// Steps 1–2 are done; the lock is held for the batch.
-    Take(Fence, String, Duration),
+    Take(Fence, String, Duration, String),
 }
 
 /// Steps 1–2 for one registration, after every check under its lock.
@@ -246,7 +246,7 @@ fn candidate(
     if let Err(e) = fs::rename(rt.record_path(id), rt.forget_intent_path(id)) {
         return Candidate::Keep(format!("cannot move the record aside: {e}"));
     }
-    Candidate::Take(lock, reason, age)
+    Candidate::Take(lock, reason, age, reg.label)
 }
 
 /// Steps 2 (durability) to 4 for a batch whose records are already intents; returns how many
@@ -254,7 +254,7 @@ fn candidate(
 /// stays for the next pass).
 fn finish(
     rt: &Runtime,
-    batch: &mut Vec<(RegistrationId, Fence)>,
+    batch: &mut Vec<(RegistrationId, Fence, String)>,
     entries: &mut [Entry],
 ) -> Result<usize, ForgetError> {
     if batch.is_empty() {
@@ -263,7 +263,7 @@ fn finish(
     let records = rt.dir().join("registrations");
     durable::sync_dir(&records).map_err(io_err("sync", &records))?;
     let mut done = Vec::with_capacity(batch.len());
-    for (id, _lock) in batch.iter() {
+    for (id, _lock, label) in batch.iter() {
         let mut failed = None;
         for p in files(rt, *id) {
             match fs::remove_file(&p) {
@@ -281,7 +281,15 @@ fn finish(
                     entry.reason = reason;
                 }
             }
-            None => done.push(*id),
+            None => {
+                done.push(*id);
+                let ev = crate::store::journal::event(
+                    refine_protocol::docs::EventKind::Collected,
+                    *id,
+                    label,
+                );
+                crate::store::journal::record(rt, &ev);
+            }
         }
     }
     for sub in ["proofs", "logs", "locks"] {

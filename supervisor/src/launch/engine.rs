@@ -5,6 +5,8 @@
 //! ([`Engine::run`]; `run` drives it on its main thread, with its signal relay [`Beside`] it), or,
 //! for the service's detached launches, by a shared loop over many engines ([`super::shared`]).
 
+use crate::store::journal;
+use refine_protocol::docs::EventKind;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -453,6 +455,10 @@ impl Engine {
                 if let Some(tx) = self.spawned.take() {
                     let _ = tx.try_send(Ok(()));
                 }
+                let reg = &self.registration;
+                let mut started = journal::event(EventKind::Started, reg.id, &reg.label);
+                started.pid = Some(reg.hello.workload.pid);
+                journal::record(&self.runtime, &started);
             }
             GuardianEvent::SpawnFailed { errno, step } => {
                 if let Some(tx) = self.spawned.take() {
@@ -465,6 +471,7 @@ impl Engine {
             GuardianEvent::WorkloadExited { status, at_ns } => {
                 if st.status.is_none() {
                     self.adopt_requested_stop(st, at_ns);
+                    self.record_exit(status);
                 }
                 st.status.get_or_insert(status);
                 self.capture.begin_drain(exit_instant(at_ns, now));
@@ -472,6 +479,7 @@ impl Engine {
             GuardianEvent::ScopeExited(receipt) => {
                 if st.status.is_none() {
                     self.adopt_requested_stop(st, receipt.workload_exited_at_ns);
+                    self.record_exit(receipt.status);
                 }
                 st.status.get_or_insert(receipt.status);
                 st.receipt = Some(receipt);
@@ -495,6 +503,14 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// V2: the workload's main process ended, as the guardian said.
+    fn record_exit(&self, status: WorkloadStatus) {
+        let reg = &self.registration;
+        let mut ev = journal::event(EventKind::Exited, reg.id, &reg.label);
+        journal::with_status(&mut ev, status);
+        journal::record(&self.runtime, &ev);
     }
 
     fn read_control(&mut self, st: &mut State) {
@@ -734,6 +750,12 @@ impl Engine {
                 }
             }
         };
+        // V2: the scope's end, now if it has come (else its watch records it).
+        if st.receipt.is_some() || st.channel_closed {
+            let ended =
+                journal::ended(id, &registration.label, outcome.kind(), st.receipt.as_ref());
+            journal::record(&runtime, &ended);
+        }
         let (scope, scope_watch) = if let Some(r) = st.receipt {
             let _ = link.wait_guardian();
             owner.settle(&runtime, id, &mut link);

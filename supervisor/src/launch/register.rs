@@ -1,6 +1,8 @@
 //! Registration: spawn the guardian (the handshake in [`crate::launch::guardian`]), receive its
 //! identities, write the registration durably, and only then say *start*.
 
+use crate::store::journal;
+use refine_protocol::docs::EventKind;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -200,6 +202,9 @@ pub(crate) fn launch_started(
         let _ = link.abort();
         return Err(HandshakeError::Registry(e));
     }
+    let mut launched = journal::event(EventKind::Launched, id, &registration.label);
+    launched.scope_kind = Some(registration.kind);
+    journal::record(rt, &launched);
     // W15: the workload's group exists (the hello names it) and nothing of it runs yet, so it
     // reads the terminal as its foreground from its first instruction.
     if let Some(tty) = &foreground {

@@ -198,6 +198,20 @@ impl Watch {
         if let Some(report) = &self.stop_report {
             record_residue_stop(&self.runtime, id, report);
         }
+        // V2: the residue's end, with the launch's recorded outcome.
+        let outcome = self
+            .runtime
+            .read_result(id)
+            .ok()
+            .flatten()
+            .map(|r| r.outcome);
+        let ended = crate::store::journal::ended(
+            id,
+            &self.registration.label,
+            outcome.unwrap_or(refine_protocol::docs::Outcome::Completed),
+            self.receipt.as_ref(),
+        );
+        crate::store::journal::record(&self.runtime, &ended);
         if let Some(r) = self.receipt {
             self.runtime.complete_result_usage(
                 id,
