@@ -1,13 +1,13 @@
 #!/bin/sh
 # what: an exec-replaced wrapper: the shell the tool started becomes (exec) python, which
-# what: moves to a new session and starts a TERM-ignoring child before hanging; the pid the
-# what: tool holds is now someone else's program.
+# what: ignores SIGTERM and starts a setsid child that ignores it too, then hangs: the pid the
+# what: tool holds now runs another program, with other signal dispositions.
 # expect: timeout
 exec python3 -c '
 import os, signal, time
-os.setsid()
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if os.fork() == 0:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.setsid()
     time.sleep(1000)
 time.sleep(1000)
 '
