@@ -12,9 +12,10 @@
  *   its reply, and closing it is how an `AbortSignal` abandons the request.
  *
  * # Caveats
- * - The service closes a connection idle for 5 s unless a scope is bound to it; the shared
- *   connection and an anchor with nothing bound are replaced once idle for 3 s rather than
- *   raced. An anchor that carried a bound launch is kept while it is open.
+ * - The service closes a connection idle for 5 s unless a live scope is bound to it: a
+ *   connection idle for 3 s is replaced rather than raced. An anchor that carried bound
+ *   launches is then left open beside the new one (its scopes end with it), until the service
+ *   closes it (they have ended) or this client does.
  * - A launch whose connection closes before its reply may or may not have happened: it is not
  *   retried (it fails with `ConnectionError`).
  */
@@ -93,6 +94,8 @@ export class ServiceBackend {
   private anchorBound = false;
   private shared: Promise<Connection> | null = null;
   private readonly dedicated = new Set<Connection>();
+  /** Earlier anchors that may still hold bound scopes. */
+  private readonly retired = new Set<Connection>();
   private closed = false;
 
   private constructor(path: string) {
@@ -129,9 +132,14 @@ export class ServiceBackend {
     this.checkOpen();
     if (this.anchor) {
       const c = await this.anchor.catch(() => null);
-      if (c && !c.closed && (this.anchorBound || c.idleFor() < STALE_MS)) return c;
-      // An anchor still open with scopes bound to it stays open (closing it would end them).
-      if (c && !this.anchorBound) c.close();
+      if (c && !c.closed && c.idleFor() < STALE_MS) return c;
+      // Idle for a while: the service may be about to close it (it keeps a connection past its
+      // idle timeout only while a scope bound to it lives). One that carried bound launches is
+      // left open (closing it would end them) and a fresh anchor takes the next launch.
+      if (c && !c.closed && this.anchorBound) {
+        this.retired.add(c);
+        c.whenClosed().then(() => this.retired.delete(c));
+      } else c?.close();
     }
     this.anchorBound = false;
     return this.fresh("anchor");
@@ -146,6 +154,7 @@ export class ServiceBackend {
     const abort = () => c.close(abortReason(signal as AbortSignal) as Error);
     signal?.addEventListener("abort", abort, { once: true });
     try {
+      signal?.throwIfAborted(); // aborted while connecting
       return await c.request(op, fields);
     } finally {
       signal?.removeEventListener("abort", abort);
@@ -173,6 +182,7 @@ export class ServiceBackend {
       const abort = () => c.close(abortReason(signal as AbortSignal) as Error);
       signal?.addEventListener("abort", abort, { once: true });
       try {
+        signal?.throwIfAborted(); // aborted while connecting
         await c.stream(op, fields, take);
       } finally {
         signal?.removeEventListener("abort", abort);
@@ -258,7 +268,7 @@ export class ServiceBackend {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    const conns: Connection[] = [...this.dedicated];
+    const conns: Connection[] = [...this.dedicated, ...this.retired];
     for (const p of [this.anchor, this.shared]) {
       const c = await p?.catch(() => null);
       if (c) conns.push(c);

@@ -31,6 +31,13 @@ export interface LaunchRequest {
    */
   cwd?: string | null;
   /**
+   * The scope belongs to the connection that launched it: when that connection ends (the
+   * client closed it, crashed or was dropped), the service stops the scope (SIGTERM, its
+   * shutdown grace, then the whole tree), and a restarted service stops it too (its
+   * `on_service_loss` defaults to `stop`). Absent: `false`, the scope outlives its client.
+   */
+  end_with_connection?: boolean;
+  /**
    * Variables set for the workload, as `run --env`. Absent: none.
    */
   env?: {
