@@ -72,6 +72,12 @@ pub fn acquire(path: &Path, wait: Duration) -> Result<Fence, FenceError> {
     lock_bounded(file, path, wait)
 }
 
+/// [`acquire`] on a file already open (a folder, opened read-only): the lock is `flock`'s on
+/// that open file.
+pub fn acquire_open(file: File, path: &Path, wait: Duration) -> Result<Fence, FenceError> {
+    lock_bounded(file, path, wait)
+}
+
 /// Polls `LOCK_NB` on `file` until it is ours or `wait` has passed.
 fn lock_bounded(file: File, path: &Path, wait: Duration) -> Result<Fence, FenceError> {
     let start = Instant::now();

@@ -3,7 +3,7 @@
 //! the service, a `stop`, `gc`, a recovery).
 //!
 //! The journal is a few segment files, `NNNNNNNNNNNNNNNNNNNN.jsonl` by generation. A writer
-//! takes `events/lock` (`flock`, held only for one append), appends its line to the newest
+//! takes the folder's `flock` (held only for one append, waited for at most 2 s), appends its line to the newest
 //! segment with one `write`, and opens the next one once the newest holds
 //! [`Journal::segment_bytes`]; it then removes the oldest so that at most [`KEEP_SEGMENTS`]
 //! remain (the size cap: `KEEP_SEGMENTS × segment_bytes`, 8 MiB by default).
@@ -162,8 +162,17 @@ impl Journal {
             line = serde_json::to_vec(&event).map_err(JournalError::Encode)?;
         }
         line.push(b'\n');
-        durable::create_private_dir(&self.dir).map_err(io_err("create", &self.dir))?;
-        let _lock = crate::store::fence::acquire(&self.dir.join("lock"), LOCK_WAIT)?;
+        // The folder's own `flock` orders the writers (no lock file: an append opens the folder
+        // and its newest segment, and creates nothing once both exist, F3).
+        let folder = match fs::File::open(&self.dir) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                durable::create_private_dir(&self.dir).map_err(io_err("create", &self.dir))?;
+                fs::File::open(&self.dir).map_err(io_err("open", &self.dir))?
+            }
+            Err(e) => return Err(io_err("open", &self.dir)(e)),
+        };
+        let _lock = crate::store::fence::acquire_open(folder, &self.dir, LOCK_WAIT)?;
         let segments = self.segments()?;
         let mut generation = segments.last().copied().unwrap_or(1);
         let path = self.segment_path(generation);
@@ -183,11 +192,15 @@ impl Journal {
             }
         }
         let path = self.segment_path(generation);
-        let mut f = durable::open_private(
-            OpenOptions::new().read(true).append(true).create(true),
-            &path,
-        )
-        .map_err(io_err("open", &path))?;
+        let mut f = match OpenOptions::new().read(true).append(true).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => durable::open_private(
+                OpenOptions::new().read(true).append(true).create(true),
+                &path,
+            )
+            .map_err(io_err("create", &path))?,
+            Err(e) => return Err(io_err("open", &path)(e)),
+        };
         // A writer killed in its write left a line without its newline: end it, so that this
         // one is whole (the torn one is skipped by readers).
         let len = f.metadata().map_err(io_err("stat", &path))?.len();
