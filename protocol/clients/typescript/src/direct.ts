@@ -22,7 +22,8 @@
  *   scope whose `wait` reports 127 or 126.
  * - An adopted scope has no `run` of this process behind it: `signal` and `input` need the
  *   service (they would need its pidfd or its stdin) and are `unsupported`.
- * - `events` is the service's; without one it is `unsupported`.
+ * - `events` reads the journal through `refine-supervisor events --json`; the end of a
+ *   stream without `follow` carries no cursor of its own (`cursor` is the last event's).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
@@ -38,6 +39,7 @@ import {
   type EventsOptions,
   type FollowOptions,
   type LaunchOptions,
+  type RefineEvent,
   type Scope,
   type ScopeResult,
   type StopOptions,
@@ -270,17 +272,79 @@ export class DirectBackend {
     return this.document<ShowDoc>(["show", "--json", id], "internal", id);
   }
 
-  events(_options: EventsOptions = {}): EventStream {
+  /**
+   * `refine-supervisor events --json`: the journal is a file the CLI reads without a service.
+   * A stream that ends (no `follow`) leaves `cursor` at its last event's (the CLI prints no end
+   * cursor; resuming there reads the same later events).
+   */
+  events(options: EventsOptions = {}): EventStream {
     const stream = new EventStream();
-    stream.fail(new RefineError("unsupported", "events are the service's: connect to a refine-supervisor serve"));
+    stream.cursor = options.since ?? null;
+    const signal = options.signal;
+    if (signal?.aborted) {
+      stream.fail(abortReason(signal));
+      return stream;
+    }
+    const args = ["events", "--json"];
+    if (options.since !== undefined) args.push("--after", options.since);
+    if (options.sinceUnixMs !== undefined) args.push("--since", new Date(options.sinceUnixMs).toISOString());
+    if (options.untilUnixMs !== undefined) args.push("--until", new Date(options.untilUnixMs).toISOString());
+    for (const kind of options.kinds ?? []) args.push("--filter", `kind=${kind}`);
+    if (options.scope !== undefined) {
+      args.push("--filter", /^[0-9a-f]{4,}$/.test(options.scope) ? `id=${options.scope}` : `label=${options.scope}`);
+    }
+    if (options.follow) args.push("--follow");
+    const child = spawn(this.bin, [...this.global, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    const err: Buffer[] = [];
+    let partial = "";
+    child.stderr.on("data", (b: Buffer) => err.push(b));
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (chunk: string) => {
+      const lines = (partial + chunk).split("\n");
+      partial = lines.pop() ?? "";
+      for (const line of lines) {
+        if (!line.trim()) continue;
+        try {
+          const event = JSON.parse(line) as RefineEvent;
+          stream.cursor = event.cursor ?? stream.cursor;
+          stream.push(event);
+        } catch {
+          stream.fail(new RefineError("bad_reply", `an events line is not JSON: ${line.slice(0, 200)}`));
+          child.kill("SIGKILL");
+        }
+      }
+    });
+    stream.onPause = () => child.stdout.pause();
+    stream.onResume = () => child.stdout.resume();
+    stream.onCancel = () => child.kill("SIGKILL");
+    const abort = () => {
+      child.kill("SIGKILL");
+      stream.fail(abortReason(signal as AbortSignal));
+    };
+    signal?.addEventListener("abort", abort, { once: true });
+    child.on("error", (e) => stream.fail(e));
+    child.on("close", (code) => {
+      signal?.removeEventListener("abort", abort);
+      if (code === 0) stream.finish();
+      else stream.fail(new RefineError(code === 2 ? "bad_request" : "internal", Buffer.concat(err).toString("utf8").trim() || `events exited ${code}`));
+    });
     return stream;
   }
 
   /** Ends what this client launched without keep: SIGTERM to each `run` (its --stop-grace, then the stop). */
   async close(): Promise<void> {
     const open = [...this.children].filter((s) => s.keep === false);
-    for (const s of open) s.terminate();
-    await Promise.all(open.map((s) => s.ended));
+    await Promise.all(
+      open.map(async (s) => {
+        const release = s.holdLoop();
+        try {
+          s.terminate();
+          await s.ended;
+        } finally {
+          release();
+        }
+      }),
+    );
   }
 }
 
@@ -376,6 +440,11 @@ class DirectScope implements Scope {
     } finally {
       release();
     }
+  }
+
+  /** Holds Node's event loop open on this scope's `run` until the returned function is called. */
+  holdLoop(): () => void {
+    return this.hold?.acquire() ?? (() => {});
   }
 
   /** SIGTERM to this client's `run`: it forwards it, and stops the scope after its --stop-grace. */
@@ -475,6 +544,7 @@ class DirectScope implements Scope {
       return follow;
     }
     let offset = 0;
+    const release = this.hold?.acquire() ?? (() => {});
     const child = spawn(this.backend.bin, [...this.backend.global, ...args, this.id], { stdio: ["ignore", "pipe", "pipe"] });
     const err: Buffer[] = [];
     child.stderr.on("data", (b: Buffer) => err.push(b));
@@ -491,11 +561,18 @@ class DirectScope implements Scope {
       follow.fail(abortReason(signal as AbortSignal));
     };
     signal?.addEventListener("abort", abort, { once: true });
-    child.on("error", (e) => follow.fail(e));
-    child.on("close", async (code) => {
-      signal?.removeEventListener("abort", abort);
+    child.on("close", () => signal?.removeEventListener("abort", abort));
+    child.on("error", (e) => {
+      release();
+      follow.fail(e);
+    });
+    child.on("close", (code) => this.followed(follow, stream, code, offset, Buffer.concat(err).toString("utf8").trim()).finally(release));
+    return follow;
+  }
+
+  private async followed(follow: Follow, stream: "stdout" | "stderr", code: number | null, offset: number, message: string): Promise<void> {
+    {
       if (code !== 0) {
-        const message = Buffer.concat(err).toString("utf8").trim();
         return follow.fail(!(await this.backend.show(this.id).then(() => true, () => false)) ? new NotFound(`no scope ${JSON.stringify(this.id)}`) : new RefineError("bad_request", message || `logs exited ${code}`));
       }
       let complete: boolean | null = null;
@@ -505,8 +582,7 @@ class DirectScope implements Scope {
       }
       follow.end = { stream, endOffset: offset, complete };
       follow.finish();
-    });
-    return follow;
+    }
   }
 
   show(): Promise<ShowDoc> {

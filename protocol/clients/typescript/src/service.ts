@@ -244,17 +244,27 @@ export class ServiceBackend {
 
   events(options: EventsOptions = {}): EventStream {
     const stream = new EventStream();
+    stream.cursor = options.since ?? null;
+    const fields = {
+      since: options.since,
+      since_unix_ms: options.sinceUnixMs,
+      until_unix_ms: options.untilUnixMs,
+      kinds: options.kinds?.length ? options.kinds : undefined,
+      scope: options.scope,
+      follow: options.follow || undefined,
+    };
     this.streamInto(
       "events",
-      { since: options.since, follow: options.follow || undefined },
+      fields,
       stream,
       (result) => {
         if (result.event) {
+          stream.cursor = result.event.cursor ?? stream.cursor;
           stream.push(result.event as RefineEvent);
           return false;
         }
         if (result.events_end) {
-          stream.cursor = result.events_end.cursor ?? null;
+          stream.cursor = result.events_end.cursor ?? stream.cursor;
           return true;
         }
         throw new RefineError("bad_reply", `an events reply with neither event nor events_end: ${JSON.stringify(result)}`);

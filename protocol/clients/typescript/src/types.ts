@@ -3,7 +3,7 @@
  * and the handle of one scope. The documents themselves are the generated types
  * (`src/generated/`, from `protocol/schema/`), passed through as the service wrote them.
  */
-import type { Kind, ReceiptDoc, ShowDoc, State, StopDoc } from "./generated/index.js";
+import type { EventDoc, EventKind, Kind, ReceiptDoc, ShowDoc, State, StopDoc } from "./generated/index.js";
 
 export type Mode = "service" | "direct";
 
@@ -87,22 +87,23 @@ export interface FollowEnd {
 }
 
 export interface EventsOptions {
-  /** Only events after this cursor (from an event's `cursor` or a previous `events_end`). */
-  since?: number | string;
-  /** Keep the stream open for new events (the iterator then runs until aborted or broken off). */
+  /** Only events after this cursor (an event's `cursor`, or a finished stream's `cursor`). */
+  since?: string;
+  /** Only events at or after this Unix time (ms). */
+  sinceUnixMs?: number;
+  /** Only events before this Unix time (ms); with `follow`, the stream ends then. */
+  untilUnixMs?: number;
+  /** Only these kinds (absent: all). */
+  kinds?: EventKind[];
+  /** Only this scope's (an id, a 4+ hex prefix, or a label). */
+  scope?: string;
+  /** Keep the stream open for new events (it then runs until `untilUnixMs`, an abort or a `break`). */
   follow?: boolean;
   signal?: AbortSignal;
 }
 
-/** One event of the service's `events` op: a scope's change, with a cursor to resume after. */
-export interface RefineEvent {
-  cursor: number | string;
-  kind: string;
-  id: string;
-  label?: string;
-  time_unix_ms: number;
-  [k: string]: unknown;
-}
+/** One event of the journal (schema `event`): a scope's change, with the cursor to resume after. */
+export type RefineEvent = EventDoc;
 
 /** A finished scope: how it ended, its result record and the receipt that proves it. */
 export interface ScopeResult extends WaitResult {
@@ -217,7 +218,10 @@ export class Follow extends Channel<Buffer> {
   }
 }
 
-/** The `events` stream: iterate it for the events; without `follow`, `cursor` is set at its end. */
+/**
+ * The `events` stream: iterate it for the events. `cursor` is where to resume (`since`): the
+ * last event's taken so far, and at the end of a stream without `follow` the journal's.
+ */
 export class EventStream extends Channel<RefineEvent> {
-  cursor: number | string | null = null;
+  cursor: string | null = null;
 }

@@ -133,3 +133,29 @@ export function startHost(args, env = {}) {
     child.on("close", (code) => reject(new Error(`host exited ${code} before printing an id: ${err}`)));
   });
 }
+
+/** The events case, the same through the socket and without a service. */
+export async function eventsCase(refine) {
+  const assert = (await import("node:assert/strict")).default;
+  const scope = await refine.launch(["true"], { label: "evented" });
+  await scope.wait({ timeout: 30_000 });
+  const stream = refine.events({ scope: scope.id });
+  const seen = [];
+  for await (const e of stream) seen.push(e);
+  const kinds = seen.map((e) => e.kind);
+  assert.ok(kinds.includes("launched") && kinds.includes("exited"), JSON.stringify(seen));
+  assert.ok(seen.every((e) => e.id === scope.id));
+  assert.notEqual(stream.cursor, null);
+  const later = [];
+  for await (const e of refine.events({ since: stream.cursor, scope: scope.id })) later.push(e);
+  assert.deepEqual(later.filter((e) => ["launched", "started", "exited"].includes(e.kind)), []);
+  const ac = new AbortController();
+  const live = refine.events({ since: stream.cursor, follow: true, kinds: ["launched"], signal: ac.signal });
+  const next = await refine.launch(["true"]);
+  const got = await live.next();
+  assert.equal(got.value.id, next.id);
+  assert.equal(got.value.kind, "launched");
+  ac.abort();
+  await assert.rejects(live.next(), { name: "AbortError" });
+  await next.wait({ timeout: 30_000 });
+}

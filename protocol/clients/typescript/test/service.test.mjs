@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { NotFound, Refine, RefineError, SpawnFailed } from "../dist/index.js";
-import { PKG, runNode, skipReason, startHost, startService, survivors, tempHome, treeOf } from "./helpers.mjs";
+import { eventsCase, PKG, runNode, skipReason, startHost, startService, survivors, tempHome, treeOf } from "./helpers.mjs";
 
 const skip = skipReason();
 
@@ -148,38 +148,7 @@ describe("through the service's socket", { skip: skip ?? false }, () => {
     await keptScope.stop();
   });
 
-  test("events: a launch's changes, from a cursor", async (t) => {
-    let first;
-    try {
-      const probe = refine.events();
-      first = [];
-      for await (const e of probe) first.push(e);
-    } catch (e) {
-      if (e instanceof RefineError && e.kind === "bad_request") {
-        t.skip(`the service has no events op yet (${e.message})`);
-        return;
-      }
-      throw e;
-    }
-    const scope = await refine.launch(["true"], { label: "evented" });
-    await scope.wait();
-    const stream = refine.events();
-    const seen = [];
-    for await (const e of stream) seen.push(e);
-    assert.ok(seen.some((e) => e.id === scope.id), JSON.stringify(seen));
-    assert.notEqual(stream.cursor, null);
-    const later = refine.events({ since: stream.cursor });
-    const none = [];
-    for await (const e of later) none.push(e);
-    assert.deepEqual(none, []);
-    const ac = new AbortController();
-    const live = refine.events({ since: stream.cursor, follow: true, signal: ac.signal });
-    const next = await refine.launch(["true"]);
-    const got = (await live.next()).value;
-    assert.equal(got.id, next.id);
-    ac.abort();
-    await assert.rejects(live.next(), { name: "AbortError" });
-  });
+  test("events: a scope's from launch to end, resumed from a cursor, followed until aborted", () => eventsCase(refine));
 
   test("the example replaces a killpg sweep", async () => {
     const r = await runNode(join(PKG, "examples", "replace-killpg.mjs"), [], { REFINE_HOME: home.dir, REFINE_SOCKET: "", TIMEOUT_MS: "300" });

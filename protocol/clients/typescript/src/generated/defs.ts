@@ -48,6 +48,102 @@ export type State = "live" | "exited" | "unverified" | "corrupt";
  */
 export type BuildClass = "release" | "source";
 /**
+ * Why a stop was asked for by someone other than the engine that launched the scope.
+ *
+ * `operator`: An operator (`stop ID`, the service's stop request).
+ * `completion_deadline`: The service's maintenance loop enforced the registration's completion deadline.
+ * `idle_deadline`: The service's maintenance loop enforced the registration's idle deadline.
+ * `recovery`: Recovery (a restarted service, `recover`) stopped a live scope whose launcher was gone.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "StopCause".
+ */
+export type StopCause = "operator" | "completion_deadline" | "idle_deadline" | "recovery";
+/**
+ * What happened to a scope.
+ *
+ * `launched`: Its registration is durable (before the workload runs).
+ * `started`: Its workload's `execve` succeeded (`pid`).
+ * `exited`: Its workload's main process ended (`status` with `exit_code` or `signal`); the rest
+ * of its tree may live on.
+ * `receipt`: Its guardian's receipt is in: everything it started has ended (`outcome`).
+ * `stop_requested`: A stop was asked for (`cause`), before its first signal.
+ * `stop_ended`: A stop is over (`stop`: what it achieved, or `reason` for one that failed).
+ * `unverified`: Its launch ended without a receipt: nothing proves the tree ended (`reason`).
+ * `adopted`: A restarted service took over a live scope whose launcher was gone.
+ * `collected`: `gc` or the service's housekeeping forgot its registration.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "EventKind".
+ */
+export type EventKind =
+  | "launched"
+  | "started"
+  | "exited"
+  | "receipt"
+  | "stop_requested"
+  | "stop_ended"
+  | "unverified"
+  | "adopted"
+  | "collected";
+/**
+ * How a launch ended (SPEC S7): what its engine returned, or (`stop_failed`) that the stop
+ * of the scope's residue failed afterwards.
+ *
+ * `completed`: The workload ran and exited on its own (any status).
+ * `timed_out`: The completion deadline passed; the tree was stopped.
+ * `idle_timeout`: The idle deadline passed; the tree was stopped.
+ * `cancelled`: The caller cancelled; the tree was stopped.
+ * `output_limit`: The output budget was exceeded; the tree was stopped.
+ * `spawn_failed`: A step of the release failed; the workload never ran.
+ * `capture_fault`: Capture failed; the tree was stopped.
+ * `stopped`: An operator stopped it.
+ * `guardian_lost`: The guardian reported a fatal error or vanished.
+ * `stop_failed`: The stop of the scope's residue failed (only a launch result record says this; an
+ * engine never returns it).
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "Outcome".
+ */
+export type Outcome =
+  | "completed"
+  | "timed_out"
+  | "idle_timeout"
+  | "cancelled"
+  | "output_limit"
+  | "spawn_failed"
+  | "capture_fault"
+  | "stopped"
+  | "guardian_lost"
+  | "stop_failed";
+/**
+ * The kind of a managed launch (SPEC S1).
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "Kind".
+ */
+export type Kind = "agent" | "quality" | "command" | "terminal";
+/**
+ * How the workload itself ended, as `status` (with `exit_code` or `signal`).
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "StatusName".
+ */
+export type StatusName = "exited" | "signaled" | "never_started" | "unknown";
+/**
+ * What a stop achieved.
+ *
+ * `already_exited`: The assessment said `exited` before anything was signalled.
+ * `stopped`: The tree was stopped and the guardian's receipt proves it ended.
+ * `killed_unverified`: The guardian was already gone without a receipt: the witnessed tree was killed, but
+ * there is no proof (the assessment stays `unverified`).
+ * `not_signalled`: `unverified` with no current-boot evidence: nothing was signalled.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "StopOutcome".
+ */
+export type StopOutcome = "already_exited" | "stopped" | "killed_unverified" | "not_signalled";
+/**
  * The stream a `follow` request reads.
  *
  * This interface was referenced by `Definitions`'s JSON-Schema
@@ -93,13 +189,6 @@ export type OwnerLink = "guardian" | "marker";
  */
 export type OwnerState = "live" | "exited" | "unverified" | "unknown";
 /**
- * The kind of a managed launch (SPEC S1).
- *
- * This interface was referenced by `Definitions`'s JSON-Schema
- * via the `definition` "Kind".
- */
-export type Kind = "agent" | "quality" | "command" | "terminal";
-/**
  * The kind of a registration whose record does not decode.
  *
  * This interface was referenced by `Definitions`'s JSON-Schema
@@ -120,43 +209,6 @@ export type LeftDoc =
   | GuardianLeftDoc
   | GuardianBelowLeftDoc
   | SurvivedLeftDoc;
-/**
- * How a launch ended (SPEC S7): what its engine returned, or (`stop_failed`) that the stop
- * of the scope's residue failed afterwards.
- *
- * `completed`: The workload ran and exited on its own (any status).
- * `timed_out`: The completion deadline passed; the tree was stopped.
- * `idle_timeout`: The idle deadline passed; the tree was stopped.
- * `cancelled`: The caller cancelled; the tree was stopped.
- * `output_limit`: The output budget was exceeded; the tree was stopped.
- * `spawn_failed`: A step of the release failed; the workload never ran.
- * `capture_fault`: Capture failed; the tree was stopped.
- * `stopped`: An operator stopped it.
- * `guardian_lost`: The guardian reported a fatal error or vanished.
- * `stop_failed`: The stop of the scope's residue failed (only a launch result record says this; an
- * engine never returns it).
- *
- * This interface was referenced by `Definitions`'s JSON-Schema
- * via the `definition` "Outcome".
- */
-export type Outcome =
-  | "completed"
-  | "timed_out"
-  | "idle_timeout"
-  | "cancelled"
-  | "output_limit"
-  | "spawn_failed"
-  | "capture_fault"
-  | "stopped"
-  | "guardian_lost"
-  | "stop_failed";
-/**
- * How the workload itself ended, as `status` (with `exit_code` or `signal`).
- *
- * This interface was referenced by `Definitions`'s JSON-Schema
- * via the `definition` "StatusName".
- */
-export type StatusName = "exited" | "signaled" | "never_started" | "unknown";
 /**
  * What recovery did (or, `--dry-run`, would do) with one registration.
  *
@@ -195,7 +247,9 @@ export type Reply =
   | SignalledReply
   | InputReply
   | OutputReply
-  | FollowedReply;
+  | FollowedReply
+  | EventReply
+  | EventsEndReply;
 /**
  * The schema of [`crate::frame::SpawnStep`] as its mirror writes it (feature `schema`).
  *
@@ -220,31 +274,6 @@ export type StallSignal = "stalled" | "silent";
  * via the `definition` "ResultDoc".
  */
 export type ResultDoc = ResultDocFields | ErrorResultDoc;
-/**
- * Why a stop was asked for by someone other than the engine that launched the scope.
- *
- * `operator`: An operator (`stop ID`, the service's stop request).
- * `completion_deadline`: The service's maintenance loop enforced the registration's completion deadline.
- * `idle_deadline`: The service's maintenance loop enforced the registration's idle deadline.
- * `recovery`: Recovery (a restarted service, `recover`) stopped a live scope whose launcher was gone.
- *
- * This interface was referenced by `Definitions`'s JSON-Schema
- * via the `definition` "StopCause".
- */
-export type StopCause = "operator" | "completion_deadline" | "idle_deadline" | "recovery";
-/**
- * What a stop achieved.
- *
- * `already_exited`: The assessment said `exited` before anything was signalled.
- * `stopped`: The tree was stopped and the guardian's receipt proves it ended.
- * `killed_unverified`: The guardian was already gone without a receipt: the witnessed tree was killed, but
- * there is no proof (the assessment stays `unverified`).
- * `not_signalled`: `unverified` with no current-boot evidence: nothing was signalled.
- *
- * This interface was referenced by `Definitions`'s JSON-Schema
- * via the `definition` "StopOutcome".
- */
-export type StopOutcome = "already_exited" | "stopped" | "killed_unverified" | "not_signalled";
 /**
  * `stop --json` (and the socket API's `stop` reply). `state` is `exited` only when a verified
  * receipt proves it. A stop that failed has `outcome: "failed"` and `error` instead of the
@@ -504,6 +533,73 @@ export interface CgroupUsageDoc {
   oom_kills?: number | null;
   system_us: number;
   user_us: number;
+  [k: string]: unknown;
+}
+/**
+ * One event. Every field but `kind`, `id` and the time may be absent; a reader ignores keys it
+ * does not know (new kinds of detail come as new keys).
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "EventDoc".
+ */
+export interface EventDoc {
+  /**
+   * The process that saw the event and wrote it (a `run`, the service, a `stop`, `gc`).
+   */
+  by_pid: number;
+  /**
+   * `stop_requested`: who asked.
+   */
+  cause?: StopCause | null;
+  /**
+   * Its place in the journal: given back as `since`, the events after it are read.
+   */
+  cursor?: string;
+  exit_code?: number | null;
+  id: string;
+  kind: EventKind;
+  label?: string;
+  /**
+   * `receipt`, `unverified`: how the launch ended.
+   */
+  outcome?: Outcome | null;
+  /**
+   * `started`: the workload's pid.
+   */
+  pid?: number | null;
+  /**
+   * `unverified`, a failed `stop_ended`: why, in words.
+   */
+  reason?: string | null;
+  /**
+   * `launched`: the kind of workload.
+   */
+  scope_kind?: Kind | null;
+  signal?: number | null;
+  /**
+   * `exited`, `receipt`: how the workload ended.
+   */
+  status?: StatusName | null;
+  /**
+   * `stop_ended`: what the stop achieved (absent for one that failed: see `reason`).
+   */
+  stop?: StopOutcome | null;
+  /**
+   * `time_unix_ms` as a UTC string (`2026-11-29T19:41:06.123Z`).
+   */
+  time?: string;
+  time_unix_ms: number;
+  [k: string]: unknown;
+}
+/**
+ * The last reply of an `events` request without `follow`: the journal's end, to give as
+ * `since` next time.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "EventsEndDoc".
+ */
+export interface EventsEndDoc {
+  cursor: string;
   [k: string]: unknown;
 }
 /**
@@ -1224,6 +1320,18 @@ export interface FollowedReply {
     stream: FollowStream;
     [k: string]: unknown;
   };
+}
+/**
+ * An `events` request's event.
+ */
+export interface EventReply {
+  event: EventDoc;
+}
+/**
+ * An `events` request's last reply (without `follow`): the cursor after the last event.
+ */
+export interface EventsEndReply {
+  events_end: EventsEndDoc;
 }
 /**
  * This interface was referenced by `Definitions`'s JSON-Schema

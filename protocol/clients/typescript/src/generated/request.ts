@@ -10,7 +10,8 @@ export type Request =
   | WaitRequest
   | SignalRequest
   | InputRequest
-  | FollowRequest;
+  | FollowRequest
+  | EventsRequest;
 
 /**
  * What the caller of a launch asks (`run`, `run --detach`, the service's `launch` request): the
@@ -210,6 +211,36 @@ export interface FollowRequest {
    * The stream a `follow` request reads.
    */
   stream: "stdout" | "stderr";
+  /**
+   * The API version: 1 (a service refuses a newer one).
+   */
+  v: 1;
+}
+/**
+ * V2: the journal's events after the cursor `since` (absent: from the oldest kept), or at
+ * or after `since_unix_ms`, before `until_unix_ms`, of the `kinds` asked (absent: all)
+ * and of the scope `scope` (an id, a prefix or a label; absent: every scope): one `event`
+ * reply each, then `events_end` with the cursor to resume from; with `follow`, then every
+ * new event as it is written, until `until_unix_ms` passes or the client closes.
+ */
+export interface EventsRequest {
+  follow?: boolean;
+  kinds?: (
+    | "launched"
+    | "started"
+    | "exited"
+    | "receipt"
+    | "stop_requested"
+    | "stop_ended"
+    | "unverified"
+    | "adopted"
+    | "collected"
+  )[];
+  op: "events";
+  scope?: string | null;
+  since?: string | null;
+  since_unix_ms?: number | null;
+  until_unix_ms?: number | null;
   /**
    * The API version: 1 (a service refuses a newer one).
    */
