@@ -148,6 +148,31 @@ describe("through the service's socket", { skip: skip ?? false }, () => {
     await keptScope.stop();
   });
 
+  test("a client idle past the service's idle timeout keeps its bound scope; later launches bind to it too", async () => {
+    const other = await Refine.connect({ home: home.dir });
+    const first = await other.launch(["sleep", "600"]);
+    // Another connection waits out the service's 5 s idle timeout while `other` says nothing.
+    assert.equal((await (await refine.adopt(first.id)).wait({ timeout: 6000 })).timedOut, true);
+    assert.equal((await refine.show(first.id)).state, "live", "the idle client's scope was stopped");
+    const second = await other.launch(["sleep", "600"]);
+    const trees = [await treeOf(first, 1), await treeOf(second, 1)];
+    await other.close();
+    for (const id of [first.id, second.id]) {
+      assert.equal((await (await refine.adopt(id)).wait({ timeout: 30_000 })).state, "exited", id);
+    }
+    assert.deepEqual(survivors(trees.flat()), []);
+  });
+
+  test("open takes the socket when it answers", async () => {
+    const opened = await Refine.open({ home: home.dir });
+    assert.equal(opened.mode, "service");
+    await opened.close();
+    const none = tempHome();
+    const direct = await Refine.open({ home: none.dir });
+    assert.equal(direct.mode, "direct");
+    none.remove();
+  });
+
   test("events: a scope's from launch to end, resumed from a cursor, followed until aborted", () => eventsCase(refine));
 
   test("the example replaces a killpg sweep", async () => {
