@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { NotFound, Refine, RefineError } from "../dist/index.js";
+import { NotFound, Refine, RefineError, SpawnFailed } from "../dist/index.js";
 import { eventsCase, PKG, runNode, skipReason, startHost, survivors, tempHome, treeOf } from "./helpers.mjs";
 
 const skip = skipReason();
@@ -90,6 +90,15 @@ describe("without a service", { skip: skip ?? false }, () => {
     await assert.rejects(refine.show("nobody"), NotFound);
     await assert.rejects(refine.adopt("nobody"), NotFound);
     assert.ok(Array.isArray(await refine.list()));
+  });
+
+  test("a program that does not exist: SpawnFailed, or (found by ps first) a scope that waits 127", async () => {
+    try {
+      const scope = await refine.launch(["/nonexistent/program"]);
+      assert.equal((await scope.wait({ timeout: 30_000 })).exitCode, 127);
+    } catch (e) {
+      assert.ok(e instanceof SpawnFailed && e.errno === 2 && e.id.length === 32, String(e));
+    }
   });
 
   test("keep: the scope outlives its host (SIGKILLed); adopt it by id, follow, wait and stop it", async () => {
