@@ -96,17 +96,21 @@ class Scope:
     @classmethod
     def _from(cls, doc: Dict[str, Any]) -> "Scope":
         # A `list` row has the record's fields flat; `show` has them under `record`.
+        # A `list` row has the record's and the result's fields flat; `show` has them under
+        # `record` and `result`.
         rec = doc.get("record") if isinstance(doc.get("record"), dict) else doc
+        res = doc.get("result") if isinstance(doc.get("result"), dict) else doc
+        work = rec.get("workload") if isinstance(rec.get("workload"), dict) else doc
         return cls(
             id=doc["id"],
             state=doc["state"],
             label=rec.get("label") or "",
             kind=rec.get("kind"),
-            status=doc.get("status"),
-            exit_code=doc.get("exit_code"),
-            signal=doc.get("signal"),
-            outcome=doc.get("outcome"),
-            pid=doc.get("pid"),
+            status=res.get("status"),
+            exit_code=res.get("exit_code"),
+            signal=res.get("signal"),
+            outcome=res.get("outcome"),
+            pid=work.get("pid"),
             argv=list(rec.get("argv") or []),
             raw=doc,
         )
