@@ -100,6 +100,15 @@ pub struct LaunchAsk {
     /// `on_service_loss` defaults to `stop`). Absent: `false`, the scope outlives its client.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub end_with_connection: bool,
+    /// H8: the whole tree's memory limit, bytes (`run --memory-max`). Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_max_bytes: Option<u64>,
+    /// H8: the tree's CPU bandwidth in thousandths of a core (`run --cpus 0.5`: 500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_millis: Option<u32>,
+    /// H8: the most processes and threads the tree holds at once (`run --pids-max`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_max: Option<u64>,
 }
 
 fn command_kind() -> Kind {
@@ -128,6 +137,9 @@ impl LaunchAsk {
             on_service_loss: None,
             input: false,
             end_with_connection: false,
+            memory_max_bytes: None,
+            cpu_millis: None,
+            pids_max: None,
         }
     }
 }

@@ -44,12 +44,13 @@ pub const RECORD_VERSION: u16 = 1;
 /// The registration record's version: 2 adds [`Registration::argv_bytes`] and
 /// [`Limits::kill_after_ms`]; 3 appends [`Registration::cgroup`]; 4 appends
 /// [`Registration::allow_setns`]; 5 appends [`Registration::supervisor_provenance`] and
-/// [`Registration::guardian_provenance`]; 6 appends [`Registration::on_service_loss`].
-pub const REGISTRATION_VERSION: u16 = 6;
+/// [`Registration::guardian_provenance`]; 6 appends [`Registration::on_service_loss`]; 7
+/// appends [`Registration::resources`].
+pub const REGISTRATION_VERSION: u16 = 7;
 /// The launch result's version: 2 adds [`LaunchResultRecord::stop_failure`] and
 /// [`LaunchResultRecord::usage`]; 3 [`LaunchResultRecord::residue_stop`]; 4 appends
-/// [`LaunchResultRecord::cgroup_usage`].
-pub const RESULT_VERSION: u16 = 4;
+/// [`LaunchResultRecord::cgroup_usage`]; 5 [`LaunchResultRecord::limit_usage`].
+pub const RESULT_VERSION: u16 = 5;
 pub const ENVELOPE_LEN: usize = crate::codec::envelope_len(REGISTRATION_MAGIC.len());
 /// Largest record file accepted.
 pub const MAX_RECORD: usize = 1024 * 1024;
@@ -169,6 +170,67 @@ pub struct Registration {
     /// L6: what recovery does with the scope once its launcher is gone. `None` in version 1
     /// to 5 records and for launchers that expect no scope to outlive them: recovery stops it.
     pub on_service_loss: Option<ServiceLoss>,
+    /// H8: the resource limits asked for and the cgroup directories that hold them. `None` in
+    /// version 1 to 6 records and for launches without a limit.
+    pub resources: Option<ScopeResources>,
+}
+
+/// H8: a scope's resource limits (`--memory-max`, `--cpus`, `--pids-max`) and where they were
+/// applied: the scope's own cgroup v2 directory where the unified hierarchy has the controller,
+/// else a directory of the controller's v1 hierarchy that the workload joined before its
+/// `execve`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopeResources {
+    pub memory_max_bytes: Option<u64>,
+    /// CPU bandwidth in thousandths of a core (`--cpus 0.5`: 500).
+    pub cpu_millis: Option<u32>,
+    pub pids_max: Option<u64>,
+    pub placements: Vec<LimitPlacement>,
+}
+
+/// One controller's directory of a scope with limits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitPlacement {
+    pub controller: LimitController,
+    /// The cgroup directory (absolute path in this mount namespace).
+    pub dir: String,
+    /// `true`: the unified hierarchy (the scope's F4 directory); `false`: a v1 hierarchy.
+    pub unified: bool,
+}
+
+/// A controller a limit is applied through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitController {
+    Memory,
+    Cpu,
+    Pids,
+}
+
+impl LimitController {
+    /// The controller's name in `/proc/self/cgroup` and `cgroup.controllers`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LimitController::Memory => "memory",
+            LimitController::Cpu => "cpu",
+            LimitController::Pids => "pids",
+        }
+    }
+}
+
+/// H8: what the limits' controllers accounted, read once the scope was empty.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitUsage {
+    /// `memory.peak` (v2) or `memory.max_usage_in_bytes` (v1).
+    pub memory_peak_bytes: Option<u64>,
+    /// `memory.events` `oom_kill` (v2) or `memory.oom_control` `oom_kill` (v1).
+    pub oom_kills: Option<u64>,
+    /// `pids.peak` where the kernel has it.
+    pub pids_peak: Option<u64>,
+    /// Forks refused at the limit (`pids.events` `max`).
+    pub pids_refused: Option<u64>,
+    /// Time the scope was throttled by its CPU limit, microseconds (`cpu.stat`).
+    pub throttled_us: Option<u64>,
 }
 
 /// A binary's build (V1), as records and documents carry it: the package version, the commit
@@ -335,6 +397,9 @@ pub struct LaunchResultRecord {
     /// it was removed. `None`: the scope had no cgroup (the `/proc` path), its accounting could
     /// not be read (the launcher was gone), or a record before version 4.
     pub cgroup_usage: Option<CgroupUsage>,
+    /// H8: what the controllers of the scope's limits accounted. `None`: no limit, or a record
+    /// before version 5.
+    pub limit_usage: Option<LimitUsage>,
 }
 
 /// What the kernel accounted to a scope's cgroup (F4): `cpu.stat`, and where the memory
@@ -499,7 +564,8 @@ impl Registration {
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         encode_versioned(REGISTRATION_MAGIC, REGISTRATION_VERSION, self)
     }
-    /// Decodes version 5, version 4 (no provenance), version 3 (no `allow_setns` either),
+    /// Decodes version 6 (no `resources`), version 5 (no `on_service_loss` either), version 4
+    /// (no provenance either), version 3 (no `allow_setns` either),
     /// version 2 (no `cgroup` either) and version 1 (no `argv_bytes`, no `kill_after_ms`, no
     /// `cgroup`, no `allow_setns`, no provenance).
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
@@ -509,12 +575,13 @@ impl Registration {
                 let v1: v1::Registration = decode_payload(payload, "registration record")?;
                 Ok(v1.into())
             }
-            // Versions 3, 4 and 6 each only append an `Option`, version 5 two: an older payload
-            // is version 6's with each absent option's one zero byte missing.
-            2..=5 => {
+            // Versions 3, 4, 6 and 7 each only append an `Option`, version 5 two: an older
+            // payload is version 7's with each absent option's one zero byte missing.
+            2..=6 => {
                 let missing = match version {
-                    5 => 1,
-                    v => usize::from(4 - v) + 3,
+                    6 => 1,
+                    5 => 2,
+                    v => usize::from(4 - v) + 4,
                 };
                 let mut current = Vec::with_capacity(payload.len() + missing);
                 current.extend_from_slice(payload);
@@ -561,7 +628,7 @@ impl LaunchResultRecord {
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         encode_versioned(RESULT_MAGIC, RESULT_VERSION, self)
     }
-    /// Decodes version 4, version 3 (no `cgroup_usage`), version 2 (no `residue_stop`
+    /// Decodes version 4 (no `limit_usage`), version 3 (no `cgroup_usage` either), version 2 (no `residue_stop`
     /// either) and version 1 (no `stop_failure`, no `usage` either).
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         let (version, payload) = open_versions(RESULT_MAGIC, RESULT_VERSION, buf)?;
@@ -570,8 +637,9 @@ impl LaunchResultRecord {
             // version 2: two, version 3: one), each an `Option`: read it with each absent
             // (bincode's one-byte absent `Option`) appended.
             let missing = match version {
-                1 => 4,
-                2 => 2,
+                1 => 5,
+                2 => 3,
+                3 => 2,
                 _ => 1,
             };
             let mut current = Vec::with_capacity(payload.len() + missing);
@@ -653,6 +721,7 @@ mod v1 {
                 supervisor_provenance: None,
                 guardian_provenance: None,
                 on_service_loss: None,
+                resources: None,
             }
         }
     }
@@ -768,6 +837,7 @@ mod result_versions {
         usage: Option<crate::TreeUsage>,
         residue_stop: Option<ResidueStopStrings>,
         cgroup_usage: Option<CgroupUsage>,
+        limit_usage: Option<LimitUsage>,
     }
 
     #[derive(Serialize)]
@@ -801,6 +871,7 @@ mod result_versions {
                     at_unix_ms: 8,
                 }),
                 cgroup_usage: None,
+                limit_usage: None,
             };
             let bytes = seal(RESULT_MAGIC, RESULT_VERSION, to_payload(&old).unwrap());
             let back = LaunchResultRecord::decode(&bytes).unwrap();
@@ -818,6 +889,7 @@ mod result_versions {
             usage: None,
             residue_stop: None,
             cgroup_usage: None,
+            limit_usage: None,
         };
         let bytes = seal(RESULT_MAGIC, RESULT_VERSION, to_payload(&odd).unwrap());
         assert!(LaunchResultRecord::decode(&bytes).is_err());

@@ -111,6 +111,7 @@ fn registration() -> Registration {
         supervisor_provenance: None,
         guardian_provenance: None,
         on_service_loss: None,
+        resources: None,
     }
 }
 
@@ -164,6 +165,13 @@ fn launch_result() -> LaunchResultRecord {
             system_us: 2,
             memory_peak_bytes: Some(4),
             oom_kills: Some(0),
+        }),
+        limit_usage: Some(refine_protocol::record::LimitUsage {
+            memory_peak_bytes: Some(5),
+            oom_kills: Some(1),
+            pids_peak: Some(6),
+            pids_refused: Some(7),
+            throttled_us: Some(8),
         }),
     }
 }

@@ -316,6 +316,7 @@ fn registration() -> Registration {
         supervisor_provenance: None,
         guardian_provenance: None,
         on_service_loss: None,
+        resources: None,
     }
 }
 
@@ -356,6 +357,7 @@ fn launch_result() -> LaunchResultRecord {
         usage: None,
         residue_stop: None,
         cgroup_usage: None,
+        limit_usage: None,
     }
 }
 
@@ -435,7 +437,7 @@ fn records_round_trip_and_reject_damage() {
         Err(DecodeError::Truncated { .. })
     ));
     let mut v = bytes.clone();
-    v[8] = 7;
+    v[8] = 8;
     assert!(matches!(
         Registration::decode(&v),
         Err(DecodeError::UnsupportedVersion { .. })
@@ -771,17 +773,17 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
     envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
     assert_eq!(Registration::decode(&v1).unwrap(), plain);
 
-    // A version 5 record (no `on_service_loss`: version 6's payload without its one zero
-    // byte), a version 4 record (no provenance either: two zero bytes less), a version 3
-    // record (no `allow_setns` either) and a version 2 record (no `cgroup` either) decode with
-    // them absent.
+    // A version 6 record (no `resources`: version 7's payload without its one zero byte), a
+    // version 5 record (no `on_service_loss` either), a version 4 record (no provenance
+    // either: two zero bytes less), a version 3 record (no `allow_setns` either) and a
+    // version 2 record (no `cgroup` either) decode with them absent.
     assert_eq!(
-        &v2[v2.len() - 5..],
-        &[0, 0, 0, 0, 0],
-        "an absent cgroup, allow_setns, two provenances and on_service_loss are one zero byte \
-         each at the end"
+        &v2[v2.len() - 6..],
+        &[0, 0, 0, 0, 0, 0],
+        "an absent cgroup, allow_setns, two provenances, on_service_loss and resources are one \
+         zero byte each at the end"
     );
-    for (version, missing) in [(5u16, 1usize), (4, 3), (3, 4), (2, 5)] {
+    for (version, missing) in [(6u16, 1usize), (5, 2), (4, 4), (3, 5), (2, 6)] {
         let payload = &v2[header..v2.len() - missing];
         let mut old = vec![0u8; header + payload.len()];
         let mut w = Writer::new(&mut old);
@@ -837,12 +839,29 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
     kept.on_service_loss = Some(refine_protocol::record::ServiceLoss::Keep);
     assert_eq!(Registration::decode(&kept.encode().unwrap()).unwrap(), kept);
 
-    // Negative control: a version past 6 is refused, not guessed.
-    let mut v7 = v2.clone();
-    v7[8] = 7;
+    // Version 7 keeps the resource limits and where they were applied (H8).
+    let mut limited = plain.clone();
+    limited.resources = Some(refine_protocol::record::ScopeResources {
+        memory_max_bytes: Some(32 << 20),
+        cpu_millis: Some(500),
+        pids_max: Some(20),
+        placements: vec![refine_protocol::record::LimitPlacement {
+            controller: refine_protocol::record::LimitController::Memory,
+            dir: "/sys/fs/cgroup/memory/refine/r/i".into(),
+            unified: false,
+        }],
+    });
+    assert_eq!(
+        Registration::decode(&limited.encode().unwrap()).unwrap(),
+        limited
+    );
+
+    // Negative control: a version past 7 is refused, not guessed.
+    let mut v8 = v2.clone();
+    v8[8] = 8;
     assert!(matches!(
-        Registration::decode(&v7),
-        Err(DecodeError::UnsupportedVersion { got: 7, .. })
+        Registration::decode(&v8),
+        Err(DecodeError::UnsupportedVersion { got: 8, .. })
     ));
 }
 

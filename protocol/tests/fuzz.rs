@@ -414,6 +414,7 @@ fn registration() -> Registration {
         supervisor_provenance: None,
         guardian_provenance: None,
         on_service_loss: None,
+        resources: None,
     }
 }
 
@@ -480,6 +481,13 @@ fn launch_result(usage: Option<TreeUsage>) -> LaunchResultRecord {
             oom_kills: None,
         }),
         usage,
+        limit_usage: usage.map(|u| refine_protocol::record::LimitUsage {
+            memory_peak_bytes: Some(u.max_rss_kib * 1024),
+            oom_kills: Some(1),
+            pids_peak: None,
+            pids_refused: Some(3),
+            throttled_us: Some(u.user_us),
+        }),
     }
 }
 

@@ -265,6 +265,25 @@ impl Command {
         self
     }
 
+    /// H8: at most `bytes` of memory for the whole tree (its cgroup's limit; an OOM kill is the
+    /// result's reason). A host without a memory controller refuses the launch.
+    pub fn memory_max(mut self, bytes: u64) -> Command {
+        self.request.resources.memory_max_bytes = Some(bytes);
+        self
+    }
+
+    /// H8: at most `millis` thousandths of a core for the whole tree (CFS bandwidth).
+    pub fn cpu_millis(mut self, millis: u32) -> Command {
+        self.request.resources.cpu_millis = Some(millis);
+        self
+    }
+
+    /// H8: at most `n` processes and threads in the tree at once (forks past it fail).
+    pub fn pids_max(mut self, n: u64) -> Command {
+        self.request.resources.pids_max = Some(n);
+        self
+    }
+
     /// A pseudo-terminal of this size for stdin, stdout and stderr.
     pub fn pty(mut self, size: WindowSize) -> Command {
         self.request.pty = Some(size);

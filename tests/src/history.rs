@@ -130,6 +130,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
         supervisor_provenance: None,
         guardian_provenance: None,
         on_service_loss: None,
+        resources: None,
     };
     if f.durable {
         rt.write_registration(&reg).expect("write registration");
@@ -174,6 +175,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
         usage: None,
         residue_stop: None,
         cgroup_usage: None,
+        limit_usage: None,
     })
     .expect("result");
     backdate(rt, id, f.ended);

@@ -109,6 +109,7 @@ pub fn request(argv: Vec<OsString>, out: OwnedFd) -> RegisteredLaunch {
         scope_policy: ScopePolicy::Keep,
         on_service_loss: None,
         foreground: None,
+        resources: Default::default(),
     }
 }
 

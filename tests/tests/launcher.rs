@@ -37,6 +37,7 @@ fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
         scope_policy: ScopePolicy::Keep,
         on_service_loss: None,
         foreground: None,
+        resources: Default::default(),
     }
 }
 

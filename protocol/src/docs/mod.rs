@@ -31,13 +31,13 @@ pub use hygiene::{
 };
 pub use scope::{
     ArtifactDoc, ArtifactsDoc, AssessmentDoc, CgroupDoc, CgroupUsageDoc, DetachedSpawnFailedDoc,
-    IncidentDoc, LaunchedDoc, LimitsDoc, ProcessDoc, ProofDoc, PsDoc, ReceiptDoc,
-    ReceiptVerdictDoc, RecordDoc, RecoverDoc, RecoverEntryDoc, ResidueStopDoc, ResultDoc, RunDoc,
-    ShowDoc, StatusFields, StopDetail, StopDoc, StopOutcomeDoc, StopTimingsDoc, StreamDoc,
-    UsageDoc, WaitDoc, WaitScope, WatchDoc, WitnessDoc, WorkloadDoc,
+    IncidentDoc, LaunchedDoc, LimitPlacementDoc, LimitUsageDoc, LimitsDoc, ProcessDoc, ProofDoc,
+    PsDoc, ReceiptDoc, ReceiptVerdictDoc, RecordDoc, RecoverDoc, RecoverEntryDoc, ResidueStopDoc,
+    ResultDoc, RunDoc, ShowDoc, StatusFields, StopDetail, StopDoc, StopOutcomeDoc, StopTimingsDoc,
+    StreamDoc, UsageDoc, WaitDoc, WaitScope, WatchDoc, WitnessDoc, WorkloadDoc,
 };
 pub use vocab::{
     ForgetAction, Found, KindUnreadable, Outcome, OwnerLink, OwnerState, RecoverAction,
-    ReservationSource, RetentionAction, RunScope, ScopeKind, State, StatusName, StopFailed,
-    StopOutcome, StrayAction, UnverifiedCheck, Via,
+    ReservationSource, ResultReason, RetentionAction, RunScope, ScopeKind, State, StatusName,
+    StopFailed, StopOutcome, StrayAction, UnverifiedCheck, Via,
 };

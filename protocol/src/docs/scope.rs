@@ -286,6 +286,8 @@ pub struct AssessmentDoc {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
+// One per `show`, built and printed at once: its size costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub enum ResultDoc {
     Written {
         outcome: Outcome,
@@ -305,6 +307,13 @@ pub enum ResultDoc {
         /// absent where there was none (the `/proc` path) or it could not be read.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cgroup_usage: Option<CgroupUsageDoc>,
+        /// H8: what the limits' controllers accounted (a scope with limits only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit_usage: Option<LimitUsageDoc>,
+        /// Why the workload ended when the kernel says more than its status (`oom`: killed
+        /// by the out-of-memory killer at its memory limit).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<super::vocab::ResultReason>,
     },
     Unreadable {
         error: String,
@@ -425,12 +434,51 @@ pub struct CgroupUsageDoc {
     pub oom_kills: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LimitsDoc {
     pub completion_timeout_ms: Option<u64>,
     pub idle_timeout_ms: Option<u64>,
     pub log_cap_bytes: Option<u64>,
+    /// H8 (absent without a limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_max_bytes: Option<u64>,
+    /// H8: CPU bandwidth in thousandths of a core (`--cpus 0.5`: 500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_millis: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_max: Option<u64>,
+    /// H8: the cgroup directory of each limit's controller.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<LimitPlacementDoc>,
+}
+
+/// Where a limit's controller holds the scope.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct LimitPlacementDoc {
+    /// `memory`, `cpu` or `pids`.
+    pub controller: String,
+    pub dir: String,
+    /// The unified hierarchy (cgroup v2) or a v1 one.
+    pub unified: bool,
+}
+
+/// H8: what the controllers of a scope's limits accounted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct LimitUsageDoc {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_peak_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_kills: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_peak: Option<u64>,
+    /// Forks refused at `pids_max`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_refused: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled_us: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

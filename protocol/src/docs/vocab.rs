@@ -90,6 +90,14 @@ crate::vocabulary! {
 }
 
 crate::vocabulary! {
+    /// Why a workload ended, where the kernel says more than its status.
+    pub enum ResultReason: "result reason" {
+        /// The out-of-memory killer killed a member at the scope's memory limit.
+        Oom,
+    }
+}
+
+crate::vocabulary! {
     /// How the workload itself ended, as `status` (with `exit_code` or `signal`).
     pub enum StatusName: "workload status" {
         Exited,

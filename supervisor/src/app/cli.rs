@@ -238,6 +238,17 @@ pub struct RunArgs {
     /// killed `run`. For hosts whose work must not outlive them; refused with --detach.
     #[arg(long, conflicts_with = "detach")]
     pub end_with_parent: bool,
+    /// The whole tree's memory limit (e.g. 512M, 2G) through its cgroup (v2 where the memory
+    /// controller is there, else its v1 hierarchy); an OOM kill is the result's reason (`oom`).
+    /// Refused on a host with neither.
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory_max)]
+    pub memory_max: Option<u64>,
+    /// The tree's CPU bandwidth in cores (e.g. 0.5, 2), as `docker run --cpus`.
+    #[arg(long, value_name = "CORES", value_parser = parse_cpus)]
+    pub cpus: Option<u32>,
+    /// The most processes and threads the tree holds at once; a fork past it fails (EAGAIN).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub pids_max: Option<u64>,
     /// The command and its arguments (`--` before them is optional, as for tini and
     /// `timeout`: every word from the command's first on is the command's, `--json` too).
     /// Passed as bytes: arguments need not be UTF-8.
@@ -535,6 +546,25 @@ fn parse_event_filter(text: &str) -> Result<EventFilter, String> {
         "label" => Err("an empty label matches no event".to_owned()),
         _ => Err(format!("{key:?} is no filter (kind, id or label)")),
     }
+}
+
+pub(super) fn parse_memory_max(text: &str) -> Result<u64, String> {
+    match parse_size(text)? {
+        n if n < 1 << 20 => Err(format!(
+            "{text:?} is below 1 MiB, too little to run a program"
+        )),
+        n => Ok(n),
+    }
+}
+
+/// `--cpus`: cores as a decimal, kept as thousandths (0.001 to 1024 cores).
+pub(super) fn parse_cpus(text: &str) -> Result<u32, String> {
+    let bad = || format!("{text:?} is not a number of cores from 0.001 to 1024 (e.g. 0.5, 2)");
+    let cores: f64 = text.trim().parse().map_err(|_| bad())?;
+    if !cores.is_finite() || !(0.001..=1024.0).contains(&cores) {
+        return Err(bad());
+    }
+    Ok((cores * 1000.0).round() as u32)
 }
 
 fn parse_cursor(text: &str) -> Result<refine_supervisor::store::journal::Cursor, String> {

@@ -258,6 +258,9 @@ fn run(home: &Path, port: u16, mut args: RunArgs) -> Result<ExitCode, CliError> 
         on_service_loss: args.on_service_loss,
         input: false,
         end_with_connection: false,
+        memory_max_bytes: args.memory_max,
+        cpu_millis: args.cpus,
+        pids_max: args.pids_max,
     };
     let rt = Runtime::open(home, port)?;
     let resp = client::request(&rt, &Request::Launch(spec.clone()))?;

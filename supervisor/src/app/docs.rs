@@ -66,6 +66,30 @@ pub(crate) fn cgroup_usage_doc(u: cgroup::CgroupUsage) -> CgroupUsageDoc {
     }
 }
 
+/// H8: what the limits' controllers accounted.
+pub(crate) fn limit_usage_doc(
+    u: refine_protocol::record::LimitUsage,
+) -> refine_protocol::docs::LimitUsageDoc {
+    refine_protocol::docs::LimitUsageDoc {
+        memory_peak_bytes: u.memory_peak_bytes,
+        oom_kills: u.oom_kills,
+        pids_peak: u.pids_peak,
+        pids_refused: u.pids_refused,
+        throttled_us: u.throttled_us,
+    }
+}
+
+/// `oom` when the out-of-memory killer killed a member of the scope (its limits' memory
+/// controller, or its F4 cgroup's, counted a kill) and the workload died of SIGKILL.
+pub(crate) fn result_reason(
+    r: &refine_protocol::LaunchResultRecord,
+) -> Option<refine_protocol::docs::ResultReason> {
+    let kills = r.limit_usage.and_then(|u| u.oom_kills).unwrap_or(0)
+        + r.cgroup_usage.and_then(|u| u.oom_kills).unwrap_or(0);
+    let killed = r.workload_status == refine_protocol::WorkloadStatus::Signaled(9);
+    (kills > 0 && killed).then_some(refine_protocol::docs::ResultReason::Oom)
+}
+
 /// The registration record as `show` prints it.
 pub(crate) fn record_doc(reg: &Registration) -> RecordDoc {
     let h = &reg.hello;
@@ -88,6 +112,19 @@ pub(crate) fn record_doc(reg: &Registration) -> RecordDoc {
             completion_timeout_ms: reg.limits.completion_timeout_ms,
             idle_timeout_ms: reg.limits.idle_timeout_ms,
             log_cap_bytes: reg.limits.log_cap_bytes,
+            memory_max_bytes: reg.resources.as_ref().and_then(|r| r.memory_max_bytes),
+            cpu_millis: reg.resources.as_ref().and_then(|r| r.cpu_millis),
+            pids_max: reg.resources.as_ref().and_then(|r| r.pids_max),
+            placements: reg
+                .resources
+                .iter()
+                .flat_map(|r| &r.placements)
+                .map(|p| refine_protocol::docs::LimitPlacementDoc {
+                    controller: p.controller.name().to_owned(),
+                    dir: p.dir.clone(),
+                    unified: p.unified,
+                })
+                .collect(),
         },
         started_at_unix_ms: reg.started_at_unix_ms,
         started: utc(reg.started_at_unix_ms),

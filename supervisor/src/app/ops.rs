@@ -191,6 +191,7 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
     let a = assess(rt, &reg);
     let result = match rt.read_result(id) {
         Ok(Some(r)) => Some(ResultDoc::Written {
+            reason: super::docs::result_reason(&r),
             outcome: r.outcome,
             status: StatusFields::of(Some(r.workload_status)),
             written_at: utc(r.written_at_unix_ms),
@@ -202,6 +203,7 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
             residue_stop: r.residue_stop.as_ref().map(ResidueStopDoc::from),
             stop_failure: r.stop_failure,
             cgroup_usage: r.cgroup_usage.map(super::docs::cgroup_usage_doc),
+            limit_usage: r.limit_usage.map(super::docs::limit_usage_doc),
         }),
         Ok(None) => None,
         Err(e) => Some(ResultDoc::Unreadable {
@@ -578,6 +580,9 @@ pub(crate) fn launch_command(spec: &LaunchAsk) -> Result<Command, ServiceError> 
             pty: spec.pty,
             user: spec.user.as_deref(),
             allow_setns: spec.allow_setns,
+            memory_max_bytes: spec.memory_max_bytes,
+            cpu_millis: spec.cpu_millis,
+            pids_max: spec.pids_max,
         },
     )
 }
@@ -596,6 +601,10 @@ pub(crate) struct LaunchOptions<'a> {
     pub user: Option<&'a str>,
     /// X7's opt-out: no filter against `setns` into PID and user namespaces.
     pub allow_setns: bool,
+    /// H8: the tree's memory, CPU and pids limits.
+    pub memory_max_bytes: Option<u64>,
+    pub cpu_millis: Option<u32>,
+    pub pids_max: Option<u64>,
 }
 
 /// The rest of a launch on its command: the one place both callers share.
@@ -629,6 +638,15 @@ pub(crate) fn launch_options(
     }
     if o.allow_setns {
         cmd = cmd.allow_setns();
+    }
+    if let Some(b) = o.memory_max_bytes {
+        cmd = cmd.memory_max(b);
+    }
+    if let Some(m) = o.cpu_millis {
+        cmd = cmd.cpu_millis(m);
+    }
+    if let Some(n) = o.pids_max {
+        cmd = cmd.pids_max(n);
     }
     Ok(cmd)
 }

@@ -65,6 +65,9 @@ pub(crate) const OPTIONS: &[(&str, Shape)] = &[
     ("log-cap", Shape::Value),
     ("user", Shape::Value),
     ("on-service-loss", Shape::Value),
+    ("memory-max", Shape::Value),
+    ("cpus", Shape::Value),
+    ("pids-max", Shape::Value),
 ];
 
 /// The [`Cli`] of a `run` line of the shapes above, `None` for anything else (see the module).
@@ -142,6 +145,9 @@ impl Line {
             allow_setns: false,
             on_service_loss: None,
             end_with_parent: false,
+            memory_max: None,
+            cpus: None,
+            pids_max: None,
             command: Vec::new(),
         })
     }
@@ -204,6 +210,11 @@ impl Line {
                 self.run().meta.push(pair);
             }
             "log-cap" => self.run().log_cap = parse_size(text?).ok()?,
+            "memory-max" => self.run().memory_max = Some(super::cli::parse_memory_max(text?).ok()?),
+            "cpus" => self.run().cpus = Some(super::cli::parse_cpus(text?).ok()?),
+            "pids-max" => {
+                self.run().pids_max = Some(text?.parse::<u64>().ok().filter(|&n| n >= 1)?)
+            }
             "on-service-loss" => {
                 self.run().on_service_loss = Some(super::cli::parse_service_loss(text?).ok()?)
             }

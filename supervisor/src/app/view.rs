@@ -573,6 +573,7 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
     if let Some(ResultDoc::Written {
         outcome,
         residue_stop,
+        reason,
         ..
     }) = &doc.result
     {
@@ -581,13 +582,14 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
             .as_ref()
             .and_then(|r| r.cause)
             .and_then(|c| refine_protocol::docs::variant_name(&c));
-        lines.push((
-            "Outcome",
-            match cause {
-                Some(c) => format!("{} (cause: {})", outcome.words(), c.replace('_', " ")),
-                None => outcome.words(),
-            },
-        ));
+        let mut words = match cause {
+            Some(c) => format!("{} (cause: {})", outcome.words(), c.replace('_', " ")),
+            None => outcome.words(),
+        };
+        if let Some(refine_protocol::docs::ResultReason::Oom) = reason {
+            words.push_str("; killed out of memory (oom) at its --memory-max");
+        }
+        lines.push(("Outcome", words));
     }
     lines.push(("Receipt", receipt_line(doc)));
     // F4: the kernel's accounting of the scope's own cgroup: live while it exists, then the
@@ -629,6 +631,53 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         None => "none (the /proc path): accounting not available".to_owned(),
     };
     lines.push(("Cgroup", cgroup));
+    // H8: the limits, where they were applied, and what their controllers counted.
+    if !rec.limits.placements.is_empty() {
+        let mut asked = Vec::new();
+        if let Some(b) = rec.limits.memory_max_bytes {
+            asked.push(format!("memory {}", human_bytes(b)));
+        }
+        if let Some(m) = rec.limits.cpu_millis {
+            asked.push(format!("cpus {}", f64::from(m) / 1000.0));
+        }
+        if let Some(n) = rec.limits.pids_max {
+            asked.push(format!("pids {n}"));
+        }
+        let hierarchy = if rec.limits.placements.iter().all(|p| p.unified) {
+            "cgroup v2"
+        } else if rec.limits.placements.iter().any(|p| p.unified) {
+            "cgroup v2 and v1"
+        } else {
+            "cgroup v1"
+        };
+        let mut text = format!("{} ({hierarchy})", asked.join(", "));
+        if let Some(ResultDoc::Written {
+            limit_usage: Some(u),
+            ..
+        }) = &doc.result
+        {
+            let mut seen = Vec::new();
+            if let Some(b) = u.memory_peak_bytes {
+                seen.push(format!("memory peak {}", human_bytes(b)));
+            }
+            if let Some(n) = u.oom_kills {
+                seen.push(format!("{n} OOM kill{}", if n == 1 { "" } else { "s" }));
+            }
+            if let Some(n) = u.pids_peak {
+                seen.push(format!("pids peak {n}"));
+            }
+            if let Some(n) = u.pids_refused {
+                seen.push(format!("{n} fork{} refused", if n == 1 { "" } else { "s" }));
+            }
+            if let Some(us) = u.throttled_us {
+                seen.push(format!("throttled {:.2}s", us as f64 / 1e6));
+            }
+            if !seen.is_empty() {
+                text.push_str(&format!(": {}", seen.join(", ")));
+            }
+        }
+        lines.push(("Limits", text));
+    }
     // X7: whether the workload could join PID and user namespaces made outside its scope.
     let setns = match rec.allow_setns {
         Some(false) => "refused into PID and user namespaces (seccomp)",

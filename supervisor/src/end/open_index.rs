@@ -85,17 +85,26 @@ pub fn settle(
 /// receipt and its removal): its accounting goes into the result record, then the empty
 /// directory goes. Nothing when the launcher removed it (the usual case).
 pub fn finish_cgroup(rt: &Runtime, reg: &refine_protocol::Registration, a: &Assessment) {
-    let Some(cg) = reg.cgroup.as_ref().filter(|c| c.holds_scope()) else {
-        return;
-    };
-    if !std::path::Path::new(&cg.path).exists() {
+    // H8: the limits' directories likewise (read before F4's directory goes).
+    let left = |dir: &str| std::path::Path::new(dir).exists();
+    let limit_usage = reg
+        .resources
+        .as_ref()
+        .filter(|r| r.placements.iter().any(|p| left(&p.dir)))
+        .and_then(|_| crate::kernel::resources::finish(reg));
+    let cgroup = reg
+        .cgroup
+        .as_ref()
+        .filter(|c| c.holds_scope() && left(&c.path));
+    if cgroup.is_none() && limit_usage.is_none() {
         return;
     }
-    let usage = crate::kernel::cgroup::finish(reg);
+    let usage = cgroup.and_then(|_| crate::kernel::cgroup::finish(reg));
     rt.complete_result_usage(
         reg.id,
         crate::kernel::cgroup::with_usage(a.receipt().and_then(|r| r.usage), usage),
         usage,
+        limit_usage,
     );
 }
 
@@ -109,7 +118,7 @@ pub(crate) fn close_if_exited(
 ) -> Result<Settled, RegistryError> {
     if a.is_exited() {
         // Whoever proves the end (the launcher, the service, recovery) completes the result.
-        rt.complete_result_usage(id, a.receipt().and_then(|r| r.usage), None);
+        rt.complete_result_usage(id, a.receipt().and_then(|r| r.usage), None, None);
         rt.remove_open_marker(id, held)?;
         Ok(Settled::Closed(a))
     } else {

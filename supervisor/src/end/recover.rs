@@ -202,6 +202,7 @@ fn record_outcome(runtime: &Runtime, reg: &Registration, report: &StopReport, si
             at_unix_ms: crate::kernel::clock::unix_ms(),
         }),
         cgroup_usage: None,
+        limit_usage: None,
     };
     if let Err(e) = runtime.write_result(&rec) {
         tracing::warn!(id = %reg.id, error = %crate::error::error_chain(&e), "could not record recovery's outcome");

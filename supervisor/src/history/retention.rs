@@ -357,6 +357,7 @@ mod tests {
             supervisor_provenance: None,
             guardian_provenance: None,
             on_service_loss: None,
+            resources: None,
         };
         rt.write_registration(&reg).unwrap();
         fs::write(rt.log_path(id, Stream::Stdout), b"out").unwrap();

@@ -13,6 +13,7 @@
 //! - [`nested`]: recognising a guardian by the mark its binary carries.
 //! - [`provenance`]: this build's provenance and a guardian executable's (V1).
 //! - [`cgroup`]: a cgroup v2 directory of its own per scope where one can be made.
+//! - [`resources`]: a scope's resource limits through cgroups, v2 or v1 (H8).
 //! - [`terminal`]: the terminal's foreground group, handed to a workload's group (W15).
 //! - [`stand_in`]: a forked copy that works while this process is stopped (job control; `unsafe` allowed there too).
 
@@ -23,6 +24,7 @@ pub mod limits;
 pub mod nested;
 pub mod procfs;
 pub mod provenance;
+pub mod resources;
 pub mod signal;
 pub mod stand_in;
 pub mod terminal;

@@ -703,6 +703,10 @@ impl Engine {
             ..
         } = self;
         // F4: the accounting of the scope's cgroup, read once it is empty, then it goes.
+        // H8: the limits' accounting first (a v2 limit's files go with F4's directory).
+        let limit_usage = st
+            .receipt
+            .and_then(|_| crate::kernel::resources::finish(&registration));
         let cgroup_usage = st
             .receipt
             .and_then(|_| crate::kernel::cgroup::finish(&registration));
@@ -719,6 +723,7 @@ impl Engine {
             ),
             residue_stop: None,
             cgroup_usage,
+            limit_usage,
         };
         if let Err(e) = runtime.write_result(&result) {
             tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot record the launch result");

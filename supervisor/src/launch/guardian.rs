@@ -183,6 +183,9 @@ pub enum HandshakeError {
     /// X4: another user could replace the guardian executable.
     #[error(transparent)]
     Untrusted(RegistryError),
+    /// H8: a resource limit could not be applied (nothing ran).
+    #[error(transparent)]
+    Resources(crate::kernel::resources::ResourceError),
 }
 
 /// `: <strerror> (errno N)`, or nothing for errno 0: the number once (the standard library's

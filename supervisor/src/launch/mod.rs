@@ -274,6 +274,9 @@ pub enum LaunchError {
     BadSignal(i32),
     #[error("a --user workload cannot take this process's terminal as its stdin: relay it through a pipe or give it a PTY")]
     TerminalToOtherUser,
+    /// H8: a limit this host cannot apply, refused before anything is created.
+    #[error(transparent)]
+    Resources(#[from] crate::kernel::resources::ResourceError),
 }
 
 fn io_op(op: &'static str) -> impl FnOnce(io::Error) -> LaunchError {
@@ -393,6 +396,7 @@ impl Supervisor {
             return Err(LaunchError::EmptyArgv);
         }
         check_durations(&req)?;
+        crate::kernel::resources::check(&req.resources)?;
         let rt = &self.runtime;
         let id = rt.new_id()?;
         let needs_login = matches!(req.kind, Kind::Agent | Kind::Quality);
@@ -590,6 +594,7 @@ impl Supervisor {
                 scope_policy: policy,
                 on_service_loss: req.on_service_loss,
                 foreground: req.foreground.take(),
+                resources: req.resources,
             },
             started,
         )?;

@@ -37,6 +37,8 @@ pub struct RegisteredLaunch {
     pub on_service_loss: Option<refine_protocol::record::ServiceLoss>,
     /// The terminal whose foreground the workload's group gets before it starts (W15).
     pub foreground: Option<std::sync::Arc<crate::kernel::terminal::Foreground>>,
+    /// H8: the resource limits (checked already: [`crate::kernel::resources::check`]).
+    pub resources: crate::kernel::resources::ResourceAsk,
 }
 
 /// The minimal managed launch: spawn the guardian, receive its identities, write the registration
@@ -148,6 +150,8 @@ pub(crate) fn launch_started(
         supervisor_provenance: Some(crate::kernel::provenance::own()),
         guardian_provenance: Some(widest_provenance()),
         on_service_loss: req.on_service_loss,
+        // The widest the limits' record gets (the real one replaces it).
+        resources: (!req.resources.is_empty()).then(|| widest_resources(&req.resources)),
     };
     if let Err(source) = registration.encode() {
         return Err(HandshakeError::Registry(RegistryError::Refused {
@@ -157,6 +161,21 @@ pub(crate) fn launch_started(
     }
     // F4: a cgroup of its own where one can be made (detected once per process).
     let cgroup = crate::kernel::cgroup::create(rt.id(), id);
+    // H8: the limits' directories, written before the workload exists.
+    let resources = if req.resources.is_empty() {
+        None
+    } else {
+        match crate::kernel::resources::prepare(rt.id(), id, &req.resources, cgroup.as_deref()) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                if let Some(dir) = &cgroup {
+                    let _ = crate::kernel::cgroup::remove(dir);
+                }
+                return Err(HandshakeError::Resources(e));
+            }
+        }
+    };
+    registration.resources = resources.clone();
     config.registration = id;
     config.runtime = rt.id();
     config.proof_path = proof_path;
@@ -166,12 +185,38 @@ pub(crate) fn launch_started(
     let mut link = match spawned {
         Ok(link) => link,
         Err(e) => {
+            if let Some(r) = &resources {
+                crate::kernel::resources::remove_v1(&r.placements);
+            }
             if let Some(dir) = &cgroup {
                 let _ = crate::kernel::cgroup::remove(dir);
             }
             return Err(e);
         }
     };
+    // H8: the workload waits at the gate: it joins the v1 limits before its execve; a v2
+    // limit needs it forked into the scope's own cgroup, or it would hold nothing.
+    if let Some(r) = &resources {
+        let joined = crate::kernel::resources::join(r, link.hello().workload.pid);
+        let unheld = r.placements.iter().any(|p| p.unified)
+            && !matches!(link.hello().cgroup, Placement::Cgroup);
+        let refused = match joined {
+            Err(e) => Some(e),
+            Ok(()) if unheld => Some(crate::kernel::resources::ResourceError::Unavailable {
+                flag: "memory-max, --cpus or --pids-max",
+                why: "the guardian could not fork the workload into its cgroup".to_owned(),
+            }),
+            Ok(()) => None,
+        };
+        if let Some(e) = refused {
+            let _ = link.abort();
+            crate::kernel::resources::remove_v1(&r.placements);
+            if let Some(dir) = &cgroup {
+                let _ = crate::kernel::cgroup::remove(dir);
+            }
+            return Err(HandshakeError::Resources(e));
+        }
+    }
     registration.started_at_unix_ms = crate::kernel::clock::unix_ms();
     // The placement is recorded in `registration.cgroup` (the record's hello does not carry
     // it): the record in memory is the one on disk.
@@ -245,4 +290,30 @@ fn widest_provenance() -> refine_protocol::BuildProvenance {
     Provenance::new(&version, Some(&commit), Some(true), Class::Source)
         .map(Into::into)
         .unwrap_or_else(|_| crate::kernel::provenance::own())
+}
+
+/// The widest [`refine_protocol::record::ScopeResources`] `ask` can record: each placement's
+/// path at the longest a path gets.
+fn widest_resources(
+    ask: &crate::kernel::resources::ResourceAsk,
+) -> refine_protocol::record::ScopeResources {
+    use refine_protocol::record::{LimitController, LimitPlacement};
+    let placement = |controller| LimitPlacement {
+        controller,
+        dir: "/".repeat(4096),
+        unified: false,
+    };
+    refine_protocol::record::ScopeResources {
+        memory_max_bytes: ask.memory_max_bytes,
+        cpu_millis: ask.cpu_millis,
+        pids_max: ask.pids_max,
+        placements: [
+            LimitController::Memory,
+            LimitController::Cpu,
+            LimitController::Pids,
+        ]
+        .into_iter()
+        .map(placement)
+        .collect(),
+    }
 }

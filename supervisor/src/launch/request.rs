@@ -94,6 +94,9 @@ pub struct LaunchRequest {
     /// Make the workload's process group this terminal's foreground group before it starts
     /// (W15, `run` in the foreground of a terminal; its stdin should be that terminal).
     pub foreground: Option<std::sync::Arc<crate::kernel::terminal::Foreground>>,
+    /// H8: memory, CPU and pids limits through the scope's cgroups (none by default). A limit
+    /// this host cannot apply refuses the launch before anything runs.
+    pub resources: crate::kernel::resources::ResourceAsk,
 }
 
 impl std::fmt::Debug for LaunchRequest {
@@ -141,6 +144,7 @@ impl LaunchRequest {
             signal_state: None,
             allow_setns: false,
             foreground: None,
+            resources: crate::kernel::resources::ResourceAsk::default(),
         }
     }
 }

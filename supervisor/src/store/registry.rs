@@ -704,19 +704,24 @@ impl Runtime {
         id: RegistrationId,
         usage: Option<refine_protocol::TreeUsage>,
         cgroup_usage: Option<refine_protocol::CgroupUsage>,
+        limit_usage: Option<refine_protocol::record::LimitUsage>,
     ) {
         let Ok(Some(mut result)) = self.read_result(id) else {
             return;
         };
+        let limit_usage = limit_usage.or(result.limit_usage);
         let cgroup_usage = cgroup_usage.or(result.cgroup_usage);
         // F4: where the scope had a cgroup, its CPU times are the kernel's count of every
         // member's (a child the kernel reaped itself is in no one's `RUSAGE_CHILDREN`); the
         // receipt's count never replaces them.
         let usage = crate::kernel::cgroup::with_usage(usage.or(result.usage), cgroup_usage);
-        if (result.usage, result.cgroup_usage) == (usage, cgroup_usage) {
+        if (result.usage, result.cgroup_usage, result.limit_usage)
+            == (usage, cgroup_usage, limit_usage)
+        {
             return;
         }
-        (result.usage, result.cgroup_usage) = (usage, cgroup_usage);
+        (result.usage, result.cgroup_usage, result.limit_usage) =
+            (usage, cgroup_usage, limit_usage);
         if let Err(e) = self.write_result(&result) {
             tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot record the tree's usage");
         }

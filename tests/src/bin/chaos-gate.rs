@@ -121,6 +121,7 @@ fn main() {
         supervisor_provenance: None,
         guardian_provenance: None,
         on_service_loss: None,
+        resources: None,
     };
     if let Err(e) = rt.commit_registration(pending, &registration) {
         let _ = link.abort();

@@ -72,6 +72,7 @@ fn main() {
             scope_policy: ScopePolicy::Keep,
             on_service_loss: None,
             foreground: None,
+            resources: Default::default(),
         },
     )
     .expect("launch");

@@ -186,6 +186,9 @@ impl Watch {
         let _ = self.link.wait_guardian();
         // F4: the cgroup's accounting and removal before the settle, so that a settled scope
         // has none left behind.
+        let limit_usage = self
+            .receipt
+            .and_then(|_| crate::kernel::resources::finish(&self.registration));
         let cgroup_usage = self
             .receipt
             .and_then(|_| crate::kernel::cgroup::finish(&self.registration));
@@ -217,6 +220,7 @@ impl Watch {
                 id,
                 crate::kernel::cgroup::with_usage(r.usage, cgroup_usage),
                 cgroup_usage,
+                limit_usage,
             );
             if let Some(hook) = &self.on_receipt {
                 hook(&self.registration, &r, cgroup_usage);
@@ -275,6 +279,7 @@ fn record_stop_failure(runtime: &Runtime, id: refine_protocol::RegistrationId, e
         usage: None,
         residue_stop: None,
         cgroup_usage: None,
+        limit_usage: None,
     };
     if let Err(e) = runtime.write_result(&result) {
         tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot record the failed stop");
