@@ -165,3 +165,20 @@ def test_asyncio_client_in_both_modes(aconnect, default_keep):
             assert [s.state for s in await c1.list(all=True)].count("exited") == 3
 
     asyncio.run(main())
+
+
+def test_a_memory_max_ends_the_tree_oom(connect, default_keep):
+    """H8 through the client: a tree past its `memory_max` is OOM-killed, and the result says
+    so. Skipped where the host has no memory controller to limit it with."""
+    from refine_supervisor_client import RefineError
+
+    with connect() as c:
+        try:
+            job = c.launch(["python3", "-c", "b = b'x' * (64 << 20)"], memory_max=32 << 20,
+                           **default_keep)
+        except RefineError as e:
+            pytest.skip(f"no memory limit here: {e}")
+        if isinstance(job, SpawnFailed):
+            pytest.skip("no memory limit here")
+        assert job.wait(timeout=60).exit_code == 137
+        assert c.show(job.id).raw["result"]["reason"] == "oom"

@@ -217,6 +217,9 @@ export class DirectBackend {
     add("--stop-grace", duration(o.stopGrace, "stopGrace"));
     add("--user", o.user);
     add("--log-cap", o.logCap === undefined ? undefined : String(o.logCap));
+    add("--memory-max", o.memoryMax === undefined ? undefined : String(o.memoryMax));
+    add("--cpus", o.cpus === undefined ? undefined : String(o.cpus));
+    add("--pids-max", o.pidsMax === undefined ? undefined : String(o.pidsMax));
     if (o.unique) flags.push("--unique");
     if (o.pty) flags.push("--pty");
     if (!o.keep) flags.push("--end-with-parent");

@@ -83,6 +83,9 @@ export function launchFields(argv: readonly Arg[], o: LaunchOptions): Record<str
     user: o.user,
     pty: o.pty || undefined,
     log_cap_bytes: o.logCap,
+    memory_max_bytes: o.memoryMax,
+    cpu_millis: o.cpus === undefined ? undefined : Math.round(o.cpus * 1000),
+    pids_max: o.pidsMax,
     end_with_connection: o.keep ? undefined : true,
   };
 }

@@ -35,6 +35,12 @@ export interface LaunchOptions {
   pty?: boolean;
   /** Byte cap of each output artifact (0: none; default 1 GiB). */
   logCap?: number;
+  /** The whole tree's memory limit, bytes (`run --memory-max`; an OOM kill is the result's reason `oom`). */
+  memoryMax?: number;
+  /** The tree's CPU bandwidth in cores (`run --cpus`, e.g. 0.5). */
+  cpus?: number;
+  /** The most processes and threads the tree holds at once (`run --pids-max`). */
+  pidsMax?: number;
   /**
    * `false` (the default): the scope does not outlive this process. Through the socket it is
    * bound to this client's connection (`end_with_connection`), so the service stops it when the

@@ -21,6 +21,19 @@ describe("without a service", { skip: skip ?? false }, () => {
     home?.remove();
   });
 
+  test("a memoryMax past which the tree is OOM-killed, and the result says so (H8)", async (t) => {
+    let scope;
+    try {
+      scope = await refine.launch(["python3", "-c", "b = b'x' * (64 << 20)"], { memoryMax: 32 << 20 });
+    } catch (e) {
+      if (e instanceof RefineError) return t.skip(`no memory limit here: ${e.message}`);
+      throw e;
+    }
+    assert.equal((await scope.wait({ timeout: 60_000 })).exitCode, 137);
+    const r = await scope.result();
+    assert.equal(r.result.reason, "oom");
+  });
+
   test("launch and wait: the exit code, this process's cwd, show, list", async () => {
     assert.equal(refine.mode, "direct");
     const scope = await refine.launch(["sh", "-c", 'pwd > where; test "$GREETING" = hi || exit 9; exit 3'], {

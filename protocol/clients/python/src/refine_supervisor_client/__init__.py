@@ -134,14 +134,20 @@ class Client:
         unique: bool = False,
         input: bool = False,
         keep: bool = False,
+        memory_max: Optional[int] = None,
+        cpus: Optional[float] = None,
+        pids_max: Optional[int] = None,
     ) -> Union[Launched, SpawnFailed]:
         """Launches `argv` in a scope of its own; durations are seconds. `cwd` defaults to this
         process's working directory. `input=True` opens the workload's stdin for `input()`.
         `keep=False` (the default): the scope ends with this client (its connection, or this
         process); `keep=True`: it outlives the host. Socket mode takes text only (UTF-8
-        `bytes` too); service-less, argv, env and cwd may be any bytes."""
+        `bytes` too); service-less, argv, env and cwd may be any bytes. `memory_max` (bytes),
+        `cpus` (cores) and `pids_max` limit the whole tree (`run --memory-max`, `--cpus`,
+        `--pids-max`); a limit the host cannot apply refuses the launch."""
         ask = LaunchAsk(list(argv), dict(env) if env else None, cwd, label, kind, timeout,
-                        idle_timeout, kill_after, unique, input, keep)
+                        idle_timeout, kill_after, unique, input, keep, memory_max, cpus,
+                        pids_max)
         return _launched(self, self._mode.launch(ask))
 
     def adopt(self, id: str) -> Handle:
@@ -257,9 +263,13 @@ class AsyncClient:
         unique: bool = False,
         input: bool = False,
         keep: bool = False,
+        memory_max: Optional[int] = None,
+        cpus: Optional[float] = None,
+        pids_max: Optional[int] = None,
     ) -> Union[Launched, SpawnFailed]:
         ask = LaunchAsk(list(argv), dict(env) if env else None, cwd, label, kind, timeout,
-                        idle_timeout, kill_after, unique, input, keep)
+                        idle_timeout, kill_after, unique, input, keep, memory_max, cpus,
+                        pids_max)
         return _launched(self, await self._mode.launch(ask))
 
     async def adopt(self, id: str) -> Handle:

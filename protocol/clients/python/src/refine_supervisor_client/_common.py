@@ -189,6 +189,9 @@ class LaunchAsk:
     unique: bool
     input: bool
     keep: bool
+    memory_max: Optional[int] = None
+    cpus: Optional[float] = None
+    pids_max: Optional[int] = None
 
     def __post_init__(self) -> None:
         if not self.argv:

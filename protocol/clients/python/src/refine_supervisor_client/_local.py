@@ -126,6 +126,12 @@ class Plan:
             argv += ["--kill-after", _dur(ask.kill_after, "kill_after")]
         if ask.unique:
             argv.append("--unique")
+        if ask.memory_max is not None:
+            argv += ["--memory-max", str(ask.memory_max)]
+        if ask.cpus is not None:
+            argv += ["--cpus", str(ask.cpus)]
+        if ask.pids_max is not None:
+            argv += ["--pids-max", str(ask.pids_max)]
         if not ask.keep and end_with_parent:
             argv.append("--end-with-parent")
         return self.cli(*argv, "--", *[_b(a) for a in ask.argv])

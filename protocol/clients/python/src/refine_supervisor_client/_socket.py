@@ -71,6 +71,9 @@ def launch_fields(ask: LaunchAsk) -> Dict[str, Any]:
         unique=ask.unique or None,
         input=ask.input or None,
         end_with_connection=None if ask.keep else True,
+        memory_max_bytes=ask.memory_max,
+        cpu_millis=None if ask.cpus is None else round(ask.cpus * 1000),
+        pids_max=ask.pids_max,
     )
 
 

@@ -275,6 +275,15 @@ export type StallSignal = "stalled" | "silent";
  */
 export type ResultDoc = ResultDocFields | ErrorResultDoc;
 /**
+ * Why a workload ended, where the kernel says more than its status.
+ *
+ * `oom`: The out-of-memory killer killed a member at the scope's memory limit.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "ResultReason".
+ */
+export type ResultReason = "oom";
+/**
  * `stop --json` (and the socket API's `stop` reply). `state` is `exited` only when a verified
  * receipt proves it. A stop that failed has `outcome: "failed"` and `error` instead of the
  * figures.
@@ -791,13 +800,61 @@ export interface SurvivedLeftDoc {
   [k: string]: unknown;
 }
 /**
+ * Where a limit's controller holds the scope.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "LimitPlacementDoc".
+ */
+export interface LimitPlacementDoc {
+  /**
+   * `memory`, `cpu` or `pids`.
+   */
+  controller: string;
+  dir: string;
+  /**
+   * The unified hierarchy (cgroup v2) or a v1 one.
+   */
+  unified: boolean;
+  [k: string]: unknown;
+}
+/**
+ * H8: what the controllers of a scope's limits accounted.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "LimitUsageDoc".
+ */
+export interface LimitUsageDoc {
+  memory_peak_bytes?: number | null;
+  oom_kills?: number | null;
+  pids_peak?: number | null;
+  /**
+   * Forks refused at `pids_max`.
+   */
+  pids_refused?: number | null;
+  throttled_us?: number | null;
+  [k: string]: unknown;
+}
+/**
  * This interface was referenced by `Definitions`'s JSON-Schema
  * via the `definition` "LimitsDoc".
  */
 export interface LimitsDoc {
   completion_timeout_ms?: number | null;
+  /**
+   * H8: CPU bandwidth in thousandths of a core (`--cpus 0.5`: 500).
+   */
+  cpu_millis?: number | null;
   idle_timeout_ms?: number | null;
   log_cap_bytes?: number | null;
+  /**
+   * H8 (absent without a limit).
+   */
+  memory_max_bytes?: number | null;
+  pids_max?: number | null;
+  /**
+   * H8: the cgroup directory of each limit's controller.
+   */
+  placements?: LimitPlacementDoc[];
   [k: string]: unknown;
 }
 /**
@@ -1139,7 +1196,16 @@ export interface ResultDocFields {
    */
   cgroup_usage?: CgroupUsageDoc | null;
   exit_code?: number | null;
+  /**
+   * H8: what the limits' controllers accounted (a scope with limits only).
+   */
+  limit_usage?: LimitUsageDoc | null;
   outcome: Outcome;
+  /**
+   * Why the workload ended when the kernel says more than its status (`oom`: killed
+   * by the out-of-memory killer at its memory limit).
+   */
+  reason?: ResultReason | null;
   /**
    * How the stop of the scope's residue ended, once it did (D6).
    */

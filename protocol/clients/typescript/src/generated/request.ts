@@ -27,6 +27,10 @@ export interface LaunchRequest {
   allow_setns?: boolean;
   argv: string[];
   /**
+   * H8: the tree's CPU bandwidth in thousandths of a core (`run --cpus 0.5`: 500).
+   */
+  cpu_millis?: number | null;
+  /**
    * The workload's working directory. Absent: the service's own (where `serve` was
    * started): the service cannot know its client's, so a host passes its own.
    */
@@ -70,6 +74,10 @@ export interface LaunchRequest {
    */
   log_cap_bytes?: number | null;
   /**
+   * H8: the whole tree's memory limit, bytes (`run --memory-max`). Absent: none.
+   */
+  memory_max_bytes?: number | null;
+  /**
    * Purpose metadata (`key=value`, `run --meta`). Absent: none.
    */
   meta?: {
@@ -81,6 +89,10 @@ export interface LaunchRequest {
    */
   on_service_loss?: ("keep" | "stop") | null;
   op: "launch";
+  /**
+   * H8: the most processes and threads the tree holds at once (`run --pids-max`).
+   */
+  pids_max?: number | null;
   /**
    * Run the workload on a terminal. Absent: `false`.
    */

@@ -237,8 +237,36 @@ export interface CgroupUsageDoc {
 }
 export interface LimitsDoc {
   completion_timeout_ms?: number | null;
+  /**
+   * H8: CPU bandwidth in thousandths of a core (`--cpus 0.5`: 500).
+   */
+  cpu_millis?: number | null;
   idle_timeout_ms?: number | null;
   log_cap_bytes?: number | null;
+  /**
+   * H8 (absent without a limit).
+   */
+  memory_max_bytes?: number | null;
+  pids_max?: number | null;
+  /**
+   * H8: the cgroup directory of each limit's controller.
+   */
+  placements?: LimitPlacementDoc[];
+  [k: string]: unknown;
+}
+/**
+ * Where a limit's controller holds the scope.
+ */
+export interface LimitPlacementDoc {
+  /**
+   * `memory`, `cpu` or `pids`.
+   */
+  controller: string;
+  dir: string;
+  /**
+   * The unified hierarchy (cgroup v2) or a v1 one.
+   */
+  unified: boolean;
   [k: string]: unknown;
 }
 /**
@@ -285,6 +313,10 @@ export interface ResultDocFields {
   cgroup_usage?: CgroupUsageDoc | null;
   exit_code?: number | null;
   /**
+   * H8: what the limits' controllers accounted (a scope with limits only).
+   */
+  limit_usage?: LimitUsageDoc | null;
+  /**
    * How a launch ended (SPEC S7): what its engine returned, or (`stop_failed`) that the stop
    * of the scope's residue failed afterwards.
    *
@@ -312,6 +344,11 @@ export interface ResultDocFields {
     | "guardian_lost"
     | "stop_failed";
   /**
+   * Why the workload ended when the kernel says more than its status (`oom`: killed
+   * by the out-of-memory killer at its memory limit).
+   */
+  reason?: "oom" | null;
+  /**
    * How the stop of the scope's residue ended, once it did (D6).
    */
   residue_stop?: ResidueStopDoc | null;
@@ -326,6 +363,20 @@ export interface ResultDocFields {
    */
   usage?: UsageDoc | null;
   written_at: string;
+  [k: string]: unknown;
+}
+/**
+ * H8: what the controllers of a scope's limits accounted.
+ */
+export interface LimitUsageDoc {
+  memory_peak_bytes?: number | null;
+  oom_kills?: number | null;
+  pids_peak?: number | null;
+  /**
+   * Forks refused at `pids_max`.
+   */
+  pids_refused?: number | null;
+  throttled_us?: number | null;
   [k: string]: unknown;
 }
 /**

@@ -135,10 +135,28 @@ Kind: TypeAlias = Literal['agent', 'quality', 'command', 'terminal']
 KindUnreadable: TypeAlias = Literal['?']
 
 
+class LimitPlacementDoc(TypedDict):
+    controller: str
+    dir: str
+    unified: bool
+
+
+class LimitUsageDoc(TypedDict):
+    memory_peak_bytes: NotRequired[int | None]
+    oom_kills: NotRequired[int | None]
+    pids_peak: NotRequired[int | None]
+    pids_refused: NotRequired[int | None]
+    throttled_us: NotRequired[int | None]
+
+
 class LimitsDoc(TypedDict):
     completion_timeout_ms: NotRequired[int | None]
+    cpu_millis: NotRequired[int | None]
     idle_timeout_ms: NotRequired[int | None]
     log_cap_bytes: NotRequired[int | None]
+    memory_max_bytes: NotRequired[int | None]
+    pids_max: NotRequired[int | None]
+    placements: NotRequired[list[LimitPlacementDoc]]
 
 
 Outcome: TypeAlias = Literal[
@@ -250,6 +268,9 @@ ReservationSource: TypeAlias = Literal['floor', 'sample']
 
 class ErrorResultDoc(TypedDict):
     error: str
+
+
+ResultReason: TypeAlias = Literal['oom']
 
 
 RetentionAction: TypeAlias = Literal['deleted', 'would_delete', 'kept', 'empty']
@@ -533,7 +554,9 @@ class ResidueStopDoc(TypedDict):
 class ResultDocFields(TypedDict):
     cgroup_usage: NotRequired[CgroupUsageDoc | None]
     exit_code: NotRequired[int | None]
+    limit_usage: NotRequired[LimitUsageDoc | None]
     outcome: Outcome
+    reason: NotRequired[ResultReason | None]
     residue_stop: NotRequired[ResidueStopDoc | None]
     signal: NotRequired[int | None]
     status: NotRequired[StatusName | None]
