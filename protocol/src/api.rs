@@ -109,6 +109,20 @@ pub struct LaunchAsk {
     /// H8: the most processes and threads the tree holds at once (`run --pids-max`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pids_max: Option<u64>,
+    /// H6: how the workload says it is ready, as `run --ready` takes it: `notify`, `fd=N` or
+    /// `cmd=COMMAND`. Absent: ready at its `execve`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+    /// H6: how long it has to be ready before its scope is stopped (absent: 90 s; `0`: no
+    /// bound).
+    #[serde(
+        rename = "ready_timeout_ms",
+        default,
+        with = "millis",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<u64>"))]
+    pub ready_timeout: Option<Duration>,
 }
 
 fn command_kind() -> Kind {
@@ -140,6 +154,8 @@ impl LaunchAsk {
             memory_max_bytes: None,
             cpu_millis: None,
             pids_max: None,
+            ready: None,
+            ready_timeout: None,
         }
     }
 }
@@ -285,6 +301,8 @@ pub enum WaitUntil {
     /// Not live, its output captured and its result recorded (absent: this).
     #[default]
     Exited,
+    /// H6: ready (or failed to be, or ended): for a launch with readiness.
+    Ready,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -470,6 +488,10 @@ pub struct ScopeView {
     /// What the whole tree cost (H4), from a version-2 receipt; `null` before the receipt.
     #[serde(default)]
     pub usage: Option<crate::docs::UsageDoc>,
+    /// H6: where a launch with readiness stands (`starting`, `ready`, `failed`); absent for
+    /// one without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<crate::docs::ReadyState>,
 }
 
 /// A request line: the version beside the request's own keys.

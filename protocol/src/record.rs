@@ -40,13 +40,14 @@ pub const CAPTURE_MAGIC: [u8; 8] = *b"RFNCAP\0\0";
 pub const STOP_MAGIC: [u8; 8] = *b"RFNSTOP\0";
 pub const RESULT_MAGIC: [u8; 8] = *b"RFNRSLT\0";
 pub const STALL_MAGIC: [u8; 8] = *b"RFNSTAL\0";
+pub const READY_MAGIC: [u8; 8] = *b"RFNREDY\0";
 pub const RECORD_VERSION: u16 = 1;
 /// The registration record's version: 2 adds [`Registration::argv_bytes`] and
 /// [`Limits::kill_after_ms`]; 3 appends [`Registration::cgroup`]; 4 appends
 /// [`Registration::allow_setns`]; 5 appends [`Registration::supervisor_provenance`] and
 /// [`Registration::guardian_provenance`]; 6 appends [`Registration::on_service_loss`]; 7
-/// appends [`Registration::resources`].
-pub const REGISTRATION_VERSION: u16 = 7;
+/// appends [`Registration::resources`]; 8 [`Registration::readiness`].
+pub const REGISTRATION_VERSION: u16 = 8;
 /// The launch result's version: 2 adds [`LaunchResultRecord::stop_failure`] and
 /// [`LaunchResultRecord::usage`]; 3 [`LaunchResultRecord::residue_stop`]; 4 appends
 /// [`LaunchResultRecord::cgroup_usage`]; 5 [`LaunchResultRecord::limit_usage`].
@@ -173,6 +174,49 @@ pub struct Registration {
     /// H8: the resource limits asked for and the cgroup directories that hold them. `None` in
     /// version 1 to 6 records and for launches without a limit.
     pub resources: Option<ScopeResources>,
+    /// H6: how the workload says it is ready. `None` in version 1 to 7 records and for
+    /// launches that are ready at their `execve`.
+    pub readiness: Option<ReadinessSpec>,
+}
+
+/// H6: how a scope says it is ready (`run --ready`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ReadyMode {
+    /// `sd_notify`: a `READY=1` datagram on `$NOTIFY_SOCKET` from a process of the scope.
+    Notify,
+    /// s6's notification descriptor: a newline written on descriptor `fd`.
+    Fd,
+    /// A probe command, run (each time as a scope of its own) until it exits 0.
+    Cmd,
+}
+
+/// H6: the readiness a launch asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadinessSpec {
+    pub mode: ReadyMode,
+    /// `fd`: the descriptor number the workload writes its newline on.
+    pub fd: Option<u32>,
+    /// `cmd`: the probe, a shell command line (`sh -c`).
+    pub cmd: Option<String>,
+    /// How long the workload has to be ready before its scope is stopped (`None`: no bound).
+    pub timeout_ms: Option<u64>,
+}
+
+/// H6: where a scope with readiness stands (`logs/ID.ready`), written by its launcher.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadyRecord {
+    pub id: RegistrationId,
+    pub runtime: RuntimeId,
+    pub state: crate::docs::ReadyState,
+    pub at_unix_ms: u64,
+    /// The last `STATUS=` the workload sent (notify), escaped and at most 256 bytes.
+    pub status: Option<String>,
+    /// Why it is `failed`.
+    pub reason: Option<String>,
+    /// Probes run so far (`cmd`).
+    pub probes: u32,
 }
 
 /// H8: a scope's resource limits (`--memory-max`, `--cpus`, `--pids-max`) and where they were
@@ -357,6 +401,8 @@ pub enum StopCause {
     IdleDeadline,
     /// Recovery (a restarted service, `recover`) stopped a live scope whose launcher was gone.
     Recovery,
+    /// H6: the workload was not ready within its `--ready-timeout`.
+    ReadyTimeout,
 }
 
 /// Written before such a stop sends its first signal, so the engine still waiting on the
@@ -575,13 +621,14 @@ impl Registration {
                 let v1: v1::Registration = decode_payload(payload, "registration record")?;
                 Ok(v1.into())
             }
-            // Versions 3, 4, 6 and 7 each only append an `Option`, version 5 two: an older
-            // payload is version 7's with each absent option's one zero byte missing.
-            2..=6 => {
+            // Versions 3, 4, 6, 7 and 8 each only append an `Option`, version 5 two: an older
+            // payload is version 8's with each absent option's one zero byte missing.
+            2..=7 => {
                 let missing = match version {
-                    6 => 1,
-                    5 => 2,
-                    v => usize::from(4 - v) + 4,
+                    7 => 1,
+                    6 => 2,
+                    5 => 3,
+                    v => usize::from(4 - v) + 5,
                 };
                 let mut current = Vec::with_capacity(payload.len() + missing);
                 current.extend_from_slice(payload);
@@ -610,6 +657,16 @@ impl StopRequest {
     }
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         decode_payload(open(STOP_MAGIC, buf)?, "stop request")
+    }
+}
+
+impl ReadyRecord {
+    /// Encodes the record; refuses one larger than [`MAX_RECORD`] (which could not be read back).
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        encode_record(READY_MAGIC, self)
+    }
+    pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
+        decode_payload(open(READY_MAGIC, buf)?, "ready record")
     }
 }
 
@@ -722,6 +779,7 @@ mod v1 {
                 guardian_provenance: None,
                 on_service_loss: None,
                 resources: None,
+                readiness: None,
             }
         }
     }

@@ -112,6 +112,7 @@ fn registration() -> Registration {
         guardian_provenance: None,
         on_service_loss: None,
         resources: None,
+        readiness: None,
     }
 }
 

@@ -317,6 +317,7 @@ fn registration() -> Registration {
         guardian_provenance: None,
         on_service_loss: None,
         resources: None,
+        readiness: None,
     }
 }
 
@@ -437,7 +438,7 @@ fn records_round_trip_and_reject_damage() {
         Err(DecodeError::Truncated { .. })
     ));
     let mut v = bytes.clone();
-    v[8] = 8;
+    v[8] = 9;
     assert!(matches!(
         Registration::decode(&v),
         Err(DecodeError::UnsupportedVersion { .. })
@@ -773,17 +774,18 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
     envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
     assert_eq!(Registration::decode(&v1).unwrap(), plain);
 
-    // A version 6 record (no `resources`: version 7's payload without its one zero byte), a
-    // version 5 record (no `on_service_loss` either), a version 4 record (no provenance
-    // either: two zero bytes less), a version 3 record (no `allow_setns` either) and a
-    // version 2 record (no `cgroup` either) decode with them absent.
+    // A version 7 record (no `readiness`: version 8's payload without its one zero byte), a
+    // version 6 record (no `resources` either), a version 5 record (no `on_service_loss`
+    // either), a version 4 record (no provenance either: two zero bytes less), a version 3
+    // record (no `allow_setns` either) and a version 2 record (no `cgroup` either) decode with
+    // them absent.
     assert_eq!(
-        &v2[v2.len() - 6..],
-        &[0, 0, 0, 0, 0, 0],
-        "an absent cgroup, allow_setns, two provenances, on_service_loss and resources are one \
-         zero byte each at the end"
+        &v2[v2.len() - 7..],
+        &[0, 0, 0, 0, 0, 0, 0],
+        "an absent cgroup, allow_setns, two provenances, on_service_loss, resources and \
+         readiness are one zero byte each at the end"
     );
-    for (version, missing) in [(6u16, 1usize), (5, 2), (4, 4), (3, 5), (2, 6)] {
+    for (version, missing) in [(7u16, 1usize), (6, 2), (5, 3), (4, 5), (3, 6), (2, 7)] {
         let payload = &v2[header..v2.len() - missing];
         let mut old = vec![0u8; header + payload.len()];
         let mut w = Writer::new(&mut old);
@@ -856,12 +858,25 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
         limited
     );
 
-    // Negative control: a version past 7 is refused, not guessed.
-    let mut v8 = v2.clone();
-    v8[8] = 8;
+    // Version 8 keeps the readiness asked for (H6).
+    let mut ready = plain.clone();
+    ready.readiness = Some(refine_protocol::record::ReadinessSpec {
+        mode: refine_protocol::record::ReadyMode::Cmd,
+        fd: None,
+        cmd: Some("curl -fs localhost:8080".into()),
+        timeout_ms: Some(90_000),
+    });
+    assert_eq!(
+        Registration::decode(&ready.encode().unwrap()).unwrap(),
+        ready
+    );
+
+    // Negative control: a version past 8 is refused, not guessed.
+    let mut v9 = v2.clone();
+    v9[8] = 9;
     assert!(matches!(
-        Registration::decode(&v8),
-        Err(DecodeError::UnsupportedVersion { got: 8, .. })
+        Registration::decode(&v9),
+        Err(DecodeError::UnsupportedVersion { got: 9, .. })
     ));
 }
 

@@ -415,6 +415,7 @@ fn registration() -> Registration {
         guardian_provenance: None,
         on_service_loss: None,
         resources: None,
+        readiness: None,
     }
 }
 
@@ -566,6 +567,7 @@ fn response_seeds() -> Vec<Vec<u8>> {
         stalled: stall_record().stalled,
         silent: None,
         usage: usage().map(Into::into),
+        ready: Some(refine_protocol::docs::ReadyState::Starting),
     };
     [
         Response::ok(Reply::Launched { id: "x".into() }),

@@ -682,6 +682,7 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
             guardian_provenance: None,
             on_service_loss: None,
             resources: None,
+            readiness: None,
         },
         Registration::encode,
         Registration::decode,

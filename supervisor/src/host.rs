@@ -284,6 +284,18 @@ impl Command {
         self
     }
 
+    /// H6: the workload says when it is ready (`sd_notify`, a probe command); until then its
+    /// scope is `starting`, and not ready within `timeout` (`None`: no bound) it is stopped.
+    /// [`Child::wait_ready`] waits for it.
+    pub fn ready(
+        mut self,
+        ask: crate::launch::readiness::ReadyAsk,
+        timeout: Option<Duration>,
+    ) -> Command {
+        self.request.readiness = Some(crate::launch::readiness::Readiness { ask, timeout });
+        self
+    }
+
     /// A pseudo-terminal of this size for stdin, stdout and stderr.
     pub fn pty(mut self, size: WindowSize) -> Command {
         self.request.pty = Some(size);
@@ -344,6 +356,14 @@ impl Child {
     /// The registration's id (`ps`, `show ID`, `stop ID`).
     pub fn id(&self) -> RegistrationId {
         self.handle.id()
+    }
+
+    /// H6: waits until the workload is ready (or failed to be), at most `timeout`.
+    pub fn wait_ready(
+        &self,
+        timeout: Option<Duration>,
+    ) -> Result<crate::launch::readiness::WaitedReady, RegistryError> {
+        crate::launch::readiness::wait_ready(&self.runtime, self.id(), timeout)
     }
 
     /// The durable registration (written before the workload could start).

@@ -131,6 +131,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
         guardian_provenance: None,
         on_service_loss: None,
         resources: None,
+        readiness: None,
     };
     if f.durable {
         rt.write_registration(&reg).expect("write registration");

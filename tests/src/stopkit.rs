@@ -110,6 +110,7 @@ pub fn request(argv: Vec<OsString>, out: OwnedFd) -> RegisteredLaunch {
         on_service_loss: None,
         foreground: None,
         resources: Default::default(),
+        readiness: None,
     }
 }
 

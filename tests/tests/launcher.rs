@@ -38,6 +38,7 @@ fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
         on_service_loss: None,
         foreground: None,
         resources: Default::default(),
+        readiness: None,
     }
 }
 

@@ -27,6 +27,10 @@ crate::vocabulary! {
         Adopted,
         /// `gc` or the service's housekeeping forgot its registration.
         Collected,
+        /// H6: it said it is ready (`status`: its `STATUS=`, if any).
+        Ready,
+        /// H6: it was not ready in time, or ended before it was (`reason`).
+        NotReady,
     }
 }
 
@@ -68,9 +72,12 @@ pub struct EventDoc {
     /// `stop_ended`: what the stop achieved (absent for one that failed: see `reason`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<StopOutcome>,
-    /// `unverified`, a failed `stop_ended`: why, in words.
+    /// `unverified`, a failed `stop_ended`, `not_ready`: why, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// `ready`: the workload's last `STATUS=` (sd_notify), as it sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_status: Option<String>,
     /// The process that saw the event and wrote it (a `run`, the service, a `stop`, `gc`).
     pub by_pid: u32,
 }
@@ -94,6 +101,7 @@ impl EventDoc {
             cause: None,
             stop: None,
             reason: None,
+            ready_status: None,
             by_pid,
         }
     }

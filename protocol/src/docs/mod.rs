@@ -32,12 +32,12 @@ pub use hygiene::{
 pub use scope::{
     ArtifactDoc, ArtifactsDoc, AssessmentDoc, CgroupDoc, CgroupUsageDoc, DetachedSpawnFailedDoc,
     IncidentDoc, LaunchedDoc, LimitPlacementDoc, LimitUsageDoc, LimitsDoc, ProcessDoc, ProofDoc,
-    PsDoc, ReceiptDoc, ReceiptVerdictDoc, RecordDoc, RecoverDoc, RecoverEntryDoc, ResidueStopDoc,
-    ResultDoc, RunDoc, ShowDoc, StatusFields, StopDetail, StopDoc, StopOutcomeDoc, StopTimingsDoc,
-    StreamDoc, UsageDoc, WaitDoc, WaitScope, WatchDoc, WitnessDoc, WorkloadDoc,
+    PsDoc, ReadinessDoc, ReceiptDoc, ReceiptVerdictDoc, RecordDoc, RecoverDoc, RecoverEntryDoc,
+    ResidueStopDoc, ResultDoc, RunDoc, ShowDoc, StatusFields, StopDetail, StopDoc, StopOutcomeDoc,
+    StopTimingsDoc, StreamDoc, UsageDoc, WaitDoc, WaitScope, WatchDoc, WitnessDoc, WorkloadDoc,
 };
 pub use vocab::{
-    ForgetAction, Found, KindUnreadable, Outcome, OwnerLink, OwnerState, RecoverAction,
+    ForgetAction, Found, KindUnreadable, Outcome, OwnerLink, OwnerState, ReadyState, RecoverAction,
     ReservationSource, ResultReason, RetentionAction, RunScope, ScopeKind, State, StatusName,
     StopFailed, StopOutcome, StrayAction, UnverifiedCheck, Via,
 };

@@ -204,6 +204,10 @@ pub struct WaitScope {
     /// The code `run` would exit with (128+N for signal N, 127 never started, 255 unknown);
     /// `null` while live.
     pub exit_code: Option<i32>,
+    /// H6 (`wait --for ready`): `ready`, `failed`, or `starting` when the wait timed out
+    /// first; absent for a wait for the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<super::vocab::ReadyState>,
 }
 
 /// `ps --json`.
@@ -233,6 +237,31 @@ pub struct ShowDoc {
     /// The scope's processes now (below the guardian, or carrying its owner marker), while it
     /// is live; empty otherwise.
     pub processes: Vec<ProcessDoc>,
+    /// H6: the readiness it asked for and where it stands; absent for a launch without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<ReadinessDoc>,
+}
+
+/// H6: a launch's readiness (`run --ready`) and where it stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ReadinessDoc {
+    pub mode: crate::record::ReadyMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fd: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<String>,
+    pub timeout_ms: Option<u64>,
+    /// `starting` until its launcher has recorded otherwise.
+    pub state: super::vocab::ReadyState,
+    /// When the state was recorded (UTC); absent while nothing was recorded yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub probes: u32,
 }
 
 /// One process of a live scope, as `show` lists it.

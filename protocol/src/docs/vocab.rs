@@ -90,6 +90,18 @@ crate::vocabulary! {
 }
 
 crate::vocabulary! {
+    /// H6: where a scope with readiness stands.
+    pub enum ReadyState: "ready state" {
+        /// Started, not ready yet.
+        Starting,
+        /// It said it is ready (or its probe succeeded).
+        Ready,
+        /// It was not ready in time, or ended before it was (`reason`).
+        Failed,
+    }
+}
+
+crate::vocabulary! {
     /// Why a workload ended, where the kernel says more than its status.
     pub enum ResultReason: "result reason" {
         /// The out-of-memory killer killed a member at the scope's memory limit.

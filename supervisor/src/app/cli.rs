@@ -249,6 +249,19 @@ pub struct RunArgs {
     /// The most processes and threads the tree holds at once; a fork past it fails (EAGAIN).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub pids_max: Option<u64>,
+    /// How the workload says it is ready: `notify` (sd_notify's READY=1 on $NOTIFY_SOCKET, from
+    /// a process of the scope), `cmd=COMMAND` (a probe, each run a scope of its own, every
+    /// second until it exits 0). Until then the scope is `starting`.
+    #[arg(long, value_name = "notify|cmd=COMMAND", value_parser = parse_ready)]
+    pub ready: Option<refine_supervisor::launch::readiness::ReadyAsk>,
+    /// With --ready: how long the workload has to be ready before its scope is stopped
+    /// (outcome `timed_out`; 0: no bound).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, requires = "ready", default_value = "90s")]
+    pub ready_timeout: Duration,
+    /// With --detach and --ready: return only once the workload is ready (exit 1 when it failed
+    /// to be).
+    #[arg(long, requires_all = ["detach", "ready"])]
+    pub wait_ready: bool,
     /// The command and its arguments (`--` before them is optional, as for tini and
     /// `timeout`: every word from the command's first on is the command's, `--json` too).
     /// Passed as bytes: arguments need not be UTF-8.
@@ -548,6 +561,12 @@ fn parse_event_filter(text: &str) -> Result<EventFilter, String> {
     }
 }
 
+pub(super) fn parse_ready(
+    text: &str,
+) -> Result<refine_supervisor::launch::readiness::ReadyAsk, String> {
+    text.parse()
+}
+
 pub(super) fn parse_memory_max(text: &str) -> Result<u64, String> {
     match parse_size(text)? {
         n if n < 1 << 20 => Err(format!(
@@ -571,6 +590,13 @@ fn parse_cursor(text: &str) -> Result<refine_supervisor::store::journal::Cursor,
     text.parse()
 }
 
+/// `wait --for`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WaitFor {
+    Exited,
+    Ready,
+}
+
 #[derive(Debug, Args)]
 pub struct WaitArgs {
     /// Registration ids (or unique prefixes, or labels).
@@ -579,6 +605,10 @@ pub struct WaitArgs {
     /// Give up after this long (exit 124, naming the scopes still live).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub timeout: Option<Duration>,
+    /// What to wait for: `exited` (the default: the end, with the output and result recorded)
+    /// or `ready` (a launch with --ready: ready, exit 0; failed to be, exit 1).
+    #[arg(long = "for", value_name = "exited|ready", value_enum, default_value_t = WaitFor::Exited)]
+    pub wait_for: WaitFor,
     /// One JSON document: each scope's state and exit code, and whether the wait timed out.
     #[arg(long)]
     pub json: bool,

@@ -261,17 +261,42 @@ fn run(home: &Path, port: u16, mut args: RunArgs) -> Result<ExitCode, CliError> 
         memory_max_bytes: args.memory_max,
         cpu_millis: args.cpus,
         pids_max: args.pids_max,
+        ready: args.ready.as_ref().map(ToString::to_string),
+        ready_timeout: args.ready.as_ref().map(|_| args.ready_timeout),
     };
     let rt = Runtime::open(home, port)?;
     let resp = client::request(&rt, &Request::Launch(spec.clone()))?;
     match resp {
         Reply::Launched { id } => {
+            // H6: --wait-ready returns once the workload is ready (the service's watch decides
+            // within the ready timeout; a margin covers its stop).
+            let mut code = 0;
+            if args.wait_ready {
+                let reg_id = id.parse().map_err(|_| CliError::UnknownId(id.clone()))?;
+                let bound = (!args.ready_timeout.is_zero())
+                    .then(|| args.ready_timeout + Duration::from_secs(5));
+                use refine_supervisor::launch::readiness::{wait_ready, WaitedReady};
+                match wait_ready(&rt, reg_id, bound)? {
+                    WaitedReady::Decided(r)
+                        if r.state == refine_protocol::docs::ReadyState::Ready => {}
+                    WaitedReady::NotAsked => {}
+                    WaitedReady::Decided(r) => {
+                        let why = r.reason.unwrap_or_else(|| "failed".to_owned());
+                        eprintln!("refine-supervisor: error: {id}: {}", view::escape(&why));
+                        code = 1;
+                    }
+                    WaitedReady::Undecided | WaitedReady::TimedOut(_) => {
+                        eprintln!("refine-supervisor: error: {id}: nothing decided its readiness");
+                        code = 1;
+                    }
+                }
+            }
             if args.json {
                 print_json(&LaunchedDoc { id })?;
             } else {
                 writeln!(out(), "{id}").map_err(CliError::Output)?;
             }
-            Ok(0)
+            Ok(code)
         }
         Reply::SpawnFailed { id, errno, step } => {
             if args.json {
@@ -954,6 +979,7 @@ fn wait_doc(
                 id: r.id.to_string(),
                 state: *state,
                 exit_code: e.as_ref().map(|(c, _)| *c),
+                ready: None,
             })
             .collect(),
         timed_out,
@@ -974,6 +1000,9 @@ fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
         .iter()
         .map(|&id| rt.read_registration(id))
         .collect::<Result<Vec<_>, _>>()?;
+    if args.wait_for == super::cli::WaitFor::Ready {
+        return wait_ready(&rt, &regs, args.timeout, args.json);
+    }
     let started = std::time::Instant::now();
     let mut ended: Vec<Option<(i32, String)>> = vec![None; regs.len()];
     let mut states: Vec<State> = vec![State::Live; regs.len()];
@@ -1032,6 +1061,69 @@ fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, CliError> {
         code = c;
     }
     Ok(code)
+}
+
+/// `wait --for ready` (H6): each scope's readiness decided, in turn, within one `timeout` for
+/// all: exit 0 when every one is ready, 1 when one failed to be (its reason on stderr), 124 when
+/// the time ran out first.
+fn wait_ready(
+    rt: &Runtime,
+    regs: &[refine_protocol::Registration],
+    timeout: Option<Duration>,
+    json: bool,
+) -> Result<ExitCode, CliError> {
+    use refine_protocol::docs::ReadyState;
+    use refine_supervisor::launch::readiness::{wait_ready, WaitedReady};
+    let started = std::time::Instant::now();
+    let mut scopes = Vec::new();
+    let (mut failed, mut timed_out) = (false, false);
+    let mut o = out();
+    for reg in regs {
+        let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
+        let (ready, line) = match wait_ready(rt, reg.id, left)? {
+            WaitedReady::Decided(r) if r.state == ReadyState::Ready => (ReadyState::Ready, None),
+            WaitedReady::Decided(r) => (
+                ReadyState::Failed,
+                Some(r.reason.unwrap_or_else(|| "failed".to_owned())),
+            ),
+            WaitedReady::NotAsked => (ReadyState::Ready, None),
+            WaitedReady::Undecided => (
+                ReadyState::Failed,
+                Some("its scope ended with nothing recorded about its readiness".to_owned()),
+            ),
+            WaitedReady::TimedOut(_) => {
+                timed_out = true;
+                (ReadyState::Starting, Some("still starting".to_owned()))
+            }
+        };
+        failed |= ready == ReadyState::Failed;
+        if !json {
+            match &line {
+                None => writeln!(o, "{} ready", reg.id).map_err(CliError::Output)?,
+                Some(why) => eprintln!(
+                    "refine-supervisor: error: {}: {}",
+                    reg.id,
+                    view::escape(why)
+                ),
+            }
+        }
+        scopes.push(super::docs::WaitScope {
+            id: reg.id.to_string(),
+            state: assess(rt, reg).state,
+            exit_code: None,
+            ready: Some(ready),
+        });
+    }
+    if json {
+        print_json(&super::docs::WaitDoc { scopes, timed_out })?;
+    }
+    Ok(if timed_out {
+        124
+    } else if failed {
+        1
+    } else {
+        0
+    })
 }
 
 fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliError> {

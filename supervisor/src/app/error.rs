@@ -127,12 +127,14 @@ pub enum ServiceError {
 }
 
 /// A launch asked for in a way that cannot be carried out: refused before anything is made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     #[error("empty command")]
     EmptyCommand,
     #[error("run --detach passes arguments, environment values and the directory as UTF-8 text; run without --detach passes any bytes")]
     DetachNotText,
+    #[error("ready: {0}")]
+    Ready(String),
 }
 
 /// Admission (C1-C4, and the one open scope per label of a unique launch) refused a launch, or

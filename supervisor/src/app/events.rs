@@ -90,5 +90,9 @@ pub fn line(ev: &EventDoc) -> String {
     field("cause", cause.map(str::to_owned));
     field("stop", ev.stop.map(|s| s.name().to_owned()));
     field("reason", ev.reason.as_deref().map(|r| format!("{:?}", r)));
+    field(
+        "status",
+        ev.ready_status.as_deref().map(|r| format!("{:?}", r)),
+    );
     text
 }

@@ -94,6 +94,12 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
         stalled: watch.as_ref().and_then(|w| w.stalled),
         silent: watch.and_then(|w| w.silent),
         usage: a.receipt.and_then(|r| r.usage).map(UsageDoc::from),
+        ready: reg.readiness.as_ref().map(|_| {
+            rt.read_ready(reg.id)
+                .ok()
+                .flatten()
+                .map_or(refine_protocol::docs::ReadyState::Starting, |r| r.state)
+        }),
     }
 }
 
@@ -131,6 +137,7 @@ fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeV
         stalled: None,
         silent: None,
         usage: None,
+        ready: None,
     }
 }
 
@@ -238,6 +245,22 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
         } else {
             Vec::new()
         },
+        readiness: reg.readiness.as_ref().map(|spec| {
+            let rec = rt.read_ready(id).ok().flatten();
+            refine_protocol::docs::ReadinessDoc {
+                mode: spec.mode,
+                fd: spec.fd,
+                cmd: spec.cmd.clone(),
+                timeout_ms: spec.timeout_ms,
+                state: rec
+                    .as_ref()
+                    .map_or(refine_protocol::docs::ReadyState::Starting, |r| r.state),
+                since: rec.as_ref().map(|r| utc(r.at_unix_ms)),
+                status: rec.as_ref().and_then(|r| r.status.clone()),
+                reason: rec.as_ref().and_then(|r| r.reason.clone()),
+                probes: rec.as_ref().map_or(0, |r| r.probes),
+            }
+        }),
     })
 }
 
@@ -583,6 +606,14 @@ pub(crate) fn launch_command(spec: &LaunchAsk) -> Result<Command, ServiceError> 
             memory_max_bytes: spec.memory_max_bytes,
             cpu_millis: spec.cpu_millis,
             pids_max: spec.pids_max,
+            ready: match &spec.ready {
+                None => None,
+                Some(text) => Some((
+                    text.parse().map_err(SpecError::Ready)?,
+                    spec.ready_timeout
+                        .unwrap_or(refine_supervisor::launch::readiness::DEFAULT_READY_TIMEOUT),
+                )),
+            },
         },
     )
 }
@@ -605,6 +636,8 @@ pub(crate) struct LaunchOptions<'a> {
     pub memory_max_bytes: Option<u64>,
     pub cpu_millis: Option<u32>,
     pub pids_max: Option<u64>,
+    /// H6: how the workload says it is ready, and how long it may take (zero: no bound).
+    pub ready: Option<(refine_supervisor::launch::readiness::ReadyAsk, Duration)>,
 }
 
 /// The rest of a launch on its command: the one place both callers share.
@@ -647,6 +680,9 @@ pub(crate) fn launch_options(
     }
     if let Some(n) = o.pids_max {
         cmd = cmd.pids_max(n);
+    }
+    if let Some((ask, t)) = o.ready {
+        cmd = cmd.ready(ask, (!t.is_zero()).then_some(t));
     }
     Ok(cmd)
 }

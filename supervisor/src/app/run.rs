@@ -471,6 +471,7 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
             memory_max_bytes: args.memory_max,
             cpu_millis: args.cpus,
             pids_max: args.pids_max,
+            ready: args.ready.clone().map(|a| (a, args.ready_timeout)),
         },
     )?;
     let req = cmd.request_mut();

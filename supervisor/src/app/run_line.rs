@@ -68,6 +68,9 @@ pub(crate) const OPTIONS: &[(&str, Shape)] = &[
     ("memory-max", Shape::Value),
     ("cpus", Shape::Value),
     ("pids-max", Shape::Value),
+    ("ready", Shape::Value),
+    ("ready-timeout", Shape::Value),
+    ("wait-ready", Shape::Flag),
 ];
 
 /// The [`Cli`] of a `run` line of the shapes above, `None` for anything else (see the module).
@@ -148,6 +151,9 @@ impl Line {
             memory_max: None,
             cpus: None,
             pids_max: None,
+            ready: None,
+            ready_timeout: parse_duration("90s").unwrap_or_default(),
+            wait_ready: false,
             command: Vec::new(),
         })
     }
@@ -177,6 +183,7 @@ impl Line {
                 "unique" => run.unique = true,
                 "allow-setns" => run.allow_setns = true,
                 "end-with-parent" => run.end_with_parent = true,
+                "wait-ready" => run.wait_ready = true,
                 _ => run.json = true,
             }
             return Some(());
@@ -212,6 +219,8 @@ impl Line {
             "log-cap" => self.run().log_cap = parse_size(text?).ok()?,
             "memory-max" => self.run().memory_max = Some(super::cli::parse_memory_max(text?).ok()?),
             "cpus" => self.run().cpus = Some(super::cli::parse_cpus(text?).ok()?),
+            "ready" => self.run().ready = Some(super::cli::parse_ready(text?).ok()?),
+            "ready-timeout" => self.run().ready_timeout = duration()?,
             "pids-max" => {
                 self.run().pids_max = Some(text?.parse::<u64>().ok().filter(|&n| n >= 1)?)
             }
@@ -244,6 +253,8 @@ impl Line {
         if run.unique && !self.seen.contains(&"label")
             || run.on_service_loss.is_some() && !run.detach
             || run.end_with_parent && run.detach
+            || self.seen.contains(&"ready-timeout") && run.ready.is_none()
+            || run.wait_ready && !(run.detach && run.ready.is_some())
         {
             return None;
         }

@@ -505,6 +505,7 @@ impl Service {
             StopCause::CompletionDeadline => "completion_deadline",
             StopCause::IdleDeadline => "idle_deadline",
             StopCause::Recovery => "recovery",
+            StopCause::ReadyTimeout => "ready_timeout",
         };
         if let StopDetail::Done { timings_us, .. } = &doc.detail {
             let took = Duration::from_micros(timings_us.total);
@@ -1331,7 +1332,6 @@ async fn wait_request(
     until: api::WaitUntil,
     timeout: Option<Duration>,
 ) -> Response {
-    let api::WaitUntil::Exited = until;
     let st = state.clone();
     let reg = tokio::task::spawn_blocking(move || {
         let id = resolve_id(&st.rt, &id, resolve::Intent::Read)?;
@@ -1344,12 +1344,36 @@ async fn wait_request(
         Err(e) => return Response::err(ErrorKind::Internal, e.to_string()),
     };
     let end = timeout.map(|t| tokio::time::Instant::now() + t);
+    let for_ready = until == api::WaitUntil::Ready;
+    if for_ready && reg.readiness.is_none() {
+        return Response::err(
+            ErrorKind::BadRequest,
+            "`until: ready` is for a launch with `ready`: this one was ready at its execve",
+        );
+    }
     loop {
         let (st, r) = (state.clone(), reg.clone());
-        let ended = tokio::task::spawn_blocking(move || ops::ended(&st.rt, &r))
-            .await
-            .unwrap_or(None);
+        let (ended, ready) = tokio::task::spawn_blocking(move || {
+            let ready = for_ready
+                .then(|| st.rt.read_ready(r.id).ok().flatten().map(|r| r.state))
+                .map(|s| s.unwrap_or(refine_protocol::docs::ReadyState::Starting));
+            (ops::ended(&st.rt, &r), ready)
+        })
+        .await
+        .unwrap_or((None, None));
+        let decided = ready.is_some_and(|s| s != refine_protocol::docs::ReadyState::Starting);
         let timed_out = end.is_some_and(|end| tokio::time::Instant::now() >= end);
+        if decided && ended.is_none() {
+            return Response::ok(Reply::Wait(refine_protocol::docs::WaitDoc {
+                scopes: vec![refine_protocol::docs::WaitScope {
+                    id: reg.id.to_string(),
+                    state: State::Live,
+                    exit_code: None,
+                    ready,
+                }],
+                timed_out: false,
+            }));
+        }
         if ended.is_some() || timed_out {
             let (state, exit_code) = match ended {
                 Some((s, code)) => (s, Some(code)),
@@ -1360,6 +1384,7 @@ async fn wait_request(
                     id: reg.id.to_string(),
                     state,
                     exit_code,
+                    ready,
                 }],
                 timed_out: ended.is_none(),
             }));

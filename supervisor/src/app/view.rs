@@ -413,9 +413,13 @@ fn ps_status(r: &ScopeView) -> String {
         (_, Some(c), _) => format!("exit {c}"),
         (_, _, Some(s)) => format!("signal {s}"),
         (Some(s), _, _) => s.words(),
-        (None, _, _) => match r.state {
-            State::Live if r.workload_running == Some(false) => "ended",
-            State::Live => "running",
+        (None, _, _) => match (r.state, r.ready) {
+            (State::Live, _) if r.workload_running == Some(false) => "ended",
+            // H6: a running workload with readiness says where it stands.
+            (State::Live, Some(refine_protocol::docs::ReadyState::Starting)) => "starting",
+            (State::Live, Some(refine_protocol::docs::ReadyState::Ready)) => "ready",
+            (State::Live, Some(refine_protocol::docs::ReadyState::Failed)) => "not ready",
+            (State::Live, None) => "running",
             _ => "-",
         }
         .to_owned(),
@@ -590,6 +594,33 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
             words.push_str("; killed out of memory (oom) at its --memory-max");
         }
         lines.push(("Outcome", words));
+    }
+    // H6: where the workload's readiness stands.
+    if let Some(r) = &doc.readiness {
+        let how = match (r.mode, &r.cmd) {
+            (refine_protocol::record::ReadyMode::Cmd, Some(c)) => format!("cmd={}", escape(c)),
+            (refine_protocol::record::ReadyMode::Fd, _) => format!("fd={}", r.fd.unwrap_or(0)),
+            _ => "notify".to_owned(),
+        };
+        let mut text = format!("{} ({how}", r.state.words());
+        if r.probes > 0 {
+            text.push_str(&format!(
+                ", {} probe{}",
+                r.probes,
+                if r.probes == 1 { "" } else { "s" }
+            ));
+        }
+        text.push(')');
+        if let Some(since) = &r.since {
+            text.push_str(&format!(" since {since}"));
+        }
+        if let Some(s) = &r.status {
+            text.push_str(&format!(": {}", escape(s)));
+        }
+        if let Some(why) = &r.reason {
+            text.push_str(&format!(": {}", escape(why)));
+        }
+        lines.push(("Ready", text));
     }
     lines.push(("Receipt", receipt_line(doc)));
     // F4: the kernel's accounting of the scope's own cgroup: live while it exists, then the

@@ -358,6 +358,7 @@ mod tests {
             guardian_provenance: None,
             on_service_loss: None,
             resources: None,
+            readiness: None,
         };
         rt.write_registration(&reg).unwrap();
         fs::write(rt.log_path(id, Stream::Stdout), b"out").unwrap();

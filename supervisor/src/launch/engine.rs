@@ -566,7 +566,9 @@ impl Engine {
             Ok(Some(req)) if ended_by_stop(req.requested_at_unix_ns, exited_at_unix_ns) => {
                 st.cause = Some(match req.cause {
                     StopCause::Operator | StopCause::Recovery => LaunchOutcome::Stopped,
-                    StopCause::CompletionDeadline => LaunchOutcome::TimedOut,
+                    StopCause::CompletionDeadline | StopCause::ReadyTimeout => {
+                        LaunchOutcome::TimedOut
+                    }
                     StopCause::IdleDeadline => LaunchOutcome::IdleTimeout,
                 });
             }

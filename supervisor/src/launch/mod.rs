@@ -31,6 +31,7 @@ pub mod deadline;
 pub mod env_policy;
 pub mod guardian;
 pub mod pty;
+pub mod readiness;
 
 mod engine;
 mod handle;
@@ -277,6 +278,9 @@ pub enum LaunchError {
     /// H8: a limit this host cannot apply, refused before anything is created.
     #[error(transparent)]
     Resources(#[from] crate::kernel::resources::ResourceError),
+    /// H6: a readiness this launch cannot watch, refused before anything is created.
+    #[error(transparent)]
+    Readiness(#[from] readiness::ReadinessError),
 }
 
 fn io_op(op: &'static str) -> impl FnOnce(io::Error) -> LaunchError {
@@ -567,6 +571,17 @@ impl Supervisor {
             ),
             None => None,
         };
+        // H6: the notify socket is bound before the spawn, so a workload that notifies at once
+        // is heard.
+        let readiness = match req.readiness.take() {
+            Some(r) => Some((readiness::prepare(&r, id)?, r)),
+            None => None,
+        };
+        let mut entries = env_policy::to_entries(&env);
+        if let Some(entry) = readiness.as_ref().and_then(|(p, _)| p.env.clone()) {
+            entries.retain(|e| !e.as_encoded_bytes().starts_with(b"NOTIFY_SOCKET="));
+            entries.push(entry);
+        }
         let (registration, link) = register::launch_started(
             rt,
             pending,
@@ -576,8 +591,9 @@ impl Supervisor {
                 label: req.label,
                 owner: req.owner,
                 purpose: req.purpose,
+                readiness: readiness.as_ref().map(|(_, r)| r.spec()),
                 guardian: guardian::LaunchConfig {
-                    env: env_policy::to_entries(&env),
+                    env: entries,
                     cwd: req.cwd,
                     // X2: another user's workload never shares this session (nor its terminal).
                     new_session: req.new_session || pty_size.is_some() || req.user.is_some(),
@@ -598,6 +614,9 @@ impl Supervisor {
             },
             started,
         )?;
+        if let Some((prepared, r)) = readiness {
+            readiness::watch(rt.clone(), registration.clone(), r, prepared);
+        }
         let deadlines = Deadlines::resume(&registration);
         // A fresh launch had its first activity at its start, not at this call.
         let mut deadlines = deadlines;

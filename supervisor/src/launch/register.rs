@@ -39,6 +39,8 @@ pub struct RegisteredLaunch {
     pub foreground: Option<std::sync::Arc<crate::kernel::terminal::Foreground>>,
     /// H8: the resource limits (checked already: [`crate::kernel::resources::check`]).
     pub resources: crate::kernel::resources::ResourceAsk,
+    /// H6: the readiness asked for (its watch is the caller's: [`crate::launch::readiness`]).
+    pub readiness: Option<refine_protocol::record::ReadinessSpec>,
 }
 
 /// The minimal managed launch: spawn the guardian, receive its identities, write the registration
@@ -152,6 +154,7 @@ pub(crate) fn launch_started(
         on_service_loss: req.on_service_loss,
         // The widest the limits' record gets (the real one replaces it).
         resources: (!req.resources.is_empty()).then(|| widest_resources(&req.resources)),
+        readiness: req.readiness,
     };
     if let Err(source) = registration.encode() {
         return Err(HandshakeError::Registry(RegistryError::Refused {

@@ -97,6 +97,8 @@ pub struct LaunchRequest {
     /// H8: memory, CPU and pids limits through the scope's cgroups (none by default). A limit
     /// this host cannot apply refuses the launch before anything runs.
     pub resources: crate::kernel::resources::ResourceAsk,
+    /// H6: how the workload says it is ready (none: ready at its `execve`).
+    pub readiness: Option<crate::launch::readiness::Readiness>,
 }
 
 impl std::fmt::Debug for LaunchRequest {
@@ -145,6 +147,7 @@ impl LaunchRequest {
             allow_setns: false,
             foreground: None,
             resources: crate::kernel::resources::ResourceAsk::default(),
+            readiness: None,
         }
     }
 }

@@ -361,6 +361,10 @@ impl Runtime {
         self.dir.join("logs").join(format!("{id}.result"))
     }
     /// The stall watch's status of a live scope (written by the service, H3).
+    /// H6: where a scope with readiness stands (its launcher writes it).
+    pub(crate) fn ready_path(&self, id: RegistrationId) -> PathBuf {
+        self.dir.join("logs").join(format!("{id}.ready"))
+    }
     pub(crate) fn stall_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("logs").join(format!("{id}.stall"))
     }
@@ -420,7 +424,7 @@ impl Runtime {
     }
     /// Every file that belongs to registration `id`, whether it exists or not: the record
     /// first, the lock file last (the order forgetting removes them in, [`crate::history::forget`]).
-    pub fn registration_files(&self, id: RegistrationId) -> [PathBuf; 10] {
+    pub fn registration_files(&self, id: RegistrationId) -> [PathBuf; 11] {
         [
             self.record_path(id),
             self.proof_path(id),
@@ -431,6 +435,7 @@ impl Runtime {
             self.result_path(id),
             self.stop_request_path(id),
             self.stall_path(id),
+            self.ready_path(id),
             self.legacy_lock_path(id),
         ]
     }
@@ -772,6 +777,33 @@ impl Runtime {
             source,
         })?;
         write_replacing(&self.stall_path(rec.id), "stall", &bytes)
+    }
+
+    /// H6: records where a scope with readiness stands (replaced whole; display and waiting
+    /// only, not synced).
+    pub fn write_ready(
+        &self,
+        rec: &refine_protocol::record::ReadyRecord,
+    ) -> Result<(), RegistryError> {
+        let bytes = rec.encode().map_err(|source| RegistryError::Refused {
+            what: "ready record",
+            source,
+        })?;
+        write_replacing(&self.ready_path(rec.id), "ready", &bytes)
+    }
+
+    /// H6: where `id` stands, as its launcher last recorded it, if it did.
+    pub fn read_ready(
+        &self,
+        id: RegistrationId,
+    ) -> Result<Option<refine_protocol::record::ReadyRecord>, RegistryError> {
+        self.read_side_record(
+            &self.ready_path(id),
+            "ready record",
+            refine_protocol::record::ReadyRecord::decode,
+            |r| (r.id, r.runtime),
+            id,
+        )
     }
 
     /// The stall watch's last recorded status of `id`, if any.

@@ -122,6 +122,7 @@ fn main() {
         guardian_provenance: None,
         on_service_loss: None,
         resources: None,
+        readiness: None,
     };
     if let Err(e) = rt.commit_registration(pending, &registration) {
         let _ = link.abort();

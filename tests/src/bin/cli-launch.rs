@@ -73,6 +73,7 @@ fn main() {
             on_service_loss: None,
             foreground: None,
             resources: Default::default(),
+            readiness: None,
         },
     )
     .expect("launch");

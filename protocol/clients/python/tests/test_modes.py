@@ -182,3 +182,15 @@ def test_a_memory_max_ends_the_tree_oom(connect, default_keep):
             pytest.skip("no memory limit here")
         assert job.wait(timeout=60).exit_code == 137
         assert c.show(job.id).raw["result"]["reason"] == "oom"
+
+
+def test_a_ready_probe_makes_the_scope_ready(connect, default_keep):
+    """H6 through the client: `ready="cmd=true"` is `starting` until its probe (a scope of its
+    own) exits 0, then `ready`."""
+    from conftest import wait_until
+
+    with connect() as c:
+        job = c.launch(["sleep", "600"], ready="cmd=true", ready_timeout=60, **default_keep)
+        wait_until(lambda: c.show(job.id).raw.get("readiness", {}).get("state") == "ready",
+                   "the probe's success")
+        job.stop()

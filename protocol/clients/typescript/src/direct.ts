@@ -220,6 +220,8 @@ export class DirectBackend {
     add("--memory-max", o.memoryMax === undefined ? undefined : String(o.memoryMax));
     add("--cpus", o.cpus === undefined ? undefined : String(o.cpus));
     add("--pids-max", o.pidsMax === undefined ? undefined : String(o.pidsMax));
+    add("--ready", o.ready);
+    if (o.ready !== undefined) add("--ready-timeout", duration(o.readyTimeout, "readyTimeout"));
     if (o.unique) flags.push("--unique");
     if (o.pty) flags.push("--pty");
     if (!o.keep) flags.push("--end-with-parent");

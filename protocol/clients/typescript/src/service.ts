@@ -86,6 +86,8 @@ export function launchFields(argv: readonly Arg[], o: LaunchOptions): Record<str
     memory_max_bytes: o.memoryMax,
     cpu_millis: o.cpus === undefined ? undefined : Math.round(o.cpus * 1000),
     pids_max: o.pidsMax,
+    ready: o.ready,
+    ready_timeout_ms: o.readyTimeout,
     end_with_connection: o.keep ? undefined : true,
   };
 }

@@ -41,6 +41,10 @@ export interface LaunchOptions {
   cpus?: number;
   /** The most processes and threads the tree holds at once (`run --pids-max`). */
   pidsMax?: number;
+  /** How the workload says it is ready (`run --ready`): `"notify"` (sd_notify) or `"cmd=COMMAND"`. */
+  ready?: string;
+  /** How long it has to be ready before its scope is stopped, milliseconds (default 90 s; 0: no bound). */
+  readyTimeout?: number;
   /**
    * `false` (the default): the scope does not outlive this process. Through the socket it is
    * bound to this client's connection (`end_with_connection`), so the service stops it when the

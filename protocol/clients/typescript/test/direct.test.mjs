@@ -34,6 +34,19 @@ describe("without a service", { skip: skip ?? false }, () => {
     assert.equal(r.result.reason, "oom");
   });
 
+  test("a ready probe: starting until it exits 0, then ready (H6)", async () => {
+    const scope = await refine.launch(["sleep", "600"], { ready: "cmd=true", readyTimeout: 60_000 });
+    const deadline = Date.now() + 30_000;
+    let state;
+    while (Date.now() < deadline) {
+      state = (await scope.show()).readiness?.state;
+      if (state === "ready") break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(state, "ready");
+    await scope.stop();
+  });
+
   test("launch and wait: the exit code, this process's cwd, show, list", async () => {
     assert.equal(refine.mode, "direct");
     const scope = await refine.launch(["sh", "-c", 'pwd > where; test "$GREETING" = hi || exit 9; exit 3'], {

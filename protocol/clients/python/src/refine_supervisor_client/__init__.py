@@ -137,6 +137,8 @@ class Client:
         memory_max: Optional[int] = None,
         cpus: Optional[float] = None,
         pids_max: Optional[int] = None,
+        ready: Optional[str] = None,
+        ready_timeout: Optional[float] = None,
     ) -> Union[Launched, SpawnFailed]:
         """Launches `argv` in a scope of its own; durations are seconds. `cwd` defaults to this
         process's working directory. `input=True` opens the workload's stdin for `input()`.
@@ -144,10 +146,11 @@ class Client:
         process); `keep=True`: it outlives the host. Socket mode takes text only (UTF-8
         `bytes` too); service-less, argv, env and cwd may be any bytes. `memory_max` (bytes),
         `cpus` (cores) and `pids_max` limit the whole tree (`run --memory-max`, `--cpus`,
-        `--pids-max`); a limit the host cannot apply refuses the launch."""
+        `--pids-max`); a limit the host cannot apply refuses the launch. `ready` ("notify" or
+        "cmd=COMMAND") and `ready_timeout` (seconds) are `run --ready`/`--ready-timeout`."""
         ask = LaunchAsk(list(argv), dict(env) if env else None, cwd, label, kind, timeout,
                         idle_timeout, kill_after, unique, input, keep, memory_max, cpus,
-                        pids_max)
+                        pids_max, ready, ready_timeout)
         return _launched(self, self._mode.launch(ask))
 
     def adopt(self, id: str) -> Handle:
@@ -266,10 +269,12 @@ class AsyncClient:
         memory_max: Optional[int] = None,
         cpus: Optional[float] = None,
         pids_max: Optional[int] = None,
+        ready: Optional[str] = None,
+        ready_timeout: Optional[float] = None,
     ) -> Union[Launched, SpawnFailed]:
         ask = LaunchAsk(list(argv), dict(env) if env else None, cwd, label, kind, timeout,
                         idle_timeout, kill_after, unique, input, keep, memory_max, cpus,
-                        pids_max)
+                        pids_max, ready, ready_timeout)
         return _launched(self, await self._mode.launch(ask))
 
     async def adopt(self, id: str) -> Handle:

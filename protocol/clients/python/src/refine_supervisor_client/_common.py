@@ -192,6 +192,8 @@ class LaunchAsk:
     memory_max: Optional[int] = None
     cpus: Optional[float] = None
     pids_max: Optional[int] = None
+    ready: Optional[str] = None
+    ready_timeout: Optional[float] = None
 
     def __post_init__(self) -> None:
         if not self.argv:

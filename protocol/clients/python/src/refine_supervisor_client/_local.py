@@ -132,6 +132,10 @@ class Plan:
             argv += ["--cpus", str(ask.cpus)]
         if ask.pids_max is not None:
             argv += ["--pids-max", str(ask.pids_max)]
+        if ask.ready is not None:
+            argv += ["--ready", ask.ready]
+            if ask.ready_timeout is not None:
+                argv += ["--ready-timeout", _dur(ask.ready_timeout, "ready_timeout")]
         if not ask.keep and end_with_parent:
             argv.append("--end-with-parent")
         return self.cli(*argv, "--", *[_b(a) for a in ask.argv])

@@ -74,6 +74,8 @@ def launch_fields(ask: LaunchAsk) -> Dict[str, Any]:
         memory_max_bytes=ask.memory_max,
         cpu_millis=None if ask.cpus is None else round(ask.cpus * 1000),
         pids_max=ask.pids_max,
+        ready=ask.ready,
+        ready_timeout_ms=ms(ask.ready_timeout, "ready_timeout"),
     )
 
 

@@ -54,11 +54,13 @@ export type BuildClass = "release" | "source";
  * `completion_deadline`: The service's maintenance loop enforced the registration's completion deadline.
  * `idle_deadline`: The service's maintenance loop enforced the registration's idle deadline.
  * `recovery`: Recovery (a restarted service, `recover`) stopped a live scope whose launcher was gone.
+ * `ready_timeout`: H6: the workload was not ready within its `--ready-timeout`.
  *
  * This interface was referenced by `Definitions`'s JSON-Schema
  * via the `definition` "StopCause".
  */
-export type StopCause = "operator" | "completion_deadline" | "idle_deadline" | "recovery";
+export type StopCause =
+  "operator" | "completion_deadline" | "idle_deadline" | "recovery" | "ready_timeout";
 /**
  * What happened to a scope.
  *
@@ -72,6 +74,8 @@ export type StopCause = "operator" | "completion_deadline" | "idle_deadline" | "
  * `unverified`: Its launch ended without a receipt: nothing proves the tree ended (`reason`).
  * `adopted`: A restarted service took over a live scope whose launcher was gone.
  * `collected`: `gc` or the service's housekeeping forgot its registration.
+ * `ready`: H6: it said it is ready (`status`: its `STATUS=`, if any).
+ * `not_ready`: H6: it was not ready in time, or ended before it was (`reason`).
  *
  * This interface was referenced by `Definitions`'s JSON-Schema
  * via the `definition` "EventKind".
@@ -85,7 +89,9 @@ export type EventKind =
   | "stop_ended"
   | "unverified"
   | "adopted"
-  | "collected";
+  | "collected"
+  | "ready"
+  | "not_ready";
 /**
  * How a launch ended (SPEC S7): what its engine returned, or (`stop_failed`) that the stop
  * of the scope's residue failed afterwards.
@@ -209,6 +215,28 @@ export type LeftDoc =
   | GuardianLeftDoc
   | GuardianBelowLeftDoc
   | SurvivedLeftDoc;
+/**
+ * H6: how a scope says it is ready (`run --ready`).
+ *
+ * `notify`: `sd_notify`: a `READY=1` datagram on `$NOTIFY_SOCKET` from a process of the scope.
+ * `fd`: s6's notification descriptor: a newline written on descriptor `fd`.
+ * `cmd`: A probe command, run (each time as a scope of its own) until it exits 0.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "ReadyMode".
+ */
+export type ReadyMode = "notify" | "fd" | "cmd";
+/**
+ * H6: where a scope with readiness stands.
+ *
+ * `starting`: Started, not ready yet.
+ * `ready`: It said it is ready (or its probe succeeded).
+ * `failed`: It was not ready in time, or ended before it was (`reason`).
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "ReadyState".
+ */
+export type ReadyState = "starting" | "ready" | "failed";
 /**
  * What recovery did (or, `--dry-run`, would do) with one registration.
  *
@@ -394,11 +422,12 @@ export type Via = "cwd" | "root" | "open_file" | "mapped_file";
  * The state a `wait` request waits for.
  *
  * `exited`: Not live, its output captured and its result recorded (absent: this).
+ * `ready`: H6: ready (or failed to be, or ended): for a launch with readiness.
  *
  * This interface was referenced by `Definitions`'s JSON-Schema
  * via the `definition` "WaitUntil".
  */
-export type WaitUntil = "exited";
+export type WaitUntil = "exited" | "ready";
 
 /**
  * Every definition the documents of refine-supervisor's JSON contract share; each NAME.json refers into this file.
@@ -577,7 +606,11 @@ export interface EventDoc {
    */
   pid?: number | null;
   /**
-   * `unverified`, a failed `stop_ended`: why, in words.
+   * `ready`: the workload's last `STATUS=` (sd_notify), as it sent it.
+   */
+  ready_status?: string | null;
+  /**
+   * `unverified`, a failed `stop_ended`, `not_ready`: why, in words.
    */
   reason?: string | null;
   /**
@@ -900,6 +933,30 @@ export interface ProofDoc {
   [k: string]: unknown;
 }
 /**
+ * H6: a launch's readiness (`run --ready`) and where it stands.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "ReadinessDoc".
+ */
+export interface ReadinessDoc {
+  cmd?: string | null;
+  fd?: number | null;
+  mode: ReadyMode;
+  probes: number;
+  reason?: string | null;
+  /**
+   * When the state was recorded (UTC); absent while nothing was recorded yet.
+   */
+  since?: string | null;
+  /**
+   * `starting` until its launcher has recorded otherwise.
+   */
+  state: "starting" | "ready" | "failed";
+  status?: string | null;
+  timeout_ms?: number | null;
+  [k: string]: unknown;
+}
+/**
  * A decoded receipt (`show`, `stop`, `receipt`).
  *
  * This interface was referenced by `Definitions`'s JSON-Schema
@@ -1082,6 +1139,11 @@ export interface ScopeView {
   outcome?: Outcome | null;
   pid: number;
   /**
+   * H6: where a launch with readiness stands (`starting`, `ready`, `failed`); absent for
+   * one without.
+   */
+  ready?: ReadyState | null;
+  /**
    * Why the scope is `unverified` (or `corrupt`); `null` otherwise.
    */
   reason?: string | null;
@@ -1175,6 +1237,10 @@ export interface ShowDoc {
    * is live; empty otherwise.
    */
   processes: ProcessDoc[];
+  /**
+   * H6: the readiness it asked for and where it stands; absent for a launch without.
+   */
+  readiness?: ReadinessDoc | null;
   reason?: string | null;
   receipt?: ReceiptDoc | null;
   record: RecordDoc;
@@ -1328,6 +1394,11 @@ export interface WaitScope {
    */
   exit_code?: number | null;
   id: string;
+  /**
+   * H6 (`wait --for ready`): `ready`, `failed`, or `starting` when the wait timed out
+   * first; absent for a wait for the end.
+   */
+  ready?: ReadyState | null;
   /**
    * What the evidence says about a registration's scope (SPEC A1), as every document shows
    * it.

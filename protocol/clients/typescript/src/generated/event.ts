@@ -14,7 +14,8 @@ export interface EventDoc {
   /**
    * `stop_requested`: who asked.
    */
-  cause?: ("operator" | "completion_deadline" | "idle_deadline" | "recovery") | null;
+  cause?:
+    ("operator" | "completion_deadline" | "idle_deadline" | "recovery" | "ready_timeout") | null;
   /**
    * Its place in the journal: given back as `since`, the events after it are read.
    */
@@ -34,6 +35,8 @@ export interface EventDoc {
    * `unverified`: Its launch ended without a receipt: nothing proves the tree ended (`reason`).
    * `adopted`: A restarted service took over a live scope whose launcher was gone.
    * `collected`: `gc` or the service's housekeeping forgot its registration.
+   * `ready`: H6: it said it is ready (`status`: its `STATUS=`, if any).
+   * `not_ready`: H6: it was not ready in time, or ended before it was (`reason`).
    */
   kind:
     | "launched"
@@ -44,7 +47,9 @@ export interface EventDoc {
     | "stop_ended"
     | "unverified"
     | "adopted"
-    | "collected";
+    | "collected"
+    | "ready"
+    | "not_ready";
   label?: string;
   /**
    * `receipt`, `unverified`: how the launch ended.
@@ -68,7 +73,11 @@ export interface EventDoc {
    */
   pid?: number | null;
   /**
-   * `unverified`, a failed `stop_ended`: why, in words.
+   * `ready`: the workload's last `STATUS=` (sd_notify), as it sent it.
+   */
+  ready_status?: string | null;
+  /**
+   * `unverified`, a failed `stop_ended`, `not_ready`: why, in words.
    */
   reason?: string | null;
   /**

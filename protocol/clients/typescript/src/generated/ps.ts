@@ -48,6 +48,11 @@ export interface ScopeView {
     | null;
   pid: number;
   /**
+   * H6: where a launch with readiness stands (`starting`, `ready`, `failed`); absent for
+   * one without.
+   */
+  ready?: ("starting" | "ready" | "failed") | null;
+  /**
    * Why the scope is `unverified` (or `corrupt`); `null` otherwise.
    */
   reason?: string | null;

@@ -98,6 +98,16 @@ export interface LaunchRequest {
    */
   pty?: boolean;
   /**
+   * H6: how the workload says it is ready, as `run --ready` takes it: `notify`, `fd=N` or
+   * `cmd=COMMAND`. Absent: ready at its `execve`.
+   */
+  ready?: string | null;
+  /**
+   * H6: how long it has to be ready before its scope is stopped (absent: 90 s; `0`: no
+   * bound).
+   */
+  ready_timeout_ms?: number | null;
+  /**
    * Completion deadline from the start.
    */
   timeout_ms?: number | null;
@@ -168,8 +178,9 @@ export interface WaitRequest {
    * The state a `wait` request waits for.
    *
    * `exited`: Not live, its output captured and its result recorded (absent: this).
+   * `ready`: H6: ready (or failed to be, or ended): for a launch with readiness.
    */
-  until?: "exited";
+  until?: "exited" | "ready";
   /**
    * The API version: 1 (a service refuses a newer one).
    */
@@ -247,6 +258,8 @@ export interface EventsRequest {
     | "unverified"
     | "adopted"
     | "collected"
+    | "ready"
+    | "not_ready"
   )[];
   op: "events";
   scope?: string | null;

@@ -124,6 +124,11 @@ export interface ScopeView {
     | null;
   pid: number;
   /**
+   * H6: where a launch with readiness stands (`starting`, `ready`, `failed`); absent for
+   * one without.
+   */
+  ready?: ("starting" | "ready" | "failed") | null;
+  /**
    * Why the scope is `unverified` (or `corrupt`); `null` otherwise.
    */
   reason?: string | null;
@@ -223,6 +228,10 @@ export interface ShowDoc {
    * is live; empty otherwise.
    */
   processes: ProcessDoc[];
+  /**
+   * H6: the readiness it asked for and where it stands; absent for a launch without.
+   */
+  readiness?: ReadinessDoc | null;
   reason?: string | null;
   receipt?: ReceiptDoc | null;
   record: RecordDoc;
@@ -299,6 +308,38 @@ export interface ProcessDoc {
    * `running`, `sleeping`, `stopped`, `zombie`, ... (the kernel's word).
    */
   state: string;
+  [k: string]: unknown;
+}
+/**
+ * H6: a launch's readiness (`run --ready`) and where it stands.
+ */
+export interface ReadinessDoc {
+  cmd?: string | null;
+  fd?: number | null;
+  /**
+   * H6: how a scope says it is ready (`run --ready`).
+   *
+   * `notify`: `sd_notify`: a `READY=1` datagram on `$NOTIFY_SOCKET` from a process of the scope.
+   * `fd`: s6's notification descriptor: a newline written on descriptor `fd`.
+   * `cmd`: A probe command, run (each time as a scope of its own) until it exits 0.
+   */
+  mode: "notify" | "fd" | "cmd";
+  probes: number;
+  reason?: string | null;
+  /**
+   * When the state was recorded (UTC); absent while nothing was recorded yet.
+   */
+  since?: string | null;
+  /**
+   * H6: where a scope with readiness stands.
+   *
+   * `starting`: Started, not ready yet.
+   * `ready`: It said it is ready (or its probe succeeded).
+   * `failed`: It was not ready in time, or ended before it was (`reason`).
+   */
+  state: "starting" | "ready" | "failed";
+  status?: string | null;
+  timeout_ms?: number | null;
   [k: string]: unknown;
 }
 /**
@@ -586,7 +627,8 @@ export interface ResidueStopDoc {
   /**
    * Who asked for it when it was not the engine's own policy (a completion deadline).
    */
-  cause?: ("operator" | "completion_deadline" | "idle_deadline" | "recovery") | null;
+  cause?:
+    ("operator" | "completion_deadline" | "idle_deadline" | "recovery" | "ready_timeout") | null;
   /**
    * Processes found in the scope and killed.
    */
@@ -691,6 +733,11 @@ export interface WaitScope {
   exit_code?: number | null;
   id: string;
   /**
+   * H6 (`wait --for ready`): `ready`, `failed`, or `starting` when the wait timed out
+   * first; absent for a wait for the end.
+   */
+  ready?: ("starting" | "ready" | "failed") | null;
+  /**
    * What the evidence says about a registration's scope (SPEC A1), as every document shows
    * it.
    *
@@ -773,7 +820,8 @@ export interface EventDoc {
   /**
    * `stop_requested`: who asked.
    */
-  cause?: ("operator" | "completion_deadline" | "idle_deadline" | "recovery") | null;
+  cause?:
+    ("operator" | "completion_deadline" | "idle_deadline" | "recovery" | "ready_timeout") | null;
   /**
    * Its place in the journal: given back as `since`, the events after it are read.
    */
@@ -793,6 +841,8 @@ export interface EventDoc {
    * `unverified`: Its launch ended without a receipt: nothing proves the tree ended (`reason`).
    * `adopted`: A restarted service took over a live scope whose launcher was gone.
    * `collected`: `gc` or the service's housekeeping forgot its registration.
+   * `ready`: H6: it said it is ready (`status`: its `STATUS=`, if any).
+   * `not_ready`: H6: it was not ready in time, or ended before it was (`reason`).
    */
   kind:
     | "launched"
@@ -803,7 +853,9 @@ export interface EventDoc {
     | "stop_ended"
     | "unverified"
     | "adopted"
-    | "collected";
+    | "collected"
+    | "ready"
+    | "not_ready";
   label?: string;
   /**
    * `receipt`, `unverified`: how the launch ended.
@@ -827,7 +879,11 @@ export interface EventDoc {
    */
   pid?: number | null;
   /**
-   * `unverified`, a failed `stop_ended`: why, in words.
+   * `ready`: the workload's last `STATUS=` (sd_notify), as it sent it.
+   */
+  ready_status?: string | null;
+  /**
+   * `unverified`, a failed `stop_ended`, `not_ready`: why, in words.
    */
   reason?: string | null;
   /**

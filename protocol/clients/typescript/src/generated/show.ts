@@ -15,6 +15,10 @@ export interface ShowDoc {
    * is live; empty otherwise.
    */
   processes: ProcessDoc[];
+  /**
+   * H6: the readiness it asked for and where it stands; absent for a launch without.
+   */
+  readiness?: ReadinessDoc | null;
   reason?: string | null;
   receipt?: ReceiptDoc | null;
   record: RecordDoc;
@@ -91,6 +95,34 @@ export interface ProcessDoc {
    * `running`, `sleeping`, `stopped`, `zombie`, ... (the kernel's word).
    */
   state: string;
+  [k: string]: unknown;
+}
+/**
+ * H6: a launch's readiness (`run --ready`) and where it stands.
+ */
+export interface ReadinessDoc {
+  cmd?: string | null;
+  fd?: number | null;
+  /**
+   * H6: how a scope says it is ready (`run --ready`).
+   *
+   * `notify`: `sd_notify`: a `READY=1` datagram on `$NOTIFY_SOCKET` from a process of the scope.
+   * `fd`: s6's notification descriptor: a newline written on descriptor `fd`.
+   * `cmd`: A probe command, run (each time as a scope of its own) until it exits 0.
+   */
+  mode: "notify" | "fd" | "cmd";
+  probes: number;
+  reason?: string | null;
+  /**
+   * When the state was recorded (UTC); absent while nothing was recorded yet.
+   */
+  since?: string | null;
+  /**
+   * `starting` until its launcher has recorded otherwise.
+   */
+  state: "starting" | "ready" | "failed";
+  status?: string | null;
+  timeout_ms?: number | null;
   [k: string]: unknown;
 }
 /**
@@ -390,7 +422,8 @@ export interface ResidueStopDoc {
   /**
    * Who asked for it when it was not the engine's own policy (a completion deadline).
    */
-  cause?: ("operator" | "completion_deadline" | "idle_deadline" | "recovery") | null;
+  cause?:
+    ("operator" | "completion_deadline" | "idle_deadline" | "recovery" | "ready_timeout") | null;
   /**
    * Processes found in the scope and killed.
    */

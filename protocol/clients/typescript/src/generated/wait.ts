@@ -24,6 +24,11 @@ export interface WaitScope {
   exit_code?: number | null;
   id: string;
   /**
+   * H6 (`wait --for ready`): `ready`, `failed`, or `starting` when the wait timed out
+   * first; absent for a wait for the end.
+   */
+  ready?: ("starting" | "ready" | "failed") | null;
+  /**
    * `exited` or `unverified` once it ended, `live` when the wait timed out first.
    */
   state: "live" | "exited" | "unverified" | "corrupt";

@@ -87,6 +87,8 @@ EventKind: TypeAlias = Literal[
     'unverified',
     'adopted',
     'collected',
+    'ready',
+    'not_ready',
 ]
 
 
@@ -195,6 +197,12 @@ class ProofDoc(TypedDict):
     dev: int
     ino: int
     path: NotRequired[str | None]
+
+
+ReadyMode: TypeAlias = Literal['notify', 'fd', 'cmd']
+
+
+ReadyState: TypeAlias = Literal['starting', 'ready', 'failed']
 
 
 RecoverAction: TypeAlias = Literal[
@@ -314,7 +322,7 @@ StatusName: TypeAlias = Literal['exited', 'signaled', 'never_started', 'unknown'
 
 
 StopCause: TypeAlias = Literal[
-    'operator', 'completion_deadline', 'idle_deadline', 'recovery'
+    'operator', 'completion_deadline', 'idle_deadline', 'recovery', 'ready_timeout'
 ]
 
 
@@ -401,10 +409,11 @@ Via: TypeAlias = Literal['cwd', 'root', 'open_file', 'mapped_file']
 class WaitScope(TypedDict):
     exit_code: NotRequired[int | None]
     id: str
+    ready: NotRequired[ReadyState | None]
     state: State
 
 
-WaitUntil: TypeAlias = Literal['exited']
+WaitUntil: TypeAlias = Literal['exited', 'ready']
 
 
 class WatchDoc(TypedDict):
@@ -452,6 +461,7 @@ class EventDoc(TypedDict):
     label: NotRequired[str]
     outcome: NotRequired[Outcome | None]
     pid: NotRequired[int | None]
+    ready_status: NotRequired[str | None]
     reason: NotRequired[str | None]
     scope_kind: NotRequired[Kind | None]
     signal: NotRequired[int | None]
@@ -476,6 +486,18 @@ class OwnerDoc(TypedDict):
     port: NotRequired[int | None]
     state: OwnerState
     workload_alive: bool
+
+
+class ReadinessDoc(TypedDict):
+    cmd: NotRequired[str | None]
+    fd: NotRequired[int | None]
+    mode: ReadyMode
+    probes: int
+    reason: NotRequired[str | None]
+    since: NotRequired[str | None]
+    state: ReadyState
+    status: NotRequired[str | None]
+    timeout_ms: NotRequired[int | None]
 
 
 class ReceiptDoc(TypedDict):
@@ -581,6 +603,7 @@ class ShowDoc(TypedDict):
     assessment: AssessmentDoc
     id: str
     processes: list[ProcessDoc]
+    readiness: NotRequired[ReadinessDoc | None]
     reason: NotRequired[str | None]
     receipt: NotRequired[ReceiptDoc | None]
     record: RecordDoc
@@ -765,6 +788,7 @@ class ScopeView(TypedDict):
     label: str
     outcome: NotRequired[Outcome | None]
     pid: int
+    ready: NotRequired[ReadyState | None]
     reason: NotRequired[str | None]
     signal: NotRequired[int | None]
     silent: NotRequired[StallIncident | None]

@@ -18,6 +18,7 @@ class EventDoc(TypedDict):
     label: NotRequired[str]
     outcome: NotRequired[defs.Outcome | None]
     pid: NotRequired[int | None]
+    ready_status: NotRequired[str | None]
     reason: NotRequired[str | None]
     scope_kind: NotRequired[defs.Kind | None]
     signal: NotRequired[int | None]

@@ -27,6 +27,8 @@ class LaunchRequest(TypedDict):
     op: Literal['launch']
     pids_max: NotRequired[int | None]
     pty: NotRequired[bool]
+    ready: NotRequired[str | None]
+    ready_timeout_ms: NotRequired[int | None]
     timeout_ms: NotRequired[int | None]
     unique: NotRequired[bool]
     user: NotRequired[str | None]

@@ -13,6 +13,7 @@ class ShowDoc(TypedDict):
     assessment: defs.AssessmentDoc
     id: str
     processes: list[defs.ProcessDoc]
+    readiness: NotRequired[defs.ReadinessDoc | None]
     reason: NotRequired[str | None]
     receipt: NotRequired[defs.ReceiptDoc | None]
     record: defs.RecordDoc
