@@ -522,6 +522,57 @@ pub fn ps_table(
 }
 
 // ---------------------------------------------------------------------------------------------
+// top.
+
+/// The `top` table, as `podman stats` prints its own: the short id, the label, CPU share, memory,
+/// tasks, block I/O read / written, and where the row was read. Only the label gives way to fit
+/// `width` (down to the width of [`NO_LABEL`]; past that the line is cut).
+pub fn top_lines(rows: &[refine_protocol::docs::TopScopeDoc], width: Option<usize>) -> Vec<String> {
+    let mut table = vec![
+        ["ID", "LABEL", "CPU %", "MEM", "PIDS", "BLOCK I/O", "SOURCE"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for r in rows {
+        table.push(vec![
+            r.id.chars().take(12).collect(),
+            escape(label_or_none(&r.label)).into_owned(),
+            format!("{:.2}%", r.cpu_percent),
+            refine_supervisor::human::bytes(r.memory_bytes),
+            r.pids.to_string(),
+            format!(
+                "{} / {}",
+                refine_supervisor::human::bytes(r.block_read_bytes),
+                refine_supervisor::human::bytes(r.block_write_bytes)
+            ),
+            r.source.name().to_owned(),
+        ]);
+    }
+    const LABEL: usize = 1;
+    if let Some(w) = width {
+        let widest = |i: usize| {
+            table
+                .iter()
+                .map(|r| display_width(&r[i]))
+                .max()
+                .unwrap_or(0)
+        };
+        // Every other column with its two spaces of gap (the last one has none).
+        let cols = table[0].len();
+        let fixed: usize = (0..cols)
+            .filter(|&i| i != LABEL)
+            .map(|i| widest(i) + if i + 1 < cols { 2 } else { 0 })
+            .sum::<usize>()
+            + 2;
+        let room = w.saturating_sub(fixed).max(NO_LABEL.len());
+        for r in table.iter_mut().skip(1) {
+            r[LABEL] = cut_to_width(&r[LABEL], room).into_owned();
+        }
+    }
+    table_lines(&table, width)
+}
+
+// ---------------------------------------------------------------------------------------------
 // show.
 
 /// `show ID` as `systemctl status` reads: headline, state, command, processes, receipt, output.

@@ -637,7 +637,12 @@ pub fn block_io(pid: Pid) -> Result<Option<BlockIo>, ProcfsError> {
     let path = proc_path(pid, "io");
     let text = match read_pseudo_string(&path) {
         Ok(t) => t,
-        Err(e) if matches!(e.kind(), io::ErrorKind::PermissionDenied | io::ErrorKind::NotFound) => {
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::PermissionDenied | io::ErrorKind::NotFound
+            ) =>
+        {
             // NotFound for a live pid: a kernel without the file. A gone process is told apart
             // by its stat.
             return match fs::metadata(proc_path(pid, "stat")) {
