@@ -677,7 +677,7 @@ pub struct TopArgs {
     pub json: bool,
 }
 
-/// `top --interval`: a duration above zero.
+/// `top --interval`: a duration of at least 10 ms (a redraw needs time to be read).
 fn parse_interval(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
     if d < Duration::from_millis(10) {
