@@ -37,6 +37,7 @@ export type {
   ServiceLoss,
   StrayAction,
   StrayReasonDoc,
+  TopSource,
   Via,
   WaitUntil,
   Definitions,
@@ -114,6 +115,7 @@ export type {
   EndedScopeCgroupStrayReasonDoc,
   UnnamedCgroupStrayReasonDoc,
   StreamDoc,
+  TopScopeDoc,
 } from "./defs.js";
 export type {
   CapacityDoc,
@@ -160,6 +162,9 @@ export type {
 export type {
   DetachedSpawnFailedDoc,
 } from "./spawn-failed.js";
+export type {
+  TopDoc,
+} from "./top.js";
 export type {
   VersionDoc,
 } from "./version.js";
