@@ -1243,6 +1243,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn top_fits_80_columns_by_cutting_only_the_label_and_escapes_it() {
+        use refine_protocol::docs::{TopScopeDoc, TopSource};
+        let row = |label: &str| TopScopeDoc {
+            id: "e6175589c3b10a2c459d3aa8245cb6e0".into(),
+            label: label.into(),
+            kind: refine_protocol::Kind::Command,
+            source: TopSource::Cgroup,
+            cpu_percent: 197.5,
+            cpu_window_us: 1_975_000,
+            window_us: 1_000_000,
+            memory_bytes: 1023 * 1024 * 1024,
+            memory_source: TopSource::Proc,
+            pids: 1234,
+            pids_source: TopSource::Proc,
+            block_read_bytes: 1000 * 1024 * 1024,
+            block_write_bytes: 999 * 1024 * 1024,
+            io_source: TopSource::Proc,
+        };
+        let rows = [
+            row("a-very-long-label-for-the-nightly-build\x1b[2J"),
+            row(""),
+        ];
+        let lines = top_lines(&rows, Some(80));
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        for l in &lines {
+            assert!(display_width(l) <= 80, "{l}");
+            assert!(l.ends_with("SOURCE") || l.ends_with("cgroup"), "{l}");
+            assert!(!l.contains('\x1b'), "{l}");
+        }
+        assert!(lines[1].starts_with("e6175589c3b1  a-very"), "{}", lines[1]);
+        assert!(
+            lines[1].contains("197.50%") && lines[1].contains("1023.0 MiB"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[2].contains(NO_LABEL), "{}", lines[2]);
+        // Unlimited (off a terminal): the label whole, its escape shown as text.
+        assert!(top_lines(&rows, None)[1].contains("build\\x1b[2J"));
+    }
+
+    #[test]
     fn durations() {
         let d = |s| parse_duration(s);
         assert_eq!(d("30s"), Ok(Duration::from_secs(30)));
