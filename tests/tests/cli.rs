@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cli_support::*;
 
-const COMMANDS: [&str; 12] = [
+const COMMANDS: [&str; 13] = [
     "run",
     "serve",
     "ps",
@@ -20,6 +20,7 @@ const COMMANDS: [&str; 12] = [
     "recover",
     "gc",
     "capacity",
+    "top",
     "completions",
 ];
 

@@ -24,6 +24,7 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
     ("recover", "--dry-run"),
     ("gc", "--older-than"),
     ("capacity", "--limit-percent"),
+    ("top", "--interval"),
     ("holders", "--json"),
     ("reap", "--checkout"),
     ("schema", "--help"),

@@ -25,6 +25,7 @@ const SUBCOMMANDS: &[&str] = &[
     "recover",
     "gc",
     "capacity",
+    "top",
     "holders",
     "reap",
     "schema",

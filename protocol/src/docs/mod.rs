@@ -15,6 +15,7 @@ pub mod events;
 pub mod history;
 pub mod hygiene;
 pub mod scope;
+pub mod top;
 pub mod vocab;
 
 pub use name::{by_name, variant_name, Vocabulary};
@@ -36,6 +37,7 @@ pub use scope::{
     ResidueStopDoc, ResultDoc, RunDoc, ShowDoc, StatusFields, StopDetail, StopDoc, StopOutcomeDoc,
     StopTimingsDoc, StreamDoc, UsageDoc, WaitDoc, WaitScope, WatchDoc, WitnessDoc, WorkloadDoc,
 };
+pub use top::{TopDoc, TopScopeDoc, TopSource};
 pub use vocab::{
     ForgetAction, Found, KindUnreadable, Outcome, OwnerLink, OwnerState, ReadyState, RecoverAction,
     ReservationSource, ResultReason, RetentionAction, RunScope, ScopeKind, State, StatusName,

@@ -313,6 +313,7 @@ mod tests {
         check::<RetentionAction>();
         check::<ForgetAction>();
         check::<StrayAction>();
+        check::<crate::docs::TopSource>();
         assert_eq!(Outcome::TimedOut.name(), "timed_out");
         assert_eq!(StopOutcome::AlreadyExited.words(), "already exited");
         assert_eq!(Outcome::from_name("nonsense"), None);

@@ -130,6 +130,11 @@ pub enum Command {
     Gc(Deferred<GcArgs>),
     /// Capacity admission figures: cores, memory, reservation, slots, live/unverified, free.
     Capacity(Deferred<CapacityArgs>),
+    /// Show CPU %, memory, pids and block I/O of every live scope, as `podman stats` does: on a
+    /// terminal a table redrawn every --interval until q or Ctrl-C; off one (or with
+    /// --no-stream, --json) one sample over a 1 s window. SOURCE says where a row was read: the
+    /// scope's own cgroup, or its processes in /proc.
+    Top(Deferred<TopArgs>),
     /// Every process whose cwd, root, open or mapped files lie under PATH, with its owner; exit 1
     /// when something holds PATH.
     Holders(Deferred<HoldersArgs>),
@@ -687,6 +692,28 @@ pub struct GcArgs {
     /// One JSON document.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Time between two redraws of the table (and the window its CPU shares are taken over).
+    #[arg(long, value_name = "DUR", value_parser = parse_interval, default_value = "2s")]
+    pub interval: Duration,
+    /// Print one sample and exit, as off a terminal (podman stats --no-stream).
+    #[arg(long)]
+    pub no_stream: bool,
+    /// One JSON document: one sample of every live scope, then exit.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `top --interval`: a duration of at least 10 ms (a redraw needs time to be read).
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < Duration::from_millis(10) {
+        return Err(format!("{text:?} is shorter than 10ms"));
+    }
+    Ok(d)
 }
 
 #[derive(Debug, Args)]

@@ -183,6 +183,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Upgrade(Deferred(args)) => upgrade(&home, port, args),
         Command::Gc(Deferred(args)) => gc(&home, port, args),
         Command::Capacity(Deferred(args)) => capacity_cmd(&home, port, args),
+        Command::Top(Deferred(args)) => super::top::top(&home, port, args),
         Command::Holders(Deferred(args)) => holders_cmd(&home, args),
         Command::Reap(Deferred(args)) => reap(&home, port, args),
         Command::Completions(_) | Command::Man(_) | Command::Schema(_) | Command::Version(_) => {

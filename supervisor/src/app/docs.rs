@@ -12,7 +12,7 @@ use serde::Serialize;
 
 pub(crate) use refine_protocol::docs::*;
 
-use refine_supervisor::{capacity, history, hygiene, kernel::cgroup};
+use refine_supervisor::{capacity, history, hygiene, kernel::cgroup, kernel::observe};
 
 /// The stall watch's open incidents of a scope, as `show` prints them.
 pub(crate) fn watch_doc(r: &StallRecord) -> WatchDoc {
@@ -26,6 +26,39 @@ pub(crate) fn watch_doc(r: &StallRecord) -> WatchDoc {
         sampled_at: utc(r.sampled_at_unix_ms),
         stalled: r.stalled.as_ref().map(incident),
         silent: r.silent.as_ref().map(incident),
+    }
+}
+
+/// One live scope's `top` row from two samples of it (`earlier` first): the CPU share over the
+/// time between them, the other figures as the later one read them.
+pub(crate) fn top_scope_doc(
+    reg: &Registration,
+    earlier: &observe::Sample,
+    later: &observe::Sample,
+) -> TopScopeDoc {
+    let window = later.at.saturating_duration_since(earlier.at);
+    let cpu = later.cpu_since(earlier);
+    let cpu_percent = if window.is_zero() {
+        0.0
+    } else {
+        cpu.as_secs_f64() / window.as_secs_f64() * 100.0
+    };
+    let us = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+    TopScopeDoc {
+        id: reg.id.to_string(),
+        label: reg.label.clone(),
+        kind: reg.kind,
+        source: later.source,
+        cpu_percent,
+        cpu_window_us: us(cpu),
+        window_us: us(window),
+        memory_bytes: later.memory_bytes.value,
+        memory_source: later.memory_bytes.source,
+        pids: later.tasks.value,
+        pids_source: later.tasks.source,
+        block_read_bytes: later.block_io.value.read_bytes,
+        block_write_bytes: later.block_io.value.write_bytes,
+        io_source: later.block_io.source,
     }
 }
 

@@ -148,6 +148,12 @@ const PAGES: &[Page] = &[
         files: &[],
     },
     Page {
+        name: Some("top"),
+        summary: "show the CPU, memory, pids and I/O of the live scopes",
+        exit: &[("0", "Success, also when q or an interrupt (SIGINT, SIGTERM, SIGHUP) ended the table.")],
+        files: &[],
+    },
+    Page {
         name: Some("holders"),
         summary: "list the processes that hold a path",
         exit: &[
@@ -192,7 +198,7 @@ const PAGES: &[Page] = &[
 ];
 
 /// The subcommands that have a page (`man SUBCOMMAND` takes these).
-pub(super) const SUBCOMMANDS: [&str; 19] = [
+pub(super) const SUBCOMMANDS: [&str; 20] = [
     "run",
     "serve",
     "ps",
@@ -206,6 +212,7 @@ pub(super) const SUBCOMMANDS: [&str; 19] = [
     "upgrade",
     "gc",
     "capacity",
+    "top",
     "holders",
     "reap",
     "schema",
@@ -300,6 +307,10 @@ const EXAMPLES: &[(Option<&str>, &[Example])] = &[
     ]),
     (Some("capacity"), &[
         ("refine-supervisor capacity --json", "The agent slots and what the host can take."),
+    ]),
+    (Some("top"), &[
+        ("refine-supervisor top --interval 1s", "A table of every live scope redrawn each second; q or Ctrl-C ends it."),
+        ("refine-supervisor top --json", "One sample (a 1 s window) as JSON, each figure with where it was read."),
     ]),
     (Some("holders"), &[
         ("refine-supervisor holders ~/src/app", "The processes that hold a path open or work in it, with their owners."),

@@ -11,6 +11,7 @@
 //! - `metrics`: the service's Prometheus exposition (`serve --metrics`).
 //! - `ops`: what the CLI and the service share (assessment views, documents, capacity).
 //! - `view`: the human views drawn from the documents; `resolve`: ids, prefixes and labels.
+//! - `top`: CPU, memory, pids and I/O of the live scopes, sampled and redrawn (H8).
 //! - `man`: the manual, a page per subcommand.
 //! - `error`: the application's errors.
 
@@ -29,6 +30,7 @@ mod run;
 mod run_line;
 mod serve;
 mod throttle;
+mod top;
 mod view;
 
 pub use cli::{Cli, Command};

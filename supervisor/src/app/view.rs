@@ -526,6 +526,57 @@ pub fn ps_table(
 }
 
 // ---------------------------------------------------------------------------------------------
+// top.
+
+/// The `top` table, as `podman stats` prints its own: the short id, the label, CPU share, memory,
+/// tasks, block I/O read / written, and where the row was read. Only the label gives way to fit
+/// `width` (down to the width of [`NO_LABEL`]; past that the line is cut).
+pub fn top_lines(rows: &[refine_protocol::docs::TopScopeDoc], width: Option<usize>) -> Vec<String> {
+    let mut table = vec![
+        ["ID", "LABEL", "CPU %", "MEM", "PIDS", "BLOCK I/O", "SOURCE"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for r in rows {
+        table.push(vec![
+            r.id.chars().take(12).collect(),
+            escape(label_or_none(&r.label)).into_owned(),
+            format!("{:.2}%", r.cpu_percent),
+            refine_supervisor::human::bytes(r.memory_bytes),
+            r.pids.to_string(),
+            format!(
+                "{} / {}",
+                refine_supervisor::human::bytes(r.block_read_bytes),
+                refine_supervisor::human::bytes(r.block_write_bytes)
+            ),
+            r.source.name().to_owned(),
+        ]);
+    }
+    const LABEL: usize = 1;
+    if let Some(w) = width {
+        let widest = |i: usize| {
+            table
+                .iter()
+                .map(|r| display_width(&r[i]))
+                .max()
+                .unwrap_or(0)
+        };
+        // Every other column with its two spaces of gap (the last one has none).
+        let cols = table[0].len();
+        let fixed: usize = (0..cols)
+            .filter(|&i| i != LABEL)
+            .map(|i| widest(i) + if i + 1 < cols { 2 } else { 0 })
+            .sum::<usize>()
+            + 2;
+        let room = w.saturating_sub(fixed).max(NO_LABEL.len());
+        for r in table.iter_mut().skip(1) {
+            r[LABEL] = cut_to_width(&r[LABEL], room).into_owned();
+        }
+    }
+    table_lines(&table, width)
+}
+
+// ---------------------------------------------------------------------------------------------
 // show.
 
 /// `show ID` as `systemctl status` reads: headline, state, command, processes, receipt, output.
@@ -1221,6 +1272,47 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn top_fits_80_columns_by_cutting_only_the_label_and_escapes_it() {
+        use refine_protocol::docs::{TopScopeDoc, TopSource};
+        let row = |label: &str| TopScopeDoc {
+            id: "e6175589c3b10a2c459d3aa8245cb6e0".into(),
+            label: label.into(),
+            kind: refine_protocol::Kind::Command,
+            source: TopSource::Cgroup,
+            cpu_percent: 197.5,
+            cpu_window_us: 1_975_000,
+            window_us: 1_000_000,
+            memory_bytes: 1023 * 1024 * 1024,
+            memory_source: TopSource::Proc,
+            pids: 1234,
+            pids_source: TopSource::Proc,
+            block_read_bytes: 1000 * 1024 * 1024,
+            block_write_bytes: 999 * 1024 * 1024,
+            io_source: TopSource::Proc,
+        };
+        let rows = [
+            row("a-very-long-label-for-the-nightly-build\x1b[2J"),
+            row(""),
+        ];
+        let lines = top_lines(&rows, Some(80));
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        for l in &lines {
+            assert!(display_width(l) <= 80, "{l}");
+            assert!(l.ends_with("SOURCE") || l.ends_with("cgroup"), "{l}");
+            assert!(!l.contains('\x1b'), "{l}");
+        }
+        assert!(lines[1].starts_with("e6175589c3b1  a-very"), "{}", lines[1]);
+        assert!(
+            lines[1].contains("197.50%") && lines[1].contains("1023.0 MiB"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[2].contains(NO_LABEL), "{}", lines[2]);
+        // Unlimited (off a terminal): the label whole, its escape shown as text.
+        assert!(top_lines(&rows, None)[1].contains("build\\x1b[2J"));
+    }
 
     #[test]
     fn durations() {

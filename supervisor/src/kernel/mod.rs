@@ -14,6 +14,7 @@
 //! - [`provenance`]: this build's provenance and a guardian executable's (V1).
 //! - [`cgroup`]: a cgroup v2 directory of its own per scope where one can be made.
 //! - [`resources`]: a scope's resource limits through cgroups, v2 or v1 (H8).
+//! - [`observe`]: what a live scope uses now, from its cgroups or `/proc` (H8's `top`).
 //! - [`terminal`]: the terminal's foreground group, handed to a workload's group (W15).
 //! - [`stand_in`]: a forked copy that works while this process is stopped (job control; `unsafe` allowed there too).
 
@@ -22,6 +23,7 @@ pub mod child_signals;
 pub mod clock;
 pub mod limits;
 pub mod nested;
+pub mod observe;
 pub mod procfs;
 pub mod provenance;
 pub mod resources;

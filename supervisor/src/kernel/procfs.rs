@@ -622,6 +622,46 @@ pub fn usage(pid: Pid) -> Result<Usage, ProcfsError> {
     })
 }
 
+/// A process's storage I/O so far (`/proc/PID/io` `read_bytes`, `write_bytes`: what it caused
+/// to be fetched from or sent to block devices, its reaped children included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BlockIo {
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+/// Reads a process's [`BlockIo`]; `Ok(None)` when the kernel keeps no I/O accounting
+/// (`CONFIG_TASK_IO_ACCOUNTING` off) or this process may not read it (another user's process:
+/// the file asks for ptrace access).
+pub fn block_io(pid: Pid) -> Result<Option<BlockIo>, ProcfsError> {
+    let path = proc_path(pid, "io");
+    let text = match read_pseudo_string(&path) {
+        Ok(t) => t,
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::PermissionDenied | io::ErrorKind::NotFound
+            ) =>
+        {
+            // NotFound for a live pid: a kernel without the file. A gone process is told apart
+            // by its stat.
+            return match fs::metadata(proc_path(pid, "stat")) {
+                Ok(_) => Ok(None),
+                Err(e) => Err(classify(pid, "read", &path, e)),
+            };
+        }
+        Err(e) => return Err(classify(pid, "read", &path, e)),
+    };
+    let keyed = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':')?.trim().parse().ok())
+    };
+    Ok(Some(BlockIo {
+        read_bytes: keyed("read_bytes").unwrap_or(0),
+        write_bytes: keyed("write_bytes").unwrap_or(0),
+    }))
+}
+
 /// The file name of `/proc/PID/exe` (without the kernel's " (deleted)"), not `comm`, which a
 /// program sets for itself; `[comm]` when the process has no executable (a kernel thread) or it
 /// cannot be read.

@@ -412,6 +412,17 @@ export type StrayReasonDoc =
   | EndedScopeCgroupStrayReasonDoc
   | UnnamedCgroupStrayReasonDoc;
 /**
+ * Where a figure of `top` was read.
+ *
+ * `cgroup`: A cgroup's own accounting: the scope's cgroup v2 directory (F4), or the v1
+ * directory of one of its H8 limits.
+ * `proc`: Sums over the scope's processes in `/proc`.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "TopSource".
+ */
+export type TopSource = "cgroup" | "proc";
+/**
  * How a process holds a path (`holders`).
  *
  * This interface was referenced by `Definitions`'s JSON-Schema
@@ -1604,5 +1615,57 @@ export interface StreamDoc {
   complete: boolean;
   end: string;
   path?: string | null;
+  [k: string]: unknown;
+}
+/**
+ * One live scope's figures.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "TopScopeDoc".
+ */
+export interface TopScopeDoc {
+  /**
+   * Bytes read from and written to block devices so far: `io.stat` (v2 `rbytes`, `wbytes`),
+   * or the processes' `read_bytes`, `write_bytes` in `/proc/PID/io` (their reaped children
+   * included, processes that already ended not).
+   */
+  block_read_bytes: number;
+  block_write_bytes: number;
+  /**
+   * CPU time spent during the window, in percent of one core (`200.0`: two cores busy).
+   */
+  cpu_percent: number;
+  /**
+   * CPU time spent during the window, microseconds.
+   */
+  cpu_window_us: number;
+  id: string;
+  io_source: TopSource;
+  kind: Kind;
+  label: string;
+  /**
+   * Memory in use at the second sample: the cgroup's `memory.current` (v2) or
+   * `memory.usage_in_bytes` (v1), page cache included; or the sum of the processes' resident
+   * sets (`VmRSS`), where shared pages count once per process.
+   */
+  memory_bytes: number;
+  memory_source: TopSource;
+  /**
+   * Tasks (threads) at the second sample: `pids.current`, or the processes' `Threads`.
+   */
+  pids: number;
+  pids_source: TopSource;
+  /**
+   * Where a figure of `top` was read.
+   *
+   * `cgroup`: A cgroup's own accounting: the scope's cgroup v2 directory (F4), or the v1
+   * directory of one of its H8 limits.
+   * `proc`: Sums over the scope's processes in `/proc`.
+   */
+  source: "cgroup" | "proc";
+  /**
+   * The window this scope was measured over (between its two samples), microseconds.
+   */
+  window_us: number;
   [k: string]: unknown;
 }

@@ -39,6 +39,7 @@ export type {
   ServiceLoss,
   StrayAction,
   StrayReasonDoc,
+  TopSource,
   Via,
   WaitUntil,
   Definitions,
@@ -117,6 +118,7 @@ export type {
   EndedScopeCgroupStrayReasonDoc,
   UnnamedCgroupStrayReasonDoc,
   StreamDoc,
+  TopScopeDoc,
 } from "./defs.js";
 export type {
   CapacityDoc,
@@ -163,6 +165,9 @@ export type {
 export type {
   DetachedSpawnFailedDoc,
 } from "./spawn-failed.js";
+export type {
+  TopDoc,
+} from "./top.js";
 export type {
   VersionDoc,
 } from "./version.js";

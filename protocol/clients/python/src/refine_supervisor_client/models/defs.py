@@ -397,6 +397,9 @@ class StreamDoc(TypedDict):
     path: NotRequired[str | None]
 
 
+TopSource: TypeAlias = Literal['cgroup', 'proc']
+
+
 class UsageDoc(TypedDict):
     max_rss_kib: int
     system_us: int
@@ -648,6 +651,23 @@ class StrayDoc(TypedDict):
     id: NotRequired[str | None]
     path: str
     reason: StrayReasonDoc
+
+
+class TopScopeDoc(TypedDict):
+    block_read_bytes: int
+    block_write_bytes: int
+    cpu_percent: float
+    cpu_window_us: int
+    id: str
+    io_source: TopSource
+    kind: Kind
+    label: str
+    memory_bytes: int
+    memory_source: TopSource
+    pids: int
+    pids_source: TopSource
+    source: TopSource
+    window_us: int
 
 
 class WaitDoc(TypedDict):
