@@ -275,6 +275,7 @@ pub fn fork_gated(
     spec: &LaunchSpec<'static>,
     plan: &ExecPlan,
     stdio: [Option<OwnedFd>; 3],
+    ready: Option<OwnedFd>,
     chan: &mut Channel,
     signals: &Signals,
 ) -> Result<Workload, Error> {
@@ -285,12 +286,15 @@ pub fn fork_gated(
         Fork::Child => {
             drop(gate_w);
             drop(report_r);
-            run_child(spec, plan, &stdio, gate_r, report_w)
+            run_child(spec, plan, &stdio, ready.as_ref(), gate_r, report_w)
         }
         Fork::Parent(pid) => {
             drop(gate_r);
             drop(report_w);
             drop(stdio);
+            // H6: the workload holds the readiness pipe now; the launcher's reader sees its
+            // end when the workload's copies go.
+            drop(ready);
             // From here on nothing returns an error: a child exists, so every failure becomes
             // "not ready", which the caller turns into an abort (kill, reap, receipt).
             let mut w = Workload {
@@ -558,9 +562,20 @@ fn run_child(
     spec: &LaunchSpec<'static>,
     plan: &ExecPlan,
     stdio: &[Option<OwnedFd>; 3],
+    ready: Option<&OwnedFd>,
     gate: OwnedFd,
     report: OwnedFd,
 ) -> ! {
+    // H6: the gate and the report are moved off the number the readiness descriptor takes.
+    let off = |fd: OwnedFd| match spec.ready_fd {
+        Some(n) if fd.as_raw() == n as i32 => child::moved_above(fd, 1024),
+        _ => Ok(fd),
+    };
+    let (gate, report) = match (off(gate), off(report)) {
+        (Ok(g), Ok(r)) => (g, r),
+        // Nothing can be reported without the report pipe: the exec is not attempted.
+        _ => sys::exit(126),
+    };
     // Ready as soon as the session exists (the hello reports it; a process group the guardian
     // sets itself); the rest of the preparation overlaps with the launcher making the
     // registration durable.
@@ -569,7 +584,9 @@ fn run_child(
         let _ = sys::write_all(report.as_raw(), &[READY_BYTE]);
     }
     if failed.is_none() {
-        failed = prepare(spec, stdio).err().map(|e| (e, SpawnStep::Setup));
+        failed = prepare(spec, stdio, ready)
+            .err()
+            .map(|e| (e, SpawnStep::Setup));
     }
     let mut byte = [0u8; 1];
     match sys::read(&gate, &mut byte) {
@@ -620,7 +637,11 @@ fn isolate(spec: &LaunchSpec<'static>) -> Result<(), Errno> {
 
 /// Stdio, controlling tty, signals (a clean state, or the launch's inherited one), limits: in this order, stopping at the first error. The
 /// limits go before the user switch (raising a hard limit needs the privilege it gives up).
-fn prepare(spec: &LaunchSpec<'static>, stdio: &[Option<OwnedFd>; 3]) -> Result<(), Errno> {
+fn prepare(
+    spec: &LaunchSpec<'static>,
+    stdio: &[Option<OwnedFd>; 3],
+    ready: Option<&OwnedFd>,
+) -> Result<(), Errno> {
     for (target, fd) in stdio.iter().enumerate() {
         if let Some(fd) = fd {
             child::dup2(fd, target as i32)?;
@@ -630,6 +651,10 @@ fn prepare(spec: &LaunchSpec<'static>, stdio: &[Option<OwnedFd>; 3]) -> Result<(
         child::set_controlling_tty()?;
     }
     child::cloexec_from_3();
+    // H6: s6's notification descriptor, the one descriptor past stdio the workload keeps.
+    if let (Some(fd), Some(n)) = (ready, spec.ready_fd) {
+        child::keep_on(fd, n as i32)?;
+    }
     // G8, W10: a clean start, or the launcher's own inherited state (ignored, blocked).
     let st = spec.signal_state.unwrap_or_default();
     child::reset_signals(st.ignored, st.blocked)?;

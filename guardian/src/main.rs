@@ -152,7 +152,7 @@ fn capture_plan(
     fds: [Option<sys::OwnedFd>; sys::MAX_RECEIVED_FDS],
     capture: Option<refine_protocol_core::frame::CaptureParams>,
 ) -> Result<([Option<sys::OwnedFd>; 3], Option<capture::Drain>), Error> {
-    let [stdin, out, err, out_index, err_index, _] = fds;
+    let [stdin, out, err, out_index, err_index, _, _] = fds;
     let Some(params) = capture else {
         return Ok(([stdin, out, err], None));
     };
@@ -189,13 +189,18 @@ fn launch(chan: &mut Channel, signals: &Signals) -> Result<Launched, Error> {
     // L1: a capturing launch's stdout and stderr are pipes of the guardian's, drained into the
     // artifacts it was sent.
     let mut fds = launch.fds;
+    // H6: the readiness pipe, the last descriptor sent, goes to the workload on its number.
+    let ready = match spec.ready_fd {
+        Some(_) => fds[spec.stdio_fds as usize - 1].take(),
+        None => None,
+    };
     // L3: the launcher's registration lock, held until the channel ends.
     chan.hold_lock(fds[CAPTURE_FDS as usize].take());
     let (stdio, drain) = capture_plan(fds, spec.capture)?;
 
     // G3: fork behind the gate, report, and wait for *start*. From the fork on, every path
     // ends in a receipt (G14): errors are recorded, not returned.
-    let mut workload = gate::fork_gated(&spec, &plan, stdio, chan, signals)?;
+    let mut workload = gate::fork_gated(&spec, &plan, stdio, ready, chan, signals)?;
     isolate::release_cwd();
     let decision = if workload.ready {
         chan.send(&Frame::Hello(Hello {

@@ -84,6 +84,7 @@ fn launch_bytes() -> Vec<u8> {
         signal_state: None,
         cgroup: None,
         capture: None,
+        ready_fd: None,
     };
     // Sized exactly: launch_len is what encode_launch writes, and one byte less does not fit.
     let mut buf = vec![0u8; launch_len(&params)];
@@ -256,6 +257,7 @@ fn launch_rejects_strings_without_nul_and_bad_fields() {
             signal_state: None,
             cgroup: None,
             capture: None,
+            ready_fd: None,
         },
         &mut buf,
     );
@@ -279,6 +281,7 @@ fn launch_rejects_strings_without_nul_and_bad_fields() {
             signal_state: None,
             cgroup: None,
             capture: None,
+            ready_fd: None,
         },
         &mut buf,
     );
@@ -598,6 +601,7 @@ fn launch_encoder_enforces_the_decoders_domain() {
             signal_state: None,
             cgroup: None,
             capture: None,
+            ready_fd: None,
         }
     }
     let mut out = vec![0u8; MAX_FRAME];
@@ -652,6 +656,7 @@ fn launch_without_a_parent_death_signal() {
         signal_state: None,
         cgroup: None,
         capture: None,
+        ready_fd: None,
     };
     let mut out = vec![0u8; MAX_FRAME];
     let n = encode_launch(&p(None), &mut out).unwrap();
@@ -903,6 +908,7 @@ fn launch_credentials_round_trip_and_limits() {
         signal_state: None,
         cgroup: None,
         capture: None,
+        ready_fd: None,
     };
     let encode = |p: &LaunchParams<'_>| {
         let mut buf = vec![0u8; launch_len(p)];
@@ -1010,6 +1016,7 @@ fn launch_signal_state_round_trips_and_refuses_unblockable_signals() {
         signal_state,
         cgroup: None,
         capture: None,
+        ready_fd: None,
     };
     let mut out = vec![0u8; MAX_FRAME];
     let st = SignalState {

@@ -179,6 +179,7 @@ fn reencode_launch(spec: &LaunchSpec<'_>, out: &mut [u8]) -> Result<usize, Encod
             signal_state: spec.signal_state,
             cgroup: spec.cgroup.map(CStr::to_bytes),
             capture: None,
+            ready_fd: None,
         },
         out,
     )
@@ -302,6 +303,7 @@ fn frame_seeds() -> Vec<Vec<u8>> {
             // F4: one seed forks into a cgroup of its own.
             cgroup: (flags == FLAG_PTY).then_some(&b"/sys/fs/cgroup/refine/0101"[..]),
             capture: None,
+            ready_fd: None,
         };
         let mut buf = vec![0u8; MAX_FRAME];
         let n = encode_launch(&p, &mut buf).unwrap();

@@ -11,7 +11,7 @@ use refine_protocol::codec::{envelope_seal, envelope_start, Writer};
 use refine_protocol::frame::{
     encode_launch, CaptureParams, Credentials, FLAG_ALLOW_SETNS, FLAG_CAPTURE, FLAG_CGROUP,
     FLAG_CREDENTIALS, FLAG_NEW_SESSION, FLAG_NO_PDEATH_SIGNAL, FLAG_OWNER_LOCK, FLAG_PTY,
-    FRAME_MAGIC, MAX_ARGS, MAX_FRAME, MAX_GROUPS, MAX_RLIMITS, MAX_START_TIMEOUT_MS,
+    FLAG_READY_FD, FRAME_MAGIC, MAX_ARGS, MAX_FRAME, MAX_GROUPS, MAX_RLIMITS, MAX_START_TIMEOUT_MS,
 };
 use refine_protocol::receipt::{RECEIPT_LEN, RECEIPT_MAGIC};
 use refine_protocol::{
@@ -85,10 +85,16 @@ fn raw_launch(p: &LaunchParams<'_>) -> Vec<u8> {
     };
     let cgroup = if p.cgroup.is_some() { FLAG_CGROUP } else { 0 };
     let capture = if p.capture.is_some() { FLAG_CAPTURE } else { 0 };
-    let flags = (p.flags & !(FLAG_CREDENTIALS | FLAG_CGROUP | FLAG_CAPTURE))
+    let ready = if p.ready_fd.is_some() {
+        FLAG_READY_FD
+    } else {
+        0
+    };
+    let flags = (p.flags & !(FLAG_CREDENTIALS | FLAG_CGROUP | FLAG_CAPTURE | FLAG_READY_FD))
         | cred
         | cgroup
         | capture
+        | ready
         | pdeath_flag;
     for v in [flags, signal, p.start_timeout_ms, p.stdio_fds] {
         o.extend_from_slice(&v.to_le_bytes());
@@ -123,6 +129,9 @@ fn raw_launch(p: &LaunchParams<'_>) -> Vec<u8> {
     if let Some(c) = p.capture {
         o.extend_from_slice(&c.log_cap.unwrap_or(u64::MAX).to_le_bytes());
     }
+    if let Some(n) = p.ready_fd {
+        o.extend_from_slice(&n.to_le_bytes());
+    }
     raw_frame(1, &o)
 }
 
@@ -151,6 +160,7 @@ fn params_of(f: &Frame<'_>) -> String {
                     .map(|c| (c.uid, c.gid, c.groups.iter().collect::<Vec<_>>())),
                 s.cgroup.map(bytes),
                 s.capture,
+                s.ready_fd,
             ),
         )
     )
@@ -160,8 +170,13 @@ fn params_text(p: &LaunchParams<'_>) -> String {
     format!(
         "{:?}",
         (
-            p.flags & !(FLAG_CREDENTIALS | FLAG_CGROUP | FLAG_CAPTURE)
+            p.flags & !(FLAG_CREDENTIALS | FLAG_CGROUP | FLAG_CAPTURE | FLAG_READY_FD)
                 | if p.capture.is_some() { FLAG_CAPTURE } else { 0 }
+                | if p.ready_fd.is_some() {
+                    FLAG_READY_FD
+                } else {
+                    0
+                }
                 | if p.credentials.is_some() {
                     FLAG_CREDENTIALS
                 } else {
@@ -182,6 +197,7 @@ fn params_text(p: &LaunchParams<'_>) -> String {
                 p.credentials.map(|c| (c.uid, c.gid, c.groups.to_vec())),
                 p.cgroup.map(|c| c.to_vec()),
                 p.capture,
+                p.ready_fd,
             ),
         )
     )
@@ -249,17 +265,25 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
                     log_cap: Some(1 << 20),
                 }),
             ]),
+            ready_fd: rng.pick(&[None, Some(3), Some(9), Some(1023)]),
         };
         // A capturing launch sends its five descriptors (L1), and the registration lock with
-        // them when the guardian is to hold it (L3; without a capture that flag is refused).
+        // them when the guardian is to hold it (L3; without a capture that flag is refused);
+        // the readiness pipe is one more (H6), and needs descriptors sent.
         match p.capture {
             Some(_) => p.stdio_fds = 5 + u32::from(p.flags & FLAG_OWNER_LOCK != 0),
             None => p.flags &= !FLAG_OWNER_LOCK,
         }
+        if p.ready_fd.is_some() {
+            p.stdio_fds = match p.stdio_fds {
+                0 => 4,
+                n => n + 1,
+            };
+        }
         // At most one field at or past its limit.
         let bad_args: [&[u8]; 2] = [b"/bin/true", b"a\0b"];
         let big_env: [&[u8]; 1] = [&big];
-        match rng.below(18) {
+        match rng.below(19) {
             0 => p.argv = &[],
             1 => p.argv = &many,
             2 => p.env = &many,
@@ -270,9 +294,9 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
             7 => p.start_timeout_ms = rng.pick(&[0, MAX_START_TIMEOUT_MS + 1, u32::MAX]),
             8 => p.stdio_fds = rng.pick(&[1, 2, 4, u32::MAX]),
             // (bit 4 is the signal state, W10, bit 5 the cgroup, F4, bit 6 the setns opt-out,
-            // X7, bit 7 the guardian's capture, L1, bit 8 the owner lock, L3: the lowest
-            // unknown is 9)
-            9 => p.flags = rng.pick(&[1 << 9, 1 << 31]),
+            // X7, bit 7 the guardian's capture, L1, bit 8 the owner lock, L3, bit 9 the
+            // readiness descriptor, H6: the lowest unknown is 10)
+            9 => p.flags = rng.pick(&[1 << 10, 1 << 31]),
             10 => p.rlimits = &rlimits,
             11 => {
                 p.credentials = Some(Credentials {
@@ -306,6 +330,13 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
                 p.flags |= FLAG_OWNER_LOCK;
                 p.stdio_fds = 0;
             }
+            17 => {
+                p.ready_fd = Some(rng.pick(&[0, 2, 1024, u32::MAX]));
+                p.stdio_fds = match p.capture {
+                    Some(_) => 6 + u32::from(p.flags & FLAG_OWNER_LOCK != 0),
+                    None => 4,
+                };
+            }
             _ => {}
         }
         let raw = raw_launch(&p);
@@ -338,6 +369,7 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
         "launch flags",
         "credentials",
         "cgroup",
+        "ready descriptor",
         "exceeds maximum 4096",
         "exceeds maximum 32",
         "exceeds maximum 256",

@@ -144,6 +144,7 @@ impl Launch {
             signal_state: None,
             cgroup: self.cgroup.as_ref().map(|c| c.as_os_str().as_bytes()),
             capture: None,
+            ready_fd: None,
         };
         let mut buf = vec![0u8; MAX_FRAME];
         let len = encode_launch(&params, &mut buf).expect("encode launch");

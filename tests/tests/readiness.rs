@@ -238,3 +238,63 @@ fn the_socket_launches_with_ready_and_waits_until_ready() {
     assert_eq!(bad["ok"], false, "{bad}");
     call(json!({"v": 1, "op": "stop", "id": id}));
 }
+
+/// s6's notification descriptor: `--ready fd=N` puts a pipe on descriptor N of the workload (and
+/// nothing else past stdio); a newline written on it makes the scope ready, its end without one
+/// fails the readiness. Both a service launch (its guardian captures: seven descriptors sent)
+/// and a foreground one (four).
+#[test]
+fn a_newline_on_the_notification_descriptor_makes_it_ready() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let args = [
+        "run",
+        "--detach",
+        "--ready",
+        "fd=9",
+        "--wait-ready",
+        "--",
+        "sh",
+        "-c",
+        "ls /proc/self/fd > fds; echo >&9; exec 9>&-; exec sleep 600",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let doc = home.json(&["show", "--json", &id]);
+    assert_eq!(doc["readiness"]["state"], "ready", "{doc:#}");
+    assert_eq!(doc["readiness"]["fd"], 9, "{doc:#}");
+    let cwd = doc["record"]["cwd"].as_str().unwrap().to_owned();
+    let fds = std::fs::read_to_string(std::path::Path::new(&cwd).join("fds")).unwrap();
+    let _ = std::fs::remove_file(std::path::Path::new(&cwd).join("fds"));
+    // stdio, the descriptor ls opened for /proc/self/fd, and 9: nothing else leaked in.
+    let mut open: Vec<u32> = fds.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    open.sort_unstable();
+    assert!(open.contains(&9), "{open:?}");
+    assert!(open.len() <= 5, "descriptors past stdio: {open:?}");
+    home.cli(&["stop", &id]);
+
+    // Foreground, and the descriptor closed without a newline.
+    let args = [
+        "run",
+        "--ready",
+        "fd=3",
+        "--",
+        "sh",
+        "-c",
+        "exec 3>&-; sleep 0.1; exit 4",
+    ];
+    let out = home.cli(&args);
+    assert_eq!(out.status.code(), Some(4), "{}", describe(&args, &out));
+    let closed = events(&home, "not_ready");
+    assert_eq!(closed.len(), 1, "{closed:#?}");
+    assert!(
+        closed[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("closed its readiness descriptor"),
+        "{closed:#?}"
+    );
+    let bad = home.cli(&["run", "--ready", "fd=2", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
+}

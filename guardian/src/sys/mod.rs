@@ -408,14 +408,15 @@ pub struct Received {
 }
 
 /// Most descriptors one message brings: stdin, stdout, stderr, and a capturing launch's two
-/// indexes (its stdout and stderr are its artifacts) and the launcher's registration lock (L3).
-pub const MAX_RECEIVED_FDS: usize = 6;
+/// indexes (its stdout and stderr are its artifacts), the launcher's registration lock (L3) and
+/// the readiness pipe (H6).
+pub const MAX_RECEIVED_FDS: usize = 7;
 
 /// Receives one message without blocking (the caller polled), with up to [`MAX_RECEIVED_FDS`]
 /// `SCM_RIGHTS` descriptors, received close-on-exec.
 pub fn recv_msg(fd: &OwnedFd, buf: &mut [u8]) -> Result<Received, Errno> {
-    // Room for exactly one SCM_RIGHTS header with six ints (CMSG_SPACE(24) = 40 on LP64).
-    let mut cbuf = [0u64; 5];
+    // Room for exactly one SCM_RIGHTS header with seven ints (CMSG_SPACE(28) = 48 on LP64).
+    let mut cbuf = [0u64; 6];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast::<c_void>(),
         iov_len: buf.len(),
@@ -441,7 +442,7 @@ pub fn recv_msg(fd: &OwnedFd, buf: &mut [u8]) -> Result<Received, Errno> {
         len: n.min(buf.len()),
         truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
         fds_cut: msg.msg_flags & libc::MSG_CTRUNC != 0,
-        fds: [None, None, None, None, None, None],
+        fds: [None, None, None, None, None, None, None],
     };
     let mut count = 0usize;
     // SAFETY: msg was filled by recvmsg; CMSG_FIRSTHDR/NXTHDR stay within msg_controllen and
@@ -1311,6 +1312,24 @@ pub mod child {
 
     /// `dup2(fd, target)`; the new descriptor is not close-on-exec.
     pub fn dup2(fd: &OwnedFd, target: c_int) -> Result<(), Errno> {
+        super::dup2(fd.0, target)
+    }
+
+    /// `fd` moved to the lowest free number at or above `min` (close-on-exec): what the child
+    /// still needs is kept off the number the workload's readiness descriptor takes.
+    pub fn moved_above(fd: OwnedFd, min: c_int) -> Result<OwnedFd, Errno> {
+        // SAFETY: F_DUPFD_CLOEXEC makes a new descriptor; the old one is closed on drop.
+        let n = cvt(unsafe { syscall!(libc::SYS_fcntl, fd.0, libc::F_DUPFD_CLOEXEC, min) })?;
+        Ok(OwnedFd(n as c_int))
+    }
+
+    /// `fd` on `target` across the exec: `dup3` without `O_CLOEXEC`, or, when it already is
+    /// `target`, its close-on-exec flag cleared.
+    pub fn keep_on(fd: &OwnedFd, target: c_int) -> Result<(), Errno> {
+        if fd.0 == target {
+            // SAFETY: F_SETFD with 0 only clears the descriptor's flags.
+            return cvt(unsafe { syscall!(libc::SYS_fcntl, fd.0, libc::F_SETFD, 0) }).map(drop);
+        }
         super::dup2(fd.0, target)
     }
 

@@ -59,6 +59,9 @@
 //! flag bit 8 (OWNER_LOCK, only with CAPTURE): a 6th descriptor follows, the launcher's
 //!   registration lock, held by the guardian until the channel ends or sent back with its
 //!   `ScopeExited` (L3)
+//! only with flag bit 9 (READY_FD, only with descriptors sent): u32 the descriptor number
+//!   (3..=1023) the workload gets the last descriptor sent on, the write end of the launcher's
+//!   readiness pipe (H6, s6's notification descriptor); one descriptor more than without it
 //! ```
 //!
 //! # Capture frames (guardian to launcher, CAPTURE launches only)
@@ -148,11 +151,17 @@ pub const CAPTURE_FDS: u32 = 5;
 /// back with its `ScopeExited`, so that the launcher records the result under the lock. A caller
 /// passes it in [`LaunchParams::flags`].
 pub const FLAG_OWNER_LOCK: u32 = 1 << 8;
+/// H6: the last descriptor sent is the readiness pipe's write end, for the workload on the
+/// descriptor number [`LaunchParams::ready_fd`] names; set by the encoder from it.
+pub const FLAG_READY_FD: u32 = 1 << 9;
+/// The descriptor numbers a readiness descriptor may take (0-2 are stdio).
+pub const READY_FD_RANGE: core::ops::RangeInclusive<u32> = 3..=1023;
 /// How often at most the guardian reports its capture's progress.
 pub const PROGRESS_EVERY_MS: u64 = 250;
 const KNOWN_FLAGS: u32 = FLAG_PTY
     | FLAG_CAPTURE
     | FLAG_OWNER_LOCK
+    | FLAG_READY_FD
     | FLAG_NEW_SESSION
     | FLAG_CREDENTIALS
     | FLAG_SIGNAL_STATE
@@ -270,6 +279,9 @@ pub struct LaunchParams<'a> {
     pub cgroup: Option<&'a [u8]>,
     /// The guardian drains the output into the artifacts (L1); `None`: the launcher does.
     pub capture: Option<CaptureParams>,
+    /// H6: the descriptor number the workload gets the readiness pipe on (the last descriptor
+    /// sent); `None`: no readiness descriptor.
+    pub ready_fd: Option<u32>,
 }
 
 /// A launch whose guardian captures its output (L1).
@@ -303,6 +315,8 @@ pub struct LaunchSpec<'a> {
     pub cgroup: Option<&'a CStr>,
     /// Set when flag [`FLAG_CAPTURE`] is.
     pub capture: Option<CaptureParams>,
+    /// Set when flag [`FLAG_READY_FD`] is: in [`READY_FD_RANGE`].
+    pub ready_fd: Option<u32>,
 }
 
 /// Decoded [`Credentials`]: the groups are a validated view into the frame.
@@ -608,6 +622,7 @@ pub fn launch_len(p: &LaunchParams<'_>) -> usize {
         + p.signal_state.map_or(0, |_| 2 * 8)
         + p.cgroup.map_or(0, string)
         + p.capture.map_or(0, |_| 8)
+        + p.ready_fd.map_or(0, |_| 4)
 }
 
 pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, EncodeError> {
@@ -648,10 +663,19 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
             field: "launch flags",
         });
     }
-    let want_fds = want_fds(p.capture.map_or(0, |_| FLAG_CAPTURE) | p.flags);
-    if p.stdio_fds != 0 && p.stdio_fds != want_fds || p.capture.is_some() && p.stdio_fds == 0 {
+    let want_fds = want_fds(
+        p.capture.map_or(0, |_| FLAG_CAPTURE) | p.ready_fd.map_or(0, |_| FLAG_READY_FD) | p.flags,
+    );
+    if p.stdio_fds != 0 && p.stdio_fds != want_fds
+        || (p.capture.is_some() || p.ready_fd.is_some()) && p.stdio_fds == 0
+    {
         return Err(EncodeError::InvalidField {
             field: "descriptor count",
+        });
+    }
+    if p.ready_fd.is_some_and(|n| !READY_FD_RANGE.contains(&n)) {
+        return Err(EncodeError::InvalidField {
+            field: "ready descriptor",
         });
     }
     if p.proof_path.is_empty() {
@@ -703,6 +727,11 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
         Some(_) => flags | FLAG_CAPTURE,
         None => flags & !FLAG_CAPTURE,
     };
+    // And the readiness descriptor.
+    let flags = match p.ready_fd {
+        Some(_) => flags | FLAG_READY_FD,
+        None => flags & !FLAG_READY_FD,
+    };
     let mut w = Writer::new(out);
     start_frame(&mut w, kind::LAUNCH)?;
     w.u32(flags | pdeath_flag)?;
@@ -744,6 +773,9 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
     }
     if let Some(c) = p.capture {
         w.u64(c.log_cap.unwrap_or(u64::MAX))?;
+    }
+    if let Some(n) = p.ready_fd {
+        w.u32(n)?;
     }
     finish_frame(&mut w)
 }
@@ -982,11 +1014,12 @@ fn get_list<'a>(
 
 /// The descriptors a launch with these flags sends (when it sends any).
 fn want_fds(flags: u32) -> u32 {
-    match (flags & FLAG_CAPTURE != 0, flags & FLAG_OWNER_LOCK != 0) {
+    let base = match (flags & FLAG_CAPTURE != 0, flags & FLAG_OWNER_LOCK != 0) {
         (false, _) => 3,
         (true, false) => CAPTURE_FDS,
         (true, true) => CAPTURE_FDS + 1,
-    }
+    };
+    base + u32::from(flags & FLAG_READY_FD != 0)
 }
 
 fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
@@ -1019,7 +1052,9 @@ fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
     }
     let stdio_fds = r.u32()?;
     let want_fds = want_fds(flags);
-    if stdio_fds != 0 && stdio_fds != want_fds || flags & FLAG_CAPTURE != 0 && stdio_fds == 0 {
+    if stdio_fds != 0 && stdio_fds != want_fds
+        || flags & (FLAG_CAPTURE | FLAG_READY_FD) != 0 && stdio_fds == 0
+    {
         return Err(DecodeError::InvalidField {
             field: "descriptor count",
         });
@@ -1079,6 +1114,17 @@ fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
             },
         }),
     };
+    let ready_fd = match flags & FLAG_READY_FD {
+        0 => None,
+        _ => match r.u32()? {
+            n if READY_FD_RANGE.contains(&n) => Some(n),
+            _ => {
+                return Err(DecodeError::InvalidField {
+                    field: "ready descriptor",
+                })
+            }
+        },
+    };
     Ok(LaunchSpec {
         flags,
         pdeath_signal,
@@ -1098,6 +1144,7 @@ fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
         signal_state,
         cgroup,
         capture,
+        ready_fd,
     })
 }
 

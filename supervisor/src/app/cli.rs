@@ -255,9 +255,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub pids_max: Option<u64>,
     /// How the workload says it is ready: `notify` (sd_notify's READY=1 on $NOTIFY_SOCKET, from
-    /// a process of the scope), `cmd=COMMAND` (a probe, each run a scope of its own, every
-    /// second until it exits 0). Until then the scope is `starting`.
-    #[arg(long, value_name = "notify|cmd=COMMAND", value_parser = parse_ready)]
+    /// a process of the scope), `fd=N` (s6: a newline on descriptor N), `cmd=COMMAND` (a probe,
+    /// each run a scope of its own, every second until it exits 0). Until then the scope is
+    /// `starting`.
+    #[arg(long, value_name = "notify|fd=N|cmd=COMMAND", value_parser = parse_ready)]
     pub ready: Option<refine_supervisor::launch::readiness::ReadyAsk>,
     /// With --ready: how long the workload has to be ready before its scope is stopped
     /// (outcome `timed_out`; 0: no bound).

@@ -757,6 +757,8 @@ impl Engine {
                 }
             }
         };
+        // H6: a readiness still undecided is decided now (its watch may not outlive this).
+        crate::launch::readiness::ended(&runtime, &registration);
         // V2: the scope's end, now if it has come (else its watch records it).
         if st.receipt.is_some() || st.channel_closed {
             let ended =

@@ -101,6 +101,9 @@ pub struct LaunchConfig {
     /// No filter against `setns` into a PID or user namespace (X7's opt-out, `run
     /// --allow-setns`): the workload may join namespaces made outside its scope.
     pub allow_setns: bool,
+    /// H6 (`run --ready fd=N`): the readiness pipe's write end, and the descriptor number the
+    /// workload gets it on. Sent last; needs descriptors sent (not [`Stdio::Inherit`]).
+    pub ready_fd: Option<(OwnedFd, u32)>,
 }
 
 impl LaunchConfig {
@@ -127,6 +130,7 @@ impl LaunchConfig {
             signal_state: None,
             cgroup: None,
             allow_setns: false,
+            ready_fd: None,
         }
     }
 }
@@ -411,6 +415,7 @@ impl GuardianLink {
         } else {
             flags
         };
+        let stdio_fds = stdio_fds + u32::from(config.ready_fd.is_some() && stdio_fds != 0);
         // The workload gets the descriptor limit this process started with (T6: it raised its own).
         let rlimits = crate::kernel::limits::with_original_nofile(&config.rlimits);
         let params = LaunchParams {
@@ -443,6 +448,7 @@ impl GuardianLink {
                 }
                 _ => None,
             },
+            ready_fd: config.ready_fd.as_ref().map(|(_, n)| *n),
         };
         // Sized to this launch (a few hundred bytes, usually), capped at the largest frame: a
         // bigger launch fails to encode exactly as before.
@@ -467,7 +473,7 @@ impl GuardianLink {
         let mut link = self;
 
         let sent = {
-            let fds: Vec<BorrowedFd<'_>> = match &config.stdio {
+            let mut fds: Vec<BorrowedFd<'_>> = match &config.stdio {
                 Stdio::Inherit => Vec::new(),
                 Stdio::Fds(fds) => fds.iter().map(|f| f.as_fd()).collect(),
                 Stdio::Pty(slave) => vec![slave.as_fd(); 3],
@@ -485,7 +491,11 @@ impl GuardianLink {
                     .map(|f| f.as_fd())
                     .collect(),
             };
-            let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(6))];
+            // H6: the readiness pipe goes last.
+            if let Some((fd, _)) = &config.ready_fd {
+                fds.push(fd.as_fd());
+            }
+            let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(7))];
             let mut control = SendAncillaryBuffer::new(&mut space);
             if !fds.is_empty() {
                 control.push(SendAncillaryMessage::ScmRights(&fds));

@@ -573,10 +573,11 @@ impl Supervisor {
         };
         // H6: the notify socket is bound before the spawn, so a workload that notifies at once
         // is heard.
-        let readiness = match req.readiness.take() {
+        let mut readiness = match req.readiness.take() {
             Some(r) => Some((readiness::prepare(&r, id)?, r)),
             None => None,
         };
+        let ready_fd = readiness.as_mut().and_then(|(p, _)| p.child_fd.take());
         let mut entries = env_policy::to_entries(&env);
         if let Some(entry) = readiness.as_ref().and_then(|(p, _)| p.env.clone()) {
             entries.retain(|e| !e.as_encoded_bytes().starts_with(b"NOTIFY_SOCKET="));
@@ -602,6 +603,7 @@ impl Supervisor {
                     credentials: req.user,
                     signal_state: req.signal_state,
                     allow_setns: req.allow_setns,
+                    ready_fd,
                     ..guardian::LaunchConfig::new(req.argv, stdio)
                 },
                 stdin_path,

@@ -9,6 +9,10 @@
 //!          sender's pid (the kernel's SCM_CREDENTIALS) is a process of the scope: a descendant
 //!          of its guardian, checked against the guardian's start time. READY=1 makes it ready;
 //!          STATUS=text is kept (escaped, at most 256 bytes)
+//! fd       s6's notification descriptor: a pipe whose write end the guardian puts on
+//!          descriptor N of the workload (the one descriptor past stdio it keeps across the
+//!          exec); a newline written on it makes the scope ready, its end without one (every
+//!          copy closed) fails it
 //! cmd      the probe `sh -c CMD` in the workload's directory, each time a scope of its own
 //!          (kind `command`, label `<label>.ready`, a 10 s deadline), every second until one
 //!          exits 0
@@ -119,16 +123,18 @@ pub enum ReadinessError {
         #[source]
         source: std::io::Error,
     },
-    #[error("--ready fd=N is not available in this build (use notify or cmd=...)")]
-    FdUnavailable,
+    #[error("cannot make the pipe for --ready fd=N")]
+    Pipe(#[source] std::io::Error),
 }
 
-/// What a launch with readiness holds from before its spawn: the notify socket, and the
-/// environment entry the workload gets for it.
+/// What a launch with readiness holds from before its spawn: the notify socket or the pipe's
+/// read end (the watch's), the environment entry the workload gets (notify), and the pipe's
+/// write end with its number (fd, for the guardian).
 #[derive(Debug)]
 pub struct Prepared {
     socket: Option<OwnedFd>,
     pub env: Option<OsString>,
+    pub child_fd: Option<(OwnedFd, u32)>,
 }
 
 fn notify_name(id: refine_protocol::RegistrationId) -> String {
@@ -153,8 +159,21 @@ pub fn prepare(
         ReadyAsk::Cmd(_) => Ok(Prepared {
             socket: None,
             env: None,
+            child_fd: None,
         }),
-        ReadyAsk::Fd(_) => Err(ReadinessError::FdUnavailable),
+        ReadyAsk::Fd(n) => {
+            let (r, w) = rustix::pipe::pipe_with(
+                rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+            )
+            .map_err(|e| ReadinessError::Pipe(e.into()))?;
+            // The workload's end blocks as a pipe it was given would (only ours polls).
+            let _ = rustix::fs::fcntl_setfl(&w, rustix::fs::OFlags::empty());
+            Ok(Prepared {
+                socket: Some(r),
+                env: None,
+                child_fd: Some((w, *n)),
+            })
+        }
         ReadyAsk::Notify => {
             let name = notify_name(id);
             let fd = socket_with(
@@ -173,6 +192,7 @@ pub fn prepare(
             Ok(Prepared {
                 socket: Some(fd),
                 env: Some(env),
+                child_fd: None,
             })
         }
     }
@@ -195,9 +215,39 @@ pub fn watch(rt: Runtime, reg: Registration, r: Readiness, p: Prepared) {
 /// How the watch ended.
 #[derive(Debug)]
 enum Decided {
-    Ready { status: Option<String>, probes: u32 },
-    TimedOut { after: Duration, probes: u32 },
-    Ended { probes: u32 },
+    Ready {
+        status: Option<String>,
+        probes: u32,
+    },
+    TimedOut {
+        after: Duration,
+        probes: u32,
+    },
+    Ended {
+        probes: u32,
+    },
+    /// `fd`: every copy of the pipe's write end closed, no newline written.
+    Closed,
+}
+
+enum Line {
+    Newline,
+    Closed,
+    NotYet,
+}
+
+/// What the readiness pipe holds: a newline (ready), its end, or bytes without a newline yet.
+fn read_newline(pipe: &OwnedFd) -> Line {
+    let mut buf = [0u8; 512];
+    loop {
+        match rustix::io::read(pipe, &mut buf) {
+            Ok(0) => return Line::Closed,
+            Ok(n) if buf[..n].contains(&b'\n') => return Line::Newline,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return Line::NotYet,
+        }
+    }
 }
 
 fn record(
@@ -222,27 +272,67 @@ fn record(
     }
 }
 
+/// Serializes the decisions of this process (its watches and its engines' ends), so that a
+/// scope is decided once, and its event written once.
+static DECIDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Records `state` unless the readiness is decided already; then its event. `false`: it was.
+fn decide_once(
+    rt: &Runtime,
+    reg: &Registration,
+    state: ReadyState,
+    status: Option<String>,
+    reason: Option<String>,
+    probes: u32,
+) -> bool {
+    let _one = DECIDING.lock().unwrap_or_else(|p| p.into_inner());
+    let decided = rt
+        .read_ready(reg.id)
+        .ok()
+        .flatten()
+        .is_some_and(|r| r.state != ReadyState::Starting);
+    if decided {
+        return false;
+    }
+    record(rt, reg, state, status.clone(), reason.clone(), probes);
+    let kind = match state {
+        ReadyState::Ready => EventKind::Ready,
+        _ => EventKind::NotReady,
+    };
+    let mut ev = journal::event(kind, reg.id, &reg.label);
+    ev.ready_status = status;
+    ev.reason = reason;
+    journal::record(rt, &ev);
+    true
+}
+
+/// The launch's engine at its end: a readiness its watch has not decided yet (the watch's
+/// process may exit now) fails as the main process's end does.
+pub fn ended(rt: &Runtime, reg: &Registration) {
+    if reg.readiness.is_some() {
+        let why = "the workload ended before it was ready".to_owned();
+        decide_once(rt, reg, ReadyState::Failed, None, Some(why), 0);
+    }
+}
+
 fn settle(rt: &Runtime, reg: &Registration, outcome: Decided) {
     match outcome {
         Decided::Ready { status, probes } => {
-            record(rt, reg, ReadyState::Ready, status.clone(), None, probes);
-            let mut ev = journal::event(EventKind::Ready, reg.id, &reg.label);
-            ev.ready_status = status;
-            journal::record(rt, &ev);
+            decide_once(rt, reg, ReadyState::Ready, status, None, probes);
+        }
+        Decided::Closed => {
+            let why = "the workload closed its readiness descriptor without a newline".to_owned();
+            decide_once(rt, reg, ReadyState::Failed, None, Some(why), 0);
         }
         Decided::Ended { probes } => {
             let why = "the workload ended before it was ready".to_owned();
-            record(rt, reg, ReadyState::Failed, None, Some(why.clone()), probes);
-            let mut ev = journal::event(EventKind::NotReady, reg.id, &reg.label);
-            ev.reason = Some(why);
-            journal::record(rt, &ev);
+            decide_once(rt, reg, ReadyState::Failed, None, Some(why), probes);
         }
         Decided::TimedOut { after, probes } => {
             let why = format!("not ready within {}", crate::human::duration(after));
-            record(rt, reg, ReadyState::Failed, None, Some(why.clone()), probes);
-            let mut ev = journal::event(EventKind::NotReady, reg.id, &reg.label);
-            ev.reason = Some(why);
-            journal::record(rt, &ev);
+            if !decide_once(rt, reg, ReadyState::Failed, None, Some(why), probes) {
+                return;
+            }
             let opts = crate::end::stop::StopOptions {
                 cause: Some(StopCause::ReadyTimeout),
                 grace: Some(
@@ -294,6 +384,19 @@ fn decide(rt: &Runtime, reg: &Registration, r: &Readiness, p: Prepared) -> Decid
                     }
                 }
             }
+            (ReadyAsk::Fd(_), Some(pipe)) => match poll_two(pipe.as_fd(), workload.as_fd(), left) {
+                Woke::Workload => return Decided::Ended { probes },
+                Woke::Timeout => {}
+                Woke::Socket => match read_newline(pipe) {
+                    Line::Newline => return Decided::Ready { status, probes },
+                    // Its end with the workload's is the workload's end.
+                    Line::Closed => match poll_one(workload.as_fd(), Duration::ZERO) {
+                        Woke::Workload => return Decided::Ended { probes },
+                        _ => return Decided::Closed,
+                    },
+                    Line::NotYet => {}
+                },
+            },
             (ReadyAsk::Cmd(cmd), _) => {
                 probes += 1;
                 if probe(rt, reg, cmd, left) {
@@ -335,10 +438,12 @@ fn poll_two(
         PollFd::new(&sock, PollFlags::IN),
     ];
     let limit = left.map(timespec);
+    // What the workload sent before it ended is read first: a READY=1 and the exit together
+    // are a scope that was ready.
     match poll(&mut fds, limit.as_ref()) {
         Ok(0) | Err(_) => Woke::Timeout,
-        Ok(_) if !fds[0].revents().is_empty() => Woke::Workload,
-        Ok(_) => Woke::Socket,
+        Ok(_) if !fds[1].revents().is_empty() => Woke::Socket,
+        Ok(_) => Woke::Workload,
     }
 }
 

@@ -65,6 +65,7 @@ fn guardian_launch(exe: &Path, dir: &Path, n: u64, argv: &[&str], stdio: Stdio) 
         signal_state: None,
         cgroup: None,
         allow_setns: false,
+        ready_fd: None,
     })
     .expect("guardian spawn")
 }

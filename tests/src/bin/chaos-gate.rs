@@ -88,6 +88,7 @@ fn main() {
         signal_state: None,
         cgroup: None,
         allow_setns: false,
+        ready_fd: None,
     })
     .expect("spawn the guardian");
     let hello = *link.hello();
