@@ -170,6 +170,12 @@ fn exposition_follows_launches_stops_and_receipt_failures() {
         &["sleep", "600"],
     );
     let live = detach(&home, &[], &["sleep", "600"]);
+    // H6: a scope whose probe never succeeds is `starting` in the readiness gauge.
+    let starting = detach(
+        &home,
+        &["--ready", "cmd=false", "--ready-timeout", "0"],
+        &["sleep", "600"],
+    );
     let text = served.wait_for("refine_launches_total{outcome=\"timed_out\"}", 1.0);
     assert_eq!(
         sample(
@@ -181,9 +187,15 @@ fn exposition_follows_launches_stops_and_receipt_failures() {
     );
     assert_eq!(
         sample(&text, "refine_launch_requests_total{result=\"started\"}"),
-        Some(3.0),
+        Some(4.0),
         "{text}"
     );
+    assert_eq!(
+        sample(&text, "refine_scopes_ready{state=\"starting\"}"),
+        Some(1.0),
+        "{text}"
+    );
+    home.cli(&["stop", &starting]);
     let text = served.wait_for("refine_scopes{kind=\"command\",state=\"live\"}", 1.0);
     assert_eq!(
         sample(&text, "refine_scopes_unverified"),

@@ -12,6 +12,7 @@
 //! |---|---|---|
 //! | `refine_scopes` | gauge | `state` (`live`, `unverified`, `corrupt`), `kind` |
 //! | `refine_scopes_unverified` | gauge | |
+//! | `refine_scopes_ready` | gauge | `state` (`starting`, `ready`, `failed`): open scopes with a readiness (H6), at scrape time |
 //! | `refine_scopes_stalled`, `refine_scopes_silent` | gauge | (set by the stall watch, H3) |
 //! | `refine_capacity_slots`, `refine_capacity_free` | gauge | |
 //! | `refine_launch_requests_total` | counter | `result` (`started`, `no_capacity`, `rejected`, `failed`) |
@@ -153,6 +154,8 @@ impl RequestResult {
 pub struct Metrics {
     registry: Registry,
     scopes: IntGaugeVec,
+    /// H6: open scopes with a readiness, by where it stands.
+    ready: IntGaugeVec,
     unverified: IntGauge,
     /// Set by [`Metrics::set_watch`] only.
     #[allow(dead_code)]
@@ -203,6 +206,17 @@ impl Metrics {
                     "Open scopes (not proven exited) by state and kind, at scrape time.",
                 ),
                 &["state", "kind"],
+            )
+            .expect("valid metric"),
+        );
+        let ready = register(
+            &r,
+            IntGaugeVec::new(
+                Opts::new(
+                    "refine_scopes_ready",
+                    "Open scopes launched with a readiness (H6), by where it stands, at scrape time.",
+                ),
+                &["state"],
             )
             .expect("valid metric"),
         );
@@ -313,6 +327,7 @@ impl Metrics {
             }
         }
         let metrics = Metrics {
+            ready,
             scope_cpu_seconds,
             scope_memory_peak_bytes,
             scope_oom_kills,
@@ -500,8 +515,34 @@ impl Metrics {
         *counted = now;
     }
 
+    /// H6: the open scopes with a readiness, by where it stands (`starting` until recorded).
+    fn observe_ready(&self, rt: &Runtime) {
+        use refine_protocol::docs::{ReadyState, Vocabulary};
+        let mut counts = std::collections::BTreeMap::new();
+        for id in rt.open_ids().unwrap_or_default() {
+            let Ok(reg) = rt.read_registration(id) else {
+                continue;
+            };
+            if reg.readiness.is_none() {
+                continue;
+            }
+            let state = rt
+                .read_ready(id)
+                .ok()
+                .flatten()
+                .map_or(ReadyState::Starting, |r| r.state);
+            *counts.entry(state).or_insert(0i64) += 1;
+        }
+        for state in ReadyState::ALL {
+            self.ready
+                .with_label_values(&[state.name()])
+                .set(counts.get(state).copied().unwrap_or(0));
+        }
+    }
+
     /// One scrape: a census of `rt`, then the exposition.
     pub fn scrape(&self, rt: &Runtime) -> Vec<u8> {
+        self.observe_ready(rt);
         match Census::take(rt) {
             Ok(census) => {
                 let cap = census.capacity(capacity::Policy::default(), &mut *capacity::probe());
