@@ -430,7 +430,11 @@ class DirectScope implements Scope {
         const ps = await this.backend.cli(["ps", "--json"]);
         if (ps.code === 0 && child.pid !== undefined) {
           const rows = (JSON.parse(ps.stdout.toString("utf8")) as PsDoc).registrations as ScopeView[];
-          const row = rows.find((r) => parentOf(r.guardian_pid) === child.pid);
+          // The oldest (ps lists the newest first; a tie goes to the later row): a launch with a
+          // readiness probe also starts the probe's scopes from that run, each after its own.
+          const row = rows
+            .filter((r) => parentOf(r.guardian_pid) === child.pid)
+            .reduce<ScopeView | undefined>((a, r) => (a && a.started_at_unix_ms < r.started_at_unix_ms ? a : r), undefined);
           if (row) {
             this.foundId = row.id;
             return;

@@ -196,11 +196,12 @@ class Plan:
 
     @staticmethod
     def child_of(rows: Sequence[Dict[str, Any]], new: Set[str], parent: int) -> Optional[str]:
-        """The new scope whose guardian is a child of `parent` (the run child)."""
-        for row in rows:
-            if row["id"] in new and row.get("guardian_pid") and _ppid(row["guardian_pid"]) == parent:
-                return row["id"]
-        return None
+        """The new scope whose guardian is a child of `parent` (the run child): the oldest, as
+        a launch with a readiness probe also starts the probe's scopes from that run."""
+        found = [row for row in rows
+                 if row["id"] in new and row.get("guardian_pid") and _ppid(row["guardian_pid"]) == parent]
+        # ps lists the newest first: on a tie of milliseconds the later row is the older.
+        return min(reversed(found), key=lambda r: r.get("started_at_unix_ms", 0))["id"] if found else None
 
     @staticmethod
     def launched(doc: Dict[str, Any]) -> Dict[str, Any]:
