@@ -47,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .purpose("from", "examples/launch.rs")
         .timeout(Duration::from_secs(3600))
         .kill_after(Duration::from_secs(5));
-    let child = supervisor.spawn(command)?;
+    let mut child = supervisor.spawn(command)?;
     let reg = child.registration();
     eprintln!(
         "registered {} (guardian pid {}, workload pid {})",

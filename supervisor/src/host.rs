@@ -7,6 +7,7 @@
 //! stop, the receipt that proves the whole tree ended.
 //!
 //! ```
+//! use std::time::Duration;
 //! use refine_supervisor::{Command, Supervisor};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -25,6 +26,19 @@
 //! if let refine_supervisor::ScopeState::Exited(receipt) = &result.scope {
 //!     println!("the whole tree ended: {:?}", receipt.end);
 //! }
+//!
+//! // A timeout, then a stop: SIGTERM to the group, 2 s to end, then the whole tree is killed
+//! // and the receipt proves it ended. (`sh` leaves a `sleep` of its own behind: it ends too.)
+//! let mut child = supervisor.spawn(Command::new("sh").args(["-c", "sleep 60 & sleep 60"]))?;
+//! let result = match child.wait_timeout(Duration::from_millis(200))? {
+//!     Some(result) => result,
+//!     None => {
+//!         child.stop(Duration::from_secs(2))?;
+//!         child.wait()?
+//!     }
+//! };
+//! assert_eq!(result.outcome, refine_supervisor::LaunchOutcome::Stopped);
+//! assert!(matches!(result.scope, refine_supervisor::ScopeState::Exited(_)));
 //! # Ok(())
 //! # }
 //! ```
@@ -71,10 +85,11 @@ pub enum OpenError {
 }
 
 impl Supervisor {
-    /// Opens (creating it if needed) the runtime of `home` on the default port: the state lives
-    /// in `home/run/7411` (registrations, proofs, logs). [`Supervisor::new`] takes a runtime of
-    /// another port.
+    /// Opens the runtime of `home` on the default port, creating the home (0700, and the
+    /// folders above it) and its runtime when missing: the state lives in `home/run/7411`
+    /// (registrations, proofs, logs). [`Supervisor::new`] takes a runtime of another port.
     pub fn open(home: impl AsRef<Path>) -> Result<Supervisor, RegistryError> {
+        registry::create_home(home.as_ref())?;
         Runtime::open(home.as_ref(), DEFAULT_PORT).map(Supervisor::new)
     }
 
@@ -383,7 +398,10 @@ impl Child {
     }
 
     /// [`Child::wait`] for a tokio host: no thread blocks on it.
-    pub async fn wait_async(self) -> Result<LaunchResult, LaunchError> {
+    ///
+    /// Borrows the child: a wait bounded by `tokio::time::timeout` that runs out leaves it to
+    /// [`Child::stop_async`] and to wait again (see the example at the top).
+    pub async fn wait_async(&mut self) -> Result<LaunchResult, LaunchError> {
         self.handle.wait_async().await
     }
 

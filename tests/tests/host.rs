@@ -29,7 +29,7 @@ fn stdout(r: &LaunchResult) -> String {
 #[test]
 fn wait_async_leaves_the_runtime_thread_free() {
     let (_home, sup) = supervisor();
-    let child = sup
+    let mut child = sup
         .spawn(Command::new("sh").args(["-c", "sleep 0.3; echo done"]))
         .expect("spawn");
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -154,4 +154,113 @@ fn env_clear_starts_from_nothing() {
         "{name} missing: {}",
         stdout(&result)
     );
+}
+
+/// A host bounds its async wait with `tokio::time::timeout`; when the bound passes, the child
+/// is still there to stop, and a second wait gives the result (the stop's, with the receipt).
+#[test]
+fn a_timed_out_async_wait_leaves_the_child_to_stop() {
+    let (_home, sup) = supervisor();
+    let mut child = sup.spawn(Command::new("sleep").arg("100")).expect("spawn");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a runtime");
+    let result = rt.block_on(async {
+        let first = tokio::time::timeout(Duration::from_millis(100), child.wait_async()).await;
+        assert!(first.is_err(), "sleep 100 ended within 100 ms: {first:?}");
+        child
+            .stop_async(Duration::from_secs(5))
+            .await
+            .expect("the stop");
+        tokio::time::timeout(SLACK, child.wait_async())
+            .await
+            .expect("the result within the bound")
+            .expect("the result")
+    });
+    assert_eq!(result.outcome, LaunchOutcome::Stopped);
+    assert!(
+        matches!(result.scope, ScopeState::Exited(_)),
+        "{:?}",
+        result.scope
+    );
+}
+
+/// `Supervisor::open` makes a home that does not exist yet (0700, as `run` does), and refuses
+/// one whose parent is a file in one line.
+#[test]
+fn open_creates_a_missing_home() {
+    use std::os::unix::fs::PermissionsExt;
+    let parent = tempfile::tempdir().expect("a parent");
+    let home = parent.path().join("state").join("refine");
+    let sup = Supervisor::open(&home)
+        .expect("open a missing home")
+        .with_guardian_exe(bin("refine-guardian"));
+    let mode = std::fs::metadata(&home)
+        .expect("the home")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+    let result = sup
+        .spawn(Command::new("true"))
+        .expect("spawn")
+        .wait()
+        .expect("the result");
+    assert_eq!(result.outcome, LaunchOutcome::Completed);
+    let file = parent.path().join("file");
+    std::fs::write(&file, b"").expect("a file");
+    let err = Supervisor::open(file.join("home")).expect_err("a home under a file");
+    let line = refine_supervisor::error_chain(&err);
+    assert!(!line.contains('\n') && line.contains("file/home"), "{line}");
+}
+
+/// An embedder with no guardian beside its executable and no `REFINE_GUARDIAN` gets one line
+/// naming where it looked and how to provide one, before anything runs.
+#[test]
+fn a_missing_guardian_is_one_line_naming_where_it_looked() {
+    let (home, sup) = supervisor();
+    let missing = home.path().join("no-such-guardian");
+    let sup = sup.with_guardian_exe(missing.clone());
+    let err = sup.spawn(Command::new("true")).expect_err("no guardian");
+    let line = refine_supervisor::error_chain(&err);
+    assert!(
+        !line.contains('\n')
+            && line.contains("no-such-guardian")
+            && line.contains("REFINE_GUARDIAN"),
+        "{line}"
+    );
+    // The embedder's own binary, copied where nothing is beside it, with REFINE_GUARDIAN unset.
+    let lonely = tempfile::tempdir().expect("a dir");
+    let exe = lonely.path().join("embedder");
+    std::fs::copy(bin("embedder"), &exe).expect("copy the embedder");
+    let out = std::process::Command::new(&exe)
+        .arg(home.path().join("h2"))
+        .env_remove("REFINE_GUARDIAN")
+        .output()
+        .expect("run the embedder");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&lonely.path().join("refine-guardian").display().to_string())
+            && stderr.contains("REFINE_GUARDIAN"),
+        "{stderr}"
+    );
+    // With a guardian beside it, the same binary launches.
+    std::fs::copy(
+        bin("refine-guardian"),
+        lonely.path().join("refine-guardian"),
+    )
+    .expect("copy");
+    let out = std::process::Command::new(&exe)
+        .arg(home.path().join("h3"))
+        .env_remove("REFINE_GUARDIAN")
+        .output()
+        .expect("run the embedder");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "completed\n");
 }

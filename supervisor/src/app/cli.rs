@@ -816,13 +816,7 @@ pub fn home(cli: &Cli, create: bool) -> Result<PathBuf, CliError> {
         if !create {
             return Err(RegistryError::MissingHome(h).into());
         }
-        registry::check_new_home(&h)?;
-        refine_supervisor::store::durable::create_private_dirs(&h).map_err(|source| {
-            CliError::CreateHome {
-                path: h.clone(),
-                source,
-            }
-        })?;
+        registry::create_home(&h)?;
         let shown = h.display().to_string();
         eprintln!(
             "refine-supervisor: created the home {}",

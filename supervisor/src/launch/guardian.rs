@@ -162,8 +162,8 @@ pub enum GuardianEvent {
 
 #[derive(Debug, thiserror::Error)]
 pub enum HandshakeError {
-    #[error("guardian executable not found ({0}): build it with `cargo build --release -p refine-guardian` (or set REFINE_GUARDIAN)")]
-    GuardianMissing(PathBuf),
+    #[error("guardian executable not found: {}: build it with `cargo build --release -p refine-guardian`, put it beside this executable, set REFINE_GUARDIAN, or give it with `Supervisor::with_guardian_exe`", .0.looked())]
+    GuardianMissing(GuardianSearch),
     #[error("cannot {op}")]
     Io {
         op: &'static str,
@@ -249,20 +249,66 @@ fn recv_with_fd(channel: &OwnedFd, buf: &mut [u8]) -> rustix::io::Result<(usize,
 /// Default path of `refine-guardian`: `$REFINE_GUARDIAN`, else beside the current executable,
 /// else one directory up (test binaries live in `target/<profile>/deps`).
 pub fn guardian_exe() -> PathBuf {
-    if let Some(p) = std::env::var_os("REFINE_GUARDIAN") {
-        return p.into();
+    let search = GuardianSearch::default_places();
+    search
+        .candidates
+        .iter()
+        .find(|p| p.is_file())
+        .or(search.candidates.first())
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Where a guardian was looked for, in order: the path given (`with_guardian_exe`), else
+/// `$REFINE_GUARDIAN`, else beside the executable and one folder up (`target/debug/deps`
+/// test binaries, an installed `bin/`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardianSearch {
+    /// How the first candidate was chosen: `given`, `REFINE_GUARDIAN`, or `beside`.
+    pub how: &'static str,
+    pub candidates: Vec<PathBuf>,
+}
+
+impl GuardianSearch {
+    fn given(exe: PathBuf) -> GuardianSearch {
+        GuardianSearch {
+            how: "given",
+            candidates: vec![exe],
+        }
     }
-    let exe = std::env::current_exe().unwrap_or_default();
-    let near = exe
-        .parent()
-        .map(|d| d.join("refine-guardian"))
-        .unwrap_or_default();
-    if near.is_file() {
-        return near;
+
+    fn default_places() -> GuardianSearch {
+        if let Some(p) = std::env::var_os("REFINE_GUARDIAN") {
+            return GuardianSearch {
+                how: "REFINE_GUARDIAN",
+                candidates: vec![p.into()],
+            };
+        }
+        let exe = std::env::current_exe().unwrap_or_default();
+        let dir = exe.parent();
+        GuardianSearch {
+            how: "beside",
+            candidates: [dir, dir.and_then(|d| d.parent())]
+                .into_iter()
+                .flatten()
+                .map(|d| d.join("refine-guardian"))
+                .collect(),
+        }
     }
-    match exe.parent().and_then(|d| d.parent()) {
-        Some(up) if up.join("refine-guardian").is_file() => up.join("refine-guardian"),
-        _ => near,
+
+    /// The candidates as one clause, for the error's line.
+    fn looked(&self) -> String {
+        let list = self
+            .candidates
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        match self.how {
+            "given" => format!("{list} (the path given) does not exist"),
+            "REFINE_GUARDIAN" => format!("REFINE_GUARDIAN={list} does not exist"),
+            _ => format!("REFINE_GUARDIAN is unset and none is at {list}"),
+        }
     }
 }
 
@@ -297,10 +343,10 @@ impl Drop for Starting {
 /// [`Starting::launch`] sends the launch when it is ready. `inherit`: the guardian keeps this
 /// process's stdio, for a launch on [`Stdio::Inherit`]; otherwise it gets `/dev/null`.
 pub fn start(exe: Option<PathBuf>, inherit: bool) -> Result<Starting, HandshakeError> {
-    let exe = exe.unwrap_or_else(guardian_exe);
-    if !exe.is_file() {
-        return Err(HandshakeError::GuardianMissing(exe));
-    }
+    let search = exe.map_or_else(GuardianSearch::default_places, GuardianSearch::given);
+    let Some(exe) = search.candidates.iter().find(|p| p.is_file()).cloned() else {
+        return Err(HandshakeError::GuardianMissing(search));
+    };
     crate::store::registry::check_trusted_executable(&exe).map_err(HandshakeError::Untrusted)?;
     let (ours, theirs) = socketpair(
         AddressFamily::UNIX,

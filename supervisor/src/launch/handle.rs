@@ -305,20 +305,28 @@ impl LaunchHandle {
             .map(Some)
     }
 
-    /// [`LaunchHandle::wait`] for an async caller (tokio). An engine on a thread of its own
-    /// wakes the task when its result is there (no thread waits for it); the shared loop's
-    /// result and a launch driven by its caller are waited for on tokio's blocking pool.
-    pub async fn wait_async(mut self) -> Result<LaunchResult, LaunchError> {
-        match self.thread.take().ok_or(LaunchError::EngineDied)? {
-            Driver::Thread(t, done) => {
-                done.arrived().await;
-                // The result is delivered as the thread's last step: the join is immediate.
-                Driver::Thread(t, done).wait(None)
+    /// [`LaunchHandle::wait`] for an async caller (tokio), borrowing the handle: an engine on a
+    /// thread of its own or on the shared loop wakes the task when its result is there (no
+    /// thread waits for it), and a future dropped before then (a `tokio::time::timeout`) leaves
+    /// the handle whole, to stop or wait again. A launch driven by its caller is driven on
+    /// tokio's blocking pool; dropping that future leaves the engine running to its result
+    /// there, and the handle can still be stopped, but no longer waited for.
+    pub async fn wait_async(&mut self) -> Result<LaunchResult, LaunchError> {
+        match self.thread.as_ref().ok_or(LaunchError::EngineDied)? {
+            Driver::Thread(_, done) => done.clone().arrived().await,
+            Driver::Shared(r) => r.arrived().await,
+            Driver::Caller(..) => {
+                let driver = self.thread.take().ok_or(LaunchError::EngineDied)?;
+                return tokio::task::spawn_blocking(move || driver.wait(None))
+                    .await
+                    .map_err(|_| LaunchError::EngineDied)?;
             }
-            other => tokio::task::spawn_blocking(move || other.wait(None))
-                .await
-                .map_err(|_| LaunchError::EngineDied)?,
         }
+        // The result is delivered as the engine's last step: the join is immediate.
+        self.thread
+            .take()
+            .ok_or(LaunchError::EngineDied)?
+            .wait(None)
     }
 }
 

@@ -57,7 +57,14 @@ pub(super) struct Parked {
 struct ResultSink {
     hook: Option<ResultHook>,
     tx: mpsc::SyncSender<LaunchResult>,
-    finished: Arc<AtomicBool>,
+    finished: Arc<Finished>,
+}
+
+/// Set once the result is sent; an async waiter is woken (a permit is stored if none waits yet).
+#[derive(Debug, Default)]
+pub(super) struct Finished {
+    set: AtomicBool,
+    notify: tokio::sync::Notify,
 }
 
 impl ResultSink {
@@ -65,8 +72,9 @@ impl ResultSink {
         if let Some(hook) = &self.hook {
             hook(&result);
         }
-        self.finished.store(true, Ordering::Release);
         let _ = self.tx.send(result);
+        self.finished.set.store(true, Ordering::Release);
+        self.finished.notify.notify_one();
     }
 }
 
@@ -76,12 +84,20 @@ pub(super) struct SharedResult {
     rx: mpsc::Receiver<LaunchResult>,
     /// A result [`SharedResult::wait_for`] received.
     early: Mutex<Option<Box<LaunchResult>>>,
-    finished: Arc<AtomicBool>,
+    finished: Arc<Finished>,
 }
 
 impl SharedResult {
     pub(super) fn is_finished(&self) -> bool {
-        self.finished.load(Ordering::Acquire)
+        self.finished.set.load(Ordering::Acquire)
+    }
+
+    /// Until the result is there, without blocking a thread: cancel-safe (dropping the future
+    /// leaves the result to a later wait).
+    pub(super) async fn arrived(&self) {
+        while !self.is_finished() {
+            self.finished.notify.notified().await;
+        }
     }
 
     pub(super) fn wait(self) -> Result<LaunchResult, LaunchError> {
@@ -257,7 +273,7 @@ impl SharedLoop {
     /// after `hook`.
     pub(super) fn adopt(&self, mut engine: Engine, hook: Option<ResultHook>) -> SharedResult {
         let (tx, rx) = mpsc::sync_channel(1);
-        let finished = Arc::new(AtomicBool::new(false));
+        let finished = Arc::new(Finished::default());
         engine.residues = Some(Arc::new(LoopResidues(Arc::downgrade(&self.inner))));
         self.inner.hand_over(Task::Launch(Box::new(Parked {
             engine,

@@ -100,6 +100,12 @@ impl Stream {
 pub enum RegistryError {
     #[error("home {} does not exist (only run and serve create a home)", .0.display())]
     MissingHome(PathBuf),
+    #[error("cannot create the home {}", .path.display())]
+    CreateHome {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("runtime {0} does not exist (nothing was ever launched on this port)")]
     MissingRuntime(PathBuf),
     #[error("no registration {0} (unknown here, or forgotten after it exited)")]
@@ -1079,6 +1085,22 @@ pub fn check_home(home: &Path) -> Result<(), RegistryError> {
         return Err(RegistryError::MissingHome(home.to_owned()));
     }
     check_chain(home, home)
+}
+
+/// Makes a missing home (and the folders above it), 0700 whatever the umask, after
+/// [`check_new_home`]: `Ok(true)` when it was made, `Ok(false)` when it existed. The CLI's `run`
+/// and `serve` and [`crate::Supervisor::open`] create a home through it; nothing else does (D7).
+pub fn create_home(home: &Path) -> Result<bool, RegistryError> {
+    let home = &absolute_home(home)?;
+    if home.is_dir() {
+        return Ok(false);
+    }
+    check_new_home(home)?;
+    durable::create_private_dirs(home).map_err(|source| RegistryError::CreateHome {
+        path: home.to_owned(),
+        source,
+    })?;
+    Ok(true)
 }
 
 /// [`check_home`] for a home about to be created: its deepest existing ancestor and every
