@@ -89,6 +89,8 @@ fn main() {
         cgroup: None,
         allow_setns: false,
         ready_fd: None,
+        ruleset: None,
+        no_new_privs: false,
     })
     .expect("spawn the guardian");
     let hello = *link.hello();
