@@ -725,6 +725,7 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
             on_service_loss: None,
             resources: None,
             readiness: None,
+            protection: None,
         },
         Registration::encode,
         Registration::decode,

@@ -107,7 +107,7 @@ pub fn abi() -> Option<u32> {
             CREATE_RULESET_VERSION,
         )
     };
-    (n > 0).then(|| n as u32)
+    (n > 0).then_some(n as u32)
 }
 
 /// What a ruleset handles (everything else stays as without Landlock).

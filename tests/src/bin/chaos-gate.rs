@@ -126,6 +126,7 @@ fn main() {
         on_service_loss: None,
         resources: None,
         readiness: None,
+        protection: None,
     };
     if let Err(e) = rt.commit_registration(pending, &registration) {
         let _ = link.abort();
