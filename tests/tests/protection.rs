@@ -213,3 +213,130 @@ fn a_home_under_a_shared_temporary_directory_gets_signal_scoping_only() {
         "{human}"
     );
 }
+
+/// The attempts of a nested workload on its own evidence, one line each in `results`.
+const INNER_ATTACK: &str = r#"
+try() { name=$1; shift; if "$@" 2>/dev/null; then echo "$name ok"; else echo "$name refused"; fi >> "$RESULTS"; }
+P="$RUN/proofs/$REFINE_OWNER"
+try overwrite_receipt sh -c 'printf x 1<> "$0"' "$P"
+try truncate_proof truncate -s 0 "$P"
+try rename_record mv "$RUN/registrations/$REFINE_OWNER" "$RUN/registrations/moved"
+try kill_guardian kill -KILL "$PPID"
+echo done >> "$RESULTS"
+"#;
+
+/// A nested `run` inside a protected workload keeps working: its evidence lives in the home
+/// the outer launch names in `REFINE_HOME` (`HOME/nested/ID`), and its own workload is held
+/// away from it by a domain of its own, stacked on the outer one.
+#[test]
+fn a_nested_run_keeps_its_own_evidence_out_of_its_workloads_reach() {
+    if landlock_abi() < 6 {
+        eprintln!("skipped: this kernel has no Landlock ABI 6 (signal scoping)");
+        return;
+    }
+    let home = quiet_home();
+    let scratch = tempfile::tempdir().expect("scratch");
+    let results = scratch.path().join("results");
+    let inner_doc = scratch.path().join("inner.json");
+    let outer = r#"export RUN="$REFINE_HOME/run/7411"; exec "$SUP" run --json -- sh -c "$INNER" > "$INNER_DOC""#;
+    let out = home
+        .command(&["run", "--json", "--", "sh", "-c", outer])
+        .env("SUP", refine_tests::bin("refine-supervisor"))
+        .env("INNER", INNER_ATTACK)
+        .env("INNER_DOC", &inner_doc)
+        .env("RESULTS", &results)
+        .env_remove("REFINE_HOME")
+        .output()
+        .expect("run");
+    let lines: Vec<String> = std::fs::read_to_string(&results)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert!(out.status.success(), "{out:?}; {lines:#?}");
+    for name in [
+        "overwrite_receipt",
+        "truncate_proof",
+        "rename_record",
+        "kill_guardian",
+    ] {
+        assert_eq!(outcome(&lines, name), "refused", "{name}: {lines:#?}");
+    }
+    let outer_doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("outer json");
+    let outer_id = outer_doc["id"].as_str().expect("outer id");
+    assert_eq!(home.state(outer_id), "exited");
+    let inner: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&inner_doc).expect("inner doc")).expect("json");
+    let inner_id = inner["id"].as_str().expect("inner id");
+    let nested = home.path().join("nested").join(outer_id);
+    let shown = home
+        .command(&["show", "--json", inner_id])
+        .arg("--home")
+        .arg(&nested)
+        .output()
+        .expect("show");
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("show json");
+    assert_eq!(shown["state"], "exited", "{shown:#}");
+    assert_eq!(shown["record"]["protection"]["fs"], "held", "{shown:#}");
+}
+
+/// `NoNewPrivs:` of the workload, as its own /proc/self/status says.
+fn no_new_privs_of(home: &std::path::Path, wrap: &[&str]) -> String {
+    let mut cmd = std::process::Command::new(wrap.first().copied().unwrap_or("env"));
+    cmd.args(wrap.iter().skip(1))
+        .arg(refine_tests::bin("refine-supervisor"))
+        .arg("--home")
+        .arg(home)
+        .args(["run", "--", "grep", "NoNewPrivs", "/proc/self/status"])
+        .stdin(Stdio::null());
+    let out = cmd.output().expect("run");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Item 4: a root supervisor applies the domain with its own CAP_SYS_ADMIN and leaves setuid
+/// programs their privilege; an unprivileged one sets no_new_privs, as Landlock requires.
+#[test]
+fn no_new_privs_is_set_by_an_unprivileged_supervisor_only() {
+    if landlock_abi() < 6 {
+        eprintln!("skipped: this kernel has no Landlock ABI 6 (signal scoping)");
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root (to run the supervisor as nobody too)");
+        return;
+    }
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no setpriv");
+        return;
+    }
+    let root_home = quiet_home();
+    assert_eq!(no_new_privs_of(root_home.path(), &["env"]), "0");
+    // nobody's own home (beneath /tmp: the scoping alone makes a domain).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("nobody-home");
+    std::fs::create_dir(&home).expect("home");
+    std::os::unix::fs::chown(&home, Some(65534), Some(65534)).expect("chown");
+    std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).expect("chown");
+    assert_eq!(
+        no_new_privs_of(
+            &home,
+            &[
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--"
+            ]
+        ),
+        "1"
+    );
+}

@@ -590,6 +590,12 @@ impl Supervisor {
             entries.retain(|e| !e.as_encoded_bytes().starts_with(b"NOTIFY_SOCKET="));
             entries.push(entry);
         }
+        // X11: a nested run keeps its evidence in a home of its own, which the domain lets it
+        // write (`protect::nested_home`).
+        if let Some(entry) = protect::nested_home(&protection.record, &env, rt.home(), id) {
+            entries.retain(|e| !e.as_encoded_bytes().starts_with(b"REFINE_HOME="));
+            entries.push(entry);
+        }
         let (registration, link) = register::launch_started(
             rt,
             pending,

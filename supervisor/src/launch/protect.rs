@@ -135,6 +135,34 @@ pub fn build(ask: ProtectAsk, home: &Path, ready_notify: bool) -> io::Result<Bui
     })
 }
 
+/// `REFINE_HOME=HOME/nested/ID` for a workload whose domain holds the file-system part, unless
+/// its environment names another home: a nested `refine-supervisor run` could not write this
+/// home's `run/`, and keeps its own evidence there instead (made by the nested run; protected
+/// from its own workload by its own domain, stacked on this one).
+pub fn nested_home(
+    record: &Protection,
+    env: &crate::launch::env_policy::EnvMap,
+    home: &Path,
+    id: refine_protocol::RegistrationId,
+) -> Option<std::ffi::OsString> {
+    if record.fs != ProtectPart::Held {
+        return None;
+    }
+    let own = fs::canonicalize(home).ok()?;
+    let named = env
+        .iter()
+        .find(|(k, _)| k.as_os_str() == "REFINE_HOME")
+        .map(|(_, v)| v.clone());
+    if let Some(v) = named {
+        if fs::canonicalize(&v).ok().as_deref() != Some(own.as_path()) {
+            return None;
+        }
+    }
+    let mut entry = std::ffi::OsString::from("REFINE_HOME=");
+    entry.push(own.join(NESTED_DIR).join(id.to_string()));
+    Some(entry)
+}
+
 /// Whether a directory on the way to `path` is world-writable and sticky.
 fn under_shared_tmp(path: &Path) -> bool {
     path.ancestors()
