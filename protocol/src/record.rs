@@ -216,6 +216,9 @@ pub enum ProtectPart {
     /// Abstract-socket scoping: `--ready notify` needs the workload to reach the launcher's
     /// abstract notify socket.
     ReadyNotify,
+    /// The file-system part: a folder on the way down to `run/` could not be listed (its
+    /// entries are what the rules grant), so the part was left out.
+    Unlistable,
 }
 
 /// X11: what held per launch, and at what cost.

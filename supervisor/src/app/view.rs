@@ -1290,6 +1290,9 @@ pub(crate) fn protection_words(p: Option<&refine_protocol::record::Protection>) 
             format!("{what} not applied (evidence under a shared temporary directory)")
         }
         ProtectPart::ReadyNotify => format!("{what} not scoped (--ready notify)"),
+        ProtectPart::Unlistable => {
+            format!("{what} not applied (a folder above run/ cannot be listed)")
+        }
     };
     format!(
         "Landlock ABI {}: {}; {}; {}; no_new_privs {}; {} rules",

@@ -24,7 +24,7 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
@@ -81,6 +81,15 @@ pub fn build(ask: ProtectAsk, home: &Path, ready_notify: bool) -> io::Result<Bui
         ProtectPart::Held if ready_notify => ProtectPart::ReadyNotify,
         p => p,
     };
+    // The file-system rules are gathered before the ruleset exists: a folder on the way that
+    // cannot be listed leaves the part out (recorded), never a launch refused or half a rule set.
+    let (fs_part, rules) = match fs_part {
+        ProtectPart::Held => match gather(&home, &run) {
+            Ok(rules) => (ProtectPart::Held, rules),
+            Err(_) => (ProtectPart::Unlistable, Vec::new()),
+        },
+        p => (p, Vec::new()),
+    };
     let mut record = Protection {
         asked: ask,
         abi,
@@ -115,15 +124,8 @@ pub fn build(ask: ProtectAsk, home: &Path, ready_notify: bool) -> io::Result<Bui
         });
     }
     let mut rs = Ruleset::new(abi, handled)?;
-    if handled.fs != 0 {
-        // The nested runs' homes exist before the home is listed, so that they are writable.
-        let nested = home.join(NESTED_DIR);
-        if let Err(e) = fs::create_dir(&nested) {
-            if e.kind() != io::ErrorKind::AlreadyExists {
-                return Err(e);
-            }
-        }
-        deny_beneath(&mut rs, &run)?;
+    for (fd, access) in &rules {
+        rs.allow_beneath(fd.as_fd(), *access)?;
     }
     record.rules = rs.rules();
     // Item 4: Landlock without CAP_SYS_ADMIN needs no_new_privs; root keeps setuid programs.
@@ -133,6 +135,20 @@ pub fn build(ask: ProtectAsk, home: &Path, ready_notify: bool) -> io::Result<Bui
         no_new_privs: record.no_new_privs,
         record,
     })
+}
+
+/// The rules of the file-system part: `O_PATH` descriptors and the rights each gets.
+fn gather(home: &Path, run: &Path) -> io::Result<Vec<(OwnedFd, u64)>> {
+    // The nested runs' homes exist before the home is listed, so that they are writable.
+    let nested = home.join(NESTED_DIR);
+    if let Err(e) = fs::create_dir(&nested) {
+        if e.kind() != io::ErrorKind::AlreadyExists {
+            return Err(e);
+        }
+    }
+    let mut rules = Vec::new();
+    deny_beneath(&mut rules, run)?;
+    Ok(rules)
 }
 
 /// `REFINE_HOME=HOME/nested/ID` for a workload whose domain holds the file-system part, unless
@@ -181,7 +197,7 @@ fn open_path(path: &Path) -> io::Result<(OwnedFd, bool)> {
 }
 
 /// Full rights beside the way down to `run`, read rights inside it but the ports' `logs/`.
-fn deny_beneath(rs: &mut Ruleset, run: &Path) -> io::Result<()> {
+fn deny_beneath(rs: &mut Vec<(OwnedFd, u64)>, run: &Path) -> io::Result<()> {
     let mut at = PathBuf::from("/");
     for part in run.components() {
         let Component::Normal(next) = part else {
@@ -220,10 +236,9 @@ fn deny_beneath(rs: &mut Ruleset, run: &Path) -> io::Result<()> {
 
 /// One rule on `path`: `dir` rights on a directory, `file` rights on anything else. An entry
 /// that went away or cannot be opened (a dangling link, a socket, no permission) gets none.
-fn grant(rs: &mut Ruleset, path: &Path, dir: u64, file: u64) -> io::Result<()> {
-    let Ok((fd, is_dir)) = open_path(path) else {
-        return Ok(());
-    };
-    use std::os::fd::AsFd;
-    rs.allow_beneath(fd.as_fd(), if is_dir { dir } else { file })
+fn grant(rs: &mut Vec<(OwnedFd, u64)>, path: &Path, dir: u64, file: u64) -> io::Result<()> {
+    if let Ok((fd, is_dir)) = open_path(path) {
+        rs.push((fd, if is_dir { dir } else { file }));
+    }
+    Ok(())
 }

@@ -237,11 +237,14 @@ export type ProtectAsk = "all" | "fs" | "signals" | "none";
  * and sticky), where it would break `mktemp`.
  * `ready_notify`: Abstract-socket scoping: `--ready notify` needs the workload to reach the launcher's
  * abstract notify socket.
+ * `unlistable`: The file-system part: a folder on the way down to `run/` could not be listed (its
+ * entries are what the rules grant), so the part was left out.
  *
  * This interface was referenced by `Definitions`'s JSON-Schema
  * via the `definition` "ProtectPart".
  */
-export type ProtectPart = "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify";
+export type ProtectPart =
+  "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify" | "unlistable";
 /**
  * H6: how a scope says it is ready (`run --ready`).
  *
@@ -984,13 +987,14 @@ export interface Protection {
   /**
    * Connections to abstract unix sockets made outside the domain (ABI 6).
    */
-  abstract_sockets: "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify";
+  abstract_sockets:
+    "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify" | "unlistable";
   asked: ProtectAsk;
   /**
    * Writes, truncation, renames, links and removals under the home's `run/`, reads of
    * scopes' output.
    */
-  fs: "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify";
+  fs: "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify" | "unlistable";
   /**
    * Whether the workload started with `no_new_privs` (item 4: set by an unprivileged
    * launcher, which needs it for Landlock; setuid programs then gain nothing).
@@ -1003,7 +1007,7 @@ export interface Protection {
   /**
    * Signals to processes outside the scope's domain (ABI 6).
    */
-  signals: "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify";
+  signals: "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify" | "unlistable";
   [k: string]: unknown;
 }
 /**

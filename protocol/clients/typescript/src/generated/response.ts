@@ -521,7 +521,8 @@ export interface Protection {
   /**
    * Connections to abstract unix sockets made outside the domain (ABI 6).
    */
-  abstract_sockets: "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify";
+  abstract_sockets:
+    "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify" | "unlistable";
   /**
    * X11: the protection a launch asked for (`run --protect`).
    *
@@ -535,7 +536,7 @@ export interface Protection {
    * Writes, truncation, renames, links and removals under the home's `run/`, reads of
    * scopes' output.
    */
-  fs: "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify";
+  fs: "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify" | "unlistable";
   /**
    * Whether the workload started with `no_new_privs` (item 4: set by an unprivileged
    * launcher, which needs it for Landlock; setuid programs then gain nothing).
@@ -548,7 +549,7 @@ export interface Protection {
   /**
    * Signals to processes outside the scope's domain (ABI 6).
    */
-  signals: "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify";
+  signals: "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify" | "unlistable";
   [k: string]: unknown;
 }
 /**

@@ -203,7 +203,7 @@ ProtectAsk: TypeAlias = Literal['all', 'fs', 'signals', 'none']
 
 
 ProtectPart: TypeAlias = Literal[
-    'held', 'opted_out', 'unavailable', 'shared_tmp', 'ready_notify'
+    'held', 'opted_out', 'unavailable', 'shared_tmp', 'ready_notify', 'unlistable'
 ]
 
 
