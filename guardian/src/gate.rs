@@ -59,7 +59,8 @@
 use core::ffi::{c_char, CStr};
 
 use refine_protocol_core::frame::{
-    Placement, SpawnStep, FLAG_ALLOW_SETNS, FLAG_NEW_SESSION, FLAG_PTY, MAX_GROUPS,
+    Placement, SpawnStep, FLAG_ALLOW_SETNS, FLAG_NEW_SESSION, FLAG_NO_NEW_PRIVS, FLAG_PTY,
+    MAX_GROUPS,
 };
 use refine_protocol_core::LaunchSpec;
 
@@ -276,6 +277,7 @@ pub fn fork_gated(
     plan: &ExecPlan,
     stdio: [Option<OwnedFd>; 3],
     ready: Option<OwnedFd>,
+    ruleset: Option<OwnedFd>,
     chan: &mut Channel,
     signals: &Signals,
 ) -> Result<Workload, Error> {
@@ -286,7 +288,15 @@ pub fn fork_gated(
         Fork::Child => {
             drop(gate_w);
             drop(report_r);
-            run_child(spec, plan, &stdio, ready.as_ref(), gate_r, report_w)
+            run_child(
+                spec,
+                plan,
+                &stdio,
+                ready.as_ref(),
+                ruleset,
+                gate_r,
+                report_w,
+            )
         }
         Fork::Parent(pid) => {
             drop(gate_r);
@@ -295,6 +305,8 @@ pub fn fork_gated(
             // H6: the workload holds the readiness pipe now; the launcher's reader sees its
             // end when the workload's copies go.
             drop(ready);
+            // X11: only the gated child applies the ruleset; the guardian stays outside it.
+            drop(ruleset);
             // From here on nothing returns an error: a child exists, so every failure becomes
             // "not ready", which the caller turns into an abort (kill, reap, receipt).
             let mut w = Workload {
@@ -563,10 +575,12 @@ fn run_child(
     plan: &ExecPlan,
     stdio: &[Option<OwnedFd>; 3],
     ready: Option<&OwnedFd>,
+    ruleset: Option<OwnedFd>,
     gate: OwnedFd,
     report: OwnedFd,
 ) -> ! {
-    // H6: the gate and the report are moved off the number the readiness descriptor takes.
+    // H6: the gate, the report and the ruleset are moved off the number the readiness
+    // descriptor takes.
     let off = |fd: OwnedFd| match spec.ready_fd {
         Some(n) if fd.as_raw() == n as i32 => child::moved_above(fd, 1024),
         _ => Ok(fd),
@@ -579,7 +593,15 @@ fn run_child(
     // Ready as soon as the session exists (the hello reports it; a process group the guardian
     // sets itself); the rest of the preparation overlaps with the launcher making the
     // registration durable.
-    let mut failed = isolate(spec).err().map(|e| (e, SpawnStep::Setup));
+    let (mut ruleset, moved) = match ruleset.map(off) {
+        Some(Ok(fd)) => (Some(fd), Ok(())),
+        Some(Err(e)) => (None, Err(e)),
+        None => (None, Ok(())),
+    };
+    let mut failed = isolate(spec)
+        .and(moved)
+        .err()
+        .map(|e| (e, SpawnStep::Setup));
     if new_session(spec) {
         let _ = sys::write_all(report.as_raw(), &[READY_BYTE]);
     }
@@ -592,6 +614,19 @@ fn run_child(
     match sys::read(&gate, &mut byte) {
         Ok(1) if byte[0] == START_BYTE => {}
         _ => sys::exit(126), // aborted or the guardian is gone: never exec
+    }
+    // X11: no_new_privs when the launch asks for it (a launcher without CAP_SYS_ADMIN), then the
+    // Landlock domain the launcher built, while the child still holds the guardian's
+    // credentials (a root guardian needs no no_new_privs for it); its descriptor goes at once.
+    if failed.is_none() && spec.flags & FLAG_NO_NEW_PRIVS != 0 {
+        failed = child::no_new_privs().err().map(|e| (e, SpawnStep::Setup));
+    }
+    if let Some(fd) = ruleset.take() {
+        if failed.is_none() {
+            failed = child::landlock_restrict(&fd)
+                .err()
+                .map(|e| (e, SpawnStep::Setup));
+        }
     }
     // X7: the setns filter, while the child still holds the guardian's credentials (a root
     // guardian needs no no_new_privs for it: see `seccomp`).

@@ -27,7 +27,7 @@ mod signals;
 mod subreaper;
 mod sys;
 
-use refine_protocol_core::frame::{CAPTURE_FDS, MAX_ARGS, MAX_FRAME};
+use refine_protocol_core::frame::{CAPTURE_FDS, FLAG_LANDLOCK, MAX_ARGS, MAX_FRAME};
 use refine_protocol_core::{Frame, Hello, Receipt, ScopeEnd};
 
 use channel::Channel;
@@ -152,7 +152,7 @@ fn capture_plan(
     fds: [Option<sys::OwnedFd>; sys::MAX_RECEIVED_FDS],
     capture: Option<refine_protocol_core::frame::CaptureParams>,
 ) -> Result<([Option<sys::OwnedFd>; 3], Option<capture::Drain>), Error> {
-    let [stdin, out, err, out_index, err_index, _, _] = fds;
+    let [stdin, out, err, out_index, err_index, _, _, _] = fds;
     let Some(params) = capture else {
         return Ok(([stdin, out, err], None));
     };
@@ -189,9 +189,15 @@ fn launch(chan: &mut Channel, signals: &Signals) -> Result<Launched, Error> {
     // L1: a capturing launch's stdout and stderr are pipes of the guardian's, drained into the
     // artifacts it was sent.
     let mut fds = launch.fds;
-    // H6: the readiness pipe, the last descriptor sent, goes to the workload on its number.
+    // X11: the Landlock ruleset, the last descriptor sent, for the gated child to apply.
+    let landlock = spec.flags & FLAG_LANDLOCK != 0;
+    let ruleset = match landlock {
+        true => fds[spec.stdio_fds as usize - 1].take(),
+        false => None,
+    };
+    // H6: the readiness pipe, the last descriptor before it, goes to the workload on its number.
     let ready = match spec.ready_fd {
-        Some(_) => fds[spec.stdio_fds as usize - 1].take(),
+        Some(_) => fds[spec.stdio_fds as usize - 1 - usize::from(landlock)].take(),
         None => None,
     };
     // L3: the launcher's registration lock, held until the channel ends.
@@ -200,7 +206,7 @@ fn launch(chan: &mut Channel, signals: &Signals) -> Result<Launched, Error> {
 
     // G3: fork behind the gate, report, and wait for *start*. From the fork on, every path
     // ends in a receipt (G14): errors are recorded, not returned.
-    let mut workload = gate::fork_gated(&spec, &plan, stdio, ready, chan, signals)?;
+    let mut workload = gate::fork_gated(&spec, &plan, stdio, ready, ruleset, chan, signals)?;
     isolate::release_cwd();
     let decision = if workload.ready {
         chan.send(&Frame::Hello(Hello {

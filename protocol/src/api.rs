@@ -86,6 +86,9 @@ pub struct LaunchAsk {
     /// opt-out): no filter against `setns` into them. Absent: `false`, the filter holds.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_setns: bool,
+    /// X11: the Landlock protection (`all`, `fs`, `signals`, `none`). Absent: `all`.
+    #[serde(default, skip_serializing_if = "crate::api::is_default_protect")]
+    pub protect: crate::record::ProtectAsk,
     /// What a restarted service does with the scope once this one is lost (L6). Absent:
     /// `keep`, but `stop` for an agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -148,6 +151,7 @@ impl LaunchAsk {
             user: None,
             unique: false,
             allow_setns: false,
+            protect: crate::record::ProtectAsk::All,
             on_service_loss: None,
             input: false,
             end_with_connection: false,
@@ -603,6 +607,11 @@ pub fn decode_response(line: &[u8]) -> Result<Response, DecodeError> {
         .map_err(|_| DecodeError::InvalidField { field: "response" })?;
     check_version(msg.v)?;
     Ok(msg)
+}
+
+/// `protect` is left out of a request at its default (X11: all of it).
+pub(crate) fn is_default_protect(p: &crate::record::ProtectAsk) -> bool {
+    *p == crate::record::ProtectAsk::All
 }
 
 #[cfg(test)]

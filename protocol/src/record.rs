@@ -46,8 +46,9 @@ pub const RECORD_VERSION: u16 = 1;
 /// [`Limits::kill_after_ms`]; 3 appends [`Registration::cgroup`]; 4 appends
 /// [`Registration::allow_setns`]; 5 appends [`Registration::supervisor_provenance`] and
 /// [`Registration::guardian_provenance`]; 6 appends [`Registration::on_service_loss`]; 7
-/// appends [`Registration::resources`]; 8 [`Registration::readiness`].
-pub const REGISTRATION_VERSION: u16 = 8;
+/// appends [`Registration::resources`]; 8 [`Registration::readiness`]; 9
+/// [`Registration::protection`].
+pub const REGISTRATION_VERSION: u16 = 9;
 /// The launch result's version: 2 adds [`LaunchResultRecord::stop_failure`] and
 /// [`LaunchResultRecord::usage`]; 3 [`LaunchResultRecord::residue_stop`]; 4 appends
 /// [`LaunchResultRecord::cgroup_usage`]; 5 [`LaunchResultRecord::limit_usage`].
@@ -177,6 +178,68 @@ pub struct Registration {
     /// H6: how the workload says it is ready. `None` in version 1 to 7 records and for
     /// launches that are ready at their `execve`.
     pub readiness: Option<ReadinessSpec>,
+    /// X11: what kept the workload from its evidence, its guardian, other scopes and the
+    /// service. `None` in version 1 to 8 records (their launches had no Landlock domain).
+    pub protection: Option<Protection>,
+}
+
+/// X11: the protection a launch asked for (`run --protect`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ProtectAsk {
+    /// The file-system part and the scoping (the default).
+    #[default]
+    All,
+    /// The file-system part only: the workload may signal outside its scope.
+    Fs,
+    /// Scoping only (signals, abstract sockets): the workload may write the home's `run/`.
+    Signals,
+    /// No Landlock domain: the threat model of a same-uid workload without Landlock.
+    None,
+}
+
+/// X11: how one part of the protection stood at the launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ProtectPart {
+    /// In force for the workload and every descendant.
+    Held,
+    /// The launch opted out of it (`--protect`).
+    OptedOut,
+    /// The kernel has no Landlock, or an ABI too old for this part.
+    Unavailable,
+    /// The file-system part: the home lies beneath a shared temporary directory (world-writable
+    /// and sticky), where it would break `mktemp`.
+    SharedTmp,
+    /// Abstract-socket scoping: `--ready notify` needs the workload to reach the launcher's
+    /// abstract notify socket.
+    ReadyNotify,
+    /// The file-system part: a folder on the way down to `run/` could not be listed (its
+    /// entries are what the rules grant), so the part was left out.
+    Unlistable,
+}
+
+/// X11: what held per launch, and at what cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Protection {
+    pub asked: ProtectAsk,
+    /// The kernel's Landlock ABI (0: none).
+    pub abi: u32,
+    /// Writes, truncation, renames, links and removals under the home's `run/`, reads of
+    /// scopes' output.
+    pub fs: ProtectPart,
+    /// Signals to processes outside the scope's domain (ABI 6).
+    pub signals: ProtectPart,
+    /// Connections to abstract unix sockets made outside the domain (ABI 6).
+    pub abstract_sockets: ProtectPart,
+    /// Whether the workload started with `no_new_privs` (item 4: set by an unprivileged
+    /// launcher, which needs it for Landlock; setuid programs then gain nothing).
+    pub no_new_privs: bool,
+    /// The rules the domain holds.
+    pub rules: u32,
 }
 
 /// H6: how a scope says it is ready (`run --ready`).
@@ -621,14 +684,15 @@ impl Registration {
                 let v1: v1::Registration = decode_payload(payload, "registration record")?;
                 Ok(v1.into())
             }
-            // Versions 3, 4, 6, 7 and 8 each only append an `Option`, version 5 two: an older
-            // payload is version 8's with each absent option's one zero byte missing.
-            2..=7 => {
+            // Versions 3, 4, 6, 7, 8 and 9 each only append an `Option`, version 5 two: an
+            // older payload is version 9's with each absent option's one zero byte missing.
+            2..=8 => {
                 let missing = match version {
-                    7 => 1,
-                    6 => 2,
-                    5 => 3,
-                    v => usize::from(4 - v) + 5,
+                    8 => 1,
+                    7 => 2,
+                    6 => 3,
+                    5 => 4,
+                    v => usize::from(4 - v) + 6,
                 };
                 let mut current = Vec::with_capacity(payload.len() + missing);
                 current.extend_from_slice(payload);
@@ -780,6 +844,7 @@ mod v1 {
                 on_service_loss: None,
                 resources: None,
                 readiness: None,
+                protection: None,
             }
         }
     }

@@ -113,6 +113,7 @@ fn registration() -> Registration {
         on_service_loss: None,
         resources: None,
         readiness: None,
+        protection: None,
     }
 }
 

@@ -321,6 +321,7 @@ fn registration() -> Registration {
         on_service_loss: None,
         resources: None,
         readiness: None,
+        protection: None,
     }
 }
 
@@ -441,7 +442,7 @@ fn records_round_trip_and_reject_damage() {
         Err(DecodeError::Truncated { .. })
     ));
     let mut v = bytes.clone();
-    v[8] = 9;
+    v[8] = 10;
     assert!(matches!(
         Registration::decode(&v),
         Err(DecodeError::UnsupportedVersion { .. })
@@ -779,18 +780,27 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
     envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
     assert_eq!(Registration::decode(&v1).unwrap(), plain);
 
-    // A version 7 record (no `readiness`: version 8's payload without its one zero byte), a
+    // A version 8 record (no `protection`: version 9's payload without its one zero byte), a
+    // version 7 record (no `readiness` either), a
     // version 6 record (no `resources` either), a version 5 record (no `on_service_loss`
     // either), a version 4 record (no provenance either: two zero bytes less), a version 3
     // record (no `allow_setns` either) and a version 2 record (no `cgroup` either) decode with
     // them absent.
     assert_eq!(
-        &v2[v2.len() - 7..],
-        &[0, 0, 0, 0, 0, 0, 0],
-        "an absent cgroup, allow_setns, two provenances, on_service_loss, resources and \
-         readiness are one zero byte each at the end"
+        &v2[v2.len() - 8..],
+        &[0, 0, 0, 0, 0, 0, 0, 0],
+        "an absent cgroup, allow_setns, two provenances, on_service_loss, resources, \
+         readiness and protection are one zero byte each at the end"
     );
-    for (version, missing) in [(7u16, 1usize), (6, 2), (5, 3), (4, 5), (3, 6), (2, 7)] {
+    for (version, missing) in [
+        (8u16, 1usize),
+        (7, 2),
+        (6, 3),
+        (5, 4),
+        (4, 6),
+        (3, 7),
+        (2, 8),
+    ] {
         let payload = &v2[header..v2.len() - missing];
         let mut old = vec![0u8; header + payload.len()];
         let mut w = Writer::new(&mut old);
@@ -841,6 +851,22 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
         opted_out
     );
 
+    // Version 9 keeps what the Landlock domain held (X11).
+    let mut protected = plain.clone();
+    protected.protection = Some(refine_protocol::record::Protection {
+        asked: refine_protocol::record::ProtectAsk::All,
+        abi: 7,
+        fs: refine_protocol::record::ProtectPart::SharedTmp,
+        signals: refine_protocol::record::ProtectPart::Held,
+        abstract_sockets: refine_protocol::record::ProtectPart::ReadyNotify,
+        no_new_privs: true,
+        rules: 27,
+    });
+    assert_eq!(
+        Registration::decode(&protected.encode().unwrap()).unwrap(),
+        protected
+    );
+
     // Version 6 keeps what recovery does on the service's loss (L6).
     let mut kept = plain.clone();
     kept.on_service_loss = Some(refine_protocol::record::ServiceLoss::Keep);
@@ -876,12 +902,12 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
         ready
     );
 
-    // Negative control: a version past 8 is refused, not guessed.
-    let mut v9 = v2.clone();
-    v9[8] = 9;
+    // Negative control: a version past 9 is refused, not guessed.
+    let mut v10 = v2.clone();
+    v10[8] = 10;
     assert!(matches!(
-        Registration::decode(&v9),
-        Err(DecodeError::UnsupportedVersion { got: 9, .. })
+        Registration::decode(&v10),
+        Err(DecodeError::UnsupportedVersion { got: 10, .. })
     ));
 }
 

@@ -10,8 +10,9 @@
 use refine_protocol::codec::{envelope_seal, envelope_start, Writer};
 use refine_protocol::frame::{
     encode_launch, CaptureParams, Credentials, FLAG_ALLOW_SETNS, FLAG_CAPTURE, FLAG_CGROUP,
-    FLAG_CREDENTIALS, FLAG_NEW_SESSION, FLAG_NO_PDEATH_SIGNAL, FLAG_OWNER_LOCK, FLAG_PTY,
-    FLAG_READY_FD, FRAME_MAGIC, MAX_ARGS, MAX_FRAME, MAX_GROUPS, MAX_RLIMITS, MAX_START_TIMEOUT_MS,
+    FLAG_CREDENTIALS, FLAG_LANDLOCK, FLAG_NEW_SESSION, FLAG_NO_NEW_PRIVS, FLAG_NO_PDEATH_SIGNAL,
+    FLAG_OWNER_LOCK, FLAG_PTY, FLAG_READY_FD, FRAME_MAGIC, MAX_ARGS, MAX_FRAME, MAX_GROUPS,
+    MAX_RLIMITS, MAX_START_TIMEOUT_MS,
 };
 use refine_protocol::receipt::{RECEIPT_LEN, RECEIPT_MAGIC};
 use refine_protocol::{
@@ -231,6 +232,10 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
                 FLAG_NEW_SESSION | FLAG_ALLOW_SETNS,
                 FLAG_OWNER_LOCK,
                 FLAG_NEW_SESSION | FLAG_OWNER_LOCK,
+                FLAG_LANDLOCK,
+                FLAG_LANDLOCK | FLAG_NO_NEW_PRIVS,
+                FLAG_NO_NEW_PRIVS,
+                FLAG_OWNER_LOCK | FLAG_LANDLOCK | FLAG_NO_NEW_PRIVS,
             ]),
             pdeath_signal: rng.pick(&[None, Some(1), Some(15), Some(64)]),
             start_timeout_ms: rng.pick(&[1, 5000, MAX_START_TIMEOUT_MS]),
@@ -280,6 +285,10 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
                 n => n + 1,
             };
         }
+        // X11: the Landlock ruleset is one more, last, also on inherited stdio.
+        if p.flags & FLAG_LANDLOCK != 0 {
+            p.stdio_fds += 1;
+        }
         // At most one field at or past its limit.
         let bad_args: [&[u8]; 2] = [b"/bin/true", b"a\0b"];
         let big_env: [&[u8]; 1] = [&big];
@@ -292,11 +301,12 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
             5 => p.argv = &bad_args,
             6 => p.pdeath_signal = Some(rng.pick(&[0, 65, u32::MAX])),
             7 => p.start_timeout_ms = rng.pick(&[0, MAX_START_TIMEOUT_MS + 1, u32::MAX]),
-            8 => p.stdio_fds = rng.pick(&[1, 2, 4, u32::MAX]),
+            8 => p.stdio_fds = rng.pick(&[1, 2, 4, 7, 8, u32::MAX]),
             // (bit 4 is the signal state, W10, bit 5 the cgroup, F4, bit 6 the setns opt-out,
             // X7, bit 7 the guardian's capture, L1, bit 8 the owner lock, L3, bit 9 the
-            // readiness descriptor, H6: the lowest unknown is 10)
-            9 => p.flags = rng.pick(&[1 << 10, 1 << 31]),
+            // readiness descriptor, H6, bit 10 the Landlock ruleset and bit 11 no_new_privs,
+            // X11: the lowest unknown is 12)
+            9 => p.flags = rng.pick(&[1 << 12, 1 << 31]),
             10 => p.rlimits = &rlimits,
             11 => {
                 p.credentials = Some(Credentials {
@@ -335,7 +345,7 @@ fn launch_encoder_and_decoder_agree_at_and_past_every_limit() {
                 p.stdio_fds = match p.capture {
                     Some(_) => 6 + u32::from(p.flags & FLAG_OWNER_LOCK != 0),
                     None => 4,
-                };
+                } + u32::from(p.flags & FLAG_LANDLOCK != 0);
             }
             _ => {}
         }
@@ -715,6 +725,7 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
             on_service_loss: None,
             resources: None,
             readiness: None,
+            protection: None,
         },
         Registration::encode,
         Registration::decode,

@@ -280,6 +280,13 @@ impl Command {
         self
     }
 
+    /// X11: what the workload's Landlock domain takes away (`run --protect`; all of it by
+    /// default: [`refine_protocol::record::ProtectAsk`]).
+    pub fn protect(mut self, ask: refine_protocol::record::ProtectAsk) -> Command {
+        self.request.protect = ask;
+        self
+    }
+
     /// H8: at most `bytes` of memory for the whole tree (its cgroup's limit; an OOM kill is the
     /// result's reason). A host without a memory controller refuses the launch.
     pub fn memory_max(mut self, bytes: u64) -> Command {

@@ -409,13 +409,13 @@ pub struct Received {
 
 /// Most descriptors one message brings: stdin, stdout, stderr, and a capturing launch's two
 /// indexes (its stdout and stderr are its artifacts), the launcher's registration lock (L3) and
-/// the readiness pipe (H6).
-pub const MAX_RECEIVED_FDS: usize = 7;
+/// the readiness pipe (H6), and the Landlock ruleset (X11).
+pub const MAX_RECEIVED_FDS: usize = 8;
 
 /// Receives one message without blocking (the caller polled), with up to [`MAX_RECEIVED_FDS`]
 /// `SCM_RIGHTS` descriptors, received close-on-exec.
 pub fn recv_msg(fd: &OwnedFd, buf: &mut [u8]) -> Result<Received, Errno> {
-    // Room for exactly one SCM_RIGHTS header with seven ints (CMSG_SPACE(28) = 48 on LP64).
+    // Room for exactly one SCM_RIGHTS header with eight ints (CMSG_SPACE(32) = 48 on LP64).
     let mut cbuf = [0u64; 6];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast::<c_void>(),
@@ -442,7 +442,7 @@ pub fn recv_msg(fd: &OwnedFd, buf: &mut [u8]) -> Result<Received, Errno> {
         len: n.min(buf.len()),
         truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
         fds_cut: msg.msg_flags & libc::MSG_CTRUNC != 0,
-        fds: [None, None, None, None, None, None, None],
+        fds: [None, None, None, None, None, None, None, None],
     };
     let mut count = 0usize;
     // SAFETY: msg was filled by recvmsg; CMSG_FIRSTHDR/NXTHDR stay within msg_controllen and
@@ -1526,6 +1526,19 @@ pub mod child {
             }
             other => other.map(drop),
         }
+    }
+
+    /// `prctl(PR_SET_NO_NEW_PRIVS, 1)`: no setuid or file-capability gain across `execve`.
+    pub fn no_new_privs() -> Result<(), Errno> {
+        // SAFETY: PR_SET_NO_NEW_PRIVS takes one integer flag (1) and zeros.
+        cvt(unsafe { syscall!(libc::SYS_prctl, libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(drop)
+    }
+
+    /// X11: enforces the Landlock ruleset `fd` on this (single-threaded) process,
+    /// `landlock_restrict_self(fd, 0)`; inherited by every descendant, kept across `execve`.
+    pub fn landlock_restrict(fd: &OwnedFd) -> Result<(), Errno> {
+        // SAFETY: landlock_restrict_self takes a descriptor and a flags word; no memory.
+        cvt(unsafe { syscall!(libc::SYS_landlock_restrict_self, fd.0, 0) }).map(drop)
     }
 
     pub fn chdir(path: &CStr) -> Result<(), Errno> {

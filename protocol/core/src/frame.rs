@@ -62,6 +62,12 @@
 //! only with flag bit 9 (READY_FD, only with descriptors sent): u32 the descriptor number
 //!   (3..=1023) the workload gets the last descriptor sent on, the write end of the launcher's
 //!   readiness pipe (H6, s6's notification descriptor); one descriptor more than without it
+//! flag bit 10 (LANDLOCK): one more descriptor follows every other one, a Landlock ruleset the
+//!   launcher built (X11); the gated child applies it with `landlock_restrict_self` after
+//!   *start*, before the user switch, and closes it. It is the only descriptor of a launch on
+//!   inherited stdio (count 1), else the count is the one without it plus one
+//! flag bit 11 (NO_NEW_PRIVS): the gated child sets `no_new_privs` before it applies the ruleset
+//!   (a launcher without `CAP_SYS_ADMIN` needs it for Landlock; setuid programs then lose it)
 //! ```
 //!
 //! # Capture frames (guardian to launcher, CAPTURE launches only)
@@ -154,6 +160,12 @@ pub const FLAG_OWNER_LOCK: u32 = 1 << 8;
 /// H6: the last descriptor sent is the readiness pipe's write end, for the workload on the
 /// descriptor number [`LaunchParams::ready_fd`] names; set by the encoder from it.
 pub const FLAG_READY_FD: u32 = 1 << 9;
+/// X11: the last descriptor sent is a Landlock ruleset the gated child applies to itself before
+/// the exec (and closes). A caller passes it in [`LaunchParams::flags`] and sends the descriptor.
+pub const FLAG_LANDLOCK: u32 = 1 << 10;
+/// X11, the issue's item 4: the gated child sets `no_new_privs` before it applies the ruleset. A
+/// caller passes it in [`LaunchParams::flags`].
+pub const FLAG_NO_NEW_PRIVS: u32 = 1 << 11;
 /// The descriptor numbers a readiness descriptor may take (0-2 are stdio).
 pub const READY_FD_RANGE: core::ops::RangeInclusive<u32> = 3..=1023;
 /// How often at most the guardian reports its capture's progress.
@@ -162,6 +174,8 @@ const KNOWN_FLAGS: u32 = FLAG_PTY
     | FLAG_CAPTURE
     | FLAG_OWNER_LOCK
     | FLAG_READY_FD
+    | FLAG_LANDLOCK
+    | FLAG_NO_NEW_PRIVS
     | FLAG_NEW_SESSION
     | FLAG_CREDENTIALS
     | FLAG_SIGNAL_STATE
@@ -663,12 +677,10 @@ pub fn encode_launch(p: &LaunchParams<'_>, out: &mut [u8]) -> Result<usize, Enco
             field: "launch flags",
         });
     }
-    let want_fds = want_fds(
+    if !fds_valid(
         p.capture.map_or(0, |_| FLAG_CAPTURE) | p.ready_fd.map_or(0, |_| FLAG_READY_FD) | p.flags,
-    );
-    if p.stdio_fds != 0 && p.stdio_fds != want_fds
-        || (p.capture.is_some() || p.ready_fd.is_some()) && p.stdio_fds == 0
-    {
+        p.stdio_fds,
+    ) {
         return Err(EncodeError::InvalidField {
             field: "descriptor count",
         });
@@ -1022,6 +1034,15 @@ fn want_fds(flags: u32) -> u32 {
     base + u32::from(flags & FLAG_READY_FD != 0)
 }
 
+/// Whether `count` descriptors fit a launch with these flags: none (inherited stdio) or the
+/// stdio ones ([`want_fds`]), plus the Landlock ruleset last with [`FLAG_LANDLOCK`]. A capture
+/// or a readiness descriptor needs the stdio ones.
+fn fds_valid(flags: u32, count: u32) -> bool {
+    let ruleset = u32::from(flags & FLAG_LANDLOCK != 0);
+    let inherited = flags & (FLAG_CAPTURE | FLAG_READY_FD) == 0;
+    count == want_fds(flags) + ruleset || inherited && count == ruleset
+}
+
 fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
     let flags = r.u32()?;
     if flags & !(KNOWN_FLAGS | FLAG_NO_PDEATH_SIGNAL) != 0 {
@@ -1051,10 +1072,7 @@ fn decode_spec<'a>(r: &mut Reader<'a>) -> Result<LaunchSpec<'a>, DecodeError> {
         });
     }
     let stdio_fds = r.u32()?;
-    let want_fds = want_fds(flags);
-    if stdio_fds != 0 && stdio_fds != want_fds
-        || flags & (FLAG_CAPTURE | FLAG_READY_FD) != 0 && stdio_fds == 0
-    {
+    if !fds_valid(flags, stdio_fds) {
         return Err(DecodeError::InvalidField {
             field: "descriptor count",
         });

@@ -429,6 +429,9 @@ pub struct RecordDoc {
     /// namespace; `true` it opted out (`--allow-setns`); `null` an older record (no filter).
     #[serde(default)]
     pub allow_setns: Option<bool>,
+    /// X11: what the workload's Landlock domain held; `null` an older record (no domain).
+    #[serde(default)]
+    pub protection: Option<crate::record::Protection>,
     /// V1: the supervisor's and the guardian's builds the registration recorded (absent from
     /// an older service's reply: read as both `null`).
     #[serde(default)]

@@ -233,6 +233,13 @@ pub struct RunArgs {
     /// witnesses such a process (where the scope has one).
     #[arg(long)]
     pub allow_setns: bool,
+    /// What the workload's Landlock domain takes away (SPEC X11): `all` (the default: no
+    /// write, truncate, rename, link or removal under the home's run/, no read of scopes'
+    /// output, no signal or abstract-socket connection outside the scope), `fs` (the files
+    /// only: for a debugger or a tool that signals other scopes), `signals` (the scoping
+    /// only), `none` (no domain). Recorded and shown either way.
+    #[arg(long, value_name = "all|fs|signals|none", value_parser = parse_protect, default_value = "all")]
+    pub protect: refine_protocol::record::ProtectAsk,
     /// With --detach: what a restarted service does with this scope if the service is lost
     /// meanwhile (a crash, a kill -9): `keep` it running (the default, but for agents) or
     /// `stop` it (the default for agents).
@@ -827,6 +834,17 @@ pub fn home(cli: &Cli, create: bool) -> Result<PathBuf, CliError> {
 }
 
 /// `keep` or `stop` (`--on-service-loss`).
+pub(crate) fn parse_protect(s: &str) -> Result<refine_protocol::record::ProtectAsk, String> {
+    use refine_protocol::record::ProtectAsk;
+    match s {
+        "all" => Ok(ProtectAsk::All),
+        "fs" => Ok(ProtectAsk::Fs),
+        "signals" => Ok(ProtectAsk::Signals),
+        "none" => Ok(ProtectAsk::None),
+        _ => Err(format!("{s:?} is not one of all, fs, signals, none")),
+    }
+}
+
 pub(crate) fn parse_service_loss(s: &str) -> Result<refine_protocol::record::ServiceLoss, String> {
     match s {
         "keep" => Ok(refine_protocol::record::ServiceLoss::Keep),

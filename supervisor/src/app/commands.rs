@@ -256,6 +256,7 @@ fn run(home: &Path, port: u16, mut args: RunArgs) -> Result<ExitCode, CliError> 
         user: args.user,
         unique: args.unique,
         allow_setns: args.allow_setns,
+        protect: args.protect,
         on_service_loss: args.on_service_loss,
         input: false,
         end_with_connection: false,

@@ -185,6 +185,7 @@ pub(crate) fn record_doc(reg: &Registration) -> RecordDoc {
                 .map(cgroup_usage_doc),
         }),
         allow_setns: reg.allow_setns,
+        protection: reg.protection,
         provenance: refine_protocol::docs::BuildsDoc {
             supervisor: reg.supervisor_provenance.clone(),
             guardian: reg.guardian_provenance.clone(),

@@ -603,6 +603,7 @@ pub(crate) fn launch_command(spec: &LaunchAsk) -> Result<Command, ServiceError> 
             pty: spec.pty,
             user: spec.user.as_deref(),
             allow_setns: spec.allow_setns,
+            protect: spec.protect,
             memory_max_bytes: spec.memory_max_bytes,
             cpu_millis: spec.cpu_millis,
             pids_max: spec.pids_max,
@@ -632,6 +633,8 @@ pub(crate) struct LaunchOptions<'a> {
     pub user: Option<&'a str>,
     /// X7's opt-out: no filter against `setns` into PID and user namespaces.
     pub allow_setns: bool,
+    /// X11: the Landlock protection asked for.
+    pub protect: refine_protocol::record::ProtectAsk,
     /// H8: the tree's memory, CPU and pids limits.
     pub memory_max_bytes: Option<u64>,
     pub cpu_millis: Option<u32>,
@@ -672,6 +675,7 @@ pub(crate) fn launch_options(
     if o.allow_setns {
         cmd = cmd.allow_setns();
     }
+    cmd = cmd.protect(o.protect);
     if let Some(b) = o.memory_max_bytes {
         cmd = cmd.memory_max(b);
     }

@@ -468,6 +468,7 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
             pty: args.pty,
             user: args.user.as_deref(),
             allow_setns: args.allow_setns,
+            protect: args.protect,
             memory_max_bytes: args.memory_max,
             cpu_millis: args.cpus,
             pids_max: args.pids_max,

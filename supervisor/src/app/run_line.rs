@@ -65,6 +65,7 @@ pub(crate) const OPTIONS: &[(&str, Shape)] = &[
     ("log-cap", Shape::Value),
     ("user", Shape::Value),
     ("on-service-loss", Shape::Value),
+    ("protect", Shape::Value),
     ("memory-max", Shape::Value),
     ("cpus", Shape::Value),
     ("pids-max", Shape::Value),
@@ -146,6 +147,7 @@ impl Line {
             log_cap: parse_size(LOG_CAP_DEFAULT).unwrap_or_default(),
             user: None,
             allow_setns: false,
+            protect: refine_protocol::record::ProtectAsk::All,
             on_service_loss: None,
             end_with_parent: false,
             memory_max: None,
@@ -227,6 +229,7 @@ impl Line {
             "on-service-loss" => {
                 self.run().on_service_loss = Some(super::cli::parse_service_loss(text?).ok()?)
             }
+            "protect" => self.run().protect = super::cli::parse_protect(text?).ok()?,
             _ => self.run().user = Some(text?.to_owned()),
         }
         Some(())

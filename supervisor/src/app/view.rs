@@ -767,6 +767,8 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         None => "not recorded (an older launch: no filter)",
     };
     lines.push(("Setns", setns.to_owned()));
+    // X11: what the Landlock domain held.
+    lines.push(("Protected", protection_words(rec.protection.as_ref())));
     // V1: the builds that registered and hold the scope.
     let built = |who: &str, p: &Option<refine_protocol::BuildProvenance>| match p {
         Some(p) => format!("{who} {}", build_words(p, 12)),
@@ -1266,6 +1268,40 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
         } else {
             "removed"
         },
+    )
+}
+
+/// X11: `show`'s `Protected:` line, from the record's protection.
+pub(crate) fn protection_words(p: Option<&refine_protocol::record::Protection>) -> String {
+    use refine_protocol::record::{ProtectAsk, ProtectPart};
+    let Some(p) = p else {
+        return "not recorded (an older launch: no Landlock domain)".to_owned();
+    };
+    if p.asked == ProtectAsk::None {
+        return "none (--protect none): the workload could reach its evidence, its guardian, other scopes and the service".to_owned();
+    }
+    let part = |what: &str, s: ProtectPart| match s {
+        ProtectPart::Held => format!("{what} held"),
+        ProtectPart::OptedOut => format!("{what} off (--protect)"),
+        ProtectPart::Unavailable => {
+            format!("{what} missing (Landlock ABI {} too old or absent)", p.abi)
+        }
+        ProtectPart::SharedTmp => {
+            format!("{what} not applied (evidence under a shared temporary directory)")
+        }
+        ProtectPart::ReadyNotify => format!("{what} not scoped (--ready notify)"),
+        ProtectPart::Unlistable => {
+            format!("{what} not applied (a folder above run/ cannot be listed)")
+        }
+    };
+    format!(
+        "Landlock ABI {}: {}; {}; {}; no_new_privs {}; {} rules",
+        p.abi,
+        part("run/ files", p.fs),
+        part("signals", p.signals),
+        part("abstract sockets", p.abstract_sockets),
+        if p.no_new_privs { "set" } else { "not set" },
+        p.rules
     )
 }
 

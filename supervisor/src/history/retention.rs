@@ -359,6 +359,7 @@ mod tests {
             on_service_loss: None,
             resources: None,
             readiness: None,
+            protection: None,
         };
         rt.write_registration(&reg).unwrap();
         fs::write(rt.log_path(id, Stream::Stdout), b"out").unwrap();

@@ -15,12 +15,15 @@
 //! - [`cgroup`]: a cgroup v2 directory of its own per scope where one can be made.
 //! - [`resources`]: a scope's resource limits through cgroups, v2 or v1 (H8).
 //! - [`observe`]: what a live scope uses now, from its cgroups or `/proc` (H8's `top`).
+//! - [`landlock`]: Landlock rulesets the guardian's gated child applies (X11, X12; `unsafe`
+//!   allowed there too).
 //! - [`terminal`]: the terminal's foreground group, handed to a workload's group (W15).
 //! - [`stand_in`]: a forked copy that works while this process is stopped (job control; `unsafe` allowed there too).
 
 pub mod cgroup;
 pub mod child_signals;
 pub mod clock;
+pub mod landlock;
 pub mod limits;
 pub mod nested;
 pub mod observe;

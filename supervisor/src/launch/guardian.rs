@@ -24,8 +24,9 @@ use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use refine_protocol::frame::{
-    encode_launch, launch_len, DEFAULT_START_TIMEOUT_MS, FLAG_ALLOW_SETNS, FLAG_NEW_SESSION,
-    FLAG_OWNER_LOCK, FLAG_PTY, MAX_FRAME, MAX_START_TIMEOUT_MS,
+    encode_launch, launch_len, DEFAULT_START_TIMEOUT_MS, FLAG_ALLOW_SETNS, FLAG_LANDLOCK,
+    FLAG_NEW_SESSION, FLAG_NO_NEW_PRIVS, FLAG_OWNER_LOCK, FLAG_PTY, MAX_FRAME,
+    MAX_START_TIMEOUT_MS,
 };
 use refine_protocol::{
     Frame, Hello, LaunchParams, Receipt, RegistrationId, Rlimit, RuntimeId, WorkloadStatus,
@@ -104,6 +105,12 @@ pub struct LaunchConfig {
     /// H6 (`run --ready fd=N`): the readiness pipe's write end, and the descriptor number the
     /// workload gets it on. Sent last; needs descriptors sent (not [`Stdio::Inherit`]).
     pub ready_fd: Option<(OwnedFd, u32)>,
+    /// X11: a Landlock ruleset ([`crate::kernel::landlock::Ruleset::into_fd`]) the gated child
+    /// applies to itself after *start*, before the user switch. Sent after every other
+    /// descriptor.
+    pub ruleset: Option<OwnedFd>,
+    /// The gated child sets `no_new_privs` first (needed for Landlock without `CAP_SYS_ADMIN`).
+    pub no_new_privs: bool,
 }
 
 impl LaunchConfig {
@@ -131,6 +138,8 @@ impl LaunchConfig {
             cgroup: None,
             allow_setns: false,
             ready_fd: None,
+            ruleset: None,
+            no_new_privs: false,
         }
     }
 }
@@ -461,7 +470,20 @@ impl GuardianLink {
         } else {
             flags
         };
-        let stdio_fds = stdio_fds + u32::from(config.ready_fd.is_some() && stdio_fds != 0);
+        let flags = flags
+            | if config.ruleset.is_some() {
+                FLAG_LANDLOCK
+            } else {
+                0
+            }
+            | if config.no_new_privs {
+                FLAG_NO_NEW_PRIVS
+            } else {
+                0
+            };
+        let stdio_fds = stdio_fds
+            + u32::from(config.ready_fd.is_some() && stdio_fds != 0)
+            + u32::from(config.ruleset.is_some());
         // The workload gets the descriptor limit this process started with (T6: it raised its own).
         let rlimits = crate::kernel::limits::with_original_nofile(&config.rlimits);
         let params = LaunchParams {
@@ -541,7 +563,11 @@ impl GuardianLink {
             if let Some((fd, _)) = &config.ready_fd {
                 fds.push(fd.as_fd());
             }
-            let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(7))];
+            // X11: the Landlock ruleset after every other one.
+            if let Some(fd) = &config.ruleset {
+                fds.push(fd.as_fd());
+            }
+            let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(8))];
             let mut control = SendAncillaryBuffer::new(&mut space);
             if !fds.is_empty() {
                 control.push(SendAncillaryMessage::ScmRights(&fds));

@@ -30,6 +30,7 @@ pub mod credentials;
 pub mod deadline;
 pub mod env_policy;
 pub mod guardian;
+pub mod protect;
 pub mod pty;
 pub mod readiness;
 
@@ -578,9 +579,21 @@ impl Supervisor {
             None => None,
         };
         let ready_fd = readiness.as_mut().and_then(|(p, _)| p.child_fd.take());
+        // X11: the workload's Landlock domain, built here and applied by the gated child.
+        let ready_notify = readiness
+            .as_ref()
+            .is_some_and(|(_, r)| r.spec().mode == refine_protocol::record::ReadyMode::Notify);
+        let protection = protect::build(req.protect, rt.home(), ready_notify)
+            .map_err(io_op("build the workload's Landlock domain"))?;
         let mut entries = env_policy::to_entries(&env);
         if let Some(entry) = readiness.as_ref().and_then(|(p, _)| p.env.clone()) {
             entries.retain(|e| !e.as_encoded_bytes().starts_with(b"NOTIFY_SOCKET="));
+            entries.push(entry);
+        }
+        // X11: a nested run keeps its evidence in a home of its own, which the domain lets it
+        // write (`protect::nested_home`).
+        if let Some(entry) = protect::nested_home(&protection.record, &env, rt.home(), id) {
+            entries.retain(|e| !e.as_encoded_bytes().starts_with(b"REFINE_HOME="));
             entries.push(entry);
         }
         let (registration, link) = register::launch_started(
@@ -593,6 +606,7 @@ impl Supervisor {
                 owner: req.owner,
                 purpose: req.purpose,
                 readiness: readiness.as_ref().map(|(_, r)| r.spec()),
+                protection: Some(protection.record),
                 guardian: guardian::LaunchConfig {
                     env: entries,
                     cwd: req.cwd,
@@ -604,6 +618,8 @@ impl Supervisor {
                     signal_state: req.signal_state,
                     allow_setns: req.allow_setns,
                     ready_fd,
+                    ruleset: protection.ruleset,
+                    no_new_privs: protection.no_new_privs,
                     ..guardian::LaunchConfig::new(req.argv, stdio)
                 },
                 stdin_path,

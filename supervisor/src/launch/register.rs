@@ -41,6 +41,8 @@ pub struct RegisteredLaunch {
     pub resources: crate::kernel::resources::ResourceAsk,
     /// H6: the readiness asked for (its watch is the caller's: [`crate::launch::readiness`]).
     pub readiness: Option<refine_protocol::record::ReadinessSpec>,
+    /// X11: what protection the launch's Landlock domain holds ([`crate::launch::protect`]).
+    pub protection: Option<refine_protocol::record::Protection>,
 }
 
 /// The minimal managed launch: spawn the guardian, receive its identities, write the registration
@@ -155,6 +157,7 @@ pub(crate) fn launch_started(
         // The widest the limits' record gets (the real one replaces it).
         resources: (!req.resources.is_empty()).then(|| widest_resources(&req.resources)),
         readiness: req.readiness,
+        protection: req.protection,
     };
     if let Err(source) = registration.encode() {
         return Err(HandshakeError::Registry(RegistryError::Refused {

@@ -99,6 +99,8 @@ pub struct LaunchRequest {
     pub resources: crate::kernel::resources::ResourceAsk,
     /// H6: how the workload says it is ready (none: ready at its `execve`).
     pub readiness: Option<crate::launch::readiness::Readiness>,
+    /// X11: the Landlock protection asked for (`run --protect`; all of it by default).
+    pub protect: refine_protocol::record::ProtectAsk,
 }
 
 impl std::fmt::Debug for LaunchRequest {
@@ -148,6 +150,7 @@ impl LaunchRequest {
             foreground: None,
             resources: crate::kernel::resources::ResourceAsk::default(),
             readiness: None,
+            protect: refine_protocol::record::ProtectAsk::All,
         }
     }
 }

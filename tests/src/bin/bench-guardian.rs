@@ -66,6 +66,8 @@ fn guardian_launch(exe: &Path, dir: &Path, n: u64, argv: &[&str], stdio: Stdio) 
         cgroup: None,
         allow_setns: false,
         ready_fd: None,
+        ruleset: None,
+        no_new_privs: false,
     })
     .expect("guardian spawn")
 }

@@ -89,6 +89,8 @@ fn main() {
         cgroup: None,
         allow_setns: false,
         ready_fd: None,
+        ruleset: None,
+        no_new_privs: false,
     })
     .expect("spawn the guardian");
     let hello = *link.hello();
@@ -124,6 +126,7 @@ fn main() {
         on_service_loss: None,
         resources: None,
         readiness: None,
+        protection: None,
     };
     if let Err(e) = rt.commit_registration(pending, &registration) {
         let _ = link.abort();

@@ -74,6 +74,7 @@ fn main() {
             foreground: None,
             resources: Default::default(),
             readiness: None,
+            protection: None,
         },
     )
     .expect("launch");

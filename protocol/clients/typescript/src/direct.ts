@@ -222,6 +222,7 @@ export class DirectBackend {
     add("--pids-max", o.pidsMax === undefined ? undefined : String(o.pidsMax));
     add("--ready", o.ready);
     if (o.ready !== undefined) add("--ready-timeout", duration(o.readyTimeout, "readyTimeout"));
+    add("--protect", o.protect);
     if (o.unique) flags.push("--unique");
     if (o.pty) flags.push("--pty");
     if (!o.keep) flags.push("--end-with-parent");

@@ -88,6 +88,7 @@ export function launchFields(argv: readonly Arg[], o: LaunchOptions): Record<str
     pids_max: o.pidsMax,
     ready: o.ready,
     ready_timeout_ms: o.readyTimeout,
+    protect: o.protect,
     end_with_connection: o.keep ? undefined : true,
   };
 }

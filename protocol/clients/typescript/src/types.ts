@@ -46,6 +46,11 @@ export interface LaunchOptions {
   /** How long it has to be ready before its scope is stopped, milliseconds (default 90 s; 0: no bound). */
   readyTimeout?: number;
   /**
+   * What the workload's Landlock domain takes away (`run --protect`, SPEC X11): `"all"` (the
+   * default), `"fs"`, `"signals"` or `"none"`.
+   */
+  protect?: "all" | "fs" | "signals" | "none";
+  /**
    * `false` (the default): the scope does not outlive this process. Through the socket it is
    * bound to this client's connection (`end_with_connection`), so the service stops it when the
    * client closes or this process dies; without a service its `run` dies with this process

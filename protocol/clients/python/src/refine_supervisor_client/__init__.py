@@ -139,6 +139,7 @@ class Client:
         pids_max: Optional[int] = None,
         ready: Optional[str] = None,
         ready_timeout: Optional[float] = None,
+        protect: Optional[str] = None,
     ) -> Union[Launched, SpawnFailed]:
         """Launches `argv` in a scope of its own; durations are seconds. `cwd` defaults to this
         process's working directory. `input=True` opens the workload's stdin for `input()`.
@@ -147,10 +148,12 @@ class Client:
         `bytes` too); service-less, argv, env and cwd may be any bytes. `memory_max` (bytes),
         `cpus` (cores) and `pids_max` limit the whole tree (`run --memory-max`, `--cpus`,
         `--pids-max`); a limit the host cannot apply refuses the launch. `ready` ("notify" or
-        "cmd=COMMAND") and `ready_timeout` (seconds) are `run --ready`/`--ready-timeout`."""
+        "cmd=COMMAND") and `ready_timeout` (seconds) are `run --ready`/`--ready-timeout`.
+        `protect` ("all", the default, "fs", "signals" or "none") is `run --protect`: what the
+        workload's Landlock domain takes away (SPEC X11)."""
         ask = LaunchAsk(list(argv), dict(env) if env else None, cwd, label, kind, timeout,
                         idle_timeout, kill_after, unique, input, keep, memory_max, cpus,
-                        pids_max, ready, ready_timeout)
+                        pids_max, ready, ready_timeout, protect)
         return _launched(self, self._mode.launch(ask))
 
     def adopt(self, id: str) -> Handle:
@@ -271,10 +274,11 @@ class AsyncClient:
         pids_max: Optional[int] = None,
         ready: Optional[str] = None,
         ready_timeout: Optional[float] = None,
+        protect: Optional[str] = None,
     ) -> Union[Launched, SpawnFailed]:
         ask = LaunchAsk(list(argv), dict(env) if env else None, cwd, label, kind, timeout,
                         idle_timeout, kill_after, unique, input, keep, memory_max, cpus,
-                        pids_max, ready, ready_timeout)
+                        pids_max, ready, ready_timeout, protect)
         return _launched(self, await self._mode.launch(ask))
 
     async def adopt(self, id: str) -> Handle:

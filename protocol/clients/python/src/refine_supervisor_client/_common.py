@@ -194,6 +194,7 @@ class LaunchAsk:
     pids_max: Optional[int] = None
     ready: Optional[str] = None
     ready_timeout: Optional[float] = None
+    protect: Optional[str] = None
 
     def __post_init__(self) -> None:
         if not self.argv:

@@ -136,6 +136,8 @@ class Plan:
             argv += ["--ready", ask.ready]
             if ask.ready_timeout is not None:
                 argv += ["--ready-timeout", _dur(ask.ready_timeout, "ready_timeout")]
+        if ask.protect is not None:
+            argv += ["--protect", ask.protect]
         if not ask.keep and end_with_parent:
             argv.append("--end-with-parent")
         return self.cli(*argv, "--", *[_b(a) for a in ask.argv])

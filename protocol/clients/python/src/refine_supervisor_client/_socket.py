@@ -76,6 +76,7 @@ def launch_fields(ask: LaunchAsk) -> Dict[str, Any]:
         pids_max=ask.pids_max,
         ready=ask.ready,
         ready_timeout_ms=ms(ask.ready_timeout, "ready_timeout"),
+        protect=ask.protect,
     )
 
 

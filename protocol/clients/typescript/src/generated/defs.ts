@@ -216,6 +216,36 @@ export type LeftDoc =
   | GuardianBelowLeftDoc
   | SurvivedLeftDoc;
 /**
+ * X11: the protection a launch asked for (`run --protect`).
+ *
+ * `all`: The file-system part and the scoping (the default).
+ * `fs`: The file-system part only: the workload may signal outside its scope.
+ * `signals`: Scoping only (signals, abstract sockets): the workload may write the home's `run/`.
+ * `none`: No Landlock domain: the threat model of a same-uid workload without Landlock.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "ProtectAsk".
+ */
+export type ProtectAsk = "all" | "fs" | "signals" | "none";
+/**
+ * X11: how one part of the protection stood at the launch.
+ *
+ * `held`: In force for the workload and every descendant.
+ * `opted_out`: The launch opted out of it (`--protect`).
+ * `unavailable`: The kernel has no Landlock, or an ABI too old for this part.
+ * `shared_tmp`: The file-system part: the home lies beneath a shared temporary directory (world-writable
+ * and sticky), where it would break `mktemp`.
+ * `ready_notify`: Abstract-socket scoping: `--ready notify` needs the workload to reach the launcher's
+ * abstract notify socket.
+ * `unlistable`: The file-system part: a folder on the way down to `run/` could not be listed (its
+ * entries are what the rules grant), so the part was left out.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "ProtectPart".
+ */
+export type ProtectPart =
+  "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify" | "unlistable";
+/**
  * H6: how a scope says it is ready (`run --ready`).
  *
  * `notify`: `sd_notify`: a `READY=1` datagram on `$NOTIFY_SOCKET` from a process of the scope.
@@ -944,6 +974,43 @@ export interface ProofDoc {
   [k: string]: unknown;
 }
 /**
+ * X11: what held per launch, and at what cost.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "Protection".
+ */
+export interface Protection {
+  /**
+   * The kernel's Landlock ABI (0: none).
+   */
+  abi: number;
+  /**
+   * Connections to abstract unix sockets made outside the domain (ABI 6).
+   */
+  abstract_sockets:
+    "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify" | "unlistable";
+  asked: ProtectAsk;
+  /**
+   * Writes, truncation, renames, links and removals under the home's `run/`, reads of
+   * scopes' output.
+   */
+  fs: "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify" | "unlistable";
+  /**
+   * Whether the workload started with `no_new_privs` (item 4: set by an unprivileged
+   * launcher, which needs it for Landlock; setuid programs then gain nothing).
+   */
+  no_new_privs: boolean;
+  /**
+   * The rules the domain holds.
+   */
+  rules: number;
+  /**
+   * Signals to processes outside the scope's domain (ABI 6).
+   */
+  signals: "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify" | "unlistable";
+  [k: string]: unknown;
+}
+/**
  * H6: a launch's readiness (`run --ready`) and where it stands.
  *
  * This interface was referenced by `Definitions`'s JSON-Schema
@@ -1057,6 +1124,10 @@ export interface RecordDoc {
   limits: LimitsDoc;
   owner: string;
   proof: ProofDoc;
+  /**
+   * X11: what the workload's Landlock domain held; `null` an older record (no domain).
+   */
+  protection?: Protection | null;
   provenance?: BuildsDoc1;
   pty: boolean;
   purpose: {

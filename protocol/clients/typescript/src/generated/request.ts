@@ -94,6 +94,10 @@ export interface LaunchRequest {
    */
   pids_max?: number | null;
   /**
+   * X11: the Landlock protection (`all`, `fs`, `signals`, `none`). Absent: `all`.
+   */
+  protect?: "all" | "fs" | "signals" | "none";
+  /**
    * Run the workload on a terminal. Absent: `false`.
    */
   pty?: boolean;

@@ -215,6 +215,10 @@ export interface RecordDoc {
   limits: LimitsDoc;
   owner: string;
   proof: ProofDoc;
+  /**
+   * X11: what the workload's Landlock domain held; `null` an older record (no domain).
+   */
+  protection?: Protection | null;
   provenance?: BuildsDoc;
   pty: boolean;
   purpose: {
@@ -299,6 +303,48 @@ export interface LimitPlacementDoc {
    * The unified hierarchy (cgroup v2) or a v1 one.
    */
   unified: boolean;
+  [k: string]: unknown;
+}
+/**
+ * X11: what held per launch, and at what cost.
+ */
+export interface Protection {
+  /**
+   * The kernel's Landlock ABI (0: none).
+   */
+  abi: number;
+  /**
+   * Connections to abstract unix sockets made outside the domain (ABI 6).
+   */
+  abstract_sockets:
+    "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify" | "unlistable";
+  /**
+   * X11: the protection a launch asked for (`run --protect`).
+   *
+   * `all`: The file-system part and the scoping (the default).
+   * `fs`: The file-system part only: the workload may signal outside its scope.
+   * `signals`: Scoping only (signals, abstract sockets): the workload may write the home's `run/`.
+   * `none`: No Landlock domain: the threat model of a same-uid workload without Landlock.
+   */
+  asked: "all" | "fs" | "signals" | "none";
+  /**
+   * Writes, truncation, renames, links and removals under the home's `run/`, reads of
+   * scopes' output.
+   */
+  fs: "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify" | "unlistable";
+  /**
+   * Whether the workload started with `no_new_privs` (item 4: set by an unprivileged
+   * launcher, which needs it for Landlock; setuid programs then gain nothing).
+   */
+  no_new_privs: boolean;
+  /**
+   * The rules the domain holds.
+   */
+  rules: number;
+  /**
+   * Signals to processes outside the scope's domain (ABI 6).
+   */
+  signals: "held" | "opted_out" | "unavailable" | "shared_tmp" | "ready_notify" | "unlistable";
   [k: string]: unknown;
 }
 /**

@@ -199,6 +199,24 @@ class ProofDoc(TypedDict):
     path: NotRequired[str | None]
 
 
+ProtectAsk: TypeAlias = Literal['all', 'fs', 'signals', 'none']
+
+
+ProtectPart: TypeAlias = Literal[
+    'held', 'opted_out', 'unavailable', 'shared_tmp', 'ready_notify', 'unlistable'
+]
+
+
+class Protection(TypedDict):
+    abi: int
+    abstract_sockets: ProtectPart
+    asked: ProtectAsk
+    fs: ProtectPart
+    no_new_privs: bool
+    rules: int
+    signals: ProtectPart
+
+
 ReadyMode: TypeAlias = Literal['notify', 'fd', 'cmd']
 
 
@@ -535,6 +553,7 @@ class RecordDoc(TypedDict):
     limits: LimitsDoc
     owner: str
     proof: ProofDoc
+    protection: NotRequired[Protection | None]
     provenance: NotRequired[BuildsDoc]
     pty: bool
     purpose: dict[str, str]

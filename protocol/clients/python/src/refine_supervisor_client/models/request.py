@@ -26,6 +26,7 @@ class LaunchRequest(TypedDict):
     on_service_loss: NotRequired[defs.ServiceLoss | None]
     op: Literal['launch']
     pids_max: NotRequired[int | None]
+    protect: NotRequired[defs.ProtectAsk]
     pty: NotRequired[bool]
     ready: NotRequired[str | None]
     ready_timeout_ms: NotRequired[int | None]

@@ -1,0 +1,244 @@
+//! X11: the Landlock domain every workload starts in, by default, where the kernel has one.
+//!
+//! Landlock only allows: once a right is handled, it is denied except beneath the paths a rule
+//! grants it on. To take away writes, truncation, renames, links and removals under the home's
+//! `run/` (and reads of scopes' output in `run/P/logs/`) and leave the rest of the file system
+//! as it was, the ruleset emulates a deny-list:
+//!
+//! - for every directory on the way from `/` down to `run/` (`/`, ..., the home), each entry
+//!   other than the one leading to `run/` gets a rule with every handled right (a directory) or
+//!   the file rights (anything else); the ancestors themselves get none;
+//! - inside `run/`, every entry but the ports' `logs/` is readable (records, proofs, locks,
+//!   the service's log): nothing there is writable.
+//!
+//! The cost (documented in supervisor/README.md's threat model): a protected workload cannot
+//! create, remove or rename entries directly in an ancestor of `run/` (it can write the files
+//! that were there at its launch), and entries made there after its launch are out of its
+//! reach. Where an ancestor is a shared temporary directory (world-writable and sticky: `/tmp`,
+//! `/var/tmp`, `/dev/shm`), that would break `mktemp`: the file-system part is left out and the
+//! record says why; the scoping still holds.
+//!
+//! Handled: every file-system right of ABI 3 but `EXECUTE` and `READ_DIR` (listing stays as it
+//! was), never `IOCTL_DEV`; with ABI 6 the signal and abstract-socket scopes (`--ready notify`
+//! keeps abstract sockets unscoped: the workload must reach the launcher's notify socket).
+
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use refine_protocol::record::{ProtectAsk, ProtectPart, Protection};
+
+use crate::kernel::landlock::{self, fs as lfs, scope, Handled, Ruleset};
+
+/// The file-system rights the X11 domain handles.
+pub const HANDLED_FS: u64 = lfs::WRITE_FILE
+    | lfs::READ_FILE
+    | lfs::REMOVE_DIR
+    | lfs::REMOVE_FILE
+    | lfs::MAKE_CHAR
+    | lfs::MAKE_DIR
+    | lfs::MAKE_REG
+    | lfs::MAKE_SOCK
+    | lfs::MAKE_FIFO
+    | lfs::MAKE_BLOCK
+    | lfs::MAKE_SYM
+    | lfs::REFER
+    | lfs::TRUNCATE;
+
+/// The nested runs' homes (`HOME/nested/`): a sibling of `run/`, so writable from the domain.
+pub const NESTED_DIR: &str = "nested";
+
+/// A launch's protection: the ruleset for its guardian and what the record says.
+#[derive(Debug)]
+pub struct Built {
+    pub ruleset: Option<OwnedFd>,
+    pub no_new_privs: bool,
+    pub record: Protection,
+}
+
+/// Builds the domain for a launch under `home` (its `run/` is `home/run`) as `ask` says.
+/// `ready_notify`: the workload notifies through an abstract socket made outside the domain.
+pub fn build(ask: ProtectAsk, home: &Path, ready_notify: bool) -> io::Result<Built> {
+    let abi = landlock::abi().unwrap_or(0);
+    let want_fs = matches!(ask, ProtectAsk::All | ProtectAsk::Fs);
+    let want_scopes = matches!(ask, ProtectAsk::All | ProtectAsk::Signals);
+    let home = fs::canonicalize(home)?;
+    let run = home.join("run");
+    let fs_part = match () {
+        _ if !want_fs => ProtectPart::OptedOut,
+        _ if abi < 3 => ProtectPart::Unavailable,
+        _ if under_shared_tmp(&run) => ProtectPart::SharedTmp,
+        _ => ProtectPart::Held,
+    };
+    let scope_part = match () {
+        _ if !want_scopes => ProtectPart::OptedOut,
+        _ if abi < 6 => ProtectPart::Unavailable,
+        _ => ProtectPart::Held,
+    };
+    let abstract_part = match scope_part {
+        ProtectPart::Held if ready_notify => ProtectPart::ReadyNotify,
+        p => p,
+    };
+    // The file-system rules are gathered before the ruleset exists: a folder on the way that
+    // cannot be listed leaves the part out (recorded), never a launch refused or half a rule set.
+    let (fs_part, rules) = match fs_part {
+        ProtectPart::Held => match gather(&home, &run) {
+            Ok(rules) => (ProtectPart::Held, rules),
+            Err(_) => (ProtectPart::Unlistable, Vec::new()),
+        },
+        p => (p, Vec::new()),
+    };
+    let mut record = Protection {
+        asked: ask,
+        abi,
+        fs: fs_part,
+        signals: scope_part,
+        abstract_sockets: abstract_part,
+        no_new_privs: false,
+        rules: 0,
+    };
+    let handled = Handled {
+        fs: if fs_part == ProtectPart::Held {
+            HANDLED_FS
+        } else {
+            0
+        },
+        net: 0,
+        scoped: if scope_part == ProtectPart::Held {
+            scope::SIGNAL
+        } else {
+            0
+        } | if abstract_part == ProtectPart::Held {
+            scope::ABSTRACT_UNIX_SOCKET
+        } else {
+            0
+        },
+    };
+    if handled == Handled::default() {
+        return Ok(Built {
+            ruleset: None,
+            no_new_privs: false,
+            record,
+        });
+    }
+    let mut rs = Ruleset::new(abi, handled)?;
+    for (fd, access) in &rules {
+        rs.allow_beneath(fd.as_fd(), *access)?;
+    }
+    record.rules = rs.rules();
+    // Item 4: Landlock without CAP_SYS_ADMIN needs no_new_privs; root keeps setuid programs.
+    record.no_new_privs = !rustix::process::geteuid().is_root();
+    Ok(Built {
+        ruleset: Some(rs.into_fd()),
+        no_new_privs: record.no_new_privs,
+        record,
+    })
+}
+
+/// The rules of the file-system part: `O_PATH` descriptors and the rights each gets.
+fn gather(home: &Path, run: &Path) -> io::Result<Vec<(OwnedFd, u64)>> {
+    // The nested runs' homes exist before the home is listed, so that they are writable.
+    let nested = home.join(NESTED_DIR);
+    if let Err(e) = fs::create_dir(&nested) {
+        if e.kind() != io::ErrorKind::AlreadyExists {
+            return Err(e);
+        }
+    }
+    let mut rules = Vec::new();
+    deny_beneath(&mut rules, run)?;
+    Ok(rules)
+}
+
+/// `REFINE_HOME=HOME/nested/ID` for a workload whose domain holds the file-system part, unless
+/// its environment names another home: a nested `refine-supervisor run` could not write this
+/// home's `run/`, and keeps its own evidence there instead (made by the nested run; protected
+/// from its own workload by its own domain, stacked on this one).
+pub fn nested_home(
+    record: &Protection,
+    env: &crate::launch::env_policy::EnvMap,
+    home: &Path,
+    id: refine_protocol::RegistrationId,
+) -> Option<std::ffi::OsString> {
+    if record.fs != ProtectPart::Held {
+        return None;
+    }
+    let own = fs::canonicalize(home).ok()?;
+    let named = env
+        .iter()
+        .find(|(k, _)| k.as_os_str() == "REFINE_HOME")
+        .map(|(_, v)| v.clone());
+    if let Some(v) = named {
+        if fs::canonicalize(&v).ok().as_deref() != Some(own.as_path()) {
+            return None;
+        }
+    }
+    let mut entry = std::ffi::OsString::from("REFINE_HOME=");
+    entry.push(own.join(NESTED_DIR).join(id.to_string()));
+    Some(entry)
+}
+
+/// Whether a directory on the way to `path` is world-writable and sticky.
+fn under_shared_tmp(path: &Path) -> bool {
+    path.ancestors()
+        .skip(1)
+        .any(|a| fs::metadata(a).is_ok_and(|m| m.is_dir() && m.mode() & 0o1002 == 0o1002))
+}
+
+/// `O_PATH` of `path` (followed: a link's target gets the rule).
+fn open_path(path: &Path) -> io::Result<(OwnedFd, bool)> {
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)?;
+    let dir = f.metadata()?.is_dir();
+    Ok((f.into(), dir))
+}
+
+/// Full rights beside the way down to `run`, read rights inside it but the ports' `logs/`.
+fn deny_beneath(rs: &mut Vec<(OwnedFd, u64)>, run: &Path) -> io::Result<()> {
+    let mut at = PathBuf::from("/");
+    for part in run.components() {
+        let Component::Normal(next) = part else {
+            continue;
+        };
+        for entry in fs::read_dir(&at)? {
+            let entry = entry?;
+            if entry.file_name() == next {
+                continue;
+            }
+            grant(rs, &entry.path(), HANDLED_FS, HANDLED_FS & lfs::FILE)?;
+        }
+        at.push(next);
+    }
+    // `run/` itself: what is there at the launch is readable, nothing writable.
+    let Ok(ports) = fs::read_dir(run) else {
+        return Ok(());
+    };
+    for entry in ports {
+        let entry = entry?;
+        let path = entry.path();
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            grant(rs, &path, lfs::READ_FILE, lfs::READ_FILE)?;
+            continue;
+        }
+        for inner in fs::read_dir(&path)? {
+            let inner = inner?;
+            if inner.file_name() == "logs" {
+                continue;
+            }
+            grant(rs, &inner.path(), lfs::READ_FILE, lfs::READ_FILE)?;
+        }
+    }
+    Ok(())
+}
+
+/// One rule on `path`: `dir` rights on a directory, `file` rights on anything else. An entry
+/// that went away or cannot be opened (a dangling link, a socket, no permission) gets none.
+fn grant(rs: &mut Vec<(OwnedFd, u64)>, path: &Path, dir: u64, file: u64) -> io::Result<()> {
+    if let Ok((fd, is_dir)) = open_path(path) {
+        rs.push((fd, if is_dir { dir } else { file }));
+    }
+    Ok(())
+}
