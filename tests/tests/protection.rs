@@ -61,6 +61,16 @@ const ATTACKS: [&str; 9] = [
 /// Runs the attacker (with `flags` before `--`) beside a victim scope and a service; returns
 /// the attacker's result lines, its id and run's exit status.
 fn attack(home: &Home, flags: &[&str]) -> (Vec<String>, String, Option<i32>) {
+    attack_planted(home, flags, |_, _| {})
+}
+
+/// [`attack`], with `plant(run, victim_id)` run once the victim's output is there and before
+/// the attacker launches.
+fn attack_planted(
+    home: &Home,
+    flags: &[&str],
+    plant: impl FnOnce(&std::path::Path, &str),
+) -> (Vec<String>, String, Option<i32>) {
     let service = Serving::start(home, &[]);
     let (mut victim, victim_id) =
         home.run_until_ready(&["sh", "-c", "echo ready; echo secret-b; exec sleep 1000"]);
@@ -73,6 +83,7 @@ fn attack(home: &Home, flags: &[&str]) -> (Vec<String>, String, Option<i32>) {
         victim_log.display()
     );
     let [_, (victim_pid, _)] = witnesses(home, &victim_id);
+    plant(&run, &victim_id);
     let scratch = tempfile::tempdir().expect("scratch");
     let results = scratch.path().join("results");
     let mut args = vec!["run", "--json"];
@@ -145,6 +156,35 @@ fn a_same_uid_workload_cannot_reach_evidence_its_guardian_other_scopes_or_the_se
     let p = &shown["record"]["protection"];
     assert_eq!(p["fs"], "held", "{shown:#}");
     assert_eq!(p["signals"], "held", "{shown:#}");
+}
+
+/// Entries beside the way down to `run/` get rules: one that leads back into `run/` (a symbolic
+/// link to it, a hard link to an artifact) must not carry those rights onto the evidence.
+#[test]
+fn a_link_planted_beside_run_does_not_open_the_evidence() {
+    if landlock_abi() < 6 {
+        eprintln!("skipped: this kernel has no Landlock ABI 6 (signal scoping)");
+        return;
+    }
+    let home = quiet_home();
+    let (lines, id, code) = attack_planted(&home, &[], |run, victim| {
+        let top = home.dir.path();
+        std::os::unix::fs::symlink(run, top.join("run-link")).expect("a symbolic link to run/");
+        std::fs::hard_link(
+            run.join("logs").join(format!("{victim}.stdout")),
+            top.join("victim-stdout"),
+        )
+        .expect("a hard link to the victim's stdout");
+    });
+    for name in ATTACKS {
+        assert_eq!(
+            outcome(&lines, name),
+            "refused",
+            "{name} was not refused: {lines:#?}"
+        );
+    }
+    assert_eq!(code, Some(0), "the attacker's run");
+    assert_eq!(home.state(&id), "exited", "{}", home.row(&id));
 }
 
 /// The negative control: with the protection turned off, every attempt succeeds.

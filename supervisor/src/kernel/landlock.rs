@@ -173,21 +173,7 @@ impl Ruleset {
             allowed_access: access,
             parent_fd: parent.as_raw_fd(),
         };
-        // SAFETY: attr is a live packed PathBeneathAttr; the kernel only reads it.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_add_rule,
-                self.fd.as_raw_fd(),
-                RULE_PATH_BENEATH,
-                &attr as *const PathBeneathAttr,
-                0u32,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        self.rules += 1;
-        Ok(())
+        self.add_rule(RULE_PATH_BENEATH, &attr)
     }
 
     /// Grants `access` (`net::*`) on TCP `port` (ABI 4).
@@ -196,13 +182,19 @@ impl Ruleset {
             allowed_access: access,
             port: u64::from(port),
         };
-        // SAFETY: attr is a live NetPortAttr; the kernel only reads it.
+        self.add_rule(RULE_NET_PORT, &attr)
+    }
+
+    /// `landlock_add_rule(fd, kind, attr, 0)`; `attr` is the structure of `kind`.
+    fn add_rule<T>(&mut self, kind: u32, attr: &T) -> io::Result<()> {
+        // SAFETY: attr is a live structure of the layout `kind` names (the two callers pair
+        // them); the kernel only reads it.
         let r = unsafe {
             libc::syscall(
                 libc::SYS_landlock_add_rule,
                 self.fd.as_raw_fd(),
-                RULE_NET_PORT,
-                &attr as *const NetPortAttr,
+                kind,
+                attr as *const T,
                 0u32,
             )
         };

@@ -273,15 +273,25 @@ pub fn guardian_exe() -> PathBuf {
 /// test binaries, an installed `bin/`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuardianSearch {
-    /// How the first candidate was chosen: `given`, `REFINE_GUARDIAN`, or `beside`.
-    pub how: &'static str,
+    pub how: SearchedBy,
     pub candidates: Vec<PathBuf>,
+}
+
+/// How a guardian's candidates were chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchedBy {
+    /// The path the host gave (`with_guardian_exe`).
+    Given,
+    /// `$REFINE_GUARDIAN`.
+    Env,
+    /// Beside the executable, then one folder up.
+    Beside,
 }
 
 impl GuardianSearch {
     fn given(exe: PathBuf) -> GuardianSearch {
         GuardianSearch {
-            how: "given",
+            how: SearchedBy::Given,
             candidates: vec![exe],
         }
     }
@@ -289,14 +299,14 @@ impl GuardianSearch {
     fn default_places() -> GuardianSearch {
         if let Some(p) = std::env::var_os("REFINE_GUARDIAN") {
             return GuardianSearch {
-                how: "REFINE_GUARDIAN",
+                how: SearchedBy::Env,
                 candidates: vec![p.into()],
             };
         }
         let exe = std::env::current_exe().unwrap_or_default();
         let dir = exe.parent();
         GuardianSearch {
-            how: "beside",
+            how: SearchedBy::Beside,
             candidates: [dir, dir.and_then(|d| d.parent())]
                 .into_iter()
                 .flatten()
@@ -314,9 +324,9 @@ impl GuardianSearch {
             .collect::<Vec<_>>()
             .join(", ");
         match self.how {
-            "given" => format!("{list} (the path given) does not exist"),
-            "REFINE_GUARDIAN" => format!("REFINE_GUARDIAN={list} does not exist"),
-            _ => format!("REFINE_GUARDIAN is unset and none is at {list}"),
+            SearchedBy::Given => format!("{list} (the path given) does not exist"),
+            SearchedBy::Env => format!("REFINE_GUARDIAN={list} does not exist"),
+            SearchedBy::Beside => format!("REFINE_GUARDIAN is unset and none is at {list}"),
         }
     }
 }

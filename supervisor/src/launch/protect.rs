@@ -7,7 +7,8 @@
 //!
 //! - for every directory on the way from `/` down to `run/` (`/`, ..., the home), each entry
 //!   other than the one leading to `run/` gets a rule with every handled right (a directory) or
-//!   the file rights (anything else); the ancestors themselves get none;
+//!   the file rights (a file with one name); the ancestors themselves get none, nor do links
+//!   (a symbolic link, a file with other names: their rights would reach `run/`);
 //! - inside `run/`, every entry but the ports' `logs/` is readable (records, proofs, locks,
 //!   the service's log): nothing there is writable.
 //!
@@ -169,9 +170,12 @@ pub fn nested_home(
         .iter()
         .find(|(k, _)| k.as_os_str() == "REFINE_HOME")
         .map(|(_, v)| v.clone());
+    // The same folder by its identity (device, inode), not by its text.
+    let identity = |p: &Path| fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
     if let Some(v) = named {
-        if fs::canonicalize(&v).ok().as_deref() != Some(own.as_path()) {
-            return None;
+        match identity(Path::new(&v)) {
+            Some(named) if Some(named) == identity(&own) => {}
+            _ => return None,
         }
     }
     let mut entry = std::ffi::OsString::from("REFINE_HOME=");
@@ -186,14 +190,18 @@ fn under_shared_tmp(path: &Path) -> bool {
         .any(|a| fs::metadata(a).is_ok_and(|m| m.is_dir() && m.mode() & 0o1002 == 0o1002))
 }
 
-/// `O_PATH` of `path` (followed: a link's target gets the rule).
-fn open_path(path: &Path) -> io::Result<(OwnedFd, bool)> {
+/// `O_PATH` of `path` itself (never followed), and whether it may carry a rule: a directory,
+/// or a file with no other name. A symbolic link would carry the rights to its target (which
+/// can be `run/`), a hard link to every other name of its inode (an artifact's): neither gets
+/// a rule, and what they lead to keeps the rules of its own way.
+fn open_path(path: &Path) -> io::Result<Option<(OwnedFd, bool)>> {
     let f = fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)?;
-    let dir = f.metadata()?.is_dir();
-    Ok((f.into(), dir))
+    let m = f.metadata()?;
+    let ruled = m.is_dir() || (m.is_file() && m.nlink() == 1);
+    Ok(ruled.then(|| (f.into(), m.is_dir())))
 }
 
 /// Full rights beside the way down to `run`, read rights inside it but the ports' `logs/`.
@@ -208,7 +216,7 @@ fn deny_beneath(rs: &mut Vec<(OwnedFd, u64)>, run: &Path) -> io::Result<()> {
             if entry.file_name() == next {
                 continue;
             }
-            grant(rs, &entry.path(), HANDLED_FS, HANDLED_FS & lfs::FILE)?;
+            grant(rs, &entry.path(), HANDLED_FS, HANDLED_FS & lfs::FILE);
         }
         at.push(next);
     }
@@ -220,7 +228,7 @@ fn deny_beneath(rs: &mut Vec<(OwnedFd, u64)>, run: &Path) -> io::Result<()> {
         let entry = entry?;
         let path = entry.path();
         if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            grant(rs, &path, lfs::READ_FILE, lfs::READ_FILE)?;
+            grant(rs, &path, lfs::READ_FILE, lfs::READ_FILE);
             continue;
         }
         for inner in fs::read_dir(&path)? {
@@ -228,17 +236,16 @@ fn deny_beneath(rs: &mut Vec<(OwnedFd, u64)>, run: &Path) -> io::Result<()> {
             if inner.file_name() == "logs" {
                 continue;
             }
-            grant(rs, &inner.path(), lfs::READ_FILE, lfs::READ_FILE)?;
+            grant(rs, &inner.path(), lfs::READ_FILE, lfs::READ_FILE);
         }
     }
     Ok(())
 }
 
-/// One rule on `path`: `dir` rights on a directory, `file` rights on anything else. An entry
-/// that went away or cannot be opened (a dangling link, a socket, no permission) gets none.
-fn grant(rs: &mut Vec<(OwnedFd, u64)>, path: &Path, dir: u64, file: u64) -> io::Result<()> {
-    if let Ok((fd, is_dir)) = open_path(path) {
+/// One rule on `path`: `dir` rights on a directory, `file` rights on a file. An entry that went
+/// away or cannot be opened (no permission), and one [`open_path`] gives no rule, gets none.
+fn grant(rs: &mut Vec<(OwnedFd, u64)>, path: &Path, dir: u64, file: u64) {
+    if let Ok(Some((fd, is_dir))) = open_path(path) {
         rs.push((fd, if is_dir { dir } else { file }));
     }
-    Ok(())
 }
