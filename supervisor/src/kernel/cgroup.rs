@@ -267,9 +267,21 @@ pub fn members(dir: &Path) -> io::Result<Vec<(u32, PathBuf)>> {
 /// Whether the cgroup at `dir` has a member (`populated 1` in its `cgroup.events`: a process in
 /// it or in a cgroup below it). A directory that is gone holds nothing: `Ok(false)`.
 pub fn populated(dir: &Path) -> io::Result<bool> {
-    match crate::kernel::procfs::read_pseudo_string(&dir.join("cgroup.events")) {
+    populated_in(crate::kernel::procfs::read_pseudo_string(
+        &dir.join("cgroup.events"),
+    ))
+}
+
+/// [`populated`] of a read of `cgroup.events`. A cgroup whose directory is gone (`ENOENT`), or
+/// is being removed while it is read (`ENODEV`: kernfs refuses the files of a node it is
+/// deactivating), is empty: the kernel removes only a cgroup without members (`rmdir` of a
+/// populated one fails with `EBUSY`). Read as "cannot tell", the second caused a stop racing
+/// the cgroup's removal to call a scope whose guardian had exited with a verified receipt live.
+fn populated_in(read: io::Result<String>) -> io::Result<bool> {
+    match read {
         Ok(text) => Ok(keyed(&text, "populated") == Some(1)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) if e.raw_os_error() == Some(libc::ENODEV) => Ok(false),
         Err(e) => Err(e),
     }
 }
@@ -333,7 +345,14 @@ fn wait_value(events: &std::fs::File, key: &str, want: u64, until: Instant) -> i
     let spin_until = Instant::now() + SPIN;
     let mut step = REREAD_FIRST;
     loop {
-        let n = events.read_at(&mut buf, 0)?;
+        let n = match events.read_at(&mut buf, 0) {
+            Ok(n) => n,
+            // Being removed: empty (see `populated_in`).
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) && key == "populated" => {
+                return Ok(want == 0);
+            }
+            Err(e) => return Err(e),
+        };
         let text = String::from_utf8_lossy(&buf[..n]);
         if keyed(&text, key) == Some(want) {
             return Ok(true);
@@ -386,5 +405,48 @@ pub(crate) fn with_usage(
             max_rss_kib: r.map_or(0, |r| r.max_rss_kib),
         }),
         (r, None) => r,
+    }
+}
+
+#[cfg(test)]
+mod removal_tests {
+    use super::*;
+    use std::os::unix::fs::FileExt;
+
+    #[test]
+    fn a_cgroup_being_removed_is_empty_and_an_unreadable_one_is_unknown() {
+        let gone = io::Error::from_raw_os_error(libc::ENOENT);
+        let removing = io::Error::from_raw_os_error(libc::ENODEV);
+        let denied = io::Error::from_raw_os_error(libc::EACCES);
+        assert!(!populated_in(Err(gone)).unwrap());
+        assert!(!populated_in(Err(removing)).unwrap());
+        assert!(populated_in(Err(denied)).is_err());
+        assert!(populated_in(Ok("populated 1\nfrozen 0\n".into())).unwrap());
+        assert!(!populated_in(Ok("populated 0\nfrozen 0\n".into())).unwrap());
+    }
+
+    /// The kernel's side of it: `cgroup.events` opened before the cgroup's removal reads
+    /// `ENODEV` after it.
+    #[test]
+    fn the_events_of_a_removed_cgroup_read_enodev() {
+        let Ok(base) = base() else {
+            eprintln!("skipped: no writable cgroup v2 hierarchy");
+            return;
+        };
+        let dir = base.join(format!("refine-removal-test-{}", std::process::id()));
+        if let Err(e) = std::fs::create_dir(&dir) {
+            eprintln!(
+                "skipped: cannot make a cgroup under {}: {e}",
+                base.display()
+            );
+            return;
+        }
+        let events = events(&dir).expect("cgroup.events");
+        std::fs::remove_dir(&dir).expect("remove the empty cgroup");
+        let mut buf = [0u8; 64];
+        let e = events
+            .read_at(&mut buf, 0)
+            .expect_err("a removed cgroup's events");
+        assert_eq!(e.raw_os_error(), Some(libc::ENODEV), "{e}");
     }
 }
