@@ -111,6 +111,7 @@ pub fn request(argv: Vec<OsString>, out: OwnedFd) -> RegisteredLaunch {
         foreground: None,
         resources: Default::default(),
         readiness: None,
+        health: None,
         protection: None,
     }
 }

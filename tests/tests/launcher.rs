@@ -39,6 +39,7 @@ fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
         foreground: None,
         resources: Default::default(),
         readiness: None,
+        health: None,
         protection: None,
     }
 }

@@ -22,6 +22,7 @@ mod completions;
 mod docs;
 mod error;
 mod events;
+mod health_view;
 mod man;
 mod metrics;
 mod ops;

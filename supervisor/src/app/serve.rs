@@ -96,10 +96,12 @@ fn launch_admitted(
         Kind::Agent => ServiceLoss::Stop,
         _ => ServiceLoss::Keep,
     });
-    let cmd = launch_command(&spec)
+    let mut cmd = launch_command(&spec)
         .map_err(|e| Response::err(ErrorKind::BadRequest, error_chain(&e)))?
         .outlive_host()
         .on_service_loss(loss);
+    // H7: the service probes its launches from its one timer.
+    cmd.request_mut().health_queue = Some(state.health.clone());
     let handle = {
         let closed = state.closed.lock().unwrap_or_else(|p| p.into_inner());
         if *closed {
@@ -115,6 +117,7 @@ fn launch_admitted(
         if let Ok(mut l) = state.launched.lock() {
             l.insert(handle.id());
         }
+        state.health_wake.notify_one();
         handle
     };
     let id = handle.id();
@@ -485,6 +488,9 @@ struct Service {
     probe: Mutex<Box<dyn refine_supervisor::capacity::HostProbe + Send>>,
     /// The grace of a stop the service makes on its own (shutdown, a connection's end).
     shutdown_grace: Duration,
+    /// H7: the scopes this service probes, driven by one timer task ([`health_timer`]).
+    health: Arc<refine_supervisor::launch::health::Queue>,
+    health_wake: tokio::sync::Notify,
 }
 
 impl Service {
@@ -594,6 +600,8 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         probe: Mutex::new(capacity::probe()),
         graced: Mutex::new(HashSet::new()),
         shutdown_grace,
+        health: Arc::default(),
+        health_wake: tokio::sync::Notify::new(),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -898,6 +906,8 @@ async fn serve_async(
         })
     };
 
+    let health = tokio::spawn(health_timer(state.clone()));
+
     let stall = {
         let rt = state.rt.clone();
         let metrics = state.metrics.clone();
@@ -980,6 +990,7 @@ async fn serve_async(
     }
     maint.abort();
     stall.abort();
+    health.abort();
     if !recovery.is_finished() {
         tracing::info!("recovery at start still going; the next start resumes it");
     }
@@ -1808,6 +1819,42 @@ fn shutdown(state: &Service, grace: Duration) {
 /// Retention runs at start and then at most this often (its limit is days, not seconds).
 const RETENTION_EVERY: Duration = Duration::from_secs(600);
 
+/// Probes running at once (each a blocking task while its scope runs): a slow probe holds one.
+const HEALTH_PROBES_AT_ONCE: usize = 8;
+
+/// H7: the one timer of every health check of the service: it sleeps until the next probe is
+/// due (or a scope is added), then runs each due probe as a blocking task, at most
+/// [`HEALTH_PROBES_AT_ONCE`] at once.
+async fn health_timer(state: Arc<Service>) {
+    let at_once = Arc::new(tokio::sync::Semaphore::new(HEALTH_PROBES_AT_ONCE));
+    loop {
+        let next = state.health.next_due();
+        let until = async {
+            match next {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = state.health_wake.notified() => {}
+            _ = until => {}
+        }
+        for c in state.health.due(Instant::now()) {
+            let Ok(permit) = at_once.clone().acquire_owned().await else {
+                return;
+            };
+            let st = state.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut c = c;
+                c.probe_once(&st.rt, &st.sup);
+                st.health.done(c);
+                st.health_wake.notify_one();
+                drop(permit);
+            });
+        }
+    }
+}
+
 /// One maintenance pass over the open index (O(open), F1): deadlines of registrations this
 /// service did not launch, settling what the assessment proves exited (under each lock), and
 /// capacity sampling; then, when due, housekeeping over the history. Every failure is logged
@@ -1844,6 +1891,15 @@ fn maintenance(state: &Arc<Service>, keep: Housekeeping) {
             reap_inherited_guardian(&reg);
             match assess_one(rt, &reg).state {
                 State::Live => {
+                    // H7: a scope whose prober is gone (an earlier service, a `run` that
+                    // died) is probed from here on.
+                    if reg.health.is_some()
+                        && !state.health.contains(id)
+                        && refine_supervisor::launch::health::prober_gone(rt, id)
+                    {
+                        state.health.add(rt, reg.clone());
+                        state.health_wake.notify_one();
+                    }
                     if let Some(cause) = deadline_passed(&reg) {
                         match reg.limits.kill_after_ms.map(Duration::from_millis) {
                             None => {

@@ -405,6 +405,10 @@ pub fn label_or_none(label: &str) -> &str {
 /// scope whose main process is gone with nobody left to report how, W16), or, when the launch did
 /// not simply complete, its outcome (`stopped`, `timed out`, `spawn failed`); `show` has both.
 fn ps_status(r: &ScopeView) -> String {
+    super::health_view::with_health(ps_status_plain(r), r)
+}
+
+fn ps_status_plain(r: &ScopeView) -> String {
     match r.outcome {
         None | Some(Outcome::Completed) => {}
         Some(o) => return o.words(),
@@ -673,6 +677,8 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         }
         lines.push(("Ready", text));
     }
+    // H7: where its health stands, and its last probes.
+    lines.extend(super::health_view::show_lines(doc));
     lines.push(("Receipt", receipt_line(doc)));
     // F4: the kernel's accounting of the scope's own cgroup: live while it exists, then the
     // final figures the result kept.

@@ -371,6 +371,10 @@ impl Runtime {
     pub(crate) fn ready_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("logs").join(format!("{id}.ready"))
     }
+    /// H7: where a scope with a health check stands (its prober writes it).
+    pub(crate) fn health_path(&self, id: RegistrationId) -> PathBuf {
+        self.dir.join("logs").join(format!("{id}.health"))
+    }
     pub(crate) fn stall_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("logs").join(format!("{id}.stall"))
     }
@@ -430,7 +434,7 @@ impl Runtime {
     }
     /// Every file that belongs to registration `id`, whether it exists or not: the record
     /// first, the lock file last (the order forgetting removes them in, [`crate::history::forget`]).
-    pub fn registration_files(&self, id: RegistrationId) -> [PathBuf; 11] {
+    pub fn registration_files(&self, id: RegistrationId) -> [PathBuf; 12] {
         [
             self.record_path(id),
             self.proof_path(id),
@@ -442,6 +446,7 @@ impl Runtime {
             self.stop_request_path(id),
             self.stall_path(id),
             self.ready_path(id),
+            self.health_path(id),
             self.legacy_lock_path(id),
         ]
     }
@@ -807,6 +812,32 @@ impl Runtime {
             &self.ready_path(id),
             "ready record",
             refine_protocol::record::ReadyRecord::decode,
+            |r| (r.id, r.runtime),
+            id,
+        )
+    }
+
+    /// H7: records where a scope with a health check stands (replaced whole).
+    pub fn write_health(
+        &self,
+        rec: &refine_protocol::record::HealthRecord,
+    ) -> Result<(), RegistryError> {
+        let bytes = rec.encode().map_err(|source| RegistryError::Refused {
+            what: "health record",
+            source,
+        })?;
+        write_replacing(&self.health_path(rec.id), "health", &bytes)
+    }
+
+    /// H7: where `id`'s health stands, as its prober last recorded it, if it did.
+    pub fn read_health(
+        &self,
+        id: RegistrationId,
+    ) -> Result<Option<refine_protocol::record::HealthRecord>, RegistryError> {
+        self.read_side_record(
+            &self.health_path(id),
+            "health record",
+            refine_protocol::record::HealthRecord::decode,
             |r| (r.id, r.runtime),
             id,
         )
