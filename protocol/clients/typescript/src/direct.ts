@@ -223,6 +223,13 @@ export class DirectBackend {
     add("--ready", o.ready);
     if (o.ready !== undefined) add("--ready-timeout", duration(o.readyTimeout, "readyTimeout"));
     add("--protect", o.protect);
+    add("--health-cmd", o.healthCmd);
+    if (o.healthCmd !== undefined) {
+      add("--health-interval", duration(o.healthInterval, "healthInterval"));
+      add("--health-timeout", duration(o.healthTimeout, "healthTimeout"));
+      add("--health-start-period", duration(o.healthStartPeriod, "healthStartPeriod"));
+      add("--health-retries", o.healthRetries === undefined ? undefined : String(o.healthRetries));
+    }
     if (o.unique) flags.push("--unique");
     if (o.pty) flags.push("--pty");
     if (!o.keep) flags.push("--end-with-parent");

@@ -140,6 +140,11 @@ class Client:
         ready: Optional[str] = None,
         ready_timeout: Optional[float] = None,
         protect: Optional[str] = None,
+        health_cmd: Optional[str] = None,
+        health_interval: Optional[float] = None,
+        health_timeout: Optional[float] = None,
+        health_retries: Optional[int] = None,
+        health_start_period: Optional[float] = None,
     ) -> Union[Launched, SpawnFailed]:
         """Launches `argv` in a scope of its own; durations are seconds. `cwd` defaults to this
         process's working directory. `input=True` opens the workload's stdin for `input()`.
@@ -150,10 +155,13 @@ class Client:
         `--pids-max`); a limit the host cannot apply refuses the launch. `ready` ("notify" or
         "cmd=COMMAND") and `ready_timeout` (seconds) are `run --ready`/`--ready-timeout`.
         `protect` ("all", the default, "fs", "signals" or "none") is `run --protect`: what the
-        workload's Landlock domain takes away (SPEC X11)."""
+        workload's Landlock domain takes away (SPEC X11). `health_cmd` and `health_interval`,
+        `health_timeout`, `health_start_period` (seconds), `health_retries` are `run
+        --health-cmd` and its flags (H7: docker's HEALTHCHECK, reported, never acted on)."""
         ask = LaunchAsk(list(argv), dict(env) if env else None, cwd, label, kind, timeout,
                         idle_timeout, kill_after, unique, input, keep, memory_max, cpus,
-                        pids_max, ready, ready_timeout, protect)
+                        pids_max, ready, ready_timeout, protect, health_cmd,
+                        health_interval, health_timeout, health_retries, health_start_period)
         return _launched(self, self._mode.launch(ask))
 
     def adopt(self, id: str) -> Handle:
@@ -275,10 +283,16 @@ class AsyncClient:
         ready: Optional[str] = None,
         ready_timeout: Optional[float] = None,
         protect: Optional[str] = None,
+        health_cmd: Optional[str] = None,
+        health_interval: Optional[float] = None,
+        health_timeout: Optional[float] = None,
+        health_retries: Optional[int] = None,
+        health_start_period: Optional[float] = None,
     ) -> Union[Launched, SpawnFailed]:
         ask = LaunchAsk(list(argv), dict(env) if env else None, cwd, label, kind, timeout,
                         idle_timeout, kill_after, unique, input, keep, memory_max, cpus,
-                        pids_max, ready, ready_timeout, protect)
+                        pids_max, ready, ready_timeout, protect, health_cmd,
+                        health_interval, health_timeout, health_retries, health_start_period)
         return _launched(self, await self._mode.launch(ask))
 
     async def adopt(self, id: str) -> Handle:

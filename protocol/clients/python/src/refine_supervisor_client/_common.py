@@ -195,6 +195,11 @@ class LaunchAsk:
     ready: Optional[str] = None
     ready_timeout: Optional[float] = None
     protect: Optional[str] = None
+    health_cmd: Optional[str] = None
+    health_interval: Optional[float] = None
+    health_timeout: Optional[float] = None
+    health_retries: Optional[int] = None
+    health_start_period: Optional[float] = None
 
     def __post_init__(self) -> None:
         if not self.argv:

@@ -62,6 +62,17 @@ export type BuildClass = "release" | "source";
 export type StopCause =
   "operator" | "completion_deadline" | "idle_deadline" | "recovery" | "ready_timeout";
 /**
+ * H7: where a scope with a health check stands (docker's HEALTHCHECK states).
+ *
+ * `starting`: Within its start period, or no probe has decided yet.
+ * `healthy`: Its last probe succeeded.
+ * `unhealthy`: Its last `retries` probes failed (or timed out) in a row.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "HealthState".
+ */
+export type HealthState = "starting" | "healthy" | "unhealthy";
+/**
  * What happened to a scope.
  *
  * `launched`: Its registration is durable (before the workload runs).
@@ -76,6 +87,8 @@ export type StopCause =
  * `collected`: `gc` or the service's housekeeping forgot its registration.
  * `ready`: H6: it said it is ready (`status`: its `STATUS=`, if any).
  * `not_ready`: H6: it was not ready in time, or ended before it was (`reason`).
+ * `health`: H7: its health changed (`health`: the new state, `reason`: the last probe's
+ * excerpt, escaped).
  *
  * This interface was referenced by `Definitions`'s JSON-Schema
  * via the `definition` "EventKind".
@@ -91,7 +104,8 @@ export type EventKind =
   | "adopted"
   | "collected"
   | "ready"
-  | "not_ready";
+  | "not_ready"
+  | "health";
 /**
  * How a launch ended (SPEC S7): what its engine returned, or (`stop_failed`) that the stop
  * of the scope's residue failed afterwards.
@@ -464,11 +478,12 @@ export type Via = "cwd" | "root" | "open_file" | "mapped_file";
  *
  * `exited`: Not live, its output captured and its result recorded (absent: this).
  * `ready`: H6: ready (or failed to be, or ended): for a launch with readiness.
+ * `healthy`: H7: healthy (or ended): for a launch with a health check.
  *
  * This interface was referenced by `Definitions`'s JSON-Schema
  * via the `definition` "WaitUntil".
  */
-export type WaitUntil = "exited" | "ready";
+export type WaitUntil = "exited" | "ready" | "healthy";
 
 /**
  * Every definition the documents of refine-supervisor's JSON contract share; each NAME.json refers into this file.
@@ -635,6 +650,10 @@ export interface EventDoc {
    */
   cursor?: string;
   exit_code?: number | null;
+  /**
+   * `health`: the state it changed to.
+   */
+  health?: HealthState | null;
   id: string;
   kind: EventKind;
   label?: string;
@@ -752,6 +771,57 @@ export interface GuardianOfDoc {
   home: string;
   id: string;
   port: number;
+  [k: string]: unknown;
+}
+/**
+ * H7: a launch's health check (`run --health-cmd`) and where it stands.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "HealthDoc".
+ */
+export interface HealthDoc {
+  cmd: string;
+  failing_streak: number;
+  interval_ms: number;
+  /**
+   * The last few probes, oldest first.
+   */
+  last: ProbeDoc[];
+  probes: number;
+  retries: number;
+  start_period_ms: number;
+  /**
+   * H7: where a scope with a health check stands (docker's HEALTHCHECK states).
+   *
+   * `starting`: Within its start period, or no probe has decided yet.
+   * `healthy`: Its last probe succeeded.
+   * `unhealthy`: Its last `retries` probes failed (or timed out) in a row.
+   */
+  state: "starting" | "healthy" | "unhealthy";
+  timeout_ms: number;
+  [k: string]: unknown;
+}
+/**
+ * H7: one health probe.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "ProbeDoc".
+ */
+export interface ProbeDoc {
+  duration_ms: number;
+  /**
+   * Its exit code; `null`: it timed out, was killed, or did not run.
+   */
+  exit_code?: number | null;
+  /**
+   * The start of its output (stdout then stderr), lossily UTF-8 (views escape it).
+   */
+  output: string;
+  /**
+   * When it started (UTC).
+   */
+  start: string;
+  timed_out: boolean;
   [k: string]: unknown;
 }
 /**
@@ -1208,6 +1278,11 @@ export interface ScopeView {
   cwd: string;
   exit_code?: number | null;
   guardian_pid: number;
+  /**
+   * H7: where a launch with a health check stands (`starting`, `healthy`, `unhealthy`);
+   * absent for one without.
+   */
+  health?: HealthState | null;
   id: string;
   /**
    * The launch's kind, or `?` for a record that does not decode.
@@ -1313,6 +1388,11 @@ export interface ShowReply {
 export interface ShowDoc {
   artifacts: ArtifactsDoc;
   assessment: AssessmentDoc;
+  /**
+   * H7: the health check it asked for, where it stands and its last probes; absent for a
+   * launch without.
+   */
+  health?: HealthDoc | null;
   id: string;
   /**
    * The scope's processes now (below the guardian, or carrying its owner marker), while it

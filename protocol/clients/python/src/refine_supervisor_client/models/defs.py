@@ -89,6 +89,7 @@ EventKind: TypeAlias = Literal[
     'collected',
     'ready',
     'not_ready',
+    'health',
 ]
 
 
@@ -122,6 +123,9 @@ class GuardianOfDoc(TypedDict):
     home: str
     id: str
     port: int
+
+
+HealthState: TypeAlias = Literal['starting', 'healthy', 'unhealthy']
 
 
 class IncidentDoc(TypedDict):
@@ -179,6 +183,14 @@ OwnerLink: TypeAlias = Literal['guardian', 'marker']
 
 
 OwnerState: TypeAlias = Literal['live', 'exited', 'unverified', 'unknown']
+
+
+class ProbeDoc(TypedDict):
+    duration_ms: int
+    exit_code: NotRequired[int | None]
+    output: str
+    start: str
+    timed_out: bool
 
 
 class ProcessDoc(TypedDict):
@@ -434,7 +446,7 @@ class WaitScope(TypedDict):
     state: State
 
 
-WaitUntil: TypeAlias = Literal['exited', 'ready']
+WaitUntil: TypeAlias = Literal['exited', 'ready', 'healthy']
 
 
 class WatchDoc(TypedDict):
@@ -477,6 +489,7 @@ class EventDoc(TypedDict):
     cause: NotRequired[StopCause | None]
     cursor: NotRequired[str]
     exit_code: NotRequired[int | None]
+    health: NotRequired[HealthState | None]
     id: str
     kind: EventKind
     label: NotRequired[str]
@@ -499,6 +512,18 @@ class ForgetDoc(TypedDict):
     forgotten: int
     resumed: int
     young: int
+
+
+class HealthDoc(TypedDict):
+    cmd: str
+    failing_streak: int
+    interval_ms: int
+    last: list[ProbeDoc]
+    probes: int
+    retries: int
+    start_period_ms: int
+    state: HealthState
+    timeout_ms: int
 
 
 class OwnerDoc(TypedDict):
@@ -623,6 +648,7 @@ class ScopeStopDoc(TypedDict):
 class ShowDoc(TypedDict):
     artifacts: ArtifactsDoc
     assessment: AssessmentDoc
+    health: NotRequired[HealthDoc | None]
     id: str
     processes: list[ProcessDoc]
     readiness: NotRequired[ReadinessDoc | None]
@@ -822,6 +848,7 @@ class ScopeView(TypedDict):
     cwd: str
     exit_code: NotRequired[int | None]
     guardian_pid: int
+    health: NotRequired[HealthState | None]
     id: str
     kind: ScopeKind
     label: str
