@@ -346,8 +346,6 @@ pub enum WaitUntil {
     Exited,
     /// H6: ready (or failed to be, or ended): for a launch with readiness.
     Ready,
-    /// H7: healthy (or ended): for a launch with a health check.
-    Healthy,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -478,12 +478,11 @@ export type Via = "cwd" | "root" | "open_file" | "mapped_file";
  *
  * `exited`: Not live, its output captured and its result recorded (absent: this).
  * `ready`: H6: ready (or failed to be, or ended): for a launch with readiness.
- * `healthy`: H7: healthy (or ended): for a launch with a health check.
  *
  * This interface was referenced by `Definitions`'s JSON-Schema
  * via the `definition` "WaitUntil".
  */
-export type WaitUntil = "exited" | "ready" | "healthy";
+export type WaitUntil = "exited" | "ready";
 
 /**
  * Every definition the documents of refine-supervisor's JSON contract share; each NAME.json refers into this file.

@@ -204,9 +204,8 @@ export interface WaitRequest {
    *
    * `exited`: Not live, its output captured and its result recorded (absent: this).
    * `ready`: H6: ready (or failed to be, or ended): for a launch with readiness.
-   * `healthy`: H7: healthy (or ended): for a launch with a health check.
    */
-  until?: "exited" | "ready" | "healthy";
+  until?: "exited" | "ready";
   /**
    * The API version: 1 (a service refuses a newer one).
    */

@@ -446,7 +446,7 @@ class WaitScope(TypedDict):
     state: State
 
 
-WaitUntil: TypeAlias = Literal['exited', 'ready', 'healthy']
+WaitUntil: TypeAlias = Literal['exited', 'ready']
 
 
 class WatchDoc(TypedDict):
