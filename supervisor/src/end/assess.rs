@@ -34,7 +34,7 @@ use std::path::Path;
 use refine_protocol::docs::{State, UnverifiedCheck};
 use refine_protocol::receipt::RECEIPT_LEN;
 use refine_protocol::record::Registration;
-use refine_protocol::{BootId, DecodeError, ProofIdentity, Receipt};
+use refine_protocol::{BootId, DecodeError, ProofIdentity, Receipt, RegistrationId};
 
 use crate::kernel::procfs::{self, ProcfsError};
 use crate::store::registry::Runtime;
@@ -454,6 +454,35 @@ pub fn bind_receipt(
             registration,
             assessment,
         }
+    }
+}
+
+/// Adds the tree's usage (H4, from the receipt) to the launch's result record of `id` when the
+/// receipt came after the result (a descendant held the scope past the workload's exit).
+/// Display only, like the result itself: best effort, logged on failure.
+pub(crate) fn complete_result_usage(
+    rt: &Runtime,
+    id: RegistrationId,
+    usage: Option<refine_protocol::TreeUsage>,
+    cgroup_usage: Option<refine_protocol::CgroupUsage>,
+    limit_usage: Option<refine_protocol::record::LimitUsage>,
+) {
+    let Ok(Some(mut result)) = rt.read_result(id) else {
+        return;
+    };
+    let limit_usage = limit_usage.or(result.limit_usage);
+    let cgroup_usage = cgroup_usage.or(result.cgroup_usage);
+    // F4: where the scope had a cgroup, its CPU times are the kernel's count of every
+    // member's (a child the kernel reaped itself is in no one's `RUSAGE_CHILDREN`); the
+    // receipt's count never replaces them.
+    let usage = crate::kernel::cgroup::with_usage(usage.or(result.usage), cgroup_usage);
+    if (result.usage, result.cgroup_usage, result.limit_usage) == (usage, cgroup_usage, limit_usage)
+    {
+        return;
+    }
+    (result.usage, result.cgroup_usage, result.limit_usage) = (usage, cgroup_usage, limit_usage);
+    if let Err(e) = rt.write_result(&result) {
+        tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot record the tree's usage");
     }
 }
 

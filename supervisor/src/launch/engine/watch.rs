@@ -216,7 +216,8 @@ impl Watch {
         );
         crate::store::journal::record(&self.runtime, &ended);
         if let Some(r) = self.receipt {
-            self.runtime.complete_result_usage(
+            crate::end::assess::complete_result_usage(
+                &self.runtime,
                 id,
                 crate::kernel::cgroup::with_usage(r.usage, cgroup_usage),
                 cgroup_usage,
