@@ -18,7 +18,7 @@ use rustix::event::{PollFd, PollFlags};
 use rustix::net::RecvFlags;
 
 use super::{LaunchOutcome, LaunchResult, ScopeEnded, ScopeState, ScopeWatch, StopFailure};
-use crate::end::stop::{StopOptions, StopReport};
+use crate::end::stop::{Grace, Next, StopOptions, StopReport, Stopping};
 use crate::launch::capture::{Capture, CaptureError, CaptureFailure, Tail};
 use crate::launch::deadline::{Deadlines, Expired};
 use crate::launch::guardian::{GuardianEvent, GuardianLink};
@@ -215,10 +215,9 @@ pub(super) struct State {
     pub(super) retry_stop_at: Option<Instant>,
     pub(super) stop_report: Option<StopReport>,
     pub(super) stop_failure: Option<StopFailure>,
-    /// A deadline's polite signal went out (`--kill-after`, T7).
-    pub(super) polite: bool,
-    /// When that grace ends and the shared stop follows.
-    pub(super) grace_until: Option<Instant>,
+    /// A deadline's grace (`--kill-after`, T7), driven by this engine's turns: its polite signal
+    /// went out, and the shared stop follows when [`Stopping::advance`] says `Force`.
+    pub(super) stopping: Option<Stopping>,
     /// After a stop this engine proved: until when the loop waits on the channel for the
     /// receipt (a timer, D2), set when the result is otherwise due.
     pub(super) receipt_until: Option<Instant>,
@@ -344,9 +343,8 @@ impl Engine {
                 self.stop(st, cause);
             }
         }
-        if let (Some(at), Some(cause)) = (st.grace_until, st.cause) {
-            if now >= at && !st.workload_over() {
-                st.grace_until = None;
+        if let (Some(s), Some(cause)) = (st.stopping.as_mut(), st.cause) {
+            if !st.stopped && st.status.is_none() && s.advance(now, false) == Next::Force {
                 self.stop(st, cause);
             }
         }
@@ -356,7 +354,12 @@ impl Engine {
         let wake = if st.cause.is_none() && !st.workload_over() {
             self.deadlines.next()
         } else if !st.workload_over() {
-            match (st.retry_stop_at, st.grace_until) {
+            let grace_until = st
+                .stopping
+                .as_ref()
+                .filter(|_| !st.stopped)
+                .and_then(Stopping::deadline);
+            match (st.retry_stop_at, grace_until) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             }
@@ -590,21 +593,24 @@ impl Engine {
         // T7: a deadline with a grace sends the polite signal first; the loop calls this again
         // when the grace is over (a cancel meanwhile stops at once).
         let deadline = matches!(cause, LaunchOutcome::TimedOut | LaunchOutcome::IdleTimeout);
-        if let (Some(ms), false, true) =
-            (self.registration.limits.kill_after_ms, st.polite, deadline)
-        {
-            st.polite = true;
-            st.grace_until = Some(Instant::now() + Duration::from_millis(ms));
-            let opts = StopOptions::default();
-            let sig = crate::kernel::signal::Signal::TERM;
-            if let Err(e) =
-                crate::end::stop::signal_politely(&self.runtime, &self.registration, sig, &opts)
-            {
-                tracing::warn!(id = %self.registration.id, error = %crate::error::error_chain(&e), "cannot send the deadline's polite signal");
+        if let (Some(ms), None, true) = (
+            self.registration.limits.kill_after_ms,
+            &st.stopping,
+            deadline,
+        ) {
+            let mut s = Stopping::new(Some(Grace::term(Duration::from_millis(ms))));
+            if s.advance(Instant::now(), false) == Next::Signal {
+                let opts = StopOptions::default();
+                if let Err(e) = s.signal(&self.runtime, &self.registration, &opts) {
+                    tracing::warn!(id = %self.registration.id, error = %crate::error::error_chain(&e), "cannot send the deadline's polite signal");
+                }
             }
-            return;
+            let waits = matches!(s.advance(Instant::now(), false), Next::Wait(_));
+            st.stopping = Some(s);
+            if waits {
+                return;
+            }
         }
-        st.grace_until = None;
         st.stopped = true;
         st.stop_due = true;
     }
