@@ -381,7 +381,31 @@ pub fn stop_one(
     if let Some((_, sig)) = grace {
         opts.grace_signal = sig;
     }
-    match stop::stop(rt, reg, &opts) {
+    stop_doc(rt, reg, stop::stop(rt, reg, &opts))
+}
+
+/// [`stop_one`] after a grace the service's event loop drove ([`stop::Stopping`]): the report
+/// holds the grace's signals and time itself.
+pub fn stop_after_grace(
+    rt: &Runtime,
+    reg: &Registration,
+    cause: StopCause,
+    stopping: &stop::Stopping,
+) -> StopDoc {
+    let opts = stop::StopOptions {
+        cause: Some(cause),
+        ..stop::StopOptions::default()
+    };
+    stop_doc(rt, reg, stop::stop_after(rt, reg, &opts, stopping))
+}
+
+/// The `stop --json` document of a stop's result.
+fn stop_doc(
+    rt: &Runtime,
+    reg: &Registration,
+    result: Result<stop::StopReport, stop::StopError>,
+) -> StopDoc {
+    match result {
         Ok(report) => {
             let a = flatten(&report.assessment);
             let us = refine_protocol::time::saturating_us;

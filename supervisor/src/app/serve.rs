@@ -293,95 +293,81 @@ async fn launch_request_async(state: &Arc<Service>, spec: LaunchAsk) -> Response
     }
 }
 
-/// The shared stop with its grace as a timer (D2, T7): the polite signal on the blocking pool,
-/// the grace as a wait on the guardian's pidfd in the event loop (no thread), then the stop
-/// proper (quiesce, kill, proof) on the blocking pool. The grace's signals and time are in the
-/// document as if the stop had waited them out itself. A scope without a live guardian has no
-/// pidfd to wait on: it is stopped at once after the polite signal.
+/// The shared stop with its grace as a timer (D2, T7): the event loop drives the stop's
+/// [`stop::Stopping`] step: the polite signal on the blocking pool, the grace as a wait on the
+/// guardian's pidfd in the event loop (no thread), then the stop proper (quiesce, kill, proof)
+/// on the blocking pool, whose report holds the grace's signals and time. A scope without a
+/// live guardian has no pidfd to wait on: it is stopped at once after the polite signal.
 async fn stop_async(
     state: &Arc<Service>,
     reg: Registration,
     cause: StopCause,
     grace: Option<(Duration, Signal)>,
 ) -> StopDoc {
-    let blocking = |st: Arc<Service>, reg: Registration| async move {
-        let id = reg.id;
-        tokio::task::spawn_blocking(move || st.stop(&reg, cause, None))
+    let failed = |id: RegistrationId, e: tokio::task::JoinError| StopDoc {
+        id: id.to_string(),
+        outcome: StopOutcomeDoc::Failed(StopFailed::Failed),
+        state: State::Unverified,
+        reason: None,
+        detail: StopDetail::Failed {
+            error: e.to_string(),
+        },
+    };
+    let id = reg.id;
+    let Some((within, signal)) = grace else {
+        let st = state.clone();
+        return tokio::task::spawn_blocking(move || st.stop(&reg, cause, None))
             .await
-            .unwrap_or_else(|e| StopDoc {
-                id: id.to_string(),
-                outcome: StopOutcomeDoc::Failed(StopFailed::Failed),
-                state: State::Unverified,
-                reason: None,
-                detail: StopDetail::Failed {
-                    error: e.to_string(),
-                },
-            })
+            .unwrap_or_else(|e| failed(id, e));
     };
-    let Some((grace, sig)) = grace else {
-        return blocking(state.clone(), reg).await;
-    };
-    let t = Instant::now();
-    let polite = {
+    let mut stopping = stop::Stopping::new(Some(stop::Grace { within, signal }));
+    if stopping.advance(Instant::now(), false) == stop::Next::Signal {
         let (st, reg) = (state.clone(), reg.clone());
-        tokio::task::spawn_blocking(move || {
+        let polite = tokio::task::spawn_blocking(move || {
             let opts = stop::StopOptions {
                 cause: Some(cause),
                 ..stop::StopOptions::default()
             };
-            stop::signal_politely(&st.rt, &reg, sig, &opts)
+            let sent = stopping.signal(&st.rt, &reg, &opts);
+            (stopping, sent)
         })
+        .await;
+        match polite {
+            Ok((s, sent)) => {
+                if let Err(e) = sent {
+                    tracing::warn!(%id, error = %error_chain(&e), "cannot send the grace's signal");
+                }
+                stopping = s;
+            }
+            Err(e) => return failed(id, e),
+        }
+    }
+    grace_over(reg.hello.guardian, &mut stopping).await;
+    let st = state.clone();
+    tokio::task::spawn_blocking(move || st.stop_after_grace(&reg, cause, &stopping))
         .await
-    };
-    let sent = match polite {
-        Ok(Ok(sent)) => sent.len(),
-        Ok(Err(e)) => {
-            tracing::warn!(id = %reg.id, error = %error_chain(&e), "cannot send the grace's signal");
-            0
-        }
-        Err(_) => 0,
-    };
-    if sent > 0 {
-        guardian_exit(reg.hello.guardian, grace).await;
-    }
-    let waited = t.elapsed();
-    let mut doc = blocking(state.clone(), reg).await;
-    if let StopDetail::Done {
-        signalled,
-        timings_us,
-        ..
-    } = &mut doc.detail
-    {
-        let us = refine_protocol::time::saturating_us(waited);
-        *signalled += sent;
-        timings_us.grace = us;
-        timings_us.total = timings_us.total.saturating_add(us);
-    }
-    if sent > 0 {
-        if let StopOutcomeDoc::Stopped(o @ stop::StopOutcome::AlreadyExited) = &mut doc.outcome {
-            *o = stop::StopOutcome::Stopped;
-        }
-    }
-    doc
+        .unwrap_or_else(|e| failed(id, e))
 }
 
 /// How often a grace's timer looks at the guardian's pidfd.
 const GRACE_POLL: Duration = Duration::from_millis(50);
 
-/// Waits up to `within` for the guardian to exit, as a timer in the event loop (no thread): its
-/// pidfd, polled without blocking every [`GRACE_POLL`], is readable once it has exited. A
-/// guardian that cannot be opened is gone or reused: no wait.
-async fn guardian_exit(guardian: refine_protocol::ProcessWitness, within: Duration) {
-    let Ok(v) = refine_supervisor::kernel::signal::Verified::open(guardian) else {
-        return;
-    };
-    let end = tokio::time::Instant::now() + within;
-    while !v.has_exited().unwrap_or(true) {
-        let now = tokio::time::Instant::now();
-        if now >= end {
-            return;
+/// Drives `stopping` in the event loop until its grace is over or the tree is empty (its
+/// guardian has exited), as a timer (no thread): the guardian's pidfd, polled without blocking
+/// every [`GRACE_POLL`], is readable once it has exited. A guardian that cannot be opened is
+/// gone or reused: the tree counts as empty, and the stop's proof follows at once.
+async fn grace_over(guardian: refine_protocol::ProcessWitness, stopping: &mut stop::Stopping) {
+    let v = refine_supervisor::kernel::signal::Verified::open(guardian).ok();
+    loop {
+        let empty = v.as_ref().is_none_or(|v| v.has_exited().unwrap_or(true));
+        match stopping.advance(Instant::now(), empty) {
+            stop::Next::Wait(until) => {
+                let now = Instant::now();
+                let at = until.min(now + GRACE_POLL);
+                tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+            }
+            _ => return,
         }
-        tokio::time::sleep_until(end.min(now + GRACE_POLL)).await;
     }
 }
 
@@ -499,7 +485,21 @@ impl Service {
         cause: StopCause,
         grace: Option<(Duration, Signal)>,
     ) -> StopDoc {
-        let doc = stop_one(&self.rt, reg, cause, grace);
+        self.stopped(cause, stop_one(&self.rt, reg, cause, grace))
+    }
+
+    /// [`Service::stop`] after a grace the event loop drove.
+    fn stop_after_grace(
+        &self,
+        reg: &Registration,
+        cause: StopCause,
+        stopping: &stop::Stopping,
+    ) -> StopDoc {
+        self.stopped(cause, ops::stop_after_grace(&self.rt, reg, cause, stopping))
+    }
+
+    /// The metrics of a stop's document.
+    fn stopped(&self, cause: StopCause, doc: StopDoc) -> StopDoc {
         let name = match cause {
             StopCause::Operator => "operator",
             StopCause::CompletionDeadline => "completion_deadline",
@@ -1646,7 +1646,7 @@ fn signal_request(state: &Service, id: &str, signal: &str) -> Response {
         Ok(reg) => reg,
         Err(resp) => return resp,
     };
-    match stop::signal_politely(&state.rt, &reg, sig, &stop::StopOptions::default()) {
+    match stop::signal_workload(&state.rt, &reg, sig) {
         Ok(sent) => Response::ok(Reply::Signalled {
             id: reg.id.to_string(),
             delivered: !sent.is_empty(),
@@ -1768,22 +1768,33 @@ fn shutdown(state: &Service, grace: Duration) {
         cause: Some(StopCause::Operator),
         ..stop::StopOptions::default()
     };
-    for reg in &live {
-        if let Err(e) = stop::signal_politely(rt, reg, Signal::TERM, &polite) {
-            tracing::warn!(id = %reg.id, error = %error_chain(&e), "shutdown: cannot send SIGTERM");
-        }
-    }
-    let end = Instant::now() + grace;
-    let mut left = live;
+    // Each launch's grace is the stop's own step, driven here: SIGTERM now, then the proof or
+    // the forceful stop when the grace is over.
+    let mut left: Vec<(Registration, stop::Stopping)> = live
+        .into_iter()
+        .map(|reg| {
+            let mut s = stop::Stopping::new(Some(stop::Grace::term(grace)));
+            if let Err(e) = s.signal(rt, &reg, &polite) {
+                tracing::warn!(id = %reg.id, error = %error_chain(&e), "shutdown: cannot send SIGTERM");
+            }
+            (reg, s)
+        })
+        .collect();
     loop {
-        left.retain(|reg| assess_one(rt, reg).state == State::Live);
-        if left.is_empty() || Instant::now() >= end {
+        let now = Instant::now();
+        left.retain_mut(|(reg, s)| {
+            s.advance(now, assess_one(rt, reg).state != State::Live) != stop::Next::Ended
+        });
+        if left
+            .iter_mut()
+            .all(|(_, s)| s.advance(now, false) == stop::Next::Force)
+        {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    for reg in &left {
-        let doc = stop_one(rt, reg, StopCause::Operator, None);
+    for (reg, s) in &left {
+        let doc = ops::stop_after_grace(rt, reg, StopCause::Operator, s);
         tracing::info!(id = %reg.id, result = %json_line(&doc), "shutdown: stopped after the grace");
     }
     let engines = std::mem::take(&mut *state.engines.lock().unwrap_or_else(|p| p.into_inner()));
