@@ -287,6 +287,28 @@ impl Command {
         self
     }
 
+    /// X12: a sandbox ([`refine_protocol::record::SandboxMode`]; `run --sandbox`): `ReadOnly`
+    /// writes only to a private `TMPDIR` and the null-like devices, `WorkspaceWrite` also to
+    /// the working directory and each [`Command::sandbox_path`]. A kernel that cannot hold it
+    /// refuses the launch.
+    pub fn sandbox(mut self, mode: refine_protocol::record::SandboxMode) -> Command {
+        self.request.sandbox.mode = mode;
+        self
+    }
+
+    /// X12: one more writable path of a `WorkspaceWrite` sandbox (relative: to the working
+    /// directory; it must exist).
+    pub fn sandbox_path(mut self, path: impl AsRef<Path>) -> Command {
+        self.request.sandbox.paths.push(path.as_ref().to_owned());
+        self
+    }
+
+    /// X12: no TCP bind or connect (`run --network none`; Landlock ABI 4).
+    pub fn network_none(mut self) -> Command {
+        self.request.sandbox.network = refine_protocol::record::NetworkAsk::None;
+        self
+    }
+
     /// H8: at most `bytes` of memory for the whole tree (its cgroup's limit; an OOM kill is the
     /// result's reason). A host without a memory controller refuses the launch.
     pub fn memory_max(mut self, bytes: u64) -> Command {
