@@ -355,3 +355,71 @@ fn a_detached_launch_carries_the_sandbox() {
         "{shown:#}"
     );
 }
+
+/// With X11's file-system part held (a home outside every shared temporary directory), a
+/// workspace that contains the home's `run/` still never reaches the evidence: entries beside
+/// the way down to `run/` are writable, the receipts and the scopes' output are not.
+#[test]
+fn a_workspace_above_run_leaves_the_evidence_out_of_reach() {
+    if skip() {
+        return;
+    }
+    let base = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox");
+    std::fs::create_dir_all(&base).expect("base");
+    let home = Home {
+        dir: tempfile::tempdir_in(&base).expect("home"),
+        port: 7411,
+    };
+    // A first scope, so that run/ holds records, proofs and logs.
+    let (_, doc) = home.run_json(&["sh", "-c", "echo secret"]);
+    let first = doc["id"].as_str().expect("id").to_owned();
+    let run = home.run_dir();
+    std::fs::create_dir(home.path().join("sub")).expect("sub");
+    let script = r#"
+try() { name=$1; shift; if "$@" 2>/dev/null; then echo "$name ok"; else echo "$name refused"; fi; }
+try beside sh -c 'echo x > "$0"' "$PWD/sub/beside"
+try in_ancestor sh -c 'echo x > "$0"' "$PWD/new"
+try overwrite_receipt sh -c 'printf x 1<> "$0"' "$RUN/proofs/$REFINE_OWNER"
+try read_other_stdout grep -q secret "$RUN/logs/$FIRST.stdout"
+try write_other_stdout sh -c 'echo x >> "$0"' "$RUN/logs/$FIRST.stdout"
+try read_record sh -c 'cat "$0" > /dev/null' "$RUN/registrations/$REFINE_OWNER"
+"#;
+    let mut cmd = home.command(&[
+        "run",
+        "--json",
+        "--sandbox",
+        "workspace-write",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    cmd.current_dir(home.path())
+        .env("RUN", &run)
+        .env("FIRST", &first);
+    let out = cmd.output().expect("run");
+    assert!(out.status.success(), "{}", describe(&[], &out));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", describe(&[], &out)));
+    let id = doc["id"].as_str().expect("id");
+    let logs = home.cli(&["logs", id]);
+    let logs = String::from_utf8_lossy(&logs.stdout);
+    for (name, expect) in [
+        ("beside", "ok"),
+        // X11's stated cost: no new entry directly in an ancestor of run/.
+        ("in_ancestor", "refused"),
+        ("overwrite_receipt", "refused"),
+        ("read_other_stdout", "refused"),
+        ("write_other_stdout", "refused"),
+        ("read_record", "ok"),
+    ] {
+        assert_eq!(outcome(&logs, name), expect, "{name}: {logs}");
+    }
+    assert_eq!(home.state(id), "exited", "{}", home.row(id));
+    let shown = home.json(&["show", "--json", id]);
+    assert_eq!(shown["record"]["protection"]["fs"], "held", "{shown:#}");
+    assert_eq!(
+        shown["record"]["sandbox"]["mode"], "workspace_write",
+        "{shown:#}"
+    );
+}
