@@ -31,6 +31,7 @@ try named "$NAMED/named"
 try tmpdir "$TMPDIR/t"
 try devnull /dev/null
 case $TMPDIR in /tmp|/tmp/|"") echo "tmpdir shared: $TMPDIR";; *) echo "tmpdir private";; esac
+echo "TMPDIR=$TMPDIR"
 "#;
 
 fn outcome<'a>(out: &'a str, name: &str) -> &'a str {
@@ -77,6 +78,14 @@ fn workspace_write_allows_the_workspace_named_paths_and_tmpdir_only() {
     assert!(text.contains("tmpdir private"), "{text}");
     assert_eq!(outcome(&text, "devnull"), "ok", "{text}");
     assert_eq!(outcome(&text, "outside"), "EACCES", "{text}");
+    let tmpdir = text
+        .lines()
+        .find_map(|l| l.strip_prefix("TMPDIR="))
+        .unwrap_or_else(|| panic!("no TMPDIR line: {text}"));
+    assert!(
+        !Path::new(tmpdir).exists(),
+        "the private TMPDIR {tmpdir} outlived the scope"
+    );
     assert!(ws.path().join("inside").exists());
     assert!(!outside.path().join("outside").exists());
     // The negative control: without a sandbox the same write outside succeeds.

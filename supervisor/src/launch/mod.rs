@@ -675,7 +675,10 @@ impl Supervisor {
             policy,
             owner,
             spawned: Some(spawned_tx),
-            on_receipt: self.on_receipt.clone(),
+            on_receipt: sandbox::removing_tmpdir(
+                self.on_receipt.clone(),
+                sandbox.as_ref().and_then(|p| p.tmpdir.clone()),
+            ),
             residues: None,
         };
         let on_result = self.on_result.clone();

@@ -215,6 +215,24 @@ impl Plan {
     }
 }
 
+/// The receipt hook of a sandboxed launch: the private temporary directory is removed when the
+/// receipt comes (no process of the scope is left to use it), then `inner` runs.
+pub fn removing_tmpdir(
+    inner: Option<crate::launch::ReceiptHook>,
+    tmpdir: Option<PathBuf>,
+) -> Option<crate::launch::ReceiptHook> {
+    let Some(dir) = tmpdir else {
+        return inner;
+    };
+    Some(std::sync::Arc::new(move |reg, receipt, usage| {
+        // `remove_dir_all` does not follow the symbolic links a workload left there.
+        let _ = fs::remove_dir_all(&dir);
+        if let Some(hook) = &inner {
+            hook(reg, receipt, usage);
+        }
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
