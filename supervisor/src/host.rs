@@ -72,7 +72,7 @@ use crate::store::registry::{self, RegistryError, Runtime, DEFAULT_PORT};
 pub use crate::launch::{
     LaunchError, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
 };
-pub use refine_protocol::record::Kind;
+pub use refine_protocol::record::{Kind, SandboxMode};
 pub use refine_protocol::{Receipt, WorkloadStatus};
 
 /// Why a runtime could not be opened.
@@ -291,7 +291,7 @@ impl Command {
     /// writes only to a private `TMPDIR` and the null-like devices, `WorkspaceWrite` also to
     /// the working directory and each [`Command::sandbox_path`]. A kernel that cannot hold it
     /// refuses the launch.
-    pub fn sandbox(mut self, mode: refine_protocol::record::SandboxMode) -> Command {
+    pub fn sandbox(mut self, mode: SandboxMode) -> Command {
         self.request.sandbox.mode = mode;
         self
     }

@@ -432,3 +432,40 @@ try read_record sh -c 'cat "$0" > /dev/null' "$RUN/registrations/$REFINE_OWNER"
         "{shown:#}"
     );
 }
+
+/// The facade: `Command::sandbox`, `sandbox_path` and `network_none`.
+#[test]
+fn the_facade_takes_the_sandbox() {
+    use refine_supervisor::store::registry::Stream;
+    use refine_supervisor::{Command, SandboxMode, Supervisor};
+    if skip() {
+        return;
+    }
+    let home = tempfile::tempdir().expect("home");
+    let sup = Supervisor::open(home.path())
+        .expect("open")
+        .with_guardian_exe(refine_tests::bin("refine-guardian"));
+    let ws = tempfile::tempdir().expect("workspace");
+    let named = tempfile::tempdir().expect("named");
+    let outside = tempfile::tempdir().expect("outside");
+    let script = r#"echo x > in && echo x > "$0/n" && { echo x > "$1/o"; } 2>/dev/null; echo done"#;
+    let result = sup
+        .spawn(
+            Command::new("sh")
+                .args(["-c", script])
+                .arg(named.path())
+                .arg(outside.path())
+                .current_dir(ws.path())
+                .sandbox(SandboxMode::WorkspaceWrite)
+                .sandbox_path(named.path())
+                .network_none(),
+        )
+        .expect("spawn")
+        .wait()
+        .expect("the result");
+    let out = String::from_utf8_lossy(result.complete_output(Stream::Stdout).expect("stdout"))
+        .into_owned();
+    assert_eq!(out, "done\n");
+    assert!(ws.path().join("in").exists() && named.path().join("n").exists());
+    assert!(!outside.path().join("o").exists());
+}
