@@ -89,6 +89,10 @@ pub struct LaunchAsk {
     /// X11: the Landlock protection (`all`, `fs`, `signals`, `none`). Absent: `all`.
     #[serde(default, skip_serializing_if = "crate::api::is_default_protect")]
     pub protect: crate::record::ProtectAsk,
+    /// X12: the sandbox (`{"mode": "read_only" | "workspace_write" | "none", "paths": [...],
+    /// "network": "none" | "all"}`). Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::record::SandboxAsk>,
     /// What a restarted service does with the scope once this one is lost (L6). Absent:
     /// `keep`, but `stop` for an agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -152,6 +156,7 @@ impl LaunchAsk {
             unique: false,
             allow_setns: false,
             protect: crate::record::ProtectAsk::All,
+            sandbox: None,
             on_service_loss: None,
             input: false,
             end_with_connection: false,

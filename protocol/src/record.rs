@@ -47,8 +47,8 @@ pub const RECORD_VERSION: u16 = 1;
 /// [`Registration::allow_setns`]; 5 appends [`Registration::supervisor_provenance`] and
 /// [`Registration::guardian_provenance`]; 6 appends [`Registration::on_service_loss`]; 7
 /// appends [`Registration::resources`]; 8 [`Registration::readiness`]; 9
-/// [`Registration::protection`].
-pub const REGISTRATION_VERSION: u16 = 9;
+/// [`Registration::protection`]; 10 [`Registration::sandbox`].
+pub const REGISTRATION_VERSION: u16 = 10;
 /// The launch result's version: 2 adds [`LaunchResultRecord::stop_failure`] and
 /// [`LaunchResultRecord::usage`]; 3 [`LaunchResultRecord::residue_stop`]; 4 appends
 /// [`LaunchResultRecord::cgroup_usage`]; 5 [`LaunchResultRecord::limit_usage`].
@@ -181,6 +181,73 @@ pub struct Registration {
     /// X11: what kept the workload from its evidence, its guardian, other scopes and the
     /// service. `None` in version 1 to 8 records (their launches had no Landlock domain).
     pub protection: Option<Protection>,
+    /// X12: the sandbox the workload ran in (`run --sandbox`, `--network`). `None` in version
+    /// 1 to 9 records and for launches that asked for none.
+    pub sandbox: Option<Sandbox>,
+}
+
+/// X12: how much of the file system a sandboxed workload may write (`run --sandbox`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// No sandbox (the default): writes as the user may.
+    #[default]
+    None,
+    /// Reads everywhere; writes only to a private temporary directory (`TMPDIR`) and the
+    /// terminal and null-like devices.
+    ReadOnly,
+    /// `read_only` plus the working directory and the named paths.
+    WorkspaceWrite,
+}
+
+/// X12: the network a workload may use (`run --network`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkAsk {
+    /// As without a sandbox (the default).
+    #[default]
+    All,
+    /// No TCP bind or connect (Landlock ABI 4).
+    None,
+}
+
+/// X12: the sandbox a launch asks for (the socket API's `sandbox` object).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SandboxAsk {
+    /// Absent: `none`.
+    #[serde(default)]
+    pub mode: SandboxMode,
+    /// With `workspace_write`: more writable paths (absolute, or relative to the working
+    /// directory; each must exist). Absent: none.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Absent: `all`.
+    #[serde(default)]
+    pub network: NetworkAsk,
+}
+
+impl SandboxAsk {
+    /// Whether this asks for nothing (no file-system sandbox, the network as it is).
+    pub fn is_none(&self) -> bool {
+        self.mode == SandboxMode::None && self.network == NetworkAsk::All
+    }
+}
+
+/// X12: the sandbox a launch ran in, as the record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Sandbox {
+    pub mode: SandboxMode,
+    pub network: NetworkAsk,
+    /// The workspace's writable roots, canonical (the working directory first, then the named
+    /// paths); empty for `read_only` and `none`.
+    pub writable: Vec<String>,
+    /// The private temporary directory made for the launch (its `TMPDIR`).
+    pub tmpdir: Option<String>,
 }
 
 /// X11: the protection a launch asked for (`run --protect`).
@@ -684,15 +751,16 @@ impl Registration {
                 let v1: v1::Registration = decode_payload(payload, "registration record")?;
                 Ok(v1.into())
             }
-            // Versions 3, 4, 6, 7, 8 and 9 each only append an `Option`, version 5 two: an
-            // older payload is version 9's with each absent option's one zero byte missing.
-            2..=8 => {
+            // Versions 3, 4, 6, 7, 8, 9 and 10 each only append an `Option`, version 5 two: an
+            // older payload is version 10's with each absent option's one zero byte missing.
+            2..=9 => {
                 let missing = match version {
-                    8 => 1,
-                    7 => 2,
-                    6 => 3,
-                    5 => 4,
-                    v => usize::from(4 - v) + 6,
+                    9 => 1,
+                    8 => 2,
+                    7 => 3,
+                    6 => 4,
+                    5 => 5,
+                    v => usize::from(4 - v) + 7,
                 };
                 let mut current = Vec::with_capacity(payload.len() + missing);
                 current.extend_from_slice(payload);
@@ -845,6 +913,7 @@ mod v1 {
                 resources: None,
                 readiness: None,
                 protection: None,
+                sandbox: None,
             }
         }
     }

@@ -322,6 +322,7 @@ fn registration() -> Registration {
         resources: None,
         readiness: None,
         protection: None,
+        sandbox: None,
     }
 }
 
@@ -442,7 +443,7 @@ fn records_round_trip_and_reject_damage() {
         Err(DecodeError::Truncated { .. })
     ));
     let mut v = bytes.clone();
-    v[8] = 10;
+    v[8] = 11;
     assert!(matches!(
         Registration::decode(&v),
         Err(DecodeError::UnsupportedVersion { .. })
@@ -780,26 +781,27 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
     envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
     assert_eq!(Registration::decode(&v1).unwrap(), plain);
 
-    // A version 8 record (no `protection`: version 9's payload without its one zero byte), a
-    // version 7 record (no `readiness` either), a
+    // A version 9 record (no `sandbox`: version 10's payload without its one zero byte), a
+    // version 8 record (no `protection` either), a version 7 record (no `readiness` either), a
     // version 6 record (no `resources` either), a version 5 record (no `on_service_loss`
     // either), a version 4 record (no provenance either: two zero bytes less), a version 3
     // record (no `allow_setns` either) and a version 2 record (no `cgroup` either) decode with
     // them absent.
     assert_eq!(
-        &v2[v2.len() - 8..],
-        &[0, 0, 0, 0, 0, 0, 0, 0],
+        &v2[v2.len() - 9..],
+        &[0, 0, 0, 0, 0, 0, 0, 0, 0],
         "an absent cgroup, allow_setns, two provenances, on_service_loss, resources, \
-         readiness and protection are one zero byte each at the end"
+         readiness, protection and sandbox are one zero byte each at the end"
     );
     for (version, missing) in [
-        (8u16, 1usize),
-        (7, 2),
-        (6, 3),
-        (5, 4),
-        (4, 6),
-        (3, 7),
-        (2, 8),
+        (9u16, 1usize),
+        (8, 2),
+        (7, 3),
+        (6, 4),
+        (5, 5),
+        (4, 7),
+        (3, 8),
+        (2, 9),
     ] {
         let payload = &v2[header..v2.len() - missing];
         let mut old = vec![0u8; header + payload.len()];
@@ -867,6 +869,19 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
         protected
     );
 
+    // Version 10 keeps the sandbox (X12).
+    let mut sandboxed = plain.clone();
+    sandboxed.sandbox = Some(refine_protocol::record::Sandbox {
+        mode: refine_protocol::record::SandboxMode::WorkspaceWrite,
+        network: refine_protocol::record::NetworkAsk::None,
+        writable: vec!["/work/ws".into(), "/work/cache".into()],
+        tmpdir: Some("/tmp/refine-sandbox-1".into()),
+    });
+    assert_eq!(
+        Registration::decode(&sandboxed.encode().unwrap()).unwrap(),
+        sandboxed
+    );
+
     // Version 6 keeps what recovery does on the service's loss (L6).
     let mut kept = plain.clone();
     kept.on_service_loss = Some(refine_protocol::record::ServiceLoss::Keep);
@@ -902,12 +917,12 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
         ready
     );
 
-    // Negative control: a version past 9 is refused, not guessed.
-    let mut v10 = v2.clone();
-    v10[8] = 10;
+    // Negative control: a version past 10 is refused, not guessed.
+    let mut v11 = v2.clone();
+    v11[8] = 11;
     assert!(matches!(
-        Registration::decode(&v10),
-        Err(DecodeError::UnsupportedVersion { got: 10, .. })
+        Registration::decode(&v11),
+        Err(DecodeError::UnsupportedVersion { got: 11, .. })
     ));
 }
 

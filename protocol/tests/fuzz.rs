@@ -419,6 +419,7 @@ fn registration() -> Registration {
         resources: None,
         readiness: None,
         protection: None,
+        sandbox: None,
     }
 }
 

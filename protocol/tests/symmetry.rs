@@ -726,6 +726,7 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
             resources: None,
             readiness: None,
             protection: None,
+            sandbox: None,
         },
         Registration::encode,
         Registration::decode,

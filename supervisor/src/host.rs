@@ -72,7 +72,7 @@ use crate::store::registry::{self, RegistryError, Runtime, DEFAULT_PORT};
 pub use crate::launch::{
     LaunchError, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
 };
-pub use refine_protocol::record::Kind;
+pub use refine_protocol::record::{Kind, SandboxMode};
 pub use refine_protocol::{Receipt, WorkloadStatus};
 
 /// Why a runtime could not be opened.
@@ -284,6 +284,28 @@ impl Command {
     /// default: [`refine_protocol::record::ProtectAsk`]).
     pub fn protect(mut self, ask: refine_protocol::record::ProtectAsk) -> Command {
         self.request.protect = ask;
+        self
+    }
+
+    /// X12: a sandbox ([`refine_protocol::record::SandboxMode`]; `run --sandbox`): `ReadOnly`
+    /// writes only to a private `TMPDIR` and the null-like devices, `WorkspaceWrite` also to
+    /// the working directory and each [`Command::sandbox_path`]. A kernel that cannot hold it
+    /// refuses the launch.
+    pub fn sandbox(mut self, mode: SandboxMode) -> Command {
+        self.request.sandbox.mode = mode;
+        self
+    }
+
+    /// X12: one more writable path of a `WorkspaceWrite` sandbox (relative: to the working
+    /// directory; it must exist).
+    pub fn sandbox_path(mut self, path: impl AsRef<Path>) -> Command {
+        self.request.sandbox.paths.push(path.as_ref().to_owned());
+        self
+    }
+
+    /// X12: no TCP bind or connect (`run --network none`; Landlock ABI 4).
+    pub fn network_none(mut self) -> Command {
+        self.request.sandbox.network = refine_protocol::record::NetworkAsk::None;
         self
     }
 

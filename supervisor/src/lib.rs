@@ -34,7 +34,7 @@ pub mod store;
 
 pub use error::error_chain;
 pub use host::{
-    Child, Command, Kind, LaunchError, LaunchOutcome, LaunchResult, Receipt, ScopeState, StdinMode,
-    Supervisor, WorkloadStatus,
+    Child, Command, Kind, LaunchError, LaunchOutcome, LaunchResult, Receipt, SandboxMode,
+    ScopeState, StdinMode, Supervisor, WorkloadStatus,
 };
 pub use kernel::limits::raise_nofile_limit;

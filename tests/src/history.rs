@@ -133,6 +133,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
         resources: None,
         readiness: None,
         protection: None,
+        sandbox: None,
     };
     if f.durable {
         rt.write_registration(&reg).expect("write registration");

@@ -112,6 +112,7 @@ pub fn request(argv: Vec<OsString>, out: OwnedFd) -> RegisteredLaunch {
         resources: Default::default(),
         readiness: None,
         protection: None,
+        sandbox: None,
     }
 }
 

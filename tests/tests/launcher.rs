@@ -40,6 +40,7 @@ fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
         resources: Default::default(),
         readiness: None,
         protection: None,
+        sandbox: None,
     }
 }
 

@@ -432,6 +432,9 @@ pub struct RecordDoc {
     /// X11: what the workload's Landlock domain held; `null` an older record (no domain).
     #[serde(default)]
     pub protection: Option<crate::record::Protection>,
+    /// X12: the sandbox the workload ran in; `null` none (or an older record).
+    #[serde(default)]
+    pub sandbox: Option<crate::record::Sandbox>,
     /// V1: the supervisor's and the guardian's builds the registration recorded (absent from
     /// an older service's reply: read as both `null`).
     #[serde(default)]

@@ -240,6 +240,15 @@ pub struct RunArgs {
     /// only), `none` (no domain). Recorded and shown either way.
     #[arg(long, value_name = "all|fs|signals|none", value_parser = parse_protect, default_value = "all")]
     pub protect: refine_protocol::record::ProtectAsk,
+    /// A sandbox for the workload (SPEC X12, Landlock): `read-only` (reads everywhere, writes
+    /// only to a private TMPDIR and the null-like devices), `workspace-write[=PATH,...]` (also
+    /// the working directory and each PATH, comma-separated, relative to the working
+    /// directory), `none` (the default). Refused where the kernel cannot hold it.
+    #[arg(long, value_name = "read-only|workspace-write[=PATH,...]|none", value_parser = parse_sandbox, default_value = "none")]
+    pub sandbox: refine_protocol::record::SandboxAsk,
+    /// `none`: no TCP bind or connect (SPEC X12, Landlock ABI 4); `all` (the default).
+    #[arg(long, value_name = "none|all", value_parser = parse_network, default_value = "all")]
+    pub network: refine_protocol::record::NetworkAsk,
     /// With --detach: what a restarted service does with this scope if the service is lost
     /// meanwhile (a crash, a kill -9): `keep` it running (the default, but for agents) or
     /// `stop` it (the default for agents).
@@ -831,6 +840,53 @@ pub fn home(cli: &Cli, create: bool) -> Result<PathBuf, CliError> {
         );
     }
     Ok(h)
+}
+
+/// X12: `--sandbox read-only | workspace-write[=PATH,...] | none`.
+pub(crate) fn parse_sandbox(s: &str) -> Result<refine_protocol::record::SandboxAsk, String> {
+    use refine_protocol::record::{SandboxAsk, SandboxMode};
+    let (mode, paths) = match s.split_once('=') {
+        Some(("workspace-write", list)) => (
+            SandboxMode::WorkspaceWrite,
+            list.split(',')
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        ),
+        None if s == "workspace-write" => (SandboxMode::WorkspaceWrite, Vec::new()),
+        None if s == "read-only" => (SandboxMode::ReadOnly, Vec::new()),
+        None if s == "none" => (SandboxMode::None, Vec::new()),
+        _ => {
+            return Err(format!(
+                "{s:?} is not one of read-only, workspace-write[=PATH,...], none"
+            ))
+        }
+    };
+    Ok(SandboxAsk {
+        mode,
+        paths,
+        ..SandboxAsk::default()
+    })
+}
+
+/// X12: `--network none | all`.
+pub(crate) fn parse_network(s: &str) -> Result<refine_protocol::record::NetworkAsk, String> {
+    match s {
+        "none" => Ok(refine_protocol::record::NetworkAsk::None),
+        "all" => Ok(refine_protocol::record::NetworkAsk::All),
+        _ => Err(format!("{s:?} is not one of none, all")),
+    }
+}
+
+impl RunArgs {
+    /// X12: `--sandbox` and `--network` as one ask (`None`: neither).
+    pub(crate) fn sandbox_ask(&self) -> Option<refine_protocol::record::SandboxAsk> {
+        let ask = refine_protocol::record::SandboxAsk {
+            network: self.network,
+            ..self.sandbox.clone()
+        };
+        (!ask.is_none()).then_some(ask)
+    }
 }
 
 /// `keep` or `stop` (`--on-service-loss`).

@@ -240,7 +240,22 @@ fn run(home: &Path, port: u16, mut args: RunArgs) -> Result<ExitCode, CliError> 
     let (Some(argv), Some(env), None | Some(Some(_))) = (argv, env, &cwd) else {
         return Err(ServiceError::from(SpecError::DetachNotText).into());
     };
+    use refine_protocol::record::SandboxMode;
+    // X12: a workspace is this directory, never the service's.
+    let sandbox = args.sandbox_ask();
+    let cwd = match cwd {
+        None if sandbox
+            .as_ref()
+            .is_some_and(|s| s.mode == SandboxMode::WorkspaceWrite) =>
+        {
+            std::env::current_dir()
+                .ok()
+                .map(|d| d.to_str().map(str::to_owned))
+        }
+        c => c,
+    };
     let spec = LaunchAsk {
+        sandbox,
         argv,
         kind: args.kind.kind(),
         label: args.label,

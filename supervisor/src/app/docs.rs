@@ -186,6 +186,7 @@ pub(crate) fn record_doc(reg: &Registration) -> RecordDoc {
         }),
         allow_setns: reg.allow_setns,
         protection: reg.protection,
+        sandbox: reg.sandbox.clone(),
         provenance: refine_protocol::docs::BuildsDoc {
             supervisor: reg.supervisor_provenance.clone(),
             guardian: reg.guardian_provenance.clone(),

@@ -628,6 +628,7 @@ pub(crate) fn launch_command(spec: &LaunchAsk) -> Result<Command, ServiceError> 
             user: spec.user.as_deref(),
             allow_setns: spec.allow_setns,
             protect: spec.protect,
+            sandbox: spec.sandbox.as_ref(),
             memory_max_bytes: spec.memory_max_bytes,
             cpu_millis: spec.cpu_millis,
             pids_max: spec.pids_max,
@@ -659,6 +660,8 @@ pub(crate) struct LaunchOptions<'a> {
     pub allow_setns: bool,
     /// X11: the Landlock protection asked for.
     pub protect: refine_protocol::record::ProtectAsk,
+    /// X12: the sandbox asked for.
+    pub sandbox: Option<&'a refine_protocol::record::SandboxAsk>,
     /// H8: the tree's memory, CPU and pids limits.
     pub memory_max_bytes: Option<u64>,
     pub cpu_millis: Option<u32>,
@@ -700,6 +703,10 @@ pub(crate) fn launch_options(
         cmd = cmd.allow_setns();
     }
     cmd = cmd.protect(o.protect);
+    if let Some(ask) = o.sandbox {
+        cmd.request_mut().sandbox =
+            refine_supervisor::launch::sandbox::SandboxRequest::from_ask(ask);
+    }
     if let Some(b) = o.memory_max_bytes {
         cmd = cmd.memory_max(b);
     }

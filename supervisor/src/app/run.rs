@@ -469,6 +469,7 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
             user: args.user.as_deref(),
             allow_setns: args.allow_setns,
             protect: args.protect,
+            sandbox: args.sandbox_ask().as_ref(),
             memory_max_bytes: args.memory_max,
             cpu_millis: args.cpus,
             pids_max: args.pids_max,

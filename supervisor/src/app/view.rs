@@ -769,6 +769,7 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
     lines.push(("Setns", setns.to_owned()));
     // X11: what the Landlock domain held.
     lines.push(("Protected", protection_words(rec.protection.as_ref())));
+    lines.push(("Sandbox", sandbox_words(rec.sandbox.as_ref())));
     // V1: the builds that registered and hold the scope.
     let built = |who: &str, p: &Option<refine_protocol::BuildProvenance>| match p {
         Some(p) => format!("{who} {}", build_words(p, 12)),
@@ -1269,6 +1270,27 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
             "removed"
         },
     )
+}
+
+/// X12: `show`'s `Sandbox:` line.
+pub(crate) fn sandbox_words(s: Option<&refine_protocol::record::Sandbox>) -> String {
+    use refine_protocol::record::{NetworkAsk, SandboxMode};
+    let Some(s) = s else {
+        return "none".to_owned();
+    };
+    let mut words = match s.mode {
+        SandboxMode::None => "no file-system sandbox".to_owned(),
+        SandboxMode::ReadOnly => "read-only".to_owned(),
+        SandboxMode::WorkspaceWrite => format!("workspace-write {}", s.writable.join(",")),
+    };
+    if let Some(t) = &s.tmpdir {
+        words.push_str(&format!("; TMPDIR {t}"));
+    }
+    words.push_str(match s.network {
+        NetworkAsk::None => "; network none (no TCP bind or connect)",
+        NetworkAsk::All => "; network as it is",
+    });
+    words
 }
 
 /// X11: `show`'s `Protected:` line, from the record's protection.

@@ -360,6 +360,7 @@ mod tests {
             resources: None,
             readiness: None,
             protection: None,
+            sandbox: None,
         };
         rt.write_registration(&reg).unwrap();
         fs::write(rt.log_path(id, Stream::Stdout), b"out").unwrap();

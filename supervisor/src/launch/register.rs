@@ -43,6 +43,8 @@ pub struct RegisteredLaunch {
     pub readiness: Option<refine_protocol::record::ReadinessSpec>,
     /// X11: what protection the launch's Landlock domain holds ([`crate::launch::protect`]).
     pub protection: Option<refine_protocol::record::Protection>,
+    /// X12: the sandbox the domain holds ([`crate::launch::sandbox`]).
+    pub sandbox: Option<refine_protocol::record::Sandbox>,
 }
 
 /// The minimal managed launch: spawn the guardian, receive its identities, write the registration
@@ -158,6 +160,7 @@ pub(crate) fn launch_started(
         resources: (!req.resources.is_empty()).then(|| widest_resources(&req.resources)),
         readiness: req.readiness,
         protection: req.protection,
+        sandbox: req.sandbox,
     };
     if let Err(source) = registration.encode() {
         return Err(HandshakeError::Registry(RegistryError::Refused {

@@ -101,6 +101,8 @@ pub struct LaunchRequest {
     pub readiness: Option<crate::launch::readiness::Readiness>,
     /// X11: the Landlock protection asked for (`run --protect`; all of it by default).
     pub protect: refine_protocol::record::ProtectAsk,
+    /// X12: the sandbox asked for (`run --sandbox`, `--network`; none by default).
+    pub sandbox: crate::launch::sandbox::SandboxRequest,
 }
 
 impl std::fmt::Debug for LaunchRequest {
@@ -151,6 +153,7 @@ impl LaunchRequest {
             resources: crate::kernel::resources::ResourceAsk::default(),
             readiness: None,
             protect: refine_protocol::record::ProtectAsk::All,
+            sandbox: Default::default(),
         }
     }
 }

@@ -127,6 +127,7 @@ fn main() {
         resources: None,
         readiness: None,
         protection: None,
+        sandbox: None,
     };
     if let Err(e) = rt.commit_registration(pending, &registration) {
         let _ = link.abort();

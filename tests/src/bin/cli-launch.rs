@@ -75,6 +75,7 @@ fn main() {
             resources: Default::default(),
             readiness: None,
             protection: None,
+            sandbox: None,
         },
     )
     .expect("launch");

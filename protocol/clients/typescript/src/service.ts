@@ -89,6 +89,14 @@ export function launchFields(argv: readonly Arg[], o: LaunchOptions): Record<str
     ready: o.ready,
     ready_timeout_ms: o.readyTimeout,
     protect: o.protect,
+    sandbox:
+      o.sandbox === undefined && o.network === undefined && !o.sandboxPaths?.length
+        ? undefined
+        : {
+            mode: (o.sandbox ?? "none").replace("-", "_"),
+            paths: o.sandboxPaths?.length ? [...o.sandboxPaths] : undefined,
+            network: o.network,
+          },
     end_with_connection: o.keep ? undefined : true,
   };
 }

@@ -140,6 +140,9 @@ class Client:
         ready: Optional[str] = None,
         ready_timeout: Optional[float] = None,
         protect: Optional[str] = None,
+        sandbox: Optional[str] = None,
+        sandbox_paths: Optional[Sequence[str]] = None,
+        network: Optional[str] = None,
     ) -> Union[Launched, SpawnFailed]:
         """Launches `argv` in a scope of its own; durations are seconds. `cwd` defaults to this
         process's working directory. `input=True` opens the workload's stdin for `input()`.
@@ -150,10 +153,14 @@ class Client:
         `--pids-max`); a limit the host cannot apply refuses the launch. `ready` ("notify" or
         "cmd=COMMAND") and `ready_timeout` (seconds) are `run --ready`/`--ready-timeout`.
         `protect` ("all", the default, "fs", "signals" or "none") is `run --protect`: what the
-        workload's Landlock domain takes away (SPEC X11)."""
+        workload's Landlock domain takes away (SPEC X11). `sandbox` ("read-only",
+        "workspace-write" or "none") with `sandbox_paths` (more writable paths for
+        "workspace-write") is `run --sandbox`, `network="none"` is `run --network none`
+        (SPEC X12); a kernel that cannot hold them refuses the launch."""
         ask = LaunchAsk(list(argv), dict(env) if env else None, cwd, label, kind, timeout,
                         idle_timeout, kill_after, unique, input, keep, memory_max, cpus,
-                        pids_max, ready, ready_timeout, protect)
+                        pids_max, ready, ready_timeout, protect, sandbox,
+                        list(sandbox_paths) if sandbox_paths else None, network)
         return _launched(self, self._mode.launch(ask))
 
     def adopt(self, id: str) -> Handle:
@@ -275,10 +282,14 @@ class AsyncClient:
         ready: Optional[str] = None,
         ready_timeout: Optional[float] = None,
         protect: Optional[str] = None,
+        sandbox: Optional[str] = None,
+        sandbox_paths: Optional[Sequence[str]] = None,
+        network: Optional[str] = None,
     ) -> Union[Launched, SpawnFailed]:
         ask = LaunchAsk(list(argv), dict(env) if env else None, cwd, label, kind, timeout,
                         idle_timeout, kill_after, unique, input, keep, memory_max, cpus,
-                        pids_max, ready, ready_timeout, protect)
+                        pids_max, ready, ready_timeout, protect, sandbox,
+                        list(sandbox_paths) if sandbox_paths else None, network)
         return _launched(self, await self._mode.launch(ask))
 
     async def adopt(self, id: str) -> Handle:

@@ -138,6 +138,11 @@ class Plan:
                 argv += ["--ready-timeout", _dur(ask.ready_timeout, "ready_timeout")]
         if ask.protect is not None:
             argv += ["--protect", ask.protect]
+        if ask.sandbox is not None:
+            paths = ",".join(os.fspath(p) for p in ask.sandbox_paths or [])
+            argv += ["--sandbox", ask.sandbox + ("=" + paths if paths else "")]
+        if ask.network is not None:
+            argv += ["--network", ask.network]
         if not ask.keep and end_with_parent:
             argv.append("--end-with-parent")
         return self.cli(*argv, "--", *[_b(a) for a in ask.argv])

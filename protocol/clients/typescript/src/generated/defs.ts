@@ -216,6 +216,16 @@ export type LeftDoc =
   | GuardianBelowLeftDoc
   | SurvivedLeftDoc;
 /**
+ * X12: the network a workload may use (`run --network`).
+ *
+ * `all`: As without a sandbox (the default).
+ * `none`: No TCP bind or connect (Landlock ABI 4).
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "NetworkAsk".
+ */
+export type NetworkAsk = "all" | "none";
+/**
  * X11: the protection a launch asked for (`run --protect`).
  *
  * `all`: The file-system part and the scoping (the default).
@@ -267,6 +277,18 @@ export type ReadyMode = "notify" | "fd" | "cmd";
  * via the `definition` "ReadyState".
  */
 export type ReadyState = "starting" | "ready" | "failed";
+/**
+ * X12: how much of the file system a sandboxed workload may write (`run --sandbox`).
+ *
+ * `none`: No sandbox (the default): writes as the user may.
+ * `read_only`: Reads everywhere; writes only to a private temporary directory (`TMPDIR`) and the
+ * terminal and null-like devices.
+ * `workspace_write`: `read_only` plus the working directory and the named paths.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "SandboxMode".
+ */
+export type SandboxMode = "none" | "read_only" | "workspace_write";
 /**
  * What recovery did (or, `--dry-run`, would do) with one registration.
  *
@@ -1134,6 +1156,10 @@ export interface RecordDoc {
     [k: string]: string;
   };
   runtime: string;
+  /**
+   * X12: the sandbox the workload ran in; `null` none (or an older record).
+   */
+  sandbox?: Sandbox | null;
   scope_policy: string;
   started: string;
   started_at_unix_ms: number;
@@ -1150,6 +1176,26 @@ export interface RecordDoc {
 export interface BuildsDoc1 {
   guardian?: BuildProvenance | null;
   supervisor?: BuildProvenance | null;
+  [k: string]: unknown;
+}
+/**
+ * X12: the sandbox a launch ran in, as the record keeps it.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "Sandbox".
+ */
+export interface Sandbox {
+  mode: SandboxMode;
+  network: NetworkAsk;
+  /**
+   * The private temporary directory made for the launch (its `TMPDIR`).
+   */
+  tmpdir?: string | null;
+  /**
+   * The workspace's writable roots, canonical (the working directory first, then the named
+   * paths); empty for `read_only` and `none`.
+   */
+  writable: string[];
   [k: string]: unknown;
 }
 /**
@@ -1583,6 +1629,35 @@ export interface SampleDoc {
   reason?: string | null;
   rss_bytes: number;
   [k: string]: unknown;
+}
+/**
+ * X12: the sandbox a launch asks for (the socket API's `sandbox` object).
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "SandboxAsk".
+ */
+export interface SandboxAsk {
+  /**
+   * X12: how much of the file system a sandboxed workload may write (`run --sandbox`).
+   *
+   * `none`: No sandbox (the default): writes as the user may.
+   * `read_only`: Reads everywhere; writes only to a private temporary directory (`TMPDIR`) and the
+   * terminal and null-like devices.
+   * `workspace_write`: `read_only` plus the working directory and the named paths.
+   */
+  mode?: "none" | "read_only" | "workspace_write";
+  /**
+   * X12: the network a workload may use (`run --network`).
+   *
+   * `all`: As without a sandbox (the default).
+   * `none`: No TCP bind or connect (Landlock ABI 4).
+   */
+  network?: "all" | "none";
+  /**
+   * With `workspace_write`: more writable paths (absolute, or relative to the working
+   * directory; each must exist). Absent: none.
+   */
+  paths?: string[];
 }
 /**
  * How a residue scope's stop ended.

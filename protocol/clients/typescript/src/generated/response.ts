@@ -430,6 +430,10 @@ export interface RecordDoc {
     [k: string]: string;
   };
   runtime: string;
+  /**
+   * X12: the sandbox the workload ran in; `null` none (or an older record).
+   */
+  sandbox?: Sandbox | null;
   scope_policy: string;
   started: string;
   started_at_unix_ms: number;
@@ -576,6 +580,37 @@ export interface BuildProvenance {
   commit?: string | null;
   dirty?: boolean | null;
   version: string;
+  [k: string]: unknown;
+}
+/**
+ * X12: the sandbox a launch ran in, as the record keeps it.
+ */
+export interface Sandbox {
+  /**
+   * X12: how much of the file system a sandboxed workload may write (`run --sandbox`).
+   *
+   * `none`: No sandbox (the default): writes as the user may.
+   * `read_only`: Reads everywhere; writes only to a private temporary directory (`TMPDIR`) and the
+   * terminal and null-like devices.
+   * `workspace_write`: `read_only` plus the working directory and the named paths.
+   */
+  mode: "none" | "read_only" | "workspace_write";
+  /**
+   * X12: the network a workload may use (`run --network`).
+   *
+   * `all`: As without a sandbox (the default).
+   * `none`: No TCP bind or connect (Landlock ABI 4).
+   */
+  network: "all" | "none";
+  /**
+   * The private temporary directory made for the launch (its `TMPDIR`).
+   */
+  tmpdir?: string | null;
+  /**
+   * The workspace's writable roots, canonical (the working directory first, then the named
+   * paths); empty for `read_only` and `none`.
+   */
+  writable: string[];
   [k: string]: unknown;
 }
 export interface WorkloadDoc {

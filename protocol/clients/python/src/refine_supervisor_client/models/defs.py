@@ -161,6 +161,9 @@ class LimitsDoc(TypedDict):
     placements: NotRequired[list[LimitPlacementDoc]]
 
 
+NetworkAsk: TypeAlias = Literal['all', 'none']
+
+
 Outcome: TypeAlias = Literal[
     'completed',
     'timed_out',
@@ -319,6 +322,9 @@ class SampleDoc(TypedDict):
     members: int
     reason: NotRequired[str | None]
     rss_bytes: int
+
+
+SandboxMode: TypeAlias = Literal['none', 'read_only', 'workspace_write']
 
 
 ScopeKind: TypeAlias = Kind | KindUnreadable
@@ -539,34 +545,6 @@ class ReceiptDoc(TypedDict):
     written_at_ns: int
 
 
-class RecordDoc(TypedDict):
-    allow_setns: NotRequired[bool | None]
-    argv: list[str]
-    argv_bytes: NotRequired[list[list[int]] | None]
-    boot_id: str
-    cgroup: NotRequired[CgroupDoc | None]
-    cwd: str
-    guardian: WitnessDoc
-    id: str
-    kind: Kind
-    label: str
-    limits: LimitsDoc
-    owner: str
-    proof: ProofDoc
-    protection: NotRequired[Protection | None]
-    provenance: NotRequired[BuildsDoc]
-    pty: bool
-    purpose: dict[str, str]
-    runtime: str
-    scope_policy: str
-    started: str
-    started_at_unix_ms: int
-    stderr: str
-    stdin: NotRequired[str | None]
-    stdout: str
-    workload: WorkloadDoc
-
-
 class RecoverEntryDoc(TypedDict):
     action: RecoverAction
     id: str
@@ -612,26 +590,25 @@ class ResultDocFields(TypedDict):
 ResultDoc: TypeAlias = ResultDocFields | ErrorResultDoc
 
 
+class Sandbox(TypedDict):
+    mode: SandboxMode
+    network: NetworkAsk
+    tmpdir: NotRequired[str | None]
+    writable: list[str]
+
+
+class SandboxAsk(TypedDict):
+    mode: NotRequired[SandboxMode]
+    network: NotRequired[NetworkAsk]
+    paths: NotRequired[list[str]]
+
+
 class ScopeStopDoc(TypedDict):
     error: NotRequired[str | None]
     id: str
     outcome: NotRequired[StopOutcome | None]
     port: int
     receipt_verified: bool
-
-
-class ShowDoc(TypedDict):
-    artifacts: ArtifactsDoc
-    assessment: AssessmentDoc
-    id: str
-    processes: list[ProcessDoc]
-    readiness: NotRequired[ReadinessDoc | None]
-    reason: NotRequired[str | None]
-    receipt: NotRequired[ReceiptDoc | None]
-    record: RecordDoc
-    result: NotRequired[ResultDoc | None]
-    state: State
-    watch: NotRequired[WatchDoc | None]
 
 
 class StallIncident(TypedDict):
@@ -804,8 +781,33 @@ LeftDoc: TypeAlias = (
 )
 
 
-class ShowReply(TypedDict):
-    show: ShowDoc
+class RecordDoc(TypedDict):
+    allow_setns: NotRequired[bool | None]
+    argv: list[str]
+    argv_bytes: NotRequired[list[list[int]] | None]
+    boot_id: str
+    cgroup: NotRequired[CgroupDoc | None]
+    cwd: str
+    guardian: WitnessDoc
+    id: str
+    kind: Kind
+    label: str
+    limits: LimitsDoc
+    owner: str
+    proof: ProofDoc
+    protection: NotRequired[Protection | None]
+    provenance: NotRequired[BuildsDoc]
+    pty: bool
+    purpose: dict[str, str]
+    runtime: str
+    sandbox: NotRequired[Sandbox | None]
+    scope_policy: str
+    started: str
+    started_at_unix_ms: int
+    stderr: str
+    stdin: NotRequired[str | None]
+    stdout: str
+    workload: WorkloadDoc
 
 
 class StopReply(TypedDict):
@@ -841,8 +843,26 @@ class ScopeView(TypedDict):
     workload_running: NotRequired[bool | None]
 
 
+class ShowDoc(TypedDict):
+    artifacts: ArtifactsDoc
+    assessment: AssessmentDoc
+    id: str
+    processes: list[ProcessDoc]
+    readiness: NotRequired[ReadinessDoc | None]
+    reason: NotRequired[str | None]
+    receipt: NotRequired[ReceiptDoc | None]
+    record: RecordDoc
+    result: NotRequired[ResultDoc | None]
+    state: State
+    watch: NotRequired[WatchDoc | None]
+
+
 class ListReply(TypedDict):
     list: list[ScopeView]
+
+
+class ShowReply(TypedDict):
+    show: ShowDoc
 
 
 Reply: TypeAlias = (

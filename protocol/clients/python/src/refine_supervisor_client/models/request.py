@@ -8,35 +8,6 @@ from typing import Literal, NotRequired, TypeAlias, TypedDict
 from . import defs
 
 
-class LaunchRequest(TypedDict):
-    allow_setns: NotRequired[bool]
-    argv: list[str]
-    cpu_millis: NotRequired[int | None]
-    cwd: NotRequired[str | None]
-    end_with_connection: NotRequired[bool]
-    env: NotRequired[dict[str, str]]
-    idle_timeout_ms: NotRequired[int | None]
-    input: NotRequired[bool]
-    kill_after_ms: NotRequired[int | None]
-    kind: NotRequired[defs.Kind]
-    label: NotRequired[str]
-    log_cap_bytes: NotRequired[int | None]
-    memory_max_bytes: NotRequired[int | None]
-    meta: NotRequired[dict[str, str]]
-    on_service_loss: NotRequired[defs.ServiceLoss | None]
-    op: Literal['launch']
-    pids_max: NotRequired[int | None]
-    protect: NotRequired[defs.ProtectAsk]
-    pty: NotRequired[bool]
-    ready: NotRequired[str | None]
-    ready_timeout_ms: NotRequired[int | None]
-    timeout_ms: NotRequired[int | None]
-    unique: NotRequired[bool]
-    user: NotRequired[str | None]
-    v: Literal[1]
-    wait_for_slot_ms: NotRequired[int | None]
-
-
 class ListRequest(TypedDict):
     all: NotRequired[bool]
     op: Literal['list']
@@ -98,6 +69,36 @@ class EventsRequest(TypedDict):
     since_unix_ms: NotRequired[int | None]
     until_unix_ms: NotRequired[int | None]
     v: Literal[1]
+
+
+class LaunchRequest(TypedDict):
+    allow_setns: NotRequired[bool]
+    argv: list[str]
+    cpu_millis: NotRequired[int | None]
+    cwd: NotRequired[str | None]
+    end_with_connection: NotRequired[bool]
+    env: NotRequired[dict[str, str]]
+    idle_timeout_ms: NotRequired[int | None]
+    input: NotRequired[bool]
+    kill_after_ms: NotRequired[int | None]
+    kind: NotRequired[defs.Kind]
+    label: NotRequired[str]
+    log_cap_bytes: NotRequired[int | None]
+    memory_max_bytes: NotRequired[int | None]
+    meta: NotRequired[dict[str, str]]
+    on_service_loss: NotRequired[defs.ServiceLoss | None]
+    op: Literal['launch']
+    pids_max: NotRequired[int | None]
+    protect: NotRequired[defs.ProtectAsk]
+    pty: NotRequired[bool]
+    ready: NotRequired[str | None]
+    ready_timeout_ms: NotRequired[int | None]
+    sandbox: NotRequired[defs.SandboxAsk | None]
+    timeout_ms: NotRequired[int | None]
+    unique: NotRequired[bool]
+    user: NotRequired[str | None]
+    v: Literal[1]
+    wait_for_slot_ms: NotRequired[int | None]
 
 
 Request: TypeAlias = (
