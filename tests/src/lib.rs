@@ -54,6 +54,7 @@ pub fn wait_until(deadline: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
+pub mod cli_support;
 pub mod stopkit;
 
 /// The receipt on disk equals `receipt` (the one the guardian sent) and is bound to `reg`: every

@@ -4,7 +4,7 @@
 //! with its cursor after a gap sees every event still in the journal exactly once, also when the
 //! size cap has dropped the segment its cursor was in.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};

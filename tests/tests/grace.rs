@@ -6,7 +6,7 @@
 //! Each polite-signal test has its negative control: without a grace the workload's trap never
 //! runs (it dies of SIGKILL).
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! Every process a test starts holds a directory of the test's own tempdir, so nothing outside
 //! the test is ever a holder it acts on; processes are ended by witness (pidfd + start time).
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -5,7 +5,7 @@
 //! `promtool` and `prometheus` come from Debian's `prometheus` package (`.ci/run` installs it);
 //! where it cannot be had the tests that need it print a skip reason.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -3,7 +3,7 @@
 //! durations, error texts, the home, completions, `RUST_LOG`. Human output is checked by
 //! content, never by exact layout.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::fs;
 use std::process::Stdio;

@@ -5,7 +5,7 @@
 //! temporary directory gets no file-system part (see supervisor/README.md's threat model). The
 //! workloads' own scratch files are in a `/tmp` directory, outside the home.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -4,7 +4,7 @@
 //! then stopped: outcome `timed_out`) or when the main process ends first; `run --detach
 //! --wait-ready`, `wait --for ready`, the socket's `wait` `until: ready`, `ps`, `show`, events.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

@@ -3,7 +3,7 @@
 //! a hybrid one whose `memory`, `pids` and `cpu` are v1). Each case skips, with the reason
 //! printed, where its controller can be used on neither (not root, no hierarchy).
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! W7 for the service: a detached launch's completion deadline ends the residue its workload
 //! left.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::time::{Duration, Instant};
 

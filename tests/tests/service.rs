@@ -1,7 +1,7 @@
 //! `serve` (SPEC O2): one service per port, a 0600 socket, clean stop on SIGTERM/SIGINT, and
 //! detached launches that survive a SIGKILLed service and are recovered by the next one.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::process::{Child, Stdio};

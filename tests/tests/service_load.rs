@@ -2,7 +2,7 @@
 //! timers, not threads (D2); a descriptor limit makes the service back off, not spin (D1);
 //! shutdown admits nothing (D3); a failed stop is reported at once (D6).
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

@@ -14,7 +14,7 @@
 //! by a FUSE daemon inside the scope (`bindfs`, skipped where missing), pid churn (thousands of
 //! short-lived members during the stop), and the interrupted stop. Needs root; skips otherwise.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

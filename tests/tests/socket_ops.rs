@@ -2,7 +2,7 @@
 //! as labels and prefixes as the CLI takes them (O12), `wait` until the scope exited (with a
 //! timeout) and `signal` to the workload's process group.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

@@ -10,7 +10,7 @@
 //! `pidfd_send_signal` (two members SIGSTOPped). A seeded round also kills at 1-30 ms.
 //! Root with `strace` (CI installs it); skipped with the reason otherwise.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -2,7 +2,7 @@
 //! restarted service's recovery leaves `stopped` with the cause `recovery`, never a bare
 //! "signal 9" and no result; a stop on a full disk still reads `stopped`, not the signal.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use cli_support::*;
 use refine_tests::TinyDisk;

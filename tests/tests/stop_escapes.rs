@@ -5,7 +5,7 @@
 //! missing and this is root); they skip with the reason otherwise. Every process and mount a case
 //! makes is ended by a guard, also when an assertion fails.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

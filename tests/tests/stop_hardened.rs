@@ -2,7 +2,7 @@
 //! that called `pthread_exit`, a stray process carrying the owner marker, a forged receipt, and a
 //! tree larger than the descriptor limit.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::ffi::OsString;
 use std::io::{Seek, SeekFrom, Write};

@@ -7,7 +7,7 @@
 //! controlling terminal is a pseudo-terminal this test opened) by typing into the terminal's
 //! master, as an operator would, and reads what the terminal shows.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::ffi::OsStr;
 use std::fs::File;

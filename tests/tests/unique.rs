@@ -3,7 +3,7 @@
 //! its own registration is durable, so two such launches never both start; the refusal is one
 //! line naming the holder. The service's launch request takes the same as `"unique": true`.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};

@@ -2,7 +2,7 @@
 //! slow pipes, the default log cap, spawn failures that explain themselves, and bytes that are
 //! not UTF-8. Each case runs the real `refine-supervisor run` as a shell would.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;

@@ -1,6 +1,5 @@
-//! Shared by the CLI, service, capacity and retention tests: drive the built `refine-supervisor`
-//! with `--home <tempdir>` as a user would, and read its `--json` documents.
-#![allow(dead_code)]
+//! Drives the built `refine-supervisor` with `--home <tempdir>` as a user would, and reads its
+//! `--json` documents: the CLI, service, capacity and retention tests share it.
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::fd::OwnedFd;
@@ -8,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use refine_tests::{bin, wait_until};
+use crate::{bin, wait_until};
 use serde_json::Value;
 
 /// Generous: the machine is shared and has two cores.
@@ -17,6 +16,12 @@ pub const DEADLINE: Duration = Duration::from_secs(30);
 pub struct Home {
     pub dir: tempfile::TempDir,
     pub port: u16,
+}
+
+impl Default for Home {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Home {
@@ -334,7 +339,7 @@ pub fn run_returning(home: &Home, argv: &[&str]) -> (Output, String) {
 /// docs) and returns the helper process and the registration id. For `wait` and `leave` the
 /// helper has exited when this returns.
 pub fn launch(home: &Home, mode: &str, argv: &[&str]) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cli-launch"))
+    let mut child = Command::new(bin("cli-launch"))
         .arg(home.path())
         .arg(home.port.to_string())
         .arg(mode)
@@ -569,7 +574,7 @@ pub fn run_with_background_sleep(
         .expect("spawn run");
     let out = collect(child.stdout.take().expect("stdout"));
     let mut pid = None;
-    let ok = refine_tests::wait_until(DEADLINE, || {
+    let ok = crate::wait_until(DEADLINE, || {
         pid = std::fs::read_to_string(&pidfile)
             .ok()
             .and_then(|s| s.trim().parse().ok());
