@@ -1,8 +1,9 @@
 //! Drives the built `refine-supervisor` with `--home <tempdir>` as a user would, and reads its
 //! `--json` documents: the CLI, service, capacity and retention tests share it.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -263,7 +264,14 @@ pub fn start_time(pid: u32) -> u64 {
 
 /// `run --detach -- ARGV` through the service; requires success and returns the printed id.
 pub fn detach(home: &Home, argv: &[&str]) -> String {
-    let mut args = vec!["run", "--detach", "--"];
+    detach_with(home, &[], argv)
+}
+
+/// `run --detach OPTS -- ARGV`, required to succeed: the id it printed.
+pub fn detach_with(home: &Home, opts: &[&str], argv: &[&str]) -> String {
+    let mut args = vec!["run", "--detach"];
+    args.extend_from_slice(opts);
+    args.push("--");
     args.extend_from_slice(argv);
     let out = home.cli(&args);
     assert!(out.status.success(), "{}", describe(&args, &out));
@@ -339,21 +347,15 @@ pub fn run_returning(home: &Home, argv: &[&str]) -> (Output, String) {
 /// docs) and returns the helper process and the registration id. For `wait` and `leave` the
 /// helper has exited when this returns.
 pub fn launch(home: &Home, mode: &str, argv: &[&str]) -> (Child, String) {
-    let mut child = Command::new(bin("cli-launch"))
-        .arg(home.path())
+    let mut cmd = Command::new(bin("cli-launch"));
+    cmd.arg(home.path())
         .arg(home.port.to_string())
         .arg(mode)
         .arg("--")
         .args(argv)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn cli-launch");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read id");
+        .stderr(Stdio::null());
+    let (mut child, line) = crate::spawn_first_line(&mut cmd, "cli-launch");
     let id = line.trim().to_owned();
     assert_eq!(id.len(), 32, "cli-launch printed {line:?}");
     if mode != "hold" {
@@ -586,4 +588,79 @@ pub fn run_with_background_sleep(
         pidfile.display()
     );
     (child, out, pid.unwrap())
+}
+
+/// Which stop path the supervisor takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopPath {
+    /// The scope's own cgroup (where this host gives one: root on cgroup v2).
+    Cgroup,
+    /// `REFINE_CGROUP=off`: the `/proc` quiesce.
+    Procfs,
+}
+
+/// `refine-supervisor ARGS` for `home` on `path`.
+pub fn on(home: &Home, path: StopPath, args: &[&str]) -> Command {
+    let mut c = home.command(args);
+    match path {
+        StopPath::Cgroup => c.env_remove("REFINE_CGROUP"),
+        StopPath::Procfs => c.env("REFINE_CGROUP", "off"),
+    };
+    c
+}
+
+/// One connection to the service's socket: requests written as lines, replies read as lines.
+pub struct Conn {
+    pub rd: BufReader<UnixStream>,
+    pub wr: UnixStream,
+}
+
+impl Conn {
+    pub fn open(home: &Home) -> Conn {
+        let s = UnixStream::connect(home.run_dir().join("supervisor.sock")).unwrap();
+        Conn {
+            wr: s.try_clone().unwrap(),
+            rd: BufReader::new(s),
+        }
+    }
+
+    pub fn send(&mut self, req: Value) {
+        let mut line = serde_json::to_vec(&req).unwrap();
+        line.push(b'\n');
+        self.wr.write_all(&line).unwrap();
+    }
+
+    /// Writes `req` and reads its reply's line.
+    pub fn call(&mut self, req: Value) -> Value {
+        self.send(req.clone());
+        let mut reply = String::new();
+        self.rd.read_line(&mut reply).unwrap();
+        assert!(!reply.is_empty(), "no reply to {req} (connection closed)");
+        serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply:?}"))
+    }
+
+    pub fn reply(&mut self) -> Value {
+        let mut reply = String::new();
+        self.rd.read_line(&mut reply).unwrap();
+        assert!(!reply.is_empty(), "connection closed");
+        serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply:?}"))
+    }
+
+    /// An `events` request without `follow`: its events and the cursor of its end.
+    pub fn events(&mut self, since: Option<&str>) -> (Vec<Value>, String) {
+        let mut req = serde_json::json!({"v": 1, "op": "events"});
+        if let Some(c) = since {
+            req["since"] = serde_json::json!(c);
+        }
+        self.send(req);
+        let mut got = Vec::new();
+        loop {
+            let r = self.reply();
+            assert_eq!(r["ok"], true, "{r}");
+            if let Some(end) = r["result"].get("events_end") {
+                return (got, end["cursor"].as_str().unwrap().to_owned());
+            }
+            got.push(r["result"]["event"].clone());
+        }
+    }
 }

@@ -263,3 +263,40 @@ impl Drop for TinyDisk {
             .status();
     }
 }
+
+/// A new pseudo-terminal: its master (not this process's controlling terminal) and its slave
+/// opened for reading and writing, to hand to a child as its terminal.
+pub fn open_pty() -> (std::os::fd::OwnedFd, std::fs::File) {
+    use std::os::unix::ffi::OsStrExt;
+    let master =
+        rustix::pty::openpt(rustix::pty::OpenptFlags::RDWR | rustix::pty::OpenptFlags::NOCTTY)
+            .expect("openpt");
+    rustix::pty::grantpt(&master).expect("grantpt");
+    rustix::pty::unlockpt(&master).expect("unlockpt");
+    let name = rustix::pty::ptsname(&master, Vec::new()).expect("ptsname");
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(Path::new(std::ffi::OsStr::from_bytes(name.as_bytes())))
+        .expect("open the terminal");
+    (master, slave)
+}
+
+/// Spawns `cmd` with its stdout on a pipe and reads the first line it prints (a pid, an id,
+/// `ready`): the child, and the line as read (end of file gives an empty line). Only the first
+/// line is read; the pipe is closed after it.
+pub fn spawn_first_line(
+    cmd: &mut std::process::Command,
+    what: &str,
+) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("read the first line of {what}: {e}"));
+    (child, line)
+}

@@ -780,18 +780,12 @@ fn a_child_of_a_container_shim_is_not_our_orphan() {
         "cd '{}' && sleep 1000 </dev/null >/dev/null 2>&1 & echo $!; wait",
         dir.path().display()
     );
-    let mut parent = Command::new(&shim)
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn the shim");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(parent.stdout.take().expect("stdout")),
-        &mut line,
-    )
-    .expect("pid");
+    let (mut parent, line) = refine_tests::spawn_first_line(
+        Command::new(&shim)
+            .args(["-c", &script])
+            .stdin(Stdio::null()),
+        "the shim",
+    );
     let pid: u32 = line.trim().parse().expect("pid");
     let start = start_time(pid);
     let mut doc = Value::Null;

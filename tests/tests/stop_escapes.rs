@@ -16,25 +16,6 @@ use std::time::Duration;
 use cli_support::*;
 use refine_tests::wait_until;
 
-/// Which stop path the supervisor takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum StopPath {
-    /// The scope's own cgroup (where this host gives one: root on cgroup v2).
-    Cgroup,
-    /// `REFINE_CGROUP=off`: the `/proc` quiesce.
-    Procfs,
-}
-
-/// `refine-supervisor ARGS` for `home` on `path`.
-fn on(home: &Home, path: StopPath, args: &[&str]) -> Command {
-    let mut c = home.command(args);
-    match path {
-        StopPath::Cgroup => c.env_remove("REFINE_CGROUP"),
-        StopPath::Procfs => c.env("REFINE_CGROUP", "off"),
-    };
-    c
-}
-
 /// Whether this host gives scopes a cgroup of their own (else the cgroup cases skip).
 fn cgroup_path_available() -> bool {
     refine_supervisor::kernel::cgroup::configure(refine_supervisor::kernel::cgroup::Setting::Auto);

@@ -5,7 +5,6 @@
 
 use refine_tests::cli_support;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 
 use cli_support::*;
@@ -20,17 +19,8 @@ fn hold(home: &Home, opts: &[&str]) -> Child {
     let mut args = vec!["run"];
     args.extend_from_slice(opts);
     args.extend(["--", "sh", "-c", "echo ready; exec sleep 600"]);
-    let mut child = home
-        .command(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn run");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read ready");
+    let (child, line) =
+        refine_tests::spawn_first_line(home.command(&args).stderr(Stdio::null()), "run");
     assert_eq!(line.trim(), "ready", "{args:?}");
     child
 }
