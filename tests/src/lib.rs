@@ -300,3 +300,27 @@ pub fn spawn_first_line(
         .unwrap_or_else(|e| panic!("read the first line of {what}: {e}"));
     (child, line)
 }
+
+/// Whether this case must skip because the process is not root: then it prints
+/// `skipped: WHY` (the house's form for a skipped case) and returns true.
+pub fn skip_unless_root(why: &str) -> bool {
+    if rustix::process::geteuid().is_root() {
+        return false;
+    }
+    eprintln!("skipped: {why}");
+    true
+}
+
+/// Whether this case must skip because `program` (asked for `--version`) cannot be run here:
+/// then it prints `skipped: WHY` and returns true.
+pub fn skip_without(program: &str, why: &str) -> bool {
+    if std::process::Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        return false;
+    }
+    eprintln!("skipped: {why}");
+    true
+}

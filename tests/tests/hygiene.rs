@@ -508,8 +508,7 @@ fn host_pid_in_children(pid: u32) -> Option<u32> {
 /// init), reported as not orphaned.
 #[test]
 fn an_orphan_adopted_by_a_pid_namespace_init_is_not_ours_and_is_left() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: creating a pid namespace needs root");
+    if refine_tests::skip_unless_root("creating a pid namespace needs root") {
         return;
     }
     let home = Home::new();
@@ -571,8 +570,7 @@ fn an_orphan_adopted_by_a_pid_namespace_init_is_not_ours_and_is_left() {
 /// exist here) nor `X`; one whose cwd really is this host's `D/real` holds `D`.
 #[test]
 fn holders_and_reap_match_by_file_identity_across_mount_namespaces() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: unshare -m -p needs root");
+    if refine_tests::skip_unless_root("unshare -m -p needs root") {
         return;
     }
     let home = Home::new();

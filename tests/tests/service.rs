@@ -178,18 +178,7 @@ fn detached_launches_are_all_accounted_for_after_a_sigkilled_service() {
 fn the_socket_accepts_while_recovery_is_still_going() {
     let home = Home::new();
     let mut svc = Service::start(&home);
-    let args = [
-        "run",
-        "--detach",
-        "--on-service-loss",
-        "stop",
-        "--",
-        "sleep",
-        "600",
-    ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&["run"], &out));
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let id = cli_support::detach_with(&home, &["--on-service-loss", "stop"], &["sleep", "600"]);
     home.wait_state(&id, "live");
     assert!(!svc.signal_and_wait(rustix::process::Signal::KILL).success());
 

@@ -484,16 +484,11 @@ fn still_open(c: &UnixStream) -> bool {
 /// receipt that cannot come (22 s before). Root only.
 #[test]
 fn a_refused_stop_is_reported_at_once() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: needs root (a member of another uid, and CAP_KILL to drop)");
+    if refine_tests::skip_unless_root("needs root (a member of another uid, and CAP_KILL to drop)")
+    {
         return;
     }
-    if std::process::Command::new("setpriv")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: setpriv (util-linux) is not installed");
+    if refine_tests::skip_without("setpriv", "setpriv (util-linux) is not installed") {
         return;
     }
     let home = Home::new();

@@ -202,8 +202,7 @@ fn stop_to_the_end(home: &Home, path: StopPath, id: &str, what: &str) {
 
 #[test]
 fn escape_attempts_at_random_points_on_both_paths() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: the escape attempts need root");
+    if refine_tests::skip_unless_root("the escape attempts need root") {
         return;
     }
     let cgroup = {

@@ -309,8 +309,7 @@ wait
 /// outside the scope takes its pid. The bystander must survive.
 #[test]
 fn a_pid_taken_by_a_bystander_between_cgroup_procs_and_pidfd_open_is_not_signalled() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: a PID namespace and ns_last_pid need root");
+    if refine_tests::skip_unless_root("a PID namespace and ns_last_pid need root") {
         return;
     }
     for tool in ["strace", "unshare"] {
