@@ -93,6 +93,15 @@ impl Home {
             .unwrap_or_else(|| panic!("{id} not in ps"))
     }
 
+    /// Waits until `id` is exited, damages its receipt in place (it no longer decodes) and
+    /// requires that `id` now reads `unverified`.
+    pub fn make_unverified(&self, id: &str) {
+        self.wait_state(id, "exited");
+        let proof = self.run_dir().join("proofs").join(id);
+        crate::overwrite_in_place(&proof, b"not a receipt, but not zeros either");
+        assert_eq!(self.state(id), "unverified");
+    }
+
     pub fn state(&self, id: &str) -> String {
         self.row(id)["state"]
             .as_str()

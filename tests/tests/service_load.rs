@@ -37,16 +37,6 @@ fn ask_and_leave(home: &Home, req: &Request) -> UnixStream {
     c
 }
 
-fn detach_with(home: &Home, flags: &[&str], argv: &[&str]) -> String {
-    let mut args = vec!["run", "--detach"];
-    args.extend_from_slice(flags);
-    args.push("--");
-    args.extend_from_slice(argv);
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 /// D2: two residue graces of 25 s (a workload that exits at once and leaves a SIGTERM-ignoring
 /// child behind, `--timeout 1s --kill-after 25s`) hold no thread: a third launch's 2 s deadline
 /// ends it while both graces still run (ordering, not timing: their residues cannot end before

@@ -85,10 +85,7 @@ fn a_unique_launch_is_refused_while_its_label_is_live_or_unverified() {
     let done = parse(&args, &out)["id"].as_str().expect("id").to_owned();
 
     // An unverified scope holds its label too: nothing proves it ended.
-    home.wait_state(&done, "exited");
-    let proof = home.run_dir().join("proofs").join(&done);
-    refine_tests::overwrite_in_place(&proof, b"not a receipt, but not zeros either");
-    assert_eq!(home.state(&done), "unverified");
+    home.make_unverified(&done);
     let gc = home.json(&["gc", "--json"]);
     assert_eq!(gc["reindexed"][0], done.as_str(), "{gc}");
     let args = ["run", "--label", "nightly", "--unique", "--", "true"];
