@@ -126,9 +126,21 @@ impl Home {
 
     /// [`Home::run_until_ready`] through `base` (a [`Home::command`] with no arguments yet, its
     /// environment set by the caller: `REFINE_CGROUP=off` for the `/proc` stop path).
-    pub fn run_until_ready_with(&self, mut base: Command, argv: &[&str]) -> (Child, String) {
+    pub fn run_until_ready_with(&self, base: Command, argv: &[&str]) -> (Child, String) {
+        self.run_until_ready_opts(base, &[], argv)
+    }
+
+    /// [`Home::run_until_ready_with`] for `run OPTS -- ARGV`.
+    pub fn run_until_ready_opts(
+        &self,
+        mut base: Command,
+        opts: &[&str],
+        argv: &[&str],
+    ) -> (Child, String) {
         let before: Vec<String> = self.ps().iter().map(|r| r["id"].to_string()).collect();
-        let mut args = vec!["run", "--"];
+        let mut args = vec!["run"];
+        args.extend_from_slice(opts);
+        args.push("--");
         args.extend_from_slice(argv);
         let mut child = base
             .args(&args)

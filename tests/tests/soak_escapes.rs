@@ -349,24 +349,9 @@ fn escape_attempts_at_random_points_on_both_paths() {
 
 /// `run --allow-setns -- sh -c SCRIPT` until it printed `ready`, and its id.
 fn launch_allowing(home: &Home, path: StopPath, script: &str) -> (Child, String) {
-    use std::io::{BufRead, BufReader};
-    let mut child = on(
-        home,
-        path,
-        &["run", "--allow-setns", "--", "sh", "-c", script],
+    home.run_until_ready_opts(
+        on(home, path, &[]),
+        &["--allow-setns"],
+        &["sh", "-c", script],
     )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit())
-    .spawn()
-    .expect("spawn run");
-    let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    while line.trim() != "ready" {
-        line.clear();
-        let n = reader.read_line(&mut line).expect("read run stdout");
-        assert!(n > 0, "run ended before the workload printed ready");
-    }
-    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-    let id = home.ps()[0]["id"].as_str().expect("id").to_owned();
-    (child, id)
 }
