@@ -280,7 +280,7 @@ fn recovery_reads_only_the_open_index_and_settles_it() {
 // ---------------------------------------------------------------------------------------------
 // Through the built binary.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use cli_support::{assert_one_line_error, Home};
 

@@ -2,7 +2,7 @@
 //! (Landlock, this kernel: ABI 7). The workloads report on their stdout, which `run` relays:
 //! in a sandbox they may not be able to write anywhere the test reads.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::Path;
 use std::process::Output;
