@@ -75,6 +75,13 @@ pub use crate::launch::{
 pub use refine_protocol::record::Kind;
 pub use refine_protocol::{Receipt, WorkloadStatus};
 
+pub mod docs;
+pub mod ops;
+
+pub use ops::{GcOptions, OpsError};
+pub use refine_protocol::api::ScopeView;
+pub use refine_protocol::docs::{GcDoc, RecoverDoc, ShowDoc, State, StopDoc, StopOutcomeDoc};
+
 /// Why a runtime could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {

@@ -88,6 +88,33 @@ pub enum CliError {
     Upgrade(String),
 }
 
+impl From<refine_supervisor::host::OpsError> for CliError {
+    fn from(e: refine_supervisor::host::OpsError) -> Self {
+        use refine_supervisor::host::OpsError as O;
+        match e {
+            O::Registry(e) => CliError::Registry(e),
+            O::Retention(e) => CliError::Retention(e),
+            O::Forget(e) => CliError::Forget(e),
+            O::Recover(e) => CliError::Service(ServiceError::Recover(e)),
+        }
+    }
+}
+
+impl From<refine_supervisor::host::OpsError> for ServiceError {
+    fn from(e: refine_supervisor::host::OpsError) -> Self {
+        use refine_supervisor::host::OpsError as O;
+        match e {
+            O::Registry(e) => ServiceError::Registry(e),
+            O::Recover(e) => ServiceError::Recover(e),
+            // Neither retention nor forgetting is a service's pass of its own.
+            e @ (O::Retention(_) | O::Forget(_)) => ServiceError::Io {
+                op: "collect the history",
+                source: std::io::Error::other(e),
+            },
+        }
+    }
+}
+
 /// A verdict's reason when its document gives none.
 const NO_RECEIPT: &str = "no verified receipt";
 

@@ -9,7 +9,9 @@
 //! - `completions`: the shell completion scripts, put right where the generator falls short.
 //! - `serve`: the per-port service; `client`: its socket client.
 //! - `metrics`: the service's Prometheus exposition (`serve --metrics`).
-//! - `ops`: what the CLI and the service share (assessment views, documents, capacity).
+//! - `ops`: the face's operations on a runtime (list, show, stop, recover, gc), with the
+//!   application's standard output (`output`), launch options (`launch_ask`) and follower
+//!   wake-ups (`follow`).
 //! - `view`: the human views drawn from the documents; `resolve`: ids, prefixes and labels.
 //! - `top`: CPU, memory, pids and I/O of the live scopes, sampled and redrawn (H8).
 //! - `man`: the manual, a page per subcommand.
@@ -19,12 +21,25 @@ mod cli;
 mod client;
 mod commands;
 mod completions;
-mod docs;
 mod error;
 mod events;
+mod follow;
+mod launch_ask;
 mod man;
 mod metrics;
-mod ops;
+mod output;
+/// The documents of the contract and the library's conversions into them (the face's).
+mod docs {
+    pub(crate) use refine_supervisor::host::docs::*;
+}
+/// The operations on a runtime (the face's, E3) and what only the application adds: standard
+/// output, the launch a command line or an API spec asks for, the follower's wake-ups.
+mod ops {
+    pub(crate) use super::follow::Changes;
+    pub(crate) use super::launch_ask::{launch_command, launch_options, LaunchOptions};
+    pub(crate) use super::output::{out, print_json};
+    pub(crate) use refine_supervisor::host::ops::*;
+}
 mod resolve;
 mod run;
 mod run_line;

@@ -1670,10 +1670,7 @@ fn handle(state: &Service, req: Request) -> Response {
         Request::Show { id } => parse(&id).and_then(|id| {
             ops::show_doc(rt, id)
                 .map(|doc| Reply::Show(Box::new(doc)))
-                .map_err(|e| match e {
-                    CliError::Registry(r) => registry_response(r),
-                    other => Response::err(ErrorKind::Internal, other.to_string()),
-                })
+                .map_err(registry_response)
         }),
         // Taken before the blocking pool (`answer`): a grace or a wait waits on a timer.
         Request::Stop { .. }
