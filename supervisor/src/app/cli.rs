@@ -10,7 +10,7 @@
 //! No error path deletes anything.
 //!
 //! # Caveats
-//! The home comes from the executable ([`refine_supervisor::store::registry::default_home`]), never from the cwd.
+//! The home comes from the executable ([`refine_supervisor::host::default_home`]), never from the cwd.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -266,7 +266,7 @@ pub struct RunArgs {
     /// each run a scope of its own, every second until it exits 0). Until then the scope is
     /// `starting`.
     #[arg(long, value_name = "notify|fd=N|cmd=COMMAND", value_parser = parse_ready)]
-    pub ready: Option<refine_supervisor::launch::readiness::ReadyAsk>,
+    pub ready: Option<refine_supervisor::host::ReadyAsk>,
     /// With --ready: how long the workload has to be ready before its scope is stopped
     /// (outcome `timed_out`; 0: no bound).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, requires = "ready", default_value = "90s")]
@@ -481,7 +481,7 @@ pub struct StopArgs {
     pub grace: Option<Duration>,
     /// The polite signal of --grace (name or number: TERM, INT, HUP, USR1, 15, ...).
     #[arg(long, value_name = "SIG", value_parser = refine_supervisor::kernel::signal::parse, default_value = "TERM", requires = "grace")]
-    pub signal: refine_supervisor::kernel::signal::Signal,
+    pub signal: refine_supervisor::host::Signal,
     /// One JSON document.
     #[arg(long)]
     pub json: bool,
@@ -574,9 +574,7 @@ fn parse_event_filter(text: &str) -> Result<EventFilter, String> {
     }
 }
 
-pub(super) fn parse_ready(
-    text: &str,
-) -> Result<refine_supervisor::launch::readiness::ReadyAsk, String> {
+pub(super) fn parse_ready(text: &str) -> Result<refine_supervisor::host::ReadyAsk, String> {
     text.parse()
 }
 

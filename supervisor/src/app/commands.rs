@@ -21,9 +21,9 @@ use super::ops::{self, assess, list_views, out, print_json, show_doc};
 use super::{client, resolve, run, serve, view};
 use refine_supervisor::capacity;
 use refine_supervisor::end::assess::{self, KERNEL_BOOT};
+use refine_supervisor::host::{RegistryError, Runtime};
 use refine_supervisor::hygiene::holders::{self, Registrations, Target};
 use refine_supervisor::hygiene::reap_checkout;
-use refine_supervisor::store::registry::{RegistryError, Runtime};
 use refine_supervisor::{history::forget, history::retention};
 
 /// Opens `run/P` if it exists; `Ok(None)` when the home exists but nothing ran on this port.
@@ -834,7 +834,7 @@ impl Follow {
 }
 
 fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, CliError> {
-    use refine_supervisor::store::registry::Stream;
+    use refine_supervisor::host::Stream;
     let (rt, id) = runtime_and_id(home, port, &args.id, resolve::Intent::Read)?;
     let reg = rt.read_registration(id)?;
     // Both streams unless one is asked for, as `docker logs`; on a terminal, stderr is marked.

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use refine_protocol::RegistrationId;
-use refine_supervisor::store::registry::Runtime;
+use refine_supervisor::host::Runtime;
 
 /// L1: what wakes `logs -f` (and the socket's `follow`), by inotify: an artifact growing or
 /// created, the receipt landing, the record closed (its launcher letting go of its lock). No busy polling: an idle follower

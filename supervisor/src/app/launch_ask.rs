@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use refine_protocol::api::LaunchAsk;
 use refine_protocol::Kind;
-use refine_supervisor::launch::pty::WindowSize;
+use refine_supervisor::host::WindowSize;
 use refine_supervisor::Command;
 
 use super::error::{ServiceError, SpecError};
@@ -49,7 +49,7 @@ pub(crate) fn launch_command(spec: &LaunchAsk) -> Result<Command, ServiceError> 
                 Some(text) => Some((
                     text.parse().map_err(SpecError::Ready)?,
                     spec.ready_timeout
-                        .unwrap_or(refine_supervisor::launch::readiness::DEFAULT_READY_TIMEOUT),
+                        .unwrap_or(refine_supervisor::host::DEFAULT_READY_TIMEOUT),
                 )),
             },
         },
@@ -77,7 +77,7 @@ pub(crate) struct LaunchOptions<'a> {
     pub cpu_millis: Option<u32>,
     pub pids_max: Option<u64>,
     /// H6: how the workload says it is ready, and how long it may take (zero: no bound).
-    pub ready: Option<(refine_supervisor::launch::readiness::ReadyAsk, Duration)>,
+    pub ready: Option<(refine_supervisor::host::ReadyAsk, Duration)>,
 }
 
 /// The rest of a launch on its command: the one place both callers share.

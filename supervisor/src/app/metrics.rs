@@ -68,8 +68,8 @@ use super::docs::State;
 use refine_protocol::docs::{UnverifiedCheck, Vocabulary};
 use refine_supervisor::capacity;
 use refine_supervisor::capacity::Census;
+use refine_supervisor::host::Runtime;
 use refine_supervisor::launch::{LaunchOutcome, LaunchResult, ResultHook};
-use refine_supervisor::store::registry::Runtime;
 
 /// The longest request head the listener reads (`hyper`'s smallest buffer).
 pub const MAX_REQUEST_HEAD: usize = 8 * 1024;
@@ -406,8 +406,8 @@ impl Metrics {
         }
     }
 
-    /// Counts what a scope cost once its receipt came ([`refine_supervisor::launch::ReceiptHook`]).
-    pub fn receipt_hook(self: &Arc<Self>) -> refine_supervisor::launch::ReceiptHook {
+    /// Counts what a scope cost once its receipt came ([`refine_supervisor::host::ReceiptHook`]).
+    pub fn receipt_hook(self: &Arc<Self>) -> refine_supervisor::host::ReceiptHook {
         let me = self.clone();
         Arc::new(move |reg, receipt, cgroup| {
             let kind = reg.kind.as_str();

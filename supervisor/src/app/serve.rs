@@ -60,12 +60,12 @@ use refine_supervisor::capacity;
 use refine_supervisor::end::open_index::{self, Settled};
 use refine_supervisor::end::stop;
 use refine_supervisor::error_chain;
+use refine_supervisor::host::Signal;
+use refine_supervisor::host::{RegistryError, Runtime, Stream};
 use refine_supervisor::hygiene::stall::{self, sample::Watcher, StallConfig};
-use refine_supervisor::kernel::signal::Signal;
 use refine_supervisor::launch::deadline::{expired_on_record, Expired};
-use refine_supervisor::launch::Supervisor;
 use refine_supervisor::store::fence;
-use refine_supervisor::store::registry::{RegistryError, Runtime, Stream};
+use refine_supervisor::Supervisor;
 use refine_supervisor::{end::assess, history::forget, history::retention};
 /// What the maintenance loop's housekeeping keeps and forgets.
 #[derive(Debug, Clone, Copy)]
@@ -464,8 +464,7 @@ struct Service {
     engines: Mutex<Vec<refine_supervisor::launch::EngineThread>>,
     /// The stdin pipes of launches that asked for one (`input: true`), until an `input`
     /// request closes one or finds its workload gone.
-    inputs:
-        Mutex<std::collections::HashMap<RegistrationId, refine_supervisor::launch::InputWriter>>,
+    inputs: Mutex<std::collections::HashMap<RegistrationId, refine_supervisor::host::InputWriter>>,
     /// When retention last ran (it runs at most every [`RETENTION_EVERY`]).
     last_retention: Mutex<Option<Instant>>,
     /// Counters and gauges for `--metrics` (kept whether or not they are served).
@@ -914,7 +913,7 @@ async fn serve_async(
                         &rt,
                         &refine_supervisor::end::assess::KERNEL_BOOT,
                         stall::sample::boottime(),
-                        refine_supervisor::kernel::clock::unix_ms(),
+                        refine_supervisor::host::unix_ms(),
                     );
                     for (id, event) in events {
                         log_stall(id, &event);
@@ -1220,7 +1219,7 @@ async fn events_request(
         cursor = Some(batch.end);
         let over = filter
             .until_unix_ms
-            .is_some_and(|t| refine_supervisor::kernel::clock::unix_ms() >= t);
+            .is_some_and(|t| refine_supervisor::host::unix_ms() >= t);
         if !follow || over {
             let end = refine_protocol::docs::EventsEndDoc {
                 cursor: batch.end.to_string(),

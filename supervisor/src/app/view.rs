@@ -27,7 +27,7 @@ use super::docs::{
     RetentionAction, ShowDoc, State, StatusFields, StatusName, StopDetail, StopDoc, StrayAction,
     StrayReasonDoc, Vocabulary,
 };
-use refine_supervisor::capacity::human_bytes;
+use refine_supervisor::host::human_bytes;
 
 // ---------------------------------------------------------------------------------------------
 // Conventions.
@@ -127,7 +127,7 @@ fn decimal_duration(t: &str) -> Option<Duration> {
 /// A point in time given as `DUR` (that long ago), an RFC 3339 timestamp, or a local
 /// `YYYY-MM-DD[ HH:MM[:SS]]`; as Unix milliseconds.
 pub fn parse_since(text: &str) -> Result<u64, String> {
-    let now = refine_supervisor::kernel::clock::unix_ms();
+    let now = refine_supervisor::host::unix_ms();
     if let Ok(d) = parse_duration(text) {
         return Ok(now.saturating_sub(refine_protocol::time::saturating_ms(d)));
     }
@@ -170,7 +170,7 @@ pub fn local_time(unix_ms: u64) -> String {
 
 /// `12:00:01` today, else the date too.
 fn short_time(unix_ms: u64) -> String {
-    let today = zoned(refine_supervisor::kernel::clock::unix_ms()).map(|z| z.date());
+    let today = zoned(refine_supervisor::host::unix_ms()).map(|z| z.date());
     match zoned(unix_ms) {
         Some(z) if Some(z.date()) == today => z.strftime("%H:%M:%S").to_string(),
         Some(z) => z.strftime("%Y-%m-%d %H:%M:%S").to_string(),
@@ -185,7 +185,7 @@ pub fn age(d: Duration) -> String {
 
 fn age_since(unix_ms: u64) -> String {
     age(Duration::from_millis(
-        refine_supervisor::kernel::clock::unix_ms().saturating_sub(unix_ms),
+        refine_supervisor::host::unix_ms().saturating_sub(unix_ms),
     ))
 }
 
