@@ -83,16 +83,24 @@ pub use crate::end::assess::ReceiptFileError;
 pub use crate::end::recover::RecoverError;
 pub use crate::history::forget::ForgetError;
 pub use crate::history::retention::RetentionError;
+pub use crate::history::strays::SAFETY_AGE as STRAY_SAFETY_AGE;
 pub use crate::hygiene::holders::HoldersError;
 pub use crate::hygiene::reap_checkout::ReapError;
 pub use crate::hygiene::stall::StallConfigError;
 pub use crate::kernel::clock::unix_ms;
-pub use crate::kernel::signal::Signal;
+pub use crate::kernel::provenance::{of_guardian as guardian_provenance, own as own_provenance};
+pub use crate::kernel::signal::{
+    name as signal_name, parse as parse_signal, Signal, NAMES as SIGNAL_NAMES,
+};
 pub use crate::launch::credentials::CredentialsError;
+pub use crate::launch::credentials::{require_privilege, resolve as resolve_user};
+pub use crate::launch::guardian::guardian_exe;
 pub use crate::launch::pty::WindowSize;
 pub use crate::launch::readiness::{ReadyAsk, DEFAULT_READY_TIMEOUT};
+pub use crate::launch::{EngineThread, SharedLoop};
 pub use crate::launch::{InputWriter, LaunchHandle, ReceiptHook};
 pub use crate::store::fence::FenceError;
+pub use crate::store::journal::Cursor as JournalCursor;
 pub use crate::store::journal::JournalError;
 pub use crate::store::registry::{default_home, RegistryError, Runtime, Stream};
 

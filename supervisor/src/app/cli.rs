@@ -480,7 +480,7 @@ pub struct StopArgs {
     #[arg(long, short = 't', value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub grace: Option<Duration>,
     /// The polite signal of --grace (name or number: TERM, INT, HUP, USR1, 15, ...).
-    #[arg(long, value_name = "SIG", value_parser = refine_supervisor::kernel::signal::parse, default_value = "TERM", requires = "grace")]
+    #[arg(long, value_name = "SIG", value_parser = refine_supervisor::host::parse_signal, default_value = "TERM", requires = "grace")]
     pub signal: refine_supervisor::host::Signal,
     /// One JSON document.
     #[arg(long)]
@@ -533,7 +533,7 @@ pub struct EventsArgs {
     /// Only events after this cursor (an event's `cursor` in --json): a reader that comes back
     /// with its last cursor sees every later event still kept exactly once.
     #[arg(long, value_name = "CURSOR", value_parser = parse_cursor)]
-    pub after: Option<refine_supervisor::store::journal::Cursor>,
+    pub after: Option<refine_supervisor::host::JournalCursor>,
     /// KEY=VALUE: `kind` (or `event`: launched, started, exited, receipt, stop_requested,
     /// stop_ended, unverified, adopted, collected), `id` (an id or a prefix), `label`. Repeated,
     /// one key widens (either kind) and different keys narrow, as docker's.
@@ -597,7 +597,7 @@ pub(super) fn parse_cpus(text: &str) -> Result<u32, String> {
     Ok((cores * 1000.0).round() as u32)
 }
 
-fn parse_cursor(text: &str) -> Result<refine_supervisor::store::journal::Cursor, String> {
+fn parse_cursor(text: &str) -> Result<refine_supervisor::host::JournalCursor, String> {
     text.parse()
 }
 

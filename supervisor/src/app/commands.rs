@@ -12,18 +12,16 @@ use refine_protocol::RegistrationId;
 
 use super::cli::*;
 use super::docs::{
-    capacity_doc, forget_doc, holders_doc, reap_doc, retention_doc, CapacityDoc,
-    DetachedSpawnFailedDoc, GcDoc, HolderDoc, HoldersDoc, LaunchedDoc, Outcome, PsDoc, ReapDoc,
-    ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, ScopeKind, State, Vocabulary, WhyDoc,
+    capacity_doc, forget_doc, retention_doc, CapacityDoc, DetachedSpawnFailedDoc, GcDoc, HolderDoc,
+    HoldersDoc, LaunchedDoc, Outcome, PsDoc, ReapDoc, ReceiptDoc, ReceiptVerdictDoc, RecoverDoc,
+    ScopeKind, State, Vocabulary, WhyDoc,
 };
 use super::error::{CliError, ClientError, ServiceError, SpecError};
 use super::ops::{self, assess, list_views, out, print_json, show_doc};
 use super::{client, resolve, run, serve, view};
 use refine_supervisor::capacity;
-use refine_supervisor::end::assess::{self, KERNEL_BOOT};
+use refine_supervisor::end::assess;
 use refine_supervisor::host::{RegistryError, Runtime};
-use refine_supervisor::hygiene::holders::{self, Registrations, Target};
-use refine_supervisor::hygiene::reap_checkout;
 use refine_supervisor::{history::forget, history::retention};
 
 /// Opens `run/P` if it exists; `Ok(None)` when the home exists but nothing ran on this port.
@@ -75,8 +73,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             return Ok(0);
         }
         Command::Version(Deferred(args)) => {
-            let doc =
-                super::docs::version_doc(&refine_supervisor::launch::guardian::guardian_exe());
+            let doc = super::docs::version_doc(&refine_supervisor::host::guardian_exe());
             if args.json {
                 print_json(&doc)?;
             } else {
@@ -562,9 +559,7 @@ fn stop_held(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliErro
 
 /// `holders PATH` (H1): exit 0 when nothing holds PATH, 1 when something does.
 fn holders_cmd(home: &Path, args: HoldersArgs) -> Result<ExitCode, CliError> {
-    let target = Target::resolve(&args.path)?;
-    let regs = Registrations::load(home, &KERNEL_BOOT);
-    let doc: HoldersDoc = holders_doc(&holders::holders(&target, &regs)?);
+    let doc: HoldersDoc = ops::holders(home, &args.path)?;
     if args.json {
         print_json(&doc)?;
     } else if doc.holders.is_empty() {
@@ -620,10 +615,8 @@ fn holders_table(rows: &[HolderDoc], why: Option<&[String]>) -> Result<(), CliEr
 /// `reap --checkout PATH` (H2): exit 0 only when nothing holds PATH afterwards.
 fn reap(home: &Path, port: u16, args: ReapArgs) -> Result<ExitCode, CliError> {
     let rt = open_runtime(home, port)?;
-    let report =
-        reap_checkout::reap_checkout(home, rt.as_ref(), &args.checkout, args.budget, &KERNEL_BOOT)?;
-    let code = ExitCode::from(!report.clean());
-    let doc: ReapDoc = reap_doc(&report);
+    let (doc, clean): (ReapDoc, bool) = ops::reap(home, rt.as_ref(), &args.checkout, args.budget)?;
+    let code = ExitCode::from(!clean);
     if args.json {
         print_json(&doc)?;
         return Ok(code);

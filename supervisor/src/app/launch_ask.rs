@@ -106,8 +106,8 @@ pub(crate) fn launch_options(
         cmd = cmd.pty(WindowSize::default());
     }
     if let Some(user) = o.user {
-        refine_supervisor::launch::credentials::require_privilege()?;
-        cmd = cmd.user(refine_supervisor::launch::credentials::resolve(user)?);
+        refine_supervisor::host::require_privilege()?;
+        cmd = cmd.user(refine_supervisor::host::resolve_user(user)?);
     }
     if o.allow_setns {
         cmd = cmd.allow_setns();

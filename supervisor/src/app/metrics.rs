@@ -301,10 +301,9 @@ impl Metrics {
         );
         // V1: the build that serves, and the guardian's it launches (read from its executable
         // once, at the start; absent when it carries none).
-        let supervisor = refine_supervisor::kernel::provenance::own();
-        let guardian = refine_supervisor::kernel::provenance::of_guardian(
-            &refine_supervisor::launch::guardian::guardian_exe(),
-        );
+        let supervisor = refine_supervisor::host::own_provenance();
+        let guardian =
+            refine_supervisor::host::guardian_provenance(&refine_supervisor::host::guardian_exe());
         for (name, help, build) in [
             (
                 "refine_build_info",

@@ -29,7 +29,7 @@
 //! signal, then the guardian's pidfd looked at on a timer, then the stop proper), an `agent`
 //! launch waiting for a slot (one FIFO queue; only its head takes a census, every 200 ms), a
 //! deadline's grace for a registration this service did not launch. The engines' own graces,
-//! retries and receipt waits are timers of the shared loop ([`refine_supervisor::launch::SharedLoop`]).
+//! retries and receipt waits are timers of the shared loop ([`refine_supervisor::host::SharedLoop`]).
 //!
 //! # Caveats
 //! The work that blocks (the engine's launch, the stop's quiesce, kill and proof, the
@@ -461,7 +461,7 @@ struct Service {
     launched: Mutex<HashSet<RegistrationId>>,
     /// The engines of launches whose workload still runs (finished ones are dropped by the
     /// maintenance pass); joined at shutdown so their results are recorded.
-    engines: Mutex<Vec<refine_supervisor::launch::EngineThread>>,
+    engines: Mutex<Vec<refine_supervisor::host::EngineThread>>,
     /// The stdin pipes of launches that asked for one (`input: true`), until an `input`
     /// request closes one or finds its workload gone.
     inputs: Mutex<std::collections::HashMap<RegistrationId, refine_supervisor::host::InputWriter>>,
@@ -573,8 +573,7 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
     let metrics = Arc::new(Metrics::new());
     // One loop drives the engines of all the service's launches: a fixed number of threads
     // for any number of detached scopes (F1).
-    let shared =
-        refine_supervisor::launch::SharedLoop::start().map_err(ServiceError::SharedLoop)?;
+    let shared = refine_supervisor::host::SharedLoop::start().map_err(ServiceError::SharedLoop)?;
     let state = Arc::new(Service {
         sup: Supervisor::new(rt.clone())
             .with_shared_loop(shared)
@@ -1635,7 +1634,7 @@ fn input_request(state: &Service, text: &str, data: &[u8], close: bool) -> Respo
 
 /// A `signal` request: the signal to the workload's process group through a verified member.
 fn signal_request(state: &Service, id: &str, signal: &str) -> Response {
-    let sig = match refine_supervisor::kernel::signal::parse(signal) {
+    let sig = match refine_supervisor::host::parse_signal(signal) {
         Ok(sig) => sig,
         Err(e) => return Response::err(ErrorKind::BadRequest, e),
     };
@@ -1701,7 +1700,7 @@ async fn stop_request(
             )
         }
         (Some(g), None) => Some((g, Signal::TERM)),
-        (Some(g), Some(text)) => match refine_supervisor::kernel::signal::parse(&text) {
+        (Some(g), Some(text)) => match refine_supervisor::host::parse_signal(&text) {
             Ok(sig) => Some((g, sig)),
             Err(e) => return Response::err(ErrorKind::BadRequest, e),
         },

@@ -265,7 +265,7 @@ fn status_words(s: &StatusFields) -> Option<String> {
         StatusName::Exited => format!("exit {}", s.exit_code.unwrap_or_default()),
         StatusName::Signaled => {
             let n = s.signal.unwrap_or_default();
-            match refine_supervisor::kernel::signal::name(n) {
+            match refine_supervisor::host::signal_name(n) {
                 Some(name) => format!("signal {n} ({name})"),
                 None => format!("signal {n}"),
             }
@@ -1152,7 +1152,7 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
         ]);
     }
     for e in &report.forget.entries {
-        if e.action == refine_supervisor::history::forget::Action::Kept {
+        if e.action == refine_supervisor::host::docs::ForgetAction::Kept {
             continue;
         }
         let reason = match e.unchanged_secs {
@@ -1185,7 +1185,7 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
         let why = match &e.reason {
             StrayReasonDoc::NoRecord => format!(
                 "{file}: no record names it (an aborted or forgotten launch), older than {}",
-                age(refine_supervisor::history::strays::SAFETY_AGE)
+                age(refine_supervisor::host::STRAY_SAFETY_AGE)
             ),
             StrayReasonDoc::Temporary => {
                 format!("{file}: temporary file of an interrupted replacement")
@@ -1245,7 +1245,7 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
         .forget
         .entries
         .iter()
-        .filter(|e| e.action == refine_supervisor::history::forget::Action::WouldForget)
+        .filter(|e| e.action == refine_supervisor::host::docs::ForgetAction::WouldForget)
         .count();
     writeln!(
         o,

@@ -17,7 +17,10 @@ use super::docs::{
     RecoverDoc, RecoverEntryDoc, ResidueStopDoc, ResultDoc, ScopeKind, ShowDoc, State,
     StatusFields, StopDetail, StopDoc, StopFailed, StopOutcomeDoc, StopTimingsDoc, UsageDoc,
 };
+use super::docs::{holders_doc, reap_doc, HoldersDoc, ReapDoc};
 use crate::error_chain;
+use crate::hygiene::holders::{HoldersError, Registrations, Target};
+use crate::hygiene::reap_checkout::{self, ReapError};
 use crate::store::registry::{RegistryError, Runtime, Stream};
 use crate::{
     end::assess, end::open_index, end::recover, end::stop, history::forget, history::retention,
@@ -577,6 +580,28 @@ pub fn wait_code(status: Option<refine_protocol::WorkloadStatus>) -> (i32, Strin
     }
 }
 
+/// H1: what holds `path` (a process working in it, or with a file of it open), over the
+/// registrations of every port of `home`; the `holders --json` document.
+pub fn holders(home: &Path, path: &Path) -> Result<HoldersDoc, HoldersError> {
+    let target = Target::resolve(path)?;
+    let regs = Registrations::load(home, &assess::KERNEL_BOOT);
+    Ok(holders_doc(&crate::hygiene::holders::holders(
+        &target, &regs,
+    )?))
+}
+
+/// H2: ends what still holds the checkout `path` within `budget` (the fence of `runtime`, when
+/// given, for the orphans' kill); the `reap --json` document and whether nothing holds it now.
+pub fn reap(
+    home: &Path,
+    runtime: Option<&Runtime>,
+    path: &Path,
+    budget: Duration,
+) -> Result<(ReapDoc, bool), ReapError> {
+    let report = reap_checkout::reap_checkout(home, runtime, path, budget, &assess::KERNEL_BOOT)?;
+    Ok((reap_doc(&report), report.clean()))
+}
+
 /// What `gc` does: retention's horizon for artifacts and forgetting's for records (each with
 /// its dry run).
 #[derive(Debug, Clone, Copy, Default)]
@@ -635,5 +660,15 @@ impl crate::Supervisor {
     /// `gc`: retention, forgetting, re-indexing and the strays (D5).
     pub fn gc(&self, opts: GcOptions) -> Result<GcDoc, OpsError> {
         gc(self.runtime(), opts.retention, opts.forget)
+    }
+
+    /// [`holders`] of `path` over every port of this runtime's home.
+    pub fn holders(&self, path: &Path) -> Result<HoldersDoc, HoldersError> {
+        holders(self.runtime().home(), path)
+    }
+
+    /// [`reap`] of the checkout `path`, this runtime's fence for the kill.
+    pub fn reap(&self, path: &Path, budget: Duration) -> Result<(ReapDoc, bool), ReapError> {
+        reap(self.runtime().home(), Some(self.runtime()), path, budget)
     }
 }
