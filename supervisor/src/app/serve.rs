@@ -53,17 +53,17 @@ use super::docs::{
 };
 use super::error::{io_err, AdmitError, CliError, ServiceError};
 use super::metrics::{self, Metrics, RequestResult};
-use super::ops::{self, assess_one, launch_command, recover_all, retire, stop_one};
+use super::ops::{
+    self, assess_one, launch_command, maintenance_pass, recover_all, retire, stop_one,
+};
 use super::resolve;
 use super::throttle::{Backoff, LogLimit};
 use refine_supervisor::capacity;
-use refine_supervisor::end::open_index::{self, Settled};
 use refine_supervisor::end::stop;
 use refine_supervisor::error_chain;
 use refine_supervisor::host::Signal;
 use refine_supervisor::host::{RegistryError, Runtime, Stream};
 use refine_supervisor::hygiene::stall::{self, sample::Watcher, StallConfig};
-use refine_supervisor::launch::deadline::{expired_on_record, Expired};
 use refine_supervisor::store::fence;
 use refine_supervisor::Supervisor;
 use refine_supervisor::{end::assess, history::forget, history::retention};
@@ -1810,56 +1810,21 @@ const RETENTION_EVERY: Duration = Duration::from_secs(600);
 fn maintenance(state: &Arc<Service>, keep: Housekeeping) {
     let rt = &state.rt;
     let started = Instant::now();
-    // Issue 38 item 7: a stop killed while it held the fence is completed within one period.
-    stop::complete_if_abandoned(rt, &assess::KERNEL_BOOT, Duration::ZERO);
     let ours = state.launched.lock().map(|l| l.clone()).unwrap_or_default();
-    let (mut open, mut settled) = (0usize, 0usize);
-    if let Ok(ids) = rt.open_ids() {
-        for id in ids {
-            open += 1;
-            // This service's own launches: their engines enforce deadlines and settle.
-            if ours.contains(&id) {
-                continue;
+    // This service's own launches: their engines enforce deadlines and settle. L5: a guardian
+    // this process's earlier image launched is still its child after an upgrade in place.
+    let pass = maintenance_pass(rt, |id| ours.contains(&id), reap_inherited_guardian);
+    let (open, settled) = (pass.open, pass.settled);
+    for due in pass.due {
+        let (id, cause) = (due.reg.id, due.cause);
+        match due.grace {
+            None => {
+                let doc = state.stop(&due.reg, cause, None);
+                tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
             }
-            let reg = match rt.read_registration(id) {
-                Ok(reg) => reg,
-                // A marker whose launch may still be writing its record, or died before it.
-                Err(RegistryError::NotFound(_)) => {
-                    if let Ok(Some(Settled::Unwritten { dropped: true })) =
-                        open_index::settle_if_free(rt, id, &assess::KERNEL_BOOT)
-                    {
-                        settled += 1;
-                    }
-                    continue;
-                }
-                Err(_) => continue,
-            };
-            // L5: a guardian this process's earlier image launched is still its child after
-            // an upgrade in place: once it exits it is reaped here, by pid.
-            reap_inherited_guardian(&reg);
-            match assess_one(rt, &reg).state {
-                State::Live => {
-                    if let Some(cause) = deadline_passed(&reg) {
-                        match reg.limits.kill_after_ms.map(Duration::from_millis) {
-                            None => {
-                                let doc = state.stop(&reg, cause, None);
-                                tracing::info!(%id, ?cause, result = %json_line(&doc), "deadline stop");
-                            }
-                            // D2: a grace does not hold the maintenance pass: it runs as a
-                            // task of its own (once per registration), its wait a timer.
-                            Some(grace) => graced_deadline_stop(state, reg, cause, grace),
-                        }
-                    }
-                }
-                State::Exited => {
-                    if let Ok(Some(Settled::Closed(_))) =
-                        open_index::settle_if_free(rt, id, &assess::KERNEL_BOOT)
-                    {
-                        settled += 1;
-                    }
-                }
-                State::Unverified | State::Corrupt => {}
-            }
+            // D2: a grace does not hold the maintenance pass: it runs as a task of its own
+            // (once per registration), its wait a timer.
+            Some(grace) => graced_deadline_stop(state, due.reg, cause, grace),
         }
     }
     sample_capacity(rt);
@@ -1987,12 +1952,4 @@ fn sample_capacity(rt: &Runtime) {
         ),
         Err(e) => tracing::warn!(error = %error_chain(&e), "capacity sampling failed"),
     }
-}
-
-/// Which deadline of `reg` has passed, if any (the one definition of activity, W7).
-fn deadline_passed(reg: &Registration) -> Option<StopCause> {
-    expired_on_record(reg, Instant::now()).map(|e| match e {
-        Expired::Completion => StopCause::CompletionDeadline,
-        Expired::Idle => StopCause::IdleDeadline,
-    })
 }

@@ -602,6 +602,89 @@ pub fn reap(
     Ok((reap_doc(&report), report.clean()))
 }
 
+/// Which deadline of `reg` has passed, if any (the one definition of activity, W7).
+pub fn deadline_passed(reg: &Registration) -> Option<StopCause> {
+    use crate::launch::deadline::{expired_on_record, Expired};
+    expired_on_record(reg, std::time::Instant::now()).map(|e| match e {
+        Expired::Completion => StopCause::CompletionDeadline,
+        Expired::Idle => StopCause::IdleDeadline,
+    })
+}
+
+/// A deadline stop the maintenance pass found due: the registration, which deadline passed,
+/// and its grace (W11's `--kill-after`; none: the kill at once).
+#[derive(Debug, Clone)]
+pub struct DueStop {
+    pub reg: Registration,
+    pub cause: StopCause,
+    pub grace: Option<Duration>,
+}
+
+/// What one maintenance pass found: the open registrations it looked at, those it settled
+/// (proven exited, or a marker whose launch never wrote its record), and the deadline stops
+/// due, for the caller to carry out (its own way of waiting out a grace).
+#[derive(Debug, Clone, Default)]
+pub struct Maintenance {
+    pub open: usize,
+    pub settled: usize,
+    pub due: Vec<DueStop>,
+}
+
+/// One maintenance pass over the open index (O(open), F1): a stop abandoned while it held the
+/// fence is completed (issue 38 item 7); registrations for which `skip` holds (a launcher's
+/// own, whose engines enforce their deadlines and settle) are left alone; `each` sees every
+/// other registration read; what the assessment proves exited is settled under its lock; a
+/// live scope past a deadline is a [`DueStop`]. Nothing is signalled here.
+pub fn maintenance_pass(
+    rt: &Runtime,
+    skip: impl Fn(RegistrationId) -> bool,
+    mut each: impl FnMut(&Registration),
+) -> Maintenance {
+    use crate::end::open_index::Settled;
+    stop::complete_if_abandoned(rt, &assess::KERNEL_BOOT, Duration::ZERO);
+    let mut pass = Maintenance::default();
+    let Ok(ids) = rt.open_ids() else {
+        return pass;
+    };
+    for id in ids {
+        pass.open += 1;
+        if skip(id) {
+            continue;
+        }
+        let reg = match rt.read_registration(id) {
+            Ok(reg) => reg,
+            // A marker whose launch may still be writing its record, or died before it.
+            Err(RegistryError::NotFound(_)) => {
+                if let Ok(Some(Settled::Unwritten { dropped: true })) =
+                    open_index::settle_if_free(rt, id, &assess::KERNEL_BOOT)
+                {
+                    pass.settled += 1;
+                }
+                continue;
+            }
+            Err(_) => continue,
+        };
+        each(&reg);
+        match assess_one(rt, &reg).state {
+            State::Live => {
+                if let Some(cause) = deadline_passed(&reg) {
+                    let grace = reg.limits.kill_after_ms.map(Duration::from_millis);
+                    pass.due.push(DueStop { reg, cause, grace });
+                }
+            }
+            State::Exited => {
+                if let Ok(Some(Settled::Closed(_))) =
+                    open_index::settle_if_free(rt, id, &assess::KERNEL_BOOT)
+                {
+                    pass.settled += 1;
+                }
+            }
+            State::Unverified | State::Corrupt => {}
+        }
+    }
+    pass
+}
+
 /// What `gc` does: retention's horizon for artifacts and forgetting's for records (each with
 /// its dry run).
 #[derive(Debug, Clone, Copy, Default)]
@@ -660,6 +743,22 @@ impl crate::Supervisor {
     /// `gc`: retention, forgetting, re-indexing and the strays (D5).
     pub fn gc(&self, opts: GcOptions) -> Result<GcDoc, OpsError> {
         gc(self.runtime(), opts.retention, opts.forget)
+    }
+
+    /// One maintenance pass ([`maintenance_pass`]) with its due deadline stops carried out here,
+    /// each grace waited out in turn (a service runs them as tasks instead): the pass and the
+    /// stops' documents.
+    pub fn maintain(&self) -> (Maintenance, Vec<StopDoc>) {
+        let pass = maintenance_pass(self.runtime(), |_| false, |_| {});
+        let docs = pass
+            .due
+            .iter()
+            .map(|d| {
+                let grace = d.grace.map(|g| (g, crate::kernel::signal::Signal::TERM));
+                stop_one(self.runtime(), &d.reg, d.cause, grace)
+            })
+            .collect();
+        (pass, docs)
     }
 
     /// [`holders`] of `path` over every port of this runtime's home.
