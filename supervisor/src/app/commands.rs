@@ -12,9 +12,9 @@ use refine_protocol::RegistrationId;
 
 use super::cli::*;
 use super::docs::{
-    capacity_doc, forget_doc, retention_doc, CapacityDoc, DetachedSpawnFailedDoc, GcDoc, HolderDoc,
-    HoldersDoc, LaunchedDoc, Outcome, PsDoc, ReapDoc, ReceiptDoc, ReceiptVerdictDoc, RecoverDoc,
-    ScopeKind, State, Vocabulary, WhyDoc,
+    forget_doc, retention_doc, CapacityDoc, DetachedSpawnFailedDoc, GcDoc, HolderDoc, HoldersDoc,
+    LaunchedDoc, Outcome, PsDoc, ReapDoc, ReceiptDoc, ReceiptVerdictDoc, RecoverDoc, ScopeKind,
+    State, Vocabulary, WhyDoc,
 };
 use super::error::{CliError, ClientError, ServiceError, SpecError};
 use super::ops::{self, assess, list_views, out, print_json, show_doc};
@@ -1295,16 +1295,8 @@ fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {
 }
 
 fn capacity_cmd(home: &Path, port: u16, args: CapacityArgs) -> Result<ExitCode, CliError> {
-    let policy = capacity::Policy {
-        limit_percent: args.limit_percent,
-        ..capacity::Policy::default()
-    };
     let rt = open_runtime(home, port)?;
-    let report: CapacityDoc = capacity_doc(&capacity::capacity_report(
-        rt.as_ref(),
-        policy,
-        &mut *capacity::probe(),
-    )?);
+    let report: CapacityDoc = ops::capacity(rt.as_ref(), Some(args.limit_percent))?;
     if args.json {
         print_json(&report)?;
         return Ok(0);

@@ -53,9 +53,7 @@ use super::docs::{
 };
 use super::error::{io_err, AdmitError, CliError, ServiceError};
 use super::metrics::{self, Metrics, RequestResult};
-use super::ops::{
-    self, assess_one, launch_command, maintenance_pass, recover_all, retire, stop_one,
-};
+use super::ops::{self, assess_one, launch_command, maintenance_pass, recover_all, stop_one};
 use super::resolve;
 use super::throttle::{Backoff, LogLimit};
 use refine_supervisor::capacity;
@@ -66,7 +64,6 @@ use refine_supervisor::host::{RegistryError, Runtime, Stream};
 use refine_supervisor::hygiene::stall::{self, sample::Watcher, StallConfig};
 use refine_supervisor::store::fence;
 use refine_supervisor::Supervisor;
-use refine_supervisor::{end::assess, history::forget, history::retention};
 /// What the maintenance loop's housekeeping keeps and forgets.
 #[derive(Debug, Clone, Copy)]
 pub struct Housekeeping {
@@ -1897,13 +1894,8 @@ fn graced_deadline_stop(
 fn housekeeping(state: &Service, keep: Housekeeping) {
     let rt = &state.rt;
     let started = Instant::now();
-    match retire(
-        rt,
-        retention::Options {
-            older_than: keep.retain,
-            dry_run: false,
-        },
-    ) {
+    let (retired, forgot) = ops::housekeeping(rt, keep.retain, keep.forget_after);
+    match retired {
         Ok(r) if r.deleted_files > 0 => {
             tracing::info!(
                 files = r.deleted_files,
@@ -1914,11 +1906,7 @@ fn housekeeping(state: &Service, keep: Housekeeping) {
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %error_chain(&e), "retention failed"),
     }
-    let opts = forget::Options {
-        after: keep.forget_after,
-        dry_run: false,
-    };
-    match forget::forget(rt, opts, &assess::KERNEL_BOOT) {
+    match forgot {
         Ok(r) => tracing::info!(
             forgotten = r.forgotten,
             resumed = r.resumed,
@@ -1937,12 +1925,7 @@ fn housekeeping(state: &Service, keep: Housekeeping) {
 }
 
 fn sample_capacity(rt: &Runtime) {
-    let mut probe = capacity::probe();
-    match capacity::capacity_report(
-        Some(rt),
-        refine_supervisor::capacity::Policy::default(),
-        &mut *probe,
-    ) {
+    match ops::capacity(Some(rt), None) {
         Ok(c) => tracing::debug!(
             slots = c.slots,
             live = c.live,

@@ -17,7 +17,7 @@ use super::docs::{
     RecoverDoc, RecoverEntryDoc, ResidueStopDoc, ResultDoc, ScopeKind, ShowDoc, State,
     StatusFields, StopDetail, StopDoc, StopFailed, StopOutcomeDoc, StopTimingsDoc, UsageDoc,
 };
-use super::docs::{holders_doc, reap_doc, HoldersDoc, ReapDoc};
+use super::docs::{holders_doc, reap_doc, CapacityDoc, HoldersDoc, ReapDoc};
 use crate::error_chain;
 use crate::hygiene::holders::{HoldersError, Registrations, Target};
 use crate::hygiene::reap_checkout::{self, ReapError};
@@ -685,6 +685,46 @@ pub fn maintenance_pass(
     pass
 }
 
+/// C1-C4: the host's capacity for launches, with `limit_percent` of it usable (none: the
+/// default policy's), and what the open scopes of `rt` (none: no runtime yet) take of it; the
+/// `capacity --json` document.
+pub fn capacity(
+    rt: Option<&Runtime>,
+    limit_percent: Option<u8>,
+) -> Result<CapacityDoc, RegistryError> {
+    let mut policy = crate::capacity::Policy::default();
+    if let Some(p) = limit_percent {
+        policy.limit_percent = p;
+    }
+    let report = crate::capacity::capacity_report(rt, policy, &mut *crate::capacity::probe())?;
+    Ok(super::docs::capacity_doc(&report))
+}
+
+/// Housekeeping over the whole history (R1-R4): retention of artifacts older than `retain`,
+/// then forgetting of records exited longer than `forget_after`. O(history): a service runs it
+/// at start and then seldom. Each pass's report, or why it failed.
+pub fn housekeeping(
+    rt: &Runtime,
+    retain: Duration,
+    forget_after: Duration,
+) -> (
+    Result<retention::Report, retention::RetentionError>,
+    Result<forget::Report, forget::ForgetError>,
+) {
+    let retired = retire(
+        rt,
+        retention::Options {
+            older_than: retain,
+            dry_run: false,
+        },
+    );
+    let opts = forget::Options {
+        after: forget_after,
+        dry_run: false,
+    };
+    (retired, forget::forget(rt, opts, &assess::KERNEL_BOOT))
+}
+
 /// What `gc` does: retention's horizon for artifacts and forgetting's for records (each with
 /// its dry run).
 #[derive(Debug, Clone, Copy, Default)]
@@ -759,6 +799,11 @@ impl crate::Supervisor {
             })
             .collect();
         (pass, docs)
+    }
+
+    /// [`capacity`] of this runtime's host, with the default policy.
+    pub fn capacity(&self) -> Result<CapacityDoc, RegistryError> {
+        capacity(Some(self.runtime()), None)
     }
 
     /// [`holders`] of `path` over every port of this runtime's home.
