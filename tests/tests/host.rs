@@ -270,7 +270,7 @@ fn a_missing_guardian_is_one_line_naming_where_it_looked() {
 #[test]
 fn a_host_lists_shows_stops_and_collects_through_the_face() {
     use refine_supervisor::host::{GcOptions, ShowDoc, State, StopOutcomeDoc};
-    let (_home, sup) = supervisor();
+    let (home, sup) = supervisor();
     let child = sup
         .spawn(
             Command::new("sh")
@@ -316,6 +316,14 @@ fn a_host_lists_shows_stops_and_collects_through_the_face() {
         .expect("list all")
         .iter()
         .any(|r| r.id == id.to_string() && r.state == State::Exited));
+
+    // The maintenance pass finds nothing due: the only scope was stopped and is settled.
+    let (pass, stops) = sup.maintain();
+    assert!(pass.due.is_empty() && stops.is_empty(), "{pass:?}");
+    let capacity = sup.capacity().expect("capacity");
+    assert_eq!(capacity.live, 0, "{capacity:?}");
+    let held = sup.holders(home.path()).expect("holders");
+    assert!(held.holders.is_empty(), "{held:?}");
 
     let gc = sup.gc(GcOptions::default()).expect("gc");
     assert!(gc.strays.is_empty(), "{gc:?}");
