@@ -588,7 +588,9 @@ fn response_seeds() -> Vec<Vec<u8>> {
                 refine_protocol::docs::StopFailed::Failed,
             ),
             state: refine_protocol::docs::State::Unverified,
-            reason: Some("EPERM".into()),
+            reason: Some(refine_protocol::docs::ScopeReason::Error {
+                error: "EPERM".into(),
+            }),
             detail: refine_protocol::docs::StopDetail::Failed {
                 error: "EPERM".into(),
             },

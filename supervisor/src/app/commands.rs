@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use refine_protocol::api::{LaunchAsk, Reply, Request};
+use refine_protocol::docs::ScopeReason;
 use refine_protocol::RegistrationId;
 
 use super::cli::*;
@@ -475,7 +476,7 @@ fn stop_held(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliErro
             proven,
             CliError::StopNotProven {
                 id,
-                reason: doc.reason,
+                reason: doc.reason.as_ref().map(ToString::to_string),
             },
         );
     }
@@ -537,7 +538,7 @@ fn stop_held(home: &Path, port: u16, args: StopArgs) -> Result<ExitCode, CliErro
                     doc.state == State::Exited,
                     CliError::StopNotProven {
                         id,
-                        reason: doc.reason.clone(),
+                        reason: doc.reason.as_ref().map(ToString::to_string),
                     },
                 ) {
                     Ok(c) => c,
@@ -1162,17 +1163,15 @@ fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliErr
             }
             assess::ReceiptBinding::Differs { assessment, .. } => {
                 let a = ops::flatten(assessment);
-                let reason = a.reason.unwrap_or_else(|| {
-                    "receipt is not the one the registration's proof file holds".into()
-                });
+                let reason = a.reason.unwrap_or(ScopeReason::NotTheProofFilesReceipt);
                 (Some(a.state), Some(reason))
             }
             assess::ReceiptBinding::Unbound => (
                 None,
-                Some(format!(
-                    "checksum valid, but no registration {} on port {port} to bind it to",
-                    r.registration
-                )),
+                Some(ScopeReason::Unbound {
+                    registration: r.registration.to_string(),
+                    port,
+                }),
             ),
         };
         ReceiptVerdictDoc {
@@ -1191,7 +1190,9 @@ fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitCode, CliErr
     }
     verdict(
         doc.verified,
-        CliError::ReceiptNotVerified { reason: doc.reason },
+        CliError::ReceiptNotVerified {
+            reason: doc.reason.as_ref().map(ToString::to_string),
+        },
     )
 }
 

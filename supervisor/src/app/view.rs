@@ -959,7 +959,7 @@ fn receipt_line(doc: &ShowDoc) -> String {
         (_, _) => format!(
             "none verifies{}",
             doc.reason
-                .as_deref()
+                .as_ref()
                 .map(|r| format!(" ({r})"))
                 .unwrap_or_default()
         ),
@@ -1039,7 +1039,9 @@ pub fn receipt_verdict(doc: &ReceiptVerdictDoc) -> String {
             doc.state
                 .map(|s| format!(", scope {}", s.name()))
                 .unwrap_or_default(),
-            doc.reason.as_deref().unwrap_or("no receipt")
+            doc.reason
+                .as_ref()
+                .map_or_else(|| "no receipt".to_owned(), ToString::to_string)
         ),
     };
     escape(&line).into_owned()
@@ -1074,7 +1076,7 @@ fn stop_line_raw(doc: &StopDoc) -> String {
                     "{}{}",
                     doc.state.name(),
                     doc.reason
-                        .as_deref()
+                        .as_ref()
                         .map(|r| format!(" ({r})"))
                         .unwrap_or_default()
                 ),
@@ -1103,7 +1105,10 @@ pub fn recover(o: &mut impl Write, doc: &RecoverDoc) -> io::Result<()> {
             e.id.clone(),
             e.action.words(),
             e.state.name().to_owned(),
-            e.reason.clone().unwrap_or_default(),
+            e.reason
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
         ]);
     }
     write_lines(o, &table_lines(&rows, None))?;

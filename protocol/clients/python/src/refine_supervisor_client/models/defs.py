@@ -38,6 +38,11 @@ class ArtifactsDoc(TypedDict):
     stdout: ArtifactDoc
 
 
+BoundField: TypeAlias = Literal[
+    'registration', 'runtime', 'boot_id', 'guardian', 'workload', 'proof'
+]
+
+
 BuildClass: TypeAlias = Literal['release', 'source']
 
 
@@ -199,6 +204,11 @@ class ProofDoc(TypedDict):
     path: NotRequired[str | None]
 
 
+class ProofInode(TypedDict):
+    dev: int
+    ino: int
+
+
 ProtectAsk: TypeAlias = Literal['all', 'fs', 'signals', 'none']
 
 
@@ -324,6 +334,106 @@ class SampleDoc(TypedDict):
 ScopeKind: TypeAlias = Kind | KindUnreadable
 
 
+class ProofMissingUnverifiedReason(TypedDict):
+    kind: Literal['unverified']
+    check: Literal['proof_missing']
+
+
+class ProofUnreadableUnverifiedReason(TypedDict):
+    kind: Literal['unverified']
+    check: Literal['proof_unreadable']
+    errno: NotRequired[int | None]
+
+
+class ProofReplacedUnverifiedReason(TypedDict):
+    kind: Literal['unverified']
+    check: Literal['proof_replaced']
+    found: ProofInode
+    registered: ProofInode
+
+
+class ReceiptCorruptUnverifiedReason(TypedDict):
+    kind: Literal['unverified']
+    check: Literal['receipt_corrupt']
+    error: str
+
+
+class FieldMismatchUnverifiedReason(TypedDict):
+    kind: Literal['unverified']
+    check: Literal['field_mismatch']
+    field: BoundField
+
+
+class GuardianGoneWithoutReceiptUnverifiedReason(TypedDict):
+    kind: Literal['unverified']
+    check: Literal['guardian_gone_without_receipt']
+
+
+class BootIdMissingUnverifiedReason(TypedDict):
+    kind: Literal['unverified']
+    check: Literal['boot_id_missing']
+
+
+class CurrentBootUnknownUnverifiedReason(TypedDict):
+    kind: Literal['unverified']
+    check: Literal['current_boot_unknown']
+
+
+class MixedBootIdsUnverifiedReason(TypedDict):
+    kind: Literal['unverified']
+    check: Literal['mixed_boot_ids']
+    other: str
+    registration: str
+
+
+UnverifiedScopeReason: TypeAlias = (
+    ProofMissingUnverifiedReason
+    | ProofUnreadableUnverifiedReason
+    | ProofReplacedUnverifiedReason
+    | ReceiptCorruptUnverifiedReason
+    | FieldMismatchUnverifiedReason
+    | GuardianGoneWithoutReceiptUnverifiedReason
+    | BootIdMissingUnverifiedReason
+    | CurrentBootUnknownUnverifiedReason
+    | MixedBootIdsUnverifiedReason
+)
+
+
+class EarlierBootScopeReason(TypedDict):
+    boot_id: str
+    kind: Literal['earlier_boot']
+
+
+class NotTheProofFilesReceiptScopeReason(TypedDict):
+    kind: Literal['not_the_proof_files_receipt']
+
+
+class UnboundScopeReason(TypedDict):
+    kind: Literal['unbound']
+    port: int
+    registration: str
+
+
+class StopFailedScopeReason(TypedDict):
+    error: str
+    kind: Literal['stop_failed']
+
+
+class ErrorScopeReason(TypedDict):
+    error: str
+    kind: Literal['error']
+
+
+ScopeReason: TypeAlias = (
+    UnverifiedScopeReason
+    | EarlierBootScopeReason
+    | NotTheProofFilesReceiptScopeReason
+    | UnboundScopeReason
+    | StopFailedScopeReason
+    | ErrorScopeReason
+)
+
+
 ServiceLoss: TypeAlias = Literal['keep', 'stop']
 
 
@@ -418,6 +528,62 @@ class StreamDoc(TypedDict):
 TopSource: TypeAlias = Literal['cgroup', 'proc']
 
 
+class ProofMissingUnverifiedReason1(TypedDict):
+    check: Literal['proof_missing']
+
+
+class ProofUnreadableUnverifiedReason1(TypedDict):
+    check: Literal['proof_unreadable']
+    errno: NotRequired[int | None]
+
+
+class ProofReplacedUnverifiedReason1(TypedDict):
+    check: Literal['proof_replaced']
+    found: ProofInode
+    registered: ProofInode
+
+
+class ReceiptCorruptUnverifiedReason1(TypedDict):
+    check: Literal['receipt_corrupt']
+    error: str
+
+
+class FieldMismatchUnverifiedReason1(TypedDict):
+    check: Literal['field_mismatch']
+    field: BoundField
+
+
+class GuardianGoneWithoutReceiptUnverifiedReason1(TypedDict):
+    check: Literal['guardian_gone_without_receipt']
+
+
+class BootIdMissingUnverifiedReason1(TypedDict):
+    check: Literal['boot_id_missing']
+
+
+class CurrentBootUnknownUnverifiedReason1(TypedDict):
+    check: Literal['current_boot_unknown']
+
+
+class MixedBootIdsUnverifiedReason1(TypedDict):
+    check: Literal['mixed_boot_ids']
+    other: str
+    registration: str
+
+
+UnverifiedReason: TypeAlias = (
+    ProofMissingUnverifiedReason1
+    | ProofUnreadableUnverifiedReason1
+    | ProofReplacedUnverifiedReason1
+    | ReceiptCorruptUnverifiedReason1
+    | FieldMismatchUnverifiedReason1
+    | GuardianGoneWithoutReceiptUnverifiedReason1
+    | BootIdMissingUnverifiedReason1
+    | CurrentBootUnknownUnverifiedReason1
+    | MixedBootIdsUnverifiedReason1
+)
+
+
 class UsageDoc(TypedDict):
     max_rss_kib: int
     system_us: int
@@ -461,7 +627,7 @@ class ApiError(TypedDict):
 
 
 class AssessmentDoc(TypedDict):
-    reason: NotRequired[str | None]
+    reason: NotRequired[ScopeReason | None]
     state: State
 
 
@@ -570,7 +736,7 @@ class RecordDoc(TypedDict):
 class RecoverEntryDoc(TypedDict):
     action: RecoverAction
     id: str
-    reason: NotRequired[str | None]
+    reason: NotRequired[ScopeReason | None]
     state: State
 
 
@@ -626,7 +792,7 @@ class ShowDoc(TypedDict):
     id: str
     processes: list[ProcessDoc]
     readiness: NotRequired[ReadinessDoc | None]
-    reason: NotRequired[str | None]
+    reason: NotRequired[ScopeReason | None]
     receipt: NotRequired[ReceiptDoc | None]
     record: RecordDoc
     result: NotRequired[ResultDoc | None]
@@ -645,7 +811,7 @@ class StallIncident(TypedDict):
 class StopDocFields(TypedDict):
     id: str
     outcome: StopOutcomeDoc
-    reason: NotRequired[str | None]
+    reason: NotRequired[ScopeReason | None]
     state: State
     killed: int
     receipt: NotRequired[ReceiptDoc | None]
@@ -656,7 +822,7 @@ class StopDocFields(TypedDict):
 class ErrorStopDoc(TypedDict):
     id: str
     outcome: StopOutcomeDoc
-    reason: NotRequired[str | None]
+    reason: NotRequired[ScopeReason | None]
     state: State
     error: str
 
@@ -828,7 +994,7 @@ class ScopeView(TypedDict):
     outcome: NotRequired[Outcome | None]
     pid: int
     ready: NotRequired[ReadyState | None]
-    reason: NotRequired[str | None]
+    reason: NotRequired[ScopeReason | None]
     signal: NotRequired[int | None]
     silent: NotRequired[StallIncident | None]
     stalled: NotRequired[StallIncident | None]

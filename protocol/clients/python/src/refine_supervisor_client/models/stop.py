@@ -11,7 +11,7 @@ from . import defs
 class ErrorStopDoc(TypedDict):
     id: str
     outcome: defs.StopOutcomeDoc
-    reason: NotRequired[str | None]
+    reason: NotRequired[defs.ScopeReason | None]
     state: defs.State
     error: str
 
@@ -19,7 +19,7 @@ class ErrorStopDoc(TypedDict):
 class StopDocFields(TypedDict):
     id: str
     outcome: defs.StopOutcomeDoc
-    reason: NotRequired[str | None]
+    reason: NotRequired[defs.ScopeReason | None]
     state: defs.State
     killed: int
     receipt: NotRequired[defs.ReceiptDoc | None]
