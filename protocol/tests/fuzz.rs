@@ -430,7 +430,9 @@ fn capture_receipt() -> CaptureReceipt {
         streams: vec![
             StreamReceipt {
                 name: "stdout".into(),
-                end: StreamEnd::Incomplete("memory limit".into()),
+                end: StreamEnd::Incomplete(
+                    refine_protocol::record::StreamIncomplete::MemoryLimit { kept: 16 << 20 },
+                ),
                 artifact_path: "/run/1/logs/x.stdout".into(),
                 artifact_bytes: 1 << 30,
                 prefix: b"hello".to_vec(),

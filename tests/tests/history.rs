@@ -411,7 +411,7 @@ fn an_unverified_reason_is_a_typed_object_in_show_and_ps() {
     fs::remove_file(proof).expect("remove the proof file");
     let show = home.json(&["show", "--json", &id]);
     assert_eq!(show["state"], "unverified", "{show:#}");
-    let want = serde_json::json!({"kind": "unverified", "check": "proof_missing"});
+    let want = serde_json::json!({"kind": "unverified", "failed": {"check": "proof_missing"}});
     assert_eq!(show["reason"], want, "{show:#}");
     assert_eq!(show["assessment"]["reason"], want, "{show:#}");
     // The human view words it.

@@ -58,8 +58,8 @@ pub enum UnverifiedReason {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ScopeReason {
-    /// `unverified`: the check that failed.
-    Unverified(UnverifiedReason),
+    /// `unverified`: the check that `failed`.
+    Unverified { failed: UnverifiedReason },
     /// `exited` without a receipt: its boot has ended, which ended every process of it.
     EarlierBoot { boot_id: String },
     /// `receipt`: a valid receipt, but not the one the registration's proof file holds.
@@ -113,7 +113,7 @@ impl std::fmt::Display for UnverifiedReason {
 impl std::fmt::Display for ScopeReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ScopeReason::Unverified(r) => r.fmt(f),
+            ScopeReason::Unverified { failed } => failed.fmt(f),
             ScopeReason::EarlierBoot { boot_id } => {
                 write!(f, "boot {boot_id} has ended (no receipt needed)")
             }
@@ -138,14 +138,18 @@ mod tests {
     fn reasons_are_tagged_objects_and_read_back() {
         let cases = [
             (
-                ScopeReason::Unverified(UnverifiedReason::FieldMismatch {
-                    field: BoundField::Workload,
-                }),
-                r#"{"kind":"unverified","check":"field_mismatch","field":"workload"}"#,
+                ScopeReason::Unverified {
+                    failed: UnverifiedReason::FieldMismatch {
+                        field: BoundField::Workload,
+                    },
+                },
+                r#"{"kind":"unverified","failed":{"check":"field_mismatch","field":"workload"}}"#,
             ),
             (
-                ScopeReason::Unverified(UnverifiedReason::ProofMissing),
-                r#"{"kind":"unverified","check":"proof_missing"}"#,
+                ScopeReason::Unverified {
+                    failed: UnverifiedReason::ProofMissing,
+                },
+                r#"{"kind":"unverified","failed":{"check":"proof_missing"}}"#,
             ),
             (
                 ScopeReason::Error { error: "x".into() },

@@ -353,7 +353,9 @@ pub fn flatten(a: &assess::Assessment) -> Assessed {
         },
         assess::Assessment::Unverified { reason } => Assessed {
             state: State::Unverified,
-            reason: Some(ScopeReason::Unverified(reason.doc())),
+            reason: Some(ScopeReason::Unverified {
+                failed: reason.doc(),
+            }),
             receipt: None,
         },
     }
@@ -435,7 +437,9 @@ pub fn recover_all(rt: &Runtime) -> Result<RecoverDoc, ServiceError> {
                 RecoverAction::Kept,
                 Assessed {
                     state: State::Unverified,
-                    reason: Some(ScopeReason::Unverified(reason.doc())),
+                    reason: Some(ScopeReason::Unverified {
+                        failed: reason.doc(),
+                    }),
                     receipt: None,
                 },
             ),

@@ -2,6 +2,7 @@
 //! ([`CaptureResult`]) and the capture receipt kept beside an incomplete one (S5).
 
 use super::*;
+use refine_protocol::record::{StreamFailure, StreamIncomplete};
 
 #[derive(Debug)]
 pub struct StreamSource {
@@ -30,6 +31,21 @@ pub enum Incomplete {
     /// the stream open: the read end was closed after the final drain, so nothing written
     /// after the scope's end lands in its artifact.
     HeldOutside,
+}
+
+impl Incomplete {
+    /// The reason as the capture receipt records it.
+    pub(crate) fn to_record(self) -> StreamIncomplete {
+        match self {
+            Incomplete::MemoryLimit { kept } => StreamIncomplete::MemoryLimit { kept: kept as u64 },
+            Incomplete::ArtifactCap { cap } => StreamIncomplete::ArtifactCap { cap },
+            Incomplete::DrainEnded { drain } => StreamIncomplete::DrainEnded {
+                drain_ms: u64::try_from(drain.as_millis()).unwrap_or(u64::MAX),
+            },
+            Incomplete::ReaderGone => StreamIncomplete::ReaderGone,
+            Incomplete::HeldOutside => StreamIncomplete::HeldOutside,
+        }
+    }
 }
 
 impl std::fmt::Display for Incomplete {
@@ -65,6 +81,16 @@ pub enum CaptureFailure {
     ArtifactWrite { errno: i32 },
 }
 
+impl CaptureFailure {
+    /// The failure as the capture receipt records it.
+    pub(crate) fn to_record(self) -> StreamFailure {
+        match self {
+            CaptureFailure::Read { errno } => StreamFailure::Read { errno },
+            CaptureFailure::ArtifactWrite { errno } => StreamFailure::ArtifactWrite { errno },
+        }
+    }
+}
+
 /// How a stream ended (S5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamState {
@@ -77,8 +103,8 @@ impl StreamState {
     pub(crate) fn to_record(self) -> StreamEnd {
         match self {
             StreamState::Eof => StreamEnd::Eof,
-            StreamState::Failed(f) => StreamEnd::CaptureFailure(f.to_string()),
-            StreamState::Incomplete(i) => StreamEnd::Incomplete(i.to_string()),
+            StreamState::Failed(f) => StreamEnd::CaptureFailure(f.to_record()),
+            StreamState::Incomplete(i) => StreamEnd::Incomplete(i.to_record()),
         }
     }
 }

@@ -40,9 +40,12 @@ export type ScopeReason =
   | StopFailedScopeReason
   | ErrorScopeReason;
 /**
- * `unverified`: the check that failed.
+ * Why a scope is `unverified`: the check that failed (`check`), with its fields.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "UnverifiedReason".
  */
-export type UnverifiedScopeReason =
+export type UnverifiedReason =
   | ProofMissingUnverifiedReason
   | ProofUnreadableUnverifiedReason
   | ProofReplacedUnverifiedReason
@@ -486,22 +489,6 @@ export type StrayReasonDoc =
  */
 export type TopSource = "cgroup" | "proc";
 /**
- * Why a scope is `unverified`: the check that failed (`check`), with its fields.
- *
- * This interface was referenced by `Definitions`'s JSON-Schema
- * via the `definition` "UnverifiedReason".
- */
-export type UnverifiedReason =
-  | ProofMissingUnverifiedReason
-  | ProofUnreadableUnverifiedReason
-  | ProofReplacedUnverifiedReason
-  | ReceiptCorruptUnverifiedReason
-  | FieldMismatchUnverifiedReason
-  | GuardianGoneWithoutReceiptUnverifiedReason
-  | BootIdMissingUnverifiedReason
-  | CurrentBootUnknownUnverifiedReason
-  | MixedBootIdsUnverifiedReason;
-/**
  * How a process holds a path (`holders`).
  *
  * This interface was referenced by `Definitions`'s JSON-Schema
@@ -590,6 +577,14 @@ export interface ArtifactsDoc {
 export interface AssessmentDoc {
   reason?: ScopeReason | null;
   state: State;
+  [k: string]: unknown;
+}
+/**
+ * `unverified`: the check that `failed`.
+ */
+export interface UnverifiedScopeReason {
+  failed: UnverifiedReason;
+  kind: "unverified";
   [k: string]: unknown;
 }
 /**

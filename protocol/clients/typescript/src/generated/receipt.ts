@@ -3,20 +3,6 @@
  * `npm run generate-types`; `npm run check-types` fails while this file is stale. */
 
 /**
- * `unverified`: the check that failed.
- */
-export type UnverifiedScopeReason =
-  | ProofMissingUnverifiedReason
-  | ProofUnreadableUnverifiedReason
-  | ProofReplacedUnverifiedReason
-  | ReceiptCorruptUnverifiedReason
-  | FieldMismatchUnverifiedReason
-  | GuardianGoneWithoutReceiptUnverifiedReason
-  | BootIdMissingUnverifiedReason
-  | CurrentBootUnknownUnverifiedReason
-  | MixedBootIdsUnverifiedReason;
-
-/**
  * `receipt --json`: whether the receipt verifies against its registration.
  */
 export interface ReceiptVerdictDoc {
@@ -35,6 +21,26 @@ export interface ReceiptVerdictDoc {
   receipt?: ReceiptDoc | null;
   state?: ("live" | "exited" | "unverified" | "corrupt") | null;
   verified: boolean;
+  [k: string]: unknown;
+}
+/**
+ * `unverified`: the check that `failed`.
+ */
+export interface UnverifiedScopeReason {
+  /**
+   * Why a scope is `unverified`: the check that failed (`check`), with its fields.
+   */
+  failed:
+    | ProofMissingUnverifiedReason
+    | ProofUnreadableUnverifiedReason
+    | ProofReplacedUnverifiedReason
+    | ReceiptCorruptUnverifiedReason
+    | FieldMismatchUnverifiedReason
+    | GuardianGoneWithoutReceiptUnverifiedReason
+    | BootIdMissingUnverifiedReason
+    | CurrentBootUnknownUnverifiedReason
+    | MixedBootIdsUnverifiedReason;
+  kind: "unverified";
   [k: string]: unknown;
 }
 /**

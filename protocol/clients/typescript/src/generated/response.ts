@@ -3,19 +3,6 @@
  * `npm run generate-types`; `npm run check-types` fails while this file is stale. */
 
 /**
- * `unverified`: the check that failed.
- */
-export type UnverifiedScopeReason =
-  | ProofMissingUnverifiedReason
-  | ProofUnreadableUnverifiedReason
-  | ProofReplacedUnverifiedReason
-  | ReceiptCorruptUnverifiedReason
-  | FieldMismatchUnverifiedReason
-  | GuardianGoneWithoutReceiptUnverifiedReason
-  | BootIdMissingUnverifiedReason
-  | CurrentBootUnknownUnverifiedReason
-  | MixedBootIdsUnverifiedReason;
-/**
  * `stop --json` (and the socket API's `stop` reply). `state` is `exited` only when a verified
  * receipt proves it. A stop that failed has `outcome: "failed"` and `error` instead of the
  * figures.
@@ -197,6 +184,26 @@ export interface ScopeView {
    * for a scope that is not `live`; `null` from a writer that did not say (an older service).
    */
   workload_running?: boolean | null;
+  [k: string]: unknown;
+}
+/**
+ * `unverified`: the check that `failed`.
+ */
+export interface UnverifiedScopeReason {
+  /**
+   * Why a scope is `unverified`: the check that failed (`check`), with its fields.
+   */
+  failed:
+    | ProofMissingUnverifiedReason
+    | ProofUnreadableUnverifiedReason
+    | ProofReplacedUnverifiedReason
+    | ReceiptCorruptUnverifiedReason
+    | FieldMismatchUnverifiedReason
+    | GuardianGoneWithoutReceiptUnverifiedReason
+    | BootIdMissingUnverifiedReason
+    | CurrentBootUnknownUnverifiedReason
+    | MixedBootIdsUnverifiedReason;
+  kind: "unverified";
   [k: string]: unknown;
 }
 /**

@@ -3,20 +3,6 @@
  * `npm run generate-types`; `npm run check-types` fails while this file is stale. */
 
 /**
- * `unverified`: the check that failed.
- */
-export type UnverifiedScopeReason =
-  | ProofMissingUnverifiedReason
-  | ProofUnreadableUnverifiedReason
-  | ProofReplacedUnverifiedReason
-  | ReceiptCorruptUnverifiedReason
-  | FieldMismatchUnverifiedReason
-  | GuardianGoneWithoutReceiptUnverifiedReason
-  | BootIdMissingUnverifiedReason
-  | CurrentBootUnknownUnverifiedReason
-  | MixedBootIdsUnverifiedReason;
-
-/**
  * `show --json` (and the socket's `show` reply): record, result, receipt, assessment,
  * artifacts.
  */
@@ -100,6 +86,26 @@ export interface AssessmentDoc {
    * `corrupt`: The registration record does not decode: shown, never guessed at.
    */
   state: "live" | "exited" | "unverified" | "corrupt";
+  [k: string]: unknown;
+}
+/**
+ * `unverified`: the check that `failed`.
+ */
+export interface UnverifiedScopeReason {
+  /**
+   * Why a scope is `unverified`: the check that failed (`check`), with its fields.
+   */
+  failed:
+    | ProofMissingUnverifiedReason
+    | ProofUnreadableUnverifiedReason
+    | ProofReplacedUnverifiedReason
+    | ReceiptCorruptUnverifiedReason
+    | FieldMismatchUnverifiedReason
+    | GuardianGoneWithoutReceiptUnverifiedReason
+    | BootIdMissingUnverifiedReason
+    | CurrentBootUnknownUnverifiedReason
+    | MixedBootIdsUnverifiedReason;
+  kind: "unverified";
   [k: string]: unknown;
 }
 /**

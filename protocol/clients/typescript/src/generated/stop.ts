@@ -35,19 +35,6 @@ export type StopDoc = (StopDocFields | ErrorStopDoc) & {
   state: "live" | "exited" | "unverified" | "corrupt";
   [k: string]: unknown;
 };
-/**
- * `unverified`: the check that failed.
- */
-export type UnverifiedScopeReason =
-  | ProofMissingUnverifiedReason
-  | ProofUnreadableUnverifiedReason
-  | ProofReplacedUnverifiedReason
-  | ReceiptCorruptUnverifiedReason
-  | FieldMismatchUnverifiedReason
-  | GuardianGoneWithoutReceiptUnverifiedReason
-  | BootIdMissingUnverifiedReason
-  | CurrentBootUnknownUnverifiedReason
-  | MixedBootIdsUnverifiedReason;
 
 export interface StopDocFields {
   killed: number;
@@ -128,6 +115,26 @@ export interface StopTimingsDoc {
 }
 export interface ErrorStopDoc {
   error: string;
+  [k: string]: unknown;
+}
+/**
+ * `unverified`: the check that `failed`.
+ */
+export interface UnverifiedScopeReason {
+  /**
+   * Why a scope is `unverified`: the check that failed (`check`), with its fields.
+   */
+  failed:
+    | ProofMissingUnverifiedReason
+    | ProofUnreadableUnverifiedReason
+    | ProofReplacedUnverifiedReason
+    | ReceiptCorruptUnverifiedReason
+    | FieldMismatchUnverifiedReason
+    | GuardianGoneWithoutReceiptUnverifiedReason
+    | BootIdMissingUnverifiedReason
+    | CurrentBootUnknownUnverifiedReason
+    | MixedBootIdsUnverifiedReason;
+  kind: "unverified";
   [k: string]: unknown;
 }
 /**

@@ -334,71 +334,6 @@ class SampleDoc(TypedDict):
 ScopeKind: TypeAlias = Kind | KindUnreadable
 
 
-class ProofMissingUnverifiedReason(TypedDict):
-    kind: Literal['unverified']
-    check: Literal['proof_missing']
-
-
-class ProofUnreadableUnverifiedReason(TypedDict):
-    kind: Literal['unverified']
-    check: Literal['proof_unreadable']
-    errno: NotRequired[int | None]
-
-
-class ProofReplacedUnverifiedReason(TypedDict):
-    kind: Literal['unverified']
-    check: Literal['proof_replaced']
-    found: ProofInode
-    registered: ProofInode
-
-
-class ReceiptCorruptUnverifiedReason(TypedDict):
-    kind: Literal['unverified']
-    check: Literal['receipt_corrupt']
-    error: str
-
-
-class FieldMismatchUnverifiedReason(TypedDict):
-    kind: Literal['unverified']
-    check: Literal['field_mismatch']
-    field: BoundField
-
-
-class GuardianGoneWithoutReceiptUnverifiedReason(TypedDict):
-    kind: Literal['unverified']
-    check: Literal['guardian_gone_without_receipt']
-
-
-class BootIdMissingUnverifiedReason(TypedDict):
-    kind: Literal['unverified']
-    check: Literal['boot_id_missing']
-
-
-class CurrentBootUnknownUnverifiedReason(TypedDict):
-    kind: Literal['unverified']
-    check: Literal['current_boot_unknown']
-
-
-class MixedBootIdsUnverifiedReason(TypedDict):
-    kind: Literal['unverified']
-    check: Literal['mixed_boot_ids']
-    other: str
-    registration: str
-
-
-UnverifiedScopeReason: TypeAlias = (
-    ProofMissingUnverifiedReason
-    | ProofUnreadableUnverifiedReason
-    | ProofReplacedUnverifiedReason
-    | ReceiptCorruptUnverifiedReason
-    | FieldMismatchUnverifiedReason
-    | GuardianGoneWithoutReceiptUnverifiedReason
-    | BootIdMissingUnverifiedReason
-    | CurrentBootUnknownUnverifiedReason
-    | MixedBootIdsUnverifiedReason
-)
-
-
 class EarlierBootScopeReason(TypedDict):
     boot_id: str
     kind: Literal['earlier_boot']
@@ -422,16 +357,6 @@ class StopFailedScopeReason(TypedDict):
 class ErrorScopeReason(TypedDict):
     error: str
     kind: Literal['error']
-
-
-ScopeReason: TypeAlias = (
-    UnverifiedScopeReason
-    | EarlierBootScopeReason
-    | NotTheProofFilesReceiptScopeReason
-    | UnboundScopeReason
-    | StopFailedScopeReason
-    | ErrorScopeReason
-)
 
 
 ServiceLoss: TypeAlias = Literal['keep', 'stop']
@@ -528,59 +453,59 @@ class StreamDoc(TypedDict):
 TopSource: TypeAlias = Literal['cgroup', 'proc']
 
 
-class ProofMissingUnverifiedReason1(TypedDict):
+class ProofMissingUnverifiedReason(TypedDict):
     check: Literal['proof_missing']
 
 
-class ProofUnreadableUnverifiedReason1(TypedDict):
+class ProofUnreadableUnverifiedReason(TypedDict):
     check: Literal['proof_unreadable']
     errno: NotRequired[int | None]
 
 
-class ProofReplacedUnverifiedReason1(TypedDict):
+class ProofReplacedUnverifiedReason(TypedDict):
     check: Literal['proof_replaced']
     found: ProofInode
     registered: ProofInode
 
 
-class ReceiptCorruptUnverifiedReason1(TypedDict):
+class ReceiptCorruptUnverifiedReason(TypedDict):
     check: Literal['receipt_corrupt']
     error: str
 
 
-class FieldMismatchUnverifiedReason1(TypedDict):
+class FieldMismatchUnverifiedReason(TypedDict):
     check: Literal['field_mismatch']
     field: BoundField
 
 
-class GuardianGoneWithoutReceiptUnverifiedReason1(TypedDict):
+class GuardianGoneWithoutReceiptUnverifiedReason(TypedDict):
     check: Literal['guardian_gone_without_receipt']
 
 
-class BootIdMissingUnverifiedReason1(TypedDict):
+class BootIdMissingUnverifiedReason(TypedDict):
     check: Literal['boot_id_missing']
 
 
-class CurrentBootUnknownUnverifiedReason1(TypedDict):
+class CurrentBootUnknownUnverifiedReason(TypedDict):
     check: Literal['current_boot_unknown']
 
 
-class MixedBootIdsUnverifiedReason1(TypedDict):
+class MixedBootIdsUnverifiedReason(TypedDict):
     check: Literal['mixed_boot_ids']
     other: str
     registration: str
 
 
 UnverifiedReason: TypeAlias = (
-    ProofMissingUnverifiedReason1
-    | ProofUnreadableUnverifiedReason1
-    | ProofReplacedUnverifiedReason1
-    | ReceiptCorruptUnverifiedReason1
-    | FieldMismatchUnverifiedReason1
-    | GuardianGoneWithoutReceiptUnverifiedReason1
-    | BootIdMissingUnverifiedReason1
-    | CurrentBootUnknownUnverifiedReason1
-    | MixedBootIdsUnverifiedReason1
+    ProofMissingUnverifiedReason
+    | ProofUnreadableUnverifiedReason
+    | ProofReplacedUnverifiedReason
+    | ReceiptCorruptUnverifiedReason
+    | FieldMismatchUnverifiedReason
+    | GuardianGoneWithoutReceiptUnverifiedReason
+    | BootIdMissingUnverifiedReason
+    | CurrentBootUnknownUnverifiedReason
+    | MixedBootIdsUnverifiedReason
 )
 
 
@@ -624,11 +549,6 @@ class WorkloadDoc(TypedDict):
 class ApiError(TypedDict):
     kind: ErrorKind
     message: str
-
-
-class AssessmentDoc(TypedDict):
-    reason: NotRequired[ScopeReason | None]
-    state: State
 
 
 class CgroupDoc(TypedDict):
@@ -733,13 +653,6 @@ class RecordDoc(TypedDict):
     workload: WorkloadDoc
 
 
-class RecoverEntryDoc(TypedDict):
-    action: RecoverAction
-    id: str
-    reason: NotRequired[ScopeReason | None]
-    state: State
-
-
 class SpawnFailed(TypedDict):
     errno: int
     id: str
@@ -778,26 +691,27 @@ class ResultDocFields(TypedDict):
 ResultDoc: TypeAlias = ResultDocFields | ErrorResultDoc
 
 
+class UnverifiedScopeReason(TypedDict):
+    failed: UnverifiedReason
+    kind: Literal['unverified']
+
+
+ScopeReason: TypeAlias = (
+    UnverifiedScopeReason
+    | EarlierBootScopeReason
+    | NotTheProofFilesReceiptScopeReason
+    | UnboundScopeReason
+    | StopFailedScopeReason
+    | ErrorScopeReason
+)
+
+
 class ScopeStopDoc(TypedDict):
     error: NotRequired[str | None]
     id: str
     outcome: NotRequired[StopOutcome | None]
     port: int
     receipt_verified: bool
-
-
-class ShowDoc(TypedDict):
-    artifacts: ArtifactsDoc
-    assessment: AssessmentDoc
-    id: str
-    processes: list[ProcessDoc]
-    readiness: NotRequired[ReadinessDoc | None]
-    reason: NotRequired[ScopeReason | None]
-    receipt: NotRequired[ReceiptDoc | None]
-    record: RecordDoc
-    result: NotRequired[ResultDoc | None]
-    state: State
-    watch: NotRequired[WatchDoc | None]
 
 
 class StallIncident(TypedDict):
@@ -858,6 +772,11 @@ class TopScopeDoc(TypedDict):
 class WaitDoc(TypedDict):
     scopes: list[WaitScope]
     timed_out: bool
+
+
+class AssessmentDoc(TypedDict):
+    reason: NotRequired[ScopeReason | None]
+    state: State
 
 
 class HolderDoc(TypedDict):
@@ -970,8 +889,11 @@ LeftDoc: TypeAlias = (
 )
 
 
-class ShowReply(TypedDict):
-    show: ShowDoc
+class RecoverEntryDoc(TypedDict):
+    action: RecoverAction
+    id: str
+    reason: NotRequired[ScopeReason | None]
+    state: State
 
 
 class StopReply(TypedDict):
@@ -1007,8 +929,26 @@ class ScopeView(TypedDict):
     workload_running: NotRequired[bool | None]
 
 
+class ShowDoc(TypedDict):
+    artifacts: ArtifactsDoc
+    assessment: AssessmentDoc
+    id: str
+    processes: list[ProcessDoc]
+    readiness: NotRequired[ReadinessDoc | None]
+    reason: NotRequired[ScopeReason | None]
+    receipt: NotRequired[ReceiptDoc | None]
+    record: RecordDoc
+    result: NotRequired[ResultDoc | None]
+    state: State
+    watch: NotRequired[WatchDoc | None]
+
+
 class ListReply(TypedDict):
     list: list[ScopeView]
+
+
+class ShowReply(TypedDict):
+    show: ShowDoc
 
 
 Reply: TypeAlias = (

@@ -8,14 +8,6 @@ from typing import NotRequired, TypeAlias, TypedDict
 from . import defs
 
 
-class ErrorStopDoc(TypedDict):
-    id: str
-    outcome: defs.StopOutcomeDoc
-    reason: NotRequired[defs.ScopeReason | None]
-    state: defs.State
-    error: str
-
-
 class StopDocFields(TypedDict):
     id: str
     outcome: defs.StopOutcomeDoc
@@ -25,6 +17,14 @@ class StopDocFields(TypedDict):
     receipt: NotRequired[defs.ReceiptDoc | None]
     signalled: int
     timings_us: defs.StopTimingsDoc
+
+
+class ErrorStopDoc(TypedDict):
+    id: str
+    outcome: defs.StopOutcomeDoc
+    reason: NotRequired[defs.ScopeReason | None]
+    state: defs.State
+    error: str
 
 
 StopDoc: TypeAlias = StopDocFields | ErrorStopDoc
