@@ -396,16 +396,10 @@ impl Supervisor {
     }
 
     /// Launches: returns once the registration is durable and the workload was told to start.
-    pub fn launch(&self, mut req: LaunchRequest) -> Result<LaunchHandle, LaunchError> {
-        if req.argv.is_empty() {
-            return Err(LaunchError::EmptyArgv);
-        }
-        check_durations(&req)?;
-        crate::kernel::resources::check(&req.resources)?;
-        let rt = &self.runtime;
-        let id = rt.new_id()?;
+    /// The workload's environment (the kind's policy, the login's, the request's overrides).
+    fn environment(&self, req: &LaunchRequest, id: RegistrationId) -> EnvMap {
         let needs_login = matches!(req.kind, Kind::Agent | Kind::Quality);
-        let env = env_policy::build(EnvInputs {
+        env_policy::build(EnvInputs {
             kind: req.kind,
             daemon: &self.daemon_env,
             login: if needs_login { self.login.get() } else { None },
@@ -413,7 +407,14 @@ impl Supervisor {
             clear: req.env_clear,
             overrides: &req.env,
             owner: id,
-        });
+        })
+    }
+
+    pub fn launch(&self, mut req: LaunchRequest) -> Result<LaunchHandle, LaunchError> {
+        check_request(&req)?;
+        let rt = &self.runtime;
+        let id = rt.new_id()?;
+        let env = self.environment(&req, id);
         let pty_size = match req.kind {
             Kind::Terminal => Some(req.pty.unwrap_or_default()),
             _ => req.pty,
@@ -453,34 +454,7 @@ impl Supervisor {
                 (Stdio::Pty(p.slave), Ok(sources), Some(Input::Pty(p.master)))
             }
             None => {
-                let (stdin, input) = match req.stdin {
-                    StdinMode::Null => (
-                        OwnedFd::from(File::open("/dev/null").map_err(io_op("open /dev/null"))?),
-                        None,
-                    ),
-                    StdinMode::Pipe => {
-                        let (r, w) = pipe()?;
-                        (r, Some(Input::Pipe(w)))
-                    }
-                    // X2: no descriptor of this process's terminal reaches another user.
-                    StdinMode::Inherit
-                        if req.user.is_some()
-                            && rustix::termios::isatty(rustix::stdio::stdin()) =>
-                    {
-                        return Err(LaunchError::TerminalToOtherUser);
-                    }
-                    StdinMode::Inherit => {
-                        match rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stdin(), 3) {
-                            Ok(fd) => (fd, None),
-                            Err(_) => (
-                                OwnedFd::from(
-                                    File::open("/dev/null").map_err(io_op("open /dev/null"))?,
-                                ),
-                                None,
-                            ),
-                        }
-                    }
-                };
+                let (stdin, input) = open_stdin(&req)?;
                 if guarded {
                     let stdio = Stdio::Captured {
                         stdin,
@@ -733,4 +707,41 @@ fn open_index(path: &std::path::Path) -> Result<OwnedFd, LaunchError> {
 fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {
     rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| io_op("create a pipe")(e.into()))
+}
+
+/// Step 1 of [`Supervisor::launch`]: what the request itself must satisfy.
+fn check_request(req: &LaunchRequest) -> Result<(), LaunchError> {
+    if req.argv.is_empty() {
+        return Err(LaunchError::EmptyArgv);
+    }
+    check_durations(req)?;
+    crate::kernel::resources::check(&req.resources)?;
+    Ok(())
+}
+
+/// The workload's stdin (a standard launch): its descriptor, and this side's end of a pipe.
+fn open_stdin(req: &LaunchRequest) -> Result<(OwnedFd, Option<Input>), LaunchError> {
+    Ok(match req.stdin {
+        StdinMode::Null => (
+            OwnedFd::from(File::open("/dev/null").map_err(io_op("open /dev/null"))?),
+            None,
+        ),
+        StdinMode::Pipe => {
+            let (r, w) = pipe()?;
+            (r, Some(Input::Pipe(w)))
+        }
+        // X2: no descriptor of this process's terminal reaches another user.
+        StdinMode::Inherit
+            if req.user.is_some() && rustix::termios::isatty(rustix::stdio::stdin()) =>
+        {
+            return Err(LaunchError::TerminalToOtherUser);
+        }
+        StdinMode::Inherit => match rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stdin(), 3) {
+            Ok(fd) => (fd, None),
+            Err(_) => (
+                OwnedFd::from(File::open("/dev/null").map_err(io_op("open /dev/null"))?),
+                None,
+            ),
+        },
+    })
 }
