@@ -462,7 +462,7 @@ pub struct ScopeView {
     /// `live`, `exited`, `unverified`, or `corrupt` (a record that does not decode).
     pub state: crate::docs::State,
     /// Why the scope is `unverified` (or `corrupt`); `null` otherwise.
-    pub reason: Option<String>,
+    pub reason: Option<crate::docs::ScopeReason>,
     /// The workload's own status: `exited`, `signaled`, `never_started`, `unknown`. From the
     /// receipt; while a descendant still holds the scope, as the launching engine reported it;
     /// `null` while neither knows.

@@ -53,6 +53,9 @@ pub const REGISTRATION_VERSION: u16 = 10;
 /// [`LaunchResultRecord::usage`]; 3 [`LaunchResultRecord::residue_stop`]; 4 appends
 /// [`LaunchResultRecord::cgroup_usage`]; 5 [`LaunchResultRecord::limit_usage`].
 pub const RESULT_VERSION: u16 = 5;
+/// The capture receipt's version: 2 types the stream ends ([`StreamIncomplete`],
+/// [`StreamFailure`]); version 1 wrote them as words, read as their `Worded` variants.
+pub const CAPTURE_VERSION: u16 = 2;
 pub const ENVELOPE_LEN: usize = crate::codec::envelope_len(REGISTRATION_MAGIC.len());
 /// Largest record file accepted.
 pub const MAX_RECORD: usize = 1024 * 1024;
@@ -490,9 +493,150 @@ pub enum StreamEnd {
     /// Read to end of file: every byte is in the result and the artifact.
     Eof,
     /// Reading or writing the artifact failed.
-    CaptureFailure(String),
+    CaptureFailure(StreamFailure),
     /// The result does not hold every byte (memory limit, artifact cap, drain ended first).
-    Incomplete(String),
+    Incomplete(StreamIncomplete),
+}
+
+/// Why a stream's result does not hold every byte.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamIncomplete {
+    /// More than `kept` bytes were produced; the artifact holds them all.
+    MemoryLimit { kept: u64 },
+    /// The artifact reached its cap and stopped growing; the pipe was still drained.
+    ArtifactCap { cap: u64 },
+    /// The final drain ended before the stream reached end of file.
+    DrainEnded { drain_ms: u64 },
+    /// The reader of the forwarded stream went away.
+    ReaderGone,
+    /// Held open outside the scope after it ended (X10).
+    HeldOutside,
+    /// A version 1 receipt's words (it wrote no kind).
+    Worded(String),
+}
+
+/// A read or artifact write that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamFailure {
+    Read {
+        errno: i32,
+    },
+    ArtifactWrite {
+        errno: i32,
+    },
+    /// A version 1 receipt's words (it wrote no kind).
+    Worded(String),
+}
+
+impl std::fmt::Display for StreamIncomplete {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamIncomplete::MemoryLimit { kept } => write!(
+                f,
+                "output past the {kept}-byte memory limit (artifact complete)"
+            ),
+            StreamIncomplete::ArtifactCap { cap } => write!(
+                f,
+                "log cap of {cap} bytes reached (the pipe is still drained)"
+            ),
+            StreamIncomplete::DrainEnded { drain_ms } => {
+                write!(f, "final drain of {drain_ms}ms ended before end of file")
+            }
+            StreamIncomplete::ReaderGone => {
+                f.write_str("the reader of the forwarded stream went away")
+            }
+            StreamIncomplete::HeldOutside => f.write_str("held open outside the scope"),
+            StreamIncomplete::Worded(words) => f.write_str(words),
+        }
+    }
+}
+
+impl std::fmt::Display for StreamFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamFailure::Read { errno } => {
+                write!(f, "reading the stream failed (errno {errno})")
+            }
+            StreamFailure::ArtifactWrite { errno } => {
+                write!(f, "writing the artifact failed (errno {errno})")
+            }
+            StreamFailure::Worded(words) => f.write_str(words),
+        }
+    }
+}
+
+/// `incomplete: WHY` or `capture failure: WHY`; `end of file`.
+impl std::fmt::Display for StreamEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamEnd::Eof => f.write_str("end of file"),
+            StreamEnd::Incomplete(why) => write!(f, "incomplete: {why}"),
+            StreamEnd::CaptureFailure(why) => write!(f, "capture failure: {why}"),
+        }
+    }
+}
+
+/// The capture receipt as version 1 wrote it: its stream ends in words.
+mod capture_v1 {
+    use super::*;
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub(super) enum StreamEnd {
+        Eof,
+        CaptureFailure(String),
+        Incomplete(String),
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct StreamReceipt {
+        name: String,
+        end: StreamEnd,
+        artifact_path: String,
+        artifact_bytes: u64,
+        prefix: Vec<u8>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct CaptureReceipt {
+        id: RegistrationId,
+        runtime: RuntimeId,
+        workload_status: Option<WorkloadStatus>,
+        streams: Vec<StreamReceipt>,
+        written_at_unix_ms: u64,
+    }
+
+    impl From<CaptureReceipt> for super::CaptureReceipt {
+        fn from(r: CaptureReceipt) -> Self {
+            super::CaptureReceipt {
+                id: r.id,
+                runtime: r.runtime,
+                workload_status: r.workload_status,
+                streams: r
+                    .streams
+                    .into_iter()
+                    .map(|s| super::StreamReceipt {
+                        name: s.name,
+                        end: match s.end {
+                            StreamEnd::Eof => super::StreamEnd::Eof,
+                            StreamEnd::CaptureFailure(w) => {
+                                super::StreamEnd::CaptureFailure(StreamFailure::Worded(w))
+                            }
+                            StreamEnd::Incomplete(w) => {
+                                super::StreamEnd::Incomplete(StreamIncomplete::Worded(w))
+                            }
+                        },
+                        artifact_path: s.artifact_path,
+                        artifact_bytes: s.artifact_bytes,
+                        prefix: s.prefix,
+                    })
+                    .collect(),
+                written_at_unix_ms: r.written_at_unix_ms,
+            }
+        }
+    }
 }
 
 /// One stream in a capture receipt.
@@ -775,10 +919,17 @@ impl Registration {
 impl CaptureReceipt {
     /// Encodes the record; refuses one larger than [`MAX_RECORD`] (which could not be read back).
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
-        encode_record(CAPTURE_MAGIC, self)
+        encode_versioned(CAPTURE_MAGIC, CAPTURE_VERSION, self)
     }
+    /// Decodes version 2, and version 1 (its stream ends in words).
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
-        decode_payload(open(CAPTURE_MAGIC, buf)?, "capture receipt")
+        match open_versions(CAPTURE_MAGIC, CAPTURE_VERSION, buf)? {
+            (1, payload) => {
+                decode_payload::<capture_v1::CaptureReceipt>(payload, "capture receipt")
+                    .map(Into::into)
+            }
+            (_, payload) => decode_payload(payload, "capture receipt"),
+        }
     }
 }
 

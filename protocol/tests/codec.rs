@@ -333,7 +333,9 @@ fn capture_receipt() -> CaptureReceipt {
         workload_status: Some(WorkloadStatus::Exited(0)),
         streams: vec![StreamReceipt {
             name: "stdout".into(),
-            end: StreamEnd::Incomplete("memory limit".into()),
+            end: StreamEnd::Incomplete(refine_protocol::record::StreamIncomplete::MemoryLimit {
+                kept: 16 << 20,
+            }),
             artifact_path: "/run/1/logs/x.stdout".into(),
             artifact_bytes: 1 << 30,
             prefix: b"hello".to_vec(),
@@ -1145,4 +1147,41 @@ fn only_a_hello_with_provenance_is_a_version_two_frame() {
         refine_protocol::codec::crc32_update(refine_protocol::codec::crc32(&bad[..12]), &bad[16..]);
     bad[12..16].copy_from_slice(&crc.to_le_bytes());
     assert_eq!(Frame::decode(&bad).unwrap_err(), DecodeError::BadMagic);
+}
+
+/// Issue 41 item 4: a capture receipt carries typed stream ends (version 2); one the version 1
+/// writer left on disk (its reasons as words) still reads, its words kept as they were.
+#[test]
+fn capture_receipt_v2_is_typed_and_a_v1_file_still_reads() {
+    use refine_protocol::record::{StreamFailure, StreamIncomplete};
+    let v1 = include_bytes!("fixtures/capture-receipt-v1.bin");
+    let old = CaptureReceipt::decode(v1).expect("a version 1 capture receipt reads");
+    assert_eq!(old.id, RegistrationId([0x11; 16]));
+    assert_eq!(
+        old.streams[0].end,
+        StreamEnd::Incomplete(StreamIncomplete::Worded(
+            "final drain of 200ms ended before end of file".into()
+        ))
+    );
+    assert_eq!(
+        old.streams[1].end,
+        StreamEnd::CaptureFailure(StreamFailure::Worded(
+            "reading the stream failed (errno 5)".into()
+        ))
+    );
+    assert_eq!(old.streams[0].prefix, b"hello");
+    let mut new = old.clone();
+    new.streams[0].end = StreamEnd::Incomplete(StreamIncomplete::DrainEnded { drain_ms: 200 });
+    new.streams[1].end = StreamEnd::CaptureFailure(StreamFailure::Read { errno: 5 });
+    let bytes = new.encode().unwrap();
+    assert_eq!(
+        u16::from_le_bytes([bytes[8], bytes[9]]),
+        2,
+        "written as version 2"
+    );
+    assert_eq!(CaptureReceipt::decode(&bytes).unwrap(), new);
+    assert_eq!(
+        new.streams[0].end.to_string(),
+        "incomplete: final drain of 200ms ended before end of file"
+    );
 }

@@ -308,8 +308,11 @@ fn a_failed_residue_stop_is_shown_and_does_not_hang() {
     let row = home.row(&id);
     assert_eq!(row["state"], "live", "{row}");
     assert_eq!(row["outcome"], "stop_failed", "{row}");
+    assert_eq!(row["reason"]["kind"], "stop_failed", "{row}");
     assert!(
-        row["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        row["reason"]["error"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
         "{row}"
     );
     let show = show(&home, &id);

@@ -226,7 +226,7 @@ pub struct PsDoc {
 pub struct ShowDoc {
     pub id: String,
     pub state: State,
-    pub reason: Option<String>,
+    pub reason: Option<super::ScopeReason>,
     pub assessment: AssessmentDoc,
     pub record: RecordDoc,
     pub result: Option<ResultDoc>,
@@ -308,7 +308,7 @@ pub struct IncidentDoc {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AssessmentDoc {
     pub state: State,
-    pub reason: Option<String>,
+    pub reason: Option<super::ScopeReason>,
 }
 
 /// The launch result record (`logs/ID.result`), or why it cannot be read.
@@ -534,7 +534,7 @@ pub struct StopDoc {
     pub id: String,
     pub outcome: StopOutcomeDoc,
     pub state: State,
-    pub reason: Option<String>,
+    pub reason: Option<super::ScopeReason>,
     #[serde(flatten)]
     pub detail: StopDetail,
 }
@@ -617,7 +617,7 @@ pub struct RecoverEntryDoc {
     pub id: String,
     pub action: RecoverAction,
     pub state: State,
-    pub reason: Option<String>,
+    pub reason: Option<super::ScopeReason>,
 }
 
 /// `receipt --json`: whether the receipt verifies against its registration.
@@ -628,6 +628,6 @@ pub struct ReceiptVerdictDoc {
     pub path: PathBuf,
     pub verified: bool,
     pub state: Option<State>,
-    pub reason: Option<String>,
+    pub reason: Option<super::ScopeReason>,
     pub receipt: Option<ReceiptDoc>,
 }

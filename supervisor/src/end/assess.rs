@@ -68,17 +68,8 @@ impl BootSource for FixedBoot {
 /// The production boot source, for defaults.
 pub static KERNEL_BOOT: KernelBoot = KernelBoot;
 
-/// A receipt field bound to the registration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BoundField {
-    Registration,
-    Runtime,
-    BootId,
-    Guardian,
-    Workload,
-    Proof,
-}
+/// A receipt field bound to the registration (the protocol's, as documents carry it).
+pub use refine_protocol::docs::BoundField;
 
 /// Why a scope is `unverified`: the check that failed.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -131,6 +122,37 @@ impl UnverifiedReason {
     /// The check that failed, by name.
     pub fn name(&self) -> &'static str {
         self.check().name()
+    }
+
+    /// The reason as the documents carry it.
+    pub fn doc(&self) -> refine_protocol::docs::UnverifiedReason {
+        use refine_protocol::docs::{ProofInode, UnverifiedReason as D};
+        let inode = |p: &ProofIdentity| ProofInode {
+            dev: p.dev,
+            ino: p.ino,
+        };
+        match self {
+            UnverifiedReason::ProofMissing => D::ProofMissing,
+            UnverifiedReason::ProofUnreadable { errno } => D::ProofUnreadable { errno: *errno },
+            UnverifiedReason::ProofReplaced { registered, found } => D::ProofReplaced {
+                registered: inode(registered),
+                found: inode(found),
+            },
+            UnverifiedReason::ReceiptCorrupt { error } => D::ReceiptCorrupt {
+                error: error.to_string(),
+            },
+            UnverifiedReason::FieldMismatch { field } => D::FieldMismatch { field: *field },
+            UnverifiedReason::GuardianGoneWithoutReceipt => D::GuardianGoneWithoutReceipt,
+            UnverifiedReason::BootIdMissing => D::BootIdMissing,
+            UnverifiedReason::CurrentBootUnknown => D::CurrentBootUnknown,
+            UnverifiedReason::MixedBootIds {
+                registration,
+                other,
+            } => D::MixedBootIds {
+                registration: registration.to_string(),
+                other: other.to_string(),
+            },
+        }
     }
 }
 

@@ -83,8 +83,7 @@ pub fn capture_end(path: &Path, name: &str) -> Option<String> {
     let stream = receipt.streams.into_iter().find(|s| s.name == name)?;
     match stream.end {
         StreamEnd::Eof => None,
-        StreamEnd::Incomplete(why) => Some(format!("incomplete: {why}")),
-        StreamEnd::CaptureFailure(why) => Some(format!("capture failure: {why}")),
+        end => Some(end.to_string()),
     }
 }
 

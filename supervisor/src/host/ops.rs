@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use refine_protocol::api::ScopeView;
+use refine_protocol::docs::ScopeReason;
 use refine_protocol::record::StallRecord;
 use refine_protocol::{Receipt, Registration, RegistrationId, StopCause};
 
@@ -47,7 +48,7 @@ pub enum OpsError {
 #[derive(Debug, Clone)]
 pub struct Assessed {
     pub state: State,
-    pub reason: Option<String>,
+    pub reason: Option<ScopeReason>,
     pub receipt: Option<Receipt>,
 }
 
@@ -73,7 +74,9 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
         kind: ScopeKind::Known(reg.kind),
         label: reg.label.clone(),
         state: a.state,
-        reason: a.reason.or(stop_failure),
+        reason: a
+            .reason
+            .or(stop_failure.map(|error| ScopeReason::StopFailed { error })),
         status: status.status,
         exit_code: status.exit_code,
         signal: status.signal,
@@ -116,7 +119,9 @@ fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeV
         kind: ScopeKind::Unreadable(KindUnreadable::Unknown),
         label: String::new(),
         state: State::Corrupt,
-        reason: Some(error_chain(err)),
+        reason: Some(ScopeReason::Error {
+            error: error_chain(err),
+        }),
         status: None,
         exit_code: None,
         signal: None,
@@ -336,28 +341,19 @@ pub fn flatten(a: &assess::Assessment) -> Assessed {
             },
             assess::ExitProof::EarlierBoot { boot_id } => Assessed {
                 state: State::Exited,
-                reason: Some(format!("boot {boot_id} has ended (no receipt needed)")),
+                reason: Some(ScopeReason::EarlierBoot {
+                    boot_id: boot_id.to_string(),
+                }),
                 receipt: None,
             },
         },
         assess::Assessment::Unverified { reason } => Assessed {
             state: State::Unverified,
-            reason: Some(reason_text(reason)),
+            reason: Some(ScopeReason::Unverified {
+                failed: reason.doc(),
+            }),
             receipt: None,
         },
-    }
-}
-
-/// `guardian gone without receipt`, or the reason's fields as compact JSON.
-fn reason_text(reason: &impl serde::Serialize) -> String {
-    match serde_json::to_value(reason) {
-        Ok(serde_json::Value::String(s)) => s.replace('_', " "),
-        Ok(serde_json::Value::Object(m)) if m.len() == 1 => {
-            let (k, v) = m.into_iter().next().unwrap_or_default();
-            format!("{}: {v}", k.replace('_', " "))
-        }
-        Ok(v) => v.to_string(),
-        Err(e) => e.to_string(),
     }
 }
 
@@ -428,7 +424,9 @@ fn stop_doc(
             id: reg.id.to_string(),
             outcome: StopOutcomeDoc::Failed(StopFailed::Failed),
             state: assess_one(rt, reg).state,
-            reason: Some(error_chain(&e)),
+            reason: Some(ScopeReason::Error {
+                error: error_chain(&e),
+            }),
             detail: StopDetail::Failed {
                 error: error_chain(&e),
             },
@@ -459,13 +457,17 @@ pub fn recover_all(rt: &Runtime) -> Result<RecoverDoc, OpsError> {
                 RecoverAction::Kept,
                 Assessed {
                     state: State::Unverified,
-                    reason: Some(reason_text(reason)),
+                    reason: Some(ScopeReason::Unverified {
+                        failed: reason.doc(),
+                    }),
                     receipt: None,
                 },
             ),
             A::StopFailed { error, assessment } => {
                 let mut a = flatten(assessment);
-                a.reason = Some(error_chain(error));
+                a.reason = Some(ScopeReason::Error {
+                    error: error_chain(error),
+                });
                 (RecoverAction::StopFailed, a)
             }
             A::Owned => (
@@ -538,7 +540,9 @@ pub fn recover_plan(rt: &Runtime) -> Result<RecoverDoc, RegistryError> {
 fn corrupt(err: &RegistryError) -> Assessed {
     Assessed {
         state: State::Corrupt,
-        reason: Some(error_chain(err)),
+        reason: Some(ScopeReason::Error {
+            error: error_chain(err),
+        }),
         receipt: None,
     }
 }
@@ -585,7 +589,7 @@ pub fn retire(
         } else {
             retention::Evidence::NotExited {
                 state: a.state,
-                reason: a.reason.unwrap_or_default(),
+                reason: a.reason.map(|r| r.to_string()).unwrap_or_default(),
             }
         }
     })

@@ -36,17 +36,17 @@ pub(super) fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitC
             }
             assess::ReceiptBinding::Differs { assessment, .. } => {
                 let a = ops::flatten(assessment);
-                let reason = a.reason.unwrap_or_else(|| {
-                    "receipt is not the one the registration's proof file holds".into()
-                });
+                let reason = a
+                    .reason
+                    .unwrap_or(refine_protocol::docs::ScopeReason::NotTheProofFilesReceipt);
                 (Some(a.state), Some(reason))
             }
             assess::ReceiptBinding::Unbound => (
                 None,
-                Some(format!(
-                    "checksum valid, but no registration {} on port {port} to bind it to",
-                    r.registration
-                )),
+                Some(refine_protocol::docs::ScopeReason::Unbound {
+                    registration: r.registration.to_string(),
+                    port,
+                }),
             ),
         };
         ReceiptVerdictDoc {
@@ -65,7 +65,9 @@ pub(super) fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitC
     }
     verdict(
         doc.verified,
-        CliError::ReceiptNotVerified { reason: doc.reason },
+        CliError::ReceiptNotVerified {
+            reason: doc.reason.as_ref().map(ToString::to_string),
+        },
     )
 }
 

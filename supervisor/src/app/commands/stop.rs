@@ -56,7 +56,7 @@ pub(super) fn stop_held(home: &Path, port: u16, args: StopArgs) -> Result<ExitCo
             proven,
             CliError::StopNotProven {
                 id,
-                reason: doc.reason,
+                reason: doc.reason.as_ref().map(ToString::to_string),
             },
         );
     }
@@ -118,7 +118,7 @@ pub(super) fn stop_held(home: &Path, port: u16, args: StopArgs) -> Result<ExitCo
                     doc.state == State::Exited,
                     CliError::StopNotProven {
                         id,
-                        reason: doc.reason.clone(),
+                        reason: doc.reason.as_ref().map(ToString::to_string),
                     },
                 ) {
                     Ok(c) => c,

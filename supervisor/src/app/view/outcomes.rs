@@ -31,7 +31,7 @@ fn stop_line_raw(doc: &StopDoc) -> String {
                     "{}{}",
                     doc.state.name(),
                     doc.reason
-                        .as_deref()
+                        .as_ref()
                         .map(|r| format!(" ({r})"))
                         .unwrap_or_default()
                 ),
@@ -60,7 +60,10 @@ pub fn recover(o: &mut impl Write, doc: &RecoverDoc) -> io::Result<()> {
             e.id.clone(),
             e.action.words(),
             e.state.name().to_owned(),
-            e.reason.clone().unwrap_or_default(),
+            e.reason
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
         ]);
     }
     write_lines(o, &table_lines(&rows, None))?;

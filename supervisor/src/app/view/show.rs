@@ -386,7 +386,7 @@ fn receipt_line(doc: &ShowDoc) -> String {
         (_, _) => format!(
             "none verifies{}",
             doc.reason
-                .as_deref()
+                .as_ref()
                 .map(|r| format!(" ({r})"))
                 .unwrap_or_default()
         ),
@@ -466,7 +466,9 @@ pub fn receipt_verdict(doc: &ReceiptVerdictDoc) -> String {
             doc.state
                 .map(|s| format!(", scope {}", s.name()))
                 .unwrap_or_default(),
-            doc.reason.as_deref().unwrap_or("no receipt")
+            doc.reason
+                .as_ref()
+                .map_or_else(|| "no receipt".to_owned(), ToString::to_string)
         ),
     };
     escape(&line).into_owned()

@@ -38,6 +38,11 @@ class ArtifactsDoc(TypedDict):
     stdout: ArtifactDoc
 
 
+BoundField: TypeAlias = Literal[
+    'registration', 'runtime', 'boot_id', 'guardian', 'workload', 'proof'
+]
+
+
 BuildClass: TypeAlias = Literal['release', 'source']
 
 
@@ -202,6 +207,11 @@ class ProofDoc(TypedDict):
     path: NotRequired[str | None]
 
 
+class ProofInode(TypedDict):
+    dev: int
+    ino: int
+
+
 ProtectAsk: TypeAlias = Literal['all', 'fs', 'signals', 'none']
 
 
@@ -330,6 +340,31 @@ SandboxMode: TypeAlias = Literal['none', 'read_only', 'workspace_write']
 ScopeKind: TypeAlias = Kind | KindUnreadable
 
 
+class EarlierBootScopeReason(TypedDict):
+    boot_id: str
+    kind: Literal['earlier_boot']
+
+
+class NotTheProofFilesReceiptScopeReason(TypedDict):
+    kind: Literal['not_the_proof_files_receipt']
+
+
+class UnboundScopeReason(TypedDict):
+    kind: Literal['unbound']
+    port: int
+    registration: str
+
+
+class StopFailedScopeReason(TypedDict):
+    error: str
+    kind: Literal['stop_failed']
+
+
+class ErrorScopeReason(TypedDict):
+    error: str
+    kind: Literal['error']
+
+
 ServiceLoss: TypeAlias = Literal['keep', 'stop']
 
 
@@ -424,6 +459,62 @@ class StreamDoc(TypedDict):
 TopSource: TypeAlias = Literal['cgroup', 'proc']
 
 
+class ProofMissingUnverifiedReason(TypedDict):
+    check: Literal['proof_missing']
+
+
+class ProofUnreadableUnverifiedReason(TypedDict):
+    check: Literal['proof_unreadable']
+    errno: NotRequired[int | None]
+
+
+class ProofReplacedUnverifiedReason(TypedDict):
+    check: Literal['proof_replaced']
+    found: ProofInode
+    registered: ProofInode
+
+
+class ReceiptCorruptUnverifiedReason(TypedDict):
+    check: Literal['receipt_corrupt']
+    error: str
+
+
+class FieldMismatchUnverifiedReason(TypedDict):
+    check: Literal['field_mismatch']
+    field: BoundField
+
+
+class GuardianGoneWithoutReceiptUnverifiedReason(TypedDict):
+    check: Literal['guardian_gone_without_receipt']
+
+
+class BootIdMissingUnverifiedReason(TypedDict):
+    check: Literal['boot_id_missing']
+
+
+class CurrentBootUnknownUnverifiedReason(TypedDict):
+    check: Literal['current_boot_unknown']
+
+
+class MixedBootIdsUnverifiedReason(TypedDict):
+    check: Literal['mixed_boot_ids']
+    other: str
+    registration: str
+
+
+UnverifiedReason: TypeAlias = (
+    ProofMissingUnverifiedReason
+    | ProofUnreadableUnverifiedReason
+    | ProofReplacedUnverifiedReason
+    | ReceiptCorruptUnverifiedReason
+    | FieldMismatchUnverifiedReason
+    | GuardianGoneWithoutReceiptUnverifiedReason
+    | BootIdMissingUnverifiedReason
+    | CurrentBootUnknownUnverifiedReason
+    | MixedBootIdsUnverifiedReason
+)
+
+
 class UsageDoc(TypedDict):
     max_rss_kib: int
     system_us: int
@@ -464,11 +555,6 @@ class WorkloadDoc(TypedDict):
 class ApiError(TypedDict):
     kind: ErrorKind
     message: str
-
-
-class AssessmentDoc(TypedDict):
-    reason: NotRequired[str | None]
-    state: State
 
 
 class CgroupDoc(TypedDict):
@@ -545,13 +631,6 @@ class ReceiptDoc(TypedDict):
     written_at_ns: int
 
 
-class RecoverEntryDoc(TypedDict):
-    action: RecoverAction
-    id: str
-    reason: NotRequired[str | None]
-    state: State
-
-
 class SpawnFailed(TypedDict):
     errno: int
     id: str
@@ -603,6 +682,21 @@ class SandboxAsk(TypedDict):
     paths: NotRequired[list[str]]
 
 
+class UnverifiedScopeReason(TypedDict):
+    failed: UnverifiedReason
+    kind: Literal['unverified']
+
+
+ScopeReason: TypeAlias = (
+    UnverifiedScopeReason
+    | EarlierBootScopeReason
+    | NotTheProofFilesReceiptScopeReason
+    | UnboundScopeReason
+    | StopFailedScopeReason
+    | ErrorScopeReason
+)
+
+
 class ScopeStopDoc(TypedDict):
     error: NotRequired[str | None]
     id: str
@@ -622,7 +716,7 @@ class StallIncident(TypedDict):
 class StopDocFields(TypedDict):
     id: str
     outcome: StopOutcomeDoc
-    reason: NotRequired[str | None]
+    reason: NotRequired[ScopeReason | None]
     state: State
     killed: int
     receipt: NotRequired[ReceiptDoc | None]
@@ -633,7 +727,7 @@ class StopDocFields(TypedDict):
 class ErrorStopDoc(TypedDict):
     id: str
     outcome: StopOutcomeDoc
-    reason: NotRequired[str | None]
+    reason: NotRequired[ScopeReason | None]
     state: State
     error: str
 
@@ -669,6 +763,11 @@ class TopScopeDoc(TypedDict):
 class WaitDoc(TypedDict):
     scopes: list[WaitScope]
     timed_out: bool
+
+
+class AssessmentDoc(TypedDict):
+    reason: NotRequired[ScopeReason | None]
+    state: State
 
 
 class HolderDoc(TypedDict):
@@ -810,6 +909,13 @@ class RecordDoc(TypedDict):
     workload: WorkloadDoc
 
 
+class RecoverEntryDoc(TypedDict):
+    action: RecoverAction
+    id: str
+    reason: NotRequired[ScopeReason | None]
+    state: State
+
+
 class StopReply(TypedDict):
     stop: StopDoc
 
@@ -830,7 +936,7 @@ class ScopeView(TypedDict):
     outcome: NotRequired[Outcome | None]
     pid: int
     ready: NotRequired[ReadyState | None]
-    reason: NotRequired[str | None]
+    reason: NotRequired[ScopeReason | None]
     signal: NotRequired[int | None]
     silent: NotRequired[StallIncident | None]
     stalled: NotRequired[StallIncident | None]
@@ -849,7 +955,7 @@ class ShowDoc(TypedDict):
     id: str
     processes: list[ProcessDoc]
     readiness: NotRequired[ReadinessDoc | None]
-    reason: NotRequired[str | None]
+    reason: NotRequired[ScopeReason | None]
     receipt: NotRequired[ReceiptDoc | None]
     record: RecordDoc
     result: NotRequired[ResultDoc | None]
