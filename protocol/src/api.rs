@@ -89,6 +89,10 @@ pub struct LaunchAsk {
     /// X11: the Landlock protection (`all`, `fs`, `signals`, `none`). Absent: `all`.
     #[serde(default, skip_serializing_if = "crate::api::is_default_protect")]
     pub protect: crate::record::ProtectAsk,
+    /// X12: the sandbox (`{"mode": "read_only" | "workspace_write" | "none", "paths": [...],
+    /// "network": "none" | "all"}`). Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::record::SandboxAsk>,
     /// What a restarted service does with the scope once this one is lost (L6). Absent:
     /// `keep`, but `stop` for an agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -186,6 +190,7 @@ impl LaunchAsk {
             unique: false,
             allow_setns: false,
             protect: crate::record::ProtectAsk::All,
+            sandbox: None,
             on_service_loss: None,
             input: false,
             end_with_connection: false,
@@ -496,7 +501,7 @@ pub struct ScopeView {
     /// `live`, `exited`, `unverified`, or `corrupt` (a record that does not decode).
     pub state: crate::docs::State,
     /// Why the scope is `unverified` (or `corrupt`); `null` otherwise.
-    pub reason: Option<String>,
+    pub reason: Option<crate::docs::ScopeReason>,
     /// The workload's own status: `exited`, `signaled`, `never_started`, `unknown`. From the
     /// receipt; while a descendant still holds the scope, as the launching engine reported it;
     /// `null` while neither knows.

@@ -48,12 +48,15 @@ pub const RECORD_VERSION: u16 = 1;
 /// [`Registration::allow_setns`]; 5 appends [`Registration::supervisor_provenance`] and
 /// [`Registration::guardian_provenance`]; 6 appends [`Registration::on_service_loss`]; 7
 /// appends [`Registration::resources`]; 8 [`Registration::readiness`]; 9
-/// [`Registration::protection`]; 10 [`Registration::health`].
-pub const REGISTRATION_VERSION: u16 = 10;
+/// [`Registration::protection`]; 10 [`Registration::sandbox`]; 11 [`Registration::health`].
+pub const REGISTRATION_VERSION: u16 = 11;
 /// The launch result's version: 2 adds [`LaunchResultRecord::stop_failure`] and
 /// [`LaunchResultRecord::usage`]; 3 [`LaunchResultRecord::residue_stop`]; 4 appends
 /// [`LaunchResultRecord::cgroup_usage`]; 5 [`LaunchResultRecord::limit_usage`].
 pub const RESULT_VERSION: u16 = 5;
+/// The capture receipt's version: 2 types the stream ends ([`StreamIncomplete`],
+/// [`StreamFailure`]); version 1 wrote them as words, read as their `Worded` variants.
+pub const CAPTURE_VERSION: u16 = 2;
 pub const ENVELOPE_LEN: usize = crate::codec::envelope_len(REGISTRATION_MAGIC.len());
 /// Largest record file accepted.
 pub const MAX_RECORD: usize = 1024 * 1024;
@@ -182,9 +185,76 @@ pub struct Registration {
     /// X11: what kept the workload from its evidence, its guardian, other scopes and the
     /// service. `None` in version 1 to 8 records (their launches had no Landlock domain).
     pub protection: Option<Protection>,
-    /// H7: the health check asked for. `None` in version 1 to 9 records and for launches
+    /// X12: the sandbox the workload ran in (`run --sandbox`, `--network`). `None` in version
+    /// 1 to 9 records and for launches that asked for none.
+    pub sandbox: Option<Sandbox>,
+    /// H7: the health check asked for. `None` in version 1 to 10 records and for launches
     /// without one.
     pub health: Option<HealthSpec>,
+}
+
+/// X12: how much of the file system a sandboxed workload may write (`run --sandbox`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// No sandbox (the default): writes as the user may.
+    #[default]
+    None,
+    /// Reads everywhere; writes only to a private temporary directory (`TMPDIR`) and the
+    /// terminal and null-like devices.
+    ReadOnly,
+    /// `read_only` plus the working directory and the named paths.
+    WorkspaceWrite,
+}
+
+/// X12: the network a workload may use (`run --network`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkAsk {
+    /// As without a sandbox (the default).
+    #[default]
+    All,
+    /// No TCP bind or connect (Landlock ABI 4).
+    None,
+}
+
+/// X12: the sandbox a launch asks for (the socket API's `sandbox` object).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SandboxAsk {
+    /// Absent: `none`.
+    #[serde(default)]
+    pub mode: SandboxMode,
+    /// With `workspace_write`: more writable paths (absolute, or relative to the working
+    /// directory; each must exist). Absent: none.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Absent: `all`.
+    #[serde(default)]
+    pub network: NetworkAsk,
+}
+
+impl SandboxAsk {
+    /// Whether this asks for nothing (no file-system sandbox, the network as it is).
+    pub fn is_none(&self) -> bool {
+        self.mode == SandboxMode::None && self.network == NetworkAsk::All
+    }
+}
+
+/// X12: the sandbox a launch ran in, as the record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Sandbox {
+    pub mode: SandboxMode,
+    pub network: NetworkAsk,
+    /// The workspace's writable roots, canonical (the working directory first, then the named
+    /// paths); empty for `read_only` and `none`.
+    pub writable: Vec<String>,
+    /// The private temporary directory made for the launch (its `TMPDIR`).
+    pub tmpdir: Option<String>,
 }
 
 /// H7: a launch's health check (`run --health-cmd`), docker's HEALTHCHECK.
@@ -473,9 +543,150 @@ pub enum StreamEnd {
     /// Read to end of file: every byte is in the result and the artifact.
     Eof,
     /// Reading or writing the artifact failed.
-    CaptureFailure(String),
+    CaptureFailure(StreamFailure),
     /// The result does not hold every byte (memory limit, artifact cap, drain ended first).
-    Incomplete(String),
+    Incomplete(StreamIncomplete),
+}
+
+/// Why a stream's result does not hold every byte.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamIncomplete {
+    /// More than `kept` bytes were produced; the artifact holds them all.
+    MemoryLimit { kept: u64 },
+    /// The artifact reached its cap and stopped growing; the pipe was still drained.
+    ArtifactCap { cap: u64 },
+    /// The final drain ended before the stream reached end of file.
+    DrainEnded { drain_ms: u64 },
+    /// The reader of the forwarded stream went away.
+    ReaderGone,
+    /// Held open outside the scope after it ended (X10).
+    HeldOutside,
+    /// A version 1 receipt's words (it wrote no kind).
+    Worded(String),
+}
+
+/// A read or artifact write that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamFailure {
+    Read {
+        errno: i32,
+    },
+    ArtifactWrite {
+        errno: i32,
+    },
+    /// A version 1 receipt's words (it wrote no kind).
+    Worded(String),
+}
+
+impl std::fmt::Display for StreamIncomplete {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamIncomplete::MemoryLimit { kept } => write!(
+                f,
+                "output past the {kept}-byte memory limit (artifact complete)"
+            ),
+            StreamIncomplete::ArtifactCap { cap } => write!(
+                f,
+                "log cap of {cap} bytes reached (the pipe is still drained)"
+            ),
+            StreamIncomplete::DrainEnded { drain_ms } => {
+                write!(f, "final drain of {drain_ms}ms ended before end of file")
+            }
+            StreamIncomplete::ReaderGone => {
+                f.write_str("the reader of the forwarded stream went away")
+            }
+            StreamIncomplete::HeldOutside => f.write_str("held open outside the scope"),
+            StreamIncomplete::Worded(words) => f.write_str(words),
+        }
+    }
+}
+
+impl std::fmt::Display for StreamFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamFailure::Read { errno } => {
+                write!(f, "reading the stream failed (errno {errno})")
+            }
+            StreamFailure::ArtifactWrite { errno } => {
+                write!(f, "writing the artifact failed (errno {errno})")
+            }
+            StreamFailure::Worded(words) => f.write_str(words),
+        }
+    }
+}
+
+/// `incomplete: WHY` or `capture failure: WHY`; `end of file`.
+impl std::fmt::Display for StreamEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamEnd::Eof => f.write_str("end of file"),
+            StreamEnd::Incomplete(why) => write!(f, "incomplete: {why}"),
+            StreamEnd::CaptureFailure(why) => write!(f, "capture failure: {why}"),
+        }
+    }
+}
+
+/// The capture receipt as version 1 wrote it: its stream ends in words.
+mod capture_v1 {
+    use super::*;
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub(super) enum StreamEnd {
+        Eof,
+        CaptureFailure(String),
+        Incomplete(String),
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct StreamReceipt {
+        name: String,
+        end: StreamEnd,
+        artifact_path: String,
+        artifact_bytes: u64,
+        prefix: Vec<u8>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct CaptureReceipt {
+        id: RegistrationId,
+        runtime: RuntimeId,
+        workload_status: Option<WorkloadStatus>,
+        streams: Vec<StreamReceipt>,
+        written_at_unix_ms: u64,
+    }
+
+    impl From<CaptureReceipt> for super::CaptureReceipt {
+        fn from(r: CaptureReceipt) -> Self {
+            super::CaptureReceipt {
+                id: r.id,
+                runtime: r.runtime,
+                workload_status: r.workload_status,
+                streams: r
+                    .streams
+                    .into_iter()
+                    .map(|s| super::StreamReceipt {
+                        name: s.name,
+                        end: match s.end {
+                            StreamEnd::Eof => super::StreamEnd::Eof,
+                            StreamEnd::CaptureFailure(w) => {
+                                super::StreamEnd::CaptureFailure(StreamFailure::Worded(w))
+                            }
+                            StreamEnd::Incomplete(w) => {
+                                super::StreamEnd::Incomplete(StreamIncomplete::Worded(w))
+                            }
+                        },
+                        artifact_path: s.artifact_path,
+                        artifact_bytes: s.artifact_bytes,
+                        prefix: s.prefix,
+                    })
+                    .collect(),
+                written_at_unix_ms: r.written_at_unix_ms,
+            }
+        }
+    }
 }
 
 /// One stream in a capture receipt.
@@ -734,16 +945,17 @@ impl Registration {
                 let v1: v1::Registration = decode_payload(payload, "registration record")?;
                 Ok(v1.into())
             }
-            // Versions 3, 4, 6, 7, 8, 9 and 10 each only append an `Option`, version 5 two: an
-            // older payload is version 10's with each absent option's one zero byte missing.
-            2..=9 => {
+            // Versions 3, 4, 6, 7, 8, 9, 10 and 11 each only append an `Option`, version 5 two:
+            // an older payload is version 11's with each absent option's one zero byte missing.
+            2..=10 => {
                 let missing = match version {
-                    9 => 1,
-                    8 => 2,
-                    7 => 3,
-                    6 => 4,
-                    5 => 5,
-                    v => usize::from(4 - v) + 7,
+                    10 => 1,
+                    9 => 2,
+                    8 => 3,
+                    7 => 4,
+                    6 => 5,
+                    5 => 6,
+                    v => usize::from(4 - v) + 8,
                 };
                 let mut current = Vec::with_capacity(payload.len() + missing);
                 current.extend_from_slice(payload);
@@ -758,10 +970,17 @@ impl Registration {
 impl CaptureReceipt {
     /// Encodes the record; refuses one larger than [`MAX_RECORD`] (which could not be read back).
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
-        encode_record(CAPTURE_MAGIC, self)
+        encode_versioned(CAPTURE_MAGIC, CAPTURE_VERSION, self)
     }
+    /// Decodes version 2, and version 1 (its stream ends in words).
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
-        decode_payload(open(CAPTURE_MAGIC, buf)?, "capture receipt")
+        match open_versions(CAPTURE_MAGIC, CAPTURE_VERSION, buf)? {
+            (1, payload) => {
+                decode_payload::<capture_v1::CaptureReceipt>(payload, "capture receipt")
+                    .map(Into::into)
+            }
+            (_, payload) => decode_payload(payload, "capture receipt"),
+        }
     }
 }
 
@@ -906,6 +1125,7 @@ mod v1 {
                 resources: None,
                 readiness: None,
                 protection: None,
+                sandbox: None,
                 health: None,
             }
         }

@@ -115,6 +115,7 @@ fn registration() -> Registration {
         readiness: None,
         protection: None,
         health: None,
+        sandbox: None,
     }
 }
 
@@ -126,14 +127,18 @@ fn capture_receipt() -> CaptureReceipt {
         streams: vec![
             StreamReceipt {
                 name: "o".into(),
-                end: StreamEnd::Incomplete("m".into()),
+                end: StreamEnd::Incomplete(refine_protocol::record::StreamIncomplete::Worded(
+                    "m".into(),
+                )),
                 artifact_path: "p".into(),
                 artifact_bytes: 1,
                 prefix: b"h".to_vec(),
             },
             StreamReceipt {
                 name: "e".into(),
-                end: StreamEnd::CaptureFailure("f".into()),
+                end: StreamEnd::CaptureFailure(refine_protocol::record::StreamFailure::Worded(
+                    "f".into(),
+                )),
                 artifact_path: "q".into(),
                 artifact_bytes: 2,
                 prefix: vec![],

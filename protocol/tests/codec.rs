@@ -323,6 +323,7 @@ fn registration() -> Registration {
         readiness: None,
         protection: None,
         health: None,
+        sandbox: None,
     }
 }
 
@@ -333,7 +334,9 @@ fn capture_receipt() -> CaptureReceipt {
         workload_status: Some(WorkloadStatus::Exited(0)),
         streams: vec![StreamReceipt {
             name: "stdout".into(),
-            end: StreamEnd::Incomplete("memory limit".into()),
+            end: StreamEnd::Incomplete(refine_protocol::record::StreamIncomplete::MemoryLimit {
+                kept: 16 << 20,
+            }),
             artifact_path: "/run/1/logs/x.stdout".into(),
             artifact_bytes: 1 << 30,
             prefix: b"hello".to_vec(),
@@ -443,7 +446,7 @@ fn records_round_trip_and_reject_damage() {
         Err(DecodeError::Truncated { .. })
     ));
     let mut v = bytes.clone();
-    v[8] = 11;
+    v[8] = 12;
     assert!(matches!(
         Registration::decode(&v),
         Err(DecodeError::UnsupportedVersion { .. })
@@ -781,28 +784,29 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
     envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
     assert_eq!(Registration::decode(&v1).unwrap(), plain);
 
-    // A version 9 record (no `health`: version 10's payload without its one zero byte), a
-    // version 8 record (no `protection` either), a
-    // version 7 record (no `readiness` either), a
+    // A version 10 record (no `health`: version 11's payload without its one zero byte), a
+    // version 9 record (no `sandbox` either), a
+    // version 8 record (no `protection` either), a version 7 record (no `readiness` either), a
     // version 6 record (no `resources` either), a version 5 record (no `on_service_loss`
     // either), a version 4 record (no provenance either: two zero bytes less), a version 3
     // record (no `allow_setns` either) and a version 2 record (no `cgroup` either) decode with
     // them absent.
     assert_eq!(
-        &v2[v2.len() - 9..],
-        &[0, 0, 0, 0, 0, 0, 0, 0, 0],
+        &v2[v2.len() - 10..],
+        &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
         "an absent cgroup, allow_setns, two provenances, on_service_loss, resources, \
-         readiness, protection and health are one zero byte each at the end"
+         readiness, protection, sandbox and health are one zero byte each at the end"
     );
     for (version, missing) in [
-        (9u16, 1usize),
-        (8, 2),
-        (7, 3),
-        (6, 4),
-        (5, 5),
-        (4, 7),
-        (3, 8),
-        (2, 9),
+        (10u16, 1usize),
+        (9, 2),
+        (8, 3),
+        (7, 4),
+        (6, 5),
+        (5, 6),
+        (4, 8),
+        (3, 9),
+        (2, 10),
     ] {
         let payload = &v2[header..v2.len() - missing];
         let mut old = vec![0u8; header + payload.len()];
@@ -870,6 +874,19 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
         protected
     );
 
+    // Version 10 keeps the sandbox (X12).
+    let mut sandboxed = plain.clone();
+    sandboxed.sandbox = Some(refine_protocol::record::Sandbox {
+        mode: refine_protocol::record::SandboxMode::WorkspaceWrite,
+        network: refine_protocol::record::NetworkAsk::None,
+        writable: vec!["/work/ws".into(), "/work/cache".into()],
+        tmpdir: Some("/tmp/refine-sandbox-1".into()),
+    });
+    assert_eq!(
+        Registration::decode(&sandboxed.encode().unwrap()).unwrap(),
+        sandboxed
+    );
+
     // Version 6 keeps what recovery does on the service's loss (L6).
     let mut kept = plain.clone();
     kept.on_service_loss = Some(refine_protocol::record::ServiceLoss::Keep);
@@ -919,12 +936,12 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
         checked
     );
 
-    // Negative control: a version past 10 is refused, not guessed.
-    let mut v11 = v2.clone();
-    v11[8] = 11;
+    // Negative control: a version past 11 is refused, not guessed.
+    let mut v12 = v2.clone();
+    v12[8] = 12;
     assert!(matches!(
-        Registration::decode(&v11),
-        Err(DecodeError::UnsupportedVersion { got: 11, .. })
+        Registration::decode(&v12),
+        Err(DecodeError::UnsupportedVersion { got: 12, .. })
     ));
 }
 
@@ -1147,4 +1164,41 @@ fn only_a_hello_with_provenance_is_a_version_two_frame() {
         refine_protocol::codec::crc32_update(refine_protocol::codec::crc32(&bad[..12]), &bad[16..]);
     bad[12..16].copy_from_slice(&crc.to_le_bytes());
     assert_eq!(Frame::decode(&bad).unwrap_err(), DecodeError::BadMagic);
+}
+
+/// Issue 41 item 4: a capture receipt carries typed stream ends (version 2); one the version 1
+/// writer left on disk (its reasons as words) still reads, its words kept as they were.
+#[test]
+fn capture_receipt_v2_is_typed_and_a_v1_file_still_reads() {
+    use refine_protocol::record::{StreamFailure, StreamIncomplete};
+    let v1 = include_bytes!("fixtures/capture-receipt-v1.bin");
+    let old = CaptureReceipt::decode(v1).expect("a version 1 capture receipt reads");
+    assert_eq!(old.id, RegistrationId([0x11; 16]));
+    assert_eq!(
+        old.streams[0].end,
+        StreamEnd::Incomplete(StreamIncomplete::Worded(
+            "final drain of 200ms ended before end of file".into()
+        ))
+    );
+    assert_eq!(
+        old.streams[1].end,
+        StreamEnd::CaptureFailure(StreamFailure::Worded(
+            "reading the stream failed (errno 5)".into()
+        ))
+    );
+    assert_eq!(old.streams[0].prefix, b"hello");
+    let mut new = old.clone();
+    new.streams[0].end = StreamEnd::Incomplete(StreamIncomplete::DrainEnded { drain_ms: 200 });
+    new.streams[1].end = StreamEnd::CaptureFailure(StreamFailure::Read { errno: 5 });
+    let bytes = new.encode().unwrap();
+    assert_eq!(
+        u16::from_le_bytes([bytes[8], bytes[9]]),
+        2,
+        "written as version 2"
+    );
+    assert_eq!(CaptureReceipt::decode(&bytes).unwrap(), new);
+    assert_eq!(
+        new.streams[0].end.to_string(),
+        "incomplete: final drain of 200ms ended before end of file"
+    );
 }

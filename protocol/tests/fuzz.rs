@@ -420,6 +420,7 @@ fn registration() -> Registration {
         readiness: None,
         protection: None,
         health: None,
+        sandbox: None,
     }
 }
 
@@ -431,7 +432,9 @@ fn capture_receipt() -> CaptureReceipt {
         streams: vec![
             StreamReceipt {
                 name: "stdout".into(),
-                end: StreamEnd::Incomplete("memory limit".into()),
+                end: StreamEnd::Incomplete(
+                    refine_protocol::record::StreamIncomplete::MemoryLimit { kept: 16 << 20 },
+                ),
                 artifact_path: "/run/1/logs/x.stdout".into(),
                 artifact_bytes: 1 << 30,
                 prefix: b"hello".to_vec(),
@@ -590,7 +593,9 @@ fn response_seeds() -> Vec<Vec<u8>> {
                 refine_protocol::docs::StopFailed::Failed,
             ),
             state: refine_protocol::docs::State::Unverified,
-            reason: Some("EPERM".into()),
+            reason: Some(refine_protocol::docs::ScopeReason::Error {
+                error: "EPERM".into(),
+            }),
             detail: refine_protocol::docs::StopDetail::Failed {
                 error: "EPERM".into(),
             },

@@ -727,6 +727,7 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
             readiness: None,
             protection: None,
             health: None,
+            sandbox: None,
         },
         Registration::encode,
         Registration::decode,
@@ -734,14 +735,16 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
     record_at_the_limit(
         "capture receipt",
         CAPTURE_MAGIC,
-        1,
+        refine_protocol::record::CAPTURE_VERSION,
         |n| CaptureReceipt {
             id: RegistrationId([1; 16]),
             runtime: RuntimeId([2; 16]),
             workload_status: None,
             streams: vec![StreamReceipt {
                 name: "stdout".into(),
-                end: StreamEnd::Incomplete("y".repeat(n)),
+                end: StreamEnd::Incomplete(refine_protocol::record::StreamIncomplete::Worded(
+                    "y".repeat(n),
+                )),
                 artifact_path: "a".into(),
                 artifact_bytes: 0,
                 prefix: vec![],

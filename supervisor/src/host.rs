@@ -63,17 +63,50 @@ use refine_protocol::record::{Registration, ScopePolicy, StopCause};
 use refine_protocol::{RegistrationId, Rlimit};
 
 use crate::end::stop::{StopError, StopOptions, StopReport};
-use crate::kernel::signal::Signal;
 use crate::launch::credentials::Credentials;
-use crate::launch::pty::WindowSize;
-use crate::launch::{InputWriter, LaunchHandle, LaunchRequest};
-use crate::store::registry::{self, RegistryError, Runtime, DEFAULT_PORT};
+use crate::launch::LaunchRequest;
+use crate::store::registry::{self, DEFAULT_PORT};
 
 pub use crate::launch::{
     LaunchError, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
 };
-pub use refine_protocol::record::Kind;
+pub use refine_protocol::record::{Kind, SandboxMode};
 pub use refine_protocol::{Receipt, WorkloadStatus};
+
+pub mod docs;
+pub mod ops;
+
+// The types an application on the face names (E3, issue 41 item 2): its runtime, its errors,
+// the values it parses and passes on. The mechanisms stay in their modules.
+pub use crate::capacity::{human_bytes, AdmitError};
+pub use crate::end::assess::ReceiptFileError;
+pub use crate::end::recover::RecoverError;
+pub use crate::history::forget::ForgetError;
+pub use crate::history::retention::RetentionError;
+pub use crate::history::strays::SAFETY_AGE as STRAY_SAFETY_AGE;
+pub use crate::hygiene::holders::HoldersError;
+pub use crate::hygiene::reap_checkout::ReapError;
+pub use crate::hygiene::stall::StallConfigError;
+pub use crate::kernel::clock::unix_ms;
+pub use crate::kernel::provenance::{of_guardian as guardian_provenance, own as own_provenance};
+pub use crate::kernel::signal::{
+    name as signal_name, parse as parse_signal, Signal, NAMES as SIGNAL_NAMES,
+};
+pub use crate::launch::credentials::CredentialsError;
+pub use crate::launch::credentials::{require_privilege, resolve as resolve_user};
+pub use crate::launch::guardian::guardian_exe;
+pub use crate::launch::pty::WindowSize;
+pub use crate::launch::readiness::{ReadyAsk, DEFAULT_READY_TIMEOUT};
+pub use crate::launch::{EngineThread, SharedLoop};
+pub use crate::launch::{InputWriter, LaunchHandle, ReceiptHook};
+pub use crate::store::fence::FenceError;
+pub use crate::store::journal::Cursor as JournalCursor;
+pub use crate::store::journal::JournalError;
+pub use crate::store::registry::{default_home, RegistryError, Runtime, Stream};
+
+pub use ops::{GcOptions, OpsError};
+pub use refine_protocol::api::ScopeView;
+pub use refine_protocol::docs::{GcDoc, RecoverDoc, ShowDoc, State, StopDoc, StopOutcomeDoc};
 
 /// Why a runtime could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -284,6 +317,28 @@ impl Command {
     /// default: [`refine_protocol::record::ProtectAsk`]).
     pub fn protect(mut self, ask: refine_protocol::record::ProtectAsk) -> Command {
         self.request.protect = ask;
+        self
+    }
+
+    /// X12: a sandbox ([`refine_protocol::record::SandboxMode`]; `run --sandbox`): `ReadOnly`
+    /// writes only to a private `TMPDIR` and the null-like devices, `WorkspaceWrite` also to
+    /// the working directory and each [`Command::sandbox_path`]. A kernel that cannot hold it
+    /// refuses the launch.
+    pub fn sandbox(mut self, mode: SandboxMode) -> Command {
+        self.request.sandbox.mode = mode;
+        self
+    }
+
+    /// X12: one more writable path of a `WorkspaceWrite` sandbox (relative: to the working
+    /// directory; it must exist).
+    pub fn sandbox_path(mut self, path: impl AsRef<Path>) -> Command {
+        self.request.sandbox.paths.push(path.as_ref().to_owned());
+        self
+    }
+
+    /// X12: no TCP bind or connect (`run --network none`; Landlock ABI 4).
+    pub fn network_none(mut self) -> Command {
+        self.request.sandbox.network = refine_protocol::record::NetworkAsk::None;
         self
     }
 

@@ -4,14 +4,18 @@
 //! The layers, bottom up (a module imports only from its own layer and the ones below):
 //! - [`kernel`]: `/proc`, process trees, signals, limits, cgroup v2 scopes.
 //! - [`store`]: the runtime directory and durable writes.
-//! - [`launch`]: the one launch API (the engine) and its building blocks (the guardian
-//!   handshake, capture, PTYs, deadlines, the environment, credentials).
 //! - [`end`]: the one assessment, the one stop, restart recovery.
+//! - [`launch`]: the one launch API (the engine) and its building blocks (the guardian
+//!   handshake, capture, PTYs, deadlines, the environment, credentials); it ends a tree
+//!   through `end`'s one stop.
 //! - [`history`]: retention, forgetting, strays.
 //! - [`hygiene`]: holders, reap by checkout, the stall watch.
-//! - [`capacity`]: admission. [`human`]: durations, sizes and times as people read them.
+//! - [`capacity`]: slots, host samples and admission.
 //! - [`host`]: the face for Rust hosts ([`Supervisor`], [`Command`], [`Child`]), on top of all
 //!   of them; start there.
+//!
+//! [`human`] (durations, sizes and times as people read them) and `error` ([`error_chain`])
+//! import no layer: any layer may use them.
 //!
 //! The application (the operator CLI, the foreground `run`, `serve` and its client) is the
 //! binary target built on this library; the library cannot import it.
@@ -30,7 +34,7 @@ pub mod store;
 
 pub use error::error_chain;
 pub use host::{
-    Child, Command, Kind, LaunchError, LaunchOutcome, LaunchResult, Receipt, ScopeState, StdinMode,
-    Supervisor, WorkloadStatus,
+    Child, Command, Kind, LaunchError, LaunchOutcome, LaunchResult, Receipt, SandboxMode,
+    ScopeState, StdinMode, Supervisor, WorkloadStatus,
 };
 pub use kernel::limits::raise_nofile_limit;

@@ -134,6 +134,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
         readiness: None,
         health: None,
         protection: None,
+        sandbox: None,
     };
     if f.durable {
         rt.write_registration(&reg).expect("write registration");

@@ -54,6 +54,7 @@ pub fn wait_until(deadline: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
+pub mod cli_support;
 pub mod stopkit;
 
 /// The receipt on disk equals `receipt` (the one the guardian sent) and is bound to `reg`: every
@@ -261,4 +262,65 @@ impl Drop for TinyDisk {
             .arg(self.dir.path())
             .status();
     }
+}
+
+/// A new pseudo-terminal: its master (not this process's controlling terminal) and its slave
+/// opened for reading and writing, to hand to a child as its terminal.
+pub fn open_pty() -> (std::os::fd::OwnedFd, std::fs::File) {
+    use std::os::unix::ffi::OsStrExt;
+    let master =
+        rustix::pty::openpt(rustix::pty::OpenptFlags::RDWR | rustix::pty::OpenptFlags::NOCTTY)
+            .expect("openpt");
+    rustix::pty::grantpt(&master).expect("grantpt");
+    rustix::pty::unlockpt(&master).expect("unlockpt");
+    let name = rustix::pty::ptsname(&master, Vec::new()).expect("ptsname");
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(Path::new(std::ffi::OsStr::from_bytes(name.as_bytes())))
+        .expect("open the terminal");
+    (master, slave)
+}
+
+/// Spawns `cmd` with its stdout on a pipe and reads the first line it prints (a pid, an id,
+/// `ready`): the child, and the line as read (end of file gives an empty line). Only the first
+/// line is read; the pipe is closed after it.
+pub fn spawn_first_line(
+    cmd: &mut std::process::Command,
+    what: &str,
+) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("read the first line of {what}: {e}"));
+    (child, line)
+}
+
+/// Whether this case must skip because the process is not root: then it prints
+/// `skipped: WHY` (the house's form for a skipped case) and returns true.
+pub fn skip_unless_root(why: &str) -> bool {
+    if rustix::process::geteuid().is_root() {
+        return false;
+    }
+    eprintln!("skipped: {why}");
+    true
+}
+
+/// Whether this case must skip because `program` (asked for `--version`) cannot be run here:
+/// then it prints `skipped: WHY` and returns true.
+pub fn skip_without(program: &str, why: &str) -> bool {
+    if std::process::Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        return false;
+    }
+    eprintln!("skipped: {why}");
+    true
 }

@@ -93,16 +93,27 @@ pub fn request(argv: Vec<OsString>, out: OwnedFd) -> RegisteredLaunch {
         .as_fd()
         .try_clone_to_owned()
         .expect("dup stderr");
-    RegisteredLaunch {
-        kind: Kind::Command,
-        label: "stop-test".into(),
-        owner: "tests".into(),
-        purpose: BTreeMap::new(),
-        guardian: LaunchConfig {
+    registered(
+        "stop-test",
+        LaunchConfig {
             env: to_entries(&std::env::vars_os().collect()),
             start_timeout: Duration::from_secs(30),
             ..LaunchConfig::new(argv, GuardianStdio::Fds([null, out, err]))
         },
+    )
+}
+
+/// A foreground-less command launch labelled `label`, owned by `tests`, with no purpose, limits,
+/// resources, readiness or protection, kept on service loss per the default: the one place the
+/// tests spell every field of [`RegisteredLaunch`] (change a field there with struct update
+/// syntax, `RegisteredLaunch { limits, ..registered(label, guardian) }`).
+pub fn registered(label: &str, guardian: LaunchConfig) -> RegisteredLaunch {
+    RegisteredLaunch {
+        kind: Kind::Command,
+        label: label.into(),
+        owner: "tests".into(),
+        purpose: BTreeMap::new(),
+        guardian,
         stdin_path: None,
         pty: false,
         limits: Limits::default(),
@@ -113,6 +124,7 @@ pub fn request(argv: Vec<OsString>, out: OwnedFd) -> RegisteredLaunch {
         readiness: None,
         health: None,
         protection: None,
+        sandbox: None,
     }
 }
 
@@ -176,6 +188,23 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
+    /// [`BenchArgs::parse`] over these defaults, as `(iterations, sessions, groups, leaves)`.
+    pub fn parse_over(
+        iterations: usize,
+        sessions: u32,
+        groups: u32,
+        leaves: u32,
+    ) -> (usize, u32, u32, u32) {
+        let a = BenchArgs {
+            iterations,
+            sessions,
+            groups,
+            leaves,
+        }
+        .parse();
+        (a.iterations, a.sessions, a.groups, a.leaves)
+    }
+
     /// Parses this process's arguments over `self` (the defaults); panics on a bad one.
     pub fn parse(mut self) -> BenchArgs {
         let mut args = std::env::args().skip(1);

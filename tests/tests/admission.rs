@@ -2,7 +2,7 @@
 //! launches never overshoot the slots. Host figures come from the test seam
 //! (`REFINE_CAPACITY_MEMORY`, `REFINE_CAPACITY_CORES`): 1 GiB and 64 cores give one slot.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::process::{Command, Stdio};
 

@@ -2,7 +2,7 @@
 //! seam (`REFINE_CAPACITY_MEMORY`, `REFINE_CAPACITY_CORES`). The complete-stable-sample rule is
 //! pure policy and is covered by `refine-supervisor`'s unit tests (`capacity::tests`).
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use cli_support::*;
 

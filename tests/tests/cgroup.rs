@@ -8,7 +8,7 @@
 //! (CI runs the other test files a second time with it off); the negative control runs the
 //! CLI with it off.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

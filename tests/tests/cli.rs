@@ -1,6 +1,6 @@
 //! The operator CLI as a user drives it (SPEC O1, O3, O4): help, bad input, and `run`.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::fs;
 use std::process::Stdio;

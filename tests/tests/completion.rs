@@ -4,7 +4,7 @@
 //! signals and shells. A script that only *looks* right (clap-rs/clap#6421: the bash function
 //! names a hyphenated binary's subcommands two ways) fails here.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

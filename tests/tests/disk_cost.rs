@@ -8,7 +8,7 @@
 //! starts a write-back (the guardian's reserved receipt block, so that the registration's commit
 //! carries it) and waits for nothing: it is counted apart, at most once.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;

@@ -15,7 +15,7 @@
 //! [`Outside`]'s drop: the init's death kills every process of its namespace, escapees included.
 //! Needs root, `unshare`, `nsenter` and `setpriv`; skips with the reason otherwise.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

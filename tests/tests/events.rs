@@ -4,63 +4,15 @@
 //! with its cursor after a gap sees every event still in the journal exactly once, also when the
 //! size cap has dropped the segment its cursor was in.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 
 use cli_support::*;
 use serde_json::{json, Value};
 
 /// Small segments, so that a few dozen launches rotate the journal past its cap (8 segments).
 const SEGMENT: &str = "2048";
-
-struct Conn {
-    rd: BufReader<UnixStream>,
-    wr: UnixStream,
-}
-
-impl Conn {
-    fn open(home: &Home) -> Conn {
-        let s = UnixStream::connect(home.run_dir().join("supervisor.sock")).unwrap();
-        Conn {
-            wr: s.try_clone().unwrap(),
-            rd: BufReader::new(s),
-        }
-    }
-
-    fn send(&mut self, req: Value) {
-        let mut line = serde_json::to_vec(&req).unwrap();
-        line.push(b'\n');
-        self.wr.write_all(&line).unwrap();
-    }
-
-    fn next(&mut self) -> Value {
-        let mut reply = String::new();
-        self.rd.read_line(&mut reply).unwrap();
-        assert!(!reply.is_empty(), "connection closed");
-        serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply:?}"))
-    }
-
-    /// An `events` request without `follow`: its events and the cursor of its end.
-    fn events(&mut self, since: Option<&str>) -> (Vec<Value>, String) {
-        let mut req = json!({"v": 1, "op": "events"});
-        if let Some(c) = since {
-            req["since"] = json!(c);
-        }
-        self.send(req);
-        let mut got = Vec::new();
-        loop {
-            let r = self.next();
-            assert_eq!(r["ok"], true, "{r}");
-            if let Some(end) = r["result"].get("events_end") {
-                return (got, end["cursor"].as_str().unwrap().to_owned());
-            }
-            got.push(r["result"]["event"].clone());
-        }
-    }
-}
 
 fn cursors(events: &[Value]) -> Vec<String> {
     events
@@ -98,7 +50,7 @@ fn a_follower_that_reconnects_with_its_cursor_sees_every_event_exactly_once() {
     // Read until the second run's receipt, then go away mid-stream.
     let mut seen = Vec::new();
     loop {
-        let r = follower.next();
+        let r = follower.reply();
         let ev = r["result"]["event"].clone();
         assert!(ev.is_object(), "{r}");
         let done = ev["label"] == "second" && ev["kind"] == "receipt";
@@ -180,13 +132,13 @@ fn the_service_the_stop_recovery_and_gc_write_their_events() {
     let mut svc = Serving::start(&home, &[]);
     let mut conn = Conn::open(&home);
     conn.send(json!({"v": 1, "op": "launch", "label": "stopped", "argv": ["sleep", "600"]}));
-    let r = conn.next();
+    let r = conn.reply();
     let stopped = r["result"]["launched"]["id"].as_str().unwrap().to_owned();
     conn.send(json!({"v": 1, "op": "stop", "id": stopped, "grace_ms": 5000}));
-    let r = conn.next();
+    let r = conn.reply();
     assert_eq!(r["result"]["stop"]["state"], "exited", "{r}");
     conn.send(json!({"v": 1, "op": "launch", "label": "kept", "argv": ["sleep", "600"]}));
-    let kept = conn.next()["result"]["launched"]["id"]
+    let kept = conn.reply()["result"]["launched"]["id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -224,7 +176,7 @@ fn the_service_the_stop_recovery_and_gc_write_their_events() {
         .unwrap();
     assert_eq!(receipt["outcome"], "stopped", "{receipt}");
     conn.send(json!({"v": 1, "op": "stop", "id": kept}));
-    conn.next();
+    conn.reply();
     let out = home.cli(&["gc", "--older-than", "0s", "--forget-after", "0s"]);
     assert!(out.status.success(), "{}", describe(&["gc"], &out));
     let (after_gc, _) = conn.events(None);

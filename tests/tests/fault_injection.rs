@@ -37,7 +37,7 @@
 //! moment of an early kill, which is the fault, not a synchronization. The test process reaps
 //! only its own children, by pid.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::collections::BTreeMap;
 use std::fmt;

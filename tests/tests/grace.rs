@@ -6,7 +6,7 @@
 //! Each polite-signal test has its negative control: without a grace the workload's trap never
 //! runs (it dies of SIGKILL).
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -308,8 +308,11 @@ fn a_failed_residue_stop_is_shown_and_does_not_hang() {
     let row = home.row(&id);
     assert_eq!(row["state"], "live", "{row}");
     assert_eq!(row["outcome"], "stop_failed", "{row}");
+    assert_eq!(row["reason"]["kind"], "stop_failed", "{row}");
     assert!(
-        row["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        row["reason"]["error"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
         "{row}"
     );
     let show = show(&home, &id);
@@ -326,26 +329,17 @@ fn a_failed_residue_stop_is_shown_and_does_not_hang() {
 #[test]
 fn sigint_ends_the_residue_a_foreground_run_holds_for_its_deadline() {
     let home = Home::new();
-    let mut child = home
-        .command(&[
-            "run",
-            "--timeout",
-            "120s",
-            "--",
-            "sh",
-            "-c",
-            "sleep 1000 & echo ready; exit 0",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn run");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
-        &mut line,
-    )
-    .expect("read ready");
+    let mut cmd = home.command(&[
+        "run",
+        "--timeout",
+        "120s",
+        "--",
+        "sh",
+        "-c",
+        "sleep 1000 & echo ready; exit 0",
+    ]);
+    cmd.stderr(Stdio::null());
+    let (mut child, line) = refine_tests::spawn_first_line(&mut cmd, "run");
     assert_eq!(line.trim(), "ready");
     let id = home.ps()[0]["id"].as_str().expect("id").to_owned();
     // The workload has exited and `run` holds the residue (the registration stays live).

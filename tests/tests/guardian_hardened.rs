@@ -3,7 +3,7 @@
 //! reach of its guardian through `/proc`. Each test drives the real binaries against the real
 //! kernel; the test process reaps only the children it spawned, by pid.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::fs;
 use std::io::{BufRead, BufReader};

@@ -5,7 +5,7 @@
 //! the service probes its launches and resumes an earlier service's; a foreground `run` probes
 //! its own. Nothing is stopped for its health.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

@@ -11,7 +11,7 @@
 //! Both stop paths (the cgroup and `REFINE_CGROUP=off`) are driven: the capture does not
 //! depend on them, the proof that precedes it does.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::fs::OpenOptions;
 use std::io::{Read, Write};

@@ -280,7 +280,7 @@ fn recovery_reads_only_the_open_index_and_settles_it() {
 // ---------------------------------------------------------------------------------------------
 // Through the built binary.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use cli_support::{assert_one_line_error, Home};
 
@@ -394,4 +394,28 @@ fn crash_states_of_the_index_are_handled() {
     let rec = home.json(&["recover", "--json"]);
     assert!(rt.open_ids().unwrap().is_empty(), "{rec:#}");
     assert!(rt.record_path(settled.id).exists() && rt.record_path(unsettled.id).exists());
+}
+
+/// Issue 41 item 4: an `unverified` scope's reason is a typed object in the documents (the
+/// check that failed, its fields beside it), not words.
+#[test]
+fn an_unverified_reason_is_a_typed_object_in_show_and_ps() {
+    let home = Home::new();
+    let (out, doc) = home.run_json(&["true"]);
+    assert!(out.status.success(), "{out:?}");
+    let id = doc["id"].as_str().expect("id").to_owned();
+    let show = home.json(&["show", "--json", &id]);
+    let proof = show["record"]["proof"]["path"]
+        .as_str()
+        .expect("proof path");
+    fs::remove_file(proof).expect("remove the proof file");
+    let show = home.json(&["show", "--json", &id]);
+    assert_eq!(show["state"], "unverified", "{show:#}");
+    let want = serde_json::json!({"kind": "unverified", "failed": {"check": "proof_missing"}});
+    assert_eq!(show["reason"], want, "{show:#}");
+    assert_eq!(show["assessment"]["reason"], want, "{show:#}");
+    // The human view words it.
+    let text = home.cli(&["show", &id]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("proof missing"), "{text}");
 }

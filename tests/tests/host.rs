@@ -264,3 +264,69 @@ fn a_missing_guardian_is_one_line_naming_where_it_looked() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "completed\n");
 }
+
+/// E3: a Rust host reaches what the CLI does through the face, without the CLI: the `ps` rows,
+/// the `show` document, a stop with a grace by id, and `gc`, each the protocol's document.
+#[test]
+fn a_host_lists_shows_stops_and_collects_through_the_face() {
+    use refine_supervisor::host::{GcOptions, ShowDoc, State, StopOutcomeDoc};
+    let (home, sup) = supervisor();
+    let child = sup
+        .spawn(
+            Command::new("sh")
+                .args(["-c", "sleep 60 & sleep 60"])
+                .label("held"),
+        )
+        .expect("spawn");
+    let id = child.id();
+
+    let rows = sup.list(false).expect("list");
+    let row = rows
+        .iter()
+        .find(|r| r.id == id.to_string())
+        .unwrap_or_else(|| panic!("{id} is listed: {rows:?}"));
+    assert_eq!(row.state, State::Live, "{row:?}");
+    assert_eq!(row.label, "held");
+
+    let shown: ShowDoc = sup.show(id).expect("show");
+    assert_eq!(shown.state, State::Live, "{shown:?}");
+    assert!(
+        !shown.processes.is_empty(),
+        "a live scope shows its processes"
+    );
+
+    let stopped = sup.stop(id, Some(Duration::from_secs(5))).expect("stop");
+    assert!(
+        matches!(stopped.outcome, StopOutcomeDoc::Stopped(_)),
+        "{stopped:?}"
+    );
+    assert_eq!(stopped.state, State::Exited, "{stopped:?}");
+    let result = child.wait().expect("the result");
+    assert_eq!(result.outcome, LaunchOutcome::Stopped);
+
+    assert!(
+        sup.list(false)
+            .expect("list")
+            .iter()
+            .all(|r| r.id != id.to_string()),
+        "an exited scope leaves the open rows"
+    );
+    assert!(sup
+        .list(true)
+        .expect("list all")
+        .iter()
+        .any(|r| r.id == id.to_string() && r.state == State::Exited));
+
+    // The maintenance pass finds nothing due: the only scope was stopped and is settled.
+    let (pass, stops) = sup.maintain();
+    assert!(pass.due.is_empty() && stops.is_empty(), "{pass:?}");
+    let capacity = sup.capacity().expect("capacity");
+    assert_eq!(capacity.live, 0, "{capacity:?}");
+    let held = sup.holders(home.path()).expect("holders");
+    assert!(held.holders.is_empty(), "{held:?}");
+
+    let gc = sup.gc(GcOptions::default()).expect("gc");
+    assert!(gc.strays.is_empty(), "{gc:?}");
+    // Nothing is old enough to retire: the record stays.
+    assert_eq!(sup.show(id).expect("show after gc").state, State::Exited);
+}

@@ -5,7 +5,7 @@
 //! generator is installed into the test's own directory (a venv, an npm prefix); where that
 //! cannot be done the case prints why and skips.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -4,7 +4,7 @@
 //! Every process a test starts holds a directory of the test's own tempdir, so nothing outside
 //! the test is ever a holder it acts on; processes are ended by witness (pidfd + start time).
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -508,8 +508,7 @@ fn host_pid_in_children(pid: u32) -> Option<u32> {
 /// init), reported as not orphaned.
 #[test]
 fn an_orphan_adopted_by_a_pid_namespace_init_is_not_ours_and_is_left() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: creating a pid namespace needs root");
+    if refine_tests::skip_unless_root("creating a pid namespace needs root") {
         return;
     }
     let home = Home::new();
@@ -571,8 +570,7 @@ fn an_orphan_adopted_by_a_pid_namespace_init_is_not_ours_and_is_left() {
 /// exist here) nor `X`; one whose cwd really is this host's `D/real` holds `D`.
 #[test]
 fn holders_and_reap_match_by_file_identity_across_mount_namespaces() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: unshare -m -p needs root");
+    if refine_tests::skip_unless_root("unshare -m -p needs root") {
         return;
     }
     let home = Home::new();
@@ -780,18 +778,12 @@ fn a_child_of_a_container_shim_is_not_our_orphan() {
         "cd '{}' && sleep 1000 </dev/null >/dev/null 2>&1 & echo $!; wait",
         dir.path().display()
     );
-    let mut parent = Command::new(&shim)
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn the shim");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(parent.stdout.take().expect("stdout")),
-        &mut line,
-    )
-    .expect("pid");
+    let (mut parent, line) = refine_tests::spawn_first_line(
+        Command::new(&shim)
+            .args(["-c", &script])
+            .stdin(Stdio::null()),
+        "the shim",
+    );
     let pid: u32 = line.trim().parse().expect("pid");
     let start = start_time(pid);
     let mut doc = Value::Null;

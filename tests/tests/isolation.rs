@@ -4,7 +4,7 @@
 //!
 //! Every case needs root (another uid, `chown`, `mount`); each prints a skip reason otherwise.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

@@ -6,7 +6,6 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use refine_protocol::record::{Kind, Limits, ScopePolicy};
 use refine_protocol::{Receipt, ScopeEnd, WorkloadStatus};
 use refine_supervisor::launch::env_policy::to_entries;
 use refine_supervisor::launch::guardian::{
@@ -18,29 +17,19 @@ use refine_tests::{bin, wait_until};
 
 fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
     RegisteredLaunch {
-        kind: Kind::Command,
-        label: "launcher test".into(),
-        owner: "tests".into(),
         purpose: BTreeMap::from([("goal".into(), "prove".into())]),
-        guardian: LaunchConfig {
-            env: to_entries(&env.into_iter().collect()),
-            start_timeout: Duration::from_secs(30),
-            guardian_exe: Some(bin("refine-guardian")),
-            ..LaunchConfig::new(
-                vec!["/bin/sh".into(), "-c".into(), script.into()],
-                Stdio::Inherit,
-            )
-        },
-        stdin_path: None,
-        pty: false,
-        limits: Limits::default(),
-        scope_policy: ScopePolicy::Keep,
-        on_service_loss: None,
-        foreground: None,
-        resources: Default::default(),
-        readiness: None,
-        health: None,
-        protection: None,
+        ..refine_tests::stopkit::registered(
+            "launcher test",
+            LaunchConfig {
+                env: to_entries(&env.into_iter().collect()),
+                start_timeout: Duration::from_secs(30),
+                guardian_exe: Some(bin("refine-guardian")),
+                ..LaunchConfig::new(
+                    vec!["/bin/sh".into(), "-c".into(), script.into()],
+                    Stdio::Inherit,
+                )
+            },
+        )
     }
 }
 

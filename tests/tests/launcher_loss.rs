@@ -11,7 +11,7 @@
 //! generous deadlines; the one sleep is the random moment of the burst's kills, which is the
 //! fault, not a synchronization.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

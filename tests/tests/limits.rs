@@ -2,7 +2,7 @@
 //! refused before anything runs — no guardian, no proof file, no registration — with one line
 //! that names the size and the limit.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use cli_support::{assert_one_line_error, Home};
 

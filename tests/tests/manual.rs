@@ -3,7 +3,7 @@
 //! the example unit `scripts/refine-supervisor.service` passes `systemd-analyze verify` once
 //! its paths exist (its `Documentation=man:` pages among them).
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

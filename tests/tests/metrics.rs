@@ -5,7 +5,7 @@
 //! `promtool` and `prometheus` come from Debian's `prometheus` package (`.ci/run` installs it);
 //! where it cannot be had the tests that need it print a skip reason.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -121,13 +121,7 @@ impl Drop for Served {
 
 /// `run --detach OPTS... -- ARGV...` through the service: the registration id.
 fn detach(home: &Home, opts: &[&str], argv: &[&str]) -> String {
-    let mut args = vec!["run", "--detach"];
-    args.extend_from_slice(opts);
-    args.push("--");
-    args.extend_from_slice(argv);
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let id = detach_with(home, opts, argv);
     assert_eq!(id.len(), 32, "run --detach prints the id: {id:?}");
     id
 }
@@ -212,10 +206,7 @@ fn exposition_follows_launches_stops_and_receipt_failures() {
     }
 
     // A receipt that no longer decodes: the scope turns unverified and is counted once.
-    home.wait_state(&done, "exited");
-    let proof = home.run_dir().join("proofs").join(&done);
-    refine_tests::overwrite_in_place(&proof, b"not a receipt, but not zeros either");
-    assert_eq!(home.state(&done), "unverified");
+    home.make_unverified(&done);
     // It was proven exited and left the open index, which the census reads (F1); `gc` re-indexes
     // a record that is no longer exited.
     let gc = home.json(&["gc", "--json"]);

@@ -2,7 +2,7 @@
 //! its path, file or name. A nested run through another copy of the binaries ends `exited` with
 //! its receipt; a process that merely takes the guardian's name is killed like any member.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

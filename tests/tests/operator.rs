@@ -3,7 +3,7 @@
 //! durations, error texts, the home, completions, `RUST_LOG`. Human output is checked by
 //! content, never by exact layout.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::fs;
 use std::process::Stdio;
@@ -429,22 +429,9 @@ fn logs_prints_both_streams_by_default() {
 #[test]
 fn logs_marks_stderr_on_a_terminal() {
     use std::io::Read;
-    use std::os::unix::ffi::OsStrExt;
     let home = Home::new();
     let id = run_labelled(&home, "marked", &["sh", "-c", "echo out; echo bad >&2"]);
-    let master =
-        rustix::pty::openpt(rustix::pty::OpenptFlags::RDWR | rustix::pty::OpenptFlags::NOCTTY)
-            .expect("openpt");
-    rustix::pty::grantpt(&master).expect("grantpt");
-    rustix::pty::unlockpt(&master).expect("unlockpt");
-    let name = rustix::pty::ptsname(&master, Vec::new()).expect("ptsname");
-    let slave = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(std::path::Path::new(std::ffi::OsStr::from_bytes(
-            name.as_bytes(),
-        )))
-        .expect("open the terminal");
+    let (master, slave) = refine_tests::open_pty();
     let out = home
         .command(&["logs", &id])
         .env_remove("NO_COLOR")

@@ -2,7 +2,7 @@
 //! without `--`, `--timeout 0` as no timeout, a negative duration refused in one clear line,
 //! `stop` of several ids with their graces at once, and `gc` past live scopes without lock waits.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

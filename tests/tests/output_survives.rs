@@ -2,7 +2,7 @@
 //! stdout and stderr into the artifacts itself, so a `kill -9` of the service breaks no pipe:
 //! the workload writes on, ends with its own status, and the artifact holds every byte.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::Write;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //!
 //! Root only (another uid, `chown`): each test prints a skip reason otherwise; CI runs as root.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;

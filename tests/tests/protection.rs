@@ -5,7 +5,7 @@
 //! temporary directory gets no file-system part (see supervisor/README.md's threat model). The
 //! workloads' own scratch files are in a `/tmp` directory, outside the home.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -360,16 +360,10 @@ fn no_new_privs_is_set_by_an_unprivileged_supervisor_only() {
         eprintln!("skipped: this kernel has no Landlock ABI 6 (signal scoping)");
         return;
     }
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: needs root (to run the supervisor as nobody too)");
+    if refine_tests::skip_unless_root("needs root (to run the supervisor as nobody too)") {
         return;
     }
-    if std::process::Command::new("setpriv")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: no setpriv");
+    if refine_tests::skip_without("setpriv", "no setpriv") {
         return;
     }
     let root_home = quiet_home();

@@ -4,7 +4,7 @@
 //! workspace: a checkout's `HEAD` and its tree, or, outside git, `unknown` (never a guess).
 //! The metric's labels are checked in `metrics.rs`.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

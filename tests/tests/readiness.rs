@@ -4,7 +4,7 @@
 //! then stopped: outcome `timed_out`) or when the main process ends first; `run --detach
 //! --wait-ready`, `wait --for ready`, the socket's `wait` `until: ready`, `ps`, `show`, events.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -37,22 +37,11 @@ fn events(home: &Home, kind: &str) -> Vec<Value> {
 fn a_notify_launch_is_starting_until_ready_1_and_wait_ready_returns_then() {
     let home = Home::new();
     let _svc = Serving::start(&home, &[]);
-    let args = [
-        "run",
-        "--detach",
-        "--ready",
-        "notify",
-        "--wait-ready",
-        "--label",
-        "web",
-        "--",
-        "python3",
-        "-c",
-        NOTIFIER,
-    ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let id = cli_support::detach_with(
+        &home,
+        &["--ready", "notify", "--wait-ready", "--label", "web"],
+        &["python3", "-c", NOTIFIER],
+    );
     // --wait-ready returned: the record already says ready.
     let doc = home.json(&["show", "--json", &id]);
     assert_eq!(doc["readiness"]["state"], "ready", "{doc:#}");
@@ -78,20 +67,11 @@ fn a_notify_launch_is_starting_until_ready_1_and_wait_ready_returns_then() {
 fn a_datagram_from_outside_the_scope_does_not_make_it_ready() {
     let home = Home::new();
     let _svc = Serving::start(&home, &[]);
-    let args = [
-        "run",
-        "--detach",
-        "--ready",
-        "notify",
-        "--ready-timeout",
-        "0",
-        "--",
-        "sleep",
-        "600",
-    ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let id = cli_support::detach_with(
+        &home,
+        &["--ready", "notify", "--ready-timeout", "0"],
+        &["sleep", "600"],
+    );
     // This test process is no process of the scope: its READY=1 is dropped.
     let name = format!("\0refine-notify/{id}");
     let sock = std::os::unix::net::UnixDatagram::unbound().unwrap();
@@ -247,20 +227,15 @@ fn the_socket_launches_with_ready_and_waits_until_ready() {
 fn a_newline_on_the_notification_descriptor_makes_it_ready() {
     let home = Home::new();
     let _svc = Serving::start(&home, &[]);
-    let args = [
-        "run",
-        "--detach",
-        "--ready",
-        "fd=9",
-        "--wait-ready",
-        "--",
-        "sh",
-        "-c",
-        "ls /proc/self/fd > fds; echo >&9; exec 9>&-; exec sleep 600",
-    ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let id = cli_support::detach_with(
+        &home,
+        &["--ready", "fd=9", "--wait-ready"],
+        &[
+            "sh",
+            "-c",
+            "ls /proc/self/fd > fds; echo >&9; exec 9>&-; exec sleep 600",
+        ],
+    );
     let doc = home.json(&["show", "--json", &id]);
     assert_eq!(doc["readiness"]["state"], "ready", "{doc:#}");
     assert_eq!(doc["readiness"]["fd"], 9, "{doc:#}");

@@ -3,7 +3,7 @@
 //! a hybrid one whose `memory`, `pids` and `cpu` are v1). Each case skips, with the reason
 //! printed, where its controller can be used on neither (not root, no hierarchy).
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::Path;
 use std::time::Duration;
@@ -93,21 +93,11 @@ fn a_fork_bomb_is_held_at_its_pids_max_and_stopped_with_proof() {
     let _svc = Serving::start(&home, &[]);
     // A hundred sleeps asked for; the tree never holds more than 20 processes.
     let script = "i=0; while [ $i -lt 100 ]; do sleep 300 & i=$((i+1)); done; echo forked; wait";
-    let args = [
-        "run",
-        "--detach",
-        "--pids-max",
-        "20",
-        "--label",
-        "bomb",
-        "--",
-        "sh",
-        "-c",
-        script,
-    ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let id = cli_support::detach_with(
+        &home,
+        &["--pids-max", "20", "--label", "bomb"],
+        &["sh", "-c", script],
+    );
     let dir = {
         let doc = home.json(&["show", "--json", &id]);
         placements(&doc)

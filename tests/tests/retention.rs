@@ -2,7 +2,7 @@
 //! scopes go; a damaged receipt, a live scope and a SIGKILLed guardian keep theirs; lock files
 //! keep their inodes; records and proofs are never deleted.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;

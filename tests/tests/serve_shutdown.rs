@@ -5,7 +5,7 @@
 //! W7 for the service: a detached launch's completion deadline ends the residue its workload
 //! left.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::time::{Duration, Instant};
 
@@ -68,19 +68,11 @@ fn a_sigkilled_service_leaves_its_launches_running_until_recovery() {
     let home = Home::new();
     let mut svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
     let id = detach(&home, &["sh", "-c", "echo ready; exec sleep 600"]);
-    let args = [
-        "run",
-        "--detach",
-        "--on-service-loss",
-        "stop",
-        "--",
-        "sh",
-        "-c",
-        "echo ready; exec sleep 600",
-    ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let stopped = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let stopped = cli_support::detach_with(
+        &home,
+        &["--on-service-loss", "stop"],
+        &["sh", "-c", "echo ready; exec sleep 600"],
+    );
     for id in [&id, &stopped] {
         assert!(wait_until(DEADLINE, || stdout_of(&home, id).contains("ready")));
     }

@@ -1,7 +1,7 @@
 //! `serve` (SPEC O2): one service per port, a 0600 socket, clean stop on SIGTERM/SIGINT, and
 //! detached launches that survive a SIGKILLed service and are recovered by the next one.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::process::{Child, Stdio};
@@ -178,18 +178,7 @@ fn detached_launches_are_all_accounted_for_after_a_sigkilled_service() {
 fn the_socket_accepts_while_recovery_is_still_going() {
     let home = Home::new();
     let mut svc = Service::start(&home);
-    let args = [
-        "run",
-        "--detach",
-        "--on-service-loss",
-        "stop",
-        "--",
-        "sleep",
-        "600",
-    ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&["run"], &out));
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let id = cli_support::detach_with(&home, &["--on-service-loss", "stop"], &["sleep", "600"]);
     home.wait_state(&id, "live");
     assert!(!svc.signal_and_wait(rustix::process::Signal::KILL).success());
 

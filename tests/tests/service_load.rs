@@ -2,7 +2,7 @@
 //! timers, not threads (D2); a descriptor limit makes the service back off, not spin (D1);
 //! shutdown admits nothing (D3); a failed stop is reported at once (D6).
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -35,16 +35,6 @@ fn ask_and_leave(home: &Home, req: &Request) -> UnixStream {
     let mut c = UnixStream::connect(&sock).expect("connect");
     c.write_all(&api::encode_request(req)).expect("send");
     c
-}
-
-fn detach_with(home: &Home, flags: &[&str], argv: &[&str]) -> String {
-    let mut args = vec!["run", "--detach"];
-    args.extend_from_slice(flags);
-    args.push("--");
-    args.extend_from_slice(argv);
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 /// D2: two residue graces of 25 s (a workload that exits at once and leaves a SIGTERM-ignoring
@@ -484,16 +474,11 @@ fn still_open(c: &UnixStream) -> bool {
 /// receipt that cannot come (22 s before). Root only.
 #[test]
 fn a_refused_stop_is_reported_at_once() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: needs root (a member of another uid, and CAP_KILL to drop)");
+    if refine_tests::skip_unless_root("needs root (a member of another uid, and CAP_KILL to drop)")
+    {
         return;
     }
-    if std::process::Command::new("setpriv")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: setpriv (util-linux) is not installed");
+    if refine_tests::skip_without("setpriv", "setpriv (util-linux) is not installed") {
         return;
     }
     let home = Home::new();

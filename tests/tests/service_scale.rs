@@ -1,7 +1,7 @@
 //! The service at scale (SPEC F1): what one detached scope costs the service in
 //! descriptors, and the descriptor limits its workloads see.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use cli_support::*;
 use refine_tests::wait_until;

@@ -6,7 +6,7 @@
 //! generous bound throughout (the maximum is printed; the 100 ms target is shown by the D2 tests
 //! in `service_load.rs`, never as a timed assertion here).
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};

@@ -14,7 +14,7 @@
 //! by a FUSE daemon inside the scope (`bindfs`, skipped where missing), pid churn (thousands of
 //! short-lived members during the stop), and the interrupted stop. Needs root; skips otherwise.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -44,26 +44,11 @@ impl Rng {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Path2 {
-    Cgroup,
-    Procfs,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Attempt {
     Setns,
     Fuse,
     Churn,
     Interrupt,
-}
-
-fn on(home: &Home, path: Path2, args: &[&str]) -> Command {
-    let mut c = home.command(args);
-    match path {
-        Path2::Cgroup => c.env_remove("REFINE_CGROUP"),
-        Path2::Procfs => c.env("REFINE_CGROUP", "off"),
-    };
-    c
 }
 
 /// A process killed and reaped on drop.
@@ -194,7 +179,7 @@ fn members(home: &Home, id: &str) -> Vec<u32> {
 }
 
 /// `stop ID --json` on `path`, started now; its child.
-fn spawn_stop(home: &Home, path: Path2, id: &str) -> Child {
+fn spawn_stop(home: &Home, path: StopPath, id: &str) -> Child {
     on(home, path, &["stop", id, "--json"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -203,7 +188,7 @@ fn spawn_stop(home: &Home, path: Path2, id: &str) -> Child {
 }
 
 /// Stops `id` and requires it to return within [`STOP_BOUND`] and the scope to be `exited`.
-fn stop_to_the_end(home: &Home, path: Path2, id: &str, what: &str) {
+fn stop_to_the_end(home: &Home, path: StopPath, id: &str, what: &str) {
     let mut stop = spawn_stop(home, path, id);
     let st = wait_bounded(&mut stop, STOP_BOUND, what);
     let state = home.state(id);
@@ -217,8 +202,7 @@ fn stop_to_the_end(home: &Home, path: Path2, id: &str, what: &str) {
 
 #[test]
 fn escape_attempts_at_random_points_on_both_paths() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: the escape attempts need root");
+    if refine_tests::skip_unless_root("the escape attempts need root") {
         return;
     }
     let cgroup = {
@@ -255,9 +239,9 @@ fn escape_attempts_at_random_points_on_both_paths() {
     let mut tally = std::collections::BTreeMap::<String, usize>::new();
     for round in 0..ROUNDS {
         let path = if cgroup && rng.below(2) == 0 {
-            Path2::Cgroup
+            StopPath::Cgroup
         } else {
-            Path2::Procfs
+            StopPath::Procfs
         };
         let attempt = match rng.below(4) {
             0 => Attempt::Setns,
@@ -273,7 +257,7 @@ fn escape_attempts_at_random_points_on_both_paths() {
             Attempt::Setns => {
                 // Refused by default; with the opt-out (cgroup path only) it leaves, as a
                 // member of the scope's cgroup.
-                let allow = path == Path2::Cgroup && rng.below(2) == 0;
+                let allow = path == StopPath::Cgroup && rng.below(2) == 0;
                 let script = format!(
                     "nsenter -t {} -p -- sh -c 'sleep 30 </dev/null >/dev/null 2>&1 & exit 0'; echo ready; exec sleep 300",
                     outside.init
@@ -364,25 +348,10 @@ fn escape_attempts_at_random_points_on_both_paths() {
 }
 
 /// `run --allow-setns -- sh -c SCRIPT` until it printed `ready`, and its id.
-fn launch_allowing(home: &Home, path: Path2, script: &str) -> (Child, String) {
-    use std::io::{BufRead, BufReader};
-    let mut child = on(
-        home,
-        path,
-        &["run", "--allow-setns", "--", "sh", "-c", script],
+fn launch_allowing(home: &Home, path: StopPath, script: &str) -> (Child, String) {
+    home.run_until_ready_opts(
+        on(home, path, &[]),
+        &["--allow-setns"],
+        &["sh", "-c", script],
     )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit())
-    .spawn()
-    .expect("spawn run");
-    let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    while line.trim() != "ready" {
-        line.clear();
-        let n = reader.read_line(&mut line).expect("read run stdout");
-        assert!(n > 0, "run ended before the workload printed ready");
-    }
-    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-    let id = home.ps()[0]["id"].as_str().expect("id").to_owned();
-    (child, id)
 }

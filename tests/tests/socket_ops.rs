@@ -2,38 +2,11 @@
 //! as labels and prefixes as the CLI takes them (O12), `wait` until the scope exited (with a
 //! timeout) and `signal` to the workload's process group.
 
-mod cli_support;
+use refine_tests::cli_support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
+use std::io::{BufRead, Write};
 
 use cli_support::*;
-
-/// One connection; each call writes a line and reads the reply's line.
-struct Conn {
-    rd: BufReader<UnixStream>,
-    wr: UnixStream,
-}
-
-impl Conn {
-    fn open(home: &Home) -> Conn {
-        let s = UnixStream::connect(home.run_dir().join("supervisor.sock")).unwrap();
-        Conn {
-            wr: s.try_clone().unwrap(),
-            rd: BufReader::new(s),
-        }
-    }
-
-    fn call(&mut self, req: serde_json::Value) -> serde_json::Value {
-        let mut line = serde_json::to_vec(&req).unwrap();
-        line.push(b'\n');
-        self.wr.write_all(&line).unwrap();
-        let mut reply = String::new();
-        self.rd.read_line(&mut reply).unwrap();
-        assert!(!reply.is_empty(), "no reply to {req} (connection closed)");
-        serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply:?}"))
-    }
-}
 
 fn launch(conn: &mut Conn, label: &str, argv: &[&str]) -> String {
     let r = conn.call(serde_json::json!({"v": 1, "op": "launch", "argv": argv, "label": label}));

@@ -330,8 +330,7 @@ fn overlapping_stops_from_two_processes_serialize_and_agree() {
 
 #[test]
 fn a_reused_pid_and_a_reused_group_id_are_never_signalled() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: needs root for unshare --pid and ns_last_pid");
+    if refine_tests::skip_unless_root("needs root for unshare --pid and ns_last_pid") {
         return;
     }
     let home = home();

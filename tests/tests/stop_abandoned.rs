@@ -10,7 +10,7 @@
 //! `pidfd_send_signal` (two members SIGSTOPped). A seeded round also kills at 1-30 ms.
 //! Root with `strace` (CI installs it); skipped with the reason otherwise.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -19,24 +19,9 @@ use std::time::Duration;
 use cli_support::*;
 use refine_tests::wait_until;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Path2 {
-    Cgroup,
-    Procfs,
-}
-
-fn on(home: &Home, path: Path2, args: &[&str]) -> Command {
-    let mut c = home.command(args);
-    match path {
-        Path2::Cgroup => c.env_remove("REFINE_CGROUP"),
-        Path2::Procfs => c.env("REFINE_CGROUP", "off"),
-    };
-    c
-}
-
 /// The stop paths this host offers, or `None` (with the reason printed) when these cases
 /// cannot run here.
-fn paths() -> Option<Vec<Path2>> {
+fn paths() -> Option<Vec<StopPath>> {
     if !rustix::process::geteuid().is_root() {
         eprintln!("skipped: killing stops mid-quiesce needs root");
         return None;
@@ -47,9 +32,9 @@ fn paths() -> Option<Vec<Path2>> {
     }
     use refine_supervisor::kernel::cgroup;
     cgroup::configure(cgroup::Setting::Auto);
-    let mut v = vec![Path2::Procfs];
+    let mut v = vec![StopPath::Procfs];
     match cgroup::base() {
-        Ok(_) => v.insert(0, Path2::Cgroup),
+        Ok(_) => v.insert(0, StopPath::Cgroup),
         Err(why) => eprintln!("skipped (cgroup path): {why}"),
     }
     Some(v)
@@ -70,7 +55,7 @@ struct Scope {
 }
 
 impl Scope {
-    fn launch(home: &Home, path: Path2) -> Scope {
+    fn launch(home: &Home, path: StopPath) -> Scope {
         let script = "for i in 1 2 3 4 5 6 7 8; do sleep 300 & done; echo ready; wait";
         let (run, id) = home.run_until_ready_with(on(home, path, &[]), &["sh", "-c", script]);
         // Read before any stop: `show` is a reader and completes abandoned stops itself.
@@ -140,10 +125,10 @@ fn under_strace(inner: &Command, strace: &[String]) -> Command {
 
 /// `stop ID` killed with SIGKILL inside its quiesce: after the freeze on the cgroup path, at
 /// the third signal on the `/proc` path. Returns what the kernel shows quiesced afterwards.
-fn stop_killed_mid_quiesce(home: &Home, path: Path2, scope: &Scope) -> String {
+fn stop_killed_mid_quiesce(home: &Home, path: StopPath, scope: &Scope) -> String {
     let inner = on(home, path, &["stop", &scope.id, "--json"]);
     let strace: Vec<String> = match (path, &scope.cgroup) {
-        (Path2::Cgroup, Some(dir)) => vec![
+        (StopPath::Cgroup, Some(dir)) => vec![
             "-P".into(),
             dir.join("cgroup.events").display().to_string(),
             "-e".into(),
@@ -178,7 +163,7 @@ fn stop_killed_mid_quiesce(home: &Home, path: Path2, scope: &Scope) -> String {
 
 /// After `complete` ran, the scope is neither frozen nor stopped, it is `exited` and its
 /// result says `stopped` (the request the dead stop recorded is honoured).
-fn completed_by(home: &Home, path: Path2, scope: &mut Scope, what: &str) {
+fn completed_by(home: &Home, path: StopPath, scope: &mut Scope, what: &str) {
     let left = wait_until(DEADLINE, || scope.quiesced().is_none());
     assert!(
         left,
@@ -326,7 +311,7 @@ fn a_stop_that_sent_no_ending_signal_leaves_a_natural_end_completed() {
             .filter(|d| d.is_dir());
         let inner = on(&home, path, &["stop", &id, "--json"]);
         let strace: Vec<String> = match (path, &cgroup) {
-            (Path2::Cgroup, Some(dir)) => vec![
+            (StopPath::Cgroup, Some(dir)) => vec![
                 "-P".into(),
                 dir.join("cgroup.kill").display().to_string(),
                 "-e".into(),

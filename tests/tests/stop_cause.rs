@@ -2,7 +2,7 @@
 //! restarted service's recovery leaves `stopped` with the cause `recovery`, never a bare
 //! "signal 9" and no result; a stop on a full disk still reads `stopped`, not the signal.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use cli_support::*;
 use refine_tests::TinyDisk;
@@ -20,18 +20,7 @@ fn a_scope_stopped_by_recovery_says_stopped_cause_recovery() {
     let home = Home::new();
     let mut svc = Serving::start(&home, &[]);
     // A launch that asked to be kept would be adopted instead (L4); this one asks to be stopped.
-    let args = [
-        "run",
-        "--detach",
-        "--on-service-loss",
-        "stop",
-        "--",
-        "sleep",
-        "300",
-    ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let id = cli_support::detach_with(&home, &["--on-service-loss", "stop"], &["sleep", "300"]);
     home.wait_state(&id, "live");
     svc.signal(rustix::process::Signal::KILL);
     svc.wait();

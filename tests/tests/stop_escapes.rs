@@ -5,7 +5,7 @@
 //! missing and this is root); they skip with the reason otherwise. Every process and mount a case
 //! makes is ended by a guard, also when an assertion fails.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,25 +15,6 @@ use std::time::Duration;
 
 use cli_support::*;
 use refine_tests::wait_until;
-
-/// Which stop path the supervisor takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum StopPath {
-    /// The scope's own cgroup (where this host gives one: root on cgroup v2).
-    Cgroup,
-    /// `REFINE_CGROUP=off`: the `/proc` quiesce.
-    Procfs,
-}
-
-/// `refine-supervisor ARGS` for `home` on `path`.
-fn on(home: &Home, path: StopPath, args: &[&str]) -> Command {
-    let mut c = home.command(args);
-    match path {
-        StopPath::Cgroup => c.env_remove("REFINE_CGROUP"),
-        StopPath::Procfs => c.env("REFINE_CGROUP", "off"),
-    };
-    c
-}
 
 /// Whether this host gives scopes a cgroup of their own (else the cgroup cases skip).
 fn cgroup_path_available() -> bool {
@@ -328,8 +309,7 @@ wait
 /// outside the scope takes its pid. The bystander must survive.
 #[test]
 fn a_pid_taken_by_a_bystander_between_cgroup_procs_and_pidfd_open_is_not_signalled() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: a PID namespace and ns_last_pid need root");
+    if refine_tests::skip_unless_root("a PID namespace and ns_last_pid need root") {
         return;
     }
     for tool in ["strace", "unshare"] {

@@ -2,7 +2,7 @@
 //! that called `pthread_exit`, a stray process carrying the owner marker, a forged receipt, and a
 //! tree larger than the descriptor limit.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::ffi::OsString;
 use std::io::{Seek, SeekFrom, Write};
@@ -228,8 +228,8 @@ fn uid_of(pid: u32) -> Option<u32> {
 /// unproven. Root only (it needs a second uid and a capability to drop).
 #[test]
 fn a_member_that_refuses_signals_does_not_keep_the_others_alive() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: needs root (a member of another uid, and CAP_KILL to drop)");
+    if refine_tests::skip_unless_root("needs root (a member of another uid, and CAP_KILL to drop)")
+    {
         return;
     }
     if Command::new("setpriv").arg("--version").output().is_err() {

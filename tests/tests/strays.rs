@@ -4,7 +4,7 @@
 //! replacements. `gc --dry-run` lists only what it would remove, each with its reason; what is
 //! young or locked is left.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

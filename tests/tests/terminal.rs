@@ -7,14 +7,11 @@
 //! controlling terminal is a pseudo-terminal this test opened) by typing into the terminal's
 //! master, as an operator would, and reads what the terminal shows.
 
-mod cli_support;
+use refine_tests::cli_support;
 
-use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 use std::process::{Child, Command};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
@@ -38,17 +35,7 @@ struct Shell {
 
 impl Shell {
     fn start(home: &Home) -> Shell {
-        let master =
-            rustix::pty::openpt(rustix::pty::OpenptFlags::RDWR | rustix::pty::OpenptFlags::NOCTTY)
-                .expect("openpt");
-        rustix::pty::grantpt(&master).expect("grantpt");
-        rustix::pty::unlockpt(&master).expect("unlockpt");
-        let name = rustix::pty::ptsname(&master, Vec::new()).expect("ptsname");
-        let slave = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(Path::new(OsStr::from_bytes(name.as_bytes())))
-            .expect("open the terminal");
+        let (master, slave) = refine_tests::open_pty();
         // `setsid --ctty`: a session of its own, with this terminal as its controlling
         // terminal, as a terminal emulator starts a login shell.
         let child = Command::new("setsid")

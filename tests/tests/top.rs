@@ -7,7 +7,7 @@
 //! Nothing waits with a sleep: the measurement window is `top`'s own, and the terminal's output
 //! is read until what is expected appears, within a generous deadline.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};

@@ -3,9 +3,8 @@
 //! its own registration is durable, so two such launches never both start; the refusal is one
 //! line naming the holder. The service's launch request takes the same as `"unique": true`.
 
-mod cli_support;
+use refine_tests::cli_support;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 
 use cli_support::*;
@@ -20,17 +19,8 @@ fn hold(home: &Home, opts: &[&str]) -> Child {
     let mut args = vec!["run"];
     args.extend_from_slice(opts);
     args.extend(["--", "sh", "-c", "echo ready; exec sleep 600"]);
-    let mut child = home
-        .command(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn run");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read ready");
+    let (child, line) =
+        refine_tests::spawn_first_line(home.command(&args).stderr(Stdio::null()), "run");
     assert_eq!(line.trim(), "ready", "{args:?}");
     child
 }
@@ -95,10 +85,7 @@ fn a_unique_launch_is_refused_while_its_label_is_live_or_unverified() {
     let done = parse(&args, &out)["id"].as_str().expect("id").to_owned();
 
     // An unverified scope holds its label too: nothing proves it ended.
-    home.wait_state(&done, "exited");
-    let proof = home.run_dir().join("proofs").join(&done);
-    refine_tests::overwrite_in_place(&proof, b"not a receipt, but not zeros either");
-    assert_eq!(home.state(&done), "unverified");
+    home.make_unverified(&done);
     let gc = home.json(&["gc", "--json"]);
     assert_eq!(gc["reindexed"][0], done.as_str(), "{gc}");
     let args = ["run", "--label", "nightly", "--unique", "--", "true"];

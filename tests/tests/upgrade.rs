@@ -4,7 +4,7 @@
 //! refused meanwhile), every launch kept and adopted. A new binary that does not run is refused
 //! and the old one serves on.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::{BufRead, Write};
 use std::os::unix::fs::MetadataExt;

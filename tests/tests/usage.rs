@@ -1,7 +1,7 @@
 //! H4: the receipt carries what the whole tree cost, read by the guardian with
 //! `getrusage(RUSAGE_CHILDREN)` once `waitpid` said ECHILD: a detached descendant's CPU is in it.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use cli_support::{free_loopback_addr, scrape, show, Home, Serving};
 use refine_tests::bin;

@@ -2,7 +2,7 @@
 //! slow pipes, the default log cap, spawn failures that explain themselves, and bytes that are
 //! not UTF-8. Each case runs the real `refine-supervisor run` as a shell would.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -76,17 +76,7 @@ fn stdin_from_a_file_reaches_the_workload() {
 #[test]
 fn stdin_from_a_terminal_reaches_the_workload_and_ctrl_d_ends_it() {
     let home = Home::new();
-    let pty =
-        rustix::pty::openpt(rustix::pty::OpenptFlags::RDWR | rustix::pty::OpenptFlags::NOCTTY)
-            .expect("openpt");
-    rustix::pty::grantpt(&pty).expect("grantpt");
-    rustix::pty::unlockpt(&pty).expect("unlockpt");
-    let name = rustix::pty::ptsname(&pty, Vec::new()).expect("ptsname");
-    let slave = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(Path::new(std::ffi::OsStr::from_bytes(name.as_bytes())))
-        .expect("open the terminal");
+    let (pty, slave) = refine_tests::open_pty();
     let mut child = home
         .command(&["run", "--", "cat"])
         .stdin(slave)

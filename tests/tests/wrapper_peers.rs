@@ -4,7 +4,7 @@
 //! continues the whole group, and while `run` is stopped the output of whatever still runs
 //! keeps reaching `run`'s reader, as it would reach the terminal without the wrapper.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};

@@ -5,7 +5,7 @@
 //! reaping, parent-death forwarding), written for this project. Each case runs the real
 //! `refine-supervisor run` as a shell would.
 
-mod cli_support;
+use refine_tests::cli_support;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;

@@ -14,6 +14,7 @@ pub mod capacity;
 pub mod events;
 pub mod history;
 pub mod hygiene;
+pub mod reason;
 pub mod scope;
 pub mod top;
 pub mod vocab;
@@ -30,6 +31,7 @@ pub use hygiene::{
     AdopterDoc, GuardianOfDoc, HolderDoc, HoldersDoc, LeftDoc, OwnerDoc, ReapDoc, ScopeStopDoc,
     WhyDoc,
 };
+pub use reason::{BoundField, ProofInode, ScopeReason, UnverifiedReason};
 pub use scope::{
     ArtifactDoc, ArtifactsDoc, AssessmentDoc, CgroupDoc, CgroupUsageDoc, DetachedSpawnFailedDoc,
     HealthDoc, IncidentDoc, LaunchedDoc, LimitPlacementDoc, LimitUsageDoc, LimitsDoc, ProbeDoc,

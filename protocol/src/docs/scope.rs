@@ -226,7 +226,7 @@ pub struct PsDoc {
 pub struct ShowDoc {
     pub id: String,
     pub state: State,
-    pub reason: Option<String>,
+    pub reason: Option<super::ScopeReason>,
     pub assessment: AssessmentDoc,
     pub record: RecordDoc,
     pub result: Option<ResultDoc>,
@@ -343,7 +343,7 @@ pub struct IncidentDoc {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AssessmentDoc {
     pub state: State,
-    pub reason: Option<String>,
+    pub reason: Option<super::ScopeReason>,
 }
 
 /// The launch result record (`logs/ID.result`), or why it cannot be read.
@@ -467,6 +467,9 @@ pub struct RecordDoc {
     /// X11: what the workload's Landlock domain held; `null` an older record (no domain).
     #[serde(default)]
     pub protection: Option<crate::record::Protection>,
+    /// X12: the sandbox the workload ran in; `null` none (or an older record).
+    #[serde(default)]
+    pub sandbox: Option<crate::record::Sandbox>,
     /// V1: the supervisor's and the guardian's builds the registration recorded (absent from
     /// an older service's reply: read as both `null`).
     #[serde(default)]
@@ -566,7 +569,7 @@ pub struct StopDoc {
     pub id: String,
     pub outcome: StopOutcomeDoc,
     pub state: State,
-    pub reason: Option<String>,
+    pub reason: Option<super::ScopeReason>,
     #[serde(flatten)]
     pub detail: StopDetail,
 }
@@ -649,7 +652,7 @@ pub struct RecoverEntryDoc {
     pub id: String,
     pub action: RecoverAction,
     pub state: State,
-    pub reason: Option<String>,
+    pub reason: Option<super::ScopeReason>,
 }
 
 /// `receipt --json`: whether the receipt verifies against its registration.
@@ -660,6 +663,6 @@ pub struct ReceiptVerdictDoc {
     pub path: PathBuf,
     pub verified: bool,
     pub state: Option<State>,
-    pub reason: Option<String>,
+    pub reason: Option<super::ScopeReason>,
     pub receipt: Option<ReceiptDoc>,
 }

@@ -6,7 +6,7 @@ use std::os::unix::net::UnixStream as StdUnixStream;
 use refine_protocol::api::{self, Reply, Request, MAX_MESSAGE};
 
 use super::error::ClientError;
-use refine_supervisor::store::registry::Runtime;
+use refine_supervisor::host::Runtime;
 
 // ---------------------------------------------------------------------------------------------
 // Client.

@@ -2,7 +2,7 @@
 //! own definition by `clap_complete`, with what it lacks for this binary put right.
 //!
 //! - The values a TAB should offer where clap cannot know them from a parser: the signal names
-//!   of `stop --signal` (from [`refine_supervisor::kernel::signal::NAMES`]), and path/user hints for zsh and fish.
+//!   of `stop --signal` (from [`refine_supervisor::host::SIGNAL_NAMES`]), and path/user hints for zsh and fish.
 //! - **bash**: for a binary whose name has a hyphen, the generator names each subcommand's
 //!   `case` branch with `-` turned into `__subcmd__` (`refine__subcmd__supervisor__subcmd__run`)
 //!   but walks the command line into `-` turned into `__` (`refine__supervisor__subcmd__run`),
@@ -56,7 +56,7 @@ fn definition(mut cmd: clap::Command) -> clap::Command {
         .mut_subcommand("stop", |c| {
             c.mut_arg("signal", |a| {
                 a.value_parser(PossibleValuesParser::new(
-                    refine_supervisor::kernel::signal::NAMES,
+                    refine_supervisor::host::SIGNAL_NAMES,
                 ))
             })
         })

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use refine_protocol::api::{ApiError, Reply};
 use refine_protocol::RegistrationId;
 
-use refine_supervisor::store::fence::FenceError;
-use refine_supervisor::store::registry::RegistryError;
-use refine_supervisor::{end::recover, history::forget, history::retention};
+use refine_supervisor::host::FenceError;
+use refine_supervisor::host::RegistryError;
+use refine_supervisor::host::{ForgetError, RecoverError, RetentionError};
 
 /// Everything a command can fail with. `main` prints it on one line.
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +35,7 @@ pub enum CliError {
         source: io::Error,
     },
     #[error(transparent)]
-    ReceiptFile(#[from] refine_supervisor::end::assess::ReceiptFileError),
+    ReceiptFile(#[from] refine_supervisor::host::ReceiptFileError),
     #[error("cannot read {path}")]
     Artifact {
         path: PathBuf,
@@ -43,11 +43,11 @@ pub enum CliError {
         source: io::Error,
     },
     #[error(transparent)]
-    Retention(#[from] retention::RetentionError),
+    Retention(#[from] RetentionError),
     #[error("cannot read the events journal")]
-    Journal(#[from] refine_supervisor::store::journal::JournalError),
+    Journal(#[from] refine_supervisor::host::JournalError),
     #[error(transparent)]
-    Forget(#[from] forget::ForgetError),
+    Forget(#[from] ForgetError),
     #[error(transparent)]
     Service(#[from] ServiceError),
     #[error(transparent)]
@@ -67,11 +67,11 @@ pub enum CliError {
         source: io::Error,
     },
     #[error(transparent)]
-    Holders(#[from] refine_supervisor::hygiene::holders::HoldersError),
+    Holders(#[from] refine_supervisor::host::HoldersError),
     #[error(transparent)]
-    Reap(#[from] refine_supervisor::hygiene::reap_checkout::ReapError),
+    Reap(#[from] refine_supervisor::host::ReapError),
     #[error("invalid stall watch settings")]
-    Stall(#[source] refine_supervisor::hygiene::stall::StallConfigError),
+    Stall(#[source] refine_supervisor::host::StallConfigError),
     /// A verdict, not an error of the tool, that must exit non-zero: the stop's document (already
     /// printed) does not prove the scope ended, for its `reason`.
     #[error("stop of {id} not proven: {}", reason.as_deref().unwrap_or(NO_RECEIPT))]
@@ -86,6 +86,33 @@ pub enum CliError {
     /// `upgrade` could not be done, for this reason (the service, if any, serves on).
     #[error("upgrade: {0}")]
     Upgrade(String),
+}
+
+impl From<refine_supervisor::host::OpsError> for CliError {
+    fn from(e: refine_supervisor::host::OpsError) -> Self {
+        use refine_supervisor::host::OpsError as O;
+        match e {
+            O::Registry(e) => CliError::Registry(e),
+            O::Retention(e) => CliError::Retention(e),
+            O::Forget(e) => CliError::Forget(e),
+            O::Recover(e) => CliError::Service(ServiceError::Recover(e)),
+        }
+    }
+}
+
+impl From<refine_supervisor::host::OpsError> for ServiceError {
+    fn from(e: refine_supervisor::host::OpsError) -> Self {
+        use refine_supervisor::host::OpsError as O;
+        match e {
+            O::Registry(e) => ServiceError::Registry(e),
+            O::Recover(e) => ServiceError::Recover(e),
+            // Neither retention nor forgetting is a service's pass of its own.
+            e @ (O::Retention(_) | O::Forget(_)) => ServiceError::Io {
+                op: "collect the history",
+                source: std::io::Error::other(e),
+            },
+        }
+    }
 }
 
 /// A verdict's reason when its document gives none.
@@ -111,13 +138,13 @@ pub enum ServiceError {
     #[error(transparent)]
     Admit(#[from] AdmitError),
     #[error(transparent)]
-    Credentials(#[from] refine_supervisor::launch::credentials::CredentialsError),
+    Credentials(#[from] refine_supervisor::host::CredentialsError),
     #[error("launch failed")]
-    Launch(#[source] refine_supervisor::launch::LaunchError),
+    Launch(#[source] refine_supervisor::host::LaunchError),
     #[error("cannot start the shared event loop")]
-    SharedLoop(#[source] refine_supervisor::launch::LaunchError),
+    SharedLoop(#[source] refine_supervisor::host::LaunchError),
     #[error("recovery failed")]
-    Recover(#[from] recover::RecoverError),
+    Recover(#[from] RecoverError),
     #[error("cannot serve metrics on {addr}")]
     MetricsBind {
         addr: std::net::SocketAddr,
@@ -140,7 +167,7 @@ pub enum SpecError {
 }
 
 /// Admission (C1-C4, and the one open scope per label of a unique launch) refused a launch, or
-pub use refine_supervisor::capacity::AdmitError;
+pub use refine_supervisor::host::AdmitError;
 
 /// Talking to a port's service over its socket: the connection, the reply's bytes, and the
 /// service's own refusal ([`ApiError`]).

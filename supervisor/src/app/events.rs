@@ -14,7 +14,7 @@ use super::error::CliError;
 use super::view;
 
 pub fn events(home: &Path, port: u16, args: EventsArgs) -> Result<ExitCode, CliError> {
-    let rt = refine_supervisor::store::registry::Runtime::open_existing(home, port)?;
+    let rt = refine_supervisor::host::Runtime::open_existing(home, port)?;
     let journal = Journal::of(&rt);
     let mut filter = Filter {
         since_unix_ms: args.since,
@@ -47,7 +47,7 @@ pub fn events(home: &Path, port: u16, args: EventsArgs) -> Result<ExitCode, CliE
         cursor = Some(batch.end);
         let over = args
             .until
-            .is_some_and(|t| refine_supervisor::kernel::clock::unix_ms() >= t);
+            .is_some_and(|t| refine_supervisor::host::unix_ms() >= t);
         if !args.follow || over {
             return Ok(0);
         }

@@ -1,37 +1,9 @@
 //! H7: how `show`, `ps` and the documents carry a scope's health (its record, `logs/ID.health`).
 
 use refine_protocol::api::ScopeView;
-use refine_protocol::docs::{HealthDoc, HealthState, ProbeDoc, ShowDoc, State};
-use refine_protocol::record::{HealthRecord, HealthSpec};
+use refine_protocol::docs::{ShowDoc, State};
 
 use super::view::escape;
-
-/// The show document's part: the check asked for, where it stands, the last probes.
-pub(crate) fn health_doc(spec: &HealthSpec, rec: Option<HealthRecord>) -> HealthDoc {
-    let rec = rec.as_ref();
-    HealthDoc {
-        cmd: spec.cmd.clone(),
-        interval_ms: spec.interval_ms,
-        timeout_ms: spec.timeout_ms,
-        retries: spec.retries,
-        start_period_ms: spec.start_period_ms,
-        state: rec.map_or(HealthState::Starting, |r| r.state),
-        failing_streak: rec.map_or(0, |r| r.failing_streak),
-        probes: rec.map_or(0, |r| r.probes),
-        last: rec.map_or_else(Vec::new, |r| {
-            r.last
-                .iter()
-                .map(|p| ProbeDoc {
-                    start: super::docs::utc(p.started_unix_ms),
-                    duration_ms: p.duration_ms,
-                    exit_code: p.exit_code,
-                    timed_out: p.timed_out,
-                    output: String::from_utf8_lossy(&p.output).into_owned(),
-                })
-                .collect()
-        }),
-    }
-}
 
 /// `ps`'s status of a running scope with a health check: `running (healthy)`, as docker's.
 pub(crate) fn with_health(base: String, r: &ScopeView) -> String {

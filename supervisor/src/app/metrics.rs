@@ -69,8 +69,8 @@ use super::docs::State;
 use refine_protocol::docs::{UnverifiedCheck, Vocabulary};
 use refine_supervisor::capacity;
 use refine_supervisor::capacity::Census;
+use refine_supervisor::host::Runtime;
 use refine_supervisor::launch::{LaunchOutcome, LaunchResult, ResultHook};
-use refine_supervisor::store::registry::Runtime;
 
 /// The longest request head the listener reads (`hyper`'s smallest buffer).
 pub const MAX_REQUEST_HEAD: usize = 8 * 1024;
@@ -315,10 +315,9 @@ impl Metrics {
         );
         // V1: the build that serves, and the guardian's it launches (read from its executable
         // once, at the start; absent when it carries none).
-        let supervisor = refine_supervisor::kernel::provenance::own();
-        let guardian = refine_supervisor::kernel::provenance::of_guardian(
-            &refine_supervisor::launch::guardian::guardian_exe(),
-        );
+        let supervisor = refine_supervisor::host::own_provenance();
+        let guardian =
+            refine_supervisor::host::guardian_provenance(&refine_supervisor::host::guardian_exe());
         for (name, help, build) in [
             (
                 "refine_build_info",
@@ -421,8 +420,8 @@ impl Metrics {
         }
     }
 
-    /// Counts what a scope cost once its receipt came ([`refine_supervisor::launch::ReceiptHook`]).
-    pub fn receipt_hook(self: &Arc<Self>) -> refine_supervisor::launch::ReceiptHook {
+    /// Counts what a scope cost once its receipt came ([`refine_supervisor::host::ReceiptHook`]).
+    pub fn receipt_hook(self: &Arc<Self>) -> refine_supervisor::host::ReceiptHook {
         let me = self.clone();
         Arc::new(move |reg, receipt, cgroup| {
             let kind = reg.kind.as_str();

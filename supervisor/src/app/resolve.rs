@@ -20,7 +20,7 @@ use refine_protocol::RegistrationId;
 use super::error::CliError;
 use super::ops::assess;
 use super::view;
-use refine_supervisor::store::registry::{RegistryError, Runtime};
+use refine_supervisor::host::{RegistryError, Runtime};
 
 /// The shortest id prefix accepted.
 pub const MIN_PREFIX: usize = 4;

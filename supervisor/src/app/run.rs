@@ -52,13 +52,13 @@ use super::error::{CliError, ServiceError};
 use super::ops::{launch_options, print_json, LaunchOptions};
 use refine_supervisor::capacity::{admit, Admission};
 use refine_supervisor::error_chain;
+use refine_supervisor::host::{Runtime, Stream};
 use refine_supervisor::kernel::procfs;
 use refine_supervisor::kernel::terminal::Foreground;
 use refine_supervisor::launch::capture::{Forward, StreamState};
 use refine_supervisor::launch::{
     Beside, InputWriter, LaunchAsks, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
 };
-use refine_supervisor::store::registry::{Runtime, Stream};
 use refine_supervisor::Command;
 
 /// Forwards the operator's keys and window resizes to an interactive launch's terminal, on two
@@ -469,6 +469,7 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
             user: args.user.as_deref(),
             allow_setns: args.allow_setns,
             protect: args.protect,
+            sandbox: args.sandbox_ask().as_ref(),
             memory_max_bytes: args.memory_max,
             cpu_millis: args.cpus,
             pids_max: args.pids_max,

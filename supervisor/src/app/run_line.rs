@@ -66,6 +66,8 @@ pub(crate) const OPTIONS: &[(&str, Shape)] = &[
     ("user", Shape::Value),
     ("on-service-loss", Shape::Value),
     ("protect", Shape::Value),
+    ("sandbox", Shape::Value),
+    ("network", Shape::Value),
     ("memory-max", Shape::Value),
     ("cpus", Shape::Value),
     ("pids-max", Shape::Value),
@@ -148,6 +150,8 @@ impl Line {
             user: None,
             allow_setns: false,
             protect: refine_protocol::record::ProtectAsk::All,
+            sandbox: Default::default(),
+            network: Default::default(),
             on_service_loss: None,
             end_with_parent: false,
             memory_max: None,
@@ -235,6 +239,8 @@ impl Line {
                 self.run().on_service_loss = Some(super::cli::parse_service_loss(text?).ok()?)
             }
             "protect" => self.run().protect = super::cli::parse_protect(text?).ok()?,
+            "sandbox" => self.run().sandbox = super::cli::parse_sandbox(text?).ok()?,
+            "network" => self.run().network = super::cli::parse_network(text?).ok()?,
             _ => self.run().user = Some(text?.to_owned()),
         }
         Some(())

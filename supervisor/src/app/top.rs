@@ -30,9 +30,9 @@ use std::time::{Duration, Instant};
 
 use refine_protocol::record::LimitPlacement;
 use refine_protocol::{BootId, Registration};
+use refine_supervisor::host::{RegistryError, Runtime};
 use refine_supervisor::kernel::observe::{self, Sample};
 use refine_supervisor::kernel::{child_signals, procfs, tree};
-use refine_supervisor::store::registry::{RegistryError, Runtime};
 
 use super::cli::{ExitCode, TopArgs};
 use super::docs::{top_scope_doc, utc, State, TopDoc, TopScopeDoc};
@@ -70,7 +70,7 @@ pub fn top(home: &Path, port: u16, args: TopArgs) -> Result<ExitCode, CliError> 
     if args.json {
         print_json(&TopDoc {
             port,
-            sampled_at: utc(refine_supervisor::kernel::clock::unix_ms()),
+            sampled_at: utc(refine_supervisor::host::unix_ms()),
             window_ms: u64::try_from(WINDOW.as_millis()).unwrap_or(u64::MAX),
             scopes: rows,
         })?;

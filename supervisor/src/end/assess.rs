@@ -34,7 +34,7 @@ use std::path::Path;
 use refine_protocol::docs::{State, UnverifiedCheck};
 use refine_protocol::receipt::RECEIPT_LEN;
 use refine_protocol::record::Registration;
-use refine_protocol::{BootId, DecodeError, ProofIdentity, Receipt};
+use refine_protocol::{BootId, DecodeError, ProofIdentity, Receipt, RegistrationId};
 
 use crate::kernel::procfs::{self, ProcfsError};
 use crate::store::registry::Runtime;
@@ -68,17 +68,8 @@ impl BootSource for FixedBoot {
 /// The production boot source, for defaults.
 pub static KERNEL_BOOT: KernelBoot = KernelBoot;
 
-/// A receipt field bound to the registration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BoundField {
-    Registration,
-    Runtime,
-    BootId,
-    Guardian,
-    Workload,
-    Proof,
-}
+/// A receipt field bound to the registration (the protocol's, as documents carry it).
+pub use refine_protocol::docs::BoundField;
 
 /// Why a scope is `unverified`: the check that failed.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -131,6 +122,37 @@ impl UnverifiedReason {
     /// The check that failed, by name.
     pub fn name(&self) -> &'static str {
         self.check().name()
+    }
+
+    /// The reason as the documents carry it.
+    pub fn doc(&self) -> refine_protocol::docs::UnverifiedReason {
+        use refine_protocol::docs::{ProofInode, UnverifiedReason as D};
+        let inode = |p: &ProofIdentity| ProofInode {
+            dev: p.dev,
+            ino: p.ino,
+        };
+        match self {
+            UnverifiedReason::ProofMissing => D::ProofMissing,
+            UnverifiedReason::ProofUnreadable { errno } => D::ProofUnreadable { errno: *errno },
+            UnverifiedReason::ProofReplaced { registered, found } => D::ProofReplaced {
+                registered: inode(registered),
+                found: inode(found),
+            },
+            UnverifiedReason::ReceiptCorrupt { error } => D::ReceiptCorrupt {
+                error: error.to_string(),
+            },
+            UnverifiedReason::FieldMismatch { field } => D::FieldMismatch { field: *field },
+            UnverifiedReason::GuardianGoneWithoutReceipt => D::GuardianGoneWithoutReceipt,
+            UnverifiedReason::BootIdMissing => D::BootIdMissing,
+            UnverifiedReason::CurrentBootUnknown => D::CurrentBootUnknown,
+            UnverifiedReason::MixedBootIds {
+                registration,
+                other,
+            } => D::MixedBootIds {
+                registration: registration.to_string(),
+                other: other.to_string(),
+            },
+        }
     }
 }
 
@@ -454,6 +476,35 @@ pub fn bind_receipt(
             registration,
             assessment,
         }
+    }
+}
+
+/// Adds the tree's usage (H4, from the receipt) to the launch's result record of `id` when the
+/// receipt came after the result (a descendant held the scope past the workload's exit).
+/// Display only, like the result itself: best effort, logged on failure.
+pub(crate) fn complete_result_usage(
+    rt: &Runtime,
+    id: RegistrationId,
+    usage: Option<refine_protocol::TreeUsage>,
+    cgroup_usage: Option<refine_protocol::CgroupUsage>,
+    limit_usage: Option<refine_protocol::record::LimitUsage>,
+) {
+    let Ok(Some(mut result)) = rt.read_result(id) else {
+        return;
+    };
+    let limit_usage = limit_usage.or(result.limit_usage);
+    let cgroup_usage = cgroup_usage.or(result.cgroup_usage);
+    // F4: where the scope had a cgroup, its CPU times are the kernel's count of every
+    // member's (a child the kernel reaped itself is in no one's `RUSAGE_CHILDREN`); the
+    // receipt's count never replaces them.
+    let usage = crate::kernel::cgroup::with_usage(usage.or(result.usage), cgroup_usage);
+    if (result.usage, result.cgroup_usage, result.limit_usage) == (usage, cgroup_usage, limit_usage)
+    {
+        return;
+    }
+    (result.usage, result.cgroup_usage, result.limit_usage) = (usage, cgroup_usage, limit_usage);
+    if let Err(e) = rt.write_result(&result) {
+        tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot record the tree's usage");
     }
 }
 

@@ -100,7 +100,8 @@ pub fn finish_cgroup(rt: &Runtime, reg: &refine_protocol::Registration, a: &Asse
         return;
     }
     let usage = cgroup.and_then(|_| crate::kernel::cgroup::finish(reg));
-    rt.complete_result_usage(
+    super::assess::complete_result_usage(
+        rt,
         reg.id,
         crate::kernel::cgroup::with_usage(a.receipt().and_then(|r| r.usage), usage),
         usage,
@@ -118,7 +119,7 @@ pub(crate) fn close_if_exited(
 ) -> Result<Settled, RegistryError> {
     if a.is_exited() {
         // Whoever proves the end (the launcher, the service, recovery) completes the result.
-        rt.complete_result_usage(id, a.receipt().and_then(|r| r.usage), None, None);
+        super::assess::complete_result_usage(rt, id, a.receipt().and_then(|r| r.usage), None, None);
         rt.remove_open_marker(id, held)?;
         Ok(Settled::Closed(a))
     } else {

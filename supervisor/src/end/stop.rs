@@ -64,18 +64,23 @@ use rustix::process::Pid;
 use crate::end::assess::{self, Assessment, BootSource, KERNEL_BOOT};
 use crate::kernel::nested::NestedGuardians;
 use crate::kernel::procfs::{self, ProcfsError};
-use crate::kernel::signal::{self, Signal, SignalError, Verified};
-use crate::kernel::tree::{self, Member, Roots, TreeError};
+use crate::kernel::signal::{Signal, SignalError, Verified};
+use crate::kernel::tree::{Member, Roots, TreeError};
 use crate::store::fence::Fence;
 use crate::store::registry::{RegistryError, Runtime};
 
+mod cgroup;
+mod grace;
 mod lease;
 mod quiesce;
 mod unowned;
 
+pub use grace::{Grace, Next, Stopping};
 pub(crate) use lease::complete_abandoned;
 pub use lease::{complete_if_abandoned, Completed};
 
+use cgroup::{let_nested_guardians_finish, scope_cgroup, stop_cgroup, CgroupTarget};
+use grace::{graceful, wait_scope_empty};
 use quiesce::{quiesce, Held};
 pub use unowned::{kill_unowned, UnownedKill};
 
@@ -109,6 +114,16 @@ impl Default for StopOptions<'static> {
             boot: &KERNEL_BOOT,
             cause: None,
         }
+    }
+}
+
+impl StopOptions<'_> {
+    /// The grace these options ask for, as the one stop's value ([`Grace`]).
+    pub fn graced(&self) -> Option<Grace> {
+        self.grace.map(|within| Grace {
+            within,
+            signal: self.grace_signal,
+        })
     }
 }
 
@@ -262,6 +277,36 @@ pub fn stop(
     result
 }
 
+/// [`stop`] after a grace its caller drove ([`Stopping`]: the service's event loop, W8's
+/// shutdown): the fence, then the quiesce, kill and proof. The grace's signals and time are the
+/// report's own (its total counts from the polite signal); a tree that ended within the grace
+/// is reported `stopped` when the grace's signal reached it. `opts.grace` is not used.
+pub fn stop_after(
+    runtime: &Runtime,
+    reg: &Registration,
+    opts: &StopOptions<'_>,
+    stopping: &Stopping,
+) -> Result<StopReport, StopError> {
+    let now = Instant::now();
+    let start = now.checked_sub(stopping.waited(now)).unwrap_or(now);
+    let since = stopping
+        .sent_at_unix_ns()
+        .unwrap_or_else(crate::kernel::clock::unix_ns);
+    record_stop_event(runtime, reg, opts, None);
+    let pre = Prelude::after(stopping, now);
+    let grace_sent = any_ending_signal(&pre.signalled);
+    let result = (|| {
+        let fence = runtime.stop_fence(opts.budget).map_err(StopError::Fence)?;
+        complete_abandoned(runtime, opts.boot, Some(reg.id), &fence);
+        let report = run(runtime, reg, opts, start, Instant::now(), pre);
+        drop(fence);
+        report
+    })();
+    withdraw_unless_sent(runtime, reg, since, grace_sent, &result);
+    record_stop_event(runtime, reg, opts, Some(&result));
+    result
+}
+
 /// V2: `stop_requested` before a stop (`result` absent), `stop_ended` after it.
 fn record_stop_event(
     runtime: &Runtime,
@@ -355,19 +400,17 @@ pub(crate) fn stop_fenced(
     result
 }
 
-/// The polite signal alone, T7's first step, for a caller that waits on its own terms (the
-/// engine's `--kill-after`, the service's shutdown) and then calls [`stop`]: records
-/// [`StopOptions::cause`], then sends `sig` to the workload's process group through a verified
-/// member. Returns what was sent: nothing when the scope is over or no member of the group is
-/// left.
-pub fn signal_politely(
+/// A signal to the workload's process group through a verified member (the `signal` request):
+/// no stop, no grace, no recorded cause. Returns what was sent: nothing when the scope is over
+/// or no member of the group is left. (A grace's polite signal is [`Stopping::signal`].)
+pub fn signal_workload(
     runtime: &Runtime,
     reg: &Registration,
     sig: Signal,
-    opts: &StopOptions<'_>,
 ) -> Result<Vec<Sent>, StopError> {
     let mut sent = Vec::new();
-    if let Opened::Scope { roots, boot, .. } = open_scope(runtime, reg, opts, true)? {
+    let opts = StopOptions::default();
+    if let Opened::Scope { roots, boot, .. } = open_scope(runtime, reg, &opts, false)? {
         graceful(reg, &roots, boot, sig, &mut sent)?;
     }
     Ok(sent)
@@ -442,6 +485,21 @@ struct Prelude {
     recorded: bool,
 }
 
+impl Prelude {
+    /// What a driven [`Stopping`] leaves at `now`: its signals and the time waited since the
+    /// polite signal.
+    fn after(stopping: &Stopping, now: Instant) -> Prelude {
+        Prelude {
+            signalled: stopping.sent().to_vec(),
+            timings: StopTimings {
+                grace: stopping.waited(now),
+                ..StopTimings::default()
+            },
+            recorded: true,
+        }
+    }
+}
+
 enum Graced {
     /// The scope ended within the grace (or was over already).
     Done(StopReport),
@@ -449,18 +507,18 @@ enum Graced {
     Go(Prelude),
 }
 
-/// T7: with a grace, the polite signal to the workload's group, then the wait, without the
-/// fence; without one, the stop goes on at once.
+/// T7: with a grace, the [`Stopping`] step driven on this thread: the polite signal to the
+/// workload's group, then the wait on the guardian's pidfd (or the scope's emptiness), without
+/// the fence; without one, the stop goes on at once.
 fn grace_phase(
     runtime: &Runtime,
     reg: &Registration,
     opts: &StopOptions<'_>,
     start: Instant,
 ) -> Result<Graced, StopError> {
-    let Some(grace) = opts.grace else {
+    let Some(grace) = opts.graced() else {
         return Ok(Graced::Go(Prelude::default()));
     };
-    let t = Instant::now();
     let (guardian, roots, boot) = match open_scope(runtime, reg, opts, true)? {
         Opened::Over(outcome, assessment) => {
             return Ok(Graced::Done(StopReport {
@@ -481,37 +539,40 @@ fn grace_phase(
             boot,
         } => (guardian, roots, boot),
     };
-    let mut signalled = Vec::new();
-    graceful(reg, &roots, boot, opts.grace_signal, &mut signalled)?;
-    let until = t + grace;
-    let exited = match &guardian {
-        Some(g) => g
-            .wait_exit(Some(until.saturating_duration_since(Instant::now())))
-            .map_err(StopError::Signal)?,
-        None => wait_scope_empty(&roots, boot, until)?,
-    };
-    let timings = StopTimings {
-        grace: t.elapsed(),
-        ..StopTimings::default()
-    };
-    match (exited, &guardian) {
+    let mut stopping = Stopping::new(Some(grace));
+    let mut empty = false;
+    loop {
+        match stopping.advance(Instant::now(), empty) {
+            Next::Signal => {
+                let (at, ns) = (Instant::now(), crate::kernel::clock::unix_ns());
+                stopping.signal_politely(reg, &roots, boot, at, ns)?;
+            }
+            Next::Wait(until) => {
+                empty = match &guardian {
+                    Some(g) => g
+                        .wait_exit(Some(until.saturating_duration_since(Instant::now())))
+                        .map_err(StopError::Signal)?,
+                    None => wait_scope_empty(&roots, boot, until)?,
+                };
+            }
+            Next::Force | Next::Ended => break,
+        }
+    }
+    let prelude = Prelude::after(&stopping, Instant::now());
+    match (empty, &guardian) {
         (true, Some(g)) => StopAttempt {
             runtime,
             reg,
             opts,
             start,
             deadline: Instant::now() + opts.budget,
-            signalled,
+            signalled: prelude.signalled,
             killed: 0,
-            timings,
+            timings: prelude.timings,
         }
         .prove(g, None)
         .map(Graced::Done),
-        _ => Ok(Graced::Go(Prelude {
-            signalled,
-            timings,
-            recorded: true,
-        })),
+        _ => Ok(Graced::Go(prelude)),
     }
 }
 
@@ -713,244 +774,6 @@ fn run(
     }
 }
 
-/// The cgroup a stop acts on: its directory, its `cgroup.events`, and whether a dead stop this
-/// one completes froze it (then its freeze counts as this stop's own).
-#[derive(Clone, Copy)]
-struct CgroupTarget<'a> {
-    dir: &'a std::path::Path,
-    events: &'a std::fs::File,
-    inherited_freeze: bool,
-}
-
-/// The scope's own cgroup, when the workload was forked into it and it still exists, with its
-/// `cgroup.events` open.
-fn scope_cgroup(reg: &Registration) -> Option<(std::path::PathBuf, std::fs::File)> {
-    let cg = reg.cgroup.as_ref().filter(|c| c.holds_scope())?;
-    let dir = std::path::PathBuf::from(&cg.path);
-    let events = crate::kernel::cgroup::events(&dir).ok()?;
-    Some((dir, events))
-}
-
-/// F4, the stop on the cgroup path, in place of the `/proc` quiesce and the member-by-member
-/// kill:
-///
-/// ```text
-/// freeze   cgroup.freeze 1 (unless someone else froze it already: then it is never thawed by
-///          this stop), then wait (within the first half of the time given) for "frozen 1" in
-///          cgroup.events: no member runs or forks any more
-/// read     the exact membership: cgroup.procs of the cgroup and the cgroups below it
-/// spare    frozen, with a guardian: T5, nested guardians recognised off this thread, bounded
-///          (`NestedGuardians::recognise`, X9)
-/// kill     none spared (or not frozen in time, X9: a member in an unanswered FUSE or NFS
-///          request never freezes): cgroup.kill, the kernel kills every member and anything
-///          forked meanwhile; else SIGKILL each other member through a pinned pidfd, thaw, and
-///          let each nested guardian reap, write its receipt and exit
-/// proof    as on every path: the guardian's exit and its receipt (the caller)
-/// ```
-///
-/// X8: `cgroup.procs` is a list of bare pids. A pid is signalled only through a pidfd opened
-/// for it and kept only when, *after* the open, `cgroup.procs` lists that pid again (see
-/// [`pin_members`]). `None`: the cgroup could not be frozen at all (gone, not writable):
-/// nothing was done, the `/proc` path follows. Returns how many members were killed and when.
-fn stop_cgroup(
-    target: &CgroupTarget<'_>,
-    guardian: Option<&Verified>,
-    deadline: Instant,
-    signalled: &mut Vec<Sent>,
-    timings: &mut StopTimings,
-    refused: &mut Vec<ProcessWitness>,
-) -> Result<Option<(usize, Instant)>, StopError> {
-    use crate::kernel::cgroup;
-    let CgroupTarget {
-        dir,
-        events,
-        inherited_freeze,
-    } = *target;
-    let t = Instant::now();
-    // Every exit path thaws what this stop froze (or the dead stop it completes), and nothing
-    // else.
-    let ours = inherited_freeze || !cgroup::freeze_requested(dir);
-    if ours {
-        if let Err(e) = cgroup::write(dir, "cgroup.freeze", "1") {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot freeze the scope's cgroup; using /proc");
-            return Ok(None);
-        }
-    }
-    let thaw = || {
-        if !ours {
-            return;
-        }
-        if let Err(e) = cgroup::write(dir, "cgroup.freeze", "0") {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot thaw the scope's cgroup");
-        }
-    };
-    let freeze_until = t + deadline.saturating_duration_since(t) / 2;
-    let frozen = cgroup::wait_event(events, "frozen", freeze_until).unwrap_or(false);
-    if !frozen {
-        tracing::warn!(dir = %dir.display(), "the scope's cgroup did not freeze in time; killing it through cgroup.kill");
-    }
-    let members = match cgroup::members(dir) {
-        Ok(m) => m,
-        Err(source) => {
-            thaw();
-            return Err(StopError::Cgroup {
-                op: "cgroup.procs",
-                source,
-            });
-        }
-    };
-    timings.quiesce = t.elapsed();
-    timings.rounds = 1;
-    // T5, D4: nested guardians are spared only in a frozen cgroup of a scope with a guardian.
-    let pids: Vec<Pid> = members
-        .iter()
-        .filter_map(|&(pid, _)| Pid::from_raw(pid as i32))
-        .collect();
-    let spared: BTreeSet<u32> = match guardian {
-        Some(g) if frozen => {
-            let until = deadline.min(Instant::now() + crate::kernel::nested::RECOGNITION_BOUND);
-            NestedGuardians::like(g.witness())
-                .recognise(&pids, until)
-                .into_iter()
-                .map(|i| pids[i].as_raw_nonzero().get() as u32)
-                .collect()
-        }
-        _ => BTreeSet::new(),
-    };
-    let kill_at = Instant::now();
-    if spared.is_empty() {
-        cgroup::write(dir, "cgroup.kill", "1").map_err(|source| {
-            thaw();
-            StopError::Cgroup {
-                op: "cgroup.kill",
-                source,
-            }
-        })?;
-        signalled.push(Sent {
-            target: Target::Cgroup {
-                members: members.len(),
-            },
-            signal: Signal::KILL.as_raw(),
-        });
-        // The killed members die frozen or not; thawed, the cgroup is ordinary again.
-        thaw();
-        // cgroup.kill passes over a process whose leader thread exited before its other threads
-        // (`pthread_exit` in main, T5): whatever is still a member once the cgroup should have
-        // emptied is killed through a pinned pidfd (a signal to the process reaches its
-        // threads). The guardian's exit (its pidfd) is the usual end: it reaps the killed tree
-        // at once; without one, the cgroup's own `populated 0`.
-        let quarter = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 4;
-        let empty = match guardian {
-            Some(g) => {
-                g.wait_exit(Some(quarter.saturating_duration_since(Instant::now())))
-                    .unwrap_or(false)
-                    || cgroup::wait_event_zero(events, "populated", Instant::now()).unwrap_or(false)
-            }
-            None => cgroup::wait_event_zero(events, "populated", quarter).unwrap_or(false),
-        };
-        if !empty {
-            let left: Vec<u32> = cgroup::members(dir)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(pid, _)| pid)
-                .collect();
-            for h in pin_members(dir, &left) {
-                kill_member(&h, signalled, refused)?;
-            }
-        }
-        return Ok(Some((members.len(), kill_at)));
-    }
-    // T5 on the cgroup path: every member but the nested guardians, by pinned pidfd.
-    let all: Vec<u32> = members.iter().map(|&(pid, _)| pid).collect();
-    let (nested, others): (Vec<Held>, Vec<Held>) = pin_members(dir, &all)
-        .into_iter()
-        .partition(|h| spared.contains(&h.witness.pid));
-    let mut killed = 0;
-    for h in others.iter().rev() {
-        if kill_member(h, signalled, refused)? {
-            killed += 1;
-        }
-    }
-    thaw();
-    let nested: Vec<&Held> = nested.iter().collect();
-    killed += let_nested_guardians_finish(&nested, deadline, signalled, refused)?;
-    Ok(Some((killed, kill_at)))
-}
-
-/// X8: the members `pids` (read from `cgroup.procs` earlier) pinned by pidfd, each kept only
-/// when `cgroup.procs` lists its pid again after every pidfd was opened.
-///
-/// A pid read earlier may have been freed and taken by a bystander before its `pidfd_open`.
-/// The re-read settles it: a process held by a pidfd that was still alive when its pid was
-/// listed is that member; one that has died since only makes its pidfd signal nobody (`ESRCH`,
-/// or a zombie), whoever takes the number afterwards. A bystander outside the cgroup is never
-/// listed, so its pidfd is dropped unsignalled.
-fn pin_members(dir: &std::path::Path, pids: &[u32]) -> Vec<Held> {
-    let held: Vec<Held> = pids.iter().filter_map(|&pid| held_member(pid)).collect();
-    if held.is_empty() {
-        return held;
-    }
-    let listed: BTreeSet<u32> = match crate::kernel::cgroup::members(dir) {
-        Ok(m) => m.into_iter().map(|(pid, _)| pid).collect(),
-        Err(_) => return Vec::new(),
-    };
-    held.into_iter()
-        .filter(|h| listed.contains(&h.witness.pid))
-        .collect()
-}
-
-/// A cgroup member, pinned by a pidfd opened before its stat is read (so the witness is that
-/// process's own); `None` when it is gone. Not yet proven a member: see [`pin_members`].
-fn held_member(pid: u32) -> Option<Held> {
-    let p = Pid::from_raw(pid as i32)?;
-    let pinned = signal::Pinned::open(p).ok()??;
-    let stat = procfs::stat(p).ok()?;
-    Some(Held {
-        witness: stat.witness(),
-        pidfd: Some(pinned.verified(stat.witness())),
-        comm: stat.comm,
-    })
-}
-
-/// T5: every other member is killed; each nested guardian is resumed, reaps its (now killed)
-/// scope, writes its receipt and exits. One that has not exited within half the remaining budget
-/// is killed (its scope then stays `unverified`, as before). Returns how many were killed.
-fn let_nested_guardians_finish(
-    nested: &[&Held],
-    deadline: Instant,
-    signalled: &mut Vec<Sent>,
-    refused: &mut Vec<ProcessWitness>,
-) -> Result<usize, StopError> {
-    for h in nested {
-        match h.signal(Signal::CONT) {
-            Ok(()) => signalled.push(Sent {
-                target: Target::Process(h.witness),
-                signal: Signal::CONT.as_raw(),
-            }),
-            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => {}
-            Err(e) if is_refused(&e) => refused.push(h.witness),
-            Err(e) => return Err(StopError::Signal(e)),
-        }
-    }
-    let until = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;
-    let mut killed = 0;
-    for h in nested {
-        let left = until.saturating_duration_since(Instant::now());
-        let exited = match h.with(|v| v.wait_exit(Some(left))) {
-            Ok(exited) => exited,
-            Err(SignalError::Gone(_)) | Err(SignalError::Reused { .. }) => true,
-            Err(e) => return Err(StopError::Signal(e)),
-        };
-        if exited {
-            continue;
-        }
-        if kill_member(h, signalled, refused)? {
-            killed += 1;
-        }
-    }
-    Ok(killed)
-}
-
 /// SIGKILL to a held member through its verified pidfd: `true` when sent (and recorded in
 /// `signalled`); `false` when it was gone already, or refused by the kernel (recorded in
 /// `refused`: the stop goes on without it, T6).
@@ -1054,60 +877,5 @@ impl StopAttempt<'_> {
                 signalled,
             })
         }
-    }
-}
-
-/// `sig` (SIGTERM by default) to the workload's process group, only through a verified member of
-/// that group, never the guardian's own group, never a group id of 1 or less.
-fn graceful(
-    reg: &Registration,
-    roots: &Roots,
-    boot: BootId,
-    sig: Signal,
-    signalled: &mut Vec<Sent>,
-) -> Result<(), StopError> {
-    let pgid = reg.hello.workload_pgid as i32;
-    if signal::checked_group(pgid).is_err() {
-        return Ok(());
-    }
-    let scope = tree::discover(roots, boot)?;
-    if scope.guardian_pgid == Some(pgid) {
-        return Ok(());
-    }
-    for m in scope.live().filter(|m| m.pgid == pgid) {
-        let Ok(member) = Verified::open(m.witness) else {
-            continue;
-        };
-        match signal::signal_group(&member, pgid, sig) {
-            Ok(()) => {
-                signalled.push(Sent {
-                    target: Target::Group {
-                        pgid,
-                        member: m.witness,
-                    },
-                    signal: sig.as_raw(),
-                });
-                return Ok(());
-            }
-            Err(SignalError::Gone(_)) | Err(SignalError::NotMember { .. }) => continue,
-            Err(e) => return Err(StopError::Signal(e)),
-        }
-    }
-    Ok(())
-}
-
-/// Without a guardian: waits until the scope has no live member, or `until`.
-fn wait_scope_empty(roots: &Roots, boot: BootId, until: Instant) -> Result<bool, StopError> {
-    let mut pause = Duration::from_micros(500);
-    loop {
-        if tree::discover(roots, boot)?.live().next().is_none() {
-            return Ok(true);
-        }
-        let now = Instant::now();
-        if now >= until {
-            return Ok(false);
-        }
-        std::thread::sleep(pause.min(until - now));
-        pause = (pause * 2).min(Duration::from_millis(20));
     }
 }

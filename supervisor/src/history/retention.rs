@@ -361,6 +361,7 @@ mod tests {
             readiness: None,
             protection: None,
             health: None,
+            sandbox: None,
         };
         rt.write_registration(&reg).unwrap();
         fs::write(rt.log_path(id, Stream::Stdout), b"out").unwrap();

@@ -259,7 +259,7 @@ fn ended_cgroups(
         let usage = crate::kernel::cgroup::usage(&path);
         out.push(match crate::kernel::cgroup::remove(&path) {
             Ok(()) => {
-                rt.complete_result_usage(id, None, usage, None);
+                crate::end::assess::complete_result_usage(rt, id, None, usage, None);
                 entry(Action::Removed, Reason::EndedScopeCgroup)
             }
             Err(e) => entry(

@@ -37,8 +37,8 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Read};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -49,6 +49,12 @@ use rustix::process::Pid;
 use crate::end::assess::{self, Assessment, BootSource};
 use crate::kernel::procfs::{self, ProcfsError, Stat};
 use crate::store::registry::Runtime;
+
+mod inspect;
+
+use inspect::{inspect, ns_ident, proc_file, Inspected, Namespaces};
+#[cfg(test)]
+use inspect::{maps_entry, open_dir, walk_finds};
 
 /// The suffix the kernel appends to the path of a removed file or directory.
 pub(crate) const DELETED: &[u8] = b" (deleted)";
@@ -70,14 +76,8 @@ pub const SUBREAPERS: &[&str] = &[
 /// A file's identity: (device, inode).
 pub type Ident = (u64, u64);
 
-/// `..` is followed at most this many times from a process's folder (a deeper tree is not
-/// matched by identity).
-const MAX_WALK: usize = 256;
-
 /// An ancestry walk gives up after this many parents (a loop in a moving table).
 const MAX_DEPTH: usize = 4096;
-/// `maps` is read at most this far per process.
-const MAPS_MAX: u64 = 8 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HoldersError {
@@ -367,14 +367,6 @@ impl<'b> Registrations<'b> {
     }
 }
 
-/// What one process's files say.
-enum Inspected {
-    Holds { via: Via, path: Vec<u8> },
-    Clear,
-    Gone,
-    Unreadable,
-}
-
 /// Threads that share the `/proc` pass. The scan is CPU-bound in the kernel (formatting `maps`,
 /// resolving links) and splits evenly; a few more threads than the two cores of a small node
 /// keep it fast when other work competes for them (measured: `scripts/bench-holders`).
@@ -459,272 +451,6 @@ pub fn holders(target: &Target, regs: &Registrations<'_>) -> Result<Holders, Hol
     out.holders.sort_by_key(|h| h.witness.pid);
     out.elapsed_ms = refine_protocol::time::saturating_ms(start.elapsed());
     Ok(out)
-}
-
-fn proc_file(pid: Pid, leaf: &str) -> PathBuf {
-    procfs::proc_path(pid, leaf)
-}
-
-/// The caller's mount and pid namespaces (the identities of `/proc/self/ns/{mnt,pid}`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Namespaces {
-    mnt: Option<Ident>,
-    pid: Option<Ident>,
-}
-
-impl Namespaces {
-    fn of_self() -> Namespaces {
-        Namespaces {
-            mnt: ns_ident(Path::new("/proc/self/ns/mnt")).ok(),
-            pid: ns_ident(Path::new("/proc/self/ns/pid")).ok(),
-        }
-    }
-}
-
-/// The identity of a namespace link (`stat` follows it to the namespace's inode).
-fn ns_ident(link: &Path) -> io::Result<Ident> {
-    use std::os::unix::fs::MetadataExt;
-    fs::metadata(link).map(|m| (m.dev(), m.ino()))
-}
-
-/// Reads cwd, root, fd/ and maps of `pid` against the target, in that order (cheapest first),
-/// up to the first hit: by path text in the caller's mount namespace, by file identity in any
-/// other (see the module docs).
-fn inspect(pid: Pid, target: &Target, ours: Namespaces, maps: &mut Vec<u8>) -> Inspected {
-    match ns_ident(&proc_file(pid, "ns/mnt")) {
-        Ok(mnt) if Some(mnt) == ours.mnt => inspect_by_path(pid, target, maps),
-        Ok(_) => match target.ident {
-            Some(ident) => inspect_by_identity(pid, ident, maps),
-            None => Inspected::Clear,
-        },
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Inspected::Unreadable,
-        Err(e) if gone(&e) && !proc_file(pid, "").exists() => Inspected::Gone,
-        // No namespace links (a kernel without them): one mount namespace.
-        Err(_) if ours.mnt.is_none() => inspect_by_path(pid, target, maps),
-        Err(_) => Inspected::Clear,
-    }
-}
-
-/// [`inspect`] for a process of the caller's mount namespace: path text.
-fn inspect_by_path(pid: Pid, target: &Target, maps: &mut Vec<u8>) -> Inspected {
-    let mut denied = false;
-    for (leaf, via) in [("cwd", Via::Cwd), ("root", Via::Root)] {
-        match fs::read_link(proc_file(pid, leaf)) {
-            Ok(p) if target.contains(p.as_os_str().as_bytes()) => {
-                let path = p.into_os_string().into_vec();
-                return Inspected::Holds { via, path };
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => denied = true,
-            Err(e) if gone(&e) && leaf == "cwd" && !proc_file(pid, "").exists() => {
-                return Inspected::Gone
-            }
-            Err(_) => {}
-        }
-    }
-    match fs::read_dir(proc_file(pid, "fd")) {
-        Ok(entries) => {
-            for entry in entries.filter_map(|e| e.ok()) {
-                if let Ok(p) = fs::read_link(entry.path()) {
-                    let bytes = p.as_os_str().as_bytes();
-                    if bytes.first() == Some(&b'/') && target.contains(bytes) {
-                        let path = p.into_os_string().into_vec();
-                        return Inspected::Holds {
-                            via: Via::OpenFile,
-                            path,
-                        };
-                    }
-                }
-            }
-        }
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => denied = true,
-        Err(_) => {}
-    }
-    maps.clear();
-    match fs::File::open(proc_file(pid, "maps")).and_then(|f| f.take(MAPS_MAX).read_to_end(maps)) {
-        Ok(_) => {
-            for line in maps.split(|&b| b == b'\n') {
-                // The path is the last column and the only one that contains '/'.
-                let Some(at) = line.iter().position(|&b| b == b'/') else {
-                    continue;
-                };
-                if target.contains(&line[at..]) {
-                    return Inspected::Holds {
-                        via: Via::MappedFile,
-                        path: line[at..].to_vec(),
-                    };
-                }
-            }
-        }
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => denied = true,
-        Err(_) => {}
-    }
-    if denied {
-        Inspected::Unreadable
-    } else {
-        Inspected::Clear
-    }
-}
-
-/// [`inspect`] for a process of another mount namespace: file identity only.
-fn inspect_by_identity(pid: Pid, target: Ident, maps: &mut Vec<u8>) -> Inspected {
-    use std::os::unix::fs::MetadataExt;
-    let reported = |leaf: &Path| {
-        fs::read_link(leaf)
-            .map(|p| p.into_os_string().into_vec())
-            .unwrap_or_default()
-    };
-    let mut denied = false;
-    for (leaf, via) in [("cwd", Via::Cwd), ("root", Via::Root)] {
-        let link = proc_file(pid, leaf);
-        match open_dir(&link).map(|dir| walk_finds(dir, target)) {
-            Ok(true) => {
-                return Inspected::Holds {
-                    via,
-                    path: reported(&link),
-                }
-            }
-            Ok(false) => {}
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => denied = true,
-            Err(_) => {}
-        }
-    }
-    let root = proc_file(pid, "root");
-    match fs::read_dir(proc_file(pid, "fd")) {
-        Ok(entries) => {
-            for entry in entries.filter_map(|e| e.ok()) {
-                let link = entry.path();
-                let Ok(meta) = fs::metadata(&link) else {
-                    continue;
-                };
-                let held = if meta.is_dir() {
-                    open_dir(&link).is_ok_and(|d| walk_finds(d, target))
-                } else {
-                    let text = reported(&link);
-                    file_under(&root, &text, (meta.dev(), meta.ino()), target)
-                };
-                if held {
-                    return Inspected::Holds {
-                        via: Via::OpenFile,
-                        path: reported(&link),
-                    };
-                }
-            }
-        }
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => denied = true,
-        Err(_) => {}
-    }
-    maps.clear();
-    match fs::File::open(proc_file(pid, "maps")).and_then(|f| f.take(MAPS_MAX).read_to_end(maps)) {
-        Ok(_) => {
-            let mut seen = std::collections::HashSet::new();
-            for line in maps.split(|&b| b == b'\n') {
-                let Some((ident, path)) = maps_entry(line) else {
-                    continue;
-                };
-                if !seen.insert(ident) {
-                    continue;
-                }
-                if file_under(&root, path, ident, target) {
-                    return Inspected::Holds {
-                        via: Via::MappedFile,
-                        path: path.to_vec(),
-                    };
-                }
-            }
-        }
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => denied = true,
-        Err(_) => {}
-    }
-    if denied {
-        Inspected::Unreadable
-    } else {
-        Inspected::Clear
-    }
-}
-
-/// The (device, inode) and path of a `maps` line naming a file (`addr perms offset MAJ:MIN
-/// INODE PATH`); `None` for anonymous and special mappings.
-fn maps_entry(line: &[u8]) -> Option<(Ident, &[u8])> {
-    let at = line.iter().position(|&b| b == b'/')?;
-    let mut cols = line[..at]
-        .split(|&b| b == b' ')
-        .filter(|c| !c.is_empty())
-        .skip(3);
-    let dev = std::str::from_utf8(cols.next()?).ok()?;
-    let ino: u64 = std::str::from_utf8(cols.next()?).ok()?.parse().ok()?;
-    let (major, minor) = dev.split_once(':')?;
-    let major = u32::from_str_radix(major, 16).ok()?;
-    let minor = u32::from_str_radix(minor, 16).ok()?;
-    (ino != 0).then_some(((libc::makedev(major, minor), ino), &line[at..]))
-}
-
-/// Whether the file `ident`, which its process names `text` (a path of its own mount
-/// namespace), is the target or lies under it: the name is looked up through the process's
-/// root (`/proc/PID/root`), must still be that very file, and its folder is walked up.
-fn file_under(root: &Path, text: &[u8], ident: Ident, target: Ident) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    if ident == target {
-        return true;
-    }
-    let Some(rel) = text.strip_prefix(b"/") else {
-        return false;
-    };
-    if rel.ends_with(DELETED) {
-        return false;
-    }
-    let named = root.join(std::ffi::OsStr::from_bytes(rel));
-    let same = fs::symlink_metadata(&named).is_ok_and(|m| (m.dev(), m.ino()) == ident);
-    same && named
-        .parent()
-        .is_some_and(|dir| open_dir(dir).is_ok_and(|d| walk_finds(d, target)))
-}
-
-/// `open(path, O_PATH | O_DIRECTORY)`, following the last link (`/proc/PID/cwd`).
-fn open_dir(path: &Path) -> io::Result<rustix::fd::OwnedFd> {
-    use rustix::fs::{Mode, OFlags};
-    rustix::fs::open(
-        path,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(io::Error::from)
-}
-
-/// Whether `dir` or one of its ancestors, followed through `..` in the mount tree `dir` belongs
-/// to, is the folder `target` (same device and inode).
-fn walk_finds(mut dir: rustix::fd::OwnedFd, target: Ident) -> bool {
-    use rustix::fs::{Mode, OFlags};
-    let ident =
-        |fd: &rustix::fd::OwnedFd| rustix::fs::fstat(fd).ok().map(|st| (st.st_dev, st.st_ino));
-    let Some(mut here) = ident(&dir) else {
-        return false;
-    };
-    for _ in 0..MAX_WALK {
-        if here == target {
-            return true;
-        }
-        let Ok(up) = rustix::fs::openat(
-            &dir,
-            "..",
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) else {
-            return false;
-        };
-        let Some(there) = ident(&up) else {
-            return false;
-        };
-        if there == here {
-            return false; // the root of its tree
-        }
-        (dir, here) = (up, there);
-    }
-    false
-}
-
-fn gone(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
 }
 
 /// The file name of `/proc/PID/exe` ([`procfs::program`]).

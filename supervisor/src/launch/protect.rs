@@ -27,7 +27,7 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 
 use refine_protocol::record::{ProtectAsk, ProtectPart, Protection};
 
@@ -61,7 +61,14 @@ pub struct Built {
 
 /// Builds the domain for a launch under `home` (its `run/` is `home/run`) as `ask` says.
 /// `ready_notify`: the workload notifies through an abstract socket made outside the domain.
-pub fn build(ask: ProtectAsk, home: &Path, ready_notify: bool) -> io::Result<Built> {
+/// `sandbox`: X12's sandbox, checked ([`crate::launch::sandbox::plan`]): its rules join the
+/// same ruleset (the entries beside the way to `run/` then get read rights only).
+pub fn build(
+    ask: ProtectAsk,
+    home: &Path,
+    ready_notify: bool,
+    sandbox: Option<&crate::launch::sandbox::Plan>,
+) -> io::Result<Built> {
     let abi = landlock::abi().unwrap_or(0);
     let want_fs = matches!(ask, ProtectAsk::All | ProtectAsk::Fs);
     let want_scopes = matches!(ask, ProtectAsk::All | ProtectAsk::Signals);
@@ -84,13 +91,38 @@ pub fn build(ask: ProtectAsk, home: &Path, ready_notify: bool) -> io::Result<Bui
     };
     // The file-system rules are gathered before the ruleset exists: a folder on the way that
     // cannot be listed leaves the part out (recorded), never a launch refused or half a rule set.
-    let (fs_part, rules) = match fs_part {
-        ProtectPart::Held => match gather(&home, &run) {
+    let sandbox_fs = sandbox.is_some_and(|p| p.fs());
+    let beside = if sandbox_fs {
+        lfs::READ_FILE
+    } else {
+        HANDLED_FS
+    };
+    let (fs_part, mut rules) = match fs_part {
+        ProtectPart::Held => match gather(&home, &run, beside) {
             Ok(rules) => (ProtectPart::Held, rules),
             Err(_) => (ProtectPart::Unlistable, Vec::new()),
         },
         p => (p, Vec::new()),
     };
+    // X12: reads everywhere (but what X11 keeps out of reach), writes beneath the roots.
+    if let Some(plan) = sandbox.filter(|p| p.fs()) {
+        if fs_part != ProtectPart::Held {
+            grant(&mut rules, Path::new("/"), lfs::READ_FILE, lfs::READ_FILE);
+        }
+        for root in plan.write_roots() {
+            if run.starts_with(root) {
+                beside_the_way(&mut rules, root, &run, HANDLED_FS, HANDLED_FS & lfs::FILE)?;
+            } else {
+                grant(&mut rules, root, HANDLED_FS, HANDLED_FS & lfs::FILE);
+            }
+        }
+        let device = lfs::READ_FILE | lfs::WRITE_FILE | lfs::TRUNCATE;
+        for dev in crate::launch::sandbox::DEVICES {
+            grant_device(&mut rules, Path::new(dev), device);
+        }
+    }
+    let network_none =
+        sandbox.is_some_and(|p| p.network == refine_protocol::record::NetworkAsk::None);
     let mut record = Protection {
         asked: ask,
         abi,
@@ -101,12 +133,16 @@ pub fn build(ask: ProtectAsk, home: &Path, ready_notify: bool) -> io::Result<Bui
         rules: 0,
     };
     let handled = Handled {
-        fs: if fs_part == ProtectPart::Held {
+        fs: if fs_part == ProtectPart::Held || sandbox_fs {
             HANDLED_FS
         } else {
             0
         },
-        net: 0,
+        net: if network_none {
+            landlock::net::BIND_TCP | landlock::net::CONNECT_TCP
+        } else {
+            0
+        },
         scoped: if scope_part == ProtectPart::Held {
             scope::SIGNAL
         } else {
@@ -139,7 +175,7 @@ pub fn build(ask: ProtectAsk, home: &Path, ready_notify: bool) -> io::Result<Bui
 }
 
 /// The rules of the file-system part: `O_PATH` descriptors and the rights each gets.
-fn gather(home: &Path, run: &Path) -> io::Result<Vec<(OwnedFd, u64)>> {
+fn gather(home: &Path, run: &Path, beside: u64) -> io::Result<Vec<(OwnedFd, u64)>> {
     // The nested runs' homes exist before the home is listed, so that they are writable.
     let nested = home.join(NESTED_DIR);
     if let Err(e) = fs::create_dir(&nested) {
@@ -148,7 +184,7 @@ fn gather(home: &Path, run: &Path) -> io::Result<Vec<(OwnedFd, u64)>> {
         }
     }
     let mut rules = Vec::new();
-    deny_beneath(&mut rules, run)?;
+    deny_beneath(&mut rules, run, beside)?;
     Ok(rules)
 }
 
@@ -204,22 +240,10 @@ fn open_path(path: &Path) -> io::Result<Option<(OwnedFd, bool)>> {
     Ok(ruled.then(|| (f.into(), m.is_dir())))
 }
 
-/// Full rights beside the way down to `run`, read rights inside it but the ports' `logs/`.
-fn deny_beneath(rs: &mut Vec<(OwnedFd, u64)>, run: &Path) -> io::Result<()> {
-    let mut at = PathBuf::from("/");
-    for part in run.components() {
-        let Component::Normal(next) = part else {
-            continue;
-        };
-        for entry in fs::read_dir(&at)? {
-            let entry = entry?;
-            if entry.file_name() == next {
-                continue;
-            }
-            grant(rs, &entry.path(), HANDLED_FS, HANDLED_FS & lfs::FILE);
-        }
-        at.push(next);
-    }
+/// `beside` rights (all of them, or X12's reads) beside the way down to `run`, read rights
+/// inside it but the ports' `logs/`.
+fn deny_beneath(rs: &mut Vec<(OwnedFd, u64)>, run: &Path, beside: u64) -> io::Result<()> {
+    beside_the_way(rs, Path::new("/"), run, beside, beside & lfs::FILE)?;
     // `run/` itself: what is there at the launch is readable, nothing writable.
     let Ok(ports) = fs::read_dir(run) else {
         return Ok(());
@@ -240,6 +264,50 @@ fn deny_beneath(rs: &mut Vec<(OwnedFd, u64)>, run: &Path) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A rule with `dir` (`file`) rights on every entry beside the way from `from` down to `to`
+/// (`from` an ancestor of `to`); the directories on the way get none.
+fn beside_the_way(
+    rs: &mut Vec<(OwnedFd, u64)>,
+    from: &Path,
+    to: &Path,
+    dir: u64,
+    file: u64,
+) -> io::Result<()> {
+    let mut at = from.to_path_buf();
+    let rest = to.strip_prefix(from).unwrap_or(to);
+    for part in rest.components() {
+        let Component::Normal(next) = part else {
+            continue;
+        };
+        for entry in fs::read_dir(&at)? {
+            let entry = entry?;
+            if entry.file_name() == next {
+                continue;
+            }
+            grant(rs, &entry.path(), dir, file);
+        }
+        at.push(next);
+    }
+    Ok(())
+}
+
+/// X12: `access` on a device node or a directory of them (`/dev/pts`); a missing one gets none.
+fn grant_device(rs: &mut Vec<(OwnedFd, u64)>, path: &Path, access: u64) {
+    let Ok(f) = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+    else {
+        return;
+    };
+    let Ok(m) = f.metadata() else { return };
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    if t.is_char_device() || t.is_dir() {
+        rs.push((f.into(), access));
+    }
 }
 
 /// One rule on `path`: `dir` rights on a directory, `file` rights on a file. An entry that went

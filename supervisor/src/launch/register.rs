@@ -45,6 +45,8 @@ pub struct RegisteredLaunch {
     pub health: Option<refine_protocol::record::HealthSpec>,
     /// X11: what protection the launch's Landlock domain holds ([`crate::launch::protect`]).
     pub protection: Option<refine_protocol::record::Protection>,
+    /// X12: the sandbox the domain holds ([`crate::launch::sandbox`]).
+    pub sandbox: Option<refine_protocol::record::Sandbox>,
 }
 
 /// The minimal managed launch: spawn the guardian, receive its identities, write the registration
@@ -161,6 +163,7 @@ pub(crate) fn launch_started(
         readiness: req.readiness,
         health: req.health,
         protection: req.protection,
+        sandbox: req.sandbox,
     };
     if let Err(source) = registration.encode() {
         return Err(HandshakeError::Registry(RegistryError::Refused {

@@ -106,6 +106,8 @@ pub struct LaunchRequest {
     pub health_queue: Option<std::sync::Arc<crate::launch::health::Queue>>,
     /// X11: the Landlock protection asked for (`run --protect`; all of it by default).
     pub protect: refine_protocol::record::ProtectAsk,
+    /// X12: the sandbox asked for (`run --sandbox`, `--network`; none by default).
+    pub sandbox: crate::launch::sandbox::SandboxRequest,
 }
 
 impl std::fmt::Debug for LaunchRequest {
@@ -158,6 +160,7 @@ impl LaunchRequest {
             health: None,
             health_queue: None,
             protect: refine_protocol::record::ProtectAsk::All,
+            sandbox: Default::default(),
         }
     }
 }

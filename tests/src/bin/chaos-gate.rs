@@ -128,6 +128,7 @@ fn main() {
         readiness: None,
         protection: None,
         health: None,
+        sandbox: None,
     };
     if let Err(e) = rt.commit_registration(pending, &registration) {
         let _ = link.abort();

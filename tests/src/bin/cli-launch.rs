@@ -10,13 +10,12 @@
 //! `CLI_LAUNCH_TIMEOUT_MS`, if set, is recorded as the completion deadline (nobody in this
 //! process enforces it: the service's maintenance loop does).
 
-use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use refine_protocol::{Kind, Limits, ScopePolicy};
+use refine_protocol::Limits;
 use refine_supervisor::launch::env_policy::to_entries;
 use refine_supervisor::launch::guardian::{GuardianEvent, LaunchConfig, Stdio};
 use refine_supervisor::launch::{launch_registered_into, RegisteredLaunch};
@@ -49,33 +48,24 @@ fn main() {
         pending,
         id,
         RegisteredLaunch {
-            kind: Kind::Command,
-            label: format!("cli-launch {mode}"),
             owner: String::new(),
-            purpose: BTreeMap::new(),
-            guardian: LaunchConfig {
-                env: to_entries(&std::env::vars_os().collect()),
-                pdeath_signal: (mode != "leave").then_some(rustix::process::Signal::KILL),
-                ..LaunchConfig::new(
-                    argv.iter().map(Into::into).collect(),
-                    Stdio::Fds([stdin, open(Stream::Stdout), open(Stream::Stderr)]),
-                )
-            },
-            stdin_path: None,
-            pty: false,
             limits: Limits {
                 completion_timeout_ms: std::env::var("CLI_LAUNCH_TIMEOUT_MS")
                     .ok()
                     .and_then(|v| v.parse().ok()),
                 ..Limits::default()
             },
-            scope_policy: ScopePolicy::Keep,
-            on_service_loss: None,
-            foreground: None,
-            resources: Default::default(),
-            readiness: None,
-            protection: None,
-            health: None,
+            ..refine_tests::stopkit::registered(
+                &format!("cli-launch {mode}"),
+                LaunchConfig {
+                    env: to_entries(&std::env::vars_os().collect()),
+                    pdeath_signal: (mode != "leave").then_some(rustix::process::Signal::KILL),
+                    ..LaunchConfig::new(
+                        argv.iter().map(Into::into).collect(),
+                        Stdio::Fds([stdin, open(Stream::Stdout), open(Stream::Stderr)]),
+                    )
+                },
+            )
         },
     )
     .expect("launch");

@@ -43,18 +43,7 @@ fn summary(what: &str, mut v: Vec<Duration>) {
 }
 
 fn main() {
-    let BenchArgs {
-        iterations,
-        sessions,
-        groups,
-        leaves,
-    } = BenchArgs {
-        iterations: 15,
-        sessions: 10,
-        groups: 10,
-        leaves: 19,
-    }
-    .parse();
+    let (iterations, sessions, groups, leaves) = BenchArgs::parse_over(15, 10, 10, 19);
     let exe = std::env::current_exe().expect("current_exe");
     let tree_builder = BenchArgs::tree_builder();
     let home = tempfile::tempdir().expect("tempdir");

@@ -21,18 +21,7 @@ fn ms(d: Duration) -> String {
 }
 
 fn main() {
-    let BenchArgs {
-        iterations,
-        sessions,
-        groups,
-        leaves,
-    } = BenchArgs {
-        iterations: 20,
-        sessions: 10,
-        groups: 3,
-        leaves: 2,
-    }
-    .parse();
+    let (iterations, sessions, groups, leaves) = BenchArgs::parse_over(20, 10, 3, 2);
     let tree_builder = BenchArgs::tree_builder();
     let home = tempfile::tempdir().expect("tempdir");
     let rt = Runtime::open(home.path(), 7300).expect("runtime");

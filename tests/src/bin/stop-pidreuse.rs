@@ -65,17 +65,10 @@ fn spawn_on_with(pid: u32, after: u64, spawn: impl Fn() -> Child) -> Child {
 
 /// `sh` with one `sleep` child (which reports its pid first): (sh, the sleep's pid).
 fn sh_with_child() -> (Child, Pid) {
-    let mut sh = Command::new("sh")
-        .args(["-c", "sleep 1000 & echo $!; wait"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn sh");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(sh.stdout.take().expect("stdout")),
-        &mut line,
-    )
-    .expect("read");
+    let (sh, line) = refine_tests::spawn_first_line(
+        Command::new("sh").args(["-c", "sleep 1000 & echo $!; wait"]),
+        "sh",
+    );
     let kid = line.trim().parse().ok().and_then(Pid::from_raw);
     (sh, kid.expect("the sleep's pid"))
 }

@@ -194,3 +194,21 @@ def test_a_ready_probe_makes_the_scope_ready(connect, default_keep):
         wait_until(lambda: c.show(job.id).raw.get("readiness", {}).get("state") == "ready",
                    "the probe's success")
         job.stop()
+
+
+def test_a_sandbox_keeps_writes_in_the_workspace(connect, default_keep, tmp_path):
+    """X12 through the client: `sandbox="workspace-write"` with a named path and
+    `network="none"`; a write outside is refused, the record carries the policy."""
+    ws, named, outside = tmp_path / "ws", tmp_path / "named", tmp_path / "outside"
+    for d in (ws, named, outside):
+        d.mkdir()
+    script = 'echo x > in; echo x > "$0/n"; echo x > "$1/o" 2>/dev/null; exit 0'
+    with connect() as c:
+        job = c.launch(["sh", "-c", script, str(named), str(outside)], cwd=ws,
+                       sandbox="workspace-write", sandbox_paths=[str(named)], network="none",
+                       **default_keep)
+        assert job.wait(timeout=60).state == "exited"
+        assert (ws / "in").exists() and (named / "n").exists()
+        assert not (outside / "o").exists()
+        sandbox = c.show(job.id).raw["record"]["sandbox"]
+        assert (sandbox["mode"], sandbox["network"]) == ("workspace_write", "none"), sandbox

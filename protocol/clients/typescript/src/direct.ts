@@ -223,6 +223,11 @@ export class DirectBackend {
     add("--ready", o.ready);
     if (o.ready !== undefined) add("--ready-timeout", duration(o.readyTimeout, "readyTimeout"));
     add("--protect", o.protect);
+    if (o.sandbox !== undefined) {
+      const paths = (o.sandboxPaths ?? []).join(",");
+      add("--sandbox", paths ? `${o.sandbox}=${paths}` : o.sandbox);
+    }
+    add("--network", o.network);
     add("--health-cmd", o.healthCmd);
     if (o.healthCmd !== undefined) {
       add("--health-interval", duration(o.healthInterval, "healthInterval"));

@@ -94,6 +94,14 @@ export function launchFields(argv: readonly Arg[], o: LaunchOptions): Record<str
     health_retries: o.healthRetries,
     health_start_period_ms: o.healthStartPeriod,
     protect: o.protect,
+    sandbox:
+      o.sandbox === undefined && o.network === undefined && !o.sandboxPaths?.length
+        ? undefined
+        : {
+            mode: (o.sandbox ?? "none").replace("-", "_"),
+            paths: o.sandboxPaths?.length ? [...o.sandboxPaths] : undefined,
+            network: o.network,
+          },
     end_with_connection: o.keep ? undefined : true,
   };
 }

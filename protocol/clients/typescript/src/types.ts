@@ -61,6 +61,16 @@ export interface LaunchOptions {
    */
   protect?: "all" | "fs" | "signals" | "none";
   /**
+   * A sandbox (`run --sandbox`, SPEC X12): `"read-only"` (writes only to a private TMPDIR and
+   * the null-like devices), `"workspace-write"` (also the working directory and `sandboxPaths`)
+   * or `"none"` (the default). A kernel that cannot hold it refuses the launch.
+   */
+  sandbox?: "read-only" | "workspace-write" | "none";
+  /** More writable paths of a `"workspace-write"` sandbox (relative: to the working directory). */
+  sandboxPaths?: readonly string[];
+  /** `"none"`: no TCP bind or connect (`run --network none`, SPEC X12). */
+  network?: "none" | "all";
+  /**
    * `false` (the default): the scope does not outlive this process. Through the socket it is
    * bound to this client's connection (`end_with_connection`), so the service stops it when the
    * client closes or this process dies; without a service its `run` dies with this process

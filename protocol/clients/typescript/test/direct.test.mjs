@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { NotFound, Refine, RefineError, SpawnFailed } from "../dist/index.js";
 import { eventsCase, PKG, runNode, skipReason, startHost, survivors, tempHome, treeOf } from "./helpers.mjs";
+import { sandboxCase } from "./helpers.mjs";
 
 const skip = skipReason();
 
@@ -19,6 +20,14 @@ describe("without a service", { skip: skip ?? false }, () => {
     await refine?.close();
     for (const row of (await refine?.list().catch(() => [])) ?? []) await (await refine.adopt(row.id)).stop();
     home?.remove();
+  });
+
+  test("a workspace-write sandbox keeps writes in the workspace (X12)", async () => {
+    const got = await sandboxCase(refine);
+    assert.equal(got.inside, true);
+    assert.equal(got.outside, false);
+    assert.equal(got.sandbox?.mode, "workspace_write");
+    assert.equal(got.sandbox?.network, "none");
   });
 
   test("a memoryMax past which the tree is OOM-killed, and the result says so (H8)", async (t) => {

@@ -159,3 +159,31 @@ export async function eventsCase(refine) {
   await assert.rejects(live.next(), { name: "AbortError" });
   await next.wait({ timeout: 30_000 });
 }
+
+/** X12 through a client: a workspace-write sandbox with a named path and no network. */
+export async function sandboxCase(refine) {
+  const { mkdtempSync, mkdirSync, existsSync, rmSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const top = mkdtempSync(join(tmpdir(), "refine-ts-sandbox-"));
+  const [ws, named, outside] = ["ws", "named", "outside"].map((d) => join(top, d));
+  for (const d of [ws, named, outside]) mkdirSync(d);
+  try {
+    const script = 'echo x > in; echo x > "$0/n"; echo x > "$1/o" 2>/dev/null; exit 0';
+    const scope = await refine.launch(["sh", "-c", script, named, outside], {
+      cwd: ws,
+      sandbox: "workspace-write",
+      sandboxPaths: [named],
+      network: "none",
+    });
+    await scope.wait({ timeout: 60_000 });
+    const doc = await scope.show();
+    return {
+      inside: existsSync(join(ws, "in")) && existsSync(join(named, "n")),
+      outside: existsSync(join(outside, "o")),
+      sandbox: doc.record?.sandbox,
+    };
+  } finally {
+    rmSync(top, { recursive: true, force: true });
+  }
+}

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { NotFound, Refine, RefineError, SpawnFailed } from "../dist/index.js";
 import { eventsCase, PKG, runNode, skipReason, startHost, startService, survivors, tempHome, treeOf } from "./helpers.mjs";
+import { sandboxCase } from "./helpers.mjs";
 
 const skip = skipReason();
 
@@ -20,6 +21,14 @@ describe("through the service's socket", { skip: skip ?? false }, () => {
     await refine?.close();
     await service?.stop();
     home?.remove();
+  });
+
+  test("a workspace-write sandbox keeps writes in the workspace (X12)", async () => {
+    const got = await sandboxCase(refine);
+    assert.equal(got.inside, true);
+    assert.equal(got.outside, false);
+    assert.equal(got.sandbox?.mode, "workspace_write");
+    assert.equal(got.sandbox?.network, "none");
   });
 
   test("launch and wait: the exit code, this process's cwd, show by prefix", async () => {

@@ -125,22 +125,22 @@ impl Watch {
         // T7, D2: the grace is a timer, not a wait on this thread: the polite signal now, the
         // stop when the grace is over (unless the receipt comes first and ends the watch).
         if let Some(grace) = s.grace {
+            let mut stopping = Stopping::new(Some(Grace::term(grace)));
             let opts = StopOptions {
                 cause: s.cause,
                 ..StopOptions::default()
             };
-            let sig = crate::kernel::signal::Signal::TERM;
-            if let Err(e) =
-                crate::end::stop::signal_politely(&self.runtime, &self.registration, sig, &opts)
-            {
+            if let Err(e) = stopping.signal(&self.runtime, &self.registration, &opts) {
                 tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot send the residue's polite signal");
             }
-            self.next = Some(ResidueStop {
-                at: Instant::now() + grace,
-                grace: None,
-                ..s
-            });
-            return;
+            if let Next::Wait(at) = stopping.advance(Instant::now(), false) {
+                self.next = Some(ResidueStop {
+                    at,
+                    grace: None,
+                    ..s
+                });
+                return;
+            }
         }
         self.attempts += 1;
         let attempts = self.attempts;
@@ -216,7 +216,8 @@ impl Watch {
         );
         crate::store::journal::record(&self.runtime, &ended);
         if let Some(r) = self.receipt {
-            self.runtime.complete_result_usage(
+            crate::end::assess::complete_result_usage(
+                &self.runtime,
                 id,
                 crate::kernel::cgroup::with_usage(r.usage, cgroup_usage),
                 cgroup_usage,

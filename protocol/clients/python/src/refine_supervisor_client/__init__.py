@@ -140,6 +140,9 @@ class Client:
         ready: Optional[str] = None,
         ready_timeout: Optional[float] = None,
         protect: Optional[str] = None,
+        sandbox: Optional[str] = None,
+        sandbox_paths: Optional[Sequence[str]] = None,
+        network: Optional[str] = None,
         health_cmd: Optional[str] = None,
         health_interval: Optional[float] = None,
         health_timeout: Optional[float] = None,
@@ -155,12 +158,17 @@ class Client:
         `--pids-max`); a limit the host cannot apply refuses the launch. `ready` ("notify" or
         "cmd=COMMAND") and `ready_timeout` (seconds) are `run --ready`/`--ready-timeout`.
         `protect` ("all", the default, "fs", "signals" or "none") is `run --protect`: what the
-        workload's Landlock domain takes away (SPEC X11). `health_cmd` and `health_interval`,
-        `health_timeout`, `health_start_period` (seconds), `health_retries` are `run
-        --health-cmd` and its flags (H7: docker's HEALTHCHECK, reported, never acted on)."""
+        workload's Landlock domain takes away (SPEC X11). `sandbox` ("read-only",
+        "workspace-write" or "none") with `sandbox_paths` (more writable paths for
+        "workspace-write") is `run --sandbox`, `network="none"` is `run --network none`
+        (SPEC X12); a kernel that cannot hold them refuses the launch. `health_cmd` and
+        `health_interval`, `health_timeout`, `health_start_period` (seconds), `health_retries`
+        are `run --health-cmd` and its flags (H7: docker's HEALTHCHECK, reported, never acted
+        on)."""
         ask = LaunchAsk(list(argv), dict(env) if env else None, cwd, label, kind, timeout,
                         idle_timeout, kill_after, unique, input, keep, memory_max, cpus,
-                        pids_max, ready, ready_timeout, protect, health_cmd,
+                        pids_max, ready, ready_timeout, protect, sandbox,
+                        list(sandbox_paths) if sandbox_paths else None, network, health_cmd,
                         health_interval, health_timeout, health_retries, health_start_period)
         return _launched(self, self._mode.launch(ask))
 
@@ -283,6 +291,9 @@ class AsyncClient:
         ready: Optional[str] = None,
         ready_timeout: Optional[float] = None,
         protect: Optional[str] = None,
+        sandbox: Optional[str] = None,
+        sandbox_paths: Optional[Sequence[str]] = None,
+        network: Optional[str] = None,
         health_cmd: Optional[str] = None,
         health_interval: Optional[float] = None,
         health_timeout: Optional[float] = None,
@@ -291,7 +302,8 @@ class AsyncClient:
     ) -> Union[Launched, SpawnFailed]:
         ask = LaunchAsk(list(argv), dict(env) if env else None, cwd, label, kind, timeout,
                         idle_timeout, kill_after, unique, input, keep, memory_max, cpus,
-                        pids_max, ready, ready_timeout, protect, health_cmd,
+                        pids_max, ready, ready_timeout, protect, sandbox,
+                        list(sandbox_paths) if sandbox_paths else None, network, health_cmd,
                         health_interval, health_timeout, health_retries, health_start_period)
         return _launched(self, await self._mode.launch(ask))
 

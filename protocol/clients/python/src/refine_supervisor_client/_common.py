@@ -195,6 +195,9 @@ class LaunchAsk:
     ready: Optional[str] = None
     ready_timeout: Optional[float] = None
     protect: Optional[str] = None
+    sandbox: Optional[str] = None
+    sandbox_paths: Optional[List[str]] = None
+    network: Optional[str] = None
     health_cmd: Optional[str] = None
     health_interval: Optional[float] = None
     health_timeout: Optional[float] = None

@@ -138,6 +138,11 @@ class Plan:
                 argv += ["--ready-timeout", _dur(ask.ready_timeout, "ready_timeout")]
         if ask.protect is not None:
             argv += ["--protect", ask.protect]
+        if ask.sandbox is not None:
+            paths = ",".join(os.fspath(p) for p in ask.sandbox_paths or [])
+            argv += ["--sandbox", ask.sandbox + ("=" + paths if paths else "")]
+        if ask.network is not None:
+            argv += ["--network", ask.network]
         if ask.health_cmd is not None:
             argv += ["--health-cmd", ask.health_cmd]
             for flag, v in (("--health-interval", ask.health_interval),

@@ -77,12 +77,25 @@ def launch_fields(ask: LaunchAsk) -> Dict[str, Any]:
         ready=ask.ready,
         ready_timeout_ms=ms(ask.ready_timeout, "ready_timeout"),
         protect=ask.protect,
+        sandbox=sandbox_fields(ask),
         health_cmd=ask.health_cmd,
         health_interval_ms=ms(ask.health_interval, "health_interval"),
         health_timeout_ms=ms(ask.health_timeout, "health_timeout"),
         health_retries=ask.health_retries,
         health_start_period_ms=ms(ask.health_start_period, "health_start_period"),
     )
+
+
+def sandbox_fields(ask: LaunchAsk) -> Optional[Dict[str, Any]]:
+    """X12: the request's `sandbox` object (absent when nothing is asked)."""
+    if ask.sandbox is None and ask.network is None and not ask.sandbox_paths:
+        return None
+    fields: Dict[str, Any] = {"mode": (ask.sandbox or "none").replace("-", "_")}
+    if ask.sandbox_paths:
+        fields["paths"] = [os.fspath(p) for p in ask.sandbox_paths]
+    if ask.network is not None:
+        fields["network"] = ask.network
+    return fields
 
 
 def follow_fields(id: str, stream: str, from_offset: Optional[int], from_unix_ms: Optional[int]):

@@ -27,6 +27,42 @@ export type ErrorKind =
   | "internal"
   | "label_held";
 /**
+ * The `reason` beside a scope's `state` (`kind` says which).
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "ScopeReason".
+ */
+export type ScopeReason =
+  | UnverifiedScopeReason
+  | EarlierBootScopeReason
+  | NotTheProofFilesReceiptScopeReason
+  | UnboundScopeReason
+  | StopFailedScopeReason
+  | ErrorScopeReason;
+/**
+ * Why a scope is `unverified`: the check that failed (`check`), with its fields.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "UnverifiedReason".
+ */
+export type UnverifiedReason =
+  | ProofMissingUnverifiedReason
+  | ProofUnreadableUnverifiedReason
+  | ProofReplacedUnverifiedReason
+  | ReceiptCorruptUnverifiedReason
+  | FieldMismatchUnverifiedReason
+  | GuardianGoneWithoutReceiptUnverifiedReason
+  | BootIdMissingUnverifiedReason
+  | CurrentBootUnknownUnverifiedReason
+  | MixedBootIdsUnverifiedReason;
+/**
+ * A receipt field bound to the registration.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "BoundField".
+ */
+export type BoundField = "registration" | "runtime" | "boot_id" | "guardian" | "workload" | "proof";
+/**
  * What the evidence says about a registration's scope (SPEC A1), as every document shows
  * it.
  *
@@ -230,6 +266,16 @@ export type LeftDoc =
   | GuardianBelowLeftDoc
   | SurvivedLeftDoc;
 /**
+ * X12: the network a workload may use (`run --network`).
+ *
+ * `all`: As without a sandbox (the default).
+ * `none`: No TCP bind or connect (Landlock ABI 4).
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "NetworkAsk".
+ */
+export type NetworkAsk = "all" | "none";
+/**
  * X11: the protection a launch asked for (`run --protect`).
  *
  * `all`: The file-system part and the scoping (the default).
@@ -281,6 +327,18 @@ export type ReadyMode = "notify" | "fd" | "cmd";
  * via the `definition` "ReadyState".
  */
 export type ReadyState = "starting" | "ready" | "failed";
+/**
+ * X12: how much of the file system a sandboxed workload may write (`run --sandbox`).
+ *
+ * `none`: No sandbox (the default): writes as the user may.
+ * `read_only`: Reads everywhere; writes only to a private temporary directory (`TMPDIR`) and the
+ * terminal and null-like devices.
+ * `workspace_write`: `read_only` plus the working directory and the named paths.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "SandboxMode".
+ */
+export type SandboxMode = "none" | "read_only" | "workspace_write";
 /**
  * What recovery did (or, `--dry-run`, would do) with one registration.
  *
@@ -366,7 +424,7 @@ export type ResultReason = "oom";
 export type StopDoc = StopDoc1 & {
   id: string;
   outcome: StopOutcomeDoc;
-  reason?: string | null;
+  reason?: ScopeReason | null;
   state: State;
   [k: string]: unknown;
 };
@@ -553,8 +611,137 @@ export interface ArtifactsDoc {
  * via the `definition` "AssessmentDoc".
  */
 export interface AssessmentDoc {
-  reason?: string | null;
+  reason?: ScopeReason | null;
   state: State;
+  [k: string]: unknown;
+}
+/**
+ * `unverified`: the check that `failed`.
+ */
+export interface UnverifiedScopeReason {
+  failed: UnverifiedReason;
+  kind: "unverified";
+  [k: string]: unknown;
+}
+/**
+ * No file at the registered proof path.
+ */
+export interface ProofMissingUnverifiedReason {
+  check: "proof_missing";
+  [k: string]: unknown;
+}
+/**
+ * The proof file could not be read (errno).
+ */
+export interface ProofUnreadableUnverifiedReason {
+  check: "proof_unreadable";
+  errno?: number | null;
+  [k: string]: unknown;
+}
+/**
+ * The file at the proof path is not the registered inode (replaced or copied).
+ */
+export interface ProofReplacedUnverifiedReason {
+  check: "proof_replaced";
+  found: ProofInode;
+  registered: ProofInode;
+  [k: string]: unknown;
+}
+/**
+ * A proof file's `(st_dev, st_ino)`.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "ProofInode".
+ */
+export interface ProofInode {
+  dev: number;
+  ino: number;
+  [k: string]: unknown;
+}
+/**
+ * The proof file holds bytes that are not a valid receipt (the decoder's words).
+ */
+export interface ReceiptCorruptUnverifiedReason {
+  check: "receipt_corrupt";
+  error: string;
+  [k: string]: unknown;
+}
+/**
+ * A valid receipt, but a bound field differs from the registration.
+ */
+export interface FieldMismatchUnverifiedReason {
+  check: "field_mismatch";
+  field: BoundField;
+  [k: string]: unknown;
+}
+/**
+ * Same boot, the guardian is gone, and no receipt was written.
+ */
+export interface GuardianGoneWithoutReceiptUnverifiedReason {
+  check: "guardian_gone_without_receipt";
+  [k: string]: unknown;
+}
+/**
+ * The registration carries no boot id (all zero).
+ */
+export interface BootIdMissingUnverifiedReason {
+  check: "boot_id_missing";
+  [k: string]: unknown;
+}
+/**
+ * The current boot id cannot be read.
+ */
+export interface CurrentBootUnknownUnverifiedReason {
+  check: "current_boot_unknown";
+  [k: string]: unknown;
+}
+/**
+ * Earlier-boot evidence whose boot ids disagree (registration vs receipt).
+ */
+export interface MixedBootIdsUnverifiedReason {
+  check: "mixed_boot_ids";
+  other: string;
+  registration: string;
+  [k: string]: unknown;
+}
+/**
+ * `exited` without a receipt: its boot has ended, which ended every process of it.
+ */
+export interface EarlierBootScopeReason {
+  boot_id: string;
+  kind: "earlier_boot";
+  [k: string]: unknown;
+}
+/**
+ * `receipt`: a valid receipt, but not the one the registration's proof file holds.
+ */
+export interface NotTheProofFilesReceiptScopeReason {
+  kind: "not_the_proof_files_receipt";
+  [k: string]: unknown;
+}
+/**
+ * `receipt`: the checksum is valid, but no registration of the port to bind it to.
+ */
+export interface UnboundScopeReason {
+  kind: "unbound";
+  port: number;
+  registration: string;
+  [k: string]: unknown;
+}
+/**
+ * The stop of the scope's residue failed (its launch result says why).
+ */
+export interface StopFailedScopeReason {
+  error: string;
+  kind: "stop_failed";
+  [k: string]: unknown;
+}
+/**
+ * Its record cannot be read, or its stop failed: the error, in words.
+ */
+export interface ErrorScopeReason {
+  error: string;
+  kind: "error";
   [k: string]: unknown;
 }
 /**
@@ -1203,6 +1390,10 @@ export interface RecordDoc {
     [k: string]: string;
   };
   runtime: string;
+  /**
+   * X12: the sandbox the workload ran in; `null` none (or an older record).
+   */
+  sandbox?: Sandbox | null;
   scope_policy: string;
   started: string;
   started_at_unix_ms: number;
@@ -1219,6 +1410,26 @@ export interface RecordDoc {
 export interface BuildsDoc1 {
   guardian?: BuildProvenance | null;
   supervisor?: BuildProvenance | null;
+  [k: string]: unknown;
+}
+/**
+ * X12: the sandbox a launch ran in, as the record keeps it.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "Sandbox".
+ */
+export interface Sandbox {
+  mode: SandboxMode;
+  network: NetworkAsk;
+  /**
+   * The private temporary directory made for the launch (its `TMPDIR`).
+   */
+  tmpdir?: string | null;
+  /**
+   * The workspace's writable roots, canonical (the working directory first, then the named
+   * paths); empty for `read_only` and `none`.
+   */
+  writable: string[];
   [k: string]: unknown;
 }
 /**
@@ -1239,7 +1450,7 @@ export interface WorkloadDoc {
 export interface RecoverEntryDoc {
   action: RecoverAction;
   id: string;
-  reason?: string | null;
+  reason?: ScopeReason | null;
   state: State;
   [k: string]: unknown;
 }
@@ -1302,7 +1513,7 @@ export interface ScopeView {
   /**
    * Why the scope is `unverified` (or `corrupt`); `null` otherwise.
    */
-  reason?: string | null;
+  reason?: ScopeReason | null;
   signal?: number | null;
   /**
    * An open `silent` incident; `null` when none.
@@ -1402,7 +1613,7 @@ export interface ShowDoc {
    * H6: the readiness it asked for and where it stands; absent for a launch without.
    */
   readiness?: ReadinessDoc | null;
-  reason?: string | null;
+  reason?: ScopeReason | null;
   receipt?: ReceiptDoc | null;
   record: RecordDoc;
   result?: ResultDoc | null;
@@ -1662,6 +1873,35 @@ export interface SampleDoc {
   reason?: string | null;
   rss_bytes: number;
   [k: string]: unknown;
+}
+/**
+ * X12: the sandbox a launch asks for (the socket API's `sandbox` object).
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "SandboxAsk".
+ */
+export interface SandboxAsk {
+  /**
+   * X12: how much of the file system a sandboxed workload may write (`run --sandbox`).
+   *
+   * `none`: No sandbox (the default): writes as the user may.
+   * `read_only`: Reads everywhere; writes only to a private temporary directory (`TMPDIR`) and the
+   * terminal and null-like devices.
+   * `workspace_write`: `read_only` plus the working directory and the named paths.
+   */
+  mode?: "none" | "read_only" | "workspace_write";
+  /**
+   * X12: the network a workload may use (`run --network`).
+   *
+   * `all`: As without a sandbox (the default).
+   * `none`: No TCP bind or connect (Landlock ABI 4).
+   */
+  network?: "all" | "none";
+  /**
+   * With `workspace_write`: more writable paths (absolute, or relative to the working
+   * directory; each must exist). Absent: none.
+   */
+  paths?: string[];
 }
 /**
  * How a residue scope's stop ended.

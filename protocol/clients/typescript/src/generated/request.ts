@@ -133,6 +133,11 @@ export interface LaunchRequest {
    */
   ready_timeout_ms?: number | null;
   /**
+   * X12: the sandbox (`{"mode": "read_only" | "workspace_write" | "none", "paths": [...],
+   * "network": "none" | "all"}`). Absent: none.
+   */
+  sandbox?: SandboxAsk | null;
+  /**
    * Completion deadline from the start.
    */
   timeout_ms?: number | null;
@@ -153,6 +158,24 @@ export interface LaunchRequest {
    * For `agent` launches when no slot is free: wait (up to this long) instead of refusing.
    */
   wait_for_slot_ms?: number | null;
+}
+/**
+ * X12: the sandbox a launch asks for (the socket API's `sandbox` object).
+ */
+export interface SandboxAsk {
+  /**
+   * Absent: `none`.
+   */
+  mode?: "none" | "read_only" | "workspace_write";
+  /**
+   * Absent: `all`.
+   */
+  network?: "all" | "none";
+  /**
+   * With `workspace_write`: more writable paths (absolute, or relative to the working
+   * directory; each must exist). Absent: none.
+   */
+  paths?: string[];
 }
 export interface ListRequest {
   all?: boolean;

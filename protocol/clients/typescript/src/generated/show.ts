@@ -24,7 +24,16 @@ export interface ShowDoc {
    * H6: the readiness it asked for and where it stands; absent for a launch without.
    */
   readiness?: ReadinessDoc | null;
-  reason?: string | null;
+  reason?:
+    | (
+        | UnverifiedScopeReason
+        | EarlierBootScopeReason
+        | NotTheProofFilesReceiptScopeReason
+        | UnboundScopeReason
+        | StopFailedScopeReason
+        | ErrorScopeReason
+      )
+    | null;
   receipt?: ReceiptDoc | null;
   record: RecordDoc;
   result?: (ResultDocFields | ErrorResultDoc) | null;
@@ -62,7 +71,16 @@ export interface ArtifactDoc {
   [k: string]: unknown;
 }
 export interface AssessmentDoc {
-  reason?: string | null;
+  reason?:
+    | (
+        | UnverifiedScopeReason
+        | EarlierBootScopeReason
+        | NotTheProofFilesReceiptScopeReason
+        | UnboundScopeReason
+        | StopFailedScopeReason
+        | ErrorScopeReason
+      )
+    | null;
   /**
    * What the evidence says about a registration's scope (SPEC A1), as every document shows
    * it.
@@ -73,6 +91,147 @@ export interface AssessmentDoc {
    * `corrupt`: The registration record does not decode: shown, never guessed at.
    */
   state: "live" | "exited" | "unverified" | "corrupt";
+  [k: string]: unknown;
+}
+/**
+ * `unverified`: the check that `failed`.
+ */
+export interface UnverifiedScopeReason {
+  /**
+   * Why a scope is `unverified`: the check that failed (`check`), with its fields.
+   */
+  failed:
+    | ProofMissingUnverifiedReason
+    | ProofUnreadableUnverifiedReason
+    | ProofReplacedUnverifiedReason
+    | ReceiptCorruptUnverifiedReason
+    | FieldMismatchUnverifiedReason
+    | GuardianGoneWithoutReceiptUnverifiedReason
+    | BootIdMissingUnverifiedReason
+    | CurrentBootUnknownUnverifiedReason
+    | MixedBootIdsUnverifiedReason;
+  kind: "unverified";
+  [k: string]: unknown;
+}
+/**
+ * No file at the registered proof path.
+ */
+export interface ProofMissingUnverifiedReason {
+  check: "proof_missing";
+  [k: string]: unknown;
+}
+/**
+ * The proof file could not be read (errno).
+ */
+export interface ProofUnreadableUnverifiedReason {
+  check: "proof_unreadable";
+  errno?: number | null;
+  [k: string]: unknown;
+}
+/**
+ * The file at the proof path is not the registered inode (replaced or copied).
+ */
+export interface ProofReplacedUnverifiedReason {
+  check: "proof_replaced";
+  found: ProofInode;
+  registered: ProofInode;
+  [k: string]: unknown;
+}
+/**
+ * A proof file's `(st_dev, st_ino)`.
+ */
+export interface ProofInode {
+  dev: number;
+  ino: number;
+  [k: string]: unknown;
+}
+/**
+ * The proof file holds bytes that are not a valid receipt (the decoder's words).
+ */
+export interface ReceiptCorruptUnverifiedReason {
+  check: "receipt_corrupt";
+  error: string;
+  [k: string]: unknown;
+}
+/**
+ * A valid receipt, but a bound field differs from the registration.
+ */
+export interface FieldMismatchUnverifiedReason {
+  check: "field_mismatch";
+  /**
+   * A receipt field bound to the registration.
+   */
+  field: "registration" | "runtime" | "boot_id" | "guardian" | "workload" | "proof";
+  [k: string]: unknown;
+}
+/**
+ * Same boot, the guardian is gone, and no receipt was written.
+ */
+export interface GuardianGoneWithoutReceiptUnverifiedReason {
+  check: "guardian_gone_without_receipt";
+  [k: string]: unknown;
+}
+/**
+ * The registration carries no boot id (all zero).
+ */
+export interface BootIdMissingUnverifiedReason {
+  check: "boot_id_missing";
+  [k: string]: unknown;
+}
+/**
+ * The current boot id cannot be read.
+ */
+export interface CurrentBootUnknownUnverifiedReason {
+  check: "current_boot_unknown";
+  [k: string]: unknown;
+}
+/**
+ * Earlier-boot evidence whose boot ids disagree (registration vs receipt).
+ */
+export interface MixedBootIdsUnverifiedReason {
+  check: "mixed_boot_ids";
+  other: string;
+  registration: string;
+  [k: string]: unknown;
+}
+/**
+ * `exited` without a receipt: its boot has ended, which ended every process of it.
+ */
+export interface EarlierBootScopeReason {
+  boot_id: string;
+  kind: "earlier_boot";
+  [k: string]: unknown;
+}
+/**
+ * `receipt`: a valid receipt, but not the one the registration's proof file holds.
+ */
+export interface NotTheProofFilesReceiptScopeReason {
+  kind: "not_the_proof_files_receipt";
+  [k: string]: unknown;
+}
+/**
+ * `receipt`: the checksum is valid, but no registration of the port to bind it to.
+ */
+export interface UnboundScopeReason {
+  kind: "unbound";
+  port: number;
+  registration: string;
+  [k: string]: unknown;
+}
+/**
+ * The stop of the scope's residue failed (its launch result says why).
+ */
+export interface StopFailedScopeReason {
+  error: string;
+  kind: "stop_failed";
+  [k: string]: unknown;
+}
+/**
+ * Its record cannot be read, or its stop failed: the error, in words.
+ */
+export interface ErrorScopeReason {
+  error: string;
+  kind: "error";
   [k: string]: unknown;
 }
 /**
@@ -271,6 +430,10 @@ export interface RecordDoc {
     [k: string]: string;
   };
   runtime: string;
+  /**
+   * X12: the sandbox the workload ran in; `null` none (or an older record).
+   */
+  sandbox?: Sandbox | null;
   scope_policy: string;
   started: string;
   started_at_unix_ms: number;
@@ -417,6 +580,37 @@ export interface BuildProvenance {
   commit?: string | null;
   dirty?: boolean | null;
   version: string;
+  [k: string]: unknown;
+}
+/**
+ * X12: the sandbox a launch ran in, as the record keeps it.
+ */
+export interface Sandbox {
+  /**
+   * X12: how much of the file system a sandboxed workload may write (`run --sandbox`).
+   *
+   * `none`: No sandbox (the default): writes as the user may.
+   * `read_only`: Reads everywhere; writes only to a private temporary directory (`TMPDIR`) and the
+   * terminal and null-like devices.
+   * `workspace_write`: `read_only` plus the working directory and the named paths.
+   */
+  mode: "none" | "read_only" | "workspace_write";
+  /**
+   * X12: the network a workload may use (`run --network`).
+   *
+   * `all`: As without a sandbox (the default).
+   * `none`: No TCP bind or connect (Landlock ABI 4).
+   */
+  network: "all" | "none";
+  /**
+   * The private temporary directory made for the launch (its `TMPDIR`).
+   */
+  tmpdir?: string | null;
+  /**
+   * The workspace's writable roots, canonical (the working directory first, then the named
+   * paths); empty for `read_only` and `none`.
+   */
+  writable: string[];
   [k: string]: unknown;
 }
 export interface WorkloadDoc {

@@ -38,6 +38,11 @@ class ArtifactsDoc(TypedDict):
     stdout: ArtifactDoc
 
 
+BoundField: TypeAlias = Literal[
+    'registration', 'runtime', 'boot_id', 'guardian', 'workload', 'proof'
+]
+
+
 BuildClass: TypeAlias = Literal['release', 'source']
 
 
@@ -165,6 +170,9 @@ class LimitsDoc(TypedDict):
     placements: NotRequired[list[LimitPlacementDoc]]
 
 
+NetworkAsk: TypeAlias = Literal['all', 'none']
+
+
 Outcome: TypeAlias = Literal[
     'completed',
     'timed_out',
@@ -209,6 +217,11 @@ class ProofDoc(TypedDict):
     dev: int
     ino: int
     path: NotRequired[str | None]
+
+
+class ProofInode(TypedDict):
+    dev: int
+    ino: int
 
 
 ProtectAsk: TypeAlias = Literal['all', 'fs', 'signals', 'none']
@@ -333,7 +346,35 @@ class SampleDoc(TypedDict):
     rss_bytes: int
 
 
+SandboxMode: TypeAlias = Literal['none', 'read_only', 'workspace_write']
+
+
 ScopeKind: TypeAlias = Kind | KindUnreadable
+
+
+class EarlierBootScopeReason(TypedDict):
+    boot_id: str
+    kind: Literal['earlier_boot']
+
+
+class NotTheProofFilesReceiptScopeReason(TypedDict):
+    kind: Literal['not_the_proof_files_receipt']
+
+
+class UnboundScopeReason(TypedDict):
+    kind: Literal['unbound']
+    port: int
+    registration: str
+
+
+class StopFailedScopeReason(TypedDict):
+    error: str
+    kind: Literal['stop_failed']
+
+
+class ErrorScopeReason(TypedDict):
+    error: str
+    kind: Literal['error']
 
 
 ServiceLoss: TypeAlias = Literal['keep', 'stop']
@@ -430,6 +471,62 @@ class StreamDoc(TypedDict):
 TopSource: TypeAlias = Literal['cgroup', 'proc']
 
 
+class ProofMissingUnverifiedReason(TypedDict):
+    check: Literal['proof_missing']
+
+
+class ProofUnreadableUnverifiedReason(TypedDict):
+    check: Literal['proof_unreadable']
+    errno: NotRequired[int | None]
+
+
+class ProofReplacedUnverifiedReason(TypedDict):
+    check: Literal['proof_replaced']
+    found: ProofInode
+    registered: ProofInode
+
+
+class ReceiptCorruptUnverifiedReason(TypedDict):
+    check: Literal['receipt_corrupt']
+    error: str
+
+
+class FieldMismatchUnverifiedReason(TypedDict):
+    check: Literal['field_mismatch']
+    field: BoundField
+
+
+class GuardianGoneWithoutReceiptUnverifiedReason(TypedDict):
+    check: Literal['guardian_gone_without_receipt']
+
+
+class BootIdMissingUnverifiedReason(TypedDict):
+    check: Literal['boot_id_missing']
+
+
+class CurrentBootUnknownUnverifiedReason(TypedDict):
+    check: Literal['current_boot_unknown']
+
+
+class MixedBootIdsUnverifiedReason(TypedDict):
+    check: Literal['mixed_boot_ids']
+    other: str
+    registration: str
+
+
+UnverifiedReason: TypeAlias = (
+    ProofMissingUnverifiedReason
+    | ProofUnreadableUnverifiedReason
+    | ProofReplacedUnverifiedReason
+    | ReceiptCorruptUnverifiedReason
+    | FieldMismatchUnverifiedReason
+    | GuardianGoneWithoutReceiptUnverifiedReason
+    | BootIdMissingUnverifiedReason
+    | CurrentBootUnknownUnverifiedReason
+    | MixedBootIdsUnverifiedReason
+)
+
+
 class UsageDoc(TypedDict):
     max_rss_kib: int
     system_us: int
@@ -470,11 +567,6 @@ class WorkloadDoc(TypedDict):
 class ApiError(TypedDict):
     kind: ErrorKind
     message: str
-
-
-class AssessmentDoc(TypedDict):
-    reason: NotRequired[str | None]
-    state: State
 
 
 class CgroupDoc(TypedDict):
@@ -564,41 +656,6 @@ class ReceiptDoc(TypedDict):
     written_at_ns: int
 
 
-class RecordDoc(TypedDict):
-    allow_setns: NotRequired[bool | None]
-    argv: list[str]
-    argv_bytes: NotRequired[list[list[int]] | None]
-    boot_id: str
-    cgroup: NotRequired[CgroupDoc | None]
-    cwd: str
-    guardian: WitnessDoc
-    id: str
-    kind: Kind
-    label: str
-    limits: LimitsDoc
-    owner: str
-    proof: ProofDoc
-    protection: NotRequired[Protection | None]
-    provenance: NotRequired[BuildsDoc]
-    pty: bool
-    purpose: dict[str, str]
-    runtime: str
-    scope_policy: str
-    started: str
-    started_at_unix_ms: int
-    stderr: str
-    stdin: NotRequired[str | None]
-    stdout: str
-    workload: WorkloadDoc
-
-
-class RecoverEntryDoc(TypedDict):
-    action: RecoverAction
-    id: str
-    reason: NotRequired[str | None]
-    state: State
-
-
 class SpawnFailed(TypedDict):
     errno: int
     id: str
@@ -637,27 +694,40 @@ class ResultDocFields(TypedDict):
 ResultDoc: TypeAlias = ResultDocFields | ErrorResultDoc
 
 
+class Sandbox(TypedDict):
+    mode: SandboxMode
+    network: NetworkAsk
+    tmpdir: NotRequired[str | None]
+    writable: list[str]
+
+
+class SandboxAsk(TypedDict):
+    mode: NotRequired[SandboxMode]
+    network: NotRequired[NetworkAsk]
+    paths: NotRequired[list[str]]
+
+
+class UnverifiedScopeReason(TypedDict):
+    failed: UnverifiedReason
+    kind: Literal['unverified']
+
+
+ScopeReason: TypeAlias = (
+    UnverifiedScopeReason
+    | EarlierBootScopeReason
+    | NotTheProofFilesReceiptScopeReason
+    | UnboundScopeReason
+    | StopFailedScopeReason
+    | ErrorScopeReason
+)
+
+
 class ScopeStopDoc(TypedDict):
     error: NotRequired[str | None]
     id: str
     outcome: NotRequired[StopOutcome | None]
     port: int
     receipt_verified: bool
-
-
-class ShowDoc(TypedDict):
-    artifacts: ArtifactsDoc
-    assessment: AssessmentDoc
-    health: NotRequired[HealthDoc | None]
-    id: str
-    processes: list[ProcessDoc]
-    readiness: NotRequired[ReadinessDoc | None]
-    reason: NotRequired[str | None]
-    receipt: NotRequired[ReceiptDoc | None]
-    record: RecordDoc
-    result: NotRequired[ResultDoc | None]
-    state: State
-    watch: NotRequired[WatchDoc | None]
 
 
 class StallIncident(TypedDict):
@@ -671,7 +741,7 @@ class StallIncident(TypedDict):
 class StopDocFields(TypedDict):
     id: str
     outcome: StopOutcomeDoc
-    reason: NotRequired[str | None]
+    reason: NotRequired[ScopeReason | None]
     state: State
     killed: int
     receipt: NotRequired[ReceiptDoc | None]
@@ -682,7 +752,7 @@ class StopDocFields(TypedDict):
 class ErrorStopDoc(TypedDict):
     id: str
     outcome: StopOutcomeDoc
-    reason: NotRequired[str | None]
+    reason: NotRequired[ScopeReason | None]
     state: State
     error: str
 
@@ -718,6 +788,11 @@ class TopScopeDoc(TypedDict):
 class WaitDoc(TypedDict):
     scopes: list[WaitScope]
     timed_out: bool
+
+
+class AssessmentDoc(TypedDict):
+    reason: NotRequired[ScopeReason | None]
+    state: State
 
 
 class HolderDoc(TypedDict):
@@ -830,8 +905,40 @@ LeftDoc: TypeAlias = (
 )
 
 
-class ShowReply(TypedDict):
-    show: ShowDoc
+class RecordDoc(TypedDict):
+    allow_setns: NotRequired[bool | None]
+    argv: list[str]
+    argv_bytes: NotRequired[list[list[int]] | None]
+    boot_id: str
+    cgroup: NotRequired[CgroupDoc | None]
+    cwd: str
+    guardian: WitnessDoc
+    id: str
+    kind: Kind
+    label: str
+    limits: LimitsDoc
+    owner: str
+    proof: ProofDoc
+    protection: NotRequired[Protection | None]
+    provenance: NotRequired[BuildsDoc]
+    pty: bool
+    purpose: dict[str, str]
+    runtime: str
+    sandbox: NotRequired[Sandbox | None]
+    scope_policy: str
+    started: str
+    started_at_unix_ms: int
+    stderr: str
+    stdin: NotRequired[str | None]
+    stdout: str
+    workload: WorkloadDoc
+
+
+class RecoverEntryDoc(TypedDict):
+    action: RecoverAction
+    id: str
+    reason: NotRequired[ScopeReason | None]
+    state: State
 
 
 class StopReply(TypedDict):
@@ -855,7 +962,7 @@ class ScopeView(TypedDict):
     outcome: NotRequired[Outcome | None]
     pid: int
     ready: NotRequired[ReadyState | None]
-    reason: NotRequired[str | None]
+    reason: NotRequired[ScopeReason | None]
     signal: NotRequired[int | None]
     silent: NotRequired[StallIncident | None]
     stalled: NotRequired[StallIncident | None]
@@ -868,8 +975,27 @@ class ScopeView(TypedDict):
     workload_running: NotRequired[bool | None]
 
 
+class ShowDoc(TypedDict):
+    artifacts: ArtifactsDoc
+    assessment: AssessmentDoc
+    health: NotRequired[HealthDoc | None]
+    id: str
+    processes: list[ProcessDoc]
+    readiness: NotRequired[ReadinessDoc | None]
+    reason: NotRequired[ScopeReason | None]
+    receipt: NotRequired[ReceiptDoc | None]
+    record: RecordDoc
+    result: NotRequired[ResultDoc | None]
+    state: State
+    watch: NotRequired[WatchDoc | None]
+
+
 class ListReply(TypedDict):
     list: list[ScopeView]
+
+
+class ShowReply(TypedDict):
+    show: ShowDoc
 
 
 Reply: TypeAlias = (

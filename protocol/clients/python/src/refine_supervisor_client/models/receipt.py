@@ -11,7 +11,7 @@ from . import defs
 class ReceiptVerdictDoc(TypedDict):
     id: str
     path: str
-    reason: NotRequired[str | None]
+    reason: NotRequired[defs.ScopeReason | None]
     receipt: NotRequired[defs.ReceiptDoc | None]
     state: NotRequired[defs.State | None]
     verified: bool

@@ -15,7 +15,7 @@ class ShowDoc(TypedDict):
     id: str
     processes: list[defs.ProcessDoc]
     readiness: NotRequired[defs.ReadinessDoc | None]
-    reason: NotRequired[str | None]
+    reason: NotRequired[defs.ScopeReason | None]
     receipt: NotRequired[defs.ReceiptDoc | None]
     record: defs.RecordDoc
     result: NotRequired[defs.ResultDoc | None]

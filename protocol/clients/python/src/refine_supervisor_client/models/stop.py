@@ -8,23 +8,23 @@ from typing import NotRequired, TypeAlias, TypedDict
 from . import defs
 
 
-class ErrorStopDoc(TypedDict):
-    id: str
-    outcome: defs.StopOutcomeDoc
-    reason: NotRequired[str | None]
-    state: defs.State
-    error: str
-
-
 class StopDocFields(TypedDict):
     id: str
     outcome: defs.StopOutcomeDoc
-    reason: NotRequired[str | None]
+    reason: NotRequired[defs.ScopeReason | None]
     state: defs.State
     killed: int
     receipt: NotRequired[defs.ReceiptDoc | None]
     signalled: int
     timings_us: defs.StopTimingsDoc
+
+
+class ErrorStopDoc(TypedDict):
+    id: str
+    outcome: defs.StopOutcomeDoc
+    reason: NotRequired[defs.ScopeReason | None]
+    state: defs.State
+    error: str
 
 
 StopDoc: TypeAlias = StopDocFields | ErrorStopDoc

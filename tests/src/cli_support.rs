@@ -1,14 +1,14 @@
-//! Shared by the CLI, service, capacity and retention tests: drive the built `refine-supervisor`
-//! with `--home <tempdir>` as a user would, and read its `--json` documents.
-#![allow(dead_code)]
+//! Drives the built `refine-supervisor` with `--home <tempdir>` as a user would, and reads its
+//! `--json` documents: the CLI, service, capacity and retention tests share it.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use refine_tests::{bin, wait_until};
+use crate::{bin, wait_until};
 use serde_json::Value;
 
 /// Generous: the machine is shared and has two cores.
@@ -17,6 +17,12 @@ pub const DEADLINE: Duration = Duration::from_secs(30);
 pub struct Home {
     pub dir: tempfile::TempDir,
     pub port: u16,
+}
+
+impl Default for Home {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Home {
@@ -87,6 +93,15 @@ impl Home {
             .unwrap_or_else(|| panic!("{id} not in ps"))
     }
 
+    /// Waits until `id` is exited, damages its receipt in place (it no longer decodes) and
+    /// requires that `id` now reads `unverified`.
+    pub fn make_unverified(&self, id: &str) {
+        self.wait_state(id, "exited");
+        let proof = self.run_dir().join("proofs").join(id);
+        crate::overwrite_in_place(&proof, b"not a receipt, but not zeros either");
+        assert_eq!(self.state(id), "unverified");
+    }
+
     pub fn state(&self, id: &str) -> String {
         self.row(id)["state"]
             .as_str()
@@ -111,9 +126,21 @@ impl Home {
 
     /// [`Home::run_until_ready`] through `base` (a [`Home::command`] with no arguments yet, its
     /// environment set by the caller: `REFINE_CGROUP=off` for the `/proc` stop path).
-    pub fn run_until_ready_with(&self, mut base: Command, argv: &[&str]) -> (Child, String) {
+    pub fn run_until_ready_with(&self, base: Command, argv: &[&str]) -> (Child, String) {
+        self.run_until_ready_opts(base, &[], argv)
+    }
+
+    /// [`Home::run_until_ready_with`] for `run OPTS -- ARGV`.
+    pub fn run_until_ready_opts(
+        &self,
+        mut base: Command,
+        opts: &[&str],
+        argv: &[&str],
+    ) -> (Child, String) {
         let before: Vec<String> = self.ps().iter().map(|r| r["id"].to_string()).collect();
-        let mut args = vec!["run", "--"];
+        let mut args = vec!["run"];
+        args.extend_from_slice(opts);
+        args.push("--");
         args.extend_from_slice(argv);
         let mut child = base
             .args(&args)
@@ -258,7 +285,14 @@ pub fn start_time(pid: u32) -> u64 {
 
 /// `run --detach -- ARGV` through the service; requires success and returns the printed id.
 pub fn detach(home: &Home, argv: &[&str]) -> String {
-    let mut args = vec!["run", "--detach", "--"];
+    detach_with(home, &[], argv)
+}
+
+/// `run --detach OPTS -- ARGV`, required to succeed: the id it printed.
+pub fn detach_with(home: &Home, opts: &[&str], argv: &[&str]) -> String {
+    let mut args = vec!["run", "--detach"];
+    args.extend_from_slice(opts);
+    args.push("--");
     args.extend_from_slice(argv);
     let out = home.cli(&args);
     assert!(out.status.success(), "{}", describe(&args, &out));
@@ -334,21 +368,15 @@ pub fn run_returning(home: &Home, argv: &[&str]) -> (Output, String) {
 /// docs) and returns the helper process and the registration id. For `wait` and `leave` the
 /// helper has exited when this returns.
 pub fn launch(home: &Home, mode: &str, argv: &[&str]) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cli-launch"))
-        .arg(home.path())
+    let mut cmd = Command::new(bin("cli-launch"));
+    cmd.arg(home.path())
         .arg(home.port.to_string())
         .arg(mode)
         .arg("--")
         .args(argv)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn cli-launch");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read id");
+        .stderr(Stdio::null());
+    let (mut child, line) = crate::spawn_first_line(&mut cmd, "cli-launch");
     let id = line.trim().to_owned();
     assert_eq!(id.len(), 32, "cli-launch printed {line:?}");
     if mode != "hold" {
@@ -569,7 +597,7 @@ pub fn run_with_background_sleep(
         .expect("spawn run");
     let out = collect(child.stdout.take().expect("stdout"));
     let mut pid = None;
-    let ok = refine_tests::wait_until(DEADLINE, || {
+    let ok = crate::wait_until(DEADLINE, || {
         pid = std::fs::read_to_string(&pidfile)
             .ok()
             .and_then(|s| s.trim().parse().ok());
@@ -581,4 +609,79 @@ pub fn run_with_background_sleep(
         pidfile.display()
     );
     (child, out, pid.unwrap())
+}
+
+/// Which stop path the supervisor takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopPath {
+    /// The scope's own cgroup (where this host gives one: root on cgroup v2).
+    Cgroup,
+    /// `REFINE_CGROUP=off`: the `/proc` quiesce.
+    Procfs,
+}
+
+/// `refine-supervisor ARGS` for `home` on `path`.
+pub fn on(home: &Home, path: StopPath, args: &[&str]) -> Command {
+    let mut c = home.command(args);
+    match path {
+        StopPath::Cgroup => c.env_remove("REFINE_CGROUP"),
+        StopPath::Procfs => c.env("REFINE_CGROUP", "off"),
+    };
+    c
+}
+
+/// One connection to the service's socket: requests written as lines, replies read as lines.
+pub struct Conn {
+    pub rd: BufReader<UnixStream>,
+    pub wr: UnixStream,
+}
+
+impl Conn {
+    pub fn open(home: &Home) -> Conn {
+        let s = UnixStream::connect(home.run_dir().join("supervisor.sock")).unwrap();
+        Conn {
+            wr: s.try_clone().unwrap(),
+            rd: BufReader::new(s),
+        }
+    }
+
+    pub fn send(&mut self, req: Value) {
+        let mut line = serde_json::to_vec(&req).unwrap();
+        line.push(b'\n');
+        self.wr.write_all(&line).unwrap();
+    }
+
+    /// Writes `req` and reads its reply's line.
+    pub fn call(&mut self, req: Value) -> Value {
+        self.send(req.clone());
+        let mut reply = String::new();
+        self.rd.read_line(&mut reply).unwrap();
+        assert!(!reply.is_empty(), "no reply to {req} (connection closed)");
+        serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply:?}"))
+    }
+
+    pub fn reply(&mut self) -> Value {
+        let mut reply = String::new();
+        self.rd.read_line(&mut reply).unwrap();
+        assert!(!reply.is_empty(), "connection closed");
+        serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply:?}"))
+    }
+
+    /// An `events` request without `follow`: its events and the cursor of its end.
+    pub fn events(&mut self, since: Option<&str>) -> (Vec<Value>, String) {
+        let mut req = serde_json::json!({"v": 1, "op": "events"});
+        if let Some(c) = since {
+            req["since"] = serde_json::json!(c);
+        }
+        self.send(req);
+        let mut got = Vec::new();
+        loop {
+            let r = self.reply();
+            assert_eq!(r["ok"], true, "{r}");
+            if let Some(end) = r["result"].get("events_end") {
+                return (got, end["cursor"].as_str().unwrap().to_owned());
+            }
+            got.push(r["result"]["event"].clone());
+        }
+    }
 }

@@ -9,23 +9,58 @@
 //! - `completions`: the shell completion scripts, put right where the generator falls short.
 //! - `serve`: the per-port service; `client`: its socket client.
 //! - `metrics`: the service's Prometheus exposition (`serve --metrics`).
-//! - `ops`: what the CLI and the service share (assessment views, documents, capacity).
+//! - `ops`: the face's operations on a runtime (list, show, stop, recover, gc), with the
+//!   application's standard output (`output`), launch options (`launch_ask`) and follower
+//!   wake-ups (`follow`).
 //! - `view`: the human views drawn from the documents; `resolve`: ids, prefixes and labels.
 //! - `top`: CPU, memory, pids and I/O of the live scopes, sampled and redrawn (H8).
 //! - `man`: the manual, a page per subcommand.
 //! - `error`: the application's errors.
+//!
+//! What the app does to a runtime it asks the face for ([`refine_supervisor::host`]: the
+//! operations of `host::ops`, and the types it re-exports); the paths past the face that remain
+//! (`grep -rnE 'refine_supervisor::(kernel|store|end|history|hygiene|launch|capacity)' src/app`)
+//! are these, each for its reason:
+//! - `run`, `top`, the signal wait in `commands`: the foreground process's own terminal and
+//!   signals (`kernel::{terminal, child_signals}`, `launch::pty`, `launch::capture::Forward`):
+//!   a terminal job is the CLI's, not a host's; W9's escalation still lives in `run` (not moved).
+//! - `serve`: the service's machinery not yet an operation: its admission slots
+//!   (`store::fence`, the FIFO), the stall watcher (`hygiene::stall`), its descriptor budget
+//!   (`kernel::limits`), the verified guardian handle of a stop, `end::stop` for `stop_async`.
+//! - `events`, `serve`, `cli`: the events journal (`store::journal`) the app reads and follows.
+//! - `commands`, `serve`: `logs` reads the capture's index (`store::output_index`).
+//! - `cli`, `metrics`: the value types clap parses into or the metrics count
+//!   (`hygiene::stall::StallConfig`, `capacity::{Policy, Census}`, `store::registry` homes).
+//! - `commands`: `setup-cgroup` (`kernel::cgroup`), `wait --ready` (`launch::readiness`) and
+//!   `receipt verify` (`end::assess`): commands of their own, not yet operations.
+//! - `man`, `events`: writing files as the store writes them (`store::durable`).
 
 mod cli;
 mod client;
 mod commands;
 mod completions;
-mod docs;
 mod error;
 mod events;
+mod follow;
 mod health_view;
+mod launch_ask;
 mod man;
 mod metrics;
-mod ops;
+mod output;
+/// The documents of the contract and the library's conversions into them (the face's).
+mod docs {
+    pub(crate) use refine_supervisor::host::docs::*;
+}
+/// The operations on a runtime (the face's, E3) and what only the application adds: standard
+/// output, the launch a command line or an API spec asks for, the follower's wake-ups.
+mod ops {
+    pub(crate) use super::follow::Changes;
+    pub(crate) use super::launch_ask::{
+        health_spec, launch_command, launch_options, LaunchOptions,
+    };
+    pub(crate) use super::output::{out, print_json};
+    pub(crate) use refine_supervisor::host::ops::*;
+}
 mod resolve;
 mod run;
 mod run_line;

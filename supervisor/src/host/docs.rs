@@ -10,12 +10,12 @@ use refine_protocol::record::{StallIncident, StallRecord};
 use refine_protocol::Registration;
 use serde::Serialize;
 
-pub(crate) use refine_protocol::docs::*;
+pub use refine_protocol::docs::*;
 
-use refine_supervisor::{capacity, history, hygiene, kernel::cgroup, kernel::observe};
+use crate::{kernel::cgroup, kernel::observe};
 
 /// The stall watch's open incidents of a scope, as `show` prints them.
-pub(crate) fn watch_doc(r: &StallRecord) -> WatchDoc {
+pub fn watch_doc(r: &StallRecord) -> WatchDoc {
     let incident = |i: &StallIncident| IncidentDoc {
         since: utc(i.since_unix_ms),
         samples: i.samples,
@@ -31,7 +31,7 @@ pub(crate) fn watch_doc(r: &StallRecord) -> WatchDoc {
 
 /// One live scope's `top` row from two samples of it (`earlier` first): the CPU share over the
 /// time between them, the other figures as the later one read them.
-pub(crate) fn top_scope_doc(
+pub fn top_scope_doc(
     reg: &Registration,
     earlier: &observe::Sample,
     later: &observe::Sample,
@@ -63,7 +63,7 @@ pub(crate) fn top_scope_doc(
 }
 
 /// An artifact's path, and whether and how large it is now.
-pub(crate) fn artifact_doc(p: &Path) -> ArtifactDoc {
+pub fn artifact_doc(p: &Path) -> ArtifactDoc {
     let bytes = std::fs::metadata(p).map(|m| m.len());
     ArtifactDoc {
         path: p.to_owned(),
@@ -76,20 +76,19 @@ pub(crate) fn artifact_doc(p: &Path) -> ArtifactDoc {
 /// What the capture receipt at `path` says of the stream `name` when it was not read whole:
 /// `incomplete: ...` or `capture failure: ...`. None when there is no receipt (every stream
 /// was whole), it cannot be read, or the stream ended at end of file.
-pub(crate) fn capture_end(path: &Path, name: &str) -> Option<String> {
+pub fn capture_end(path: &Path, name: &str) -> Option<String> {
     use refine_protocol::record::{CaptureReceipt, StreamEnd, MAX_RECORD};
-    let bytes = refine_supervisor::store::registry::read_bounded(path, MAX_RECORD).ok()?;
+    let bytes = crate::store::registry::read_bounded(path, MAX_RECORD).ok()?;
     let receipt = CaptureReceipt::decode(&bytes).ok()?;
     let stream = receipt.streams.into_iter().find(|s| s.name == name)?;
     match stream.end {
         StreamEnd::Eof => None,
-        StreamEnd::Incomplete(why) => Some(format!("incomplete: {why}")),
-        StreamEnd::CaptureFailure(why) => Some(format!("capture failure: {why}")),
+        end => Some(end.to_string()),
     }
 }
 
 /// What the kernel accounted to a scope's cgroup.
-pub(crate) fn cgroup_usage_doc(u: cgroup::CgroupUsage) -> CgroupUsageDoc {
+pub fn cgroup_usage_doc(u: cgroup::CgroupUsage) -> CgroupUsageDoc {
     CgroupUsageDoc {
         cpu_us: u.cpu_us,
         user_us: u.user_us,
@@ -100,7 +99,7 @@ pub(crate) fn cgroup_usage_doc(u: cgroup::CgroupUsage) -> CgroupUsageDoc {
 }
 
 /// H8: what the limits' controllers accounted.
-pub(crate) fn limit_usage_doc(
+pub fn limit_usage_doc(
     u: refine_protocol::record::LimitUsage,
 ) -> refine_protocol::docs::LimitUsageDoc {
     refine_protocol::docs::LimitUsageDoc {
@@ -114,7 +113,7 @@ pub(crate) fn limit_usage_doc(
 
 /// `oom` when the out-of-memory killer killed a member of the scope (its limits' memory
 /// controller, or its F4 cgroup's, counted a kill) and the workload died of SIGKILL.
-pub(crate) fn result_reason(
+pub fn result_reason(
     r: &refine_protocol::LaunchResultRecord,
 ) -> Option<refine_protocol::docs::ResultReason> {
     let kills = r.limit_usage.and_then(|u| u.oom_kills).unwrap_or(0)
@@ -124,7 +123,7 @@ pub(crate) fn result_reason(
 }
 
 /// The registration record as `show` prints it.
-pub(crate) fn record_doc(reg: &Registration) -> RecordDoc {
+pub fn record_doc(reg: &Registration) -> RecordDoc {
     let h = &reg.hello;
     RecordDoc {
         id: reg.id.to_string(),
@@ -186,6 +185,7 @@ pub(crate) fn record_doc(reg: &Registration) -> RecordDoc {
         }),
         allow_setns: reg.allow_setns,
         protection: reg.protection,
+        sandbox: reg.sandbox.clone(),
         provenance: refine_protocol::docs::BuildsDoc {
             supervisor: reg.supervisor_provenance.clone(),
             guardian: reg.guardian_provenance.clone(),
@@ -195,13 +195,13 @@ pub(crate) fn record_doc(reg: &Registration) -> RecordDoc {
 
 /// `version --json` (V1): this build, and the guardian's at `guardian` (what a launch would
 /// start), read from its executable.
-pub(crate) fn version_doc(guardian: &Path) -> refine_protocol::docs::VersionDoc {
-    let (provenance, problem) = match refine_supervisor::kernel::provenance::of_guardian(guardian) {
+pub fn version_doc(guardian: &Path) -> refine_protocol::docs::VersionDoc {
+    let (provenance, problem) = match crate::kernel::provenance::of_guardian(guardian) {
         Ok(p) => (Some(p), None),
-        Err(e) => (None, Some(refine_supervisor::error_chain(&e))),
+        Err(e) => (None, Some(crate::error_chain(&e))),
     };
     refine_protocol::docs::VersionDoc {
-        supervisor: refine_supervisor::kernel::provenance::own(),
+        supervisor: crate::kernel::provenance::own(),
         guardian: refine_protocol::docs::GuardianBuildDoc {
             path: guardian.display().to_string(),
             provenance,
@@ -214,7 +214,7 @@ pub(crate) fn version_doc(guardian: &Path) -> refine_protocol::docs::VersionDoc 
 // Hygiene: `holders` and `reap`.
 
 /// `holders --json`.
-pub(crate) fn holders_doc(h: &hygiene::holders::Holders) -> HoldersDoc {
+pub fn holders_doc(h: &crate::hygiene::holders::Holders) -> HoldersDoc {
     HoldersDoc {
         path: h.path.clone(),
         exists: h.exists,
@@ -225,8 +225,8 @@ pub(crate) fn holders_doc(h: &hygiene::holders::Holders) -> HoldersDoc {
     }
 }
 
-pub(crate) fn holder_doc(h: &hygiene::holders::Holder) -> HolderDoc {
-    use hygiene::holders::Adopter;
+pub fn holder_doc(h: &crate::hygiene::holders::Holder) -> HolderDoc {
+    use crate::hygiene::holders::Adopter;
     HolderDoc {
         witness: h.witness.into(),
         ppid: h.ppid,
@@ -254,9 +254,9 @@ pub(crate) fn holder_doc(h: &hygiene::holders::Holder) -> HolderDoc {
 }
 
 /// `reap --checkout --json`.
-pub(crate) fn reap_doc(r: &hygiene::reap_checkout::ReapReport) -> ReapDoc {
-    use hygiene::reap_checkout::Why;
-    let guardian_of = |g: &hygiene::holders::GuardianOf| GuardianOfDoc {
+pub fn reap_doc(r: &crate::hygiene::reap_checkout::ReapReport) -> ReapDoc {
+    use crate::hygiene::reap_checkout::Why;
+    let guardian_of = |g: &crate::hygiene::holders::GuardianOf| GuardianOfDoc {
         home: g.home.clone(),
         port: g.port,
         id: g.id.to_string(),
@@ -307,7 +307,7 @@ pub(crate) fn reap_doc(r: &hygiene::reap_checkout::ReapReport) -> ReapDoc {
 // History: `gc`.
 
 /// Retention's report, as `gc --json` carries it at its top level.
-pub(crate) fn retention_doc(r: &history::retention::Report) -> RetentionDoc {
+pub fn retention_doc(r: &crate::history::retention::Report) -> RetentionDoc {
     RetentionDoc {
         older_than_secs: r.older_than_secs,
         dry_run: r.dry_run,
@@ -329,7 +329,7 @@ pub(crate) fn retention_doc(r: &history::retention::Report) -> RetentionDoc {
 }
 
 /// Forgetting's report.
-pub(crate) fn forget_doc(r: &history::forget::Report) -> ForgetDoc {
+pub fn forget_doc(r: &crate::history::forget::Report) -> ForgetDoc {
     ForgetDoc {
         forget_after_secs: r.forget_after_secs,
         dry_run: r.dry_run,
@@ -350,8 +350,8 @@ pub(crate) fn forget_doc(r: &history::forget::Report) -> ForgetDoc {
 }
 
 /// One stray file.
-pub(crate) fn stray_doc(e: &history::strays::Entry) -> StrayDoc {
-    use history::strays::Reason;
+pub fn stray_doc(e: &crate::history::strays::Entry) -> StrayDoc {
+    use crate::history::strays::Reason;
     StrayDoc {
         path: e.path.clone(),
         id: e.id.clone(),
@@ -378,7 +378,7 @@ pub(crate) fn stray_doc(e: &history::strays::Entry) -> StrayDoc {
 // Capacity.
 
 /// `capacity --json`.
-pub(crate) fn capacity_doc(r: &capacity::CapacityReport) -> CapacityDoc {
+pub fn capacity_doc(r: &crate::capacity::CapacityReport) -> CapacityDoc {
     CapacityDoc {
         cores: r.cores,
         available_memory: r.available_memory,
@@ -413,7 +413,7 @@ pub(crate) fn capacity_doc(r: &capacity::CapacityReport) -> CapacityDoc {
 /// timings_ms.total=12`): nested keys joined with `.`, nulls and empty lists left out, text
 /// quoted only when it holds a space, `"` or `=`. A log event stays one line of fields that
 /// journald and `grep` read, never an embedded JSON document.
-pub(crate) fn json_line(doc: &impl Serialize) -> String {
+pub fn json_line(doc: &impl Serialize) -> String {
     fn walk(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
         use serde_json::Value;
         let key = |k: &str| {
@@ -461,12 +461,42 @@ pub(crate) fn json_line(doc: &impl Serialize) -> String {
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for a Unix time in milliseconds.
-pub(crate) fn utc(unix_ms: u64) -> String {
+pub fn utc(unix_ms: u64) -> String {
     i64::try_from(unix_ms)
         .ok()
         .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
         .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
         .unwrap_or_else(|| format!("{unix_ms} ms after the epoch"))
+}
+
+/// H7: the show document's health part: the check asked for, where it stands, the last probes.
+pub fn health_doc(
+    spec: &refine_protocol::record::HealthSpec,
+    rec: Option<refine_protocol::record::HealthRecord>,
+) -> refine_protocol::docs::HealthDoc {
+    let rec = rec.as_ref();
+    refine_protocol::docs::HealthDoc {
+        cmd: spec.cmd.clone(),
+        interval_ms: spec.interval_ms,
+        timeout_ms: spec.timeout_ms,
+        retries: spec.retries,
+        start_period_ms: spec.start_period_ms,
+        state: rec.map_or(refine_protocol::docs::HealthState::Starting, |r| r.state),
+        failing_streak: rec.map_or(0, |r| r.failing_streak),
+        probes: rec.map_or(0, |r| r.probes),
+        last: rec.map_or_else(Vec::new, |r| {
+            r.last
+                .iter()
+                .map(|p| refine_protocol::docs::ProbeDoc {
+                    start: utc(p.started_unix_ms),
+                    duration_ms: p.duration_ms,
+                    exit_code: p.exit_code,
+                    timed_out: p.timed_out,
+                    output: String::from_utf8_lossy(&p.output).into_owned(),
+                })
+                .collect()
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ pub mod health;
 pub mod protect;
 pub mod pty;
 pub mod readiness;
+pub mod sandbox;
 
 mod engine;
 mod handle;
@@ -283,6 +284,9 @@ pub enum LaunchError {
     /// H6: a readiness this launch cannot watch, refused before anything is created.
     #[error(transparent)]
     Readiness(#[from] readiness::ReadinessError),
+    /// X12: a sandbox this kernel cannot honour, refused before anything is created.
+    #[error(transparent)]
+    Sandbox(#[from] sandbox::SandboxError),
 }
 
 fn io_op(op: &'static str) -> impl FnOnce(io::Error) -> LaunchError {
@@ -404,6 +408,8 @@ impl Supervisor {
         check_durations(&req)?;
         crate::kernel::resources::check(&req.resources)?;
         let rt = &self.runtime;
+        let abi = crate::kernel::landlock::abi().unwrap_or(0);
+        let mut sandbox = sandbox::plan(&req.sandbox, req.cwd.as_deref(), rt.home(), abi)?;
         let id = rt.new_id()?;
         let needs_login = matches!(req.kind, Kind::Agent | Kind::Quality);
         let env = env_policy::build(EnvInputs {
@@ -584,7 +590,10 @@ impl Supervisor {
         let ready_notify = readiness
             .as_ref()
             .is_some_and(|(_, r)| r.spec().mode == refine_protocol::record::ReadyMode::Notify);
-        let protection = protect::build(req.protect, rt.home(), ready_notify)
+        if let Some(plan) = sandbox.as_mut() {
+            plan.make_tmpdir(id)?;
+        }
+        let protection = protect::build(req.protect, rt.home(), ready_notify, sandbox.as_ref())
             .map_err(io_op("build the workload's Landlock domain"))?;
         let mut entries = env_policy::to_entries(&env);
         if let Some(entry) = readiness.as_ref().and_then(|(p, _)| p.env.clone()) {
@@ -595,6 +604,11 @@ impl Supervisor {
         // write (`protect::nested_home`).
         if let Some(entry) = protect::nested_home(&protection.record, &env, rt.home(), id) {
             entries.retain(|e| !e.as_encoded_bytes().starts_with(b"REFINE_HOME="));
+            entries.push(entry);
+        }
+        // X12: the sandbox's private temporary directory.
+        if let Some(entry) = sandbox.as_ref().and_then(sandbox::Plan::env_entry) {
+            entries.retain(|e| !e.as_encoded_bytes().starts_with(b"TMPDIR="));
             entries.push(entry);
         }
         let (registration, link) = register::launch_started(
@@ -609,6 +623,7 @@ impl Supervisor {
                 readiness: readiness.as_ref().map(|(_, r)| r.spec()),
                 health: req.health.take(),
                 protection: Some(protection.record),
+                sandbox: sandbox.as_ref().map(sandbox::Plan::record),
                 guardian: guardian::LaunchConfig {
                     env: entries,
                     cwd: req.cwd,
@@ -670,7 +685,10 @@ impl Supervisor {
             policy,
             owner,
             spawned: Some(spawned_tx),
-            on_receipt: self.on_receipt.clone(),
+            on_receipt: sandbox::removing_tmpdir(
+                self.on_receipt.clone(),
+                sandbox.as_ref().and_then(|p| p.tmpdir.clone()),
+            ),
             residues: None,
         };
         let on_result = self.on_result.clone();

@@ -1,15 +1,16 @@
-//! What the CLI and the service share: the one assessment as both show it, the `ps` rows, the
-//! `show`/`stop`/`recover` documents, retention with the assessment as evidence, the capacity
-//! report and the launch request an API spec becomes.
+//! E3: the operations on a runtime that the CLI, the service and a Rust host share: the one
+//! assessment as they all show it, the `ps` rows, the `show`/`stop`/`recover` documents,
+//! retention with the assessment as evidence, and `gc`. Each returns the protocol's document
+//! (`refine_protocol::docs`); none needs tokio. [`crate::Supervisor`] offers them beside `spawn`.
 
 use std::collections::BTreeMap;
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use refine_protocol::api::{LaunchAsk, ScopeView};
+use refine_protocol::api::ScopeView;
+use refine_protocol::docs::ScopeReason;
 use refine_protocol::record::StallRecord;
-use refine_protocol::{Kind, Receipt, Registration, RegistrationId, StopCause};
+use refine_protocol::{Receipt, Registration, RegistrationId, StopCause};
 
 use super::docs::{
     artifact_doc, forget_doc, record_doc, retention_doc, stray_doc, utc, watch_doc, ArtifactDoc,
@@ -17,29 +18,27 @@ use super::docs::{
     RecoverDoc, RecoverEntryDoc, ResidueStopDoc, ResultDoc, ScopeKind, ShowDoc, State,
     StatusFields, StopDetail, StopDoc, StopFailed, StopOutcomeDoc, StopTimingsDoc, UsageDoc,
 };
-use super::error::{CliError, ServiceError, SpecError};
-use refine_supervisor::error_chain;
-use refine_supervisor::launch::pty::WindowSize;
-use refine_supervisor::store::registry::{RegistryError, Runtime, Stream};
-use refine_supervisor::Command;
-use refine_supervisor::{
+use super::docs::{holders_doc, reap_doc, CapacityDoc, HoldersDoc, ReapDoc};
+use crate::error_chain;
+use crate::hygiene::holders::{HoldersError, Registrations, Target};
+use crate::hygiene::reap_checkout::{self, ReapError};
+use crate::store::registry::{RegistryError, Runtime, Stream};
+use crate::{
     end::assess, end::open_index, end::recover, end::stop, history::forget, history::retention,
     kernel::procfs, kernel::tree,
 };
 
-/// Standard output, locked.
-pub(crate) fn out() -> io::StdoutLock<'static> {
-    io::stdout().lock()
-}
-
-/// Prints one JSON document, buffered (standard output is line-buffered: unbuffered, a
-/// `ps --all --json` of a long history would make one `write` per line).
-pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
-    let mut o = io::BufWriter::with_capacity(64 * 1024, out());
-    serde_json::to_writer_pretty(&mut o, value)
-        .map_err(|e| CliError::Output(io::Error::other(e)))?;
-    writeln!(o).map_err(CliError::Output)?;
-    o.flush().map_err(CliError::Output)
+/// Why an operation on a runtime failed (each kind as the mechanism that failed says it).
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Retention(#[from] retention::RetentionError),
+    #[error(transparent)]
+    Forget(#[from] forget::ForgetError),
+    #[error("recovery failed")]
+    Recover(#[from] recover::RecoverError),
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -49,7 +48,7 @@ pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> 
 #[derive(Debug, Clone)]
 pub struct Assessed {
     pub state: State,
-    pub reason: Option<String>,
+    pub reason: Option<ScopeReason>,
     pub receipt: Option<Receipt>,
 }
 
@@ -75,16 +74,16 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
         kind: ScopeKind::Known(reg.kind),
         label: reg.label.clone(),
         state: a.state,
-        reason: a.reason.or(stop_failure),
+        reason: a
+            .reason
+            .or(stop_failure.map(|error| ScopeReason::StopFailed { error })),
         status: status.status,
         exit_code: status.exit_code,
         signal: status.signal,
         workload_running: Some(workload_running),
         outcome: result.map(|r| r.outcome),
         started_at_unix_ms: reg.started_at_unix_ms,
-        age_secs: refine_supervisor::kernel::clock::unix_ms()
-            .saturating_sub(reg.started_at_unix_ms)
-            / 1000,
+        age_secs: crate::kernel::clock::unix_ms().saturating_sub(reg.started_at_unix_ms) / 1000,
         pid: reg.hello.workload.pid,
         guardian_pid: reg.hello.guardian.pid,
         cwd: reg.cwd.clone(),
@@ -126,7 +125,9 @@ fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeV
         kind: ScopeKind::Unreadable(KindUnreadable::Unknown),
         label: String::new(),
         state: State::Corrupt,
-        reason: Some(error_chain(err)),
+        reason: Some(ScopeReason::Error {
+            error: error_chain(err),
+        }),
         status: None,
         exit_code: None,
         signal: None,
@@ -192,14 +193,14 @@ fn stall_record(rt: &Runtime, reg: &Registration, state: State) -> Option<StallR
 /// lease left, the runtime's stop fence free) completes that stop before it reports; nothing
 /// (one `readdir`) when there is none, and never a wait on a running stop.
 fn finish_abandoned_stops(rt: &Runtime) {
-    refine_supervisor::end::stop::complete_if_abandoned(
+    crate::end::stop::complete_if_abandoned(
         rt,
-        &refine_supervisor::end::assess::KERNEL_BOOT,
+        &crate::end::assess::KERNEL_BOOT,
         std::time::Duration::ZERO,
     );
 }
 
-pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
+pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, RegistryError> {
     finish_abandoned_stops(rt);
     let reg = rt.read_registration(id)?;
     let a = assess(rt, &reg);
@@ -255,7 +256,7 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, CliError> {
         health: reg
             .health
             .as_ref()
-            .map(|spec| super::health_view::health_doc(spec, rt.read_health(id).ok().flatten())),
+            .map(|spec| super::docs::health_doc(spec, rt.read_health(id).ok().flatten())),
         readiness: reg.readiness.as_ref().map(|spec| {
             let rec = rt.read_ready(id).ok().flatten();
             refine_protocol::docs::ReadinessDoc {
@@ -351,28 +352,19 @@ pub fn flatten(a: &assess::Assessment) -> Assessed {
             },
             assess::ExitProof::EarlierBoot { boot_id } => Assessed {
                 state: State::Exited,
-                reason: Some(format!("boot {boot_id} has ended (no receipt needed)")),
+                reason: Some(ScopeReason::EarlierBoot {
+                    boot_id: boot_id.to_string(),
+                }),
                 receipt: None,
             },
         },
         assess::Assessment::Unverified { reason } => Assessed {
             state: State::Unverified,
-            reason: Some(reason_text(reason)),
+            reason: Some(ScopeReason::Unverified {
+                failed: reason.doc(),
+            }),
             receipt: None,
         },
-    }
-}
-
-/// `guardian gone without receipt`, or the reason's fields as compact JSON.
-fn reason_text(reason: &impl serde::Serialize) -> String {
-    match serde_json::to_value(reason) {
-        Ok(serde_json::Value::String(s)) => s.replace('_', " "),
-        Ok(serde_json::Value::Object(m)) if m.len() == 1 => {
-            let (k, v) = m.into_iter().next().unwrap_or_default();
-            format!("{}: {v}", k.replace('_', " "))
-        }
-        Ok(v) => v.to_string(),
-        Err(e) => e.to_string(),
     }
 }
 
@@ -382,7 +374,7 @@ pub fn stop_one(
     rt: &Runtime,
     reg: &Registration,
     cause: StopCause,
-    grace: Option<(Duration, refine_supervisor::kernel::signal::Signal)>,
+    grace: Option<(Duration, crate::kernel::signal::Signal)>,
 ) -> StopDoc {
     let mut opts = stop::StopOptions {
         cause: Some(cause),
@@ -392,7 +384,31 @@ pub fn stop_one(
     if let Some((_, sig)) = grace {
         opts.grace_signal = sig;
     }
-    match stop::stop(rt, reg, &opts) {
+    stop_doc(rt, reg, stop::stop(rt, reg, &opts))
+}
+
+/// [`stop_one`] after a grace the service's event loop drove ([`stop::Stopping`]): the report
+/// holds the grace's signals and time itself.
+pub fn stop_after_grace(
+    rt: &Runtime,
+    reg: &Registration,
+    cause: StopCause,
+    stopping: &stop::Stopping,
+) -> StopDoc {
+    let opts = stop::StopOptions {
+        cause: Some(cause),
+        ..stop::StopOptions::default()
+    };
+    stop_doc(rt, reg, stop::stop_after(rt, reg, &opts, stopping))
+}
+
+/// The `stop --json` document of a stop's result.
+fn stop_doc(
+    rt: &Runtime,
+    reg: &Registration,
+    result: Result<stop::StopReport, stop::StopError>,
+) -> StopDoc {
+    match result {
         Ok(report) => {
             let a = flatten(&report.assessment);
             let us = refine_protocol::time::saturating_us;
@@ -419,7 +435,9 @@ pub fn stop_one(
             id: reg.id.to_string(),
             outcome: StopOutcomeDoc::Failed(StopFailed::Failed),
             state: assess_one(rt, reg).state,
-            reason: Some(error_chain(&e)),
+            reason: Some(ScopeReason::Error {
+                error: error_chain(&e),
+            }),
             detail: StopDetail::Failed {
                 error: error_chain(&e),
             },
@@ -428,7 +446,7 @@ pub fn stop_one(
 }
 
 /// The recovery pass (A4); the `recover --json` document.
-pub fn recover_all(rt: &Runtime) -> Result<RecoverDoc, ServiceError> {
+pub fn recover_all(rt: &Runtime) -> Result<RecoverDoc, OpsError> {
     use recover::RecoveryAction as A;
     // A runtime written before the open index existed gets it now (once).
     rt.ensure_open_index()?;
@@ -450,13 +468,17 @@ pub fn recover_all(rt: &Runtime) -> Result<RecoverDoc, ServiceError> {
                 RecoverAction::Kept,
                 Assessed {
                     state: State::Unverified,
-                    reason: Some(reason_text(reason)),
+                    reason: Some(ScopeReason::Unverified {
+                        failed: reason.doc(),
+                    }),
                     receipt: None,
                 },
             ),
             A::StopFailed { error, assessment } => {
                 let mut a = flatten(assessment);
-                a.reason = Some(error_chain(error));
+                a.reason = Some(ScopeReason::Error {
+                    error: error_chain(error),
+                });
                 (RecoverAction::StopFailed, a)
             }
             A::Owned => (
@@ -494,9 +516,7 @@ pub fn recover_plan(rt: &Runtime) -> Result<RecoverDoc, RegistryError> {
         let lock = rt.lock(id, recover::DEFAULT_LOCK_WAIT);
         let (action, after) = match (lock, rt.read_registration(id)) {
             (
-                Err(RegistryError::Fence(refine_supervisor::store::fence::FenceError::Timeout {
-                    ..
-                })),
+                Err(RegistryError::Fence(crate::store::fence::FenceError::Timeout { .. })),
                 Ok(reg),
             ) => (RecoverAction::Owned, assess_one(rt, &reg)),
             (_, Err(err)) => (RecoverAction::Corrupt, corrupt(&err)),
@@ -531,18 +551,20 @@ pub fn recover_plan(rt: &Runtime) -> Result<RecoverDoc, RegistryError> {
 fn corrupt(err: &RegistryError) -> Assessed {
     Assessed {
         state: State::Corrupt,
-        reason: Some(error_chain(err)),
+        reason: Some(ScopeReason::Error {
+            error: error_chain(err),
+        }),
         receipt: None,
     }
 }
 
 /// `gc`: retention, then forgetting, then (unless a dry run) re-indexing of records that lost
 /// their open-index marker but are not proven exited. O(history): an operator's pass.
-pub(crate) fn gc(
+pub fn gc(
     rt: &Runtime,
     opts: retention::Options,
     forget_opts: forget::Options,
-) -> Result<GcDoc, CliError> {
+) -> Result<GcDoc, OpsError> {
     if !opts.dry_run {
         rt.ensure_open_index()?;
     }
@@ -557,7 +579,7 @@ pub(crate) fn gc(
             .collect()
     };
     // D5: what no record covers, after forgetting (which may have left a `.stall` behind).
-    let strays = refine_supervisor::history::strays::collect(rt, opts.dry_run)?;
+    let strays = crate::history::strays::collect(rt, opts.dry_run)?;
     Ok(GcDoc {
         retention: retention_doc(&retention),
         forget: forget_doc(&forget),
@@ -578,168 +600,16 @@ pub fn retire(
         } else {
             retention::Evidence::NotExited {
                 state: a.state,
-                reason: a.reason.unwrap_or_default(),
+                reason: a.reason.map(|r| r.to_string()).unwrap_or_default(),
             }
         }
     })
 }
 
-/// The engine request for what the caller asked.
-/// The service's launch from a socket request: the ask's text as the command's bytes.
-pub(crate) fn launch_command(spec: &LaunchAsk) -> Result<Command, ServiceError> {
-    if spec.argv.is_empty() {
-        return Err(SpecError::EmptyCommand.into());
-    }
-    let mut cmd = Command::new(&spec.argv[0])
-        .args(&spec.argv[1..])
-        .envs(&spec.env)
-        .label(spec.label.clone());
-    if let Some(cwd) = &spec.cwd {
-        cmd = cmd.current_dir(cwd);
-    }
-    if spec.input {
-        cmd = cmd.stdin(refine_supervisor::StdinMode::Pipe);
-    }
-    for (k, v) in &spec.meta {
-        cmd = cmd.purpose(k.clone(), v.clone());
-    }
-    launch_options(
-        cmd,
-        LaunchOptions {
-            kind: spec.kind,
-            timeout: spec.timeout,
-            idle_timeout: spec.idle_timeout,
-            kill_after: spec.kill_after,
-            log_cap_bytes: spec.log_cap_bytes,
-            pty: spec.pty,
-            user: spec.user.as_deref(),
-            allow_setns: spec.allow_setns,
-            protect: spec.protect,
-            memory_max_bytes: spec.memory_max_bytes,
-            cpu_millis: spec.cpu_millis,
-            pids_max: spec.pids_max,
-            ready: match &spec.ready {
-                None => None,
-                Some(text) => Some((
-                    text.parse().map_err(SpecError::Ready)?,
-                    spec.ready_timeout
-                        .unwrap_or(refine_supervisor::launch::readiness::DEFAULT_READY_TIMEOUT),
-                )),
-            },
-            health: health_spec(
-                spec.health_cmd.as_deref(),
-                spec.health_interval,
-                spec.health_timeout,
-                spec.health_retries,
-                spec.health_start_period,
-            )?,
-        },
-    )
-}
-
-/// H7: a health check from `run`'s flags or a request's fields (docker's defaults for what is
-/// absent); nonsense is refused in one line.
-pub(crate) fn health_spec(
-    cmd: Option<&str>,
-    interval: Option<Duration>,
-    timeout: Option<Duration>,
-    retries: Option<u32>,
-    start_period: Option<Duration>,
-) -> Result<Option<refine_protocol::record::HealthSpec>, ServiceError> {
-    use refine_supervisor::launch::health as h;
-    let Some(cmd) = cmd else { return Ok(None) };
-    h::spec(
-        cmd,
-        interval.unwrap_or(h::DEFAULT_INTERVAL),
-        timeout.unwrap_or(h::DEFAULT_TIMEOUT),
-        retries.unwrap_or(h::DEFAULT_RETRIES),
-        start_period.unwrap_or_default(),
-    )
-    .map(Some)
-    .map_err(|why| SpecError::Health(why).into())
-}
-
-/// What a launch asks beyond its command, whoever asks (`run`, the socket).
-pub(crate) struct LaunchOptions<'a> {
-    pub kind: Kind,
-    pub timeout: Option<Duration>,
-    pub idle_timeout: Option<Duration>,
-    /// `0`: no grace, the kill at once.
-    pub kill_after: Option<Duration>,
-    /// `None`: the default cap; `0`: none.
-    pub log_cap_bytes: Option<u64>,
-    pub pty: bool,
-    /// `USER[:GROUP]`.
-    pub user: Option<&'a str>,
-    /// X7's opt-out: no filter against `setns` into PID and user namespaces.
-    pub allow_setns: bool,
-    /// X11: the Landlock protection asked for.
-    pub protect: refine_protocol::record::ProtectAsk,
-    /// H8: the tree's memory, CPU and pids limits.
-    pub memory_max_bytes: Option<u64>,
-    pub cpu_millis: Option<u32>,
-    pub pids_max: Option<u64>,
-    /// H6: how the workload says it is ready, and how long it may take (zero: no bound).
-    pub ready: Option<(refine_supervisor::launch::readiness::ReadyAsk, Duration)>,
-    /// H7: the health check.
-    pub health: Option<refine_protocol::record::HealthSpec>,
-}
-
-/// The rest of a launch on its command: the one place both callers share.
-pub(crate) fn launch_options(
-    mut cmd: Command,
-    o: LaunchOptions<'_>,
-) -> Result<Command, ServiceError> {
-    cmd = cmd
-        .kind(o.kind)
-        .owner(std::env::var("USER").unwrap_or_default());
-    if let Some(t) = o.timeout {
-        cmd = cmd.timeout(t);
-    }
-    if let Some(t) = o.idle_timeout {
-        cmd = cmd.idle_timeout(t);
-    }
-    match o.log_cap_bytes {
-        None => {}
-        Some(0) => cmd = cmd.log_cap(None),
-        Some(n) => cmd = cmd.log_cap(Some(n)),
-    }
-    if let Some(k) = o.kill_after {
-        cmd = cmd.kill_after(k);
-    }
-    if o.pty {
-        cmd = cmd.pty(WindowSize::default());
-    }
-    if let Some(user) = o.user {
-        refine_supervisor::launch::credentials::require_privilege()?;
-        cmd = cmd.user(refine_supervisor::launch::credentials::resolve(user)?);
-    }
-    if o.allow_setns {
-        cmd = cmd.allow_setns();
-    }
-    cmd = cmd.protect(o.protect);
-    if let Some(b) = o.memory_max_bytes {
-        cmd = cmd.memory_max(b);
-    }
-    if let Some(m) = o.cpu_millis {
-        cmd = cmd.cpu_millis(m);
-    }
-    if let Some(n) = o.pids_max {
-        cmd = cmd.pids_max(n);
-    }
-    if let Some((ask, t)) = o.ready {
-        cmd = cmd.ready(ask, (!t.is_zero()).then_some(t));
-    }
-    if let Some(h) = o.health {
-        cmd = cmd.health(h);
-    }
-    Ok(cmd)
-}
-
 /// What `wait` prints and exits with for a workload status: its code, 128+N for signal N, 127
 /// for a workload that never started; when nothing says, `-1` is printed (as `podman wait`
 /// does) and the exit code is 255.
-pub(crate) fn wait_code(status: Option<refine_protocol::WorkloadStatus>) -> (i32, String) {
+pub fn wait_code(status: Option<refine_protocol::WorkloadStatus>) -> (i32, String) {
     use refine_protocol::WorkloadStatus as W;
     match status {
         Some(W::Exited(c)) => (c, c.to_string()),
@@ -749,109 +619,245 @@ pub(crate) fn wait_code(status: Option<refine_protocol::WorkloadStatus>) -> (i32
     }
 }
 
-/// L1: what wakes `logs -f` (and the socket's `follow`), by inotify: an artifact growing or
-/// created, the receipt landing, the record closed (its launcher letting go of its lock). No busy polling: an idle follower
-/// sleeps until one of those, or [`FOLLOW_BACKSTOP`] for what brings no event. Without inotify
-/// (a kernel or limit that refuses it) the follower looks every 100 ms instead.
-pub struct Changes {
-    fd: Option<std::os::fd::OwnedFd>,
+/// H1: what holds `path` (a process working in it, or with a file of it open), over the
+/// registrations of every port of `home`; the `holders --json` document.
+pub fn holders(home: &Path, path: &Path) -> Result<HoldersDoc, HoldersError> {
+    let target = Target::resolve(path)?;
+    let regs = Registrations::load(home, &assess::KERNEL_BOOT);
+    Ok(holders_doc(&crate::hygiene::holders::holders(
+        &target, &regs,
+    )?))
 }
 
-/// The longest an idle `logs -f` sleeps without an event.
-const FOLLOW_BACKSTOP: Duration = Duration::from_secs(1);
+/// H2: ends what still holds the checkout `path` within `budget` (the fence of `runtime`, when
+/// given, for the orphans' kill); the `reap --json` document and whether nothing holds it now.
+pub fn reap(
+    home: &Path,
+    runtime: Option<&Runtime>,
+    path: &Path,
+    budget: Duration,
+) -> Result<(ReapDoc, bool), ReapError> {
+    let report = reap_checkout::reap_checkout(home, runtime, path, budget, &assess::KERNEL_BOOT)?;
+    Ok((reap_doc(&report), report.clean()))
+}
 
-impl Changes {
-    /// No watch: [`Changes::wait`] sleeps 100 ms.
-    pub fn none() -> Changes {
-        Changes { fd: None }
-    }
+/// Which deadline of `reg` has passed, if any (the one definition of activity, W7).
+pub fn deadline_passed(reg: &Registration) -> Option<StopCause> {
+    use crate::launch::deadline::{expired_on_record, Expired};
+    expired_on_record(reg, std::time::Instant::now()).map(|e| match e {
+        Expired::Completion => StopCause::CompletionDeadline,
+        Expired::Idle => StopCause::IdleDeadline,
+    })
+}
 
-    pub fn watch(rt: &Runtime, id: RegistrationId, artifacts: &[PathBuf]) -> Changes {
-        use rustix::fs::inotify::{add_watch, init, CreateFlags, WatchFlags};
-        let Ok(fd) = init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) else {
-            return Changes { fd: None };
-        };
-        // The folder: an artifact created by its first byte (a launcher's capture, F3).
-        let logs = rt.dir().join("logs");
-        let _ = add_watch(&fd, &logs, WatchFlags::CREATE | WatchFlags::MOVED_TO);
-        let _ = add_watch(
-            &fd,
-            rt.proof_path(id),
-            WatchFlags::MODIFY | WatchFlags::CLOSE_WRITE,
-        );
-        let _ = add_watch(&fd, rt.record_path(id), WatchFlags::CLOSE);
-        let changes = Changes { fd: Some(fd) };
-        changes.rewatch(artifacts);
-        changes
-    }
+/// A deadline stop the maintenance pass found due: the registration, which deadline passed,
+/// and its grace (W11's `--kill-after`; none: the kill at once).
+#[derive(Debug, Clone)]
+pub struct DueStop {
+    pub reg: Registration,
+    pub cause: StopCause,
+    pub grace: Option<Duration>,
+}
 
-    /// Watches a folder: a file created or moved into it, or written in it (the events
-    /// journal's segments).
-    pub fn watch_dir(dir: &Path) -> Changes {
-        use rustix::fs::inotify::{add_watch, init, CreateFlags, WatchFlags};
-        let Ok(fd) = init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) else {
-            return Changes { fd: None };
-        };
-        let flags = WatchFlags::CREATE | WatchFlags::MOVED_TO | WatchFlags::MODIFY;
-        if add_watch(&fd, dir, flags).is_err() {
-            return Changes { fd: None };
+/// What one maintenance pass found: the open registrations it looked at, those it settled
+/// (proven exited, or a marker whose launch never wrote its record), and the deadline stops
+/// due, for the caller to carry out (its own way of waiting out a grace).
+#[derive(Debug, Clone, Default)]
+pub struct Maintenance {
+    pub open: usize,
+    pub settled: usize,
+    pub due: Vec<DueStop>,
+    /// H7: the live registrations with a health check it looked at, for the caller to see
+    /// that each has a prober.
+    pub health_checked: Vec<Registration>,
+}
+
+/// One maintenance pass over the open index (O(open), F1): a stop abandoned while it held the
+/// fence is completed (issue 38 item 7); registrations for which `skip` holds (a launcher's
+/// own, whose engines enforce their deadlines and settle) are left alone; `each` sees every
+/// other registration read; what the assessment proves exited is settled under its lock; a
+/// live scope past a deadline is a [`DueStop`]. Nothing is signalled here.
+pub fn maintenance_pass(
+    rt: &Runtime,
+    skip: impl Fn(RegistrationId) -> bool,
+    mut each: impl FnMut(&Registration),
+) -> Maintenance {
+    use crate::end::open_index::Settled;
+    stop::complete_if_abandoned(rt, &assess::KERNEL_BOOT, Duration::ZERO);
+    let mut pass = Maintenance::default();
+    let Ok(ids) = rt.open_ids() else {
+        return pass;
+    };
+    for id in ids {
+        pass.open += 1;
+        if skip(id) {
+            continue;
         }
-        Changes { fd: Some(fd) }
-    }
-
-    /// Watches the artifacts that exist now (adding a watch again only updates it).
-    pub fn rewatch(&self, artifacts: &[PathBuf]) {
-        if let Some(fd) = &self.fd {
-            for path in artifacts {
-                let _ = rustix::fs::inotify::add_watch(
-                    fd,
-                    path,
-                    rustix::fs::inotify::WatchFlags::MODIFY,
-                );
+        let reg = match rt.read_registration(id) {
+            Ok(reg) => reg,
+            // A marker whose launch may still be writing its record, or died before it.
+            Err(RegistryError::NotFound(_)) => {
+                if let Ok(Some(Settled::Unwritten { dropped: true })) =
+                    open_index::settle_if_free(rt, id, &assess::KERNEL_BOOT)
+                {
+                    pass.settled += 1;
+                }
+                continue;
             }
+            Err(_) => continue,
+        };
+        each(&reg);
+        match assess_one(rt, &reg).state {
+            State::Live => {
+                if reg.health.is_some() {
+                    pass.health_checked.push(reg.clone());
+                }
+                if let Some(cause) = deadline_passed(&reg) {
+                    let grace = reg.limits.kill_after_ms.map(Duration::from_millis);
+                    pass.due.push(DueStop { reg, cause, grace });
+                }
+            }
+            State::Exited => {
+                if let Ok(Some(Settled::Closed(_))) =
+                    open_index::settle_if_free(rt, id, &assess::KERNEL_BOOT)
+                {
+                    pass.settled += 1;
+                }
+            }
+            State::Unverified | State::Corrupt => {}
         }
     }
-
-    /// Sleeps until something changed (or the backstop), then drains the events.
-    pub fn wait(&mut self) {
-        let Some(fd) = &self.fd else {
-            std::thread::sleep(NO_INOTIFY_TICK);
-            return;
-        };
-        let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
-        let limit = rustix::time::Timespec {
-            tv_sec: FOLLOW_BACKSTOP.as_secs() as i64,
-            tv_nsec: 0,
-        };
-        let _ = rustix::event::poll(&mut fds, Some(&limit));
-        self.drain();
-    }
-
-    /// [`Changes::wait`] as a task of the service's event loop: no thread waits meanwhile.
-    pub async fn wait_async(&mut self) {
-        let readable = self
-            .fd
-            .as_ref()
-            .and_then(|fd| fd.try_clone().ok())
-            // SAFETY: the descriptor is an `OwnedFd` of our own (a duplicate of the inotify
-            // one) that the `AsyncFd` owns: nothing else closes or replaces it while it is
-            // registered, and dropping the `AsyncFd` deregisters it before closing it.
-            .and_then(|fd| unsafe { tokio::io::unix::AsyncFd::register(fd) }.ok());
-        let Some(readable) = readable else {
-            tokio::time::sleep(NO_INOTIFY_TICK).await;
-            return;
-        };
-        let _ = tokio::time::timeout(FOLLOW_BACKSTOP, readable.readable()).await;
-        self.drain();
-    }
-
-    fn drain(&self) {
-        if let Some(fd) = &self.fd {
-            let mut buf = [0u8; 4096];
-            while matches!(rustix::io::read(fd, &mut buf), Ok(n) if n > 0) {}
-        }
-    }
+    pass
 }
 
-/// How often a follower without inotify looks.
-const NO_INOTIFY_TICK: Duration = Duration::from_millis(100);
+/// C1-C4: the host's capacity for launches, with `limit_percent` of it usable (none: the
+/// default policy's), and what the open scopes of `rt` (none: no runtime yet) take of it; the
+/// `capacity --json` document.
+pub fn capacity(
+    rt: Option<&Runtime>,
+    limit_percent: Option<u8>,
+) -> Result<CapacityDoc, RegistryError> {
+    let mut policy = crate::capacity::Policy::default();
+    if let Some(p) = limit_percent {
+        policy.limit_percent = p;
+    }
+    let report = crate::capacity::capacity_report(rt, policy, &mut *crate::capacity::probe())?;
+    Ok(super::docs::capacity_doc(&report))
+}
+
+/// Housekeeping over the whole history (R1-R4): retention of artifacts older than `retain`,
+/// then forgetting of records exited longer than `forget_after`. O(history): a service runs it
+/// at start and then seldom. Each pass's report, or why it failed.
+pub fn housekeeping(
+    rt: &Runtime,
+    retain: Duration,
+    forget_after: Duration,
+) -> (
+    Result<retention::Report, retention::RetentionError>,
+    Result<forget::Report, forget::ForgetError>,
+) {
+    let retired = retire(
+        rt,
+        retention::Options {
+            older_than: retain,
+            dry_run: false,
+        },
+    );
+    let opts = forget::Options {
+        after: forget_after,
+        dry_run: false,
+    };
+    (retired, forget::forget(rt, opts, &assess::KERNEL_BOOT))
+}
+
+/// What `gc` does: retention's horizon for artifacts and forgetting's for records (each with
+/// its dry run).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GcOptions {
+    pub retention: retention::Options,
+    pub forget: forget::Options,
+}
+
+/// E3: the operations on the supervisor's runtime, as the CLI and the service perform them.
+impl crate::Supervisor {
+    /// The `ps` rows: with `all`, every registration of the history; without, the scopes not
+    /// yet proven exited. Newest first.
+    pub fn list(&self, all: bool) -> Result<Vec<ScopeView>, RegistryError> {
+        list_views(self.runtime(), all)
+    }
+
+    /// The `show` document of one registration: record, result, receipt, assessment, and a
+    /// live scope's processes.
+    pub fn show(&self, id: RegistrationId) -> Result<ShowDoc, RegistryError> {
+        show_doc(self.runtime(), id)
+    }
+
+    /// Stops the scope of `id` as an operator (`stop ID`): with a grace, SIGTERM to the
+    /// workload's group and `grace` to end before the whole tree is killed; without, the kill at
+    /// once. The document says whether a receipt proves the end; a failed stop is a document too.
+    pub fn stop(
+        &self,
+        id: RegistrationId,
+        grace: Option<Duration>,
+    ) -> Result<StopDoc, RegistryError> {
+        let grace = grace.map(|g| (g, crate::kernel::signal::Signal::TERM));
+        self.stop_with(id, StopCause::Operator, grace)
+    }
+
+    /// [`crate::Supervisor::stop`] with its cause and the grace's polite signal.
+    pub fn stop_with(
+        &self,
+        id: RegistrationId,
+        cause: StopCause,
+        grace: Option<(Duration, crate::kernel::signal::Signal)>,
+    ) -> Result<StopDoc, RegistryError> {
+        let reg = self.runtime().read_registration(id)?;
+        Ok(stop_one(self.runtime(), &reg, cause, grace))
+    }
+
+    /// The recovery pass (A4): scopes whose launcher is gone are stopped, released or adopted.
+    pub fn recover(&self) -> Result<RecoverDoc, OpsError> {
+        recover_all(self.runtime())
+    }
+
+    /// What [`crate::Supervisor::recover`] would do now, doing nothing.
+    pub fn recover_plan(&self) -> Result<RecoverDoc, RegistryError> {
+        recover_plan(self.runtime())
+    }
+
+    /// `gc`: retention, forgetting, re-indexing and the strays (D5).
+    pub fn gc(&self, opts: GcOptions) -> Result<GcDoc, OpsError> {
+        gc(self.runtime(), opts.retention, opts.forget)
+    }
+
+    /// One maintenance pass ([`maintenance_pass`]) with its due deadline stops carried out here,
+    /// each grace waited out in turn (a service runs them as tasks instead): the pass and the
+    /// stops' documents.
+    pub fn maintain(&self) -> (Maintenance, Vec<StopDoc>) {
+        let pass = maintenance_pass(self.runtime(), |_| false, |_| {});
+        let docs = pass
+            .due
+            .iter()
+            .map(|d| {
+                let grace = d.grace.map(|g| (g, crate::kernel::signal::Signal::TERM));
+                stop_one(self.runtime(), &d.reg, d.cause, grace)
+            })
+            .collect();
+        (pass, docs)
+    }
+
+    /// [`capacity`] of this runtime's host, with the default policy.
+    pub fn capacity(&self) -> Result<CapacityDoc, RegistryError> {
+        capacity(Some(self.runtime()), None)
+    }
+
+    /// [`holders`] of `path` over every port of this runtime's home.
+    pub fn holders(&self, path: &Path) -> Result<HoldersDoc, HoldersError> {
+        holders(self.runtime().home(), path)
+    }
+
+    /// [`reap`] of the checkout `path`, this runtime's fence for the kill.
+    pub fn reap(&self, path: &Path, budget: Duration) -> Result<(ReapDoc, bool), ReapError> {
+        reap(self.runtime().home(), Some(self.runtime()), path, budget)
+    }
+}
