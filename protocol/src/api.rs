@@ -130,6 +130,40 @@ pub struct LaunchAsk {
     )]
     #[cfg_attr(feature = "schema", schemars(with = "Option<u64>"))]
     pub ready_timeout: Option<Duration>,
+    /// H7: the health probe, a shell command line (`sh -c`), as `run --health-cmd`. Absent: no
+    /// health check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_cmd: Option<String>,
+    /// H7: between probes (absent: 30 s).
+    #[serde(
+        rename = "health_interval_ms",
+        default,
+        with = "millis",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<u64>"))]
+    pub health_interval: Option<Duration>,
+    /// H7: a probe running longer is stopped and fails (absent: 30 s).
+    #[serde(
+        rename = "health_timeout_ms",
+        default,
+        with = "millis",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<u64>"))]
+    pub health_timeout: Option<Duration>,
+    /// H7: consecutive failures that make it `unhealthy` (absent: 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_retries: Option<u32>,
+    /// H7: from the start, failures do not count (absent: 0).
+    #[serde(
+        rename = "health_start_period_ms",
+        default,
+        with = "millis",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<u64>"))]
+    pub health_start_period: Option<Duration>,
 }
 
 fn command_kind() -> Kind {
@@ -165,6 +199,11 @@ impl LaunchAsk {
             pids_max: None,
             ready: None,
             ready_timeout: None,
+            health_cmd: None,
+            health_interval: None,
+            health_timeout: None,
+            health_retries: None,
+            health_start_period: None,
         }
     }
 }
@@ -501,6 +540,10 @@ pub struct ScopeView {
     /// one without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<crate::docs::ReadyState>,
+    /// H7: where a launch with a health check stands (`starting`, `healthy`, `unhealthy`);
+    /// absent for one without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<crate::docs::HealthState>,
 }
 
 /// A request line: the version beside the request's own keys.

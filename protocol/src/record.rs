@@ -41,14 +41,15 @@ pub const STOP_MAGIC: [u8; 8] = *b"RFNSTOP\0";
 pub const RESULT_MAGIC: [u8; 8] = *b"RFNRSLT\0";
 pub const STALL_MAGIC: [u8; 8] = *b"RFNSTAL\0";
 pub const READY_MAGIC: [u8; 8] = *b"RFNREDY\0";
+pub const HEALTH_MAGIC: [u8; 8] = *b"RFNHLTH\0";
 pub const RECORD_VERSION: u16 = 1;
 /// The registration record's version: 2 adds [`Registration::argv_bytes`] and
 /// [`Limits::kill_after_ms`]; 3 appends [`Registration::cgroup`]; 4 appends
 /// [`Registration::allow_setns`]; 5 appends [`Registration::supervisor_provenance`] and
 /// [`Registration::guardian_provenance`]; 6 appends [`Registration::on_service_loss`]; 7
 /// appends [`Registration::resources`]; 8 [`Registration::readiness`]; 9
-/// [`Registration::protection`]; 10 [`Registration::sandbox`].
-pub const REGISTRATION_VERSION: u16 = 10;
+/// [`Registration::protection`]; 10 [`Registration::sandbox`]; 11 [`Registration::health`].
+pub const REGISTRATION_VERSION: u16 = 11;
 /// The launch result's version: 2 adds [`LaunchResultRecord::stop_failure`] and
 /// [`LaunchResultRecord::usage`]; 3 [`LaunchResultRecord::residue_stop`]; 4 appends
 /// [`LaunchResultRecord::cgroup_usage`]; 5 [`LaunchResultRecord::limit_usage`].
@@ -187,6 +188,9 @@ pub struct Registration {
     /// X12: the sandbox the workload ran in (`run --sandbox`, `--network`). `None` in version
     /// 1 to 9 records and for launches that asked for none.
     pub sandbox: Option<Sandbox>,
+    /// H7: the health check asked for. `None` in version 1 to 10 records and for launches
+    /// without one.
+    pub health: Option<HealthSpec>,
 }
 
 /// X12: how much of the file system a sandboxed workload may write (`run --sandbox`).
@@ -251,6 +255,52 @@ pub struct Sandbox {
     pub writable: Vec<String>,
     /// The private temporary directory made for the launch (its `TMPDIR`).
     pub tmpdir: Option<String>,
+}
+
+/// H7: a launch's health check (`run --health-cmd`), docker's HEALTHCHECK.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthSpec {
+    /// The probe, a shell command line (`sh -c`), run in the workload's directory.
+    pub cmd: String,
+    pub interval_ms: u64,
+    /// A probe running longer is stopped and counts as a failure.
+    pub timeout_ms: u64,
+    /// Consecutive failures (past the start period) that make it `unhealthy`.
+    pub retries: u32,
+    /// From the start: failures do not count, a success makes it `healthy`.
+    pub start_period_ms: u64,
+}
+
+/// H7: one probe of a health check, as its record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeRecord {
+    /// The probe's own scope.
+    pub scope: Option<RegistrationId>,
+    pub started_unix_ms: u64,
+    pub duration_ms: u64,
+    /// Its exit code; `None`: it timed out, was killed by a signal, or did not run.
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    /// The start of its stdout then stderr, as written (at most 4 KiB; views escape it).
+    pub output: Vec<u8>,
+}
+
+/// H7: where a scope with a health check stands (`logs/ID.health`), written by its prober.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthRecord {
+    pub id: RegistrationId,
+    pub runtime: RuntimeId,
+    pub state: crate::docs::HealthState,
+    pub at_unix_ms: u64,
+    /// Consecutive failures that counted (past the start period).
+    pub failing_streak: u32,
+    pub probes: u64,
+    /// The process that probes (a foreground `run`, the service) and its start time in clock
+    /// ticks since boot: a restarted service resumes the probes of a prober that is gone.
+    pub prober_pid: u32,
+    pub prober_start_time: u64,
+    /// The last few probes, oldest first.
+    pub last: Vec<ProbeRecord>,
 }
 
 /// X11: the protection a launch asked for (`run --protect`).
@@ -895,16 +945,17 @@ impl Registration {
                 let v1: v1::Registration = decode_payload(payload, "registration record")?;
                 Ok(v1.into())
             }
-            // Versions 3, 4, 6, 7, 8, 9 and 10 each only append an `Option`, version 5 two: an
-            // older payload is version 10's with each absent option's one zero byte missing.
-            2..=9 => {
+            // Versions 3, 4, 6, 7, 8, 9, 10 and 11 each only append an `Option`, version 5 two:
+            // an older payload is version 11's with each absent option's one zero byte missing.
+            2..=10 => {
                 let missing = match version {
-                    9 => 1,
-                    8 => 2,
-                    7 => 3,
-                    6 => 4,
-                    5 => 5,
-                    v => usize::from(4 - v) + 7,
+                    10 => 1,
+                    9 => 2,
+                    8 => 3,
+                    7 => 4,
+                    6 => 5,
+                    5 => 6,
+                    v => usize::from(4 - v) + 8,
                 };
                 let mut current = Vec::with_capacity(payload.len() + missing);
                 current.extend_from_slice(payload);
@@ -950,6 +1001,16 @@ impl ReadyRecord {
     }
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         decode_payload(open(READY_MAGIC, buf)?, "ready record")
+    }
+}
+
+impl HealthRecord {
+    /// Encodes the record; refuses one larger than [`MAX_RECORD`] (which could not be read back).
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        encode_record(HEALTH_MAGIC, self)
+    }
+    pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
+        decode_payload(open(HEALTH_MAGIC, buf)?, "health record")
     }
 }
 
@@ -1065,6 +1126,7 @@ mod v1 {
                 readiness: None,
                 protection: None,
                 sandbox: None,
+                health: None,
             }
         }
     }

@@ -114,6 +114,7 @@ fn registration() -> Registration {
         resources: None,
         readiness: None,
         protection: None,
+        health: None,
         sandbox: None,
     }
 }

@@ -322,6 +322,7 @@ fn registration() -> Registration {
         resources: None,
         readiness: None,
         protection: None,
+        health: None,
         sandbox: None,
     }
 }
@@ -445,7 +446,7 @@ fn records_round_trip_and_reject_damage() {
         Err(DecodeError::Truncated { .. })
     ));
     let mut v = bytes.clone();
-    v[8] = 11;
+    v[8] = 12;
     assert!(matches!(
         Registration::decode(&v),
         Err(DecodeError::UnsupportedVersion { .. })
@@ -783,27 +784,29 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
     envelope_seal(&mut w, REGISTRATION_MAGIC.len()).unwrap();
     assert_eq!(Registration::decode(&v1).unwrap(), plain);
 
-    // A version 9 record (no `sandbox`: version 10's payload without its one zero byte), a
+    // A version 10 record (no `health`: version 11's payload without its one zero byte), a
+    // version 9 record (no `sandbox` either), a
     // version 8 record (no `protection` either), a version 7 record (no `readiness` either), a
     // version 6 record (no `resources` either), a version 5 record (no `on_service_loss`
     // either), a version 4 record (no provenance either: two zero bytes less), a version 3
     // record (no `allow_setns` either) and a version 2 record (no `cgroup` either) decode with
     // them absent.
     assert_eq!(
-        &v2[v2.len() - 9..],
-        &[0, 0, 0, 0, 0, 0, 0, 0, 0],
+        &v2[v2.len() - 10..],
+        &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
         "an absent cgroup, allow_setns, two provenances, on_service_loss, resources, \
-         readiness, protection and sandbox are one zero byte each at the end"
+         readiness, protection, sandbox and health are one zero byte each at the end"
     );
     for (version, missing) in [
-        (9u16, 1usize),
-        (8, 2),
-        (7, 3),
-        (6, 4),
-        (5, 5),
-        (4, 7),
-        (3, 8),
-        (2, 9),
+        (10u16, 1usize),
+        (9, 2),
+        (8, 3),
+        (7, 4),
+        (6, 5),
+        (5, 6),
+        (4, 8),
+        (3, 9),
+        (2, 10),
     ] {
         let payload = &v2[header..v2.len() - missing];
         let mut old = vec![0u8; header + payload.len()];
@@ -919,12 +922,26 @@ fn registration_v2_keeps_argv_bytes_and_v1_still_decodes() {
         ready
     );
 
-    // Negative control: a version past 10 is refused, not guessed.
-    let mut v11 = v2.clone();
-    v11[8] = 11;
+    // H7: a health check round-trips.
+    let mut checked = plain.clone();
+    checked.health = Some(refine_protocol::record::HealthSpec {
+        cmd: "curl -fs localhost:8080/health".into(),
+        interval_ms: 30_000,
+        timeout_ms: 30_000,
+        retries: 3,
+        start_period_ms: 0,
+    });
+    assert_eq!(
+        Registration::decode(&checked.encode().unwrap()).unwrap(),
+        checked
+    );
+
+    // Negative control: a version past 11 is refused, not guessed.
+    let mut v12 = v2.clone();
+    v12[8] = 12;
     assert!(matches!(
-        Registration::decode(&v11),
-        Err(DecodeError::UnsupportedVersion { got: 11, .. })
+        Registration::decode(&v12),
+        Err(DecodeError::UnsupportedVersion { got: 12, .. })
     ));
 }
 

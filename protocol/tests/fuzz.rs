@@ -419,6 +419,7 @@ fn registration() -> Registration {
         resources: None,
         readiness: None,
         protection: None,
+        health: None,
         sandbox: None,
     }
 }
@@ -574,6 +575,7 @@ fn response_seeds() -> Vec<Vec<u8>> {
         silent: None,
         usage: usage().map(Into::into),
         ready: Some(refine_protocol::docs::ReadyState::Starting),
+        health: Some(refine_protocol::docs::HealthState::Unhealthy),
     };
     [
         Response::ok(Reply::Launched { id: "x".into() }),

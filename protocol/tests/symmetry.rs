@@ -726,6 +726,7 @@ fn record_encoders_refuse_exactly_what_their_decoders_refuse() {
             resources: None,
             readiness: None,
             protection: None,
+            health: None,
             sandbox: None,
         },
         Registration::encode,

@@ -42,6 +42,7 @@ mod completions;
 mod error;
 mod events;
 mod follow;
+mod health_view;
 mod launch_ask;
 mod man;
 mod metrics;
@@ -54,7 +55,9 @@ mod docs {
 /// output, the launch a command line or an API spec asks for, the follower's wake-ups.
 mod ops {
     pub(crate) use super::follow::Changes;
-    pub(crate) use super::launch_ask::{launch_command, launch_options, LaunchOptions};
+    pub(crate) use super::launch_ask::{
+        health_spec, launch_command, launch_options, LaunchOptions,
+    };
     pub(crate) use super::output::{out, print_json};
     pub(crate) use refine_supervisor::host::ops::*;
 }

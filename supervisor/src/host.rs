@@ -373,6 +373,13 @@ impl Command {
         self
     }
 
+    /// H7: a health check (docker's HEALTHCHECK, [`crate::launch::health::spec`]): probed every
+    /// interval by this process (a thread of it) while the scope lives, reported only.
+    pub fn health(mut self, spec: refine_protocol::record::HealthSpec) -> Command {
+        self.request.health = Some(spec);
+        self
+    }
+
     /// A pseudo-terminal of this size for stdin, stdout and stderr.
     pub fn pty(mut self, size: WindowSize) -> Command {
         self.request.pty = Some(size);

@@ -30,6 +30,7 @@ pub mod credentials;
 pub mod deadline;
 pub mod env_policy;
 pub mod guardian;
+pub mod health;
 pub mod protect;
 pub mod pty;
 pub mod readiness;
@@ -620,6 +621,7 @@ impl Supervisor {
                 owner: req.owner,
                 purpose: req.purpose,
                 readiness: readiness.as_ref().map(|(_, r)| r.spec()),
+                health: req.health.take(),
                 protection: Some(protection.record),
                 sandbox: sandbox.as_ref().map(sandbox::Plan::record),
                 guardian: guardian::LaunchConfig {
@@ -649,6 +651,14 @@ impl Supervisor {
         )?;
         if let Some((prepared, r)) = readiness {
             readiness::watch(rt.clone(), registration.clone(), r, prepared);
+        }
+        // H7: the owner of the scope's life probes it: the service's one queue, else a
+        // thread of this launcher.
+        if registration.health.is_some() {
+            match req.health_queue.take() {
+                Some(q) => q.add(rt, registration.clone()),
+                None => health::watch(rt.clone(), registration.clone()),
+            }
         }
         let deadlines = Deadlines::resume(&registration);
         // A fresh launch had its first activity at its start, not at this call.

@@ -132,6 +132,7 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
         on_service_loss: None,
         resources: None,
         readiness: None,
+        health: None,
         protection: None,
         sandbox: None,
     };

@@ -122,6 +122,7 @@ pub fn registered(label: &str, guardian: LaunchConfig) -> RegisteredLaunch {
         foreground: None,
         resources: Default::default(),
         readiness: None,
+        health: None,
         protection: None,
         sandbox: None,
     }

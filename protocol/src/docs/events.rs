@@ -31,6 +31,9 @@ crate::vocabulary! {
         Ready,
         /// H6: it was not ready in time, or ended before it was (`reason`).
         NotReady,
+        /// H7: its health changed (`health`: the new state, `reason`: the last probe's
+        /// excerpt, escaped).
+        Health,
     }
 }
 
@@ -78,6 +81,9 @@ pub struct EventDoc {
     /// `ready`: the workload's last `STATUS=` (sd_notify), as it sent it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_status: Option<String>,
+    /// `health`: the state it changed to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<super::vocab::HealthState>,
     /// The process that saw the event and wrote it (a `run`, the service, a `stop`, `gc`).
     pub by_pid: u32,
 }
@@ -102,6 +108,7 @@ impl EventDoc {
             stop: None,
             reason: None,
             ready_status: None,
+            health: None,
             by_pid,
         }
     }

@@ -34,14 +34,15 @@ pub use hygiene::{
 pub use reason::{BoundField, ProofInode, ScopeReason, UnverifiedReason};
 pub use scope::{
     ArtifactDoc, ArtifactsDoc, AssessmentDoc, CgroupDoc, CgroupUsageDoc, DetachedSpawnFailedDoc,
-    IncidentDoc, LaunchedDoc, LimitPlacementDoc, LimitUsageDoc, LimitsDoc, ProcessDoc, ProofDoc,
-    PsDoc, ReadinessDoc, ReceiptDoc, ReceiptVerdictDoc, RecordDoc, RecoverDoc, RecoverEntryDoc,
-    ResidueStopDoc, ResultDoc, RunDoc, ShowDoc, StatusFields, StopDetail, StopDoc, StopOutcomeDoc,
-    StopTimingsDoc, StreamDoc, UsageDoc, WaitDoc, WaitScope, WatchDoc, WitnessDoc, WorkloadDoc,
+    HealthDoc, IncidentDoc, LaunchedDoc, LimitPlacementDoc, LimitUsageDoc, LimitsDoc, ProbeDoc,
+    ProcessDoc, ProofDoc, PsDoc, ReadinessDoc, ReceiptDoc, ReceiptVerdictDoc, RecordDoc,
+    RecoverDoc, RecoverEntryDoc, ResidueStopDoc, ResultDoc, RunDoc, ShowDoc, StatusFields,
+    StopDetail, StopDoc, StopOutcomeDoc, StopTimingsDoc, StreamDoc, UsageDoc, WaitDoc, WaitScope,
+    WatchDoc, WitnessDoc, WorkloadDoc,
 };
 pub use top::{TopDoc, TopScopeDoc, TopSource};
 pub use vocab::{
-    ForgetAction, Found, KindUnreadable, Outcome, OwnerLink, OwnerState, ReadyState, RecoverAction,
-    ReservationSource, ResultReason, RetentionAction, RunScope, ScopeKind, State, StatusName,
-    StopFailed, StopOutcome, StrayAction, UnverifiedCheck, Via,
+    ForgetAction, Found, HealthState, KindUnreadable, Outcome, OwnerLink, OwnerState, ReadyState,
+    RecoverAction, ReservationSource, ResultReason, RetentionAction, RunScope, ScopeKind, State,
+    StatusName, StopFailed, StopOutcome, StrayAction, UnverifiedCheck, Via,
 };

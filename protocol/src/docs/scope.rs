@@ -240,6 +240,41 @@ pub struct ShowDoc {
     /// H6: the readiness it asked for and where it stands; absent for a launch without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readiness: Option<ReadinessDoc>,
+    /// H7: the health check it asked for, where it stands and its last probes; absent for a
+    /// launch without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthDoc>,
+}
+
+/// H7: a launch's health check (`run --health-cmd`) and where it stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct HealthDoc {
+    pub cmd: String,
+    pub interval_ms: u64,
+    pub timeout_ms: u64,
+    pub retries: u32,
+    pub start_period_ms: u64,
+    /// `starting` until its prober has recorded otherwise.
+    pub state: super::vocab::HealthState,
+    pub failing_streak: u32,
+    pub probes: u64,
+    /// The last few probes, oldest first.
+    pub last: Vec<ProbeDoc>,
+}
+
+/// H7: one health probe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ProbeDoc {
+    /// When it started (UTC).
+    pub start: String,
+    pub duration_ms: u64,
+    /// Its exit code; `null`: it timed out, was killed, or did not run.
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    /// The start of its output (stdout then stderr), lossily UTF-8 (views escape it).
+    pub output: String,
 }
 
 /// H6: a launch's readiness (`run --ready`) and where it stands.

@@ -102,6 +102,18 @@ crate::vocabulary! {
 }
 
 crate::vocabulary! {
+    /// H7: where a scope with a health check stands (docker's HEALTHCHECK states).
+    pub enum HealthState: "health state" {
+        /// Within its start period, or no probe has decided yet.
+        Starting,
+        /// Its last probe succeeded.
+        Healthy,
+        /// Its last `retries` probes failed (or timed out) in a row.
+        Unhealthy,
+    }
+}
+
+crate::vocabulary! {
     /// Why a workload ended, where the kernel says more than its status.
     pub enum ResultReason: "result reason" {
         /// The out-of-memory killer killed a member at the scope's memory limit.

@@ -88,6 +88,8 @@ impl<T: clap::FromArgMatches> clap::FromArgMatches for Deferred<T> {
     }
 }
 
+// Parsed once per process: the size of `run`'s arguments costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Launch one managed command in this process, stream its output, exit with its status.
@@ -284,6 +286,23 @@ pub struct RunArgs {
     /// to be).
     #[arg(long, requires_all = ["detach", "ready"])]
     pub wait_ready: bool,
+    /// A health probe (docker's HEALTHCHECK): `sh -c CMD` in the workload's directory, each run
+    /// a scope of its own; the scope's health goes `starting` -> `healthy` / `unhealthy`. It is
+    /// reported only: nothing is stopped or restarted for it.
+    #[arg(long, value_name = "CMD")]
+    pub health_cmd: Option<String>,
+    /// With --health-cmd: between probes.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "health_cmd", default_value = "30s")]
+    pub health_interval: Duration,
+    /// With --health-cmd: a probe running longer is stopped and fails.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "health_cmd", default_value = "30s")]
+    pub health_timeout: Duration,
+    /// With --health-cmd: failures in a row that make it `unhealthy`.
+    #[arg(long, value_name = "N", requires = "health_cmd", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub health_retries: u32,
+    /// With --health-cmd: from the start, failures do not count (a success makes it healthy).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "health_cmd", default_value = "0s")]
+    pub health_start_period: Duration,
     /// The command and its arguments (`--` before them is optional, as for tini and
     /// `timeout`: every word from the command's first on is the command's, `--json` too).
     /// Passed as bytes: arguments need not be UTF-8.

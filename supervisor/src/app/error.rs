@@ -162,6 +162,8 @@ pub enum SpecError {
     DetachNotText,
     #[error("ready: {0}")]
     Ready(String),
+    #[error("health: {0}")]
+    Health(String),
 }
 
 /// Admission (C1-C4, and the one open scope per label of a unique launch) refused a launch, or

@@ -53,8 +53,37 @@ pub(crate) fn launch_command(spec: &LaunchAsk) -> Result<Command, ServiceError> 
                         .unwrap_or(refine_supervisor::host::DEFAULT_READY_TIMEOUT),
                 )),
             },
+            health: health_spec(
+                spec.health_cmd.as_deref(),
+                spec.health_interval,
+                spec.health_timeout,
+                spec.health_retries,
+                spec.health_start_period,
+            )?,
         },
     )
+}
+
+/// H7: a health check from `run`'s flags or a request's fields (docker's defaults for what is
+/// absent); nonsense is refused in one line.
+pub(crate) fn health_spec(
+    cmd: Option<&str>,
+    interval: Option<Duration>,
+    timeout: Option<Duration>,
+    retries: Option<u32>,
+    start_period: Option<Duration>,
+) -> Result<Option<refine_protocol::record::HealthSpec>, ServiceError> {
+    use refine_supervisor::launch::health as h;
+    let Some(cmd) = cmd else { return Ok(None) };
+    h::spec(
+        cmd,
+        interval.unwrap_or(h::DEFAULT_INTERVAL),
+        timeout.unwrap_or(h::DEFAULT_TIMEOUT),
+        retries.unwrap_or(h::DEFAULT_RETRIES),
+        start_period.unwrap_or_default(),
+    )
+    .map(Some)
+    .map_err(|why| SpecError::Health(why).into())
 }
 
 /// What a launch asks beyond its command, whoever asks (`run`, the socket).
@@ -81,6 +110,8 @@ pub(crate) struct LaunchOptions<'a> {
     pub pids_max: Option<u64>,
     /// H6: how the workload says it is ready, and how long it may take (zero: no bound).
     pub ready: Option<(refine_supervisor::host::ReadyAsk, Duration)>,
+    /// H7: the health check.
+    pub health: Option<refine_protocol::record::HealthSpec>,
 }
 
 /// The rest of a launch on its command: the one place both callers share.
@@ -131,6 +162,9 @@ pub(crate) fn launch_options(
     }
     if let Some((ask, t)) = o.ready {
         cmd = cmd.ready(ask, (!t.is_zero()).then_some(t));
+    }
+    if let Some(h) = o.health {
+        cmd = cmd.health(h);
     }
     Ok(cmd)
 }

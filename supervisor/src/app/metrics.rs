@@ -12,6 +12,7 @@
 //! |---|---|---|
 //! | `refine_scopes` | gauge | `state` (`live`, `unverified`, `corrupt`), `kind` |
 //! | `refine_scopes_unverified` | gauge | |
+//! | `refine_scopes_health` | gauge | `state` (`starting`, `healthy`, `unhealthy`): open scopes with a health check (H7), at scrape time |
 //! | `refine_scopes_ready` | gauge | `state` (`starting`, `ready`, `failed`): open scopes with a readiness (H6), at scrape time |
 //! | `refine_scopes_stalled`, `refine_scopes_silent` | gauge | (set by the stall watch, H3) |
 //! | `refine_capacity_slots`, `refine_capacity_free` | gauge | |
@@ -156,6 +157,8 @@ pub struct Metrics {
     scopes: IntGaugeVec,
     /// H6: open scopes with a readiness, by where it stands.
     ready: IntGaugeVec,
+    /// H7: open scopes with a health check, by where it stands.
+    health: IntGaugeVec,
     unverified: IntGauge,
     /// Set by [`Metrics::set_watch`] only.
     #[allow(dead_code)]
@@ -215,6 +218,17 @@ impl Metrics {
                 Opts::new(
                     "refine_scopes_ready",
                     "Open scopes launched with a readiness (H6), by where it stands, at scrape time.",
+                ),
+                &["state"],
+            )
+            .expect("valid metric"),
+        );
+        let health = register(
+            &r,
+            IntGaugeVec::new(
+                Opts::new(
+                    "refine_scopes_health",
+                    "Open scopes launched with a health check (H7), by where it stands, at scrape time.",
                 ),
                 &["state"],
             )
@@ -327,6 +341,7 @@ impl Metrics {
         }
         let metrics = Metrics {
             ready,
+            health,
             scope_cpu_seconds,
             scope_memory_peak_bytes,
             scope_oom_kills,
@@ -539,9 +554,33 @@ impl Metrics {
         }
     }
 
+    /// H7: the open scopes with a health check, by where it stands (`starting` until recorded).
+    fn observe_health(&self, rt: &Runtime) {
+        use refine_protocol::docs::{HealthState, Vocabulary};
+        let mut counts = std::collections::BTreeMap::new();
+        for id in rt.open_ids().unwrap_or_default() {
+            match rt.read_registration(id) {
+                Ok(reg) if reg.health.is_some() => {}
+                _ => continue,
+            }
+            let state = rt
+                .read_health(id)
+                .ok()
+                .flatten()
+                .map_or(HealthState::Starting, |r| r.state);
+            *counts.entry(state).or_insert(0i64) += 1;
+        }
+        for state in HealthState::ALL {
+            self.health
+                .with_label_values(&[state.name()])
+                .set(counts.get(state).copied().unwrap_or(0));
+        }
+    }
+
     /// One scrape: a census of `rt`, then the exposition.
     pub fn scrape(&self, rt: &Runtime) -> Vec<u8> {
         self.observe_ready(rt);
+        self.observe_health(rt);
         match Census::take(rt) {
             Ok(census) => {
                 let cap = census.capacity(capacity::Policy::default(), &mut *capacity::probe());

@@ -474,6 +474,13 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
             cpu_millis: args.cpus,
             pids_max: args.pids_max,
             ready: args.ready.clone().map(|a| (a, args.ready_timeout)),
+            health: super::ops::health_spec(
+                args.health_cmd.as_deref(),
+                Some(args.health_interval),
+                Some(args.health_timeout),
+                Some(args.health_retries),
+                Some(args.health_start_period),
+            )?,
         },
     )?;
     let req = cmd.request_mut();

@@ -160,6 +160,11 @@ impl Line {
             ready: None,
             ready_timeout: parse_duration("90s").unwrap_or_default(),
             wait_ready: false,
+            health_cmd: None,
+            health_interval: refine_supervisor::launch::health::DEFAULT_INTERVAL,
+            health_timeout: refine_supervisor::launch::health::DEFAULT_TIMEOUT,
+            health_retries: refine_supervisor::launch::health::DEFAULT_RETRIES,
+            health_start_period: std::time::Duration::ZERO,
             command: Vec::new(),
         })
     }

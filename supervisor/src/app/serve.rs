@@ -93,10 +93,12 @@ fn launch_admitted(
         Kind::Agent => ServiceLoss::Stop,
         _ => ServiceLoss::Keep,
     });
-    let cmd = launch_command(&spec)
+    let mut cmd = launch_command(&spec)
         .map_err(|e| Response::err(ErrorKind::BadRequest, error_chain(&e)))?
         .outlive_host()
         .on_service_loss(loss);
+    // H7: the service probes its launches from its one timer.
+    cmd.request_mut().health_queue = Some(state.health.clone());
     let handle = {
         let closed = state.closed.lock().unwrap_or_else(|p| p.into_inner());
         if *closed {
@@ -112,6 +114,7 @@ fn launch_admitted(
         if let Ok(mut l) = state.launched.lock() {
             l.insert(handle.id());
         }
+        state.health_wake.notify_one();
         handle
     };
     let id = handle.id();
@@ -467,6 +470,9 @@ struct Service {
     probe: Mutex<Box<dyn refine_supervisor::capacity::HostProbe + Send>>,
     /// The grace of a stop the service makes on its own (shutdown, a connection's end).
     shutdown_grace: Duration,
+    /// H7: the scopes this service probes, driven by one timer task ([`health_timer`]).
+    health: Arc<refine_supervisor::launch::health::Queue>,
+    health_wake: tokio::sync::Notify,
 }
 
 impl Service {
@@ -589,6 +595,8 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         probe: Mutex::new(capacity::probe()),
         graced: Mutex::new(HashSet::new()),
         shutdown_grace,
+        health: Arc::default(),
+        health_wake: tokio::sync::Notify::new(),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -703,6 +711,8 @@ async fn serve_async(
         })
     };
 
+    let health = tokio::spawn(health_timer(state.clone()));
+
     let stall = {
         let rt = state.rt.clone();
         let metrics = state.metrics.clone();
@@ -785,6 +795,7 @@ async fn serve_async(
     }
     maint.abort();
     stall.abort();
+    health.abort();
     if !recovery.is_finished() {
         tracing::info!("recovery at start still going; the next start resumes it");
     }

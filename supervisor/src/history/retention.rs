@@ -360,6 +360,7 @@ mod tests {
             resources: None,
             readiness: None,
             protection: None,
+            health: None,
             sandbox: None,
         };
         rt.write_registration(&reg).unwrap();

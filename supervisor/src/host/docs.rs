@@ -469,6 +469,36 @@ pub fn utc(unix_ms: u64) -> String {
         .unwrap_or_else(|| format!("{unix_ms} ms after the epoch"))
 }
 
+/// H7: the show document's health part: the check asked for, where it stands, the last probes.
+pub fn health_doc(
+    spec: &refine_protocol::record::HealthSpec,
+    rec: Option<refine_protocol::record::HealthRecord>,
+) -> refine_protocol::docs::HealthDoc {
+    let rec = rec.as_ref();
+    refine_protocol::docs::HealthDoc {
+        cmd: spec.cmd.clone(),
+        interval_ms: spec.interval_ms,
+        timeout_ms: spec.timeout_ms,
+        retries: spec.retries,
+        start_period_ms: spec.start_period_ms,
+        state: rec.map_or(refine_protocol::docs::HealthState::Starting, |r| r.state),
+        failing_streak: rec.map_or(0, |r| r.failing_streak),
+        probes: rec.map_or(0, |r| r.probes),
+        last: rec.map_or_else(Vec::new, |r| {
+            r.last
+                .iter()
+                .map(|p| refine_protocol::docs::ProbeDoc {
+                    start: utc(p.started_unix_ms),
+                    duration_ms: p.duration_ms,
+                    exit_code: p.exit_code,
+                    timed_out: p.timed_out,
+                    output: String::from_utf8_lossy(&p.output).into_owned(),
+                })
+                .collect()
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

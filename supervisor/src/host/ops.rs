@@ -99,6 +99,12 @@ fn view(rt: &Runtime, reg: &Registration, a: Assessed) -> ScopeView {
                 .flatten()
                 .map_or(refine_protocol::docs::ReadyState::Starting, |r| r.state)
         }),
+        health: reg.health.as_ref().map(|_| {
+            rt.read_health(reg.id)
+                .ok()
+                .flatten()
+                .map_or(refine_protocol::docs::HealthState::Starting, |r| r.state)
+        }),
     }
 }
 
@@ -139,6 +145,7 @@ fn corrupt_view(rt: &Runtime, id: RegistrationId, err: &RegistryError) -> ScopeV
         silent: None,
         usage: None,
         ready: None,
+        health: None,
     }
 }
 
@@ -246,6 +253,10 @@ pub fn show_doc(rt: &Runtime, id: RegistrationId) -> Result<ShowDoc, RegistryErr
         } else {
             Vec::new()
         },
+        health: reg
+            .health
+            .as_ref()
+            .map(|spec| super::docs::health_doc(spec, rt.read_health(id).ok().flatten())),
         readiness: reg.readiness.as_ref().map(|spec| {
             let rec = rt.read_ready(id).ok().flatten();
             refine_protocol::docs::ReadinessDoc {
@@ -656,6 +667,9 @@ pub struct Maintenance {
     pub open: usize,
     pub settled: usize,
     pub due: Vec<DueStop>,
+    /// H7: the live registrations with a health check it looked at, for the caller to see
+    /// that each has a prober.
+    pub health_checked: Vec<Registration>,
 }
 
 /// One maintenance pass over the open index (O(open), F1): a stop abandoned while it held the
@@ -695,6 +709,9 @@ pub fn maintenance_pass(
         each(&reg);
         match assess_one(rt, &reg).state {
             State::Live => {
+                if reg.health.is_some() {
+                    pass.health_checked.push(reg.clone());
+                }
                 if let Some(cause) = deadline_passed(&reg) {
                     let grace = reg.limits.kill_after_ms.map(Duration::from_millis);
                     pass.due.push(DueStop { reg, cause, grace });

@@ -41,6 +41,8 @@ pub struct RegisteredLaunch {
     pub resources: crate::kernel::resources::ResourceAsk,
     /// H6: the readiness asked for (its watch is the caller's: [`crate::launch::readiness`]).
     pub readiness: Option<refine_protocol::record::ReadinessSpec>,
+    /// H7: the health check (its prober is the caller's: [`crate::launch::health`]).
+    pub health: Option<refine_protocol::record::HealthSpec>,
     /// X11: what protection the launch's Landlock domain holds ([`crate::launch::protect`]).
     pub protection: Option<refine_protocol::record::Protection>,
     /// X12: the sandbox the domain holds ([`crate::launch::sandbox`]).
@@ -159,6 +161,7 @@ pub(crate) fn launch_started(
         // The widest the limits' record gets (the real one replaces it).
         resources: (!req.resources.is_empty()).then(|| widest_resources(&req.resources)),
         readiness: req.readiness,
+        health: req.health,
         protection: req.protection,
         sandbox: req.sandbox,
     };

@@ -99,6 +99,11 @@ pub struct LaunchRequest {
     pub resources: crate::kernel::resources::ResourceAsk,
     /// H6: how the workload says it is ready (none: ready at its `execve`).
     pub readiness: Option<crate::launch::readiness::Readiness>,
+    /// H7: the health check (none by default); see [`crate::launch::health`].
+    pub health: Option<refine_protocol::record::HealthSpec>,
+    /// H7: the queue of the process's one health timer (the service's); none: the launcher
+    /// probes in a thread of its own.
+    pub health_queue: Option<std::sync::Arc<crate::launch::health::Queue>>,
     /// X11: the Landlock protection asked for (`run --protect`; all of it by default).
     pub protect: refine_protocol::record::ProtectAsk,
     /// X12: the sandbox asked for (`run --sandbox`, `--network`; none by default).
@@ -152,6 +157,8 @@ impl LaunchRequest {
             foreground: None,
             resources: crate::kernel::resources::ResourceAsk::default(),
             readiness: None,
+            health: None,
+            health_queue: None,
             protect: refine_protocol::record::ProtectAsk::All,
             sandbox: Default::default(),
         }

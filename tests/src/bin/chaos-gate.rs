@@ -127,6 +127,7 @@ fn main() {
         resources: None,
         readiness: None,
         protection: None,
+        health: None,
         sandbox: None,
     };
     if let Err(e) = rt.commit_registration(pending, &registration) {

@@ -228,6 +228,13 @@ export class DirectBackend {
       add("--sandbox", paths ? `${o.sandbox}=${paths}` : o.sandbox);
     }
     add("--network", o.network);
+    add("--health-cmd", o.healthCmd);
+    if (o.healthCmd !== undefined) {
+      add("--health-interval", duration(o.healthInterval, "healthInterval"));
+      add("--health-timeout", duration(o.healthTimeout, "healthTimeout"));
+      add("--health-start-period", duration(o.healthStartPeriod, "healthStartPeriod"));
+      add("--health-retries", o.healthRetries === undefined ? undefined : String(o.healthRetries));
+    }
     if (o.unique) flags.push("--unique");
     if (o.pty) flags.push("--pty");
     if (!o.keep) flags.push("--end-with-parent");

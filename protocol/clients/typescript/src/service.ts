@@ -88,6 +88,11 @@ export function launchFields(argv: readonly Arg[], o: LaunchOptions): Record<str
     pids_max: o.pidsMax,
     ready: o.ready,
     ready_timeout_ms: o.readyTimeout,
+    health_cmd: o.healthCmd,
+    health_interval_ms: o.healthInterval,
+    health_timeout_ms: o.healthTimeout,
+    health_retries: o.healthRetries,
+    health_start_period_ms: o.healthStartPeriod,
     protect: o.protect,
     sandbox:
       o.sandbox === undefined && o.network === undefined && !o.sandboxPaths?.length

@@ -45,6 +45,16 @@ export interface LaunchOptions {
   ready?: string;
   /** How long it has to be ready before its scope is stopped, milliseconds (default 90 s; 0: no bound). */
   readyTimeout?: number;
+  /** H7: a health probe (`run --health-cmd`, docker's HEALTHCHECK): reported, never acted on. */
+  healthCmd?: string;
+  /** Between probes, milliseconds (default 30 s). */
+  healthInterval?: number;
+  /** A probe running longer is stopped and fails, milliseconds (default 30 s). */
+  healthTimeout?: number;
+  /** Failures in a row that make it unhealthy (default 3). */
+  healthRetries?: number;
+  /** From the start, failures do not count, milliseconds (default 0). */
+  healthStartPeriod?: number;
   /**
    * What the workload's Landlock domain takes away (`run --protect`, SPEC X11): `"all"` (the
    * default), `"fs"`, `"signals"` or `"none"`.

@@ -90,6 +90,11 @@ pub(super) fn run(home: &Path, port: u16, mut args: RunArgs) -> Result<ExitCode,
         pids_max: args.pids_max,
         ready: args.ready.as_ref().map(ToString::to_string),
         ready_timeout: args.ready.as_ref().map(|_| args.ready_timeout),
+        health_interval: args.health_cmd.as_ref().map(|_| args.health_interval),
+        health_timeout: args.health_cmd.as_ref().map(|_| args.health_timeout),
+        health_retries: args.health_cmd.as_ref().map(|_| args.health_retries),
+        health_start_period: args.health_cmd.as_ref().map(|_| args.health_start_period),
+        health_cmd: args.health_cmd,
     };
     let rt = Runtime::open(home, port)?;
     let resp = client::request(&rt, &Request::Launch(spec.clone()))?;

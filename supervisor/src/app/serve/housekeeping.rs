@@ -86,6 +86,42 @@ pub(super) fn shutdown(state: &Service, grace: Duration) {
 /// Retention runs at start and then at most this often (its limit is days, not seconds).
 pub(super) const RETENTION_EVERY: Duration = Duration::from_secs(600);
 
+/// Probes running at once (each a blocking task while its scope runs): a slow probe holds one.
+const HEALTH_PROBES_AT_ONCE: usize = 8;
+
+/// H7: the one timer of every health check of the service: it sleeps until the next probe is
+/// due (or a scope is added), then runs each due probe as a blocking task, at most
+/// [`HEALTH_PROBES_AT_ONCE`] at once.
+pub(super) async fn health_timer(state: Arc<Service>) {
+    let at_once = Arc::new(tokio::sync::Semaphore::new(HEALTH_PROBES_AT_ONCE));
+    loop {
+        let next = state.health.next_due();
+        let until = async {
+            match next {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = state.health_wake.notified() => {}
+            _ = until => {}
+        }
+        for c in state.health.due(Instant::now()) {
+            let Ok(permit) = at_once.clone().acquire_owned().await else {
+                return;
+            };
+            let st = state.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut c = c;
+                c.probe_once(&st.rt, &st.sup);
+                st.health.done(c);
+                st.health_wake.notify_one();
+                drop(permit);
+            });
+        }
+    }
+}
+
 /// One maintenance pass over the open index (O(open), F1): deadlines of registrations this
 /// service did not launch, settling what the assessment proves exited (under each lock), and
 /// capacity sampling; then, when due, housekeeping over the history. Every failure is logged
@@ -98,6 +134,16 @@ pub(super) fn maintenance(state: &Arc<Service>, keep: Housekeeping) {
     // this process's earlier image launched is still its child after an upgrade in place.
     let pass = maintenance_pass(rt, |id| ours.contains(&id), reap_inherited_guardian);
     let (open, settled) = (pass.open, pass.settled);
+    // H7: a scope whose prober is gone (an earlier service, a `run` that died) is probed from
+    // here on.
+    for reg in pass.health_checked {
+        if !state.health.contains(reg.id)
+            && refine_supervisor::launch::health::prober_gone(rt, reg.id)
+        {
+            state.health.add(rt, reg);
+            state.health_wake.notify_one();
+        }
+    }
     for due in pass.due {
         let (id, cause) = (due.reg.id, due.cause);
         match due.grace {

@@ -21,6 +21,10 @@ pub fn label_or_none(label: &str) -> &str {
 /// scope whose main process is gone with nobody left to report how, W16), or, when the launch did
 /// not simply complete, its outcome (`stopped`, `timed out`, `spawn failed`); `show` has both.
 pub(super) fn ps_status(r: &ScopeView) -> String {
+    super::super::health_view::with_health(ps_status_plain(r), r)
+}
+
+fn ps_status_plain(r: &ScopeView) -> String {
     match r.outcome {
         None | Some(Outcome::Completed) => {}
         Some(o) => return o.words(),

@@ -99,6 +99,8 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
         }
         lines.push(("Ready", text));
     }
+    // H7: where its health stands, and its last probes.
+    lines.extend(super::super::health_view::show_lines(doc));
     lines.push(("Receipt", receipt_line(doc)));
     // F4: the kernel's accounting of the scope's own cgroup: live while it exists, then the
     // final figures the result kept.

@@ -66,6 +66,10 @@ impl Paths {
     pub(crate) fn ready_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("logs").join(format!("{id}.ready"))
     }
+    /// H7: where a scope with a health check stands (its prober writes it).
+    pub(crate) fn health_path(&self, id: RegistrationId) -> PathBuf {
+        self.dir.join("logs").join(format!("{id}.health"))
+    }
 
     pub(crate) fn stall_path(&self, id: RegistrationId) -> PathBuf {
         self.dir.join("logs").join(format!("{id}.stall"))
@@ -107,7 +111,7 @@ impl Paths {
 
     /// Every file that belongs to registration `id`, whether it exists or not: the record
     /// first, the lock file last (the order forgetting removes them in, [`crate::history::forget`]).
-    pub fn registration_files(&self, id: RegistrationId) -> [PathBuf; 11] {
+    pub fn registration_files(&self, id: RegistrationId) -> [PathBuf; 12] {
         [
             self.record_path(id),
             self.proof_path(id),
@@ -119,6 +123,7 @@ impl Paths {
             self.stop_request_path(id),
             self.stall_path(id),
             self.ready_path(id),
+            self.health_path(id),
             self.legacy_lock_path(id),
         ]
     }

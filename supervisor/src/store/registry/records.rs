@@ -354,6 +354,32 @@ impl Runtime {
         )
     }
 
+    /// H7: records where a scope with a health check stands (replaced whole).
+    pub fn write_health(
+        &self,
+        rec: &refine_protocol::record::HealthRecord,
+    ) -> Result<(), RegistryError> {
+        let bytes = rec.encode().map_err(|source| RegistryError::Refused {
+            what: "health record",
+            source,
+        })?;
+        write_replacing(&self.health_path(rec.id), "health", &bytes)
+    }
+
+    /// H7: where `id`'s health stands, as its prober last recorded it, if it did.
+    pub fn read_health(
+        &self,
+        id: RegistrationId,
+    ) -> Result<Option<refine_protocol::record::HealthRecord>, RegistryError> {
+        self.read_side_record(
+            &self.health_path(id),
+            "health record",
+            refine_protocol::record::HealthRecord::decode,
+            |r| (r.id, r.runtime),
+            id,
+        )
+    }
+
     /// The stall watch's last recorded status of `id`, if any.
     pub fn read_stall(&self, id: RegistrationId) -> Result<Option<StallRecord>, RegistryError> {
         self.read_side_record(

@@ -143,6 +143,11 @@ class Client:
         sandbox: Optional[str] = None,
         sandbox_paths: Optional[Sequence[str]] = None,
         network: Optional[str] = None,
+        health_cmd: Optional[str] = None,
+        health_interval: Optional[float] = None,
+        health_timeout: Optional[float] = None,
+        health_retries: Optional[int] = None,
+        health_start_period: Optional[float] = None,
     ) -> Union[Launched, SpawnFailed]:
         """Launches `argv` in a scope of its own; durations are seconds. `cwd` defaults to this
         process's working directory. `input=True` opens the workload's stdin for `input()`.
@@ -156,11 +161,15 @@ class Client:
         workload's Landlock domain takes away (SPEC X11). `sandbox` ("read-only",
         "workspace-write" or "none") with `sandbox_paths` (more writable paths for
         "workspace-write") is `run --sandbox`, `network="none"` is `run --network none`
-        (SPEC X12); a kernel that cannot hold them refuses the launch."""
+        (SPEC X12); a kernel that cannot hold them refuses the launch. `health_cmd` and
+        `health_interval`, `health_timeout`, `health_start_period` (seconds), `health_retries`
+        are `run --health-cmd` and its flags (H7: docker's HEALTHCHECK, reported, never acted
+        on)."""
         ask = LaunchAsk(list(argv), dict(env) if env else None, cwd, label, kind, timeout,
                         idle_timeout, kill_after, unique, input, keep, memory_max, cpus,
                         pids_max, ready, ready_timeout, protect, sandbox,
-                        list(sandbox_paths) if sandbox_paths else None, network)
+                        list(sandbox_paths) if sandbox_paths else None, network, health_cmd,
+                        health_interval, health_timeout, health_retries, health_start_period)
         return _launched(self, self._mode.launch(ask))
 
     def adopt(self, id: str) -> Handle:
@@ -285,11 +294,17 @@ class AsyncClient:
         sandbox: Optional[str] = None,
         sandbox_paths: Optional[Sequence[str]] = None,
         network: Optional[str] = None,
+        health_cmd: Optional[str] = None,
+        health_interval: Optional[float] = None,
+        health_timeout: Optional[float] = None,
+        health_retries: Optional[int] = None,
+        health_start_period: Optional[float] = None,
     ) -> Union[Launched, SpawnFailed]:
         ask = LaunchAsk(list(argv), dict(env) if env else None, cwd, label, kind, timeout,
                         idle_timeout, kill_after, unique, input, keep, memory_max, cpus,
                         pids_max, ready, ready_timeout, protect, sandbox,
-                        list(sandbox_paths) if sandbox_paths else None, network)
+                        list(sandbox_paths) if sandbox_paths else None, network, health_cmd,
+                        health_interval, health_timeout, health_retries, health_start_period)
         return _launched(self, await self._mode.launch(ask))
 
     async def adopt(self, id: str) -> Handle:

@@ -198,6 +198,11 @@ class LaunchAsk:
     sandbox: Optional[str] = None
     sandbox_paths: Optional[List[str]] = None
     network: Optional[str] = None
+    health_cmd: Optional[str] = None
+    health_interval: Optional[float] = None
+    health_timeout: Optional[float] = None
+    health_retries: Optional[int] = None
+    health_start_period: Optional[float] = None
 
     def __post_init__(self) -> None:
         if not self.argv:

@@ -143,6 +143,15 @@ class Plan:
             argv += ["--sandbox", ask.sandbox + ("=" + paths if paths else "")]
         if ask.network is not None:
             argv += ["--network", ask.network]
+        if ask.health_cmd is not None:
+            argv += ["--health-cmd", ask.health_cmd]
+            for flag, v in (("--health-interval", ask.health_interval),
+                            ("--health-timeout", ask.health_timeout),
+                            ("--health-start-period", ask.health_start_period)):
+                if v is not None:
+                    argv += [flag, _dur(v, flag[2:].replace("-", "_"))]
+            if ask.health_retries is not None:
+                argv += ["--health-retries", str(ask.health_retries)]
         if not ask.keep and end_with_parent:
             argv.append("--end-with-parent")
         return self.cli(*argv, "--", *[_b(a) for a in ask.argv])

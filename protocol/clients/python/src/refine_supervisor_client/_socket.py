@@ -78,6 +78,11 @@ def launch_fields(ask: LaunchAsk) -> Dict[str, Any]:
         ready_timeout_ms=ms(ask.ready_timeout, "ready_timeout"),
         protect=ask.protect,
         sandbox=sandbox_fields(ask),
+        health_cmd=ask.health_cmd,
+        health_interval_ms=ms(ask.health_interval, "health_interval"),
+        health_timeout_ms=ms(ask.health_timeout, "health_timeout"),
+        health_retries=ask.health_retries,
+        health_start_period_ms=ms(ask.health_start_period, "health_start_period"),
     )
 
 

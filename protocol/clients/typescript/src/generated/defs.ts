@@ -98,6 +98,17 @@ export type BuildClass = "release" | "source";
 export type StopCause =
   "operator" | "completion_deadline" | "idle_deadline" | "recovery" | "ready_timeout";
 /**
+ * H7: where a scope with a health check stands (docker's HEALTHCHECK states).
+ *
+ * `starting`: Within its start period, or no probe has decided yet.
+ * `healthy`: Its last probe succeeded.
+ * `unhealthy`: Its last `retries` probes failed (or timed out) in a row.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "HealthState".
+ */
+export type HealthState = "starting" | "healthy" | "unhealthy";
+/**
  * What happened to a scope.
  *
  * `launched`: Its registration is durable (before the workload runs).
@@ -112,6 +123,8 @@ export type StopCause =
  * `collected`: `gc` or the service's housekeeping forgot its registration.
  * `ready`: H6: it said it is ready (`status`: its `STATUS=`, if any).
  * `not_ready`: H6: it was not ready in time, or ended before it was (`reason`).
+ * `health`: H7: its health changed (`health`: the new state, `reason`: the last probe's
+ * excerpt, escaped).
  *
  * This interface was referenced by `Definitions`'s JSON-Schema
  * via the `definition` "EventKind".
@@ -127,7 +140,8 @@ export type EventKind =
   | "adopted"
   | "collected"
   | "ready"
-  | "not_ready";
+  | "not_ready"
+  | "health";
 /**
  * How a launch ended (SPEC S7): what its engine returned, or (`stop_failed`) that the stop
  * of the scope's residue failed afterwards.
@@ -822,6 +836,10 @@ export interface EventDoc {
    */
   cursor?: string;
   exit_code?: number | null;
+  /**
+   * `health`: the state it changed to.
+   */
+  health?: HealthState | null;
   id: string;
   kind: EventKind;
   label?: string;
@@ -939,6 +957,57 @@ export interface GuardianOfDoc {
   home: string;
   id: string;
   port: number;
+  [k: string]: unknown;
+}
+/**
+ * H7: a launch's health check (`run --health-cmd`) and where it stands.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "HealthDoc".
+ */
+export interface HealthDoc {
+  cmd: string;
+  failing_streak: number;
+  interval_ms: number;
+  /**
+   * The last few probes, oldest first.
+   */
+  last: ProbeDoc[];
+  probes: number;
+  retries: number;
+  start_period_ms: number;
+  /**
+   * H7: where a scope with a health check stands (docker's HEALTHCHECK states).
+   *
+   * `starting`: Within its start period, or no probe has decided yet.
+   * `healthy`: Its last probe succeeded.
+   * `unhealthy`: Its last `retries` probes failed (or timed out) in a row.
+   */
+  state: "starting" | "healthy" | "unhealthy";
+  timeout_ms: number;
+  [k: string]: unknown;
+}
+/**
+ * H7: one health probe.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "ProbeDoc".
+ */
+export interface ProbeDoc {
+  duration_ms: number;
+  /**
+   * Its exit code; `null`: it timed out, was killed, or did not run.
+   */
+  exit_code?: number | null;
+  /**
+   * The start of its output (stdout then stderr), lossily UTF-8 (views escape it).
+   */
+  output: string;
+  /**
+   * When it started (UTC).
+   */
+  start: string;
+  timed_out: boolean;
   [k: string]: unknown;
 }
 /**
@@ -1419,6 +1488,11 @@ export interface ScopeView {
   cwd: string;
   exit_code?: number | null;
   guardian_pid: number;
+  /**
+   * H7: where a launch with a health check stands (`starting`, `healthy`, `unhealthy`);
+   * absent for one without.
+   */
+  health?: HealthState | null;
   id: string;
   /**
    * The launch's kind, or `?` for a record that does not decode.
@@ -1524,6 +1598,11 @@ export interface ShowReply {
 export interface ShowDoc {
   artifacts: ArtifactsDoc;
   assessment: AssessmentDoc;
+  /**
+   * H7: the health check it asked for, where it stands and its last probes; absent for a
+   * launch without.
+   */
+  health?: HealthDoc | null;
   id: string;
   /**
    * The scope's processes now (below the guardian, or carrying its owner marker), while it

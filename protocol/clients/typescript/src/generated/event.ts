@@ -21,6 +21,10 @@ export interface EventDoc {
    */
   cursor?: string;
   exit_code?: number | null;
+  /**
+   * `health`: the state it changed to.
+   */
+  health?: ("starting" | "healthy" | "unhealthy") | null;
   id: string;
   /**
    * What happened to a scope.
@@ -37,6 +41,8 @@ export interface EventDoc {
    * `collected`: `gc` or the service's housekeeping forgot its registration.
    * `ready`: H6: it said it is ready (`status`: its `STATUS=`, if any).
    * `not_ready`: H6: it was not ready in time, or ended before it was (`reason`).
+   * `health`: H7: its health changed (`health`: the new state, `reason`: the last probe's
+   * excerpt, escaped).
    */
   kind:
     | "launched"
@@ -49,7 +55,8 @@ export interface EventDoc {
     | "adopted"
     | "collected"
     | "ready"
-    | "not_ready";
+    | "not_ready"
+    | "health";
   label?: string;
   /**
    * `receipt`, `unverified`: how the launch ended.

@@ -22,6 +22,11 @@ export interface ScopeView {
   cwd: string;
   exit_code?: number | null;
   guardian_pid: number;
+  /**
+   * H7: where a launch with a health check stands (`starting`, `healthy`, `unhealthy`);
+   * absent for one without.
+   */
+  health?: ("starting" | "healthy" | "unhealthy") | null;
   id: string;
   /**
    * The launch's kind, or `?` for a record that does not decode.

@@ -49,6 +49,27 @@ export interface LaunchRequest {
     [k: string]: string;
   };
   /**
+   * H7: the health probe, a shell command line (`sh -c`), as `run --health-cmd`. Absent: no
+   * health check.
+   */
+  health_cmd?: string | null;
+  /**
+   * H7: between probes (absent: 30 s).
+   */
+  health_interval_ms?: number | null;
+  /**
+   * H7: consecutive failures that make it `unhealthy` (absent: 3).
+   */
+  health_retries?: number | null;
+  /**
+   * H7: from the start, failures do not count (absent: 0).
+   */
+  health_start_period_ms?: number | null;
+  /**
+   * H7: a probe running longer is stopped and fails (absent: 30 s).
+   */
+  health_timeout_ms?: number | null;
+  /**
    * Idle deadline.
    */
   idle_timeout_ms?: number | null;
@@ -287,6 +308,7 @@ export interface EventsRequest {
     | "collected"
     | "ready"
     | "not_ready"
+    | "health"
   )[];
   op: "events";
   scope?: string | null;

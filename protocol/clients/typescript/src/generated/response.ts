@@ -107,6 +107,11 @@ export interface ScopeView {
   cwd: string;
   exit_code?: number | null;
   guardian_pid: number;
+  /**
+   * H7: where a launch with a health check stands (`starting`, `healthy`, `unhealthy`);
+   * absent for one without.
+   */
+  health?: ("starting" | "healthy" | "unhealthy") | null;
   id: string;
   /**
    * The launch's kind, or `?` for a record that does not decode.
@@ -381,6 +386,11 @@ export interface ShowReply {
 export interface ShowDoc {
   artifacts: ArtifactsDoc;
   assessment: AssessmentDoc;
+  /**
+   * H7: the health check it asked for, where it stands and its last probes; absent for a
+   * launch without.
+   */
+  health?: HealthDoc | null;
   id: string;
   /**
    * The scope's processes now (below the guardian, or carrying its owner marker), while it
@@ -458,6 +468,51 @@ export interface AssessmentDoc {
    * `corrupt`: The registration record does not decode: shown, never guessed at.
    */
   state: "live" | "exited" | "unverified" | "corrupt";
+  [k: string]: unknown;
+}
+/**
+ * H7: a launch's health check (`run --health-cmd`) and where it stands.
+ */
+export interface HealthDoc {
+  cmd: string;
+  failing_streak: number;
+  interval_ms: number;
+  /**
+   * The last few probes, oldest first.
+   */
+  last: ProbeDoc[];
+  probes: number;
+  retries: number;
+  start_period_ms: number;
+  /**
+   * H7: where a scope with a health check stands (docker's HEALTHCHECK states).
+   *
+   * `starting`: Within its start period, or no probe has decided yet.
+   * `healthy`: Its last probe succeeded.
+   * `unhealthy`: Its last `retries` probes failed (or timed out) in a row.
+   */
+  state: "starting" | "healthy" | "unhealthy";
+  timeout_ms: number;
+  [k: string]: unknown;
+}
+/**
+ * H7: one health probe.
+ */
+export interface ProbeDoc {
+  duration_ms: number;
+  /**
+   * Its exit code; `null`: it timed out, was killed, or did not run.
+   */
+  exit_code?: number | null;
+  /**
+   * The start of its output (stdout then stderr), lossily UTF-8 (views escape it).
+   */
+  output: string;
+  /**
+   * When it started (UTC).
+   */
+  start: string;
+  timed_out: boolean;
   [k: string]: unknown;
 }
 /**
@@ -1085,6 +1140,10 @@ export interface EventDoc {
    */
   cursor?: string;
   exit_code?: number | null;
+  /**
+   * `health`: the state it changed to.
+   */
+  health?: ("starting" | "healthy" | "unhealthy") | null;
   id: string;
   /**
    * What happened to a scope.
@@ -1101,6 +1160,8 @@ export interface EventDoc {
    * `collected`: `gc` or the service's housekeeping forgot its registration.
    * `ready`: H6: it said it is ready (`status`: its `STATUS=`, if any).
    * `not_ready`: H6: it was not ready in time, or ended before it was (`reason`).
+   * `health`: H7: its health changed (`health`: the new state, `reason`: the last probe's
+   * excerpt, escaped).
    */
   kind:
     | "launched"
@@ -1113,7 +1174,8 @@ export interface EventDoc {
     | "adopted"
     | "collected"
     | "ready"
-    | "not_ready";
+    | "not_ready"
+    | "health";
   label?: string;
   /**
    * `receipt`, `unverified`: how the launch ended.

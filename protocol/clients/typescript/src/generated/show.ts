@@ -9,6 +9,11 @@
 export interface ShowDoc {
   artifacts: ArtifactsDoc;
   assessment: AssessmentDoc;
+  /**
+   * H7: the health check it asked for, where it stands and its last probes; absent for a
+   * launch without.
+   */
+  health?: HealthDoc | null;
   id: string;
   /**
    * The scope's processes now (below the guardian, or carrying its owner marker), while it
@@ -227,6 +232,47 @@ export interface StopFailedScopeReason {
 export interface ErrorScopeReason {
   error: string;
   kind: "error";
+  [k: string]: unknown;
+}
+/**
+ * H7: a launch's health check (`run --health-cmd`) and where it stands.
+ */
+export interface HealthDoc {
+  cmd: string;
+  failing_streak: number;
+  interval_ms: number;
+  /**
+   * The last few probes, oldest first.
+   */
+  last: ProbeDoc[];
+  probes: number;
+  retries: number;
+  start_period_ms: number;
+  /**
+   * `starting` until its prober has recorded otherwise.
+   */
+  state: "starting" | "healthy" | "unhealthy";
+  timeout_ms: number;
+  [k: string]: unknown;
+}
+/**
+ * H7: one health probe.
+ */
+export interface ProbeDoc {
+  duration_ms: number;
+  /**
+   * Its exit code; `null`: it timed out, was killed, or did not run.
+   */
+  exit_code?: number | null;
+  /**
+   * The start of its output (stdout then stderr), lossily UTF-8 (views escape it).
+   */
+  output: string;
+  /**
+   * When it started (UTC).
+   */
+  start: string;
+  timed_out: boolean;
   [k: string]: unknown;
 }
 /**

@@ -94,6 +94,7 @@ EventKind: TypeAlias = Literal[
     'collected',
     'ready',
     'not_ready',
+    'health',
 ]
 
 
@@ -127,6 +128,9 @@ class GuardianOfDoc(TypedDict):
     home: str
     id: str
     port: int
+
+
+HealthState: TypeAlias = Literal['starting', 'healthy', 'unhealthy']
 
 
 class IncidentDoc(TypedDict):
@@ -187,6 +191,14 @@ OwnerLink: TypeAlias = Literal['guardian', 'marker']
 
 
 OwnerState: TypeAlias = Literal['live', 'exited', 'unverified', 'unknown']
+
+
+class ProbeDoc(TypedDict):
+    duration_ms: int
+    exit_code: NotRequired[int | None]
+    output: str
+    start: str
+    timed_out: bool
 
 
 class ProcessDoc(TypedDict):
@@ -569,6 +581,7 @@ class EventDoc(TypedDict):
     cause: NotRequired[StopCause | None]
     cursor: NotRequired[str]
     exit_code: NotRequired[int | None]
+    health: NotRequired[HealthState | None]
     id: str
     kind: EventKind
     label: NotRequired[str]
@@ -591,6 +604,18 @@ class ForgetDoc(TypedDict):
     forgotten: int
     resumed: int
     young: int
+
+
+class HealthDoc(TypedDict):
+    cmd: str
+    failing_streak: int
+    interval_ms: int
+    last: list[ProbeDoc]
+    probes: int
+    retries: int
+    start_period_ms: int
+    state: HealthState
+    timeout_ms: int
 
 
 class OwnerDoc(TypedDict):
@@ -930,6 +955,7 @@ class ScopeView(TypedDict):
     cwd: str
     exit_code: NotRequired[int | None]
     guardian_pid: int
+    health: NotRequired[HealthState | None]
     id: str
     kind: ScopeKind
     label: str
@@ -952,6 +978,7 @@ class ScopeView(TypedDict):
 class ShowDoc(TypedDict):
     artifacts: ArtifactsDoc
     assessment: AssessmentDoc
+    health: NotRequired[HealthDoc | None]
     id: str
     processes: list[ProcessDoc]
     readiness: NotRequired[ReadinessDoc | None]

@@ -13,6 +13,7 @@ class EventDoc(TypedDict):
     cause: NotRequired[defs.StopCause | None]
     cursor: NotRequired[str]
     exit_code: NotRequired[int | None]
+    health: NotRequired[defs.HealthState | None]
     id: str
     kind: defs.EventKind
     label: NotRequired[str]

@@ -11,6 +11,7 @@ from . import defs
 class ShowDoc(TypedDict):
     artifacts: defs.ArtifactsDoc
     assessment: defs.AssessmentDoc
+    health: NotRequired[defs.HealthDoc | None]
     id: str
     processes: list[defs.ProcessDoc]
     readiness: NotRequired[defs.ReadinessDoc | None]

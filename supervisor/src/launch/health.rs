@@ -1,0 +1,458 @@
+//! H7: health checks, docker's HEALTHCHECK. A launch may carry a probe command; the process
+//! that owns the scope's life runs it every interval and records where the scope stands in
+//! `logs/ID.health`, with the last few probes, and an event at each change.
+//!
+//! ```text
+//! probe    `sh -c CMD` in the workload's directory, each time a scope of its own (kind
+//!          `command`, label `<label>.health`, its deadline the health timeout, no grace): it
+//!          cannot leak, and a probe past its timeout is stopped with proof and fails
+//! states   starting -> healthy | unhealthy. In the start period a failure does not count and
+//!          a success makes it healthy; after it, `retries` failures in a row make it
+//!          unhealthy; any success makes it healthy again
+//! when     the first probe one interval after the start, then one interval after each
+//!          probe's end (docker's rhythm); probing ends with the scope
+//! who      a foreground `run` or a facade's launch: one thread of the launcher ([`watch`]);
+//!          the service: one timer task for every scope, over a [`Queue`] (no thread per
+//!          scope); a restarted service resumes the probes of a scope whose prober is gone
+//!          ([`prober_gone`])
+//! never    the supervisor never stops or restarts a scope for its health: it reports
+//! ```
+
+use std::collections::{BinaryHeap, HashMap};
+use std::time::{Duration, Instant};
+
+use refine_protocol::docs::{EventKind, HealthState};
+use refine_protocol::record::{HealthRecord, HealthSpec, ProbeRecord};
+use refine_protocol::{Registration, RegistrationId};
+
+use crate::store::journal;
+use crate::store::registry::Runtime;
+
+/// docker's defaults.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_RETRIES: u32 = 3;
+/// Probes kept in the record (and shown).
+pub const KEEP: usize = 5;
+/// Output kept per probe (docker keeps 4 KiB).
+pub const OUTPUT_MAX: usize = 4096;
+
+/// A health check from its parts; a zero interval or timeout, zero retries or an empty command
+/// is refused in one line.
+pub fn spec(
+    cmd: &str,
+    interval: Duration,
+    timeout: Duration,
+    retries: u32,
+    start_period: Duration,
+) -> Result<HealthSpec, String> {
+    if cmd.trim().is_empty() {
+        return Err("the health command is empty".to_owned());
+    }
+    if interval.is_zero() || timeout.is_zero() {
+        return Err("the health interval and timeout are more than zero".to_owned());
+    }
+    if retries == 0 {
+        return Err("the health retries are at least 1".to_owned());
+    }
+    let ms = refine_protocol::time::saturating_ms;
+    Ok(HealthSpec {
+        cmd: cmd.to_owned(),
+        interval_ms: ms(interval).max(1),
+        timeout_ms: ms(timeout).max(1),
+        retries,
+        start_period_ms: ms(start_period),
+    })
+}
+
+/// docker's rule: where a scope stands after a probe. `in_start`: the probe began within the
+/// start period.
+pub fn next(
+    state: HealthState,
+    streak: u32,
+    success: bool,
+    in_start: bool,
+    retries: u32,
+) -> (HealthState, u32) {
+    if success {
+        return (HealthState::Healthy, 0);
+    }
+    if in_start && state == HealthState::Starting {
+        return (state, streak);
+    }
+    let streak = streak.saturating_add(1);
+    if streak >= retries {
+        (HealthState::Unhealthy, streak)
+    } else {
+        (state, streak)
+    }
+}
+
+/// One probe: `sh -c CMD` in the workload's directory, a proven scope of its own.
+pub fn probe(
+    sup: &crate::launch::Supervisor,
+    reg: &Registration,
+    spec: &HealthSpec,
+) -> ProbeRecord {
+    let started_unix_ms = crate::kernel::clock::unix_ms();
+    let t = Instant::now();
+    let mut req = crate::launch::LaunchRequest::new(
+        refine_protocol::Kind::Command,
+        ["sh", "-c", spec.cmd.as_str()],
+    );
+    req.cwd = Some(reg.cwd.clone().into());
+    let owner = match reg.label.as_str() {
+        "" => reg.id.to_string()[..12].to_owned(),
+        l => l.to_owned(),
+    };
+    req.label = format!("{owner}.health");
+    req.timeout = Some(Duration::from_millis(spec.timeout_ms));
+    req.kill_after = Some(Duration::ZERO);
+    let mut rec = ProbeRecord {
+        scope: None,
+        started_unix_ms,
+        duration_ms: 0,
+        exit_code: None,
+        timed_out: false,
+        output: Vec::new(),
+    };
+    match sup.launch(req).and_then(|h| h.wait()) {
+        Ok(r) => {
+            rec.scope = Some(r.id);
+            rec.timed_out = r.outcome == crate::launch::LaunchOutcome::TimedOut;
+            if let refine_protocol::WorkloadStatus::Exited(c) = r.status {
+                rec.exit_code = (!rec.timed_out).then_some(c);
+            }
+            rec.output = output_of(&r.registration);
+        }
+        Err(e) => {
+            let why = format!("the probe did not run: {}", crate::error::error_chain(&e));
+            rec.output = why.into_bytes();
+        }
+    }
+    rec.duration_ms = refine_protocol::time::saturating_ms(t.elapsed());
+    rec
+}
+
+/// The start of a probe's stdout, then of its stderr, at most [`OUTPUT_MAX`] bytes.
+fn output_of(reg: &Registration) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    for path in [&reg.stdout_path, &reg.stderr_path] {
+        let left = OUTPUT_MAX.saturating_sub(out.len());
+        if left == 0 {
+            break;
+        }
+        if let Ok(f) = std::fs::File::open(path) {
+            let _ = f.take(left as u64).read_to_end(&mut out);
+        }
+    }
+    out
+}
+
+/// What the prober keeps of one scope between probes.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub reg: Registration,
+    pub spec: HealthSpec,
+    pub rec: HealthRecord,
+}
+
+impl Checked {
+    /// A scope to probe: its record resumed where its last prober left it, else `starting`.
+    pub fn new(rt: &Runtime, reg: Registration) -> Option<Checked> {
+        let spec = reg.health.clone()?;
+        let (pid, start) = own_witness();
+        let mut rec = rt
+            .read_health(reg.id)
+            .ok()
+            .flatten()
+            .unwrap_or(HealthRecord {
+                id: reg.id,
+                runtime: rt.id(),
+                state: HealthState::Starting,
+                at_unix_ms: crate::kernel::clock::unix_ms(),
+                failing_streak: 0,
+                probes: 0,
+                prober_pid: pid,
+                prober_start_time: start,
+                last: Vec::new(),
+            });
+        rec.prober_pid = pid;
+        rec.prober_start_time = start;
+        Some(Checked { reg, spec, rec })
+    }
+
+    /// Records that this process probes it (before its first probe).
+    pub fn claim(&self, rt: &Runtime) {
+        write(rt, &self.rec);
+    }
+
+    /// Runs one probe and records it; a change of state is an event.
+    pub fn probe_once(&mut self, rt: &Runtime, sup: &crate::launch::Supervisor) {
+        let in_start = crate::kernel::clock::unix_ms()
+            < self
+                .reg
+                .started_at_unix_ms
+                .saturating_add(self.spec.start_period_ms);
+        let p = probe(sup, &self.reg, &self.spec);
+        let success = p.exit_code == Some(0);
+        let (state, streak) = next(
+            self.rec.state,
+            self.rec.failing_streak,
+            success,
+            in_start,
+            self.spec.retries,
+        );
+        let changed = state != self.rec.state;
+        let excerpt = excerpt(&p);
+        self.rec.state = state;
+        self.rec.failing_streak = streak;
+        self.rec.probes += 1;
+        self.rec.at_unix_ms = crate::kernel::clock::unix_ms();
+        self.rec.last.push(p);
+        if self.rec.last.len() > KEEP {
+            let drop = self.rec.last.len() - KEEP;
+            self.rec.last.drain(..drop);
+        }
+        write(rt, &self.rec);
+        if changed {
+            let mut ev = journal::event(EventKind::Health, self.reg.id, &self.reg.label);
+            ev.health = Some(state);
+            ev.reason = Some(excerpt);
+            journal::record(rt, &ev);
+        }
+    }
+
+    fn interval(&self) -> Duration {
+        Duration::from_millis(self.spec.interval_ms)
+    }
+}
+
+/// A short, escaped excerpt of a probe's output for an event (untrusted text).
+pub fn excerpt(p: &ProbeRecord) -> String {
+    let text = String::from_utf8_lossy(&p.output);
+    let mut out = String::new();
+    for c in text.trim().chars() {
+        if out.len() >= 120 {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    match (p.timed_out, p.exit_code) {
+        (true, _) => format!("timed out after {} ms {out}", p.duration_ms),
+        (false, Some(c)) => format!("exit {c} {out}"),
+        (false, None) => format!("no exit code {out}"),
+    }
+    .trim_end()
+    .to_owned()
+}
+
+fn write(rt: &Runtime, rec: &HealthRecord) {
+    if let Err(e) = rt.write_health(rec) {
+        tracing::warn!(id = %rec.id, error = %crate::error::error_chain(&e), "cannot record the health");
+    }
+}
+
+fn own_witness() -> (u32, u64) {
+    let pid = std::process::id();
+    let start = rustix::process::Pid::from_raw(pid as i32)
+        .and_then(|p| crate::kernel::procfs::stat(p).ok())
+        .map_or(0, |s| s.start_time);
+    (pid, start)
+}
+
+/// Whether the process that last probed `id` is gone (or never claimed it): a restarted
+/// service then resumes the probes.
+pub fn prober_gone(rt: &Runtime, id: RegistrationId) -> bool {
+    let Ok(Some(rec)) = rt.read_health(id) else {
+        return true;
+    };
+    let alive = rustix::process::Pid::from_raw(rec.prober_pid as i32)
+        .and_then(|p| crate::kernel::procfs::stat(p).ok())
+        .is_some_and(|s| s.start_time == rec.prober_start_time);
+    !alive
+}
+
+/// Whether the scope is over (its workload's main process ended): probing stops.
+fn over(reg: &Registration) -> bool {
+    crate::kernel::signal::Verified::open(reg.hello.workload).is_err()
+}
+
+/// The launcher's own prober of one scope (a foreground `run`, a facade's launch): a thread
+/// that sleeps on the workload's pidfd between probes, so it ends with the workload.
+pub fn watch(rt: Runtime, reg: Registration) {
+    let id = reg.id;
+    let Some(mut c) = Checked::new(&rt, reg) else {
+        return;
+    };
+    let spawned = std::thread::Builder::new()
+        .name(format!("refine-health-{}", &id.to_string()[..8]))
+        .spawn(move || {
+            let Ok(workload) = crate::kernel::signal::Verified::open(c.reg.hello.workload) else {
+                return;
+            };
+            c.claim(&rt);
+            let sup = crate::launch::Supervisor::new(rt.clone());
+            loop {
+                if wait_or_end(&workload, c.interval()) {
+                    return;
+                }
+                c.probe_once(&rt, &sup);
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(%id, error = %e, "cannot watch the workload's health");
+    }
+}
+
+/// Sleeps `pause` on the workload's pidfd: `true` when it ended.
+fn wait_or_end(workload: &crate::kernel::signal::Verified, pause: Duration) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    use std::os::fd::AsFd;
+    let fd = workload.as_fd();
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    let ts = rustix::event::Timespec {
+        tv_sec: i64::try_from(pause.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(pause.subsec_nanos()),
+    };
+    matches!(poll(&mut fds, Some(&ts)), Ok(n) if n > 0)
+}
+
+/// The service's probes of every scope it owns: one queue of due times, driven by one timer.
+/// [`Queue::due`] hands out the scopes whose probe is due (each out of the queue while its
+/// probe runs); [`Queue::done`] puts one back, due one interval later.
+#[derive(Debug, Default)]
+pub struct Queue {
+    inner: std::sync::Mutex<QueueInner>,
+}
+
+#[derive(Debug, Default)]
+struct QueueInner {
+    heap: BinaryHeap<std::cmp::Reverse<(Instant, RegistrationId)>>,
+    scopes: HashMap<RegistrationId, Checked>,
+}
+
+impl Queue {
+    /// Adds a scope with a health check (a launch of this process, or one adopted), its first
+    /// probe one interval from now. A scope already queued, or without a check, is left.
+    pub fn add(&self, rt: &Runtime, reg: Registration) {
+        let Ok(mut q) = self.inner.lock() else { return };
+        if q.scopes.contains_key(&reg.id) {
+            return;
+        }
+        let Some(c) = Checked::new(rt, reg) else {
+            return;
+        };
+        c.claim(rt);
+        let due = Instant::now() + c.interval();
+        q.heap.push(std::cmp::Reverse((due, c.reg.id)));
+        q.scopes.insert(c.reg.id, c);
+    }
+
+    /// Whether `id` is probed here.
+    pub fn contains(&self, id: RegistrationId) -> bool {
+        self.inner.lock().is_ok_and(|q| q.scopes.contains_key(&id))
+    }
+
+    /// How many scopes are probed here.
+    pub fn len(&self) -> usize {
+        self.inner.lock().map_or(0, |q| q.scopes.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// When the next probe is due (`None`: nothing queued).
+    pub fn next_due(&self) -> Option<Instant> {
+        let q = self.inner.lock().ok()?;
+        q.heap.peek().map(|r| r.0 .0)
+    }
+
+    /// The scopes whose probe is due at `now`, taken out of the queue; a scope that is over is
+    /// dropped here (its probing ends).
+    pub fn due(&self, now: Instant) -> Vec<Checked> {
+        let Ok(mut q) = self.inner.lock() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        while let Some(std::cmp::Reverse((at, id))) = q.heap.peek().copied() {
+            if at > now {
+                break;
+            }
+            q.heap.pop();
+            if let Some(c) = q.scopes.get(&id) {
+                if over(&c.reg) {
+                    q.scopes.remove(&id);
+                } else {
+                    out.push(c.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// A probe is over: the scope is due again one interval from now.
+    pub fn done(&self, c: Checked) {
+        let Ok(mut q) = self.inner.lock() else { return };
+        let id = c.reg.id;
+        let due = Instant::now() + c.interval();
+        if let Some(slot) = q.scopes.get_mut(&id) {
+            *slot = c;
+            q.heap.push(std::cmp::Reverse((due, id)));
+        }
+    }
+
+    /// Forgets `id` (its scope ended).
+    pub fn remove(&self, id: RegistrationId) {
+        if let Ok(mut q) = self.inner.lock() {
+            q.scopes.remove(&id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use HealthState::*;
+
+    #[test]
+    fn start_period_failures_do_not_count() {
+        assert_eq!(next(Starting, 0, false, true, 3), (Starting, 0));
+        assert_eq!(next(Starting, 0, false, true, 1), (Starting, 0));
+        assert_eq!(next(Starting, 0, true, true, 3), (Healthy, 0));
+    }
+
+    #[test]
+    fn retries_failures_in_a_row_make_it_unhealthy() {
+        let (s, n) = next(Healthy, 0, false, false, 3);
+        assert_eq!((s, n), (Healthy, 1));
+        let (s, n) = next(s, n, false, false, 3);
+        assert_eq!((s, n), (Healthy, 2));
+        assert_eq!(next(s, n, false, false, 3), (Unhealthy, 3));
+        assert_eq!(next(Unhealthy, 3, true, false, 3), (Healthy, 0));
+        // Past the start period a scope never healthy fails from starting.
+        assert_eq!(next(Starting, 0, false, false, 1), (Unhealthy, 1));
+    }
+
+    #[test]
+    fn a_success_after_the_start_period_counts_once() {
+        // A success in the start period ends it: failures count from then on.
+        assert_eq!(next(Healthy, 0, false, true, 1), (Unhealthy, 1));
+    }
+
+    #[test]
+    fn spec_refuses_nonsense() {
+        let d = Duration::from_secs(1);
+        assert!(spec("", d, d, 3, Duration::ZERO).is_err());
+        assert!(spec("true", Duration::ZERO, d, 3, Duration::ZERO).is_err());
+        assert!(spec("true", d, d, 0, Duration::ZERO).is_err());
+        assert!(spec("true", d, d, 3, Duration::ZERO).is_ok());
+    }
+}

@@ -1,0 +1,280 @@
+//! H7 (issue 43, item 2): health checks with docker's HEALTHCHECK semantics. `run --health-cmd`
+//! (and the socket's `health_*` fields): each probe a proven scope of its own (label
+//! `<label>.health`), `starting` → `healthy` / `unhealthy`, a probe past its timeout stopped and
+//! counted a failure, the last probes in `show`, `ps`'s `running (healthy)`, `health` events;
+//! the service probes its launches and resumes an earlier service's; a foreground `run` probes
+//! its own. Nothing is stopped for its health.
+
+use refine_tests::cli_support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+
+use cli_support::*;
+use serde_json::{json, Value};
+
+fn health(home: &Home, id: &str) -> Value {
+    home.json(&["show", "--json", id])["health"].clone()
+}
+
+fn wait_health(home: &Home, id: &str, state: &str) -> Value {
+    let mut last = Value::Null;
+    let got = refine_tests::wait_until(DEADLINE, || {
+        last = health(home, id);
+        last["state"] == state
+    });
+    assert!(got, "health never {state}: {last:#}");
+    last
+}
+
+fn events(home: &Home) -> Vec<Value> {
+    let out = home.cli(&["events", "--json", "--filter", "kind=health"]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn probe_scopes(home: &Home, label: &str) -> Vec<String> {
+    home.json(&["ps", "-a", "--json"])["registrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["label"] == label)
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn failures_past_retries_make_it_unhealthy_a_success_healthy_and_nothing_is_stopped() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let flag = home.path().join("up");
+    // Workload text is untrusted: the probe's output carries an escape sequence.
+    let probe = format!(
+        "test -e {} && echo fine || {{ printf 'down\\033[31m\\n'; exit 1; }}",
+        flag.display()
+    );
+    let args = [
+        "run",
+        "--detach",
+        "--label",
+        "web",
+        "--health-cmd",
+        &probe,
+        "--health-interval",
+        "200ms",
+        "--health-retries",
+        "2",
+        "--",
+        "sleep",
+        "600",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let h = wait_health(&home, &id, "unhealthy");
+    assert_eq!(h["cmd"], probe.as_str());
+    assert_eq!(h["retries"], 2);
+    assert!(h["failing_streak"].as_u64().unwrap() >= 2, "{h:#}");
+    let last = h["last"].as_array().unwrap();
+    assert!(!last.is_empty() && last.len() <= 5, "{h:#}");
+    assert_eq!(last.last().unwrap()["exit_code"], 1, "{h:#}");
+    assert!(last.last().unwrap()["output"]
+        .as_str()
+        .unwrap()
+        .starts_with("down"));
+    // Unhealthy is reported, never acted on: the scope lives.
+    assert_eq!(home.state(&id), "live");
+    assert_eq!(home.row(&id)["health"], "unhealthy");
+    let shown = String::from_utf8_lossy(&home.cli(&["show", &id]).stdout).into_owned();
+    assert!(shown.contains("Health: unhealthy"), "{shown}");
+    assert!(shown.contains("exit 1"), "{shown}");
+    assert!(
+        !shown.contains('\u{1b}'),
+        "show printed the probe's raw escape: {shown}"
+    );
+    std::fs::write(&flag, b"").unwrap();
+    let h = wait_health(&home, &id, "healthy");
+    assert_eq!(h["failing_streak"], 0);
+    let ps = String::from_utf8_lossy(&home.cli(&["ps"]).stdout).into_owned();
+    assert!(
+        ps.lines()
+            .any(|l| l.contains("web") && l.contains("(healthy)")),
+        "{ps}"
+    );
+    let evs = events(&home);
+    let states: Vec<&str> = evs.iter().map(|e| e["health"].as_str().unwrap()).collect();
+    assert!(
+        states.windows(2).any(|w| w == ["unhealthy", "healthy"]),
+        "{evs:#?}"
+    );
+    // Every probe is a scope of its own, ended with its receipt.
+    let probes = probe_scopes(&home, "web.health");
+    assert!(probes.len() >= 3, "{probes:?}");
+    home.cli(&["stop", &id]);
+    for p in &probes {
+        home.wait_ended(p);
+        assert_eq!(home.state(p), "exited", "a probe without its receipt");
+    }
+}
+
+#[test]
+fn a_probe_past_its_timeout_is_stopped_with_proof_and_fails() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let args = [
+        "run",
+        "--detach",
+        "--label",
+        "slow",
+        "--health-cmd",
+        "sleep 600 & sleep 600",
+        "--health-interval",
+        "100ms",
+        "--health-timeout",
+        "300ms",
+        "--health-retries",
+        "1",
+        "--",
+        "sleep",
+        "600",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let h = wait_health(&home, &id, "unhealthy");
+    let p = &h["last"][0];
+    assert_eq!(p["timed_out"], true, "{h:#}");
+    assert_eq!(p["exit_code"], Value::Null, "{h:#}");
+    let probes = probe_scopes(&home, "slow.health");
+    assert!(!probes.is_empty());
+    home.cli(&["stop", &id]);
+    for p in &probes {
+        home.wait_ended(p);
+        assert_eq!(home.state(p), "exited", "a timed-out probe left its tree");
+    }
+}
+
+#[test]
+fn in_the_start_period_failures_do_not_count() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let args = [
+        "run",
+        "--detach",
+        "--health-cmd",
+        "false",
+        "--health-interval",
+        "100ms",
+        "--health-retries",
+        "1",
+        "--health-start-period",
+        "1h",
+        "--",
+        "sleep",
+        "600",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let probed = refine_tests::wait_until(DEADLINE, || {
+        health(&home, &id)["probes"].as_u64().unwrap_or(0) >= 3
+    });
+    assert!(probed);
+    let h = health(&home, &id);
+    assert_eq!(h["state"], "starting", "{h:#}");
+    assert_eq!(h["failing_streak"], 0, "{h:#}");
+    home.cli(&["stop", &id]);
+}
+
+#[test]
+fn a_foreground_run_probes_its_own_launch() {
+    let home = Home::new();
+    let mut run = home
+        .command(&[
+            "run",
+            "--label",
+            "fg",
+            "--health-cmd",
+            "true",
+            "--health-interval",
+            "100ms",
+            "--",
+            "sleep",
+            "600",
+        ])
+        .spawn()
+        .unwrap();
+    let mut id = String::new();
+    let listed = refine_tests::wait_until(DEADLINE, || {
+        id = home
+            .ps()
+            .into_iter()
+            .find(|r| r["label"] == "fg")
+            .map_or(String::new(), |r| r["id"].as_str().unwrap().to_owned());
+        !id.is_empty()
+    });
+    assert!(listed);
+    wait_health(&home, &id, "healthy");
+    home.cli(&["stop", &id]);
+    wait_bounded(&mut run, DEADLINE, "run after the stop");
+}
+
+#[test]
+fn a_restarted_service_resumes_the_probes_of_its_predecessor() {
+    let home = Home::new();
+    let svc = Serving::start(&home, &[]);
+    let flag = home.path().join("up");
+    let probe = format!("test -e {}", flag.display());
+    let args = [
+        "run",
+        "--detach",
+        "--health-cmd",
+        &probe,
+        "--health-interval",
+        "100ms",
+        "--health-retries",
+        "1",
+        "--",
+        "sleep",
+        "600",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    wait_health(&home, &id, "unhealthy");
+    // A lost service (kill -9) leaves its launches running for the next one (L6).
+    svc.signal(rustix::process::Signal::KILL);
+    let mut svc = svc;
+    wait_bounded(&mut svc.child, DEADLINE, "serve after SIGKILL");
+    std::fs::write(&flag, b"").unwrap();
+    let _svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
+    wait_health(&home, &id, "healthy");
+    home.cli(&["stop", &id]);
+}
+
+#[test]
+fn the_socket_launches_with_a_health_check_and_refuses_nonsense() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let s = UnixStream::connect(home.run_dir().join("supervisor.sock")).unwrap();
+    let mut wr = s.try_clone().unwrap();
+    let mut rd = BufReader::new(s);
+    let mut call = |req: Value| -> Value {
+        let mut line = serde_json::to_vec(&req).unwrap();
+        line.push(b'\n');
+        wr.write_all(&line).unwrap();
+        let mut reply = String::new();
+        rd.read_line(&mut reply).unwrap();
+        serde_json::from_str(&reply).unwrap()
+    };
+    let r = call(json!({"v": 1, "op": "launch", "argv": ["sleep", "600"],
+        "health_cmd": "true", "health_interval_ms": 100}));
+    let id = r["result"]["launched"]["id"].as_str().unwrap().to_owned();
+    wait_health(&home, &id, "healthy");
+    let bad = call(json!({"v": 1, "op": "launch", "argv": ["true"],
+        "health_cmd": "true", "health_retries": 0}));
+    assert_eq!(bad["ok"], false, "{bad}");
+    call(json!({"v": 1, "op": "stop", "id": id}));
+}
