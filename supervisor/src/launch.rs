@@ -49,6 +49,7 @@ pub use register::{launch_registered, launch_registered_into, RegisteredLaunch};
 pub use request::{default_scope_policy, LaunchRequest, StdinMode, DEFAULT_LOG_CAP};
 pub use shared::SharedLoop;
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -401,26 +402,17 @@ impl Supervisor {
     }
 
     /// Launches: returns once the registration is durable and the workload was told to start.
+    ///
+    /// In steps: check the request, plan the sandbox, build the environment, start the guardian
+    /// (F3), open the streams and the capture, take the registration lock, prepare readiness and
+    /// the Landlock domain, register and start the workload, start its watchers (readiness,
+    /// health), and hand the engine to its driver.
     pub fn launch(&self, mut req: LaunchRequest) -> Result<LaunchHandle, LaunchError> {
-        if req.argv.is_empty() {
-            return Err(LaunchError::EmptyArgv);
-        }
-        check_durations(&req)?;
-        crate::kernel::resources::check(&req.resources)?;
+        check_request(&req)?;
         let rt = &self.runtime;
-        let abi = crate::kernel::landlock::abi().unwrap_or(0);
-        let mut sandbox = sandbox::plan(&req.sandbox, req.cwd.as_deref(), rt.home(), abi)?;
+        let mut sandbox = plan_sandbox(&req, rt)?;
         let id = rt.new_id()?;
-        let needs_login = matches!(req.kind, Kind::Agent | Kind::Quality);
-        let env = env_policy::build(EnvInputs {
-            kind: req.kind,
-            daemon: &self.daemon_env,
-            login: if needs_login { self.login.get() } else { None },
-            managed_git: req.managed_git,
-            clear: req.env_clear,
-            overrides: &req.env,
-            owner: id,
-        });
+        let env = self.environment(&req, id);
         let pty_size = match req.kind {
             Kind::Terminal => Some(req.pty.unwrap_or_default()),
             _ => req.pty,
@@ -431,123 +423,13 @@ impl Supervisor {
         // below, it is told nothing and exits.
         let started = guardian::start(self.guardian_exe.clone(), false)?;
 
-        // Streams: the workload's ends go to the guardian, ours to capture. L1: a launch that
-        // outlives its launcher (no parent-death signal: the service's, a detached host's) has
-        // its output drained by its guardian, unless this process wants the bytes as they come
-        // (a forward, a callback) or a terminal is involved.
-        let stdout_path = rt.log_path(id, Stream::Stdout);
-        let stderr_path = rt.log_path(id, Stream::Stderr);
-        let guarded = req.pdeath_signal.is_none()
-            && pty_size.is_none()
-            && req.forward_stdout.is_none()
-            && req.forward_stderr.is_none()
-            && req.on_output.is_none();
-        let (stdio, sources, input) = match pty_size {
-            Some(size) => {
-                let p = pty::open(size)?;
-                if let Some(u) = &req.user {
-                    pty::give_to(&p.slave, u.uid, u.gid)?;
-                }
-                let capture_end = rustix::io::fcntl_dupfd_cloexec(&p.master, 3)
-                    .map_err(|e| io_op("duplicate the PTY master")(e.into()))?;
-                let sources = vec![StreamSource {
-                    stream: Stream::Stdout,
-                    fd: capture_end,
-                    artifact: stdout_path,
-                    pty: true,
-                    forward: req.forward_stdout.take(),
-                }];
-                (Stdio::Pty(p.slave), Ok(sources), Some(Input::Pty(p.master)))
-            }
-            None => {
-                let (stdin, input) = match req.stdin {
-                    StdinMode::Null => (
-                        OwnedFd::from(File::open("/dev/null").map_err(io_op("open /dev/null"))?),
-                        None,
-                    ),
-                    StdinMode::Pipe => {
-                        let (r, w) = pipe()?;
-                        (r, Some(Input::Pipe(w)))
-                    }
-                    // X2: no descriptor of this process's terminal reaches another user.
-                    StdinMode::Inherit
-                        if req.user.is_some()
-                            && rustix::termios::isatty(rustix::stdio::stdin()) =>
-                    {
-                        return Err(LaunchError::TerminalToOtherUser);
-                    }
-                    StdinMode::Inherit => {
-                        match rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stdin(), 3) {
-                            Ok(fd) => (fd, None),
-                            Err(_) => (
-                                OwnedFd::from(
-                                    File::open("/dev/null").map_err(io_op("open /dev/null"))?,
-                                ),
-                                None,
-                            ),
-                        }
-                    }
-                };
-                if guarded {
-                    let stdio = Stdio::Captured {
-                        stdin,
-                        artifacts: [
-                            OwnedFd::from(capture::open_artifact(&stdout_path)?),
-                            OwnedFd::from(capture::open_artifact(&stderr_path)?),
-                        ],
-                        indexes: [
-                            open_index(&rt.index_path(id, Stream::Stdout))?,
-                            open_index(&rt.index_path(id, Stream::Stderr))?,
-                        ],
-                        log_cap: req.log_cap,
-                        owner_lock: None,
-                    };
-                    let streams =
-                        vec![(Stream::Stdout, stdout_path), (Stream::Stderr, stderr_path)];
-                    (stdio, Err(streams), input)
-                } else {
-                    let (out_r, out_w) = pipe()?;
-                    let (err_r, err_w) = pipe()?;
-                    let sources = vec![
-                        StreamSource {
-                            stream: Stream::Stdout,
-                            fd: out_r,
-                            artifact: stdout_path,
-                            pty: false,
-                            forward: req.forward_stdout.take(),
-                        },
-                        StreamSource {
-                            stream: Stream::Stderr,
-                            fd: err_r,
-                            artifact: stderr_path,
-                            pty: false,
-                            forward: req.forward_stderr.take(),
-                        },
-                    ];
-                    (Stdio::Fds([stdin, out_w, err_w]), Ok(sources), input)
-                }
-            }
-        };
-        let capture_config = CaptureConfig {
-            keep_max: req.keep_max,
-            log_cap: req.log_cap,
-            ..CaptureConfig::default()
-        };
-        let capture = match sources {
-            Ok(sources) => Capture::new(sources, capture_config, req.on_output.take())?,
-            Err(guarded) => Capture::guarded(guarded, capture_config),
-        };
+        let (stdio, sources, input) = open_streams(&mut req, rt, id, pty_size)?;
+        let capture = start_capture(&mut req, sources)?;
 
         let policy = req
             .scope_policy
             .unwrap_or_else(|| default_scope_policy(req.kind));
-        let limits = Limits {
-            completion_timeout_ms: req.timeout.map(refine_protocol::time::saturating_ms),
-            idle_timeout_ms: req.idle_timeout.map(refine_protocol::time::saturating_ms),
-            log_cap_bytes: req.log_cap,
-            rlimits: req.rlimits.clone(),
-            kill_after_ms: req.kill_after.map(refine_protocol::time::saturating_ms),
-        };
+        let limits = limits(&req);
         // The launcher owns the registration for the scope's whole life: recovery and retention
         // take this lock first and leave a scope whose owner is alive to it. It is taken before
         // the record exists and handed on until the receipt arrives (or this process dies).
@@ -568,17 +450,7 @@ impl Supervisor {
             _ => Owner::Here(owner),
         };
         // Input the workload takes is recorded beside its output (`logs/ID.stdin`).
-        let stdin_path = input.as_ref().map(|_| rt.log_path(id, Stream::Stdin));
-        let input_log = match &stdin_path {
-            Some(p) => Some(
-                crate::store::durable::open_private(
-                    std::fs::OpenOptions::new().append(true).create(true),
-                    p,
-                )
-                .map_err(io_op("create the stdin artifact"))?,
-            ),
-            None => None,
-        };
+        let (stdin_path, input_log) = open_input_log(rt, id, input.is_some())?;
         // H6: the notify socket is bound before the spawn, so a workload that notifies at once
         // is heard.
         let mut readiness = match req.readiness.take() {
@@ -595,22 +467,13 @@ impl Supervisor {
         }
         let protection = protect::build(req.protect, rt.home(), ready_notify, sandbox.as_ref())
             .map_err(io_op("build the workload's Landlock domain"))?;
-        let mut entries = env_policy::to_entries(&env);
-        if let Some(entry) = readiness.as_ref().and_then(|(p, _)| p.env.clone()) {
-            entries.retain(|e| !e.as_encoded_bytes().starts_with(b"NOTIFY_SOCKET="));
-            entries.push(entry);
-        }
-        // X11: a nested run keeps its evidence in a home of its own, which the domain lets it
-        // write (`protect::nested_home`).
-        if let Some(entry) = protect::nested_home(&protection.record, &env, rt.home(), id) {
-            entries.retain(|e| !e.as_encoded_bytes().starts_with(b"REFINE_HOME="));
-            entries.push(entry);
-        }
-        // X12: the sandbox's private temporary directory.
-        if let Some(entry) = sandbox.as_ref().and_then(sandbox::Plan::env_entry) {
-            entries.retain(|e| !e.as_encoded_bytes().starts_with(b"TMPDIR="));
-            entries.push(entry);
-        }
+        let entries = workload_entries(
+            &env,
+            readiness.as_ref().and_then(|(p, _)| p.env.clone()),
+            protect::nested_home(&protection.record, &env, rt.home(), id),
+            sandbox.as_ref().and_then(sandbox::Plan::env_entry),
+        );
+        let health_queue = req.health_queue.take();
         let (registration, link) = register::launch_started(
             rt,
             pending,
@@ -652,26 +515,13 @@ impl Supervisor {
         if let Some((prepared, r)) = readiness {
             readiness::watch(rt.clone(), registration.clone(), r, prepared);
         }
-        // H7: the owner of the scope's life probes it: the service's one queue, else a
-        // thread of this launcher.
-        if registration.health.is_some() {
-            match req.health_queue.take() {
-                Some(q) => q.add(rt, registration.clone()),
-                None => health::watch(rt.clone(), registration.clone()),
-            }
-        }
+        start_health(health_queue, rt, &registration);
         let deadlines = Deadlines::resume(&registration);
         // A fresh launch had its first activity at its start, not at this call.
         let mut deadlines = deadlines;
         deadlines.activity(deadlines.start());
 
-        let (control_tx, control_rx) = rustix::net::socketpair(
-            rustix::net::AddressFamily::UNIX,
-            rustix::net::SocketType::SEQPACKET,
-            rustix::net::SocketFlags::CLOEXEC | rustix::net::SocketFlags::NONBLOCK,
-            None,
-        )
-        .map_err(|e| io_op("create the control channel")(e.into()))?;
+        let (control_tx, control_rx) = control_channel()?;
         let control = Arc::new(Control(control_tx));
         let (spawned_tx, spawned_rx) = mpsc::sync_channel(1);
         let engine = Engine {
@@ -691,8 +541,41 @@ impl Supervisor {
             ),
             residues: None,
         };
+        let thread = self.drive(engine, id)?;
+        Ok(LaunchHandle {
+            id,
+            registration,
+            thread: Some(thread),
+            spawned: Mutex::new(spawned_rx),
+            control: control.clone(),
+            input: InputWriter {
+                inner: Arc::new(InputInner {
+                    control,
+                    input: Mutex::new(input),
+                    log: Mutex::new(input_log),
+                }),
+            },
+        })
+    }
+
+    /// The workload's environment (the kind's policy, the login's, the request's overrides).
+    fn environment(&self, req: &LaunchRequest, id: RegistrationId) -> EnvMap {
+        let needs_login = matches!(req.kind, Kind::Agent | Kind::Quality);
+        env_policy::build(EnvInputs {
+            kind: req.kind,
+            daemon: &self.daemon_env,
+            login: if needs_login { self.login.get() } else { None },
+            managed_git: req.managed_git,
+            clear: req.env_clear,
+            overrides: &req.env,
+            owner: id,
+        })
+    }
+
+    /// Hands the engine to what drives it: the shared loop, the caller, or a thread of its own.
+    fn drive(&self, engine: Engine, id: RegistrationId) -> Result<Driver, LaunchError> {
         let on_result = self.on_result.clone();
-        let thread = match &self.shared {
+        Ok(match &self.shared {
             Some(shared) => Driver::Shared(shared.adopt(engine, on_result)),
             None if self.by_caller => Driver::Caller(Box::new(engine), on_result),
             None => {
@@ -710,20 +593,6 @@ impl Supervisor {
                     .map_err(io_op("start the launch thread"))?;
                 Driver::Thread(thread, done)
             }
-        };
-        Ok(LaunchHandle {
-            id,
-            registration,
-            thread: Some(thread),
-            spawned: Mutex::new(spawned_rx),
-            control: control.clone(),
-            input: InputWriter {
-                inner: Arc::new(InputInner {
-                    control,
-                    input: Mutex::new(input),
-                    log: Mutex::new(input_log),
-                }),
-            },
         })
     }
 }
@@ -761,4 +630,220 @@ fn open_index(path: &std::path::Path) -> Result<OwnedFd, LaunchError> {
 fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {
     rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| io_op("create a pipe")(e.into()))
+}
+
+/// Step 1 of [`Supervisor::launch`]: what the request itself must satisfy.
+fn check_request(req: &LaunchRequest) -> Result<(), LaunchError> {
+    if req.argv.is_empty() {
+        return Err(LaunchError::EmptyArgv);
+    }
+    check_durations(req)?;
+    crate::kernel::resources::check(&req.resources)?;
+    Ok(())
+}
+
+/// X12: the request's sandbox, planned against this kernel's Landlock ABI.
+fn plan_sandbox(req: &LaunchRequest, rt: &Runtime) -> Result<Option<sandbox::Plan>, LaunchError> {
+    let abi = crate::kernel::landlock::abi().unwrap_or(0);
+    Ok(sandbox::plan(
+        &req.sandbox,
+        req.cwd.as_deref(),
+        rt.home(),
+        abi,
+    )?)
+}
+
+/// The streams to capture: sources this process reads, or (guarded) artifacts the guardian writes.
+type Sources = Result<Vec<StreamSource>, Vec<(Stream, PathBuf)>>;
+
+/// The workload's standard streams, what capture reads, and this side's input end.
+fn open_streams(
+    req: &mut LaunchRequest,
+    rt: &Runtime,
+    id: RegistrationId,
+    pty_size: Option<pty::WindowSize>,
+) -> Result<(Stdio, Sources, Option<Input>), LaunchError> {
+    // Streams: the workload's ends go to the guardian, ours to capture. L1: a launch that
+    // outlives its launcher (no parent-death signal: the service's, a detached host's) has
+    // its output drained by its guardian, unless this process wants the bytes as they come
+    // (a forward, a callback) or a terminal is involved.
+    let stdout_path = rt.log_path(id, Stream::Stdout);
+    let stderr_path = rt.log_path(id, Stream::Stderr);
+    let guarded = req.pdeath_signal.is_none()
+        && pty_size.is_none()
+        && req.forward_stdout.is_none()
+        && req.forward_stderr.is_none()
+        && req.on_output.is_none();
+    Ok(match pty_size {
+        Some(size) => {
+            let p = pty::open(size)?;
+            if let Some(u) = &req.user {
+                pty::give_to(&p.slave, u.uid, u.gid)?;
+            }
+            let capture_end = rustix::io::fcntl_dupfd_cloexec(&p.master, 3)
+                .map_err(|e| io_op("duplicate the PTY master")(e.into()))?;
+            let sources = vec![StreamSource {
+                stream: Stream::Stdout,
+                fd: capture_end,
+                artifact: stdout_path,
+                pty: true,
+                forward: req.forward_stdout.take(),
+            }];
+            (Stdio::Pty(p.slave), Ok(sources), Some(Input::Pty(p.master)))
+        }
+        None => {
+            let (stdin, input) = open_stdin(req)?;
+            if guarded {
+                let stdio = Stdio::Captured {
+                    stdin,
+                    artifacts: [
+                        OwnedFd::from(capture::open_artifact(&stdout_path)?),
+                        OwnedFd::from(capture::open_artifact(&stderr_path)?),
+                    ],
+                    indexes: [
+                        open_index(&rt.index_path(id, Stream::Stdout))?,
+                        open_index(&rt.index_path(id, Stream::Stderr))?,
+                    ],
+                    log_cap: req.log_cap,
+                    owner_lock: None,
+                };
+                let streams = vec![(Stream::Stdout, stdout_path), (Stream::Stderr, stderr_path)];
+                (stdio, Err(streams), input)
+            } else {
+                let (out_r, out_w) = pipe()?;
+                let (err_r, err_w) = pipe()?;
+                let sources = vec![
+                    StreamSource {
+                        stream: Stream::Stdout,
+                        fd: out_r,
+                        artifact: stdout_path,
+                        pty: false,
+                        forward: req.forward_stdout.take(),
+                    },
+                    StreamSource {
+                        stream: Stream::Stderr,
+                        fd: err_r,
+                        artifact: stderr_path,
+                        pty: false,
+                        forward: req.forward_stderr.take(),
+                    },
+                ];
+                (Stdio::Fds([stdin, out_w, err_w]), Ok(sources), input)
+            }
+        }
+    })
+}
+
+/// The workload's stdin (a standard launch): its descriptor, and this side's end of a pipe.
+fn open_stdin(req: &LaunchRequest) -> Result<(OwnedFd, Option<Input>), LaunchError> {
+    Ok(match req.stdin {
+        StdinMode::Null => (
+            OwnedFd::from(File::open("/dev/null").map_err(io_op("open /dev/null"))?),
+            None,
+        ),
+        StdinMode::Pipe => {
+            let (r, w) = pipe()?;
+            (r, Some(Input::Pipe(w)))
+        }
+        // X2: no descriptor of this process's terminal reaches another user.
+        StdinMode::Inherit
+            if req.user.is_some() && rustix::termios::isatty(rustix::stdio::stdin()) =>
+        {
+            return Err(LaunchError::TerminalToOtherUser);
+        }
+        StdinMode::Inherit => match rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stdin(), 3) {
+            Ok(fd) => (fd, None),
+            Err(_) => (
+                OwnedFd::from(File::open("/dev/null").map_err(io_op("open /dev/null"))?),
+                None,
+            ),
+        },
+    })
+}
+
+/// The capture of the launch's output.
+fn start_capture(req: &mut LaunchRequest, sources: Sources) -> Result<Capture, LaunchError> {
+    let capture_config = CaptureConfig {
+        keep_max: req.keep_max,
+        log_cap: req.log_cap,
+        ..CaptureConfig::default()
+    };
+    Ok(match sources {
+        Ok(sources) => Capture::new(sources, capture_config, req.on_output.take())?,
+        Err(guarded) => Capture::guarded(guarded, capture_config),
+    })
+}
+
+/// The limits the record keeps.
+fn limits(req: &LaunchRequest) -> Limits {
+    Limits {
+        completion_timeout_ms: req.timeout.map(refine_protocol::time::saturating_ms),
+        idle_timeout_ms: req.idle_timeout.map(refine_protocol::time::saturating_ms),
+        log_cap_bytes: req.log_cap,
+        rlimits: req.rlimits.clone(),
+        kill_after_ms: req.kill_after.map(refine_protocol::time::saturating_ms),
+    }
+}
+
+/// Input the workload takes is recorded beside its output (`logs/ID.stdin`).
+fn open_input_log(
+    rt: &Runtime,
+    id: RegistrationId,
+    has_input: bool,
+) -> Result<(Option<PathBuf>, Option<File>), LaunchError> {
+    if !has_input {
+        return Ok((None, None));
+    }
+    let path = rt.log_path(id, Stream::Stdin);
+    let log = crate::store::durable::open_private(
+        std::fs::OpenOptions::new().append(true).create(true),
+        &path,
+    )
+    .map_err(io_op("create the stdin artifact"))?;
+    Ok((Some(path), Some(log)))
+}
+
+/// The workload's environment entries, with what the launch itself sets replacing the same
+/// names: H6's `NOTIFY_SOCKET`, X11's nested `REFINE_HOME` (a home of its own, which the domain
+/// lets it write: `protect::nested_home`), X12's sandbox `TMPDIR`.
+fn workload_entries(
+    env: &EnvMap,
+    notify: Option<OsString>,
+    nested_home: Option<OsString>,
+    tmpdir: Option<OsString>,
+) -> Vec<OsString> {
+    let mut entries = env_policy::to_entries(env);
+    for (prefix, entry) in [
+        (&b"NOTIFY_SOCKET="[..], notify),
+        (&b"REFINE_HOME="[..], nested_home),
+        (&b"TMPDIR="[..], tmpdir),
+    ] {
+        if let Some(entry) = entry {
+            entries.retain(|e| !e.as_encoded_bytes().starts_with(prefix));
+            entries.push(entry);
+        }
+    }
+    entries
+}
+
+/// H7: the owner of the scope's life probes it: the service's one queue, else a thread of this
+/// launcher.
+fn start_health(queue: Option<Arc<health::Queue>>, rt: &Runtime, registration: &Registration) {
+    if registration.health.is_some() {
+        match queue {
+            Some(q) => q.add(rt, registration.clone()),
+            None => health::watch(rt.clone(), registration.clone()),
+        }
+    }
+}
+
+/// The control channel between a launch's handle and its engine.
+fn control_channel() -> Result<(OwnedFd, OwnedFd), LaunchError> {
+    rustix::net::socketpair(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::SEQPACKET,
+        rustix::net::SocketFlags::CLOEXEC | rustix::net::SocketFlags::NONBLOCK,
+        None,
+    )
+    .map_err(|e| io_op("create the control channel")(e.into()))
 }
