@@ -74,6 +74,11 @@ pub(crate) const OPTIONS: &[(&str, Shape)] = &[
     ("ready", Shape::Value),
     ("ready-timeout", Shape::Value),
     ("wait-ready", Shape::Flag),
+    ("health-cmd", Shape::Value),
+    ("health-interval", Shape::Value),
+    ("health-timeout", Shape::Value),
+    ("health-retries", Shape::Value),
+    ("health-start-period", Shape::Value),
 ];
 
 /// The [`Cli`] of a `run` line of the shapes above, `None` for anything else (see the module).
@@ -241,6 +246,13 @@ impl Line {
             "protect" => self.run().protect = super::cli::parse_protect(text?).ok()?,
             "sandbox" => self.run().sandbox = super::cli::parse_sandbox(text?).ok()?,
             "network" => self.run().network = super::cli::parse_network(text?).ok()?,
+            "health-cmd" => self.run().health_cmd = Some(text?.to_owned()),
+            "health-interval" => self.run().health_interval = duration()?,
+            "health-timeout" => self.run().health_timeout = duration()?,
+            "health-retries" => {
+                self.run().health_retries = text?.parse::<u32>().ok().filter(|&n| n >= 1)?
+            }
+            "health-start-period" => self.run().health_start_period = duration()?,
             _ => self.run().user = Some(text?.to_owned()),
         }
         Some(())
@@ -269,6 +281,15 @@ impl Line {
             || run.end_with_parent && run.detach
             || self.seen.contains(&"ready-timeout") && run.ready.is_none()
             || run.wait_ready && !(run.detach && run.ready.is_some())
+            || run.health_cmd.is_none()
+                && [
+                    "health-interval",
+                    "health-timeout",
+                    "health-retries",
+                    "health-start-period",
+                ]
+                .iter()
+                .any(|f| self.seen.contains(f))
         {
             return None;
         }
