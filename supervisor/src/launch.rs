@@ -407,7 +407,13 @@ impl Supervisor {
         }
         check_durations(&req)?;
         crate::kernel::resources::check(&req.resources)?;
-        let rt = &self.runtime;
+        let quiet;
+        let rt = if req.events {
+            &self.runtime
+        } else {
+            quiet = self.runtime.without_events();
+            &quiet
+        };
         let abi = crate::kernel::landlock::abi().unwrap_or(0);
         let mut sandbox = sandbox::plan(&req.sandbox, req.cwd.as_deref(), rt.home(), abi)?;
         let id = rt.new_id()?;
