@@ -409,7 +409,13 @@ impl Supervisor {
     /// health), and hand the engine to its driver.
     pub fn launch(&self, mut req: LaunchRequest) -> Result<LaunchHandle, LaunchError> {
         check_request(&req)?;
-        let rt = &self.runtime;
+        let quiet;
+        let rt = if req.events {
+            &self.runtime
+        } else {
+            quiet = self.runtime.without_events();
+            &quiet
+        };
         let mut sandbox = plan_sandbox(&req, rt)?;
         let id = rt.new_id()?;
         let env = self.environment(&req, id);

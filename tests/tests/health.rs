@@ -278,3 +278,55 @@ fn the_socket_launches_with_a_health_check_and_refuses_nonsense() {
     assert_eq!(bad["ok"], false, "{bad}");
     call(json!({"v": 1, "op": "stop", "id": id}));
 }
+
+/// Issue 43 item 5: a probe a second is a scope each time; its launches would flood the event
+/// journal (and push real scopes' events out of it), so probe scopes write no lifecycle events:
+/// the scope's `health` events say what changed.
+#[test]
+fn probe_scopes_write_no_lifecycle_events() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let args = [
+        "run",
+        "--detach",
+        "--label",
+        "quiet",
+        "--health-cmd",
+        "true",
+        "--health-interval",
+        "200ms",
+        "--",
+        "sleep",
+        "600",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    wait_health(&home, &id, "healthy");
+    let probes = probe_scopes(&home, "quiet.health");
+    assert!(!probes.is_empty(), "no probe scope");
+    for p in &probes {
+        home.wait_ended(p);
+    }
+    let out = home.cli(&["events", "--json"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let evs: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of_probes: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["label"] == "quiet.health")
+        .collect();
+    assert!(
+        of_probes.is_empty(),
+        "probe scopes journalled: {of_probes:#?}"
+    );
+    // The scope itself keeps its own events.
+    assert!(
+        evs.iter()
+            .any(|e| e["label"] == "quiet" && e["kind"] == "launched"),
+        "{evs:#?}"
+    );
+    home.cli(&["stop", &id]);
+}

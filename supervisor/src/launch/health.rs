@@ -108,6 +108,7 @@ pub fn probe(
     req.label = format!("{owner}.health");
     req.timeout = Some(Duration::from_millis(spec.timeout_ms));
     req.kill_after = Some(Duration::ZERO);
+    req.events = false;
     let mut rec = ProbeRecord {
         scope: None,
         started_unix_ms,

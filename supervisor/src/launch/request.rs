@@ -54,6 +54,9 @@ pub struct LaunchRequest {
     /// A deadline's grace (T7, `timeout -k`): SIGTERM to the workload's group when a deadline
     /// passes, the shared stop this much later. `None`: the stop at once.
     pub kill_after: Option<Duration>,
+    /// H7's probe scopes: no lifecycle events in the journal (`false`); every other launch
+    /// writes them.
+    pub events: bool,
     /// Per-artifact byte cap (S10, W4); [`DEFAULT_LOG_CAP`] unless set, `None` for no cap.
     pub log_cap: Option<u64>,
     /// A hard budget on output bytes (all streams): past it the launch is stopped and its
@@ -138,6 +141,7 @@ impl LaunchRequest {
             timeout: None,
             idle_timeout: None,
             kill_after: None,
+            events: true,
             log_cap: Some(DEFAULT_LOG_CAP),
             output_limit: None,
             scope_policy: None,

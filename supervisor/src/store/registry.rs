@@ -182,6 +182,8 @@ fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Reg
 pub struct Runtime {
     paths: Paths,
     id: RuntimeId,
+    /// Whether this handle writes lifecycle events (V2); off for H7's probe scopes.
+    events: bool,
 }
 
 /// A runtime is where its files are: every path of [`Paths`] is one of the runtime's.
@@ -236,6 +238,7 @@ impl Runtime {
                 dir,
             },
             id,
+            events: true,
         };
         rt.ensure_open_index()?;
         Ok(rt)
@@ -315,11 +318,26 @@ impl Runtime {
                 dir,
             },
             id,
+            events: true,
         })
     }
 
     pub fn id(&self) -> RuntimeId {
         self.id
+    }
+
+    /// The same runtime, writing no lifecycle events (H7's probe scopes: a probe a second
+    /// would flood the journal, and push the events of real scopes out of it).
+    pub fn without_events(&self) -> Runtime {
+        Runtime {
+            events: false,
+            ..self.clone()
+        }
+    }
+
+    /// Whether lifecycle events are written through this handle.
+    pub fn writes_events(&self) -> bool {
+        self.events
     }
 
     /// The registration's lock (its record, by any of its names), waiting at most `wait`;
