@@ -48,7 +48,9 @@ fn serve_from(home: &Home, exe: &Path) -> Child {
         .env("REFINE_GUARDIAN", bin("refine-guardian"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::File::create(home.path().join("serve.log")).expect("the service's log"),
+        ))
         .spawn()
         .expect("spawn serve");
     let sock = home.run_dir().join("supervisor.sock");
@@ -135,8 +137,9 @@ fn an_upgrade_in_place_keeps_the_pid_the_socket_and_the_launches() {
         let out = home.cli(&args);
         assert!(
             out.status.success(),
-            "round {round}: {}",
-            describe(&args, &out)
+            "round {round}: {}\nthe service's log:\n{}",
+            describe(&args, &out),
+            std::fs::read_to_string(home.path().join("serve.log")).unwrap_or_default()
         );
         assert_ne!(
             exe_inode(pid),

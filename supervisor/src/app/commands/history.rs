@@ -130,14 +130,24 @@ pub(super) fn upgrade(home: &Path, port: u16, args: UpgradeArgs) -> Result<ExitC
         .map_err(|e| fail(format!("cannot signal the service (pid {pid}): {e}")))?;
     let end = std::time::Instant::now() + args.timeout;
     while std::time::Instant::now() < end {
-        if ino(&exe) == Some(new) && std::os::unix::net::UnixStream::connect(&sock).is_ok() {
+        // Answered, not only connected: the carried listener accepts into its backlog before
+        // the new image has its signal handlers, and a SIGHUP then (the next upgrade, a
+        // `systemctl reload`) would end it by the default action. A reply comes only from a
+        // loop whose handlers are in place.
+        let answered = || {
+            super::client::request(&rt, &refine_protocol::api::Request::List { all: false }).is_ok()
+        };
+        if ino(&exe) == Some(new) && answered() {
             println!("upgraded: pid {pid} runs {}", path.display());
             return Ok(0);
         }
-        if ino(&exe).is_none() {
+        // Only the pidfd tells that the service ended: `/proc/PID/exe` can fail to read for a
+        // moment while the process executes the new image (seen once in 40 upgrades), and
+        // that is not an exit. The pidfd turns readable when the process has exited; waiting
+        // on it paces the loop.
+        if service_exited(&pidfd, std::time::Duration::from_millis(20)) {
             return Err(fail(format!("the service (pid {pid}) exited; see its log")));
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
     }
     Err(fail(format!(
         "the service (pid {pid}) did not start {} within {} (it serves on with its old binary \
@@ -145,6 +155,17 @@ pub(super) fn upgrade(home: &Path, port: u16, args: UpgradeArgs) -> Result<ExitC
         path.display(),
         refine_supervisor::human::duration(args.timeout)
     )))
+}
+
+/// Whether the process behind `pidfd` exited, waiting up to `within` for it.
+fn service_exited(pidfd: &std::os::fd::OwnedFd, within: std::time::Duration) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+    let limit = rustix::time::Timespec {
+        tv_sec: within.as_secs().try_into().unwrap_or(i64::MAX),
+        tv_nsec: within.subsec_nanos().into(),
+    };
+    matches!(poll(&mut fds, Some(&limit)), Ok(n) if n > 0)
 }
 
 pub(super) fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {
