@@ -330,3 +330,64 @@ fn probe_scopes_write_no_lifecycle_events() {
     );
     home.cli(&["stop", &id]);
 }
+
+#[test]
+fn wait_for_healthy_returns_once_healthy_and_fails_clearly_without_a_check_or_on_an_end() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let args = [
+        "run",
+        "--detach",
+        "--health-cmd",
+        "true",
+        "--health-interval",
+        "200ms",
+        "--",
+        "sleep",
+        "600",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let w = ["wait", "--for", "healthy", "--timeout", "60s", &id];
+    let out = home.cli(&w);
+    assert!(out.status.success(), "{}", describe(&w, &out));
+    assert_eq!(health(&home, &id)["state"], "healthy");
+    let _ = home.cli(&["stop", &id]);
+
+    // No health check: one clear line, exit 1, at once.
+    let args = ["run", "--detach", "--", "sleep", "600"];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let plain = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let w = ["wait", "--for", "healthy", "--timeout", "60s", &plain];
+    let out = home.cli(&w);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&w, &out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no health check"), "{}", describe(&w, &out));
+    let _ = home.cli(&["stop", &plain]);
+
+    // Ends before it is healthy: exit 1, saying so.
+    let args = [
+        "run",
+        "--detach",
+        "--health-cmd",
+        "false",
+        "--health-interval",
+        "200ms",
+        "--",
+        "true",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let gone = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let w = ["wait", "--for", "healthy", "--timeout", "60s", &gone];
+    let out = home.cli(&w);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&w, &out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ended before it was healthy"),
+        "{}",
+        describe(&w, &out)
+    );
+}

@@ -224,6 +224,7 @@ pub(in crate::app) fn parse_cursor(
 pub enum WaitFor {
     Exited,
     Ready,
+    Healthy,
 }
 
 #[derive(Debug, Args)]
@@ -235,8 +236,9 @@ pub struct WaitArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub timeout: Option<Duration>,
     /// What to wait for: `exited` (the default: the end, with the output and result recorded)
-    /// or `ready` (a launch with --ready: ready, exit 0; failed to be, exit 1).
-    #[arg(long = "for", value_name = "exited|ready", value_enum, default_value_t = WaitFor::Exited)]
+    /// or `ready` (a launch with --ready: ready, exit 0; failed to be, exit 1) or `healthy`
+    /// (a launch with --health-cmd: healthy, exit 0; no check, or ended first, exit 1).
+    #[arg(long = "for", value_name = "exited|ready|healthy", value_enum, default_value_t = WaitFor::Exited)]
     pub wait_for: WaitFor,
     /// One JSON document: each scope's state and exit code, and whether the wait timed out.
     #[arg(long)]

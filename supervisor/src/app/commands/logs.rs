@@ -311,52 +311,40 @@ pub(super) fn wait(home: &Path, port: u16, args: WaitArgs) -> Result<ExitCode, C
     if args.wait_for == crate::app::cli::WaitFor::Ready {
         return wait_ready(&rt, &regs, args.timeout, args.json);
     }
-    let started = std::time::Instant::now();
-    let mut ended: Vec<Option<(i32, String)>> = vec![None; regs.len()];
-    let mut states: Vec<State> = vec![State::Live; regs.len()];
-    loop {
-        for ((reg, slot), state) in regs.iter().zip(ended.iter_mut()).zip(states.iter_mut()) {
-            if slot.is_some() {
-                continue;
-            }
-            // Ended, and its launcher has its output and result (`logs` then shows it all).
-            let a = assess(&rt, reg);
-            if a.state == State::Live || !rt.let_go(reg.id) {
-                continue;
-            }
-            let reported = rt
-                .read_result(reg.id)
-                .ok()
-                .flatten()
-                .map(|r| r.workload_status);
-            *slot = Some(ops::wait_code(a.receipt.map(|r| r.status).or(reported)));
-            *state = a.state;
+    if args.wait_for == crate::app::cli::WaitFor::Healthy {
+        return wait_healthy(&rt, &regs, args.timeout, args.json);
+    }
+    let waited = ops::wait_ended(&rt, &regs, args.timeout);
+    let states: Vec<State> = waited
+        .ended
+        .iter()
+        .map(|e| e.as_ref().map_or(State::Live, |(s, _, _)| *s))
+        .collect();
+    let ended: Vec<Option<(i32, String)>> = waited
+        .ended
+        .into_iter()
+        .map(|e| e.map(|(_, c, t)| (c, t)))
+        .collect();
+    if waited.timed_out {
+        let live: Vec<String> = regs
+            .iter()
+            .zip(&ended)
+            .filter(|(_, e)| e.is_none())
+            .map(|(r, _)| r.id.to_string())
+            .collect();
+        if args.json {
+            print_json(&wait_doc(&regs, &states, &ended, true))?;
         }
-        if ended.iter().all(Option::is_some) {
-            break;
-        }
-        if let Some(limit) = args.timeout {
-            if started.elapsed() >= limit {
-                let live: Vec<String> = regs
-                    .iter()
-                    .zip(&ended)
-                    .filter(|(_, e)| e.is_none())
-                    .map(|(r, _)| r.id.to_string())
-                    .collect();
-                if args.json {
-                    print_json(&wait_doc(&regs, &states, &ended, true))?;
-                }
-                eprintln!(
-                    "refine-supervisor: error: {}",
-                    CliError::WaitTimeout {
-                        after: refine_supervisor::human::duration(limit),
-                        live: live.join(", "),
-                    }
-                );
-                return Ok(124);
+        eprintln!(
+            "refine-supervisor: error: {}",
+            CliError::WaitTimeout {
+                after: args
+                    .timeout
+                    .map_or_else(String::new, refine_supervisor::human::duration),
+                live: live.join(", "),
             }
-        }
-        std::thread::sleep(Duration::from_millis(100));
+        );
+        return Ok(124);
     }
     if args.json {
         print_json(&wait_doc(&regs, &states, &ended, false))?;
@@ -420,6 +408,62 @@ pub(super) fn wait_ready(
             state: assess(rt, reg).state,
             exit_code: None,
             ready: Some(ready),
+        });
+    }
+    if json {
+        print_json(&crate::app::docs::WaitDoc { scopes, timed_out })?;
+    }
+    Ok(if timed_out {
+        124
+    } else if failed {
+        1
+    } else {
+        0
+    })
+}
+
+/// `wait --for healthy` (H7): each scope's health check, in turn, within one `timeout` for all:
+/// exit 0 when every one is healthy, 1 when one has no health check or ended first (its reason
+/// on stderr), 124 when the time ran out first.
+fn wait_healthy(
+    rt: &Runtime,
+    regs: &[refine_protocol::Registration],
+    timeout: Option<Duration>,
+    json: bool,
+) -> Result<ExitCode, CliError> {
+    use ops::WaitedHealth as H;
+    let started = std::time::Instant::now();
+    let mut scopes = Vec::new();
+    let (mut failed, mut timed_out) = (false, false);
+    let mut o = out();
+    for reg in regs {
+        let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
+        let why = match ops::wait_healthy(rt, reg, left)? {
+            H::Healthy => None,
+            H::NoCheck => {
+                failed = true;
+                Some("it has no health check (launch it with --health-cmd)".to_owned())
+            }
+            H::Ended(state) => {
+                failed = true;
+                Some(format!("its scope ended before it was healthy ({state})"))
+            }
+            H::TimedOut(state) => {
+                timed_out = true;
+                Some(format!("still {state}"))
+            }
+        };
+        if !json {
+            match &why {
+                None => writeln!(o, "{} healthy", reg.id).map_err(CliError::Output)?,
+                Some(why) => eprintln!("refine-supervisor: error: {}: {why}", reg.id),
+            }
+        }
+        scopes.push(crate::app::docs::WaitScope {
+            id: reg.id.to_string(),
+            state: assess(rt, reg).state,
+            exit_code: None,
+            ready: None,
         });
     }
     if json {
