@@ -5,12 +5,12 @@
 //!
 //! One JSON object per line (`\n`-terminated, UTF-8), request then response (any number of
 //! them on one connection, answered in order), at most [`MAX_MESSAGE`] bytes per line; a
-//! longer line is rejected before it is parsed. Every message carries `"v": 1`
+//! longer line is rejected before it is parsed. Every message carries `"v": 2`
 //! ([`API_VERSION`]); a reader rejects a newer version instead of guessing.
 //!
 //! ```text
-//! -> {"v":1,"op":"list","all":false}
-//! <- {"v":1,"ok":true,"result":{"list":[{"id":"…","state":"live",…}]}}
+//! -> {"v":2,"op":"list","all":false}
+//! <- {"v":2,"ok":true,"result":{"list":[{"id":"…","state":"live",…}]}}
 //! ```
 //!
 //! # Caveats
@@ -24,7 +24,10 @@ use serde::{Deserialize, Serialize};
 use crate::record::Kind;
 use crate::DecodeError;
 
-pub const API_VERSION: u16 = 1;
+/// 2: every `reason` (show, ps, stop, recover, receipt) is an object tagged by `kind`
+/// ([`crate::docs::ScopeReason`]) instead of a string; requests did not change, so a version-1
+/// request is still read (its reply is version 2).
+pub const API_VERSION: u16 = 2;
 /// Largest accepted message line, newline included.
 pub const MAX_MESSAGE: usize = 1024 * 1024;
 
@@ -737,8 +740,8 @@ mod tests {
         let odd = decode_request_explained(br#"{"v":1,"op":"list","a\nb":1}"#).unwrap_err();
         assert!(odd.contains(r"a\nb") && !odd.contains('\n'), "{odd}");
         assert_eq!(
-            decode_request(br#"{"v":2,"op":"list","since":3}"#),
-            Err(DecodeError::UnsupportedVersion { got: 2, max: 1 })
+            decode_request(br#"{"v":3,"op":"list","since":3}"#),
+            Err(DecodeError::UnsupportedVersion { got: 3, max: 2 })
         );
     }
 
@@ -768,9 +771,13 @@ mod tests {
             assert_eq!(decode_request(&line).unwrap(), r);
         }
         assert_eq!(
-            decode_request(br#"{"v":2,"op":"list"}"#),
-            Err(DecodeError::UnsupportedVersion { got: 2, max: 1 })
+            decode_request(br#"{"v":3,"op":"list"}"#),
+            Err(DecodeError::UnsupportedVersion { got: 3, max: 2 })
         );
+        // Version 2 (the reasons became objects tagged by `kind`) is what is written; a
+        // version-1 request is still read, its keys did not change.
+        assert!(encode_request(&Request::List { all: false }).starts_with(br#"{"v":2,"#));
+        assert!(decode_request(br#"{"v":1,"op":"list"}"#).is_ok());
         assert!(decode_request(br#"{"v":1,"op":"explode"}"#).is_err());
         assert!(decode_request(b"\xff\xfe").is_err());
         assert!(matches!(

@@ -304,7 +304,7 @@ fn add_version(value: &mut serde_json::Value) {
             props.insert(
                 "v".into(),
                 json!({
-                    "description": "The API version: 1 (a service refuses a newer one).",
+                    "description": "The API version: 2 (a service refuses a newer one and still reads 1).",
                     "type": "integer",
                     "const": crate::api::API_VERSION,
                 }),

@@ -63,3 +63,18 @@ def test_events_list_then_follow(service):
     import asyncio
 
     asyncio.run(main())
+
+
+def test_the_reply_version_is_2_and_a_version_1_reply_is_refused():
+    """API 2: `reason` is an object tagged by `kind`. A version-1 service sends strings there,
+    so its replies are refused in one line naming both versions, not half-read."""
+    from refine_supervisor_client import API_VERSION
+    from refine_supervisor_client._socket import decode, encode
+
+    assert API_VERSION == 2
+    assert encode("list", {}).startswith(b'{"v":2,')
+    assert decode(b'{"v":2,"ok":true,"result":{"list":[]}}\n') == {"list": []}
+    with pytest.raises(RefineError) as old:
+        decode(b'{"v":1,"ok":true,"result":{"list":[]}}\n')
+    assert old.value.kind == "bad_reply"
+    assert "1" in old.value.message and "2" in old.value.message

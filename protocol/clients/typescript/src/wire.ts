@@ -1,12 +1,13 @@
 /**
  * The socket's framing (protocol/README.md, "The JSON contract"): one JSON object per line,
- * `\n`-terminated UTF-8, at most 1 MiB a request line, every message with `"v": 1`; a reply of
+ * `\n`-terminated UTF-8, at most 1 MiB a request line, every message with `"v": 2`; a reply of
  * another version is refused rather than guessed at. And the conversions a request needs:
  * durations to whole milliseconds, arguments to text.
  */
 import { RefineError } from "./errors.js";
 
-export const API_VERSION = 1;
+/** 2: every `reason` is an object tagged by `kind`; a version-1 reply (reasons as strings) is refused. */
+export const API_VERSION = 2;
 /** The longest request line the service takes (longer ones end the connection). */
 export const MAX_REQUEST = 1024 * 1024;
 /** The longest reply line this client buffers (a `list` of a large home can pass 1 MiB). */
@@ -41,7 +42,7 @@ export function parseReply(line: string): ReplyLine {
     throw new RefineError("bad_reply", `a reply line is not JSON: ${String(e)}`);
   }
   if (typeof reply !== "object" || reply === null || reply.v !== API_VERSION) {
-    throw new RefineError("bad_reply", `reply version ${JSON.stringify((reply as any)?.v)}, this client speaks ${API_VERSION}`);
+    throw new RefineError("bad_reply", `reply version ${JSON.stringify((reply as any)?.v)}, this client speaks ${API_VERSION} (a version-1 service sends reasons as strings: upgrade it)`);
   }
   return reply;
 }

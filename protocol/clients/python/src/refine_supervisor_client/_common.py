@@ -11,7 +11,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
-API_VERSION = 1
+# 2: every `reason` is an object tagged by `kind`. A version-1 service (reasons as strings) is
+# refused with a `bad_reply` that names both versions.
+API_VERSION = 2
 MAX_MESSAGE = 1024 * 1024
 DEFAULT_PORT = 7411
 

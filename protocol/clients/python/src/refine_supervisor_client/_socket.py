@@ -49,7 +49,11 @@ def decode(reply: bytes) -> Dict[str, Any]:
         raise ConnectionError("the service closed the connection without a whole reply")
     resp = json.loads(reply)
     if resp.get("v") != API_VERSION:
-        raise RefineError("bad_reply", f"reply version {resp.get('v')!r}, this client speaks 1")
+        raise RefineError(
+            "bad_reply",
+            f"reply version {resp.get('v')!r}, this client speaks {API_VERSION} (a version-1 service"
+            " sends reasons as strings: upgrade it)",
+        )
     if not resp.get("ok"):
         err = resp.get("error") or {}
         kind, message = err.get("kind", "internal"), err.get("message", "")

@@ -151,9 +151,9 @@ export interface LaunchRequest {
    */
   user?: string | null;
   /**
-   * The API version: 1 (a service refuses a newer one).
+   * The API version: 2 (a service refuses a newer one and still reads 1).
    */
-  v: 1;
+  v: 2;
   /**
    * For `agent` launches when no slot is free: wait (up to this long) instead of refusing.
    */
@@ -181,17 +181,17 @@ export interface ListRequest {
   all?: boolean;
   op: "list";
   /**
-   * The API version: 1 (a service refuses a newer one).
+   * The API version: 2 (a service refuses a newer one and still reads 1).
    */
-  v: 1;
+  v: 2;
 }
 export interface ShowRequest {
   id: string;
   op: "show";
   /**
-   * The API version: 1 (a service refuses a newer one).
+   * The API version: 2 (a service refuses a newer one and still reads 1).
    */
-  v: 1;
+  v: 2;
 }
 export interface StopRequest {
   /**
@@ -207,9 +207,9 @@ export interface StopRequest {
    */
   signal?: string | null;
   /**
-   * The API version: 1 (a service refuses a newer one).
+   * The API version: 2 (a service refuses a newer one and still reads 1).
    */
-  v: 1;
+  v: 2;
 }
 /**
  * Until the scope is `until` (as `wait`: it ended and its launcher recorded its output and
@@ -230,9 +230,9 @@ export interface WaitRequest {
    */
   until?: "exited" | "ready";
   /**
-   * The API version: 1 (a service refuses a newer one).
+   * The API version: 2 (a service refuses a newer one and still reads 1).
    */
-  v: 1;
+  v: 2;
 }
 /**
  * A signal to the workload's process group (as the grace of a stop sends it), nothing
@@ -246,9 +246,9 @@ export interface SignalRequest {
    */
   signal: string;
   /**
-   * The API version: 1 (a service refuses a newer one).
+   * The API version: 2 (a service refuses a newer one and still reads 1).
    */
-  v: 1;
+  v: 2;
 }
 /**
  * Text written to the stdin of a scope this service launched with `input: true` (waits
@@ -263,9 +263,9 @@ export interface InputRequest {
   id: string;
   op: "input";
   /**
-   * The API version: 1 (a service refuses a newer one).
+   * The API version: 2 (a service refuses a newer one and still reads 1).
    */
-  v: 1;
+  v: 2;
 }
 /**
  * The output of a stream as it is written (L1's artifact, read from `from_offset`, or
@@ -283,9 +283,9 @@ export interface FollowRequest {
    */
   stream: "stdout" | "stderr";
   /**
-   * The API version: 1 (a service refuses a newer one).
+   * The API version: 2 (a service refuses a newer one and still reads 1).
    */
-  v: 1;
+  v: 2;
 }
 /**
  * V2: the journal's events after the cursor `since` (absent: from the oldest kept), or at
@@ -316,7 +316,7 @@ export interface EventsRequest {
   since_unix_ms?: number | null;
   until_unix_ms?: number | null;
   /**
-   * The API version: 1 (a service refuses a newer one).
+   * The API version: 2 (a service refuses a newer one and still reads 1).
    */
-  v: 1;
+  v: 2;
 }

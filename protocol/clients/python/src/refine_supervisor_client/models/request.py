@@ -11,13 +11,13 @@ from . import defs
 class ListRequest(TypedDict):
     all: NotRequired[bool]
     op: Literal['list']
-    v: Literal[1]
+    v: Literal[2]
 
 
 class ShowRequest(TypedDict):
     id: str
     op: Literal['show']
-    v: Literal[1]
+    v: Literal[2]
 
 
 class StopRequest(TypedDict):
@@ -25,7 +25,7 @@ class StopRequest(TypedDict):
     id: str
     op: Literal['stop']
     signal: NotRequired[str | None]
-    v: Literal[1]
+    v: Literal[2]
 
 
 class WaitRequest(TypedDict):
@@ -33,14 +33,14 @@ class WaitRequest(TypedDict):
     op: Literal['wait']
     timeout_ms: NotRequired[int | None]
     until: NotRequired[defs.WaitUntil]
-    v: Literal[1]
+    v: Literal[2]
 
 
 class SignalRequest(TypedDict):
     id: str
     op: Literal['signal']
     signal: str
-    v: Literal[1]
+    v: Literal[2]
 
 
 class InputRequest(TypedDict):
@@ -48,7 +48,7 @@ class InputRequest(TypedDict):
     data: NotRequired[str]
     id: str
     op: Literal['input']
-    v: Literal[1]
+    v: Literal[2]
 
 
 class FollowRequest(TypedDict):
@@ -57,7 +57,7 @@ class FollowRequest(TypedDict):
     id: str
     op: Literal['follow']
     stream: defs.FollowStream
-    v: Literal[1]
+    v: Literal[2]
 
 
 class EventsRequest(TypedDict):
@@ -68,7 +68,7 @@ class EventsRequest(TypedDict):
     since: NotRequired[str | None]
     since_unix_ms: NotRequired[int | None]
     until_unix_ms: NotRequired[int | None]
-    v: Literal[1]
+    v: Literal[2]
 
 
 class LaunchRequest(TypedDict):
@@ -102,7 +102,7 @@ class LaunchRequest(TypedDict):
     timeout_ms: NotRequired[int | None]
     unique: NotRequired[bool]
     user: NotRequired[str | None]
-    v: Literal[1]
+    v: Literal[2]
     wait_for_slot_ms: NotRequired[int | None]
 
 
