@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use cli_support::{describe, exited_within, kill_witness, launch, Home, Serving, DEADLINE};
 use refine_protocol::record::Registration;
-use refine_protocol::{Receipt, WorkloadStatus};
+use refine_protocol::{Hello, Receipt, WorkloadStatus};
 use refine_supervisor::end::assess::{self, Assessment, KERNEL_BOOT};
 use refine_supervisor::store::registry::Runtime;
 use refine_tests::driver::{self, Guardian, Launch, Msg, PATIENCE};
@@ -142,6 +142,34 @@ fn pidfd_of(pid: u32, start_time: u64) -> Option<std::os::fd::OwnedFd> {
 // ---------------------------------------------------------------------------------------------
 // The guardian alone (the raw test launcher).
 
+/// Launches `sh -c "(ORPHAN &); exec MAIN"` through the guardian alone, with `pdeath_signal`
+/// in place of the launch's default (which is checked to be SIGKILL), and returns once the
+/// workload and its orphan both run. The temporary directory holds the proof file.
+fn started_with_an_orphan(
+    orphan: &[&str],
+    main: &[&str],
+    pdeath_signal: Option<u32>,
+    left: &Leftovers,
+) -> (tempfile::TempDir, Launch, Guardian, Hello) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!("({} &); exec {}", orphan.join(" "), main.join(" "));
+    let mut l = Launch::new(&dir.path().join("proof"), &["sh", "-c", &script]);
+    assert_eq!(l.pdeath_signal, Some(libc::SIGKILL as u32), "the default");
+    l.pdeath_signal = pdeath_signal;
+    let g = Guardian::spawn();
+    g.launch(&l, None).expect("send launch");
+    let hello = g.expect_hello();
+    g.start();
+    assert_eq!(g.expect(), Msg::Started);
+    assert!(
+        wait_until(PATIENCE, || procs(&[orphan]).len() == 1
+            && procs(&[main]).len() == 1),
+        "the workload and its orphan never ran: {:?}",
+        left.now()
+    );
+    (dir, l, g, hello)
+}
+
 /// The launcher's end closes (as when it dies) while the workload's orphan runs: with the
 /// launch's parent-death signal the guardian kills the workload *and* the orphan, reaps both and
 /// writes its receipt. On the old code it signalled the workload only and stayed, holding the
@@ -151,23 +179,8 @@ fn launcher_loss_with_a_parent_death_signal_ends_the_whole_scope() {
     const ORPHAN: &[&str] = &["sleep", "31910"];
     const MAIN: &[&str] = &["sleep", "31911"];
     let left = Leftovers(&[ORPHAN, MAIN]);
-    let dir = tempfile::tempdir().unwrap();
-    let l = Launch::new(
-        &dir.path().join("proof"),
-        &["sh", "-c", "(sleep 31910 &); exec sleep 31911"],
-    );
-    assert_eq!(l.pdeath_signal, Some(libc::SIGKILL as u32));
-    let g = Guardian::spawn();
-    g.launch(&l, None).expect("send launch");
-    let hello = g.expect_hello();
-    g.start();
-    assert_eq!(g.expect(), Msg::Started);
-    assert!(
-        wait_until(PATIENCE, || procs(&[ORPHAN]).len() == 1
-            && procs(&[MAIN]).len() == 1),
-        "the workload and its orphan never ran: {:?}",
-        left.now()
-    );
+    let (_dir, l, g, hello) =
+        started_with_an_orphan(ORPHAN, MAIN, Some(libc::SIGKILL as u32), &left);
     let orphan = &procs(&[ORPHAN])[0];
     assert_eq!(orphan.ppid, hello.guardian.pid, "the guardian adopted it");
     let (status, stderr) = driver::reap(g.hang_up());
@@ -188,23 +201,7 @@ fn launcher_loss_without_a_parent_death_signal_leaves_the_scope_running() {
     const ORPHAN: &[&str] = &["sleep", "31920"];
     const MAIN: &[&str] = &["sleep", "31921"];
     let left = Leftovers(&[ORPHAN, MAIN]);
-    let dir = tempfile::tempdir().unwrap();
-    let mut l = Launch::new(
-        &dir.path().join("proof"),
-        &["sh", "-c", "(sleep 31920 &); exec sleep 31921"],
-    );
-    l.pdeath_signal = None;
-    let g = Guardian::spawn();
-    g.launch(&l, None).expect("send launch");
-    let hello = g.expect_hello();
-    g.start();
-    assert_eq!(g.expect(), Msg::Started);
-    assert!(
-        wait_until(PATIENCE, || procs(&[ORPHAN]).len() == 1
-            && procs(&[MAIN]).len() == 1),
-        "the workload and its orphan never ran: {:?}",
-        left.now()
-    );
+    let (_dir, l, g, hello) = started_with_an_orphan(ORPHAN, MAIN, None, &left);
     let guardian = g.hang_up();
     let (gpid, w) = (hello.guardian.pid, hello.workload);
     assert!(kill_witness(u64::from(w.pid), w.start_time, Signal::TERM));
@@ -248,23 +245,8 @@ fn a_disowned_scope_outlives_its_launcher_despite_its_parent_death_signal() {
     const ORPHAN: &[&str] = &["sleep", "31922"];
     const MAIN: &[&str] = &["sleep", "31923"];
     let left = Leftovers(&[ORPHAN, MAIN]);
-    let dir = tempfile::tempdir().unwrap();
-    let l = Launch::new(
-        &dir.path().join("proof"),
-        &["sh", "-c", "(sleep 31922 &); exec sleep 31923"],
-    );
-    assert_eq!(l.pdeath_signal, Some(libc::SIGKILL as u32));
-    let g = Guardian::spawn();
-    g.launch(&l, None).expect("send launch");
-    let hello = g.expect_hello();
-    g.start();
-    assert_eq!(g.expect(), Msg::Started);
-    assert!(
-        wait_until(PATIENCE, || procs(&[ORPHAN]).len() == 1
-            && procs(&[MAIN]).len() == 1),
-        "the workload and its orphan never ran: {:?}",
-        left.now()
-    );
+    let (_dir, l, g, hello) =
+        started_with_an_orphan(ORPHAN, MAIN, Some(libc::SIGKILL as u32), &left);
     g.send(refine_protocol::Frame::Disown).expect("send disown");
     let guardian = g.hang_up();
     let w = hello.workload;
