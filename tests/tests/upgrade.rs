@@ -168,6 +168,69 @@ fn an_upgrade_in_place_keeps_the_pid_the_socket_and_the_launches() {
     let _ = svc.wait();
 }
 
+/// A SIGHUP that comes while the new image is still starting (a second `systemctl reload` at
+/// once) is held for it, not taken by the default action: the signals that end or upgrade the
+/// service stay blocked across `execve` until the new image has its handlers. The test sends
+/// the second SIGHUP the moment `/proc/PID/exe` names the new binary, five times over.
+#[test]
+fn a_sighup_while_the_new_image_starts_is_an_upgrade_not_the_end() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = install(dir.path());
+    let mut svc = serve_from(&home, &exe);
+    let pid = svc.id();
+    let hup = || {
+        let st = Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(st.success(), "kill -HUP {pid}: {st}");
+    };
+    for round in 0..5 {
+        let before = exe_inode(pid);
+        install(dir.path());
+        hup();
+        // No event tells of an execve: a tight look at the link, so the second SIGHUP lands
+        // in the new image's first milliseconds.
+        let end = std::time::Instant::now() + DEADLINE;
+        while std::fs::metadata(format!("/proc/{pid}/exe"))
+            .map(|m| m.ino())
+            .ok()
+            == Some(before)
+        {
+            assert!(
+                std::time::Instant::now() < end,
+                "round {round}: the new binary did not start; its log:\n{}",
+                std::fs::read_to_string(home.path().join("serve.log")).unwrap_or_default()
+            );
+            std::thread::yield_now();
+        }
+        install(dir.path());
+        hup();
+        assert!(
+            svc.try_wait().unwrap().is_none(),
+            "round {round}: the SIGHUP during the start ended the service; its log:\n{}",
+            std::fs::read_to_string(home.path().join("serve.log")).unwrap_or_default()
+        );
+        // The held SIGHUP is an upgrade of its own: it ends with the service answering.
+        let out = home.cli(&["ps"]);
+        assert!(
+            wait_until(DEADLINE, || home.cli(&["ps"]).status.success()
+                || svc.try_wait().unwrap().is_some()),
+            "round {round}: the service does not answer: {}\nits log:\n{}",
+            describe(&["ps"], &out),
+            std::fs::read_to_string(home.path().join("serve.log")).unwrap_or_default()
+        );
+        assert!(
+            svc.try_wait().unwrap().is_none(),
+            "round {round}: the service exited; its log:\n{}",
+            std::fs::read_to_string(home.path().join("serve.log")).unwrap_or_default()
+        );
+    }
+    let _ = svc.kill();
+    let _ = svc.wait();
+}
+
 /// A new binary that does not run is refused; the old one serves on.
 #[test]
 fn a_broken_new_binary_leaves_the_old_one_serving() {

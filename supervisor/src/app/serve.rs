@@ -568,7 +568,7 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
     // L5: what an upgrade in place executes: the path this binary was started from (a new
     // binary renamed over it is what runs next), with the same arguments.
     let upgrade_to = Upgrade {
-        exe: std::env::current_exe().map_err(io_err("find this executable"))?,
+        exe: setup::install_path(std::env::current_exe().map_err(io_err("find this executable"))?),
         args: std::env::args_os().skip(1).collect(),
     };
 
@@ -671,6 +671,9 @@ async fn serve_async(
     let mut term = signal(SignalKind::terminate()).map_err(io_err("install SIGTERM handler"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(io_err("install SIGINT handler"))?;
     let mut hup = signal(SignalKind::hangup()).map_err(io_err("install SIGHUP handler"))?;
+    // An upgrade carried these blocked across its execve; with the handlers in place, one
+    // sent meanwhile is taken now. (Unblocked on every start: an inherited block is reset.)
+    refine_supervisor::kernel::child_signals::unblock(setup::HELD_ACROSS_EXEC);
     let listener = bind_socket(&state.rt.socket_path())?;
     let mut upgrading = false;
     let exposition = match metrics_addr {

@@ -86,6 +86,22 @@ pub fn reset() {
     }
 }
 
+/// Unblocks `signals` in the calling thread (the service, once its handlers for them are in
+/// place: an upgrade's `execve` carries them blocked, so that one sent meanwhile waits for the
+/// handler instead of ending the new image by the default action).
+pub fn unblock(signals: &[i32]) {
+    // SAFETY: `set` is local and initialized by sigemptyset before sigaddset fills it; invalid
+    // numbers are refused by sigaddset (EINVAL) and left out; the old mask is not requested.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &sig in signals {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 /// A set of signals blocked in every thread of the process, to be read from [`Blocked::signalfd`].
 #[derive(Debug, Clone, Copy)]
 pub struct Blocked(libc::sigset_t);

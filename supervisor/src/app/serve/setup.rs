@@ -7,6 +7,22 @@ pub(super) const LISTEN_FD_VAR: &str = "REFINE_LISTEN_FD";
 /// How long the new binary's preflight (`version`) may take before the upgrade is refused.
 pub(super) const PREFLIGHT_BOUND: Duration = Duration::from_secs(10);
 
+/// The signals an upgrade's `execve` carries blocked, unblocked by the new image once its
+/// handlers are in place.
+pub(super) const HELD_ACROSS_EXEC: &[i32] = &[libc::SIGHUP, libc::SIGTERM, libc::SIGINT];
+
+/// The path a binary was started from, as `current_exe` reads it: once a new binary is
+/// renamed over it (before this image even looked, in a quick second upgrade), the link
+/// reads `PATH (deleted)`, and the path the next upgrade executes is PATH.
+pub(super) fn install_path(exe: std::path::PathBuf) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = exe.as_os_str().as_bytes();
+    match bytes.strip_suffix(b" (deleted)") {
+        Some(path) => std::path::PathBuf::from(std::ffi::OsStr::from_bytes(path)),
+        None => exe,
+    }
+}
+
 /// How the service ended its loop.
 pub(super) enum Ended {
     /// SIGTERM or SIGINT.
@@ -64,6 +80,10 @@ impl Upgrade {
             Ok(fd) => fd,
             Err(e) => return e.into(),
         };
+        // The signals that end or upgrade the service stay blocked across `execve` (the mask
+        // is inherited): one sent while the new image starts waits for its handlers, which
+        // unblock them ([`HELD_ACROSS_EXEC`]), instead of ending it by the default action.
+        let _held = refine_supervisor::kernel::child_signals::Blocked::block(HELD_ACROSS_EXEC);
         let err = std::process::Command::new(&self.exe)
             .args(&self.args)
             .env(LISTEN_FD_VAR, fd.as_raw_fd().to_string())
