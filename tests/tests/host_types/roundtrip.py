@@ -68,15 +68,15 @@ def call(fields):
 
 
 # The minimal launch a host writes: no label, no cwd, no env, no meta, no pty.
-_, launched = call({"v": 1, "op": "launch", "argv": ["sleep", "600"], "kind": "command"})
+_, launched = call({"v": 2, "op": "launch", "argv": ["sleep", "600"], "kind": "command"})
 assert launched["ok"], launched
 scope = launched["result"]["launched"]["id"]
-_, listed = call({"v": 1, "op": "list"})
+_, listed = call({"v": 2, "op": "list"})
 assert any(r["id"] == scope for r in listed["result"]["list"]), listed
-_, shown = call({"v": 1, "op": "show", "id": scope})
+_, shown = call({"v": 2, "op": "show", "id": scope})
 assert shown["result"]["show"]["state"] == "live", shown
-_, stopped = call({"v": 1, "op": "stop", "id": scope, "grace_ms": 2000})
+_, stopped = call({"v": 2, "op": "stop", "id": scope, "grace_ms": 2000})
 assert stopped["result"]["stop"]["state"] == "exited", stopped
-_, refused = call({"v": 1, "op": "show", "id": "f" * 32})
+_, refused = call({"v": 2, "op": "show", "id": "f" * 32})
 assert not refused["ok"] and refused["error"]["kind"] == "not_found", refused
 print("round trip: ok")
