@@ -90,15 +90,23 @@ pub fn reset() {
 /// place: an upgrade's `execve` carries them blocked, so that one sent meanwhile waits for the
 /// handler instead of ending the new image by the default action).
 pub fn unblock(signals: &[i32]) {
-    // SAFETY: `set` is local and initialized by sigemptyset before sigaddset fills it; invalid
-    // numbers are refused by sigaddset (EINVAL) and left out; the old mask is not requested.
+    let set = set_of(signals);
+    // SAFETY: `set` is an initialized set; the old mask is not requested (null).
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// The set of `signals`; invalid numbers are refused by sigaddset (EINVAL) and left out.
+fn set_of(signals: &[i32]) -> libc::sigset_t {
+    // SAFETY: `set` is local and initialized by sigemptyset before sigaddset fills it.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         for &sig in signals {
             libc::sigaddset(&mut set, sig);
         }
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        set
     }
 }
 
@@ -110,18 +118,12 @@ impl Blocked {
     /// Blocks `signals` in the calling thread (and so in every thread it starts later). Call
     /// while the process is single-threaded: a thread started before would take them itself.
     pub fn block(signals: &[i32]) -> Blocked {
-        // SAFETY: `set` is local and initialized by sigemptyset before sigaddset fills it;
-        // invalid numbers are refused by sigaddset (EINVAL) and left out; the old mask is not
-        // requested (null).
+        let set = set_of(signals);
+        // SAFETY: `set` is an initialized set; the old mask is not requested (null).
         unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for &sig in signals {
-                libc::sigaddset(&mut set, sig);
-            }
             libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-            Blocked(set)
         }
+        Blocked(set)
     }
 
     /// A non-blocking, close-on-exec `signalfd` that reads these signals (one at a time with
