@@ -255,6 +255,56 @@ fn a_broken_new_binary_leaves_the_old_one_serving() {
     let _ = svc.wait();
 }
 
+/// A new image that passes the preflight but never answers: `upgrade` gives up at its
+/// `--timeout` with one line, instead of waiting for the reply for ever (its check that the
+/// new image answers reads with the time that is left as the bound).
+#[test]
+fn an_upgrade_to_an_image_that_never_answers_ends_at_its_timeout() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = install(dir.path());
+    let mut svc = serve_from(&home, &exe);
+    let pid = svc.id();
+    let before = exe_inode(pid);
+    let tmp = dir.path().join(".mute");
+    let copied = Command::new("cp")
+        .arg(bin("mute-service"))
+        .arg(&tmp)
+        .status()
+        .expect("run cp");
+    assert!(copied.success(), "cp the mute service: {copied}");
+    std::fs::rename(&tmp, &exe).unwrap();
+    let args = ["upgrade", "--timeout", "2s"];
+    let mut cmd = home.command(&args);
+    let mut up = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn upgrade");
+    let fd = cli_support::pidfd(up.id());
+    let ended = cli_support::exited_within(&fd, DEADLINE);
+    if !ended {
+        let _ = up.kill();
+    }
+    let out = up.wait_with_output().expect("wait for upgrade");
+    let ran_mute = exe_inode(pid) != before;
+    let _ = svc.kill();
+    let _ = svc.wait();
+    assert!(
+        ended,
+        "upgrade was still waiting {DEADLINE:?} after its 2s timeout (killed): {}",
+        describe(&args, &out)
+    );
+    assert!(
+        ran_mute,
+        "the mute image never ran: {}",
+        describe(&args, &out)
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&args, &out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{}", describe(&args, &out));
+}
+
 /// Item 7, the soak (bounded for two shared cores): 50 detached writers of sequence-numbered
 /// lines (400 lines per write every 20 ms each: some 11 MB/s in all at full pace), 20 `kill -9`
 /// and restarts of `serve` and 5 upgrades in place while they write: every writer ends 0 (a

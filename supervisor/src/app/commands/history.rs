@@ -133,9 +133,12 @@ pub(super) fn upgrade(home: &Path, port: u16, args: UpgradeArgs) -> Result<ExitC
         // Answered, not only connected: the carried listener accepts into its backlog before
         // the new image has its signal handlers, and a SIGHUP then (the next upgrade, a
         // `systemctl reload`) would end it by the default action. A reply comes only from a
-        // loop whose handlers are in place.
+        // loop whose handlers are in place. The wait for that reply is bounded by the time
+        // left: an image that accepts and never answers must not hold `upgrade` past it.
         let answered = || {
-            super::client::request(&rt, &refine_protocol::api::Request::List { all: false }).is_ok()
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            let list = refine_protocol::api::Request::List { all: false };
+            super::client::request_within(&rt, &list, Some(left)).is_ok()
         };
         if ino(&exe) == Some(new) && answered() {
             println!("upgraded: pid {pid} runs {}", path.display());
