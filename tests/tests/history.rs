@@ -6,11 +6,12 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
+use refine_protocol::docs::State;
 use refine_protocol::RegistrationId;
 use refine_supervisor::end::assess::{assess, KERNEL_BOOT};
 use refine_supervisor::end::open_index::{self, Settled, UNWRITTEN_AFTER};
 use refine_supervisor::end::recover::{recover, RecoverOptions, RecoveryAction};
-use refine_supervisor::history::forget::{self, Action};
+use refine_supervisor::history::forget::{self, Action, Reason};
 use refine_supervisor::store::registry::{RegistryError, Runtime};
 use refine_tests::history::{ago, backdate, fabricate, files_of, Fabricate};
 
@@ -108,12 +109,16 @@ fn forgetting_removes_exactly_the_old_exited_registrations() {
             .unwrap_or_else(|| panic!("{id} not reported: {r:#?}"))
             .clone()
     };
-    assert!(kept(live.id).reason.starts_with("live"), "{r:#?}");
+    let not_exited = |id: RegistrationId| match kept(id).reason {
+        Reason::NotExited { state, .. } => Some(state),
+        _ => None,
+    };
+    assert_eq!(not_exited(live.id), Some(State::Live), "{r:#?}");
+    assert_eq!(not_exited(unverified.id), Some(State::Unverified), "{r:#?}");
     assert!(
-        kept(unverified.id).reason.starts_with("unverified"),
+        matches!(kept(corrupt.id).reason, Reason::RecordNotIntact { .. }),
         "{r:#?}"
     );
-    assert!(kept(corrupt.id).reason.contains("not intact"), "{r:#?}");
     for &id in &survivors {
         assert!(rt.record_path(id).exists());
         assert!(rt.proof_path(id).exists());
@@ -150,7 +155,10 @@ fn a_held_lock_keeps_the_registration() {
     let held = rt.lock(reg.id, Duration::from_secs(1)).unwrap();
     let r = forget_after(&rt, 30 * DAY, false);
     assert_eq!(r.forgotten, 0);
-    assert!(r.entries[0].reason.contains("lock"), "{r:#?}");
+    assert!(
+        matches!(r.entries[0].reason, Reason::LockBusy { .. }),
+        "{r:#?}"
+    );
     drop(held);
     assert!(rt.read_registration(reg.id).is_ok());
 }
@@ -418,4 +426,73 @@ fn an_unverified_reason_is_a_typed_object_in_show_and_ps() {
     let text = home.cli(&["show", &id]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("proof missing"), "{text}");
+}
+
+/// Issue 41 item 4: why `gc` kept, forgot or retired something is a typed object tagged by
+/// `kind` in `gc --json` (forgetting's and retention's entries alike), not words.
+#[test]
+fn gc_says_why_it_kept_as_typed_objects() {
+    let home = Home::new();
+    let rt = cli_runtime(&home);
+    let old = ago(40 * DAY);
+    let gone = fabricate(&rt, Fabricate::exited(old));
+    let live = fabricate(&rt, Fabricate::live(old));
+    let unverified = fabricate(&rt, Fabricate::unverified(old));
+    let corrupt = fabricate(&rt, Fabricate::indexed(old));
+    fs::write(rt.record_path(corrupt.id), b"not a record").unwrap();
+    backdate(&rt, corrupt.id, old);
+    let gc = home.json(&[
+        "gc",
+        "--older-than",
+        "7d",
+        "--forget-after",
+        "30d",
+        "--dry-run",
+        "--json",
+    ]);
+    let entry = |list: &str, id: RegistrationId| -> serde_json::Value {
+        let entries = if list == "forget" {
+            &gc["forget"]["entries"]
+        } else {
+            &gc["entries"]
+        };
+        entries
+            .as_array()
+            .unwrap_or_else(|| panic!("no {list} entries: {gc:#}"))
+            .iter()
+            .find(|e| e["id"] == id.to_string())
+            .unwrap_or_else(|| panic!("{id} not in {list}: {gc:#}"))
+            .clone()
+    };
+    for list in ["forget", "retention"] {
+        let r = &entry(list, live.id)["reason"];
+        assert_eq!(r["kind"], "not_exited", "{list} live: {gc:#}");
+        assert_eq!(r["state"], "live", "{list} live: {gc:#}");
+        let r = &entry(list, unverified.id)["reason"];
+        assert_eq!(r["kind"], "not_exited", "{list} unverified: {gc:#}");
+        assert_eq!(r["state"], "unverified", "{list} unverified: {gc:#}");
+        assert_eq!(r["reason"]["kind"], "unverified", "{list}: {gc:#}");
+        assert!(r["reason"]["failed"]["check"].is_string(), "{list}: {gc:#}");
+        let r = &entry(list, corrupt.id)["reason"];
+        assert_eq!(r["kind"], "record_not_intact", "{list} corrupt: {gc:#}");
+        assert!(r["error"].is_string(), "{list} corrupt: {gc:#}");
+    }
+    let r = &entry("forget", gone.id);
+    assert_eq!(r["action"], "would_forget", "{gc:#}");
+    assert_eq!(r["reason"]["kind"], "exited_past_horizon", "{gc:#}");
+    let r = &entry("retention", gone.id);
+    assert_eq!(r["action"], "would_delete", "{gc:#}");
+    assert_eq!(r["reason"]["kind"], "exited_past_limit", "{gc:#}");
+    // The human view words them as before.
+    let out = home.cli(&[
+        "gc",
+        "--older-than",
+        "7d",
+        "--forget-after",
+        "30d",
+        "--dry-run",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("exited (verified),"), "{text}");
+    assert!(text.contains("exited, nothing changed for"), "{text}");
 }

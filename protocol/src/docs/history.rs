@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::vocab::{ForgetAction, RetentionAction, StrayAction};
+use super::reason::ScopeReason;
+use super::vocab::{ForgetAction, RetentionAction, State, StrayAction};
 
 /// `gc --json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,8 +39,8 @@ pub struct RetentionDoc {
 pub struct RetentionEntryDoc {
     pub id: String,
     pub action: RetentionAction,
-    /// Why (for kept) or the assessment (for deleted).
-    pub reason: String,
+    /// Why it was kept, or deleted.
+    pub reason: RetentionReason,
     pub files: Vec<PathBuf>,
     pub bytes: u64,
     /// How old the evidence is, when it was measured.
@@ -68,10 +69,70 @@ pub struct ForgetDoc {
 pub struct ForgetEntryDoc {
     pub id: String,
     pub action: ForgetAction,
-    pub reason: String,
+    /// Why it was kept, or forgotten.
+    pub reason: ForgetReason,
     /// For a registration forgotten (or that would be): how long nothing of it changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unchanged_secs: Option<u64>,
+}
+
+/// Why retention kept a registration's artifacts, or deleted them: tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RetentionReason {
+    /// `empty`: the registration has no artifact files.
+    NoArtifacts,
+    /// Artifacts without a record: nothing proves their scope exited.
+    MissingRecord,
+    /// An artifact was written within the limit (its `age_secs` beside the reason).
+    Young,
+    /// The scope is not proven exited: the assessment's state and reason.
+    NotExited {
+        state: State,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<ScopeReason>,
+    },
+    /// The registration's lock is busy (its owner holds it) or cannot be taken.
+    LockBusy { error: String },
+    /// The record does not decode intact.
+    RecordNotIntact { error: String },
+    /// An artifact's age cannot be read.
+    StatFailed { path: PathBuf, error: String },
+    /// Exited, but the receipt or an artifact is younger than the limit.
+    ExitedYoung,
+    /// Exited (verified) and past the limit: deleted, or would be.
+    ExitedPastLimit,
+    /// Deleted, but removing this artifact failed (the others are gone).
+    RemoveFailed { path: PathBuf, error: String },
+    /// Deleted, but syncing the logs directory failed afterwards.
+    SyncFailed { error: String },
+}
+
+/// Why forgetting kept a registration, or forgot it: tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ForgetReason {
+    /// Only exited registrations are forgotten: the assessment's state and reason.
+    NotExited {
+        state: State,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<ScopeReason>,
+    },
+    /// The registration's lock is busy (its owner holds it) or cannot be taken.
+    LockBusy { error: String },
+    /// The record does not decode intact.
+    RecordNotIntact { error: String },
+    /// Exited and nothing of it changed within the horizon (`unchanged_secs` beside it):
+    /// forgotten, or would be.
+    ExitedPastHorizon,
+    /// Its open-index marker could not be removed.
+    MarkerNotRemoved { error: String },
+    /// Its record could not be moved aside (the forget intent).
+    RecordNotMoved { error: String },
+    /// A file of it could not be removed: the intent stays and the next pass tries again.
+    RemoveFailed { path: PathBuf, error: String },
 }
 
 /// A file no record covers.

@@ -25,7 +25,8 @@ pub use build::{BuildsDoc, GuardianBuildDoc, VersionDoc};
 pub use capacity::{CapacityDoc, SampleDoc};
 pub use events::{EventDoc, EventKind, EventsEndDoc};
 pub use history::{
-    ForgetDoc, ForgetEntryDoc, GcDoc, RetentionDoc, RetentionEntryDoc, StrayDoc, StrayReasonDoc,
+    ForgetDoc, ForgetEntryDoc, ForgetReason, GcDoc, RetentionDoc, RetentionEntryDoc,
+    RetentionReason, StrayDoc, StrayReasonDoc,
 };
 pub use hygiene::{
     AdopterDoc, GuardianOfDoc, HolderDoc, HoldersDoc, LeftDoc, OwnerDoc, ReapDoc, ScopeStopDoc,

@@ -73,11 +73,14 @@ impl Default for Options {
 /// What forgetting did with a registration: the contract's closed enum.
 pub use refine_protocol::docs::ForgetAction as Action;
 
+/// Why forgetting kept or forgot a registration: the contract's tagged enum, worded by views.
+pub use refine_protocol::docs::ForgetReason as Reason;
+
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub id: String,
     pub action: Action,
-    pub reason: String,
+    pub reason: Reason,
     /// For a registration forgotten (or that would be): how long nothing of it changed, for a
     /// view to print in its own words.
     pub unchanged_secs: Option<u64>,
@@ -183,10 +186,10 @@ enum Candidate {
     Young,
     /// No record any more (forgotten concurrently).
     Gone,
-    Keep(String),
-    Would(String, Duration),
+    Keep(Reason),
+    Would(Reason, Duration),
     /// Steps 1–2 are done; the lock is held for the batch.
-    Take(Fence, String, Duration, String),
+    Take(Fence, Reason, Duration, String),
 }
 
 /// Steps 1–2 for one registration, after every check under its lock.
@@ -197,56 +200,66 @@ fn candidate(
     boot: &dyn BootSource,
     now: SystemTime,
 ) -> Candidate {
-    let kept = |reg: &Registration| {
-        let a = assess::assess(rt, reg, boot);
-        (!a.is_exited()).then(|| format!("{}: only exited registrations are forgotten", a.name()))
-    };
+    let kept = |reg: &Registration| not_exited(&assess::assess(rt, reg, boot));
     let lock = match lock_unless_kept(rt, id, kept) {
         Ok(Locked::Held(l)) => l,
         Ok(Locked::Kept(why)) => return Candidate::Keep(why),
         Err(RegistryError::NotFound(_)) => return Candidate::Gone,
         Err(e) => {
-            return Candidate::Keep(format!(
-                "lock busy or unavailable: {}",
-                crate::error::error_chain(&e)
-            ))
+            return Candidate::Keep(Reason::LockBusy {
+                error: crate::error::error_chain(&e),
+            })
         }
     };
     let reg = match rt.read_registration(id) {
         Ok(r) => r,
         Err(RegistryError::NotFound(_)) => return Candidate::Gone,
         Err(e) => {
-            return Candidate::Keep(format!(
-                "record not intact: {}",
-                crate::error::error_chain(&e)
-            ))
+            return Candidate::Keep(Reason::RecordNotIntact {
+                error: crate::error::error_chain(&e),
+            })
         }
     };
     let a = assess::assess(rt, &reg, boot);
-    if !a.is_exited() {
-        return Candidate::Keep(format!(
-            "{}: only exited registrations are forgotten",
-            a.name()
-        ));
+    if let Some(why) = not_exited(&a) {
+        return Candidate::Keep(why);
     }
     let age = age(now, newest_mtime(rt, id, a.receipt(), true));
     if age < opts.after {
         return Candidate::Young;
     }
-    let reason = format!("exited, last change {}s ago", age.as_secs());
+    let reason = Reason::ExitedPastHorizon;
     if opts.dry_run {
         return Candidate::Would(reason, age);
     }
     if let Err(e) = rt.remove_open_marker(id, &lock) {
-        return Candidate::Keep(format!(
-            "cannot remove the open marker: {}",
-            crate::error::error_chain(&e)
-        ));
+        return Candidate::Keep(Reason::MarkerNotRemoved {
+            error: crate::error::error_chain(&e),
+        });
     }
     if let Err(e) = fs::rename(rt.record_path(id), rt.forget_intent_path(id)) {
-        return Candidate::Keep(format!("cannot move the record aside: {e}"));
+        return Candidate::Keep(Reason::RecordNotMoved {
+            error: e.to_string(),
+        });
     }
     Candidate::Take(lock, reason, age, reg.label)
+}
+
+/// Why an assessment keeps a registration: only what it calls `exited` is forgotten.
+fn not_exited(a: &assess::Assessment) -> Option<Reason> {
+    let reason = match a {
+        assess::Assessment::Exited { .. } => return None,
+        assess::Assessment::Live => None,
+        assess::Assessment::Unverified { reason } => {
+            Some(refine_protocol::docs::ScopeReason::Unverified {
+                failed: reason.doc(),
+            })
+        }
+    };
+    Some(Reason::NotExited {
+        state: a.state(),
+        reason,
+    })
 }
 
 /// Steps 2 (durability) to 4 for a batch whose records are already intents; returns how many
@@ -269,7 +282,12 @@ fn finish(
             match fs::remove_file(&p) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => failed = Some(format!("cannot remove {}: {e}", p.display())),
+                Err(e) => {
+                    failed = Some(Reason::RemoveFailed {
+                        path: p.clone(),
+                        error: e.to_string(),
+                    })
+                }
             }
         }
         match failed {

@@ -74,19 +74,22 @@ pub enum Evidence {
     /// `live` or `unverified`, with the assessment's reason.
     NotExited {
         state: refine_protocol::docs::State,
-        reason: String,
+        reason: Option<refine_protocol::docs::ScopeReason>,
     },
 }
 
 /// What retention did with a registration's artifacts: the contract's closed enum.
 pub use refine_protocol::docs::RetentionAction as Action;
 
+/// Why retention kept or deleted artifacts: the contract's tagged enum, worded by views.
+pub use refine_protocol::docs::RetentionReason as Reason;
+
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub id: String,
     pub action: Action,
-    /// Why (for kept) or the assessment (for deleted).
-    pub reason: String,
+    /// Why it was kept, or deleted.
+    pub reason: Reason,
     pub files: Vec<PathBuf>,
     pub bytes: u64,
     /// How old the evidence is, when it was measured (for a view to print in its own words).
@@ -142,7 +145,7 @@ pub fn retire(
         report.entries.push(Entry {
             id: id.to_string(),
             action: Action::Kept,
-            reason: "missing record: nothing proves the scope exited".to_owned(),
+            reason: Reason::MissingRecord,
             bytes: files.iter().map(|(_, n)| n).sum(),
             files: files.into_iter().map(|(p, _)| p).collect(),
             age_secs: None,
@@ -161,14 +164,14 @@ fn retire_one(
     let mut entry = Entry {
         id: id.to_string(),
         action: Action::Kept,
-        reason: String::new(),
+        reason: Reason::ExitedPastLimit,
         bytes: files.iter().map(|(_, n)| n).sum(),
         files: files.iter().map(|(p, _)| p.clone()).collect(),
         age_secs: None,
     };
     if files.is_empty() {
         entry.action = Action::Empty;
-        entry.reason = "no artifacts".to_owned();
+        entry.reason = Reason::NoArtifacts;
         return entry;
     }
     // A first look without the lock: an artifact written within the limit is young whatever
@@ -182,15 +185,11 @@ fn retire_one(
     });
     if let Some(age) = young {
         entry.age_secs = Some(age.as_secs());
-        entry.reason = format!(
-            "only {} old (limit {})",
-            crate::human::duration(age),
-            crate::human::duration(opts.older_than)
-        );
+        entry.reason = Reason::Young;
         return entry;
     }
     let kept = |reg: &Registration| match assess(rt, reg) {
-        Evidence::NotExited { state, reason } => Some(format!("{state}: {reason}")),
+        Evidence::NotExited { state, reason } => Some(Reason::NotExited { state, reason }),
         _ => None,
     };
     // Everything below is re-checked under the registration lock (R1).
@@ -201,24 +200,25 @@ fn retire_one(
             return entry;
         }
         Err(e) => {
-            entry.reason = format!(
-                "lock busy or unavailable: {}",
-                crate::error::error_chain(&e)
-            );
+            entry.reason = Reason::LockBusy {
+                error: crate::error::error_chain(&e),
+            };
             return entry;
         }
     };
     let reg = match rt.read_registration(id) {
         Ok(r) => r,
         Err(e) => {
-            entry.reason = format!("record not intact: {}", crate::error::error_chain(&e));
+            entry.reason = Reason::RecordNotIntact {
+                error: crate::error::error_chain(&e),
+            };
             return entry;
         }
     };
     let receipt = match assess(rt, &reg) {
         Evidence::Exited(r) => r,
         Evidence::NotExited { state, reason } => {
-            entry.reason = format!("{state}: {reason}");
+            entry.reason = Reason::NotExited { state, reason };
             return entry;
         }
     };
@@ -230,7 +230,10 @@ fn retire_one(
         match fs::metadata(p).and_then(|m| m.modified()) {
             Ok(t) => newest = newest.max(t),
             Err(e) => {
-                entry.reason = format!("cannot stat {}: {e}", p.display());
+                entry.reason = Reason::StatFailed {
+                    path: p.clone(),
+                    error: e.to_string(),
+                };
                 return entry;
             }
         }
@@ -240,16 +243,12 @@ fn retire_one(
         .unwrap_or(Duration::ZERO);
     entry.age_secs = Some(age.as_secs());
     if age < opts.older_than {
-        entry.reason = format!(
-            "exited, but only {} old (limit {})",
-            crate::human::duration(age),
-            crate::human::duration(opts.older_than)
-        );
+        entry.reason = Reason::ExitedYoung;
         return entry;
     }
     if opts.dry_run {
         entry.action = Action::WouldDelete;
-        entry.reason = "exited (verified) and past the limit".to_owned();
+        entry.reason = Reason::ExitedPastLimit;
         return entry;
     }
     let mut removed = Vec::new();
@@ -262,17 +261,19 @@ fn retire_one(
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => {
-                entry.reason = format!("exited; could not remove {}: {e}", p.display());
+                entry.reason = Reason::RemoveFailed {
+                    path: p.clone(),
+                    error: e.to_string(),
+                };
             }
         }
     }
     if !removed.is_empty() {
         if let Err(e) = crate::store::durable::sync_dir(&rt.dir().join("logs")) {
-            entry.reason = format!("removed, but syncing the logs directory failed: {e}");
+            entry.reason = Reason::SyncFailed {
+                error: e.to_string(),
+            };
         }
-    }
-    if entry.reason.is_empty() {
-        entry.reason = "exited (verified) and past the limit".to_owned();
     }
     entry.action = Action::Deleted;
     entry.files = removed;
@@ -399,12 +400,12 @@ mod tests {
             } else if reg.id == live.id {
                 Evidence::NotExited {
                     state: refine_protocol::docs::State::Live,
-                    reason: String::new(),
+                    reason: None,
                 }
             } else {
                 Evidence::NotExited {
                     state: refine_protocol::docs::State::Unverified,
-                    reason: "guardian gone without a receipt".into(),
+                    reason: None,
                 }
             }
         };
@@ -460,9 +461,18 @@ mod tests {
                 .unwrap()
                 .clone()
         };
-        assert!(kept(corrupt.id).reason.contains("not intact"));
-        assert!(kept(orphan).reason.contains("missing record"));
-        assert!(kept(unverified.id).reason.starts_with("unverified"));
+        assert!(matches!(
+            kept(corrupt.id).reason,
+            Reason::RecordNotIntact { .. }
+        ));
+        assert_eq!(kept(orphan).reason, Reason::MissingRecord);
+        assert!(matches!(
+            kept(unverified.id).reason,
+            Reason::NotExited {
+                state: refine_protocol::docs::State::Unverified,
+                ..
+            }
+        ));
         let after: Vec<u64> = [exited.id, live.id, unverified.id]
             .iter()
             .map(|&i| ino(&rt.lock_path(i)))
@@ -486,7 +496,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.deleted_files, 0);
-        assert!(r.entries[0].reason.contains("lock"));
+        assert!(matches!(r.entries[0].reason, Reason::LockBusy { .. }));
         drop(held);
         assert!(rt.log_path(reg.id, Stream::Stdout).exists());
     }

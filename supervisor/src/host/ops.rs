@@ -600,7 +600,7 @@ pub fn retire(
         } else {
             retention::Evidence::NotExited {
                 state: a.state,
-                reason: a.reason.map(|r| r.to_string()).unwrap_or_default(),
+                reason: a.reason,
             }
         }
     })

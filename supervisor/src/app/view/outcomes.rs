@@ -95,14 +95,7 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
         ) {
             continue;
         }
-        let reason = match e.age_secs {
-            Some(s) => format!(
-                "exited (verified), {} old (limit {})",
-                age(Duration::from_secs(s)),
-                age(Duration::from_secs(report.retention.older_than_secs))
-            ),
-            None => escape(&e.reason).into_owned(),
-        };
+        let reason = retention_words(e, report.retention.older_than_secs);
         rows.push(vec![
             e.id.clone(),
             e.action.words(),
@@ -115,14 +108,7 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
         if e.action == refine_supervisor::host::docs::ForgetAction::Kept {
             continue;
         }
-        let reason = match e.unchanged_secs {
-            Some(s) => format!(
-                "exited, nothing changed for {} (limit {})",
-                age(Duration::from_secs(s)),
-                age(Duration::from_secs(report.forget.forget_after_secs))
-            ),
-            None => escape(&e.reason).into_owned(),
-        };
+        let reason = forget_words(e, report.forget.forget_after_secs);
         rows.push(vec![
             e.id.clone(),
             e.action.words(),
@@ -229,6 +215,80 @@ pub fn gc(o: &mut impl Write, report: &GcDoc) -> io::Result<()> {
             "removed"
         },
     )
+}
+
+/// Why retention kept or deleted a registration's artifacts, in words (paths and errors escaped).
+pub(crate) fn retention_words(
+    e: &refine_protocol::docs::RetentionEntryDoc,
+    limit_secs: u64,
+) -> String {
+    use refine_protocol::docs::RetentionReason as R;
+    let limit = age(Duration::from_secs(limit_secs));
+    let old = e.age_secs.map(|s| age(Duration::from_secs(s)));
+    let old = old.as_deref().unwrap_or("?");
+    match &e.reason {
+        R::NoArtifacts => "no artifacts".to_owned(),
+        R::MissingRecord => "missing record: nothing proves the scope exited".to_owned(),
+        R::Young => format!("only {old} old (limit {limit})"),
+        R::NotExited { state, reason } => not_exited_words(*state, reason.as_ref()),
+        R::LockBusy { error } => format!("lock busy or unavailable: {}", escape(error)),
+        R::RecordNotIntact { error } => format!("record not intact: {}", escape(error)),
+        R::StatFailed { path, error } => format!(
+            "cannot stat {}: {}",
+            escape(&path.to_string_lossy()),
+            escape(error)
+        ),
+        R::ExitedYoung => format!("exited, but only {old} old (limit {limit})"),
+        R::ExitedPastLimit => format!("exited (verified), {old} old (limit {limit})"),
+        R::RemoveFailed { path, error } => format!(
+            "exited (verified), {old} old (limit {limit}); could not remove {}: {}",
+            escape(&path.to_string_lossy()),
+            escape(error)
+        ),
+        R::SyncFailed { error } => format!(
+            "exited (verified), {old} old (limit {limit}); removed, but syncing the logs \
+             directory failed: {}",
+            escape(error)
+        ),
+    }
+}
+
+/// Why forgetting kept or forgot a registration, in words (paths and errors escaped).
+pub(crate) fn forget_words(e: &refine_protocol::docs::ForgetEntryDoc, horizon_secs: u64) -> String {
+    use refine_protocol::docs::ForgetReason as R;
+    let limit = age(Duration::from_secs(horizon_secs));
+    match &e.reason {
+        R::NotExited { state, reason } => format!(
+            "{}: only exited registrations are forgotten",
+            not_exited_words(*state, reason.as_ref())
+        ),
+        R::LockBusy { error } => format!("lock busy or unavailable: {}", escape(error)),
+        R::RecordNotIntact { error } => format!("record not intact: {}", escape(error)),
+        R::ExitedPastHorizon => {
+            let unchanged = e.unchanged_secs.map(|s| age(Duration::from_secs(s)));
+            format!(
+                "exited, nothing changed for {} (limit {limit})",
+                unchanged.as_deref().unwrap_or("?")
+            )
+        }
+        R::MarkerNotRemoved { error } => {
+            format!("cannot remove the open marker: {}", escape(error))
+        }
+        R::RecordNotMoved { error } => format!("cannot move the record aside: {}", escape(error)),
+        R::RemoveFailed { path, error } => format!(
+            "cannot remove {}: {}",
+            escape(&path.to_string_lossy()),
+            escape(error)
+        ),
+    }
+}
+
+/// A state that is not `exited`, with the assessment's reason when it gave one.
+fn not_exited_words(state: State, reason: Option<&refine_protocol::docs::ScopeReason>) -> String {
+    match reason {
+        Some(r) => format!("{} ({})", state.name(), escape(&r.to_string())),
+        None => state.name().to_owned(),
+    }
 }
 
 /// X12: `show`'s `Sandbox:` line.

@@ -216,6 +216,20 @@ export type FollowStream = "stdout" | "stderr";
  */
 export type ForgetAction = "forgotten" | "would_forget" | "kept";
 /**
+ * Why forgetting kept a registration, or forgot it: tagged by `kind`.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "ForgetReason".
+ */
+export type ForgetReason =
+  | NotExitedForgetReason
+  | LockBusyForgetReason
+  | RecordNotIntactForgetReason
+  | ExitedPastHorizonForgetReason
+  | MarkerNotRemovedForgetReason
+  | RecordNotMovedForgetReason
+  | RemoveFailedForgetReason;
+/**
  * How a process was found to belong to a scope.
  *
  * `descendant`: Below the guardian (or below a given root).
@@ -462,6 +476,24 @@ export type ReservationSource = "floor" | "sample";
  * via the `definition` "RetentionAction".
  */
 export type RetentionAction = "deleted" | "would_delete" | "kept" | "empty";
+/**
+ * Why retention kept a registration's artifacts, or deleted them: tagged by `kind`.
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "RetentionReason".
+ */
+export type RetentionReason =
+  | NoArtifactsRetentionReason
+  | MissingRecordRetentionReason
+  | YoungRetentionReason
+  | NotExitedRetentionReason
+  | LockBusyRetentionReason
+  | RecordNotIntactRetentionReason
+  | StatFailedRetentionReason
+  | ExitedYoungRetentionReason
+  | ExitedPastLimitRetentionReason
+  | RemoveFailedRetentionReason
+  | SyncFailedRetentionReason;
 /**
  * The scope when a launch's engine returned (`run --json` `scope`).
  *
@@ -924,11 +956,79 @@ export interface ForgetDoc {
 export interface ForgetEntryDoc {
   action: ForgetAction;
   id: string;
-  reason: string;
+  /**
+   * Why it was kept, or forgotten.
+   */
+  reason:
+    | NotExitedForgetReason
+    | LockBusyForgetReason
+    | RecordNotIntactForgetReason
+    | ExitedPastHorizonForgetReason
+    | MarkerNotRemovedForgetReason
+    | RecordNotMovedForgetReason
+    | RemoveFailedForgetReason;
   /**
    * For a registration forgotten (or that would be): how long nothing of it changed.
    */
   unchanged_secs?: number | null;
+  [k: string]: unknown;
+}
+/**
+ * Only exited registrations are forgotten: the assessment's state and reason.
+ */
+export interface NotExitedForgetReason {
+  kind: "not_exited";
+  reason?: ScopeReason | null;
+  state: State;
+  [k: string]: unknown;
+}
+/**
+ * The registration's lock is busy (its owner holds it) or cannot be taken.
+ */
+export interface LockBusyForgetReason {
+  error: string;
+  kind: "lock_busy";
+  [k: string]: unknown;
+}
+/**
+ * The record does not decode intact.
+ */
+export interface RecordNotIntactForgetReason {
+  error: string;
+  kind: "record_not_intact";
+  [k: string]: unknown;
+}
+/**
+ * Exited and nothing of it changed within the horizon (`unchanged_secs` beside it):
+ * forgotten, or would be.
+ */
+export interface ExitedPastHorizonForgetReason {
+  kind: "exited_past_horizon";
+  [k: string]: unknown;
+}
+/**
+ * Its open-index marker could not be removed.
+ */
+export interface MarkerNotRemovedForgetReason {
+  error: string;
+  kind: "marker_not_removed";
+  [k: string]: unknown;
+}
+/**
+ * Its record could not be moved aside (the forget intent).
+ */
+export interface RecordNotMovedForgetReason {
+  error: string;
+  kind: "record_not_moved";
+  [k: string]: unknown;
+}
+/**
+ * A file of it could not be removed: the intent stays and the next pass tries again.
+ */
+export interface RemoveFailedForgetReason {
+  error: string;
+  kind: "remove_failed";
+  path: string;
   [k: string]: unknown;
 }
 /**
@@ -1856,9 +1956,106 @@ export interface RetentionEntryDoc {
   files: string[];
   id: string;
   /**
-   * Why (for kept) or the assessment (for deleted).
+   * Why it was kept, or deleted.
    */
-  reason: string;
+  reason:
+    | NoArtifactsRetentionReason
+    | MissingRecordRetentionReason
+    | YoungRetentionReason
+    | NotExitedRetentionReason
+    | LockBusyRetentionReason
+    | RecordNotIntactRetentionReason
+    | StatFailedRetentionReason
+    | ExitedYoungRetentionReason
+    | ExitedPastLimitRetentionReason
+    | RemoveFailedRetentionReason
+    | SyncFailedRetentionReason;
+  [k: string]: unknown;
+}
+/**
+ * `empty`: the registration has no artifact files.
+ */
+export interface NoArtifactsRetentionReason {
+  kind: "no_artifacts";
+  [k: string]: unknown;
+}
+/**
+ * Artifacts without a record: nothing proves their scope exited.
+ */
+export interface MissingRecordRetentionReason {
+  kind: "missing_record";
+  [k: string]: unknown;
+}
+/**
+ * An artifact was written within the limit (its `age_secs` beside the reason).
+ */
+export interface YoungRetentionReason {
+  kind: "young";
+  [k: string]: unknown;
+}
+/**
+ * The scope is not proven exited: the assessment's state and reason.
+ */
+export interface NotExitedRetentionReason {
+  kind: "not_exited";
+  reason?: ScopeReason | null;
+  state: State;
+  [k: string]: unknown;
+}
+/**
+ * The registration's lock is busy (its owner holds it) or cannot be taken.
+ */
+export interface LockBusyRetentionReason {
+  error: string;
+  kind: "lock_busy";
+  [k: string]: unknown;
+}
+/**
+ * The record does not decode intact.
+ */
+export interface RecordNotIntactRetentionReason {
+  error: string;
+  kind: "record_not_intact";
+  [k: string]: unknown;
+}
+/**
+ * An artifact's age cannot be read.
+ */
+export interface StatFailedRetentionReason {
+  error: string;
+  kind: "stat_failed";
+  path: string;
+  [k: string]: unknown;
+}
+/**
+ * Exited, but the receipt or an artifact is younger than the limit.
+ */
+export interface ExitedYoungRetentionReason {
+  kind: "exited_young";
+  [k: string]: unknown;
+}
+/**
+ * Exited (verified) and past the limit: deleted, or would be.
+ */
+export interface ExitedPastLimitRetentionReason {
+  kind: "exited_past_limit";
+  [k: string]: unknown;
+}
+/**
+ * Deleted, but removing this artifact failed (the others are gone).
+ */
+export interface RemoveFailedRetentionReason {
+  error: string;
+  kind: "remove_failed";
+  path: string;
+  [k: string]: unknown;
+}
+/**
+ * Deleted, but syncing the logs directory failed afterwards.
+ */
+export interface SyncFailedRetentionReason {
+  error: string;
+  kind: "sync_failed";
   [k: string]: unknown;
 }
 /**

@@ -108,11 +108,34 @@ FollowStream: TypeAlias = Literal['stdout', 'stderr']
 ForgetAction: TypeAlias = Literal['forgotten', 'would_forget', 'kept']
 
 
-class ForgetEntryDoc(TypedDict):
-    action: ForgetAction
-    id: str
-    reason: str
-    unchanged_secs: NotRequired[int | None]
+class LockBusyForgetReason(TypedDict):
+    error: str
+    kind: Literal['lock_busy']
+
+
+class RecordNotIntactForgetReason(TypedDict):
+    error: str
+    kind: Literal['record_not_intact']
+
+
+class ExitedPastHorizonForgetReason(TypedDict):
+    kind: Literal['exited_past_horizon']
+
+
+class MarkerNotRemovedForgetReason(TypedDict):
+    error: str
+    kind: Literal['marker_not_removed']
+
+
+class RecordNotMovedForgetReason(TypedDict):
+    error: str
+    kind: Literal['record_not_moved']
+
+
+class RemoveFailedForgetReason(TypedDict):
+    error: str
+    kind: Literal['remove_failed']
+    path: str
 
 
 Found: TypeAlias = Literal['descendant', 'root', 'owner_marker']
@@ -327,13 +350,51 @@ ResultReason: TypeAlias = Literal['oom']
 RetentionAction: TypeAlias = Literal['deleted', 'would_delete', 'kept', 'empty']
 
 
-class RetentionEntryDoc(TypedDict):
-    action: RetentionAction
-    age_secs: NotRequired[int | None]
-    bytes: int
-    files: list[str]
-    id: str
-    reason: str
+class NoArtifactsRetentionReason(TypedDict):
+    kind: Literal['no_artifacts']
+
+
+class MissingRecordRetentionReason(TypedDict):
+    kind: Literal['missing_record']
+
+
+class YoungRetentionReason(TypedDict):
+    kind: Literal['young']
+
+
+class LockBusyRetentionReason(TypedDict):
+    error: str
+    kind: Literal['lock_busy']
+
+
+class RecordNotIntactRetentionReason(TypedDict):
+    error: str
+    kind: Literal['record_not_intact']
+
+
+class StatFailedRetentionReason(TypedDict):
+    error: str
+    kind: Literal['stat_failed']
+    path: str
+
+
+class ExitedYoungRetentionReason(TypedDict):
+    kind: Literal['exited_young']
+
+
+class ExitedPastLimitRetentionReason(TypedDict):
+    kind: Literal['exited_past_limit']
+
+
+class RemoveFailedRetentionReason(TypedDict):
+    error: str
+    kind: Literal['remove_failed']
+    path: str
+
+
+class SyncFailedRetentionReason(TypedDict):
+    error: str
+    kind: Literal['sync_failed']
 
 
 RunScope: TypeAlias = Literal['exited', 'live', 'stopping', 'unknown']
@@ -597,15 +658,6 @@ class EventDoc(TypedDict):
     time_unix_ms: int
 
 
-class ForgetDoc(TypedDict):
-    dry_run: bool
-    entries: list[ForgetEntryDoc]
-    forget_after_secs: int
-    forgotten: int
-    resumed: int
-    young: int
-
-
 class HealthDoc(TypedDict):
     cmd: str
     failing_streak: int
@@ -795,6 +847,23 @@ class AssessmentDoc(TypedDict):
     state: State
 
 
+class NotExitedForgetReason(TypedDict):
+    kind: Literal['not_exited']
+    reason: NotRequired[ScopeReason | None]
+    state: State
+
+
+ForgetReason: TypeAlias = (
+    NotExitedForgetReason
+    | LockBusyForgetReason
+    | RecordNotIntactForgetReason
+    | ExitedPastHorizonForgetReason
+    | MarkerNotRemovedForgetReason
+    | RecordNotMovedForgetReason
+    | RemoveFailedForgetReason
+)
+
+
 class HolderDoc(TypedDict):
     age_ms: int
     cpu_ms: int
@@ -949,6 +1018,27 @@ class WaitReply(TypedDict):
     wait: WaitDoc
 
 
+class NotExitedRetentionReason(TypedDict):
+    kind: Literal['not_exited']
+    reason: NotRequired[ScopeReason | None]
+    state: State
+
+
+RetentionReason: TypeAlias = (
+    NoArtifactsRetentionReason
+    | MissingRecordRetentionReason
+    | YoungRetentionReason
+    | NotExitedRetentionReason
+    | LockBusyRetentionReason
+    | RecordNotIntactRetentionReason
+    | StatFailedRetentionReason
+    | ExitedYoungRetentionReason
+    | ExitedPastLimitRetentionReason
+    | RemoveFailedRetentionReason
+    | SyncFailedRetentionReason
+)
+
+
 class ScopeView(TypedDict):
     age_secs: int
     argv: list[str]
@@ -990,6 +1080,13 @@ class ShowDoc(TypedDict):
     watch: NotRequired[WatchDoc | None]
 
 
+class ForgetEntryDoc(TypedDict):
+    action: ForgetAction
+    id: str
+    reason: ForgetReason
+    unchanged_secs: NotRequired[int | None]
+
+
 class ListReply(TypedDict):
     list: list[ScopeView]
 
@@ -1012,3 +1109,21 @@ Reply: TypeAlias = (
     | EventReply
     | EventsEndReply
 )
+
+
+class RetentionEntryDoc(TypedDict):
+    action: RetentionAction
+    age_secs: NotRequired[int | None]
+    bytes: int
+    files: list[str]
+    id: str
+    reason: RetentionReason
+
+
+class ForgetDoc(TypedDict):
+    dry_run: bool
+    entries: list[ForgetEntryDoc]
+    forget_after_secs: int
+    forgotten: int
+    resumed: int
+    young: int
