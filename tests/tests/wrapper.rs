@@ -373,6 +373,44 @@ fn every_artifact_has_a_cap_default_one_gib_and_log_cap_sets_it() {
     assert!(show(&home, id)["record"]["limits"]["log_cap_bytes"].is_null());
 }
 
+/// Issue 41 item 4: why an artifact is incomplete is a typed object in `show --json` (tagged by
+/// `kind`, its figures beside it), not words; the human view words it as before.
+#[test]
+fn an_incomplete_artifact_says_why_as_a_typed_object() {
+    let home = Home::new();
+    let args = [
+        "run",
+        "--json",
+        "--log-cap",
+        "1K",
+        "--",
+        "sh",
+        "-c",
+        "head -c 5000 /dev/zero",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let doc = parse(&args, &out);
+    let id = doc["id"].as_str().unwrap();
+    let shown = show(&home, id);
+    let incomplete = &shown["artifacts"]["stdout"]["incomplete"];
+    assert_eq!(
+        *incomplete,
+        serde_json::json!({"kind": "artifact_cap", "cap_bytes": 1024}),
+        "{shown:#}"
+    );
+    assert!(
+        shown["artifacts"]["stderr"]["incomplete"].is_null(),
+        "{shown:#}"
+    );
+    let text = home.cli(&["show", id]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("incomplete: log cap of 1024 bytes reached (the pipe is still drained)"),
+        "{text}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // W5 spawn failures.
 

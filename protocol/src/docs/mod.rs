@@ -35,11 +35,11 @@ pub use hygiene::{
 pub use reason::{BoundField, ProofInode, ScopeReason, UnverifiedReason};
 pub use scope::{
     ArtifactDoc, ArtifactsDoc, AssessmentDoc, CgroupDoc, CgroupUsageDoc, DetachedSpawnFailedDoc,
-    HealthDoc, IncidentDoc, LaunchedDoc, LimitPlacementDoc, LimitUsageDoc, LimitsDoc, ProbeDoc,
-    ProcessDoc, ProofDoc, PsDoc, ReadinessDoc, ReceiptDoc, ReceiptVerdictDoc, RecordDoc,
-    RecoverDoc, RecoverEntryDoc, ResidueStopDoc, ResultDoc, RunDoc, ShowDoc, StatusFields,
-    StopDetail, StopDoc, StopOutcomeDoc, StopTimingsDoc, StreamDoc, UsageDoc, WaitDoc, WaitScope,
-    WatchDoc, WitnessDoc, WorkloadDoc,
+    HealthDoc, IncidentDoc, IncompleteDoc, LaunchedDoc, LimitPlacementDoc, LimitUsageDoc,
+    LimitsDoc, ProbeDoc, ProcessDoc, ProofDoc, PsDoc, ReadinessDoc, ReceiptDoc, ReceiptVerdictDoc,
+    RecordDoc, RecoverDoc, RecoverEntryDoc, ResidueStopDoc, ResultDoc, RunDoc, ShowDoc,
+    StatusFields, StopDetail, StopDoc, StopOutcomeDoc, StopTimingsDoc, StreamDoc, UsageDoc,
+    WaitDoc, WaitScope, WatchDoc, WitnessDoc, WorkloadDoc,
 };
 pub use top::{TopDoc, TopScopeDoc, TopSource};
 pub use vocab::{

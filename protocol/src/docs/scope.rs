@@ -425,7 +425,33 @@ pub struct ArtifactDoc {
     /// (a cap, a final drain, a stream held open outside the scope, X10); none when the
     /// stream was read to its end or no receipt is there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub incomplete: Option<String>,
+    pub incomplete: Option<IncompleteDoc>,
+}
+
+/// Why an artifact does not hold every byte of its stream, from its capture receipt: tagged by
+/// `kind`, its figures beside it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum IncompleteDoc {
+    /// More than `kept_bytes` were produced: the result kept those, the artifact holds them all.
+    MemoryLimit { kept_bytes: u64 },
+    /// The artifact reached its cap and stopped growing; the pipe was still drained.
+    ArtifactCap { cap_bytes: u64 },
+    /// The final drain ended before the stream reached end of file.
+    DrainEnded { drain_ms: u64 },
+    /// The reader of the forwarded stream went away.
+    ReaderGone,
+    /// Held open outside the scope after it ended (X10).
+    HeldOutside,
+    /// Reading the stream failed.
+    Read { errno: i32 },
+    /// Writing the artifact failed.
+    ArtifactWrite { errno: i32 },
+    /// A version 1 capture receipt's words for an incomplete stream (it wrote no kind).
+    WordedIncomplete { words: String },
+    /// A version 1 capture receipt's words for a failed capture (it wrote no kind).
+    WordedFailure { words: String },
 }
 
 /// The registration record as `show` prints it.

@@ -76,15 +76,30 @@ pub fn artifact_doc(p: &Path) -> ArtifactDoc {
 /// What the capture receipt at `path` says of the stream `name` when it was not read whole:
 /// `incomplete: ...` or `capture failure: ...`. None when there is no receipt (every stream
 /// was whole), it cannot be read, or the stream ended at end of file.
-pub fn capture_end(path: &Path, name: &str) -> Option<String> {
-    use refine_protocol::record::{CaptureReceipt, StreamEnd, MAX_RECORD};
+pub fn capture_end(path: &Path, name: &str) -> Option<refine_protocol::docs::IncompleteDoc> {
+    use refine_protocol::docs::IncompleteDoc as D;
+    use refine_protocol::record::{
+        CaptureReceipt, StreamEnd, StreamFailure, StreamIncomplete as I, MAX_RECORD,
+    };
     let bytes = crate::store::registry::read_bounded(path, MAX_RECORD).ok()?;
     let receipt = CaptureReceipt::decode(&bytes).ok()?;
     let stream = receipt.streams.into_iter().find(|s| s.name == name)?;
-    match stream.end {
-        StreamEnd::Eof => None,
-        end => Some(end.to_string()),
-    }
+    Some(match stream.end {
+        StreamEnd::Eof => return None,
+        StreamEnd::Incomplete(i) => match i {
+            I::MemoryLimit { kept } => D::MemoryLimit { kept_bytes: kept },
+            I::ArtifactCap { cap } => D::ArtifactCap { cap_bytes: cap },
+            I::DrainEnded { drain_ms } => D::DrainEnded { drain_ms },
+            I::ReaderGone => D::ReaderGone,
+            I::HeldOutside => D::HeldOutside,
+            I::Worded(words) => D::WordedIncomplete { words },
+        },
+        StreamEnd::CaptureFailure(f) => match f {
+            StreamFailure::Read { errno } => D::Read { errno },
+            StreamFailure::ArtifactWrite { errno } => D::ArtifactWrite { errno },
+            StreamFailure::Worded(words) => D::WordedFailure { words },
+        },
+    })
 }
 
 /// What the kernel accounted to a scope's cgroup.

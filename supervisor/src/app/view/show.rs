@@ -234,7 +234,7 @@ pub fn show(o: &mut impl Write, doc: &ShowDoc, tail: &[(String, Vec<String>)]) -
             "no output".into()
         };
         let line = match &a.incomplete {
-            Some(why) => format!("{} ({size}; {why})", a.path.display()),
+            Some(why) => format!("{} ({size}; {})", a.path.display(), incomplete_words(why)),
             None => format!("{} ({size})", a.path.display()),
         };
         lines.push((heading, line));
@@ -474,4 +474,29 @@ pub fn receipt_verdict(doc: &ReceiptVerdictDoc) -> String {
         ),
     };
     escape(&line).into_owned()
+}
+
+/// Why an artifact is incomplete, in the capture receipt's words (`incomplete: …` or
+/// `capture failure: …`).
+pub(crate) fn incomplete_words(why: &refine_protocol::docs::IncompleteDoc) -> String {
+    use refine_protocol::docs::IncompleteDoc as D;
+    match why {
+        D::MemoryLimit { kept_bytes } => format!(
+            "incomplete: output past the {kept_bytes}-byte memory limit (artifact complete)"
+        ),
+        D::ArtifactCap { cap_bytes } => {
+            format!("incomplete: log cap of {cap_bytes} bytes reached (the pipe is still drained)")
+        }
+        D::DrainEnded { drain_ms } => {
+            format!("incomplete: final drain of {drain_ms}ms ended before end of file")
+        }
+        D::ReaderGone => "incomplete: the reader of the forwarded stream went away".to_owned(),
+        D::HeldOutside => "incomplete: held open outside the scope".to_owned(),
+        D::Read { errno } => format!("capture failure: reading the stream failed (errno {errno})"),
+        D::ArtifactWrite { errno } => {
+            format!("capture failure: writing the artifact failed (errno {errno})")
+        }
+        D::WordedIncomplete { words } => format!("incomplete: {}", escape(words)),
+        D::WordedFailure { words } => format!("capture failure: {}", escape(words)),
+    }
 }

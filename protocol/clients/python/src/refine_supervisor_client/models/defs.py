@@ -26,18 +26,6 @@ class EndedGuardianAdopterDoc(TypedDict):
 AdopterDoc: TypeAlias = InitAdopterDoc | SubreaperAdopterDoc | EndedGuardianAdopterDoc
 
 
-class ArtifactDoc(TypedDict):
-    bytes: int
-    exists: bool
-    incomplete: NotRequired[str | None]
-    path: str
-
-
-class ArtifactsDoc(TypedDict):
-    stderr: ArtifactDoc
-    stdout: ArtifactDoc
-
-
 BoundField: TypeAlias = Literal[
     'registration', 'runtime', 'boot_id', 'guardian', 'workload', 'proof'
 ]
@@ -161,6 +149,62 @@ class IncidentDoc(TypedDict):
     last_write: str
     samples: int
     since: str
+
+
+class MemoryLimitIncompleteDoc(TypedDict):
+    kept_bytes: int
+    kind: Literal['memory_limit']
+
+
+class ArtifactCapIncompleteDoc(TypedDict):
+    cap_bytes: int
+    kind: Literal['artifact_cap']
+
+
+class DrainEndedIncompleteDoc(TypedDict):
+    drain_ms: int
+    kind: Literal['drain_ended']
+
+
+class ReaderGoneIncompleteDoc(TypedDict):
+    kind: Literal['reader_gone']
+
+
+class HeldOutsideIncompleteDoc(TypedDict):
+    kind: Literal['held_outside']
+
+
+class ReadIncompleteDoc(TypedDict):
+    errno: int
+    kind: Literal['read']
+
+
+class ArtifactWriteIncompleteDoc(TypedDict):
+    errno: int
+    kind: Literal['artifact_write']
+
+
+class WordedIncompleteIncompleteDoc(TypedDict):
+    kind: Literal['worded_incomplete']
+    words: str
+
+
+class WordedFailureIncompleteDoc(TypedDict):
+    kind: Literal['worded_failure']
+    words: str
+
+
+IncompleteDoc: TypeAlias = (
+    MemoryLimitIncompleteDoc
+    | ArtifactCapIncompleteDoc
+    | DrainEndedIncompleteDoc
+    | ReaderGoneIncompleteDoc
+    | HeldOutsideIncompleteDoc
+    | ReadIncompleteDoc
+    | ArtifactWriteIncompleteDoc
+    | WordedIncompleteIncompleteDoc
+    | WordedFailureIncompleteDoc
+)
 
 
 Kind: TypeAlias = Literal['agent', 'quality', 'command', 'terminal']
@@ -628,6 +672,18 @@ class WorkloadDoc(TypedDict):
 class ApiError(TypedDict):
     kind: ErrorKind
     message: str
+
+
+class ArtifactDoc(TypedDict):
+    bytes: int
+    exists: bool
+    incomplete: NotRequired[IncompleteDoc | None]
+    path: str
+
+
+class ArtifactsDoc(TypedDict):
+    stderr: ArtifactDoc
+    stdout: ArtifactDoc
 
 
 class CgroupDoc(TypedDict):
