@@ -714,12 +714,7 @@ fn run(
                 .iter()
                 .filter_map(|h| procfs::pid_of(&h.witness))
                 .collect();
-            let until = deadline.min(Instant::now() + crate::kernel::nested::RECOGNITION_BOUND);
-            NestedGuardians::like(g.witness())
-                .recognise(&pids, until)
-                .into_iter()
-                .map(|i| pids[i].as_raw_nonzero().get() as u32)
-                .collect()
+            nested_guardians(g, &pids, deadline)
         }
         None => BTreeSet::new(),
     };
@@ -878,4 +873,18 @@ impl StopAttempt<'_> {
             })
         }
     }
+}
+
+/// T5, D4: the pids among `pids` to spare as nested guardians of `guardian`'s kind (see
+/// [`crate::kernel::nested`]), recognised off this thread within
+/// [`crate::kernel::nested::RECOGNITION_BOUND`] and never past `deadline` (X9: a member's
+/// executable may be served by a member stopped now). The one recognition of both stop paths:
+/// the tree walk's and the cgroup's.
+fn nested_guardians(guardian: &Verified, pids: &[Pid], deadline: Instant) -> BTreeSet<u32> {
+    let until = deadline.min(Instant::now() + crate::kernel::nested::RECOGNITION_BOUND);
+    NestedGuardians::like(guardian.witness())
+        .recognise(pids, until)
+        .into_iter()
+        .map(|i| pids[i].as_raw_nonzero().get() as u32)
+        .collect()
 }

@@ -8,7 +8,6 @@ use refine_protocol::ProcessWitness;
 use rustix::process::Pid;
 
 use super::{is_refused, kill_member, Held, Sent, StopError, StopTimings, Target};
-use crate::kernel::nested::NestedGuardians;
 use crate::kernel::procfs;
 use crate::kernel::signal::{self, Signal, SignalError, Verified};
 use refine_protocol::record::Registration;
@@ -107,14 +106,7 @@ pub(super) fn stop_cgroup(
         .filter_map(|&(pid, _)| Pid::from_raw(pid as i32))
         .collect();
     let spared: BTreeSet<u32> = match guardian {
-        Some(g) if frozen => {
-            let until = deadline.min(Instant::now() + crate::kernel::nested::RECOGNITION_BOUND);
-            NestedGuardians::like(g.witness())
-                .recognise(&pids, until)
-                .into_iter()
-                .map(|i| pids[i].as_raw_nonzero().get() as u32)
-                .collect()
-        }
+        Some(g) if frozen => super::nested_guardians(g, &pids, deadline),
         _ => BTreeSet::new(),
     };
     let kill_at = Instant::now();
