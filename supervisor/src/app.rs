@@ -18,22 +18,27 @@
 //! - `error`: the application's errors.
 //!
 //! What the app does to a runtime it asks the face for ([`refine_supervisor::host`]: the
-//! operations of `host::ops`, and the types it re-exports); the paths past the face that remain
-//! (`grep -rnE 'refine_supervisor::(kernel|store|end|history|hygiene|launch|capacity)' src/app`)
-//! are these, each for its reason:
-//! - `run`, `top`, the signal wait in `commands`: the foreground process's own terminal and
-//!   signals (`kernel::{terminal, child_signals}`, `launch::pty`, `launch::capture::Forward`):
-//!   a terminal job is the CLI's, not a host's; W9's escalation still lives in `run` (not moved).
+//! operations of `host::ops`, and the types it re-exports: the errors, the values clap parses
+//! into, health and readiness, the output index, the journal, the capacity census); the paths
+//! past the face that remain
+//! (`grep -rnE 'refine_supervisor::(kernel|store|end|history|hygiene|launch|capacity)' src/app`:
+//! 16 lines outside `run.rs` and `serve.rs`, 35 before issue 41's item 2 reached them) are these,
+//! each for its reason:
+//! - `run`, `top`, the signal waits in `commands` (`stop`) and `serve/setup`: the foreground
+//!   process's own terminal and signals (`kernel::{terminal, child_signals}`, `launch::pty`,
+//!   `launch::capture::Forward`): a terminal job and a process's signal mask are the CLI's, not
+//!   a host's; W9's escalation still lives in `run` (not moved). `top` samples `/proc` and the
+//!   cgroups itself (`kernel::{observe, procfs, tree}`): a redrawn terminal view, not an operation.
 //! - `serve`: the service's machinery not yet an operation: its admission slots
 //!   (`store::fence`, the FIFO), the stall watcher (`hygiene::stall`), its descriptor budget
-//!   (`kernel::limits`), the verified guardian handle of a stop, `end::stop` for `stop_async`.
-//! - `events`, `serve`, `cli`: the events journal (`store::journal`) the app reads and follows.
-//! - `commands`, `serve`: `logs` reads the capture's index (`store::output_index`).
-//! - `cli`, `metrics`: the value types clap parses into or the metrics count
-//!   (`hygiene::stall::StallConfig`, `capacity::{Policy, Census}`, `store::registry` homes).
-//! - `commands`: `setup-cgroup` (`kernel::cgroup`), `wait --ready` (`launch::readiness`) and
-//!   `receipt verify` (`end::assess`): commands of their own, not yet operations.
-//! - `man`, `events`: writing files as the store writes them (`store::durable`).
+//!   (`kernel::limits`), the verified guardian handle of a stop, `end::stop` for `stop_async`,
+//!   the probes of scopes whose prober is gone (`launch::health::prober_gone`) and the
+//!   reap of guardians inherited across an upgrade (`kernel::procfs`).
+//! - `commands`: `setup-cgroup` (`kernel::cgroup`: it configures the host, it launches nothing)
+//!   and `receipt verify` (`end::assess`: a file checked without a runtime): commands of their
+//!   own, not yet operations.
+//! - `man`, `events`, `serve/socket`: writing files as the store writes them
+//!   (`store::durable`: the manual's pages, the journal's private directory).
 
 mod cli;
 mod client;

@@ -104,6 +104,25 @@ pub use crate::store::journal::Cursor as JournalCursor;
 pub use crate::store::journal::JournalError;
 pub use crate::store::registry::{default_home, RegistryError, Runtime, Stream};
 
+// And what else the app names that a host needs too (issue 41 item 2): a health check's
+// defaults and spec, the sandbox a launch asks for, the wait for readiness, a stream's time
+// index, the events journal, the capacity census and policy, the stall watch's settings.
+pub use crate::capacity::{
+    probe as capacity_probe, CapacityReport, Census, Policy as CapacityPolicy,
+    DEFAULT_LIMIT_PERCENT as CAPACITY_LIMIT_PERCENT, UNKNOWN_KIND,
+};
+pub use crate::hygiene::stall::{StallConfig, DEFAULT_SILENT_SAMPLES, DEFAULT_STALLED_SAMPLES};
+pub use crate::launch::health::{
+    spec as health_check, DEFAULT_INTERVAL as HEALTH_INTERVAL, DEFAULT_RETRIES as HEALTH_RETRIES,
+    DEFAULT_TIMEOUT as HEALTH_TIMEOUT,
+};
+pub use crate::launch::readiness::{wait_ready, WaitedReady};
+pub use crate::launch::sandbox::SandboxRequest;
+pub use crate::launch::ResultHook;
+pub use crate::store::journal::{Filter as JournalFilter, Journal};
+pub use crate::store::output_index::{read as read_output_index, OutputIndex};
+pub use crate::store::registry::{create_home, DEFAULT_PORT as DEFAULT_SERVICE_PORT};
+
 pub use ops::{GcOptions, OpsError};
 pub use refine_protocol::api::ScopeView;
 pub use refine_protocol::docs::{GcDoc, RecoverDoc, ShowDoc, State, StopDoc, StopOutcomeDoc};

@@ -23,9 +23,10 @@ use super::docs::State;
 use super::error::CliError;
 use super::serve::LogFormat;
 use super::view;
-use refine_supervisor::capacity;
-use refine_supervisor::hygiene::stall::{self, StallConfig};
-use refine_supervisor::store::registry::{self, RegistryError};
+use refine_supervisor::host::{
+    self as registry, RegistryError, StallConfig, CAPACITY_LIMIT_PERCENT, DEFAULT_SILENT_SAMPLES,
+    DEFAULT_STALLED_SAMPLES,
+};
 
 /// Process supervision with kernel proof: launch commands through a subreaping guardian, see what
 /// runs and why, stop whole trees, and read the receipt that proves they ended.
@@ -41,7 +42,7 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR", env = "REFINE_HOME")]
     pub home: Option<PathBuf>,
     /// Runtime port: state lives in HOME/run/PORT.
-    #[arg(long, global = true, value_name = "P", default_value_t = registry::DEFAULT_PORT)]
+    #[arg(long, global = true, value_name = "P", default_value_t = registry::DEFAULT_SERVICE_PORT)]
     pub port: u16,
     #[command(subcommand)]
     pub command: Command,
@@ -347,10 +348,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PERCENT", default_value_t = 75, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub stall_cpu: u32,
     /// Stall watch: busy samples in a row without output before a scope is `stalled` (0: off).
-    #[arg(long, value_name = "N", default_value_t = stall::DEFAULT_STALLED_SAMPLES)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_STALLED_SAMPLES)]
     pub stall_samples: u32,
     /// Stall watch: samples without output before a live scope is `silent` (0: off).
-    #[arg(long, value_name = "M", default_value_t = stall::DEFAULT_SILENT_SAMPLES)]
+    #[arg(long, value_name = "M", default_value_t = DEFAULT_SILENT_SAMPLES)]
     pub silent_samples: u32,
     /// Serve Prometheus metrics on http://ADDR/metrics (e.g. 127.0.0.1:9411); no authentication.
     #[arg(long, value_name = "ADDR")]

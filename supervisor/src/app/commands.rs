@@ -19,7 +19,6 @@ use super::docs::{
 use super::error::{CliError, ClientError, ServiceError, SpecError};
 use super::ops::{self, assess, list_views, out, print_json, show_doc};
 use super::{client, resolve, run, serve, view};
-use refine_supervisor::capacity;
 use refine_supervisor::end::assess;
 use refine_supervisor::host::{RegistryError, Runtime};
 use refine_supervisor::{history::forget, history::retention};

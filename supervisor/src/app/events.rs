@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use refine_protocol::docs::EventDoc;
-use refine_supervisor::store::journal::{Filter, Journal};
+use refine_supervisor::host::{Journal, JournalFilter as Filter};
 
 use super::cli::{EventFilter, EventsArgs, ExitCode};
 use super::error::CliError;

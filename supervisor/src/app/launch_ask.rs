@@ -73,13 +73,13 @@ pub(crate) fn health_spec(
     retries: Option<u32>,
     start_period: Option<Duration>,
 ) -> Result<Option<refine_protocol::record::HealthSpec>, ServiceError> {
-    use refine_supervisor::launch::health as h;
+    use refine_supervisor::host as h;
     let Some(cmd) = cmd else { return Ok(None) };
-    h::spec(
+    h::health_check(
         cmd,
-        interval.unwrap_or(h::DEFAULT_INTERVAL),
-        timeout.unwrap_or(h::DEFAULT_TIMEOUT),
-        retries.unwrap_or(h::DEFAULT_RETRIES),
+        interval.unwrap_or(h::HEALTH_INTERVAL),
+        timeout.unwrap_or(h::HEALTH_TIMEOUT),
+        retries.unwrap_or(h::HEALTH_RETRIES),
         start_period.unwrap_or_default(),
     )
     .map(Some)
@@ -148,8 +148,7 @@ pub(crate) fn launch_options(
     }
     cmd = cmd.protect(o.protect);
     if let Some(ask) = o.sandbox {
-        cmd.request_mut().sandbox =
-            refine_supervisor::launch::sandbox::SandboxRequest::from_ask(ask);
+        cmd.request_mut().sandbox = refine_supervisor::host::SandboxRequest::from_ask(ask);
     }
     if let Some(b) = o.memory_max_bytes {
         cmd = cmd.memory_max(b);

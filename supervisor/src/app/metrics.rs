@@ -67,10 +67,10 @@ use refine_protocol::{Kind, RegistrationId};
 
 use super::docs::State;
 use refine_protocol::docs::{UnverifiedCheck, Vocabulary};
-use refine_supervisor::capacity;
-use refine_supervisor::capacity::Census;
-use refine_supervisor::host::Runtime;
-use refine_supervisor::launch::{LaunchOutcome, LaunchResult, ResultHook};
+use refine_supervisor::host::{
+    capacity_probe, CapacityPolicy, CapacityReport, Census, LaunchOutcome, LaunchResult,
+    ResultHook, Runtime, UNKNOWN_KIND,
+};
 
 /// The longest request head the listener reads (`hyper`'s smallest buffer).
 pub const MAX_REQUEST_HEAD: usize = 8 * 1024;
@@ -500,7 +500,7 @@ impl Metrics {
     }
 
     /// Sets the state and capacity gauges from one census and counts newly unverified scopes.
-    pub fn observe(&self, census: &Census, cap: &capacity::CapacityReport) {
+    pub fn observe(&self, census: &Census, cap: &CapacityReport) {
         self.scopes.reset();
         for state in [State::Live, State::Unverified] {
             for kind in KINDS {
@@ -511,7 +511,7 @@ impl Metrics {
             }
         }
         self.scopes
-            .with_label_values(&[State::Corrupt.name(), capacity::UNKNOWN_KIND])
+            .with_label_values(&[State::Corrupt.name(), UNKNOWN_KIND])
             .set(census.count(State::Corrupt) as i64);
         self.unverified.set(census.unverified.len() as i64);
         self.slots.set(cap.slots as i64);
@@ -583,7 +583,7 @@ impl Metrics {
         self.observe_health(rt);
         match Census::take(rt) {
             Ok(census) => {
-                let cap = census.capacity(capacity::Policy::default(), &mut *capacity::probe());
+                let cap = census.capacity(CapacityPolicy::default(), &mut *capacity_probe());
                 self.observe(&census, &cap);
             }
             // The gauges keep their last values; the failure is the service log's to tell.

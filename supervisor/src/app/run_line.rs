@@ -29,7 +29,6 @@ use super::cli::{
     parse_duration, parse_env, parse_kv, parse_size, Cli, Command, Deferred, KindArg, RunArgs,
     LOG_CAP_DEFAULT, STOP_GRACE_DEFAULT,
 };
-use refine_supervisor::store::registry;
 
 /// How an option of the `run` line takes its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,9 +165,9 @@ impl Line {
             ready_timeout: parse_duration("90s").unwrap_or_default(),
             wait_ready: false,
             health_cmd: None,
-            health_interval: refine_supervisor::launch::health::DEFAULT_INTERVAL,
-            health_timeout: refine_supervisor::launch::health::DEFAULT_TIMEOUT,
-            health_retries: refine_supervisor::launch::health::DEFAULT_RETRIES,
+            health_interval: refine_supervisor::host::HEALTH_INTERVAL,
+            health_timeout: refine_supervisor::host::HEALTH_TIMEOUT,
+            health_retries: refine_supervisor::host::HEALTH_RETRIES,
             health_start_period: std::time::Duration::ZERO,
             command: Vec::new(),
         })
@@ -267,7 +266,9 @@ impl Line {
                 h => h.map(PathBuf::from),
             },
         };
-        let port = self.port.unwrap_or(registry::DEFAULT_PORT);
+        let port = self
+            .port
+            .unwrap_or(refine_supervisor::host::DEFAULT_SERVICE_PORT);
         let mut run = self.run.take().unwrap_or_else(|| {
             let mut line = Line::default();
             line.run();

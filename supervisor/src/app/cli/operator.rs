@@ -345,7 +345,7 @@ pub(in crate::app) fn parse_interval(text: &str) -> Result<Duration, String> {
 #[derive(Debug, Args)]
 pub struct CapacityArgs {
     /// Share of cores and available memory automatic admission may spend.
-    #[arg(long, default_value_t = capacity::DEFAULT_LIMIT_PERCENT, value_parser = clap::value_parser!(u8).range(1..=100))]
+    #[arg(long, default_value_t = CAPACITY_LIMIT_PERCENT, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub limit_percent: u8,
     /// One JSON document.
     #[arg(long)]

@@ -218,7 +218,7 @@ pub(super) fn capacity_cmd(
     }
     let mem = report
         .available_memory
-        .map(capacity::human_bytes)
+        .map(refine_supervisor::host::human_bytes)
         .unwrap_or_else(|| "unavailable".into());
     let rows = [
         ("cores", report.cores.to_string()),
@@ -228,7 +228,7 @@ pub(super) fn capacity_cmd(
             "reservation",
             format!(
                 "{} ({})",
-                capacity::human_bytes(report.reservation_bytes),
+                refine_supervisor::host::human_bytes(report.reservation_bytes),
                 report.reservation_source
             ),
         ),

@@ -28,11 +28,7 @@ pub(super) const NO_TIME_INDEX: &str = "this scope's output has no time index (i
 /// batches' times; a stream's own order always kept), each line prefixed with its batch's
 /// time when `times`.
 pub(super) fn print_indexed(
-    streams: &[(
-        PathBuf,
-        Sink,
-        refine_supervisor::store::output_index::OutputIndex,
-    )],
+    streams: &[(PathBuf, Sink, refine_supervisor::host::OutputIndex)],
     since: Option<std::time::SystemTime>,
     until: Option<std::time::SystemTime>,
     times: bool,
@@ -167,7 +163,7 @@ pub(super) fn logs(home: &Path, port: u16, args: LogsArgs) -> Result<ExitCode, C
         };
         let mut indexed = Vec::new();
         for (path, sink, stream) in &streams {
-            let index = refine_supervisor::store::output_index::read(&rt.index_path(id, *stream))
+            let index = refine_supervisor::host::read_output_index(&rt.index_path(id, *stream))
                 .map_err(|source| CliError::Artifact {
                     path: rt.index_path(id, *stream),
                     source,
@@ -369,7 +365,7 @@ pub(super) fn wait_ready(
     json: bool,
 ) -> Result<ExitCode, CliError> {
     use refine_protocol::docs::ReadyState;
-    use refine_supervisor::launch::readiness::{wait_ready, WaitedReady};
+    use refine_supervisor::host::{wait_ready, WaitedReady};
     let started = std::time::Instant::now();
     let mut scopes = Vec::new();
     let (mut failed, mut timed_out) = (false, false);

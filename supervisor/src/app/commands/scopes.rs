@@ -107,7 +107,7 @@ pub(super) fn run(home: &Path, port: u16, mut args: RunArgs) -> Result<ExitCode,
                 let reg_id = id.parse().map_err(|_| CliError::UnknownId(id.clone()))?;
                 let bound = (!args.ready_timeout.is_zero())
                     .then(|| args.ready_timeout + Duration::from_secs(5));
-                use refine_supervisor::launch::readiness::{wait_ready, WaitedReady};
+                use refine_supervisor::host::{wait_ready, WaitedReady};
                 match wait_ready(&rt, reg_id, bound)? {
                     WaitedReady::Decided(r)
                         if r.state == refine_protocol::docs::ReadyState::Ready => {}

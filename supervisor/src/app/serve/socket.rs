@@ -468,7 +468,7 @@ impl Follower {
             (None, None) => 0,
             (None, Some(ms)) => {
                 let index =
-                    refine_supervisor::store::output_index::read(&rt.index_path(reg.id, which))
+                    refine_supervisor::host::read_output_index(&rt.index_path(reg.id, which))
                         .map_err(|e| {
                             Response::err(ErrorKind::Internal, format!("read the time index: {e}"))
                         })?
