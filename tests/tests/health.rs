@@ -391,3 +391,45 @@ fn wait_for_healthy_returns_once_healthy_and_fails_clearly_without_a_check_or_on
         describe(&w, &out)
     );
 }
+
+/// Issue 43 item 5: the health record is rewritten in place (one file for the scope's life,
+/// not a new file renamed over it at every probe), and a reader never sees half of it.
+#[test]
+fn the_health_record_is_rewritten_in_place_and_always_reads_whole() {
+    use std::os::unix::fs::MetadataExt;
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let args = [
+        "run",
+        "--detach",
+        "--label",
+        "steady",
+        "--health-cmd",
+        "true",
+        "--health-interval",
+        "50ms",
+        "--",
+        "sleep",
+        "600",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    wait_health(&home, &id, "healthy");
+    let record = home.run_dir().join("logs").join(format!("{id}.health"));
+    let inode = std::fs::metadata(&record).unwrap().ino();
+    let first = health(&home, &id)["probes"].as_u64().unwrap();
+    // Read it as often as it is written, while probes go on.
+    let got = refine_tests::wait_until(DEADLINE, || {
+        let h = health(&home, &id);
+        assert_eq!(h["state"], "healthy", "a reader saw {h:#}");
+        h["probes"].as_u64().unwrap() >= first + 5
+    });
+    assert!(got, "the probes stopped: {:#}", health(&home, &id));
+    assert_eq!(
+        std::fs::metadata(&record).unwrap().ino(),
+        inode,
+        "the health record was replaced, not rewritten"
+    );
+    home.cli(&["stop", &id]);
+}
