@@ -122,6 +122,9 @@ impl Runtime {
                 .map_err(io::Error::from),
             }
             .map_err(io_err("link", &path))?;
+            if !self.synced {
+                return Ok(());
+            }
             durable::sync_linked(
                 &pending.file,
                 &[&self.open_dir(), &self.dir.join("registrations")],
