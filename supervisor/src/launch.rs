@@ -410,10 +410,17 @@ impl Supervisor {
     pub fn launch(&self, mut req: LaunchRequest) -> Result<LaunchHandle, LaunchError> {
         check_request(&req)?;
         let quiet;
-        let rt = if req.events {
+        let rt = if req.events && req.durable {
             &self.runtime
         } else {
-            quiet = self.runtime.without_events();
+            let mut r = self.runtime.clone();
+            if !req.events {
+                r = r.without_events();
+            }
+            if !req.durable {
+                r = r.without_sync();
+            }
+            quiet = r;
             &quiet
         };
         let mut sandbox = plan_sandbox(&req, rt)?;
@@ -679,7 +686,8 @@ fn open_streams(
         && pty_size.is_none()
         && req.forward_stdout.is_none()
         && req.forward_stderr.is_none()
-        && req.on_output.is_none();
+        && req.on_output.is_none()
+        && req.artifacts;
     Ok(match pty_size {
         Some(size) => {
             let p = pty::open(size)?;
@@ -772,6 +780,7 @@ fn start_capture(req: &mut LaunchRequest, sources: Sources) -> Result<Capture, L
     let capture_config = CaptureConfig {
         keep_max: req.keep_max,
         log_cap: req.log_cap,
+        artifacts: req.artifacts,
         ..CaptureConfig::default()
     };
     Ok(match sources {

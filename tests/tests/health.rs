@@ -391,3 +391,89 @@ fn wait_for_healthy_returns_once_healthy_and_fails_clearly_without_a_check_or_on
         describe(&w, &out)
     );
 }
+
+/// Issue 43 item 5: the probes' cost. A probe's output is kept in memory (the start of each
+/// stream, at most 4 KiB in all), never written as files of its own; `show` has it.
+#[test]
+fn a_probe_keeps_its_output_in_memory_and_writes_no_output_files() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let args = [
+        "run",
+        "--detach",
+        "--label",
+        "talky",
+        "--health-cmd",
+        "echo to-out; echo to-err >&2",
+        "--health-interval",
+        "100ms",
+        "--",
+        "sleep",
+        "600",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let h = wait_health(&home, &id, "healthy");
+    let shown = h["last"].as_array().unwrap().last().unwrap()["output"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        shown.contains("to-out") && shown.contains("to-err"),
+        "{h:#}"
+    );
+    home.cli(&["stop", &id]);
+    let probes = probe_scopes(&home, "talky.health");
+    assert!(!probes.is_empty(), "no probe scope");
+    let logs = home.run_dir().join("logs");
+    for p in &probes {
+        home.wait_ended(p);
+        for ext in ["stdout", "stderr"] {
+            let f = logs.join(format!("{p}.{ext}"));
+            assert!(!f.exists(), "a probe wrote {}", f.display());
+        }
+    }
+}
+
+/// Issue 43 item 5: the health record is rewritten in place (one file for the scope's life,
+/// not a new file renamed over it at every probe), and a reader never sees half of it.
+#[test]
+fn the_health_record_is_rewritten_in_place_and_always_reads_whole() {
+    use std::os::unix::fs::MetadataExt;
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let args = [
+        "run",
+        "--detach",
+        "--label",
+        "steady",
+        "--health-cmd",
+        "true",
+        "--health-interval",
+        "50ms",
+        "--",
+        "sleep",
+        "600",
+    ];
+    let out = home.cli(&args);
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    wait_health(&home, &id, "healthy");
+    let record = home.run_dir().join("logs").join(format!("{id}.health"));
+    let inode = std::fs::metadata(&record).unwrap().ino();
+    let first = health(&home, &id)["probes"].as_u64().unwrap();
+    // Read it as often as it is written, while probes go on.
+    let got = refine_tests::wait_until(DEADLINE, || {
+        let h = health(&home, &id);
+        assert_eq!(h["state"], "healthy", "a reader saw {h:#}");
+        h["probes"].as_u64().unwrap() >= first + 5
+    });
+    assert!(got, "the probes stopped: {:#}", health(&home, &id));
+    assert_eq!(
+        std::fs::metadata(&record).unwrap().ino(),
+        inode,
+        "the health record was replaced, not rewritten"
+    );
+    home.cli(&["stop", &id]);
+}

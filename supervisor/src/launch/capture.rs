@@ -96,6 +96,10 @@ pub struct CaptureConfig {
     pub log_cap: Option<u64>,
     /// The final drain (fixed at [`FINAL_DRAIN`] in production; tests may not change semantics).
     pub drain: Duration,
+    /// Whether the streams have artifacts (`true` by default). `false` (H7's probes): only
+    /// the first `keep_max` bytes of each stream are kept, in memory; no file is written and
+    /// no capture receipt either.
+    pub artifacts: bool,
 }
 
 impl Default for CaptureConfig {
@@ -104,6 +108,7 @@ impl Default for CaptureConfig {
             keep_max: DEFAULT_KEEP,
             log_cap: None,
             drain: FINAL_DRAIN,
+            artifacts: true,
         }
     }
 }
@@ -467,6 +472,7 @@ impl Capture {
                     cap: config.log_cap,
                     capped: false,
                     failed: None,
+                    off: !config.artifacts,
                 },
                 kept: Vec::new(),
                 read: 0,
@@ -514,6 +520,7 @@ impl Capture {
                     cap: config.log_cap,
                     capped: false,
                     failed: None,
+                    off: !config.artifacts,
                 },
                 kept: Vec::new(),
                 read: 0,
@@ -803,7 +810,11 @@ impl Capture {
             });
             tail_done = Some(rx);
         }
-        CaptureResult { streams, tail_done }
+        CaptureResult {
+            streams,
+            tail_done,
+            memory_only: !self.config.artifacts,
+        }
     }
 }
 

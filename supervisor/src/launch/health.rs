@@ -88,7 +88,36 @@ pub fn next(
     }
 }
 
-/// One probe: `sh -c CMD` in the workload's directory, a proven scope of its own.
+/// The launch of one probe: `sh -c CMD` in the workload's directory, a scope of its own
+/// (label `<label>.health`, the health timeout its deadline, no grace), and what makes a probe
+/// a second cheap: no lifecycle events, its registration not synced (a power loss ends it with
+/// everything else), its output kept in memory ([`OUTPUT_MAX`] per stream), never in files.
+pub fn probe_request(
+    id: RegistrationId,
+    label: &str,
+    cwd: &str,
+    spec: &HealthSpec,
+) -> crate::launch::LaunchRequest {
+    let mut req = crate::launch::LaunchRequest::new(
+        refine_protocol::Kind::Command,
+        ["sh", "-c", spec.cmd.as_str()],
+    );
+    req.cwd = Some(cwd.into());
+    let owner = match label {
+        "" => id.to_string()[..12].to_owned(),
+        l => l.to_owned(),
+    };
+    req.label = format!("{owner}.health");
+    req.timeout = Some(Duration::from_millis(spec.timeout_ms));
+    req.kill_after = Some(Duration::ZERO);
+    req.events = false;
+    req.durable = false;
+    req.artifacts = false;
+    req.keep_max = OUTPUT_MAX;
+    req
+}
+
+/// One probe ([`probe_request`]), a proven scope of its own.
 pub fn probe(
     sup: &crate::launch::Supervisor,
     reg: &Registration,
@@ -96,19 +125,7 @@ pub fn probe(
 ) -> ProbeRecord {
     let started_unix_ms = crate::kernel::clock::unix_ms();
     let t = Instant::now();
-    let mut req = crate::launch::LaunchRequest::new(
-        refine_protocol::Kind::Command,
-        ["sh", "-c", spec.cmd.as_str()],
-    );
-    req.cwd = Some(reg.cwd.clone().into());
-    let owner = match reg.label.as_str() {
-        "" => reg.id.to_string()[..12].to_owned(),
-        l => l.to_owned(),
-    };
-    req.label = format!("{owner}.health");
-    req.timeout = Some(Duration::from_millis(spec.timeout_ms));
-    req.kill_after = Some(Duration::ZERO);
-    req.events = false;
+    let req = probe_request(reg.id, &reg.label, &reg.cwd, spec);
     let mut rec = ProbeRecord {
         scope: None,
         started_unix_ms,
@@ -124,7 +141,7 @@ pub fn probe(
             if let refine_protocol::WorkloadStatus::Exited(c) = r.status {
                 rec.exit_code = (!rec.timed_out).then_some(c);
             }
-            rec.output = output_of(&r.registration);
+            rec.output = output_of(&r.capture);
         }
         Err(e) => {
             let why = format!("the probe did not run: {}", crate::error::error_chain(&e));
@@ -135,17 +152,16 @@ pub fn probe(
     rec
 }
 
-/// The start of a probe's stdout, then of its stderr, at most [`OUTPUT_MAX`] bytes.
-fn output_of(reg: &Registration) -> Vec<u8> {
-    use std::io::Read;
+/// The start of a probe's stdout, then of its stderr, at most [`OUTPUT_MAX`] bytes, as its
+/// capture kept them in memory.
+fn output_of(capture: &crate::launch::capture::CaptureResult) -> Vec<u8> {
+    use crate::store::registry::Stream;
     let mut out = Vec::new();
-    for path in [&reg.stdout_path, &reg.stderr_path] {
+    for stream in [Stream::Stdout, Stream::Stderr] {
         let left = OUTPUT_MAX.saturating_sub(out.len());
-        if left == 0 {
-            break;
-        }
-        if let Ok(f) = std::fs::File::open(path) {
-            let _ = f.take(left as u64).read_to_end(&mut out);
+        if let Some(s) = capture.stream(stream) {
+            let kept = s.kept();
+            out.extend_from_slice(&kept[..kept.len().min(left)]);
         }
     }
     out
@@ -446,6 +462,17 @@ mod tests {
     fn a_success_after_the_start_period_counts_once() {
         // A success in the start period ends it: failures count from then on.
         assert_eq!(next(Healthy, 0, false, true, 1), (Unhealthy, 1));
+    }
+
+    #[test]
+    fn a_probe_is_quiet_unsynced_and_kept_in_memory() {
+        let d = Duration::from_secs(1);
+        let spec = spec("true", d, d, 3, Duration::ZERO).unwrap();
+        let req = probe_request(RegistrationId([7; 16]), "web", "/", &spec);
+        assert_eq!(req.label, "web.health");
+        assert!(!req.events && !req.durable && !req.artifacts);
+        assert_eq!(req.keep_max, OUTPUT_MAX);
+        assert_eq!(req.timeout, Some(d));
     }
 
     #[test]

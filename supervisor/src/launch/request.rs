@@ -57,6 +57,13 @@ pub struct LaunchRequest {
     /// H7's probe scopes: no lifecycle events in the journal (`false`); every other launch
     /// writes them.
     pub events: bool,
+    /// H7's probe scopes: the registration is written but not synced (`false`; see
+    /// [`Runtime::without_sync`](crate::store::registry::Runtime::without_sync)); every other
+    /// launch is synced before it starts.
+    pub durable: bool,
+    /// H7's probe scopes: the output is kept in memory only (the first
+    /// [`LaunchRequest::keep_max`] bytes of each stream), no artifact files (`false`).
+    pub artifacts: bool,
     /// Per-artifact byte cap (S10, W4); [`DEFAULT_LOG_CAP`] unless set, `None` for no cap.
     pub log_cap: Option<u64>,
     /// A hard budget on output bytes (all streams): past it the launch is stopped and its
@@ -142,6 +149,8 @@ impl LaunchRequest {
             idle_timeout: None,
             kill_after: None,
             events: true,
+            durable: true,
+            artifacts: true,
             log_cap: Some(DEFAULT_LOG_CAP),
             output_limit: None,
             scope_policy: None,

@@ -184,6 +184,9 @@ pub struct Runtime {
     id: RuntimeId,
     /// Whether this handle writes lifecycle events (V2); off for H7's probe scopes.
     events: bool,
+    /// Whether registrations are synced to disk; off for H7's probe scopes
+    /// ([`Runtime::without_sync`]).
+    synced: bool,
 }
 
 /// A runtime is where its files are: every path of [`Paths`] is one of the runtime's.
@@ -239,6 +242,7 @@ impl Runtime {
             },
             id,
             events: true,
+            synced: true,
         };
         rt.ensure_open_index()?;
         Ok(rt)
@@ -319,6 +323,7 @@ impl Runtime {
             },
             id,
             events: true,
+            synced: true,
         })
     }
 
@@ -331,6 +336,16 @@ impl Runtime {
     pub fn without_events(&self) -> Runtime {
         Runtime {
             events: false,
+            ..self.clone()
+        }
+    }
+
+    /// The same runtime, its registrations written but not synced (H7's probe scopes: a
+    /// power loss ends a probe with everything else, so a record that did not reach the disk
+    /// leaves nothing running to recover, and a probe a second must not cost three `fsync`s).
+    pub fn without_sync(&self) -> Runtime {
+        Runtime {
+            synced: false,
             ..self.clone()
         }
     }

@@ -174,6 +174,9 @@ pub struct CaptureResult {
     /// Disconnected once the background tail (streams still open or forwards still waiting for
     /// their reader at the result) has ended.
     pub(super) tail_done: Option<mpsc::Receiver<()>>,
+    /// The streams had no artifacts ([`CaptureConfig::artifacts`] off): what was kept is all
+    /// there is, and no capture receipt describes them.
+    pub memory_only: bool,
 }
 
 impl CaptureResult {

@@ -25,11 +25,13 @@ pub(super) struct Sink {
     pub(super) cap: Option<u64>,
     pub(super) capped: bool,
     pub(super) failed: Option<i32>,
+    /// No artifact at all ([`CaptureConfig::artifacts`] off): every write is dropped.
+    pub(super) off: bool,
 }
 
 impl Sink {
     pub(super) fn write(&mut self, bytes: &[u8]) {
-        if self.capped || self.failed.is_some() {
+        if self.off || self.capped || self.failed.is_some() {
             return;
         }
         let take = match self.cap {

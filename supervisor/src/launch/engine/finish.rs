@@ -110,7 +110,7 @@ impl Engine {
             Some(r) => capture.finish_with(|t| r.tail(t)),
             None => capture.finish(),
         };
-        let capture_receipt = if capture.is_complete() {
+        let capture_receipt = if capture.is_complete() || capture.memory_only {
             None
         } else {
             let path = runtime.capture_receipt_path(id);

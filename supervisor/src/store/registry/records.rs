@@ -122,6 +122,9 @@ impl Runtime {
                 .map_err(io::Error::from),
             }
             .map_err(io_err("link", &path))?;
+            if !self.synced {
+                return Ok(());
+            }
             durable::sync_linked(
                 &pending.file,
                 &[&self.open_dir(), &self.dir.join("registrations")],
@@ -354,7 +357,9 @@ impl Runtime {
         )
     }
 
-    /// H7: records where a scope with a health check stands (replaced whole).
+    /// H7: records where a scope with a health check stands, rewritten in place under the
+    /// file's lock ([`write_in_place`]: a probe a second must not create and delete a file a
+    /// second); not synced (display and waiting only).
     pub fn write_health(
         &self,
         rec: &refine_protocol::record::HealthRecord,
@@ -363,7 +368,7 @@ impl Runtime {
             what: "health record",
             source,
         })?;
-        write_replacing(&self.health_path(rec.id), "health", &bytes)
+        write_in_place(&self.health_path(rec.id), &bytes)
     }
 
     /// H7: where `id`'s health stands, as its prober last recorded it, if it did.
@@ -371,13 +376,21 @@ impl Runtime {
         &self,
         id: RegistrationId,
     ) -> Result<Option<refine_protocol::record::HealthRecord>, RegistryError> {
-        self.read_side_record(
-            &self.health_path(id),
+        let path = self.health_path(id);
+        let bytes = match read_locked(&path, refine_protocol::record::MAX_RECORD) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err("read", &path)(e)),
+        };
+        self.decode_side_record(
+            &path,
+            &bytes,
             "health record",
             refine_protocol::record::HealthRecord::decode,
             |r| (r.id, r.runtime),
             id,
         )
+        .map(Some)
     }
 
     /// The stall watch's last recorded status of `id`, if any.
@@ -432,18 +445,32 @@ impl Runtime {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io_err("read", path)(e)),
         };
+        self.decode_side_record(path, &bytes, what, decode, owner, id)
+            .map(Some)
+    }
+
+    /// A side record's bytes decoded, and checked to be `id`'s of this runtime.
+    fn decode_side_record<T>(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        what: &'static str,
+        decode: fn(&[u8]) -> Result<T, DecodeError>,
+        owner: fn(&T) -> (RegistrationId, RuntimeId),
+        id: RegistrationId,
+    ) -> Result<T, RegistryError> {
         let corrupt = |source| RegistryError::Corrupt {
             what,
             path: path.to_owned(),
             source,
         };
-        let rec = decode(&bytes).map_err(corrupt)?;
+        let rec = decode(bytes).map_err(corrupt)?;
         if owner(&rec) != (id, self.id) {
             return Err(corrupt(DecodeError::InvalidField {
                 field: "id or runtime",
             }));
         }
-        Ok(Some(rec))
+        Ok(rec)
     }
 
     /// Reads and decodes a record; a damaged one is [`RegistryError::Corrupt`], never guessed at.
@@ -570,6 +597,44 @@ pub(super) fn write_replacing(path: &Path, ext: &str, bytes: &[u8]) -> Result<()
         let _ = fs::remove_file(&tmp);
         io_err("rename", path)(e)
     })
+}
+
+/// Rewrites `path` in place (created the first time): the whole of `bytes` from offset 0, then
+/// the file cut to their length, under an exclusive `flock` that [`read_locked`] readers wait
+/// for, so that a reader sees the old or the new content, never a part. No file is created or
+/// deleted after the first write (a temporary renamed over the record would be one of each per
+/// write: on ext4 without a journal, every new inode then scans the recently deleted ones).
+/// Not synced.
+pub(super) fn write_in_place(path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
+    use std::os::unix::fs::FileExt;
+    let f = durable::open_private(
+        fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false),
+        path,
+    )
+    .map_err(io_err("open", path))?;
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| io_err("lock", path)(e.into()))?;
+    f.write_all_at(bytes, 0)
+        .and_then(|()| f.set_len(bytes.len() as u64))
+        .map_err(io_err("write", path))
+}
+
+/// [`read_bounded`] under a shared `flock` (the writer's is exclusive: [`write_in_place`]).
+pub fn read_locked(path: &Path, max: usize) -> io::Result<Vec<u8>> {
+    let f = fs::File::open(path)?;
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::LockShared)?;
+    let mut buf = Vec::with_capacity((max + 1).min(8 * 1024));
+    (&f).take(max as u64 + 1).read_to_end(&mut buf)?;
+    if buf.len() > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {max} bytes"),
+        ));
+    }
+    Ok(buf)
 }
 
 /// Reads at most `max` bytes; a larger file is an error rather than an unbounded allocation.
