@@ -94,6 +94,7 @@ pub use crate::kernel::signal::{
 };
 pub use crate::launch::credentials::CredentialsError;
 pub use crate::launch::credentials::{require_privilege, resolve as resolve_user};
+pub use crate::launch::escalation::{Escalation, DEFAULT_STOP_GRACE};
 pub use crate::launch::guardian::guardian_exe;
 pub use crate::launch::pty::WindowSize;
 pub use crate::launch::readiness::{ReadyAsk, DEFAULT_READY_TIMEOUT};
@@ -263,6 +264,14 @@ impl Command {
     /// passes, the stop this much later. Zero: the stop at once (the default).
     pub fn kill_after(mut self, grace: Duration) -> Command {
         self.request.kill_after = (!grace.is_zero()).then_some(grace);
+        self
+    }
+
+    /// W9: the grace the workload has after the first termination request the host relays
+    /// ([`Child::on_termination_request`]); default 10 s
+    /// ([`crate::launch::escalation::DEFAULT_STOP_GRACE`], `run --stop-grace`).
+    pub fn stop_grace(mut self, grace: Duration) -> Command {
+        self.request.stop_grace = grace;
         self
     }
 
@@ -507,6 +516,19 @@ impl Child {
     /// Forwards `signal` to the workload (through the guardian; counts as activity).
     pub fn signal(&self, signal: Signal) -> Result<(), LaunchError> {
         self.handle.signal(signal.as_raw())
+    }
+
+    /// W9: a signal the host received (its own `SIGINT` or `SIGTERM`, say), relayed as `run`
+    /// relays its own. A termination request (`SIGINT`, `SIGTERM`) is forwarded, then the
+    /// workload has [`Command::stop_grace`] to end before its scope ends through the shared stop
+    /// ([`LaunchOutcome::Cancelled`]); the same request a second time ends it at once, the other
+    /// one is only forwarded; once the workload has ended (by itself or by the signal), what
+    /// is left of its scope is stopped through the shared stop whatever the scope's policy, so
+    /// the result's receipt proves the end. Every other signal is forwarded and nothing more
+    /// (it starts no timer). The engine keeps the rule ([`crate::launch::escalation`]): it
+    /// holds whichever thread waits.
+    pub fn on_termination_request(&self, signal: Signal) -> Result<(), LaunchError> {
+        self.handle.termination_request(signal.as_raw())
     }
 
     /// Ends the launch at once: the tree is stopped, the outcome is

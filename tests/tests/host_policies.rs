@@ -1,0 +1,158 @@
+//! The policies `run` applies, through the face (SPEC E3, issue 41 item 1): a Rust host that
+//! holds a `Child` gets W9's termination requests and W11's deadline with its kill-after as
+//! `run` does. Real guardian, real workloads.
+
+use std::path::Path;
+use std::time::Duration;
+
+use refine_supervisor::host::Signal;
+use refine_supervisor::{Command, LaunchOutcome, LaunchResult, ScopeState, Supervisor};
+use refine_tests::{bin, wait_until};
+
+/// Generous: the machine is shared by several builds.
+const SLACK: Duration = Duration::from_secs(60);
+
+fn supervisor() -> (tempfile::TempDir, Supervisor) {
+    let home = tempfile::tempdir().expect("a home");
+    let sup = Supervisor::open(home.path())
+        .expect("open the runtime")
+        .with_guardian_exe(bin("refine-guardian"));
+    (home, sup)
+}
+
+/// Waits for the workload's word that it is set up (a file it writes), not for a time.
+fn wait_up(file: &Path) {
+    assert!(
+        wait_until(SLACK, || file.exists()),
+        "the workload never said it was up ({})",
+        file.display()
+    );
+}
+
+/// `sh -c SCRIPT sh UP`: the script writes `$1` once it is set up.
+fn script(script: &str, up: &Path) -> Command {
+    Command::new("sh").args(["-c", script, "sh"]).arg(up)
+}
+
+/// Stops whatever a test left of a scope, so that no process outlives it.
+fn clean_up(sup: &Supervisor, result: &LaunchResult) {
+    let _ = refine_supervisor::launch::shared_stop(sup.runtime(), &result.registration);
+}
+
+/// A workload that ends on SIGTERM but leaves a process behind that ignores it.
+const LEAVES_A_RESIDUE: &str = "(trap '' TERM; exec sleep 600) & echo up > \"$1\"; exec sleep 600";
+
+/// W9 through the face: the request is forwarded, the workload ends by it, and what else of
+/// its scope still runs is stopped through the shared stop: the receipt proves the end.
+#[test]
+fn a_termination_request_ends_the_rest_of_the_scope_once_the_workload_ends() {
+    let (home, sup) = supervisor();
+    let up = home.path().join("up");
+    let child = sup
+        .spawn(script(LEAVES_A_RESIDUE, &up).stop_grace(Duration::from_secs(600)))
+        .expect("spawn");
+    wait_up(&up);
+    child
+        .on_termination_request(Signal::TERM)
+        .expect("the request");
+    let result = child.wait().expect("the result");
+    clean_up(&sup, &result);
+    assert_eq!(
+        result.status,
+        refine_supervisor::WorkloadStatus::Signaled(libc::SIGTERM),
+        "{result:?}"
+    );
+    assert!(
+        matches!(result.scope, ScopeState::Exited(_)),
+        "the residue was left running: {:?}",
+        result.scope
+    );
+}
+
+/// The negative control: a plain signal is only forwarded; a `command` launch keeps the rest of
+/// its scope (its policy), so the scope is still live when the result comes.
+#[test]
+fn a_plain_signal_leaves_the_rest_of_the_scope_running() {
+    let (home, sup) = supervisor();
+    let up = home.path().join("up");
+    let child = sup.spawn(script(LEAVES_A_RESIDUE, &up)).expect("spawn");
+    wait_up(&up);
+    child.signal(Signal::TERM).expect("the signal");
+    let result = child.wait().expect("the result");
+    clean_up(&sup, &result);
+    assert!(
+        matches!(result.scope, ScopeState::Live),
+        "the residue was stopped without a request: {:?}",
+        result.scope
+    );
+}
+
+/// W9: the same request a second time ends the scope at once, whatever the grace; a different
+/// one in between is only forwarded.
+#[test]
+fn the_same_request_twice_ends_the_scope_at_once() {
+    let (home, sup) = supervisor();
+    let up = home.path().join("up");
+    let mut child = sup
+        .spawn(
+            script("trap '' TERM INT; echo up > \"$1\"; exec sleep 600", &up)
+                .stop_grace(Duration::from_secs(600)),
+        )
+        .expect("spawn");
+    wait_up(&up);
+    child
+        .on_termination_request(Signal::TERM)
+        .expect("the request");
+    child
+        .on_termination_request(Signal::INT)
+        .expect("the other request");
+    assert!(
+        child
+            .wait_timeout(Duration::from_millis(500))
+            .expect("a wait")
+            .is_none(),
+        "a different request escalated"
+    );
+    child
+        .on_termination_request(Signal::TERM)
+        .expect("the second request");
+    let result = child
+        .wait_timeout(SLACK)
+        .expect("a wait")
+        .expect("the second request ended the scope");
+    clean_up(&sup, &result);
+    assert_eq!(result.outcome, LaunchOutcome::Cancelled, "{result:?}");
+    assert!(
+        matches!(result.scope, ScopeState::Exited(_)),
+        "{:?}",
+        result.scope
+    );
+}
+
+/// W9: a workload that ignores the request has the grace, then its scope is stopped.
+#[test]
+fn the_grace_over_the_scope_is_stopped() {
+    let (home, sup) = supervisor();
+    let up = home.path().join("up");
+    let mut child = sup
+        .spawn(
+            script("trap '' TERM; echo up > \"$1\"; exec sleep 600", &up)
+                .stop_grace(Duration::from_millis(300)),
+        )
+        .expect("spawn");
+    wait_up(&up);
+    child
+        .on_termination_request(Signal::TERM)
+        .expect("the request");
+    let result = child
+        .wait_timeout(SLACK)
+        .expect("a wait")
+        .expect("the grace ended the scope");
+    clean_up(&sup, &result);
+    assert_eq!(result.outcome, LaunchOutcome::Cancelled, "{result:?}");
+    assert!(
+        matches!(result.scope, ScopeState::Exited(_)),
+        "{:?}",
+        result.scope
+    );
+}
