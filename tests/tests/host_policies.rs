@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use refine_supervisor::host::Signal;
+use refine_supervisor::host::{Signal, Timeout};
 use refine_supervisor::{Command, LaunchOutcome, LaunchResult, ScopeState, Supervisor};
 use refine_tests::{bin, wait_until};
 
@@ -155,4 +155,80 @@ fn the_grace_over_the_scope_is_stopped() {
         "{:?}",
         result.scope
     );
+}
+
+/// W11 through the face: a deadline alone is `timeout DUR`: SIGTERM to the workload's group
+/// first, and a workload that ends on it keeps its status; the result's exit code is 124, as
+/// coreutils `timeout` and `run` give it.
+#[test]
+fn a_deadline_alone_sends_sigterm_first_and_exits_124() {
+    let (home, sup) = supervisor();
+    let up = home.path().join("up");
+    let child = sup
+        .spawn(
+            script(
+                "trap 'exit 0' TERM; echo up > \"$1\"; while :; do sleep 0.05; done",
+                &up,
+            )
+            .deadline(Timeout::after(Duration::from_millis(300))),
+        )
+        .expect("spawn");
+    assert_eq!(
+        child.registration().limits.kill_after_ms,
+        Some(Timeout::DEFAULT_KILL_AFTER.as_millis() as u64),
+        "the default kill-after"
+    );
+    let result = child.wait().expect("the result");
+    clean_up(&sup, &result);
+    assert_eq!(result.outcome, LaunchOutcome::TimedOut, "{result:?}");
+    assert_eq!(
+        result.status,
+        refine_supervisor::WorkloadStatus::Exited(0),
+        "{result:?}"
+    );
+    assert_eq!(result.exit_code(), 124);
+}
+
+/// W11: a workload that ignores the SIGTERM is stopped after the kill-after; 137.
+#[test]
+fn a_deadline_kills_a_term_ignorer_after_its_kill_after_and_exits_137() {
+    let (home, sup) = supervisor();
+    let up = home.path().join("up");
+    let child = sup
+        .spawn(
+            script("trap '' TERM; echo up > \"$1\"; exec sleep 600", &up).deadline(
+                Timeout::after(Duration::from_millis(200)).kill_after(Duration::from_millis(300)),
+            ),
+        )
+        .expect("spawn");
+    let result = child.wait().expect("the result");
+    clean_up(&sup, &result);
+    assert_eq!(result.outcome, LaunchOutcome::TimedOut, "{result:?}");
+    assert_eq!(
+        result.status,
+        refine_supervisor::WorkloadStatus::Signaled(libc::SIGKILL),
+        "{result:?}"
+    );
+    assert_eq!(result.exit_code(), 137);
+}
+
+/// W11: zero is no deadline (`timeout 0`), and a kill-after of zero kills at once.
+#[test]
+fn zero_is_no_deadline_and_a_zero_kill_after_is_none() {
+    let none = Timeout::after(Duration::ZERO);
+    assert_eq!(none.completion(), None);
+    assert_eq!(none.grace(), None, "no deadline, no grace");
+    let at_once = Timeout::after(Duration::from_secs(1)).kill_after(Duration::ZERO);
+    assert_eq!(at_once.grace(), None);
+    let idle = Timeout::default().idle(Duration::from_secs(1));
+    assert_eq!(idle.grace(), Some(Timeout::DEFAULT_KILL_AFTER));
+    let (_home, sup) = supervisor();
+    let child = sup
+        .spawn(Command::new("true").deadline(none))
+        .expect("spawn");
+    assert_eq!(child.registration().limits.completion_timeout_ms, None);
+    assert_eq!(child.registration().limits.kill_after_ms, None);
+    let result = child.wait().expect("the result");
+    assert_eq!(result.outcome, LaunchOutcome::Completed);
+    assert_eq!(result.exit_code(), 0);
 }

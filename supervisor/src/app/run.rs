@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use refine_protocol::frame::SpawnStep;
-use refine_protocol::{ProcessWitness, WorkloadStatus};
+use refine_protocol::ProcessWitness;
 use rustix::process::Signal;
 
 use super::cli::RunArgs;
@@ -52,7 +52,7 @@ use super::error::{CliError, ServiceError};
 use super::ops::{launch_options, print_json, LaunchOptions};
 use refine_supervisor::capacity::{admit, Admission};
 use refine_supervisor::error_chain;
-use refine_supervisor::host::{Runtime, Stream};
+use refine_supervisor::host::{Runtime, Stream, Timeout};
 use refine_supervisor::kernel::procfs;
 use refine_supervisor::kernel::terminal::Foreground;
 use refine_supervisor::launch::capture::{Forward, StreamState};
@@ -435,13 +435,19 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
     if args.command.is_empty() {
         return Err(ServiceError::from(super::error::SpecError::EmptyCommand).into());
     }
+    // W11: the deadlines as coreutils `timeout` has them, the face's rule.
+    cmd = cmd.deadline(Timeout::of(
+        args.timeout,
+        args.idle_timeout,
+        args.kill_after,
+    ));
     let mut cmd = launch_options(
         cmd,
         LaunchOptions {
             kind: args.kind.kind(),
-            timeout: args.timeout,
-            idle_timeout: args.idle_timeout,
-            kill_after: args.kill_after,
+            timeout: None,
+            idle_timeout: None,
+            kill_after: None,
             log_cap_bytes: Some(args.log_cap),
             pty: args.pty,
             user: args.user.as_deref(),
@@ -529,7 +535,7 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
     if let Some(tty) = relay.terminal.take() {
         tty.0.take_back();
     }
-    let mut code = exit_code(&result);
+    let mut code = result.exit_code();
     // The `stop` scope policy (quality), or the completion deadline, which bounds the whole
     // scope (W7), ends the residue on the engine's watch thread: see it through before this
     // process exits, or the stop would die with us.
@@ -674,34 +680,7 @@ const RESIDUE_STOP_WAIT: Duration = Duration::from_secs(20);
 /// How often the residue wait looks for a signal to `run`.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
-/// Exit status of a launch that a deadline ended without the kill, as coreutils `timeout`.
-const TIMED_OUT: i32 = 124;
-
-/// The shell's view of a launch: the workload's code, 128+signal, 127/126 for a spawn failure;
-/// a deadline (`--timeout`, `--idle-timeout`) that ended the workload with the polite signal of
-/// `--kill-after` exits 124 whatever the workload's own status, and one that had to kill it
-/// 137, as `timeout -k` does (the document keeps the workload's status and the outcome).
-fn exit_code(r: &LaunchResult) -> i32 {
-    let deadline = matches!(
-        r.outcome,
-        LaunchOutcome::TimedOut | LaunchOutcome::IdleTimeout
-    );
-    match (r.outcome, r.status.shell_code()) {
-        _ if deadline && r.status != WorkloadStatus::Signaled(libc::SIGKILL) => TIMED_OUT,
-        (_, Some(c)) => c,
-        (LaunchOutcome::SpawnFailed { errno, .. }, None) => spawn_failure_code(errno),
-        _ => 1,
-    }
-}
-
-/// 127 when the program (or directory) was not found, 126 otherwise, as a shell says.
-pub(crate) fn spawn_failure_code(errno: i32) -> i32 {
-    if errno == libc::ENOENT {
-        127
-    } else {
-        126
-    }
-}
+pub(crate) use refine_supervisor::host::spawn_failure_code;
 
 /// The `run --json` document: id, outcome, exit_code or signal, stdout/stderr {complete, path}.
 fn run_doc(r: &LaunchResult) -> RunDoc {
