@@ -158,19 +158,16 @@ fn the_grace_over_the_scope_is_stopped() {
 }
 
 /// W11 through the face: a deadline alone is `timeout DUR`: SIGTERM to the workload's group
-/// first, and a workload that ends on it keeps its status; the result's exit code is 124, as
+/// first (the workload dies of it, not of a kill), and the result's exit code is 124, as
 /// coreutils `timeout` and `run` give it.
 #[test]
 fn a_deadline_alone_sends_sigterm_first_and_exits_124() {
-    let (home, sup) = supervisor();
-    let up = home.path().join("up");
+    let (_home, sup) = supervisor();
     let child = sup
         .spawn(
-            script(
-                "trap 'exit 0' TERM; echo up > \"$1\"; while :; do sleep 0.05; done",
-                &up,
-            )
-            .deadline(Timeout::after(Duration::from_millis(300))),
+            Command::new("sleep")
+                .arg("600")
+                .deadline(Timeout::after(Duration::from_millis(300))),
         )
         .expect("spawn");
     assert_eq!(
@@ -183,24 +180,25 @@ fn a_deadline_alone_sends_sigterm_first_and_exits_124() {
     assert_eq!(result.outcome, LaunchOutcome::TimedOut, "{result:?}");
     assert_eq!(
         result.status,
-        refine_supervisor::WorkloadStatus::Exited(0),
+        refine_supervisor::WorkloadStatus::Signaled(libc::SIGTERM),
         "{result:?}"
     );
     assert_eq!(result.exit_code(), 124);
 }
 
-/// W11: a workload that ignores the SIGTERM is stopped after the kill-after; 137.
+/// W11: a workload that ignores the SIGTERM (ignored from its start, as `nohup` would leave
+/// it: no race with the deadline) is stopped after the kill-after; 137.
 #[test]
 fn a_deadline_kills_a_term_ignorer_after_its_kill_after_and_exits_137() {
-    let (home, sup) = supervisor();
-    let up = home.path().join("up");
-    let child = sup
-        .spawn(
-            script("trap '' TERM; echo up > \"$1\"; exec sleep 600", &up).deadline(
-                Timeout::after(Duration::from_millis(200)).kill_after(Duration::from_millis(300)),
-            ),
-        )
-        .expect("spawn");
+    let (_home, sup) = supervisor();
+    let mut cmd = Command::new("sleep").arg("600").deadline(
+        Timeout::after(Duration::from_millis(200)).kill_after(Duration::from_millis(300)),
+    );
+    cmd.request_mut().signal_state = Some(refine_protocol::frame::SignalState {
+        ignored: 1 << (libc::SIGTERM - 1),
+        blocked: 0,
+    });
+    let child = sup.spawn(cmd).expect("spawn");
     let result = child.wait().expect("the result");
     clean_up(&sup, &result);
     assert_eq!(result.outcome, LaunchOutcome::TimedOut, "{result:?}");
@@ -231,4 +229,47 @@ fn zero_is_no_deadline_and_a_zero_kill_after_is_none() {
     let result = child.wait().expect("the result");
     assert_eq!(result.outcome, LaunchOutcome::Completed);
     assert_eq!(result.exit_code(), 0);
+}
+
+/// W8 through the face: the shutdown rule a host (the service) applies to its own launches:
+/// SIGTERM to each, the grace for them to end, the shared stop for the rest; every scope ends
+/// with its receipt. One that ends on the SIGTERM is not stopped; one that ignores it is, once
+/// the grace is over.
+#[test]
+fn shutdown_ends_each_launch_and_stops_the_rest_after_the_grace() {
+    let (home, sup) = supervisor();
+    let (up_a, up_b) = (home.path().join("up-a"), home.path().join("up-b"));
+    let polite = sup
+        .spawn(script(
+            "trap 'exit 0' TERM; echo up > \"$1\"; while :; do sleep 0.05; done",
+            &up_a,
+        ))
+        .expect("spawn");
+    let deaf = sup
+        .spawn(script(
+            "trap '' TERM; echo up > \"$1\"; exec sleep 600",
+            &up_b,
+        ))
+        .expect("spawn");
+    wait_up(&up_a);
+    wait_up(&up_b);
+    // Generous: the polite one must end within it also on a loaded machine.
+    let done = sup.shutdown(&[polite.id(), deaf.id()], Duration::from_secs(5));
+    assert_eq!(done.ended_in_grace, vec![polite.id()], "{done:?}");
+    assert_eq!(done.stopped.len(), 1, "{done:?}");
+    assert_eq!(done.stopped[0].id, deaf.id().to_string());
+    assert!(
+        matches!(
+            done.stopped[0].outcome,
+            refine_supervisor::host::StopOutcomeDoc::Stopped(_)
+        ),
+        "{done:?}"
+    );
+    // Proven ended when `shutdown` returns: the assessment of each says `exited`.
+    for child in [polite, deaf] {
+        let a = refine_supervisor::host::ops::assess_one(sup.runtime(), child.registration());
+        assert_eq!(a.state, refine_supervisor::host::State::Exited, "{a:?}");
+        let result = child.wait().expect("the result");
+        clean_up(&sup, &result);
+    }
 }

@@ -53,7 +53,7 @@ use super::docs::{
 };
 use super::error::{io_err, AdmitError, CliError, ServiceError};
 use super::metrics::{self, Metrics, RequestResult};
-use super::ops::{self, assess_one, launch_command, maintenance_pass, recover_all, stop_one};
+use super::ops::{self, launch_command, maintenance_pass, recover_all, stop_one};
 use super::resolve;
 use super::throttle::{Backoff, LogLimit};
 use refine_supervisor::capacity;

@@ -6,7 +6,7 @@
 //! One file per part: `view` (the assessment as shown, `ps`, `show`), `stops` (`stop` and the
 //! stop after a grace driven elsewhere), `recovery` (`recover` and its plan), `gc` (retention,
 //! forgetting, retirement), `wait` (until ended or healthy), `hygiene` (`holders`, `reap`),
-//! `maintenance` (the maintenance pass, capacity, housekeeping); this file has the error and
+//! `maintenance` (the maintenance pass, capacity, housekeeping), `shutdown` (W8's rule); this file has the error and
 //! the [`crate::Supervisor`] methods.
 
 use std::collections::BTreeMap;
@@ -51,6 +51,7 @@ mod gc;
 mod hygiene;
 mod maintenance;
 mod recovery;
+mod shutdown;
 mod stops;
 mod view;
 mod wait;
@@ -59,12 +60,19 @@ pub use gc::*;
 pub use hygiene::*;
 pub use maintenance::*;
 pub use recovery::*;
+pub use shutdown::*;
 pub use stops::*;
 pub use view::*;
 pub use wait::*;
 
 /// E3: the operations on the supervisor's runtime, as the CLI and the service perform them.
 impl crate::Supervisor {
+    /// W8: the shutdown rule for `ids` ([`shutdown()`]): SIGTERM to each live one, up to
+    /// `grace` for them to end (waited on their guardians' pidfds), then the shared stop.
+    pub fn shutdown(&self, ids: &[RegistrationId], grace: Duration) -> Shutdown {
+        shutdown(self.runtime(), ids, grace)
+    }
+
     /// The `ps` rows: with `all`, every registration of the history; without, the scopes not
     /// yet proven exited. Newest first.
     pub fn list(&self, all: bool) -> Result<Vec<ScopeView>, RegistryError> {
