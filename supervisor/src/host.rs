@@ -78,7 +78,7 @@ pub mod ops;
 
 // The types an application on the face names (E3, issue 41 item 2): its runtime, its errors,
 // the values it parses and passes on. The mechanisms stay in their modules.
-pub use crate::capacity::{human_bytes, AdmitError};
+pub use crate::capacity::{human_bytes, AdmitError, SlotTurn, SlotWait};
 pub use crate::end::assess::ReceiptFileError;
 pub use crate::end::recover::RecoverError;
 pub use crate::history::forget::ForgetError;
