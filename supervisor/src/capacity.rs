@@ -27,7 +27,8 @@ use crate::store::registry::Runtime;
 
 mod admission;
 pub use admission::{
-    admit, capacity_report, probe, try_admit, Admission, AdmitError, Census, UNKNOWN_KIND,
+    admit, capacity_report, probe, try_admit, Admission, AdmitError, Census, SlotTurn, SlotWait,
+    UNKNOWN_KIND,
 };
 
 /// The reservation floor per workload: 2 GiB.

@@ -78,7 +78,7 @@ pub mod ops;
 
 // The types an application on the face names (E3, issue 41 item 2): its runtime, its errors,
 // the values it parses and passes on. The mechanisms stay in their modules.
-pub use crate::capacity::{human_bytes, AdmitError};
+pub use crate::capacity::{human_bytes, AdmitError, SlotTurn, SlotWait};
 pub use crate::end::assess::ReceiptFileError;
 pub use crate::end::recover::RecoverError;
 pub use crate::history::forget::ForgetError;
@@ -94,6 +94,7 @@ pub use crate::kernel::signal::{
 };
 pub use crate::launch::credentials::CredentialsError;
 pub use crate::launch::credentials::{require_privilege, resolve as resolve_user};
+pub use crate::launch::escalation::{Escalation, DEFAULT_STOP_GRACE};
 pub use crate::launch::guardian::guardian_exe;
 pub use crate::launch::pty::WindowSize;
 pub use crate::launch::readiness::{ReadyAsk, DEFAULT_READY_TIMEOUT};
@@ -278,10 +279,30 @@ impl Command {
         self
     }
 
+    /// W11: the deadlines as coreutils `timeout` has them ([`Timeout`]): zero is none, and a
+    /// deadline without a kill-after gets [`Timeout::DEFAULT_KILL_AFTER`] (SIGTERM first, the
+    /// stop 5 s later), as `run --timeout` does. Replaces what [`Command::timeout`],
+    /// [`Command::idle_timeout`] and [`Command::kill_after`] set.
+    pub fn deadline(mut self, timeout: Timeout) -> Command {
+        self.request.timeout = timeout.completion();
+        self.request.idle_timeout = timeout.idle_deadline();
+        self.request.kill_after = timeout.grace();
+        self
+    }
+
     /// A deadline's grace (`timeout -k`): SIGTERM to the workload's group when a deadline
-    /// passes, the stop this much later. Zero: the stop at once (the default).
+    /// passes, the stop this much later. Zero: the stop at once (the default here; with
+    /// [`Command::deadline`], 5 s).
     pub fn kill_after(mut self, grace: Duration) -> Command {
         self.request.kill_after = (!grace.is_zero()).then_some(grace);
+        self
+    }
+
+    /// W9: the grace the workload has after the first termination request the host relays
+    /// ([`Child::on_termination_request`]); default 10 s
+    /// ([`crate::launch::escalation::DEFAULT_STOP_GRACE`], `run --stop-grace`).
+    pub fn stop_grace(mut self, grace: Duration) -> Command {
+        self.request.stop_grace = grace;
         self
     }
 
@@ -448,6 +469,118 @@ impl From<LaunchRequest> for Command {
     }
 }
 
+/// W11: a launch's deadlines as coreutils `timeout` has them, the rule `run` applies: a
+/// completion deadline (`--timeout`) and an idle one (`--idle-timeout`), zero being none (as
+/// `timeout 0`); when one passes, SIGTERM to the workload's process group, then the scope's
+/// stop after the kill-after (`--kill-after`, default [`Timeout::DEFAULT_KILL_AFTER`]; zero:
+/// the stop at once). [`LaunchResult::exit_code`] then says 124, or 137 when it had to kill.
+/// The service API keeps its own rule (a socket launch without `kill_after_ms` is killed at
+/// its deadline): a host opts in with [`Command::deadline`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Timeout {
+    completion: Option<Duration>,
+    idle: Option<Duration>,
+    kill_after: Option<Duration>,
+}
+
+impl Timeout {
+    /// The grace a deadline gets unless it asks for another (coreutils has none by default;
+    /// `run` gives 5 s, SPEC W11).
+    pub const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(5);
+
+    /// A completion deadline, from the start, for the whole scope (zero: none).
+    pub fn after(completion: Duration) -> Timeout {
+        Timeout::default().completion_opt(Some(completion))
+    }
+
+    /// The three as a command line gives them (each `None` when not given).
+    pub fn of(
+        completion: Option<Duration>,
+        idle: Option<Duration>,
+        kill_after: Option<Duration>,
+    ) -> Timeout {
+        Timeout {
+            kill_after,
+            ..Timeout::default().completion_opt(completion)
+        }
+        .idle_opt(idle)
+    }
+
+    fn completion_opt(mut self, d: Option<Duration>) -> Timeout {
+        self.completion = d.filter(|d| !d.is_zero());
+        self
+    }
+
+    fn idle_opt(mut self, d: Option<Duration>) -> Timeout {
+        self.idle = d.filter(|d| !d.is_zero());
+        self
+    }
+
+    /// An idle deadline too: no output, input, resize or signal for this long (zero: none).
+    pub fn idle(self, idle: Duration) -> Timeout {
+        self.idle_opt(Some(idle))
+    }
+
+    /// The grace between the SIGTERM and the stop (zero: the stop at once).
+    pub fn kill_after(mut self, grace: Duration) -> Timeout {
+        self.kill_after = Some(grace);
+        self
+    }
+
+    /// The completion deadline, if any.
+    pub fn completion(&self) -> Option<Duration> {
+        self.completion
+    }
+
+    /// The idle deadline, if any.
+    pub fn idle_deadline(&self) -> Option<Duration> {
+        self.idle
+    }
+
+    /// The grace a passed deadline gives: the one asked for, else
+    /// [`Timeout::DEFAULT_KILL_AFTER`]; `None` (the stop at once) for a zero one, and when no
+    /// deadline is set.
+    pub fn grace(&self) -> Option<Duration> {
+        if self.completion.is_none() && self.idle.is_none() {
+            return None;
+        }
+        Some(self.kill_after.unwrap_or(Timeout::DEFAULT_KILL_AFTER)).filter(|d| !d.is_zero())
+    }
+}
+
+/// The exit status a shell gives a program that could not be run: 127 when it (or its
+/// directory) was not found, 126 otherwise.
+pub fn spawn_failure_code(errno: i32) -> i32 {
+    if errno == libc::ENOENT {
+        127
+    } else {
+        126
+    }
+}
+
+impl LaunchResult {
+    /// The shell's view of the launch, as `run` exits and coreutils `timeout` would (W11): the
+    /// workload's code, 128+signal, 127/126 for a spawn failure ([`spawn_failure_code`]); a
+    /// deadline that ended the workload with its polite signal is 124 whatever the workload's
+    /// own status, and one that had to kill it 137 (the result keeps the status and the
+    /// outcome).
+    pub fn exit_code(&self) -> i32 {
+        let deadline = matches!(
+            self.outcome,
+            LaunchOutcome::TimedOut | LaunchOutcome::IdleTimeout
+        );
+        match (self.outcome, self.status.shell_code()) {
+            _ if deadline && self.status != WorkloadStatus::Signaled(libc::SIGKILL) => TIMED_OUT,
+            (_, Some(c)) => c,
+            (LaunchOutcome::SpawnFailed { errno, .. }, None) => spawn_failure_code(errno),
+            _ => 1,
+        }
+    }
+}
+
+/// Exit status of a launch that a deadline ended without the kill, as coreutils `timeout`.
+const TIMED_OUT: i32 = 124;
+
 /// A running launch: its registration, its input, and the way to its result.
 #[derive(Debug)]
 pub struct Child {
@@ -526,6 +659,19 @@ impl Child {
     /// Forwards `signal` to the workload (through the guardian; counts as activity).
     pub fn signal(&self, signal: Signal) -> Result<(), LaunchError> {
         self.handle.signal(signal.as_raw())
+    }
+
+    /// W9: a signal the host received (its own `SIGINT` or `SIGTERM`, say), relayed as `run`
+    /// relays its own. A termination request (`SIGINT`, `SIGTERM`) is forwarded, then the
+    /// workload has [`Command::stop_grace`] to end before its scope ends through the shared stop
+    /// ([`LaunchOutcome::Cancelled`]); the same request a second time ends it at once, the other
+    /// one is only forwarded; once the workload has ended (by itself or by the signal), what
+    /// is left of its scope is stopped through the shared stop whatever the scope's policy, so
+    /// the result's receipt proves the end. Every other signal is forwarded and nothing more
+    /// (it starts no timer). The engine keeps the rule ([`crate::launch::escalation`]): it
+    /// holds whichever thread waits.
+    pub fn on_termination_request(&self, signal: Signal) -> Result<(), LaunchError> {
+        self.handle.termination_request(signal.as_raw())
     }
 
     /// Ends the launch at once: the tree is stopped, the outcome is

@@ -29,6 +29,7 @@ pub mod capture;
 pub mod credentials;
 pub mod deadline;
 pub mod env_policy;
+pub mod escalation;
 pub mod guardian;
 pub mod health;
 pub mod protect;
@@ -543,6 +544,7 @@ impl Supervisor {
             link,
             capture,
             deadlines,
+            escalation: escalation::Escalation::new(req.stop_grace),
             output_limit: req.output_limit,
             control: Some(control_rx),
             policy,

@@ -162,8 +162,8 @@ pub enum Command {
 
 /// `run --stop-grace` when not given.
 pub const STOP_GRACE_DEFAULT: &str = "10s";
-/// `run --kill-after` when a deadline is given without it (W11).
-pub const KILL_AFTER_DEFAULT: Duration = Duration::from_secs(5);
+/// `run --kill-after` when a deadline is given without it (W11): the face's rule.
+pub const KILL_AFTER_DEFAULT: Duration = refine_supervisor::host::Timeout::DEFAULT_KILL_AFTER;
 /// `run --log-cap` when not given.
 pub const LOG_CAP_DEFAULT: &str = "1GiB";
 

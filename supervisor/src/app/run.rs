@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use refine_protocol::frame::SpawnStep;
-use refine_protocol::{ProcessWitness, WorkloadStatus};
+use refine_protocol::ProcessWitness;
 use rustix::process::Signal;
 
 use super::cli::RunArgs;
@@ -52,7 +52,7 @@ use super::error::{CliError, ServiceError};
 use super::ops::{launch_options, print_json, LaunchOptions};
 use refine_supervisor::capacity::{admit, Admission};
 use refine_supervisor::error_chain;
-use refine_supervisor::host::{Runtime, Stream};
+use refine_supervisor::host::{Runtime, Stream, Timeout};
 use refine_supervisor::kernel::procfs;
 use refine_supervisor::kernel::terminal::Foreground;
 use refine_supervisor::launch::capture::{Forward, StreamState};
@@ -223,12 +223,10 @@ fn relayed_signals() -> Vec<i32> {
 /// The signals stay blocked and are read from a `signalfd`: no handler, no thread.
 struct Relay {
     signals: std::os::fd::OwnedFd,
-    grace: Duration,
-    /// The first termination request (`SIGINT` or `SIGTERM`, W9) that was forwarded: the same
-    /// signal again ends the scope at once; the other one is only forwarded.
-    asked_to_end: Option<i32>,
-    /// When the grace of that first one is over and the scope ends through the shared stop.
-    cancel_at: Option<Instant>,
+    /// A termination request (`SIGINT` or `SIGTERM`, W9) came: the launch's engine applies
+    /// the rule ([`refine_supervisor::host::Escalation`]: the grace, the same one again at
+    /// once, the residue with the workload); `run` still ends a residue its engine left.
+    asked_to_end: bool,
     /// The last termination request that came and [`Relay::wait`] has not told yet.
     unseen_end: Option<i32>,
     /// The last termination request that came once the workload had ended (X10): `run`'s own.
@@ -261,6 +259,7 @@ struct Ended;
 impl LaunchAsks for Ended {
     fn signal(&mut self, _: i32) {}
     fn cancel(&mut self) {}
+    fn termination_request(&mut self, _: i32) {}
     fn stopped(&mut self, stop: &mut dyn FnMut()) {
         stop();
     }
@@ -270,19 +269,14 @@ impl LaunchAsks for Ended {
 }
 
 impl Relay {
-    fn new(
-        signals: refine_supervisor::kernel::child_signals::Blocked,
-        grace: Duration,
-    ) -> Result<Relay, CliError> {
+    fn new(signals: refine_supervisor::kernel::child_signals::Blocked) -> Result<Relay, CliError> {
         let signals = signals.signalfd().map_err(|source| ServiceError::Io {
             op: "start the signal relay",
             source,
         })?;
         Ok(Relay {
             signals,
-            grace,
-            asked_to_end: None,
-            cancel_at: None,
+            asked_to_end: false,
             unseen_end: None,
             after_workload: None,
             terminal: None,
@@ -304,17 +298,9 @@ impl Relay {
                     if !launch.workload_running() {
                         self.after_workload = Some(sig);
                     }
-                    match self.asked_to_end {
-                        // The same request again: at once.
-                        Some(first) if first == sig => launch.cancel(),
-                        // The other one: forwarded, and nothing more.
-                        Some(_) => launch.signal(sig),
-                        None => {
-                            self.asked_to_end = Some(sig);
-                            launch.signal(sig);
-                            self.cancel_at = Some(Instant::now() + self.grace);
-                        }
-                    }
+                    // W9, kept by the engine: forwarded, the grace, the same one again at once.
+                    self.asked_to_end = true;
+                    launch.termination_request(sig);
                 }
                 libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
                     // Passed on (the guardian stops the workload's whole group) before `run`
@@ -379,21 +365,12 @@ impl Beside for Relay {
     }
 
     fn wake(&self) -> Option<Instant> {
-        let recheck = self
-            .terminal
+        self.terminal
             .as_ref()
-            .map(|_| Instant::now() + STOPPED_RECHECK);
-        match (self.cancel_at, recheck) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+            .map(|_| Instant::now() + STOPPED_RECHECK)
     }
 
     fn ready(&mut self, launch: &mut dyn LaunchAsks) {
-        if self.cancel_at.is_some_and(|at| Instant::now() >= at) {
-            self.cancel_at = None;
-            launch.cancel();
-        }
         self.take(launch);
         self.follow_job_control(launch);
     }
@@ -447,7 +424,8 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
     let mut cmd = Command::new(args.command.first().cloned().unwrap_or_default())
         .args(args.command.iter().skip(1))
         .envs(args.env.iter().map(|(k, v)| (k, v)))
-        .label(args.label.clone());
+        .label(args.label.clone())
+        .stop_grace(args.stop_grace);
     if let Some(cwd) = &args.cwd {
         cmd = cmd.current_dir(cwd);
     }
@@ -457,13 +435,19 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
     if args.command.is_empty() {
         return Err(ServiceError::from(super::error::SpecError::EmptyCommand).into());
     }
+    // W11: the deadlines as coreutils `timeout` has them, the face's rule.
+    cmd = cmd.deadline(Timeout::of(
+        args.timeout,
+        args.idle_timeout,
+        args.kill_after,
+    ));
     let mut cmd = launch_options(
         cmd,
         LaunchOptions {
             kind: args.kind.kind(),
-            timeout: args.timeout,
-            idle_timeout: args.idle_timeout,
-            kill_after: args.kill_after,
+            timeout: None,
+            idle_timeout: None,
+            kill_after: None,
             log_cap_bytes: Some(args.log_cap),
             pty: args.pty,
             user: args.user.as_deref(),
@@ -542,7 +526,7 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
         // W12: a pipe, a file or `/dev/null` on stdin reaches the terminal, then its end.
         relay_stdin(handle.input_writer(), false, true)?;
     }
-    let mut relay = Relay::new(signals, args.stop_grace)?;
+    let mut relay = Relay::new(signals)?;
     relay.terminal = foreground.clone().map(|tty| (tty, workload));
     let mut result = handle
         .wait_beside(&mut relay)
@@ -551,7 +535,7 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
     if let Some(tty) = relay.terminal.take() {
         tty.0.take_back();
     }
-    let mut code = exit_code(&result);
+    let mut code = result.exit_code();
     // The `stop` scope policy (quality), or the completion deadline, which bounds the whole
     // scope (W7), ends the residue on the engine's watch thread: see it through before this
     // process exits, or the stop would die with us.
@@ -562,13 +546,15 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
         }
     };
     // W9: after a termination request, what is left of the scope once the workload has ended
-    // is stopped through the shared stop, as `docker stop` and `tini -g` end the group.
+    // is stopped through the shared stop, as `docker stop` and `tini -g` end the group: the
+    // engine does it before its result ([`refine_supervisor::host::Escalation`]); a residue it
+    // could not end (a failed stop, a receipt late) is stopped here once more.
     // W14: as the init of a PID namespace, `run`'s exit kills every process of the namespace
     // (the guardian too, before its receipt): what is left of the scope is stopped first, as
     // after a termination request, and `run` exits once the receipt proves the end.
     let namespace_init = rustix::process::getpid().as_raw_nonzero().get() == 1;
     let mut residue_stopped = false;
-    if result.scope == ScopeState::Live && (relay.asked_to_end.is_some() || namespace_init) {
+    if result.scope == ScopeState::Live && (relay.asked_to_end || namespace_init) {
         stop_residue(&result);
         residue_stopped = true;
     }
@@ -694,34 +680,7 @@ const RESIDUE_STOP_WAIT: Duration = Duration::from_secs(20);
 /// How often the residue wait looks for a signal to `run`.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
-/// Exit status of a launch that a deadline ended without the kill, as coreutils `timeout`.
-const TIMED_OUT: i32 = 124;
-
-/// The shell's view of a launch: the workload's code, 128+signal, 127/126 for a spawn failure;
-/// a deadline (`--timeout`, `--idle-timeout`) that ended the workload with the polite signal of
-/// `--kill-after` exits 124 whatever the workload's own status, and one that had to kill it
-/// 137, as `timeout -k` does (the document keeps the workload's status and the outcome).
-fn exit_code(r: &LaunchResult) -> i32 {
-    let deadline = matches!(
-        r.outcome,
-        LaunchOutcome::TimedOut | LaunchOutcome::IdleTimeout
-    );
-    match (r.outcome, r.status.shell_code()) {
-        _ if deadline && r.status != WorkloadStatus::Signaled(libc::SIGKILL) => TIMED_OUT,
-        (_, Some(c)) => c,
-        (LaunchOutcome::SpawnFailed { errno, .. }, None) => spawn_failure_code(errno),
-        _ => 1,
-    }
-}
-
-/// 127 when the program (or directory) was not found, 126 otherwise, as a shell says.
-pub(crate) fn spawn_failure_code(errno: i32) -> i32 {
-    if errno == libc::ENOENT {
-        127
-    } else {
-        126
-    }
-}
+pub(crate) use refine_supervisor::host::spawn_failure_code;
 
 /// The `run --json` document: id, outcome, exit_code or signal, stdout/stderr {complete, path}.
 fn run_doc(r: &LaunchResult) -> RunDoc {

@@ -53,14 +53,14 @@ use super::docs::{
 };
 use super::error::{io_err, AdmitError, CliError, ServiceError};
 use super::metrics::{self, Metrics, RequestResult};
-use super::ops::{self, assess_one, launch_command, maintenance_pass, recover_all, stop_one};
+use super::ops::{self, launch_command, maintenance_pass, recover_all, stop_one};
 use super::resolve;
 use super::throttle::{Backoff, LogLimit};
 use refine_supervisor::capacity;
 use refine_supervisor::end::stop;
 use refine_supervisor::error_chain;
 use refine_supervisor::host::Signal;
-use refine_supervisor::host::{RegistryError, Runtime, Stream};
+use refine_supervisor::host::{RegistryError, Runtime, SlotTurn, SlotWait, Stream};
 use refine_supervisor::hygiene::stall::{self, sample::Watcher, StallConfig};
 use refine_supervisor::store::fence;
 use refine_supervisor::Supervisor;
@@ -197,13 +197,11 @@ fn admit_response(e: AdmitError) -> Response {
     Response::err(kind, error_chain(&e))
 }
 
-/// How often the head of the slot queue takes a census while it waits.
-const SLOT_POLL: Duration = Duration::from_millis(200);
-
 /// Capacity admission for the service (C1–C4) without a thread per waiter (D2): an `agent`
 /// launch takes its turn in one FIFO queue (an async lock: waiting in it costs no thread and no
-/// census), and only the queue's head takes a census, every [`SLOT_POLL`], on the blocking pool
-/// for the census alone, until a slot is free or its `wait_for_slot` is over. Returns the
+/// census), and only the queue's head takes a census, on the blocking pool for the census alone,
+/// when the library's [`SlotWait`] says (every [`SlotWait::PERIOD`]), until a slot is free or
+/// its `wait_for_slot` is over. Returns the
 /// admission lock, held until the registration is durable. Refused once shutdown began (D3).
 async fn admit_queued(
     state: &Arc<Service>,
@@ -226,7 +224,8 @@ async fn admit_queued(
         .map(Some)
         .map_err(admit_response);
     }
-    let deadline = tokio::time::Instant::now() + spec.wait_for_slot.unwrap_or_default();
+    let wait = SlotWait::new(std::time::Instant::now(), spec.wait_for_slot);
+    let deadline = tokio::time::Instant::from_std(wait.until());
     let census = |state: &Arc<Service>| {
         let st = state.clone();
         let spec = spec.clone();
@@ -252,22 +251,19 @@ async fn admit_queued(
         return census(state).await.map(Some).map_err(admit_response);
     };
     loop {
-        match census(state).await {
-            Ok(lock) => return Ok(Some(lock)),
-            Err(e @ AdmitError::NoCapacity { .. }) => {
-                let now = tokio::time::Instant::now();
-                if now >= deadline {
-                    return Err(admit_response(e));
-                }
+        let check = census(state).await;
+        match wait.after(check, std::time::Instant::now()) {
+            SlotTurn::Admitted(lock) => return Ok(Some(lock)),
+            SlotTurn::Refused(e) => return Err(admit_response(e)),
+            SlotTurn::LookAgainAt(at) => {
                 tokio::select! {
-                    _ = tokio::time::sleep_until(deadline.min(now + SLOT_POLL)) => {}
+                    _ = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}
                     _ = closing.wait_for(|c| *c) => {}
                 }
                 if state.is_closed() {
                     return Err(shutting_down());
                 }
             }
-            Err(e) => return Err(admit_response(e)),
         }
     }
 }

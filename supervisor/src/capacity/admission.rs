@@ -175,7 +175,8 @@ impl<'a> Admission<'a> {
 /// `wait_for_slot`, and no other open scope holds a unique launch's label, with the admission
 /// lock held: the caller keeps it until the launch's registration is durable (C4), so
 /// concurrent launches never overshoot the slots and two unique launches of one label never
-/// both start (the second one's check sees the first one's record).
+/// both start (the second one's check sees the first one's record). The blocking driver of a
+/// [`SlotWait`]; the service drives the same value from its event loop.
 pub fn admit(rt: &Runtime, spec: &Admission<'_>) -> Result<Option<Fence>, AdmitError> {
     if spec.kind != Kind::Agent && !spec.unique {
         return Ok(None);
@@ -183,18 +184,75 @@ pub fn admit(rt: &Runtime, spec: &Admission<'_>) -> Result<Option<Fence>, AdmitE
     if spec.unique && spec.label.is_empty() {
         return Err(AdmitError::UniqueWithoutLabel);
     }
-    let deadline = Instant::now() + spec.wait_for_slot.unwrap_or_default();
+    let wait = SlotWait::new(Instant::now(), spec.wait_for_slot);
     let mut probe = (spec.kind == Kind::Agent).then(probe);
     loop {
-        match try_admit(
+        let check = try_admit(
             rt,
             probe.as_mut().map(|p| &mut **p as &mut dyn HostProbe),
             spec,
-        ) {
-            Err(AdmitError::NoCapacity { .. }) if Instant::now() < deadline => {}
-            other => return Ok(Some(other?)),
+        );
+        match wait.after(check, Instant::now()) {
+            SlotTurn::Admitted(lock) => return Ok(Some(lock)),
+            SlotTurn::Refused(e) => return Err(e),
+            SlotTurn::LookAgainAt(at) => {
+                std::thread::sleep(at.saturating_duration_since(Instant::now()))
+            }
         }
-        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The wait for a capacity slot (C1, `--wait-for-slot`, the API's `wait_for_slot_ms`) as a
+/// timer: told each admission check's answer, it says whether the launch goes, is refused, or
+/// when to look again. Nothing but the census tells that a slot freed up (a scope of another
+/// process may end), so the wait looks again every [`SlotWait::PERIOD`] until its bound. One
+/// rule for the blocking caller ([`admit`]) and the service's event loop, which keeps its
+/// waiters in one FIFO so that only its head takes censuses (D2).
+#[derive(Debug, Clone, Copy)]
+pub struct SlotWait {
+    until: Instant,
+}
+
+/// What a [`SlotWait`] says after one admission check.
+#[derive(Debug)]
+pub enum SlotTurn {
+    /// The launch goes: the admission lock, held until its registration is durable.
+    Admitted(Fence),
+    /// No slot yet: check again at this instant (never after the wait's bound).
+    LookAgainAt(Instant),
+    /// Refused: no slot within the bound, a held label, or a census that failed.
+    Refused(AdmitError),
+}
+
+impl SlotWait {
+    /// How often a waiter takes a census while no slot is free.
+    pub const PERIOD: Duration = Duration::from_millis(200);
+
+    /// A wait from `now` of at most `wait_for_slot` (`None`: none, one check decides). A bound
+    /// the clock cannot hold is [`refine_protocol::api::MAX_DURATION`].
+    pub fn new(now: Instant, wait_for_slot: Option<Duration>) -> SlotWait {
+        let bound = wait_for_slot
+            .unwrap_or_default()
+            .min(refine_protocol::api::MAX_DURATION);
+        SlotWait {
+            until: now.checked_add(bound).unwrap_or(now),
+        }
+    }
+
+    /// When the wait is over: the last check is made then.
+    pub fn until(&self) -> Instant {
+        self.until
+    }
+
+    /// What the answer of a check made at `now` means.
+    pub fn after(&self, check: Result<Fence, AdmitError>, now: Instant) -> SlotTurn {
+        match check {
+            Ok(lock) => SlotTurn::Admitted(lock),
+            Err(AdmitError::NoCapacity { .. }) if now < self.until => {
+                SlotTurn::LookAgainAt(self.until.min(now + SlotWait::PERIOD))
+            }
+            Err(e) => SlotTurn::Refused(e),
+        }
     }
 }
 
@@ -252,4 +310,72 @@ fn label_holder(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{admit, Admission, AdmitError, SlotTurn, SlotWait};
+    use crate::store::registry::{create_home, Runtime, DEFAULT_PORT};
+    use refine_protocol::Kind;
+    use std::time::{Duration, Instant};
+
+    /// A wait the clock cannot hold is no panic (W11: never an abort, anywhere): a free label
+    /// is admitted at once whatever the caller's bound.
+    #[test]
+    fn a_wait_the_clock_cannot_hold_admits_without_a_panic() {
+        let home = tempfile::tempdir().expect("a home");
+        create_home(home.path()).expect("the home");
+        let rt = Runtime::open(home.path(), DEFAULT_PORT).expect("the runtime");
+        let ask = Admission {
+            kind: Kind::Command,
+            label: "only-one",
+            unique: true,
+            wait_for_slot: Some(Duration::MAX),
+        };
+        assert!(admit(&rt, &ask).expect("admitted").is_some());
+    }
+
+    fn no_capacity() -> AdmitError {
+        AdmitError::NoCapacity {
+            slots: 1,
+            live: 1,
+            unverified: 0,
+        }
+    }
+
+    #[test]
+    fn no_slot_looks_again_each_period_until_the_bound_then_refuses() {
+        let now = Instant::now();
+        let wait = SlotWait::new(now, Some(Duration::from_millis(500)));
+        assert_eq!(wait.until(), now + Duration::from_millis(500));
+        match wait.after(Err(no_capacity()), now) {
+            SlotTurn::LookAgainAt(at) => assert_eq!(at, now + SlotWait::PERIOD),
+            other => panic!("{other:?}"),
+        }
+        // The last look is at the bound, never after it.
+        let late = now + Duration::from_millis(400);
+        match wait.after(Err(no_capacity()), late) {
+            SlotTurn::LookAgainAt(at) => assert_eq!(at, wait.until()),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            wait.after(Err(no_capacity()), wait.until()),
+            SlotTurn::Refused(AdmitError::NoCapacity { .. })
+        ));
+    }
+
+    #[test]
+    fn without_a_wait_one_check_decides_and_other_refusals_never_wait() {
+        let now = Instant::now();
+        let wait = SlotWait::new(now, None);
+        assert!(matches!(
+            wait.after(Err(no_capacity()), now),
+            SlotTurn::Refused(_)
+        ));
+        let long = SlotWait::new(now, Some(Duration::from_secs(60)));
+        assert!(matches!(
+            long.after(Err(AdmitError::UniqueWithoutLabel), now),
+            SlotTurn::Refused(AdmitError::UniqueWithoutLabel)
+        ));
+    }
 }

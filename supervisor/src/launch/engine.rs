@@ -21,6 +21,7 @@ use super::{LaunchOutcome, LaunchResult, ScopeEnded, ScopeWatch, StopFailure};
 use crate::end::stop::{Grace, Next, StopOptions, StopReport, Stopping};
 use crate::launch::capture::{Capture, CaptureError, CaptureFailure, Tail};
 use crate::launch::deadline::{Deadlines, Expired};
+use crate::launch::escalation::{Answer, Escalation};
 use crate::launch::guardian::{GuardianEvent, GuardianLink};
 use crate::store::fence::Fence;
 use crate::store::registry::Runtime;
@@ -76,6 +77,8 @@ pub(super) const CTL_OPERATOR_STOP: u8 = b's';
 pub(super) const CTL_ACTIVITY: u8 = b'a';
 /// Followed by the signal number in the same message.
 pub(super) const CTL_SIGNAL: u8 = b'k';
+/// A signal the host received, relayed per W9 ([`Escalation`]): followed by its number.
+pub(super) const CTL_TERMINATION: u8 = b't';
 
 /// How long the engine waits for the guardian's receipt after a stop it made.
 pub(super) const RECEIPT_AFTER_STOP: Duration = Duration::from_secs(10);
@@ -179,6 +182,8 @@ pub(super) struct Engine {
     pub(super) link: GuardianLink,
     pub(super) capture: Capture,
     pub(super) deadlines: Deadlines,
+    /// W9: the termination requests the host relayed ([`Engine::termination_request`]).
+    pub(super) escalation: Escalation,
     pub(super) output_limit: Option<u64>,
     /// Closed (`None`) once every handle and canceller is gone: a detached launch holds no
     /// descriptor for a control channel nobody can write to.
@@ -308,6 +313,18 @@ impl Engine {
             // scope's end is known (its receipt usually follows the exit within ms).
             let scope_known = st.receipt.is_some() || st.channel_closed;
             if self.capture.is_done(now) && (scope_known || self.capture.drain_over(now)) {
+                // W9: after a termination request, what is left of the scope once the
+                // workload has ended is stopped through the shared stop (`docker stop`,
+                // `tini -g`), whatever the scope's policy.
+                if self.escalation.asked()
+                    && !st.stopped
+                    && st.receipt.is_none()
+                    && !st.channel_closed
+                {
+                    st.stopped = true;
+                    st.stop_due = true;
+                    return Step::StopDue;
+                }
                 // D2: after a stop this engine proved, the receipt is due within milliseconds:
                 // wait for it on the channel like for anything else, not on a thread. A stop
                 // that failed waits for nothing (D6: a receipt that cannot come).
@@ -331,8 +348,13 @@ impl Engine {
                 .is_some_and(|l| self.capture.total_read() > l)
             {
                 Some(LaunchOutcome::OutputLimit)
+            } else if let Some(f) = self.capture.failure() {
+                Some(LaunchOutcome::CaptureFault(f))
             } else {
-                self.capture.failure().map(LaunchOutcome::CaptureFault)
+                // W9: the grace of a termination request is over.
+                self.escalation
+                    .grace_over(now)
+                    .then_some(LaunchOutcome::Cancelled)
             };
             if let Some(cause) = cause {
                 self.stop(st, cause);
@@ -354,7 +376,10 @@ impl Engine {
             return Step::StopDue;
         }
         let wake = if st.cause.is_none() && !st.workload_over() {
-            self.deadlines.next()
+            match (self.deadlines.next(), self.escalation.end_at()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
         } else if !st.workload_over() {
             let grace_until = st
                 .stopping
@@ -536,10 +561,23 @@ impl Engine {
                         self.forward_signal(st, i32::from(signo));
                         self.activity();
                     }
+                    [CTL_TERMINATION, signo] => self.termination_request(st, i32::from(signo)),
                     _ => self.activity(),
                 },
                 Err(rustix::io::Errno::INTR) => {}
                 Err(_) => return,
+            }
+        }
+    }
+
+    /// W9: a signal the host received: forwarded (and activity), or, the same termination
+    /// request a second time, the scope ends at once ([`Escalation`]).
+    fn termination_request(&mut self, st: &mut State, signo: i32) {
+        match self.escalation.request(signo, Instant::now()) {
+            Answer::EndNow => self.stop(st, LaunchOutcome::Cancelled),
+            Answer::Forward => {
+                self.forward_signal(st, signo);
+                self.activity();
             }
         }
     }
@@ -698,6 +736,9 @@ pub trait LaunchAsks {
     fn signal(&mut self, signo: i32);
     /// Ends the scope through the shared stop (outcome `cancelled`), as a [`super::Canceller`].
     fn cancel(&mut self);
+    /// A signal the host received, relayed per W9 ([`Escalation`]): `SIGINT` and `SIGTERM` are
+    /// requests to end, every other signal is forwarded.
+    fn termination_request(&mut self, signo: i32);
     /// Runs `stop`, which stops this process until it is continued (job control), with the
     /// launch's output kept flowing meanwhile
     /// ([`crate::launch::capture::Capture::flowing_while_stopped`]).
@@ -722,6 +763,10 @@ impl LaunchAsks for Asked<'_> {
 
     fn cancel(&mut self) {
         self.engine.stop(self.st, LaunchOutcome::Cancelled);
+    }
+
+    fn termination_request(&mut self, signo: i32) {
+        self.engine.termination_request(self.st, signo);
     }
 
     fn stopped(&mut self, stop: &mut dyn FnMut()) {

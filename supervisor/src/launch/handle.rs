@@ -7,7 +7,9 @@ use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{mpsc, Arc, Mutex};
 
-use super::engine::{Beside, CTL_ACTIVITY, CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL};
+use super::engine::{
+    Beside, CTL_ACTIVITY, CTL_CANCEL, CTL_OPERATOR_STOP, CTL_SIGNAL, CTL_TERMINATION,
+};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -61,6 +63,13 @@ impl Canceller {
     /// [`LaunchHandle::signal`].
     pub fn signal(&self, signo: i32) -> Result<(), LaunchError> {
         self.control.send_msg(&[CTL_SIGNAL, signal_byte(signo)?]);
+        Ok(())
+    }
+    /// Relays a signal the host received per W9 ([`crate::launch::escalation`]): see
+    /// [`LaunchHandle::termination_request`].
+    pub fn termination_request(&self, signo: i32) -> Result<(), LaunchError> {
+        self.control
+            .send_msg(&[CTL_TERMINATION, signal_byte(signo)?]);
         Ok(())
     }
 }
@@ -151,6 +160,15 @@ impl LaunchHandle {
     /// whole tree.
     pub fn signal(&self, signo: i32) -> Result<(), LaunchError> {
         self.canceller().signal(signo)
+    }
+
+    /// W9: relays a signal the host received. `SIGINT` and `SIGTERM` are requests to end:
+    /// the first is forwarded and the workload has the request's `stop_grace`, then the scope
+    /// ends (outcome `cancelled`); the same one again ends it at once; once the workload has
+    /// ended, the rest of its scope is stopped through the shared stop. Every other signal is
+    /// forwarded and nothing more ([`crate::launch::escalation`]).
+    pub fn termination_request(&self, signo: i32) -> Result<(), LaunchError> {
+        self.canceller().termination_request(signo)
     }
 
     /// Closes a piped stdin (the workload reads EOF).

@@ -54,6 +54,10 @@ pub struct LaunchRequest {
     /// A deadline's grace (T7, `timeout -k`): SIGTERM to the workload's group when a deadline
     /// passes, the shared stop this much later. `None`: the stop at once.
     pub kill_after: Option<Duration>,
+    /// W9: the grace a workload has after the first termination request its host relays
+    /// ([`crate::launch::LaunchHandle::termination_request`]); default
+    /// [`crate::launch::escalation::DEFAULT_STOP_GRACE`].
+    pub stop_grace: Duration,
     /// H7's probe scopes: no lifecycle events in the journal (`false`); every other launch
     /// writes them.
     pub events: bool,
@@ -148,6 +152,7 @@ impl LaunchRequest {
             timeout: None,
             idle_timeout: None,
             kill_after: None,
+            stop_grace: crate::launch::escalation::DEFAULT_STOP_GRACE,
             events: true,
             durable: true,
             artifacts: true,

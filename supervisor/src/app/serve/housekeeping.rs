@@ -9,7 +9,7 @@ pub(super) const ANSWERS_AT_SHUTDOWN: Duration = Duration::from_secs(2);
 pub(super) const ENGINES_AT_SHUTDOWN: Duration = Duration::from_secs(10);
 
 /// W8: SIGTERM to every live launch of this service, the grace, then the shared stop for the
-/// rest; then the engines are joined (bounded) so each result is on disk.
+/// rest ([`ops::shutdown`]); then the engines are joined (bounded) so each result is on disk.
 pub(super) fn shutdown(state: &Service, grace: Duration) {
     let rt = &state.rt;
     // D3: nothing more is admitted, waiters included; a launch under way finishes first and is
@@ -21,48 +21,16 @@ pub(super) fn shutdown(state: &Service, grace: Duration) {
         .lock()
         .map(|l| l.iter().copied().collect())
         .unwrap_or_default();
-    let live: Vec<Registration> = ids
-        .into_iter()
-        .filter_map(|id| rt.read_registration(id).ok())
-        .filter(|reg| assess_one(rt, reg).state == State::Live)
-        .collect();
     tracing::info!(
-        launches = live.len(),
+        launches = ids.len(),
         grace_ms = refine_protocol::time::saturating_ms(grace),
         "shutdown: SIGTERM to the service's launches"
     );
-    let polite = stop::StopOptions {
-        cause: Some(StopCause::Operator),
-        ..stop::StopOptions::default()
-    };
-    // Each launch's grace is the stop's own step, driven here: SIGTERM now, then the proof or
-    // the forceful stop when the grace is over.
-    let mut left: Vec<(Registration, stop::Stopping)> = live
-        .into_iter()
-        .map(|reg| {
-            let mut s = stop::Stopping::new(Some(stop::Grace::term(grace)));
-            if let Err(e) = s.signal(rt, &reg, &polite) {
-                tracing::warn!(id = %reg.id, error = %error_chain(&e), "shutdown: cannot send SIGTERM");
-            }
-            (reg, s)
-        })
-        .collect();
-    loop {
-        let now = Instant::now();
-        left.retain_mut(|(reg, s)| {
-            s.advance(now, assess_one(rt, reg).state != State::Live) != stop::Next::Ended
-        });
-        if left
-            .iter_mut()
-            .all(|(_, s)| s.advance(now, false) == stop::Next::Force)
-        {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for (reg, s) in &left {
-        let doc = ops::stop_after_grace(rt, reg, StopCause::Operator, s);
-        tracing::info!(id = %reg.id, result = %json_line(&doc), "shutdown: stopped after the grace");
+    // The rule itself is the face's: SIGTERM, the grace waited on the guardians' pidfds, the
+    // shared stop for the rest.
+    let done = ops::shutdown(rt, &ids, grace);
+    for doc in &done.stopped {
+        tracing::info!(id = %doc.id, result = %json_line(doc), "shutdown: stopped after the grace");
     }
     let engines = std::mem::take(&mut *state.engines.lock().unwrap_or_else(|p| p.into_inner()));
     let (tx, rx) = std::sync::mpsc::channel();
@@ -78,7 +46,7 @@ pub(super) fn shutdown(state: &Service, grace: Duration) {
         tracing::warn!("shutdown: launch engines still running; leaving them");
     }
     tracing::info!(
-        stopped_after_grace = left.len(),
+        stopped_after_grace = done.stopped.len(),
         "shutdown: the service's launches ended"
     );
 }
