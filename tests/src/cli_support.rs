@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub use crate::words;
 use crate::{bin, wait_until};
 use serde_json::Value;
 
@@ -190,6 +191,31 @@ impl Home {
             last == state
         });
         assert!(ok, "{id} stayed {last}, expected {state}: {}", self.row(id));
+    }
+
+    /// Waits (bounded) until `ps` lists a registration labelled `label`: its id.
+    pub fn wait_labelled(&self, label: &str) -> String {
+        let mut id = String::new();
+        let listed = wait_until(DEADLINE, || {
+            id = self
+                .ps()
+                .into_iter()
+                .find(|r| r["label"] == label)
+                .and_then(|r| r["id"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            !id.is_empty()
+        });
+        assert!(listed, "{label} never listed");
+        id
+    }
+
+    /// The guardian's witness (pid, start time) of `id`, as `show` gives it.
+    pub fn guardian_of(&self, id: &str) -> refine_protocol::ProcessWitness {
+        let [(pid, start_time), _] = witnesses(self, id);
+        refine_protocol::ProcessWitness {
+            pid: pid as u32,
+            start_time,
+        }
     }
 }
 
@@ -551,6 +577,28 @@ pub fn json_of(bytes: &[u8]) -> serde_json::Value {
             String::from_utf8_lossy(bytes)
         )
     })
+}
+
+/// Waits (bounded) for a `run --json` child to exit, then parses the document its stdout
+/// reader (`out`, from [`collect`]) gathered: the status and the document.
+pub fn finished_document(
+    child: &mut Child,
+    out: std::thread::JoinHandle<Vec<u8>>,
+    what: &str,
+) -> (ExitStatus, Value) {
+    let st = wait_bounded(child, DEADLINE, what);
+    (st, json_of(&out.join().unwrap()))
+}
+
+/// [`finished_document`] after sending `sig` to the child.
+pub fn signalled_document(
+    child: &mut Child,
+    out: std::thread::JoinHandle<Vec<u8>>,
+    sig: i32,
+    what: &str,
+) -> (ExitStatus, Value) {
+    signal(child, sig);
+    finished_document(child, out, what)
 }
 
 /// `run --json -- sh` with `trap` lines installed, started and ready (its ready file exists).

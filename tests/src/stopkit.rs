@@ -9,6 +9,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::time::Duration;
 
+pub use crate::words;
 use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
 use refine_protocol::ProcessWitness;
 use refine_supervisor::kernel::tree::{self, Member, Roots};
@@ -143,6 +144,12 @@ pub fn launch_guardian(rt: &Runtime, tree_builder: &Path, tree_args: &[&str]) ->
         lines: BufReader::new(reader),
         ready: None,
     }
+}
+
+/// [`launch_guardian`] of `tree_builder` with its arguments written as one line
+/// (`--sessions 2 --groups 2`, split at white space).
+pub fn launch_tree(rt: &Runtime, tree_builder: &str, tree_args: &str) -> GuardianScope {
+    launch_guardian(rt, Path::new(tree_builder), &words(tree_args))
 }
 
 /// Whether the witnessed process still exists (alive, or a zombie not yet reaped).

@@ -7,7 +7,7 @@ use refine_tests::cli_support;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use cli_support::{Home, DEADLINE};
+use cli_support::{words, Home, DEADLINE};
 use refine_tests::{bin, wait_until};
 
 /// Copies the supervisor and the guardian into `dir` through `cp` in a child process: a copy
@@ -36,15 +36,7 @@ fn copy_binaries(dir: &Path) -> (String, String) {
 /// settled; returns the rows (every one is stopped before this returns, whatever it shows).
 fn run_with_timeout(home: &Home, argv: &[&str], expect_rows: usize) -> Vec<serde_json::Value> {
     // `--kill-after 0`: no SIGTERM first, the scope is stopped (quiesce, kill) at the deadline.
-    let mut args = vec![
-        "run",
-        "--json",
-        "--timeout",
-        "2s",
-        "--kill-after",
-        "0",
-        "--",
-    ];
+    let mut args = words("run --json --timeout 2s --kill-after 0 --");
     args.extend(argv);
     let mut run = home
         .command(&args)

@@ -10,7 +10,7 @@ use refine_tests::cli_support;
 use std::path::PathBuf;
 use std::process::Stdio;
 
-use cli_support::{witnesses, Home, Serving, DEADLINE};
+use cli_support::{witnesses, words, Home, Serving, DEADLINE};
 use refine_tests::wait_until;
 
 /// A home outside every shared temporary directory.
@@ -308,12 +308,7 @@ fn a_nested_run_keeps_its_own_evidence_out_of_its_workloads_reach() {
         .map(str::to_owned)
         .collect();
     assert!(out.status.success(), "{out:?}; {lines:#?}");
-    for name in [
-        "overwrite_receipt",
-        "truncate_proof",
-        "rename_record",
-        "kill_guardian",
-    ] {
+    for name in words("overwrite_receipt truncate_proof rename_record kill_guardian") {
         assert_eq!(outcome(&lines, name), "refused", "{name}: {lines:#?}");
     }
     let outer_doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("outer json");
@@ -377,13 +372,7 @@ fn no_new_privs_is_set_by_an_unprivileged_supervisor_only() {
     assert_eq!(
         no_new_privs_of(
             &home,
-            &[
-                "setpriv",
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--"
-            ]
+            &words("setpriv --reuid=65534 --regid=65534 --clear-groups --")
         ),
         "1"
     );

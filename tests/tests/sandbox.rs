@@ -7,7 +7,7 @@ use refine_tests::cli_support;
 use std::path::Path;
 use std::process::Output;
 
-use cli_support::{assert_one_line_error, describe, Home, Serving};
+use cli_support::{assert_one_line_error, describe, words, Home, Serving};
 
 fn landlock_abi() -> u32 {
     refine_supervisor::kernel::landlock::abi().unwrap_or(0)
@@ -145,13 +145,7 @@ fn the_sandbox_is_recorded_and_shown() {
     let out = run_in(
         &home,
         ws.path(),
-        &[
-            "--json",
-            "--sandbox",
-            "workspace-write",
-            "--network",
-            "none",
-        ],
+        &words("--json --sandbox workspace-write --network none"),
         "true",
         &[],
     );

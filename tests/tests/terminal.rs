@@ -39,14 +39,7 @@ impl Shell {
         // `setsid --ctty`: a session of its own, with this terminal as its controlling
         // terminal, as a terminal emulator starts a login shell.
         let child = Command::new("setsid")
-            .args([
-                "--ctty",
-                "bash",
-                "--norc",
-                "--noprofile",
-                "--noediting",
-                "-i",
-            ])
+            .args(words("--ctty bash --norc --noprofile --noediting -i"))
             .env("PS1", PROMPT)
             .env("TERM", "dumb")
             .env("HISTFILE", "/dev/null")
