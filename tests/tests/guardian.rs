@@ -8,7 +8,7 @@ use std::path::Path;
 
 use refine_protocol::frame::MAX_FRAME;
 use refine_protocol::{Frame, Hello, Receipt, ScopeEnd, WorkloadStatus};
-use refine_tests::driver::{Guardian, Launch, Msg};
+use refine_tests::driver::{marker_launch, Guardian, Launch, Msg};
 
 /// Checks every bound field of `r` against the hello and the launch, and the file on disk.
 fn assert_receipt_matches(r: &Receipt, hello: &Hello, l: &Launch) {
@@ -42,6 +42,14 @@ fn run(l: &Launch) -> (Hello, Vec<Msg>, Receipt) {
     assert!(status.success(), "guardian failed: {status:?} {stderr}");
     assert_receipt_matches(&receipt, &hello, l);
     (hello, frames, receipt)
+}
+
+/// [`run`] of a launch that must fail to spawn with `errno`: its first frame says so; the
+/// receipt.
+fn run_spawn_failed(l: &Launch, errno: i32) -> Receipt {
+    let (_, frames, r) = run(l);
+    assert_eq!(frames[0], Msg::SpawnFailed { errno }, "{frames:?}");
+    r
 }
 
 fn sh(dir: &Path, script: &str) -> Launch {
@@ -89,28 +97,14 @@ fn death_by_signal_propagates_exactly() {
 fn missing_executable_is_spawn_failed_enoent_with_receipt() {
     let dir = tempfile::tempdir().unwrap();
     let l = Launch::new(&dir.path().join("proof"), &["no-such-program-refine"]);
-    let (_, frames, r) = run(&l);
-    assert_eq!(
-        frames[0],
-        Msg::SpawnFailed {
-            errno: libc::ENOENT
-        },
-        "{frames:?}"
-    );
+    let r = run_spawn_failed(&l, libc::ENOENT);
     assert_eq!(r.end, ScopeEnd::SpawnFailed);
     assert_eq!(r.spawn_errno, libc::ENOENT);
     assert_eq!(r.status, WorkloadStatus::NeverStarted);
 
     let dir = tempfile::tempdir().unwrap();
     let l = Launch::new(&dir.path().join("proof"), &["/nonexistent/refine/prog"]);
-    let (_, frames, r) = run(&l);
-    assert_eq!(
-        frames[0],
-        Msg::SpawnFailed {
-            errno: libc::ENOENT
-        },
-        "{frames:?}"
-    );
+    let r = run_spawn_failed(&l, libc::ENOENT);
     assert_eq!(r.spawn_errno, libc::ENOENT);
 }
 
@@ -120,14 +114,7 @@ fn not_executable_is_spawn_failed_eacces() {
     let file = dir.path().join("data.txt");
     fs::write(&file, "not a program").unwrap();
     let l = Launch::new(&dir.path().join("proof"), &[file.as_os_str()]);
-    let (_, frames, r) = run(&l);
-    assert_eq!(
-        frames[0],
-        Msg::SpawnFailed {
-            errno: libc::EACCES
-        },
-        "{frames:?}"
-    );
+    let r = run_spawn_failed(&l, libc::EACCES);
     assert_eq!(r.end, ScopeEnd::SpawnFailed);
 }
 
@@ -136,14 +123,7 @@ fn a_failed_setup_is_a_spawn_failure_and_the_program_never_runs() {
     let dir = tempfile::tempdir().unwrap();
     let (mut l, marker) = marker_launch(dir.path());
     l.cwd = Some(dir.path().join("no such dir"));
-    let (_, frames, r) = run(&l);
-    assert_eq!(
-        frames[0],
-        Msg::SpawnFailed {
-            errno: libc::ENOENT
-        },
-        "{frames:?}"
-    );
+    let r = run_spawn_failed(&l, libc::ENOENT);
     assert_eq!(
         (r.end, r.spawn_errno),
         (ScopeEnd::SpawnFailed, libc::ENOENT)
@@ -157,26 +137,9 @@ fn a_failed_setup_is_a_spawn_failure_and_the_program_never_runs() {
         soft: 1,
         hard: 1,
     }];
-    let (_, frames, r) = run(&l);
-    assert_eq!(
-        frames[0],
-        Msg::SpawnFailed {
-            errno: libc::EINVAL
-        },
-        "{frames:?}"
-    );
+    let r = run_spawn_failed(&l, libc::EINVAL);
     assert_eq!(r.end, ScopeEnd::SpawnFailed);
     assert!(!marker.exists() && !marker2.exists());
-}
-
-/// A workload that would leave evidence if it ever executed.
-fn marker_launch(dir: &Path) -> (Launch, std::path::PathBuf) {
-    let marker = dir.join("executed");
-    let l = Launch::new(
-        &dir.join("proof"),
-        &[Path::new("touch").as_os_str(), marker.as_os_str()],
-    );
-    (l, marker)
 }
 
 fn assert_aborted(r: &Receipt) {

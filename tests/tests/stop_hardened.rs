@@ -83,11 +83,7 @@ fn run_timeout_ends_a_pthread_exit_program() {
 fn an_owner_marker_outside_the_tree_is_never_killed_while_the_guardian_lives() {
     let home = home();
     let rt = runtime(home.path());
-    let mut scope = launch_guardian(
-        &rt,
-        Path::new(TREE_BUILDER),
-        &["--sessions", "1", "--groups", "1", "--leaves", "1"],
-    );
+    let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 1 --groups 1 --leaves 1");
     scope.wait_ready();
     // A process that inherited the marker (an `at` job, say) but lives outside the guardian's
     // tree: this test process is its parent.
@@ -124,11 +120,7 @@ fn an_owner_marker_outside_the_tree_is_never_killed_while_the_guardian_lives() {
 fn a_receipt_forged_by_a_live_workload_is_live() {
     let home = home();
     let rt = runtime(home.path());
-    let mut scope = launch_guardian(
-        &rt,
-        Path::new(TREE_BUILDER),
-        &["--sessions", "1", "--groups", "1", "--leaves", "1"],
-    );
+    let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 1 --groups 1 --leaves 1");
     scope.wait_ready();
     let reg = &scope.reg;
     // What a workload of the same uid can build from its registration record.
@@ -178,11 +170,7 @@ fn a_receipt_forged_by_a_live_workload_is_live() {
 fn two_thousand_processes_stop_with_proof_under_1024_descriptors() {
     let home = home();
     let rt = runtime(home.path());
-    let mut scope = launch_guardian(
-        &rt,
-        Path::new(TREE_BUILDER),
-        &["--sessions", "20", "--groups", "9", "--leaves", "10"],
-    );
+    let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 20 --groups 9 --leaves 10");
     assert_eq!(scope.wait_ready(), 2000);
     let before = scope.members();
     assert!(before.len() > 2000, "{}", before.len());
