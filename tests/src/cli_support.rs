@@ -193,6 +193,29 @@ impl Home {
         assert!(ok, "{id} stayed {last}, expected {state}: {}", self.row(id));
     }
 
+    /// `receipt ID --json`, required to succeed: the verdict.
+    pub fn receipt(&self, id: &str) -> Value {
+        let args = ["receipt", id, "--json"];
+        let out = self.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+        parse(&args, &out)
+    }
+
+    /// Waits (bounded) until `ps` shows `rows` registrations and none of them `live`: the rows.
+    /// Whatever is left is stopped before the test fails (and before this returns).
+    pub fn wait_settled(&self, rows: usize) -> Vec<Value> {
+        let mut got = Vec::new();
+        let settled = wait_until(DEADLINE, || {
+            got = self.ps();
+            got.len() == rows && got.iter().all(|r| r["state"] != "live")
+        });
+        for r in &got {
+            let _ = self.cli(&["stop", r["id"].as_str().unwrap_or_default()]);
+        }
+        assert!(settled, "{got:#?}");
+        got
+    }
+
     /// Waits (bounded) until `ps` lists a registration labelled `label`: its id.
     pub fn wait_labelled(&self, label: &str) -> String {
         let mut id = String::new();
@@ -217,6 +240,17 @@ impl Home {
             start_time,
         }
     }
+}
+
+/// Waits (bounded) for `child` to exit; one that has not by then is killed and reaped, and the
+/// test fails saying `what` never returned.
+pub fn assert_returns(child: &mut Child, bound: Duration, what: &str) {
+    let ended = wait_until(bound, || child.try_wait().expect("try_wait").is_some());
+    if !ended {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(ended, "{what} never returned");
 }
 
 /// Runs `cmd` to its exit with stdout/stderr captured through files.

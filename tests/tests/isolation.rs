@@ -537,15 +537,8 @@ fn a_failed_receipt_write_is_retried_while_the_guardian_lives() {
     );
     let doc = parse(&["run"], &out);
     let id = doc["id"].as_str().unwrap();
-    let args = ["receipt", id, "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    assert_eq!(
-        parse(&args, &out)["verified"],
-        true,
-        "{}",
-        describe(&args, &out)
-    );
+    let verdict = home.receipt(id);
+    assert_eq!(verdict["verified"], true, "{verdict}");
 }
 
 /// X5: the receipt is written whole: bytes a same-uid workload appended to its own proof file
@@ -564,15 +557,8 @@ fn the_receipt_is_written_whole() {
     let (out, doc) = home.run_json(&["sh", "-c", &script]);
     assert!(out.status.success(), "{}", describe(&["run"], &out));
     let id = doc["id"].as_str().unwrap();
-    let args = ["receipt", id, "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    assert_eq!(
-        parse(&args, &out)["verified"],
-        true,
-        "{}",
-        describe(&args, &out)
-    );
+    let verdict = home.receipt(id);
+    assert_eq!(verdict["verified"], true, "{verdict}");
 }
 
 /// X5: `Signal` frames at the gate are neither dropped nor reordered: a `SIGTERM` sent before

@@ -99,10 +99,7 @@ fn a_workload_under_another_user_cannot_reach_its_evidence() {
     assert_eq!(attempts, 4 + 1 + 64, "{report}");
 
     // The receipt verifies and carries the workload's own status.
-    let args = ["receipt", &id, "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let verdict = parse(&args, &out);
+    let verdict = home.receipt(&id);
     assert_eq!(verdict["verified"], true, "{verdict}");
     assert_eq!(verdict["receipt"]["exit_code"], 7, "{verdict}");
 

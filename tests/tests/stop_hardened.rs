@@ -65,15 +65,8 @@ fn run_timeout_ends_a_pthread_exit_program() {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn run");
-    let ended = wait_until(GENEROUS, || run.try_wait().expect("try_wait").is_some());
-    if !ended {
-        let _ = run.kill();
-        let _ = run.wait();
-    }
-    assert!(
-        ended,
-        "run --timeout 2s of a pthread_exit program never returned"
-    );
+    let what = "run --timeout 2s of a pthread_exit program";
+    cli_support::assert_returns(&mut run, GENEROUS, what);
     let rows = home.ps();
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0]["state"], "exited", "{rows:?}");
@@ -313,22 +306,9 @@ fn a_nested_run_ends_with_both_receipts() {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn run");
-    let ended = wait_until(GENEROUS, || run.try_wait().expect("try_wait").is_some());
-    if !ended {
-        let _ = run.kill();
-        let _ = run.wait();
-    }
-    assert!(ended, "the outer run never returned");
-    let mut rows = Vec::new();
-    let settled = wait_until(GENEROUS, || {
-        rows = home.ps();
-        rows.len() == 2 && rows.iter().all(|r| r["state"] != "live")
-    });
-    // Whatever is left, end it before asserting.
-    for r in &rows {
-        let _ = home.cli(&["stop", r["id"].as_str().unwrap_or_default()]);
-    }
-    assert!(settled, "{rows:#?}");
+    cli_support::assert_returns(&mut run, GENEROUS, "the outer run");
+    // Whatever is left is stopped before asserting.
+    let rows = home.wait_settled(2);
     assert!(rows.iter().all(|r| r["state"] == "exited"), "{rows:#?}");
 }
 
