@@ -17,30 +17,51 @@ use refine_tests::wait_until;
 // ---------------------------------------------------------------------------------------------
 // W1 stdin.
 
-#[test]
-fn stdin_from_a_pipe_reaches_the_workload_with_its_eof() {
-    let home = Home::new();
+/// `run -- cat` with `stdin` as its standard input, both outputs collected: the child (its
+/// stdin already given) and the collectors of its stdout and stderr.
+fn spawn_cat(home: &Home, stdin: Stdio) -> (std::process::Child, Collected, Collected) {
     let mut child = home
         .command(&["run", "--", "cat"])
-        .stdin(Stdio::piped())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn run");
     let out = collect(child.stdout.take().expect("stdout"));
     let err = collect(child.stderr.take().expect("stderr"));
-    let mut input = child.stdin.take().expect("stdin");
-    input.write_all(b"a\nb\n").expect("write stdin");
-    drop(input); // EOF: `cat` must see it and end.
-    let st = wait_bounded(&mut child, DEADLINE, "printf 'a\\nb\\n' | run -- cat");
+    (child, out, err)
+}
+
+type Collected = std::thread::JoinHandle<Vec<u8>>;
+
+/// Waits (bounded) for [`spawn_cat`]'s `run`: it must have printed exactly `expected` and
+/// exited 0.
+fn assert_cat_printed(
+    mut child: std::process::Child,
+    (out, err): (Collected, Collected),
+    expected: &str,
+    what: &str,
+) {
+    let st = wait_bounded(&mut child, DEADLINE, what);
     let (out, err) = (out.join().unwrap(), err.join().unwrap());
     assert_eq!(
         String::from_utf8_lossy(&out),
-        "a\nb\n",
+        expected,
         "{st}: {}",
         String::from_utf8_lossy(&err)
     );
     assert!(st.success(), "{st}");
+}
+
+#[test]
+fn stdin_from_a_pipe_reaches_the_workload_with_its_eof() {
+    let home = Home::new();
+    let (mut child, out, err) = spawn_cat(&home, Stdio::piped());
+    let mut input = child.stdin.take().expect("stdin");
+    input.write_all(b"a\nb\n").expect("write stdin");
+    drop(input); // EOF: `cat` must see it and end.
+    let what = "printf 'a\\nb\\n' | run -- cat";
+    assert_cat_printed(child, (out, err), "a\nb\n", what);
 }
 
 /// `run` drives its launch on its main thread, with the signal relay in the same `poll`: while a
@@ -77,15 +98,7 @@ fn stdin_from_a_file_reaches_the_workload() {
 fn stdin_from_a_terminal_reaches_the_workload_and_ctrl_d_ends_it() {
     let home = Home::new();
     let (pty, slave) = refine_tests::open_pty();
-    let mut child = home
-        .command(&["run", "--", "cat"])
-        .stdin(slave)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn run");
-    let out = collect(child.stdout.take().expect("stdout"));
-    let err = collect(child.stderr.take().expect("stderr"));
+    let (child, out, err) = spawn_cat(&home, slave.into());
     let mut master = std::fs::File::from(pty);
     // A line, then Ctrl-D on an empty line: end of file in canonical mode.
     master.write_all(b"typed\n\x04").expect("type");
@@ -94,15 +107,7 @@ fn stdin_from_a_terminal_reaches_the_workload_and_ctrl_d_ends_it() {
         let mut buf = [0u8; 1024];
         while matches!(master.read(&mut buf), Ok(n) if n > 0) {}
     });
-    let st = wait_bounded(&mut child, DEADLINE, "run -- cat on a terminal");
-    let (out, err) = (out.join().unwrap(), err.join().unwrap());
-    assert_eq!(
-        String::from_utf8_lossy(&out),
-        "typed\n",
-        "{st}: {}",
-        String::from_utf8_lossy(&err)
-    );
-    assert!(st.success(), "{st}");
+    assert_cat_printed(child, (out, err), "typed\n", "run -- cat on a terminal");
 }
 
 #[test]

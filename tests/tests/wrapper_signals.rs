@@ -27,6 +27,13 @@ fn wait_file(child: &mut Child, path: &Path, what: &str) {
     );
 }
 
+/// Sends `sig` to `run` and waits until the workload's trap for it left `seen` (the signal was
+/// forwarded); `what` names it in the failure.
+fn forward(child: &mut Child, sig: i32, seen: &Path, what: &str) {
+    signal(child, sig);
+    wait_file(child, seen, what);
+}
+
 // ---------------------------------------------------------------------------------------------
 // W9 termination requests.
 
@@ -37,8 +44,7 @@ fn sighup_is_forwarded_and_starts_no_grace() {
     let hup = home.path().join("hup");
     let traps = format!("trap ': > {}' HUP; trap 'exit 7' USR1", hup.display());
     let (mut child, out) = trapping_run(&home, &["--stop-grace", "1s"], &traps);
-    signal(&child, libc::SIGHUP);
-    wait_file(&mut child, &hup, "the forwarded SIGHUP");
+    forward(&mut child, libc::SIGHUP, &hup, "the forwarded SIGHUP");
     // Time must pass here: well past the grace a SIGHUP would have started.
     std::thread::sleep(Duration::from_secs(3));
     assert!(
@@ -63,10 +69,8 @@ fn different_signals_never_escalate_each_is_forwarded() {
         int.display()
     );
     let (mut child, out) = trapping_run(&home, &[], &traps);
-    signal(&child, libc::SIGHUP);
-    wait_file(&mut child, &hup, "the forwarded SIGHUP");
-    signal(&child, libc::SIGINT);
-    wait_file(&mut child, &int, "the forwarded SIGINT");
+    forward(&mut child, libc::SIGHUP, &hup, "the forwarded SIGHUP");
+    forward(&mut child, libc::SIGINT, &int, "the forwarded SIGINT");
     let (st, doc) = signalled_document(&mut child, out, libc::SIGTERM, "run after HUP, INT, TERM");
     assert_eq!(st.code(), Some(9), "{st}: {doc}");
     assert_eq!(doc["outcome"], "completed", "{doc}");
