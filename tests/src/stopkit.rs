@@ -184,6 +184,13 @@ pub fn runtime(home: &Path) -> Runtime {
     Runtime::open(home, 7000).expect("runtime")
 }
 
+/// A fresh [`home`] and the [`runtime`] in it (the home is removed when dropped: keep it).
+pub fn home_and_runtime() -> (tempfile::TempDir, Runtime) {
+    let home = home();
+    let rt = runtime(home.path());
+    (home, rt)
+}
+
 /// The tree benchmarks' command line: `[--iterations N] [--sessions S] [--groups G]
 /// [--leaves L]`, over the given defaults.
 #[derive(Debug, Clone, Copy)]

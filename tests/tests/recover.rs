@@ -139,8 +139,7 @@ fn launcher_killed_mid_flight_then_two_concurrent_recoveries() {
 
 #[test]
 fn a_scope_whose_launcher_holds_its_lock_is_left_to_it() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 1 --groups 1 --leaves 1");
     scope.wait_ready();
     let lock = rt
@@ -167,8 +166,7 @@ fn a_scope_whose_launcher_holds_its_lock_is_left_to_it() {
 
 #[test]
 fn unverified_and_corrupt_registrations_are_kept_and_reported() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     // Unverified: guardian SIGKILLed without a receipt; its orphans are killed, the record kept.
     let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 1 --groups 1 --leaves 2");
     scope.wait_ready();

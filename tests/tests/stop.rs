@@ -25,8 +25,7 @@ const BIG_TREE: &str = "--sessions 4 --groups 3 --leaves 4 --ignorers 6 --forker
 
 #[test]
 fn stop_proves_exit_of_a_large_tree_by_receipt() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch(&rt, BIG_TREE);
     let nodes = scope.wait_ready();
     assert_eq!(nodes, 66);
@@ -69,8 +68,7 @@ fn stop_proves_exit_of_a_large_tree_by_receipt() {
 
 #[test]
 fn stop_without_grace_kills_sigterm_ignorers_and_detached_sessions() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch(
         &rt,
         "--sessions 3 --groups 2 --leaves 3 --ignorers 18 --orphan --then exit",
@@ -95,8 +93,7 @@ fn stop_without_grace_kills_sigterm_ignorers_and_detached_sessions() {
 
 #[test]
 fn stopping_an_exited_scope_reports_it_and_signals_nothing() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch(&rt, "--sessions 0 --then exit");
     scope.reap();
     let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
@@ -114,8 +111,7 @@ fn stopping_an_exited_scope_reports_it_and_signals_nothing() {
 /// read, stopped and killed like any other: `/proc/PID/stat` is parsed as bytes.
 #[test]
 fn a_member_with_a_non_utf8_command_name_is_stopped() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let script = "printf 'a\\377b' > /proc/$$/comm; sleep 1000 & echo ready 2; wait";
     let mut scope = launch_guardian(&rt, std::path::Path::new("/bin/sh"), &["-c", script]);
     assert_eq!(scope.wait_ready(), 2);
@@ -138,8 +134,7 @@ fn a_member_with_a_non_utf8_command_name_is_stopped() {
 
 #[test]
 fn quiescence_failure_resumes_exactly_what_it_stopped() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch(&rt, "--sessions 2 --groups 2 --leaves 3 --forker --stopped");
     scope.wait_ready();
     // The stopped leaf reports before it stops itself: wait for the kernel to show it stopped.
@@ -236,8 +231,7 @@ fn group_signals_never_reach_a_group_id_of_one_or_less() {
 
 #[test]
 fn overlapping_stops_from_two_processes_serialize_and_agree() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (home, rt) = home_and_runtime();
     let mut scope = launch(&rt, "--sessions 3 --groups 2 --leaves 3 --ignorers 4");
     scope.wait_ready();
     let before = scope.members();
@@ -312,8 +306,7 @@ fn a_reused_pid_and_a_reused_group_id_are_never_signalled() {
 
 #[test]
 fn children_are_killed_before_parents_so_no_stopped_group_is_resumed() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     // Session leaders stay: killing one before its groups would orphan them while stopped, and
     // the kernel would send those groups SIGHUP + SIGCONT.
     let mut scope = launch(&rt, "--sessions 3 --groups 3 --leaves 3");
@@ -335,8 +328,7 @@ fn children_are_killed_before_parents_so_no_stopped_group_is_resumed() {
 #[test]
 fn ppid_scan_finds_the_same_tree_as_children_lists() {
     use refine_supervisor::kernel::tree::{discover_with, Roots, Walk};
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch(&rt, "--sessions 2 --groups 2 --leaves 2 --orphan");
     scope.wait_ready();
     let roots = Roots {
@@ -358,8 +350,7 @@ fn ppid_scan_finds_the_same_tree_as_children_lists() {
 
 #[test]
 fn an_escaped_process_carrying_the_owner_marker_is_stopped_once_its_guardian_is_gone() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch(&rt, "--sessions 1 --groups 1 --leaves 1");
     scope.wait_ready();
     // Started outside the guardian's tree (this test's own child), but marked as the scope's.
@@ -399,8 +390,7 @@ fn an_escaped_process_carrying_the_owner_marker_is_stopped_once_its_guardian_is_
 
 #[test]
 fn a_scope_that_ends_on_sigterm_during_the_grace_needs_no_sigkill() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch(&rt, "--sessions 0");
     scope.wait_ready();
     let opts = StopOptions {
@@ -421,8 +411,7 @@ fn a_scope_that_ends_on_sigterm_during_the_grace_needs_no_sigkill() {
 
 #[test]
 fn the_stop_fence_wait_is_bounded_and_typed() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch(&rt, "--sessions 0");
     scope.wait_ready();
     let held = rt.stop_fence(Duration::from_secs(5)).unwrap();
@@ -441,8 +430,7 @@ fn the_stop_fence_wait_is_bounded_and_typed() {
 
 #[test]
 fn a_parent_blocked_in_vfork_on_a_stopped_child_does_not_stall_quiescence() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch(&rt, "--sessions 0 --vforker");
     scope.wait_ready();
     // The vfork child stopped itself before exec; its parent waits in the kernel (state D).

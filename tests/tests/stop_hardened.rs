@@ -31,8 +31,7 @@ fn raw_state(pid: u32) -> Option<(char, usize)> {
 
 #[test]
 fn a_main_thread_that_called_pthread_exit_is_stopped_with_proof() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch_guardian(&rt, Path::new(ZOMBIE_LEADER), &[]);
     assert_eq!(scope.wait_ready(), 1);
     let workload = scope.reg.hello.workload;
@@ -74,8 +73,7 @@ fn run_timeout_ends_a_pthread_exit_program() {
 
 #[test]
 fn an_owner_marker_outside_the_tree_is_never_killed_while_the_guardian_lives() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 1 --groups 1 --leaves 1");
     scope.wait_ready();
     // A process that inherited the marker (an `at` job, say) but lives outside the guardian's
@@ -111,8 +109,7 @@ fn an_owner_marker_outside_the_tree_is_never_killed_while_the_guardian_lives() {
 
 #[test]
 fn a_receipt_forged_by_a_live_workload_is_live() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 1 --groups 1 --leaves 1");
     scope.wait_ready();
     let reg = &scope.reg;
@@ -161,8 +158,7 @@ fn a_receipt_forged_by_a_live_workload_is_live() {
 /// soft and hard RLIMIT_NOFILE are 1,024: fewer descriptors than members.
 #[test]
 fn two_thousand_processes_stop_with_proof_under_1024_descriptors() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (home, rt) = home_and_runtime();
     let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 20 --groups 9 --leaves 10");
     assert_eq!(scope.wait_ready(), 2000);
     let before = scope.members();
@@ -217,8 +213,7 @@ fn a_member_that_refuses_signals_does_not_keep_the_others_alive() {
         eprintln!("skipped: setpriv (util-linux) is not installed");
         return;
     }
-    let home = home();
-    let rt = runtime(home.path());
+    let (home, rt) = home_and_runtime();
     let script = "setpriv --reuid=65534 --regid=65534 --clear-groups sleep 1000 & \
                   sleep 1000 & echo ready 2; wait";
     let mut scope = launch_guardian(&rt, Path::new("/bin/sh"), &["-c", script]);
