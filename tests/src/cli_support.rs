@@ -15,6 +15,24 @@ use serde_json::Value;
 /// Generous: the machine is shared and has two cores.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
+/// `run`'s duration flags, each taking one value: what the parse-time bound tests cover.
+pub const RUN_DURATION_FLAGS: [&str; 5] = [
+    "--timeout",
+    "--idle-timeout",
+    "--kill-after",
+    "--wait-for-slot",
+    "--stop-grace",
+];
+
+/// `serve`'s duration flags, each taking one value.
+pub const SERVE_DURATION_FLAGS: [&str; 5] = [
+    "--shutdown-grace",
+    "--maintenance-every",
+    "--retain",
+    "--forget-after",
+    "--stall-period",
+];
+
 pub struct Home {
     pub dir: tempfile::TempDir,
     pub port: u16,

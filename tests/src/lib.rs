@@ -7,6 +7,13 @@
 //! Every build of the guardian is the product (static, no C library: its only dependencies are
 //! `refine-protocol-core` and `libc`), so the one beside the tests is the one that ships;
 //! `REFINE_GUARDIAN` can still point the tests and the supervisor at another.
+//!
+//! Shared shapes live here, not copied into test files: [`cli_support`] for the CLI and the
+//! service (a [`cli_support::Home`], its waits and reads), [`stopkit`] for launches through
+//! the guardian and the stop, [`driver`] for the raw guardian protocol, [`history`] for
+//! fabricated records. A command line of plain words is written as it is typed with [`words`]
+//! (single quotes keep a word with spaces whole); an argument computed at run time stays an
+//! element of an array.
 
 pub mod driver;
 pub mod elf;

@@ -543,12 +543,8 @@ fn every_duration_and_size_is_bounded_at_parse_time() {
     let home = Home::new();
     let id = "0123456789abcdef0123456789abcdef";
     let run = |flag: &'static str| vec!["run", flag, "V", "--", "true"];
-    let mut cases: Vec<Vec<&str>> = vec![
-        run("--timeout"),
-        run("--idle-timeout"),
-        run("--kill-after"),
-        run("--wait-for-slot"),
-        run("--stop-grace"),
+    let mut cases: Vec<Vec<&str>> = RUN_DURATION_FLAGS.map(run).to_vec();
+    cases.extend([
         vec!["run", "--detach", "--timeout", "V", "--", "true"],
         vec!["stop", "--grace", "V", id],
         vec!["wait", "--timeout", "V", id],
@@ -556,9 +552,8 @@ fn every_duration_and_size_is_bounded_at_parse_time() {
         vec!["gc", "--older-than", "V", "--dry-run"],
         vec!["gc", "--forget-after", "V", "--dry-run"],
         vec!["reap", "--checkout", "/nonexistent", "--budget", "V"],
-    ];
-    for flag in words("--shutdown-grace --maintenance-every --retain --forget-after --stall-period")
-    {
+    ]);
+    for flag in SERVE_DURATION_FLAGS {
         cases.push(vec!["serve", flag, "V"]);
     }
     for value in words("18446744073709551615 1e30 300000y 18446744073709551615d") {

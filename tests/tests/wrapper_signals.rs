@@ -181,12 +181,8 @@ fn every_duration_flag_refuses_what_the_clock_cannot_hold() {
     let home = Home::new();
     let huge = "18446744073709551615";
     let run = |flag: &'static str| vec!["run", flag, huge, "--", "true"];
-    let mut cases: Vec<Vec<&str>> = vec![
-        run("--timeout"),
-        run("--idle-timeout"),
-        run("--kill-after"),
-        run("--wait-for-slot"),
-        run("--stop-grace"),
+    let mut cases: Vec<Vec<&str>> = RUN_DURATION_FLAGS.map(run).to_vec();
+    cases.extend([
         vec!["stop", "--grace", huge, "0123456789abcdef0123456789abcdef"],
         vec![
             "wait",
@@ -197,9 +193,8 @@ fn every_duration_flag_refuses_what_the_clock_cannot_hold() {
         vec!["gc", "--older-than", huge, "--dry-run"],
         vec!["gc", "--forget-after", huge, "--dry-run"],
         vec!["reap", "--checkout", "/nonexistent", "--budget", huge],
-    ];
-    for flag in words("--shutdown-grace --maintenance-every --retain --forget-after --stall-period")
-    {
+    ]);
+    for flag in SERVE_DURATION_FLAGS {
         cases.push(vec!["serve", flag, huge]);
     }
     for args in &cases {
