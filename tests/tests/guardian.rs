@@ -371,8 +371,10 @@ fn read_to_end(fd: OwnedFd) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Runs the probe through the guardian with piped stdio; returns (hello, receipt, probe output).
-fn run_probe(l: &Launch) -> (Hello, Receipt, String) {
+/// Launches `l` through a new guardian with its stdin and stdout on pipes (stderr is the
+/// test's), and reads its hello: the guardian, the hello, the writer of the workload's stdin and
+/// the reader of its stdout (this process keeps no other end).
+fn launched_with_pipes(l: &Launch) -> (Guardian, Hello, OwnedFd, OwnedFd) {
     let (in_r, in_w) = cloexec_pipe();
     let (out_r, out_w) = cloexec_pipe();
     let err = stderr_dup();
@@ -381,6 +383,12 @@ fn run_probe(l: &Launch) -> (Hello, Receipt, String) {
         .unwrap();
     drop((in_r, out_w, err));
     let hello = g.expect_hello();
+    (g, hello, in_w, out_r)
+}
+
+/// Runs the probe through the guardian with piped stdio; returns (hello, receipt, probe output).
+fn run_probe(l: &Launch) -> (Hello, Receipt, String) {
+    let (g, hello, in_w, out_r) = launched_with_pipes(l);
     g.start();
     let output = read_to_end(out_r);
     drop(in_w);
@@ -408,14 +416,7 @@ const ORPHANER: &str = env!("CARGO_BIN_EXE_orphaner");
 fn detached_grandchild_delays_the_receipt_not_the_workload_result() {
     let dir = tempfile::tempdir().unwrap();
     let l = Launch::new(&dir.path().join("proof"), &[ORPHANER]);
-    let (in_r, in_w) = cloexec_pipe();
-    let (out_r, out_w) = cloexec_pipe();
-    let err = stderr_dup();
-    let g = Guardian::spawn();
-    g.launch(&l, Some([in_r.as_fd(), out_w.as_fd(), err.as_fd()]))
-        .unwrap();
-    drop((in_r, out_w, err));
-    let hello = g.expect_hello();
+    let (g, hello, in_w, out_r) = launched_with_pipes(&l);
     g.start();
     assert_eq!(g.expect(), Msg::Started);
     // G6: the workload's own result arrives while its grandchild still holds the scope.
@@ -598,14 +599,7 @@ fn channel_loss_after_start_defaults_to_sigkill_for_a_term_ignoring_workload() {
         &dir.path().join("proof"),
         &[env!("CARGO_BIN_EXE_term-ignorer")],
     );
-    let (in_r, _in_w) = cloexec_pipe();
-    let (out_r, out_w) = cloexec_pipe();
-    let err = stderr_dup();
-    let g = Guardian::spawn();
-    g.launch(&l, Some([in_r.as_fd(), out_w.as_fd(), err.as_fd()]))
-        .unwrap();
-    drop((in_r, out_w, err));
-    let hello = g.expect_hello();
+    let (g, hello, _in_w, out_r) = launched_with_pipes(&l);
     g.start();
     assert_eq!(g.expect(), Msg::Started);
     let mut out = BufReader::new(fs::File::from(out_r)).lines();
@@ -751,14 +745,7 @@ fn sig_bit(s: i32) -> u64 {
 fn the_guardians_blocked_mask_does_not_reach_the_workload() {
     let dir = tempfile::tempdir().unwrap();
     let l = Launch::new(&dir.path().join("proof"), &["cat", "/proc/self/status"]);
-    let (in_r, _in_w) = cloexec_pipe();
-    let (out_r, out_w) = cloexec_pipe();
-    let err = stderr_dup();
-    let g = Guardian::spawn();
-    g.launch(&l, Some([in_r.as_fd(), out_w.as_fd(), err.as_fd()]))
-        .unwrap();
-    drop((in_r, out_w, err));
-    let hello = g.expect_hello();
+    let (g, hello, _in_w, out_r) = launched_with_pipes(&l);
     // Control: the guardian itself blocks (almost) every signal.
     let guardian = fs::read_to_string(format!("/proc/{}/status", hello.guardian.pid)).unwrap();
     let (blocked, _) = sig_sets(&guardian);

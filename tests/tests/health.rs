@@ -45,6 +45,16 @@ fn wait_healthy(home: &Home, id: &str) -> (std::process::Output, String) {
     (out, why)
 }
 
+/// Stops `id`, then each of its probe scopes must end `exited` (by its receipt); `why` is the
+/// failure.
+fn stop_and_assert_exited(home: &Home, id: &str, probes: &[String], why: &str) {
+    home.cli(&["stop", id]);
+    for p in probes {
+        home.wait_ended(p);
+        assert_eq!(home.state(p), "exited", "{why}");
+    }
+}
+
 fn events(home: &Home) -> Vec<Value> {
     let out = home.cli(&["events", "--json", "--filter", "kind=health"]);
     String::from_utf8_lossy(&out.stdout)
@@ -114,11 +124,7 @@ fn failures_past_retries_make_it_unhealthy_a_success_healthy_and_nothing_is_stop
     // Every probe is a scope of its own, ended with its receipt.
     let probes = probe_scopes(&home, "web.health");
     assert!(probes.len() >= 3, "{probes:?}");
-    home.cli(&["stop", &id]);
-    for p in &probes {
-        home.wait_ended(p);
-        assert_eq!(home.state(p), "exited", "a probe without its receipt");
-    }
+    stop_and_assert_exited(&home, &id, &probes, "a probe without its receipt");
 }
 
 #[test]
@@ -133,11 +139,7 @@ fn a_probe_past_its_timeout_is_stopped_with_proof_and_fails() {
     assert_eq!(p["exit_code"], Value::Null, "{h:#}");
     let probes = probe_scopes(&home, "slow.health");
     assert!(!probes.is_empty());
-    home.cli(&["stop", &id]);
-    for p in &probes {
-        home.wait_ended(p);
-        assert_eq!(home.state(p), "exited", "a timed-out probe left its tree");
-    }
+    stop_and_assert_exited(&home, &id, &probes, "a timed-out probe left its tree");
 }
 
 #[test]
