@@ -730,6 +730,15 @@ pub fn on(home: &Home, path: StopPath, args: &[&str]) -> Command {
     c
 }
 
+/// A new [`Home`], a `serve` (no flags) for it, and one connection to its socket. Bind all three
+/// (`let (home, _svc, mut conn) = served();`): they drop in reverse, the home last.
+pub fn served() -> (Home, Serving, Conn) {
+    let home = Home::new();
+    let svc = Serving::start(&home, &[]);
+    let conn = Conn::open(&home);
+    (home, svc, conn)
+}
+
 /// One connection to the service's socket: requests written as lines, replies read as lines.
 pub struct Conn {
     pub rd: BufReader<UnixStream>,

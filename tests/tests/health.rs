@@ -193,9 +193,7 @@ fn a_restarted_service_resumes_the_probes_of_its_predecessor() {
 
 #[test]
 fn the_socket_launches_with_a_health_check_and_refuses_nonsense() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
-    let mut conn = Conn::open(&home);
+    let (home, _svc, mut conn) = served();
     let mut call = |req: Value| conn.call(req);
     let r = call(json!({"v": 1, "op": "launch", "argv": ["sleep", "600"],
         "health_cmd": "true", "health_interval_ms": 100}));

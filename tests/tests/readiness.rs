@@ -171,9 +171,7 @@ fn a_workload_that_ends_before_it_is_ready_fails_its_readiness() {
 
 #[test]
 fn the_socket_launches_with_ready_and_waits_until_ready() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
-    let mut conn = Conn::open(&home);
+    let (_home, _svc, mut conn) = served();
     let mut call = |req: Value| conn.call(req);
     let r = call(
         json!({"v": 1, "op": "launch", "argv": ["python3", "-c", NOTIFIER], "ready": "notify"}),
