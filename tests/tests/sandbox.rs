@@ -53,6 +53,23 @@ fn run_in(home: &Home, cwd: &Path, flags: &[&str], script: &str, env: &[(&str, &
     cmd.output().expect("run")
 }
 
+/// The sandboxed run succeeded and printed exactly `expected`.
+fn assert_printed(out: &Output, expected: &str) {
+    assert!(out.status.success(), "{}", describe(&[], out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        expected,
+        "{}",
+        describe(&[], out)
+    );
+}
+
+/// The `--json` run succeeded: its document.
+fn succeeded_json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", describe(&[], out));
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
 #[test]
 fn workspace_write_allows_the_workspace_named_paths_and_tmpdir_only() {
     if skip() {
@@ -149,8 +166,7 @@ fn the_sandbox_is_recorded_and_shown() {
         "true",
         &[],
     );
-    assert!(out.status.success(), "{}", describe(&[], &out));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let doc = succeeded_json(&out);
     let id = doc["id"].as_str().expect("id");
     let shown = home.json(&["show", "--json", id]);
     let s = &shown["record"]["sandbox"];
@@ -279,13 +295,7 @@ fn git_status_works_inside_workspace_write() {
         script,
         &[],
     );
-    assert!(out.status.success(), "{}", describe(&[], &out));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "?? b\ncommitted\n",
-        "{}",
-        describe(&[], &out)
-    );
+    assert_printed(&out, "?? b\ncommitted\n");
 }
 
 #[test]
@@ -319,13 +329,7 @@ fn cargo_build_of_a_small_crate_works_inside_workspace_write() {
             ("CARGO_TARGET_DIR", &target),
         ],
     );
-    assert!(out.status.success(), "{}", describe(&[], &out));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "tiny ran\n",
-        "{}",
-        describe(&[], &out)
-    );
+    assert_printed(&out, "tiny ran\n");
 }
 
 /// The same through the API (`run --detach` builds a launch request, as a client does).
@@ -346,8 +350,7 @@ fn a_detached_launch_carries_the_sandbox() {
         script,
         &[("OUTSIDE", outside.path())],
     );
-    assert!(out.status.success(), "{}", describe(&[], &out));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let doc = succeeded_json(&out);
     let id = doc["id"].as_str().expect("id");
     home.wait_ended(id);
     assert!(ws.path().join("i").exists());
