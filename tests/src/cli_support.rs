@@ -8,11 +8,30 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub use crate::words;
 use crate::{bin, wait_until};
 use serde_json::Value;
 
 /// Generous: the machine is shared and has two cores.
 pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// `run`'s duration flags, each taking one value: what the parse-time bound tests cover.
+pub const RUN_DURATION_FLAGS: [&str; 5] = [
+    "--timeout",
+    "--idle-timeout",
+    "--kill-after",
+    "--wait-for-slot",
+    "--stop-grace",
+];
+
+/// `serve`'s duration flags, each taking one value.
+pub const SERVE_DURATION_FLAGS: [&str; 5] = [
+    "--shutdown-grace",
+    "--maintenance-every",
+    "--retain",
+    "--forget-after",
+    "--stall-period",
+];
 
 pub struct Home {
     pub dir: tempfile::TempDir,
@@ -191,6 +210,65 @@ impl Home {
         });
         assert!(ok, "{id} stayed {last}, expected {state}: {}", self.row(id));
     }
+
+    /// `receipt ID --json`, required to succeed: the verdict.
+    pub fn receipt(&self, id: &str) -> Value {
+        let args = ["receipt", id, "--json"];
+        let out = self.cli(&args);
+        assert!(out.status.success(), "{}", describe(&args, &out));
+        parse(&args, &out)
+    }
+
+    /// Waits (bounded) until `ps` shows `rows` registrations and none of them `live`: the rows.
+    /// Whatever is left is stopped before the test fails (and before this returns).
+    pub fn wait_settled(&self, rows: usize) -> Vec<Value> {
+        let mut got = Vec::new();
+        let settled = wait_until(DEADLINE, || {
+            got = self.ps();
+            got.len() == rows && got.iter().all(|r| r["state"] != "live")
+        });
+        for r in &got {
+            let _ = self.cli(&["stop", r["id"].as_str().unwrap_or_default()]);
+        }
+        assert!(settled, "{got:#?}");
+        got
+    }
+
+    /// Waits (bounded) until `ps` lists a registration labelled `label`: its id.
+    pub fn wait_labelled(&self, label: &str) -> String {
+        let mut id = String::new();
+        let listed = wait_until(DEADLINE, || {
+            id = self
+                .ps()
+                .into_iter()
+                .find(|r| r["label"] == label)
+                .and_then(|r| r["id"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            !id.is_empty()
+        });
+        assert!(listed, "{label} never listed");
+        id
+    }
+
+    /// The guardian's witness (pid, start time) of `id`, as `show` gives it.
+    pub fn guardian_of(&self, id: &str) -> refine_protocol::ProcessWitness {
+        let [(pid, start_time), _] = witnesses(self, id);
+        refine_protocol::ProcessWitness {
+            pid: pid as u32,
+            start_time,
+        }
+    }
+}
+
+/// Waits (bounded) for `child` to exit; one that has not by then is killed and reaped, and the
+/// test fails saying `what` never returned.
+pub fn assert_returns(child: &mut Child, bound: Duration, what: &str) {
+    let ended = wait_until(bound, || child.try_wait().expect("try_wait").is_some());
+    if !ended {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(ended, "{what} never returned");
 }
 
 /// Runs `cmd` to its exit with stdout/stderr captured through files.
@@ -553,6 +631,28 @@ pub fn json_of(bytes: &[u8]) -> serde_json::Value {
     })
 }
 
+/// Waits (bounded) for a `run --json` child to exit, then parses the document its stdout
+/// reader (`out`, from [`collect`]) gathered: the status and the document.
+pub fn finished_document(
+    child: &mut Child,
+    out: std::thread::JoinHandle<Vec<u8>>,
+    what: &str,
+) -> (ExitStatus, Value) {
+    let st = wait_bounded(child, DEADLINE, what);
+    (st, json_of(&out.join().unwrap()))
+}
+
+/// [`finished_document`] after sending `sig` to the child.
+pub fn signalled_document(
+    child: &mut Child,
+    out: std::thread::JoinHandle<Vec<u8>>,
+    sig: i32,
+    what: &str,
+) -> (ExitStatus, Value) {
+    signal(child, sig);
+    finished_document(child, out, what)
+}
+
 /// `run --json -- sh` with `trap` lines installed, started and ready (its ready file exists).
 pub fn trapping_run(
     home: &Home,
@@ -628,6 +728,15 @@ pub fn on(home: &Home, path: StopPath, args: &[&str]) -> Command {
         StopPath::Procfs => c.env("REFINE_CGROUP", "off"),
     };
     c
+}
+
+/// A new [`Home`], a `serve` (no flags) for it, and one connection to its socket. Bind all three
+/// (`let (home, _svc, mut conn) = served();`): they drop in reverse, the home last.
+pub fn served() -> (Home, Serving, Conn) {
+    let home = Home::new();
+    let svc = Serving::start(&home, &[]);
+    let conn = Conn::open(&home);
+    (home, svc, conn)
 }
 
 /// One connection to the service's socket: requests written as lines, replies read as lines.

@@ -88,6 +88,17 @@ pub fn fresh_id() -> RegistrationId {
     RegistrationId(id)
 }
 
+/// A launch whose workload (`touch DIR/executed`) would leave evidence if it ever executed: the
+/// launch (its proof file in `dir`) and the marker's path.
+pub fn marker_launch(dir: &Path) -> (Launch, PathBuf) {
+    let marker = dir.join("executed");
+    let l = Launch::new(
+        &dir.join("proof"),
+        &[Path::new("touch").as_os_str(), marker.as_os_str()],
+    );
+    (l, marker)
+}
+
 impl Launch {
     /// A launch of `argv` with this process's `PATH`, the proof file at `proof_path`.
     pub fn new<S: AsRef<OsStr>>(proof_path: &Path, argv: &[S]) -> Launch {

@@ -7,6 +7,13 @@
 //! Every build of the guardian is the product (static, no C library: its only dependencies are
 //! `refine-protocol-core` and `libc`), so the one beside the tests is the one that ships;
 //! `REFINE_GUARDIAN` can still point the tests and the supervisor at another.
+//!
+//! Shared shapes live here, not copied into test files: [`cli_support`] for the CLI and the
+//! service (a [`cli_support::Home`], its waits and reads), [`stopkit`] for launches through
+//! the guardian and the stop, [`driver`] for the raw guardian protocol, [`history`] for
+//! fabricated records. A command line of plain words is written as it is typed with [`words`]
+//! (single quotes keep a word with spaces whole); an argument computed at run time stays an
+//! element of an array.
 
 pub mod driver;
 pub mod elf;
@@ -311,6 +318,32 @@ pub fn skip_unless_root(why: &str) -> bool {
     true
 }
 
+/// `(uid, gid)` of `name` in /etc/passwd.
+pub fn passwd_ids(name: &str) -> Option<(u32, u32)> {
+    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        if f.len() < 4 || f[0] != name {
+            return None;
+        }
+        Some((f[2].parse().ok()?, f[3].parse().ok()?))
+    })
+}
+
+/// Whether this case must skip because the process is not root or there is no `nobody` user
+/// to run as: then it prints `skipped: needs root (NEEDS)` or `skipped: no `nobody` user in
+/// /etc/passwd` and returns true.
+pub fn skip_unless_root_and_nobody(needs: &str) -> bool {
+    if skip_unless_root(&format!("needs root ({needs})")) {
+        return true;
+    }
+    if passwd_ids("nobody").is_some() {
+        return false;
+    }
+    eprintln!("skipped: no `nobody` user in /etc/passwd");
+    true
+}
+
 /// Whether this case must skip because `program` (asked for `--version`) cannot be run here:
 /// then it prints `skipped: WHY` and returns true.
 pub fn skip_without(program: &str, why: &str) -> bool {
@@ -323,4 +356,61 @@ pub fn skip_without(program: &str, why: &str) -> bool {
     }
     eprintln!("skipped: {why}");
     true
+}
+
+/// The words of a command line written as it is typed: split at white space, a word in single
+/// quotes kept whole (`run --json -- sh -c 'sleep 600 & echo left'`), as `sh` reads them when
+/// nothing is escaped. A quote inside a word, or one left open, is a mistake in the test and
+/// panics naming the line.
+pub fn words(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = line.trim_start();
+    while !rest.is_empty() {
+        let (word, after) = if let Some(quoted) = rest.strip_prefix('\'') {
+            let end = quoted
+                .find('\'')
+                .unwrap_or_else(|| panic!("an open quote in {line:?}"));
+            (&quoted[..end], &quoted[end + 1..])
+        } else {
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            (&rest[..end], &rest[end..])
+        };
+        assert!(
+            !word.contains('\'') && after.chars().next().is_none_or(char::is_whitespace),
+            "a quote inside a word of {line:?}"
+        );
+        out.push(word);
+        rest = after.trim_start();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::words;
+
+    #[test]
+    fn words_split_at_white_space_and_keep_a_quoted_word_whole() {
+        assert_eq!(
+            words("  run --json  -- true "),
+            ["run", "--json", "--", "true"]
+        );
+        assert_eq!(
+            words("sh -c 'sleep 600 & echo left' ''"),
+            ["sh", "-c", "sleep 600 & echo left", ""]
+        );
+        assert!(words("").is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "an open quote")]
+    fn an_open_quote_is_a_mistake() {
+        words("sh -c 'exit 3");
+    }
+
+    #[test]
+    #[should_panic(expected = "a quote inside a word")]
+    fn a_quote_inside_a_word_is_a_mistake() {
+        words("it's");
+    }
 }

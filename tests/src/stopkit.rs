@@ -9,6 +9,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::time::Duration;
 
+pub use crate::words;
 use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
 use refine_protocol::ProcessWitness;
 use refine_supervisor::kernel::tree::{self, Member, Roots};
@@ -145,6 +146,12 @@ pub fn launch_guardian(rt: &Runtime, tree_builder: &Path, tree_args: &[&str]) ->
     }
 }
 
+/// [`launch_guardian`] of `tree_builder` with its arguments written as one line
+/// (`--sessions 2 --groups 2`, split at white space).
+pub fn launch_tree(rt: &Runtime, tree_builder: &str, tree_args: &str) -> GuardianScope {
+    launch_guardian(rt, Path::new(tree_builder), &words(tree_args))
+}
+
 /// Whether the witnessed process still exists (alive, or a zombie not yet reaped).
 pub fn exists(w: &ProcessWitness) -> bool {
     procfs::stat_of(w).expect("stat").is_some()
@@ -175,6 +182,13 @@ pub fn home() -> tempfile::TempDir {
 
 pub fn runtime(home: &Path) -> Runtime {
     Runtime::open(home, 7000).expect("runtime")
+}
+
+/// A fresh [`home`] and the [`runtime`] in it (the home is removed when dropped: keep it).
+pub fn home_and_runtime() -> (tempfile::TempDir, Runtime) {
+    let home = home();
+    let rt = runtime(home.path());
+    (home, rt)
 }
 
 /// The tree benchmarks' command line: `[--iterations N] [--sessions S] [--groups G]

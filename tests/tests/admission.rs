@@ -15,16 +15,9 @@ fn six_concurrent_agent_launches_for_one_slot_admit_exactly_one() {
     let home = Home::new();
     let launch = || -> Command {
         // Each admitted agent leaves a descendant that keeps its scope (and its slot) live.
-        let mut c = home.command(&[
-            "run",
-            "--json",
-            "--kind",
-            "agent",
-            "--",
-            "sh",
-            "-c",
-            "sleep 600 & echo holding",
-        ]);
+        let mut c = home.command(&words(
+            "run --json --kind agent -- sh -c 'sleep 600 & echo holding'",
+        ));
         c.env("REFINE_CAPACITY_MEMORY", GIB.to_string())
             .env("REFINE_CAPACITY_CORES", "64")
             .stdout(Stdio::piped())

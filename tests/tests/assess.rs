@@ -61,8 +61,7 @@ fn receipt_of(reg: &Registration) -> Receipt {
 
 #[test]
 fn valid_receipt_is_exited() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let reg = finished(&rt);
     let a = assess(&rt, &reg, &KERNEL_BOOT);
     let r = a.receipt().expect("exited by receipt");
@@ -73,8 +72,7 @@ fn valid_receipt_is_exited() {
 
 #[test]
 fn missing_proof_file_is_unverified() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let reg = finished(&rt);
     fs::remove_file(&reg.proof_path).unwrap();
     assert_eq!(
@@ -85,8 +83,7 @@ fn missing_proof_file_is_unverified() {
 
 #[test]
 fn truncated_receipt_is_unverified() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let reg = finished(&rt);
     let bytes = fs::read(&reg.proof_path).unwrap();
     refine_tests::overwrite_in_place(&reg.proof_path, &bytes[..100]);
@@ -100,8 +97,7 @@ fn truncated_receipt_is_unverified() {
 
 #[test]
 fn one_flipped_byte_is_unverified_and_each_call_recomputes() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let reg = finished(&rt);
     let good = fs::read(&reg.proof_path).unwrap();
     let mut bad = good.clone();
@@ -120,8 +116,7 @@ fn one_flipped_byte_is_unverified_and_each_call_recomputes() {
 
 #[test]
 fn proof_file_replaced_by_a_copy_is_unverified() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let reg = finished(&rt);
     let copy = format!("{}.copy", reg.proof_path);
     fs::copy(&reg.proof_path, &copy).unwrap();
@@ -137,8 +132,7 @@ fn proof_file_replaced_by_a_copy_is_unverified() {
 
 #[test]
 fn a_symlink_or_a_fifo_at_the_proof_path_is_a_replacement_and_never_blocks() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let reg = finished(&rt);
     // A symbolic link to the real proof file is not the registered file.
     let moved = format!("{}.moved", reg.proof_path);
@@ -170,8 +164,7 @@ fn a_symlink_or_a_fifo_at_the_proof_path_is_a_replacement_and_never_blocks() {
 
 #[test]
 fn receipt_of_another_registration_copied_in_is_unverified() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let a = finished(&rt);
     let b = finished(&rt);
     refine_tests::overwrite_in_place(&a.proof_path, &fs::read(&b.proof_path).unwrap());
@@ -186,8 +179,7 @@ fn receipt_of_another_registration_copied_in_is_unverified() {
 
 #[test]
 fn receipt_from_another_runtime_is_unverified() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (home, rt) = home_and_runtime();
     let reg = finished(&rt);
     let mut r = receipt_of(&reg);
     r.runtime = RuntimeId([0x42; 16]);
@@ -205,8 +197,7 @@ fn receipt_from_another_runtime_is_unverified() {
 
 #[test]
 fn wrong_workload_pid_is_unverified() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut reg = finished(&rt);
     reg.hello.workload.pid += 1;
     assert_eq!(
@@ -219,8 +210,7 @@ fn wrong_workload_pid_is_unverified() {
 
 #[test]
 fn guardian_sigkilled_without_receipt_is_unverified() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = running_scope(&rt);
     let before = scope.members();
     assert!(before.len() >= 4);
@@ -256,8 +246,7 @@ fn guardian_sigkilled_without_receipt_is_unverified() {
 
 #[test]
 fn guardian_and_witnesses_from_an_earlier_boot_are_exited_and_never_signalled() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let scope = running_scope(&rt);
     let later = FixedBoot(BootId([0x77; 16]));
     assert_eq!(
@@ -283,8 +272,7 @@ fn guardian_and_witnesses_from_an_earlier_boot_are_exited_and_never_signalled() 
 
 #[test]
 fn mixed_boot_ids_are_unverified() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let reg = finished(&rt);
     let mut r = receipt_of(&reg);
     r.boot_id = BootId([0x33; 16]);
@@ -298,8 +286,7 @@ fn mixed_boot_ids_are_unverified() {
 
 #[test]
 fn missing_boot_id_is_unverified_and_never_signalled() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let scope = running_scope(&rt);
     let mut reg = scope.reg.clone();
     reg.hello.boot_id = BootId::default();
@@ -317,8 +304,7 @@ fn missing_boot_id_is_unverified_and_never_signalled() {
 
 #[test]
 fn guardian_alive_is_live() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let scope = running_scope(&rt);
     assert_eq!(assess(&rt, &scope.reg, &KERNEL_BOOT), Assessment::Live);
     // The proof file exists and holds no receipt while the guardian runs.

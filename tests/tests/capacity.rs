@@ -90,16 +90,7 @@ fn human_output_names_every_figure() {
         .output()
         .expect("spawn");
     let text = String::from_utf8_lossy(&out.stdout);
-    for word in [
-        "cores",
-        "available memory",
-        "limit",
-        "reservation",
-        "slots",
-        "live",
-        "unverified",
-        "free",
-    ] {
+    for word in words("cores 'available memory' limit reservation slots live unverified free") {
         assert!(text.contains(word), "{word} missing:\n{text}");
     }
 }
@@ -114,16 +105,7 @@ fn agent_launch_refuses_or_waits_when_no_slot_is_free() {
         output_of(c)
     };
     // The first agent leaves a descendant that holds the scope (and its slot).
-    let args = [
-        "run",
-        "--json",
-        "--kind",
-        "agent",
-        "--",
-        "sh",
-        "-c",
-        "sleep 600 & echo holding",
-    ];
+    let args = words("run --json --kind agent -- sh -c 'sleep 600 & echo holding'");
     let out = one_slot(&args);
     assert!(out.status.success(), "{}", describe(&args, &out));
     let id = parse(&args, &out)["id"].as_str().unwrap().to_owned();
@@ -137,15 +119,7 @@ fn agent_launch_refuses_or_waits_when_no_slot_is_free() {
     let args = ["run", "--kind", "agent", "--", "true"];
     let err = assert_one_line_error(&args, &one_slot(&args));
     assert!(err.contains("no capacity slot"), "{err}");
-    let args = [
-        "run",
-        "--kind",
-        "agent",
-        "--wait-for-slot",
-        "300ms",
-        "--",
-        "true",
-    ];
+    let args = words("run --kind agent --wait-for-slot 300ms -- true");
     let err = assert_one_line_error(&args, &one_slot(&args));
     assert!(err.contains("no capacity slot"), "{err}");
     // Other kinds are not held back by agent admission.

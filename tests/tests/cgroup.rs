@@ -66,13 +66,8 @@ fn relative(dir: &Path) -> String {
 #[test]
 fn the_workload_and_every_descendant_start_in_the_scopes_cgroup_and_the_guardian_stays_out() {
     let Some(_) = base() else { return };
-    let home = home();
-    let rt = runtime(home.path());
-    let mut scope = launch_guardian(
-        &rt,
-        Path::new(TREE_BUILDER),
-        &["--sessions", "2", "--groups", "2", "--leaves", "2"],
-    );
+    let (_home, rt) = home_and_runtime();
+    let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 2 --groups 2 --leaves 2");
     scope.wait_ready();
     let cg = scope
         .reg
@@ -111,22 +106,11 @@ fn the_workload_and_every_descendant_start_in_the_scopes_cgroup_and_the_guardian
 #[test]
 fn the_stop_freezes_reads_and_kills_through_the_cgroup_and_the_receipt_proves_it() {
     let Some(_) = base() else { return };
-    let home = home();
-    let rt = runtime(home.path());
-    let mut scope = launch_guardian(
+    let (_home, rt) = home_and_runtime();
+    let mut scope = launch_tree(
         &rt,
-        Path::new(TREE_BUILDER),
-        &[
-            "--sessions",
-            "3",
-            "--groups",
-            "2",
-            "--leaves",
-            "3",
-            "--ignorers",
-            "3",
-            "--forker",
-        ],
+        TREE_BUILDER,
+        "--sessions 3 --groups 2 --leaves 3 --ignorers 3 --forker",
     );
     scope.wait_ready();
     let before = scope.members();
@@ -170,13 +154,8 @@ fn the_stop_freezes_reads_and_kills_through_the_cgroup_and_the_receipt_proves_it
 #[test]
 fn a_grace_on_the_cgroup_path_still_signals_the_workloads_group() {
     let Some(_) = base() else { return };
-    let home = home();
-    let rt = runtime(home.path());
-    let mut scope = launch_guardian(
-        &rt,
-        Path::new(TREE_BUILDER),
-        &["--sessions", "0", "--groups", "1", "--leaves", "2"],
-    );
+    let (_home, rt) = home_and_runtime();
+    let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 0 --groups 1 --leaves 2");
     scope.wait_ready();
     let opts = StopOptions {
         grace: Some(Duration::from_secs(20)),

@@ -482,16 +482,7 @@ fn quality_run_stops_its_leftover_descendants_before_returning() {
     let id = doc["id"].as_str().unwrap().to_owned();
     assert!(home.cli(&["stop", &id]).status.success());
 
-    let args = [
-        "run",
-        "--json",
-        "--kind",
-        "quality",
-        "--",
-        "sh",
-        "-c",
-        "sleep 600 & echo left",
-    ];
+    let args = words("run --json --kind quality -- sh -c 'sleep 600 & echo left'");
     let out = home.cli(&args);
     assert!(out.status.success(), "{}", describe(&args, &out));
     let doc = parse(&args, &out);
@@ -565,16 +556,9 @@ fn run_pty_on_a_terminal_forwards_keys_and_the_window_size() {
     };
     rustix::termios::tcsetwinsize(&master, size).unwrap();
     let mut child = home
-        .command(&[
-            "run",
-            "--kind",
-            "terminal",
-            "--pty",
-            "--",
-            "sh",
-            "-c",
-            "stty size; read x; echo got:$x",
-        ])
+        .command(&words(
+            "run --kind terminal --pty -- sh -c 'stty size; read x; echo got:$x'",
+        ))
         .stdin(slave.try_clone().unwrap())
         .stdout(slave.try_clone().unwrap())
         .stderr(slave.try_clone().unwrap())

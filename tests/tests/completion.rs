@@ -99,20 +99,28 @@ fn bash_complete(script: &Path, words: &[&str]) -> Vec<String> {
         "$fn" refine-supervisor "$cur" "$prev"
         printf '%s\n' "${COMPREPLY[@]}"
     "#;
-    let out = Command::new("bash")
-        .env("PATH", path_with_bin())
-        .args(["--norc", "--noprofile", "-c", program, "bash"])
+    let mut bash = Command::new("bash");
+    bash.args(["--norc", "--noprofile", "-c", program, "bash"])
         .arg(script)
-        .args(words)
+        .args(words);
+    offered(bash, &format!("bash completing {line:?}"), |l| Some(l))
+}
+
+/// Runs a shell's completion command `cmd` (with the binaries on `PATH`), which must succeed
+/// (`what` names it): the non-empty `column`s of the lines it printed.
+fn offered(mut cmd: Command, what: &str, column: fn(&str) -> Option<&str>) -> Vec<String> {
+    let out = cmd
+        .env("PATH", path_with_bin())
         .output()
-        .expect("run bash");
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(
         out.status.success(),
-        "bash completing {line:?}: {}",
+        "{what}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout)
         .lines()
+        .filter_map(column)
         .filter(|l| !l.is_empty())
         .map(str::to_owned)
         .collect()
@@ -121,24 +129,13 @@ fn bash_complete(script: &Path, words: &[&str]) -> Vec<String> {
 /// What a real fish offers (`complete -C`), first column only.
 fn fish_complete(script: &Path, words: &[&str]) -> Vec<String> {
     let line = line_of(words);
-    let out = Command::new("fish")
-        .env("PATH", path_with_bin())
-        .args(["--no-config", "-c", "source $argv[1]; complete -C $argv[2]"])
+    let mut fish = Command::new("fish");
+    fish.args(["--no-config", "-c", "source $argv[1]; complete -C $argv[2]"])
         .arg(script)
-        .arg(&line)
-        .output()
-        .expect("run fish");
-    assert!(
-        out.status.success(),
-        "fish completing {line:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split('\t').next())
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned)
-        .collect()
+        .arg(&line);
+    offered(fish, &format!("fish completing {line:?}"), |l| {
+        l.split('\t').next()
+    })
 }
 
 /// zsh completes only inside its line editor: a driver zsh runs an interactive `zsh -f -i` on a

@@ -22,7 +22,7 @@ use refine_supervisor::launch::{
     LaunchOutcome, LaunchRequest, LaunchResult, ScopeState, SharedLoop, StdinMode, Supervisor,
 };
 use refine_supervisor::store::registry::{Runtime, Stream};
-use refine_tests::{bin, wait_until};
+use refine_tests::{bin, wait_until, words};
 use sha2::{Digest, Sha256};
 
 const PRODUCER: &str = env!("CARGO_BIN_EXE_cap-producer");
@@ -578,11 +578,7 @@ fn terminal_tty_input_and_resize() {
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
     let mut q = req(
         Kind::Terminal,
-        &[
-            "sh",
-            "-c",
-            "echo ready; read line; echo got:$line; read x; stty size",
-        ],
+        &words("sh -c 'echo ready; read line; echo got:$line; read x; stty size'"),
     );
     q.pty = Some(WindowSize { rows: 24, cols: 80 });
     q.on_output = Some(Box::new(move |_, b| {

@@ -20,7 +20,7 @@ use refine_tests::cli_support;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use cli_support::{alive, describe, output_of, Home, DEADLINE};
+use cli_support::{alive, describe, output_of, words, Home, DEADLINE};
 use refine_tests::wait_until;
 
 /// A PID namespace made outside any scope, with its init (`sleep 300`) as seen from here.
@@ -35,14 +35,9 @@ impl Outside {
     fn start(as_nobody: bool) -> Outside {
         let mut cmd = if as_nobody {
             let mut c = Command::new("setpriv");
-            c.args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--",
-                "unshare",
-                "-Urpf",
-            ]);
+            c.args(words(
+                "--reuid=65534 --regid=65534 --clear-groups -- unshare -Urpf",
+            ));
             c
         } else {
             let mut c = Command::new("unshare");
@@ -163,16 +158,25 @@ fn run_command(home: &Home, script: &str, user: bool, extra: &[&str], cgroup: bo
     cmd
 }
 
-/// The default: the filter refuses the join (nsenter fails with EPERM, the workload's status is
-/// nsenter's 1), nothing reaches the outside namespace, and the scope is proven `exited`.
-fn refused_by_default(user: bool, cgroup: bool) {
+/// A case's setting: a home, the outside namespace (user-owned with `user`) and the script that
+/// joins it; `None`, with the skip reason printed, where the case cannot run here.
+fn prepared(user: bool) -> Option<(Home, Outside, String)> {
     if let Some(why) = skip_reason() {
         eprintln!("skipped: {why}");
-        return;
+        return None;
     }
     let home = Home::new();
     let outside = Outside::start(user);
     let script = escape_script(outside.init, user);
+    Some((home, outside, script))
+}
+
+/// The default: the filter refuses the join (nsenter fails with EPERM, the workload's status is
+/// nsenter's 1), nothing reaches the outside namespace, and the scope is proven `exited`.
+fn refused_by_default(user: bool, cgroup: bool) {
+    let Some((home, outside, script)) = prepared(user) else {
+        return;
+    };
     let out = output_of(run_command(&home, &script, user, &[], cgroup));
     let what = describe(&["run", "--", "sh", "-c", &script], &out);
     let doc = cli_support::json_of(&out.stdout);
@@ -219,13 +223,9 @@ fn setns_into_a_user_owned_namespace_is_refused_on_the_proc_path() {
 /// off) but stays in the scope's cgroup, so the guardian does not write its receipt and the
 /// scope reads `live`; once the escapee is killed, the receipt lands and the scope is `exited`.
 fn allowed_escape_keeps_the_scope_live(user: bool) {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
+    let Some((home, outside, script)) = prepared(user) else {
         return;
-    }
-    let home = Home::new();
-    let outside = Outside::start(user);
-    let script = escape_script(outside.init, user);
+    };
     let mut run = run_command(&home, &script, user, &["--allow-setns"], true)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

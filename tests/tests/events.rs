@@ -156,13 +156,7 @@ fn the_service_the_stop_recovery_and_gc_write_their_events() {
     });
     assert!(adopted, "{all:#?}");
     let stop_kinds = kinds_of(&all, "stopped");
-    for kind in [
-        "launched",
-        "started",
-        "stop_requested",
-        "stop_ended",
-        "receipt",
-    ] {
+    for kind in words("launched started stop_requested stop_ended receipt") {
         assert!(stop_kinds.iter().any(|k| k == kind), "{kind}: {all:#?}");
     }
     let requested = all
@@ -226,13 +220,7 @@ fn a_guardian_killed_under_a_run_makes_an_unverified_event_and_filters_narrow_th
         .collect();
     assert_eq!(lines.len(), 1, "{text}");
     assert_eq!(lines[0]["label"], "lost");
-    let human = home.cli(&[
-        "events",
-        "--filter",
-        "label=lost",
-        "--filter",
-        "kind=launched",
-    ]);
+    let human = home.cli(&words("events --filter label=lost --filter kind=launched"));
     let human = String::from_utf8_lossy(&human.stdout);
     assert_eq!(human.lines().count(), 1, "{human}");
     assert!(

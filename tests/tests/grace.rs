@@ -154,15 +154,7 @@ fn the_grace_wait_does_not_hold_the_stop_fence() {
 fn kill_after_gives_a_deadline_a_grace_and_keeps_its_outcome() {
     let home = Home::new();
     let argv = trapper("TERM");
-    let mut args = vec![
-        "run",
-        "--json",
-        "--timeout",
-        "1s",
-        "--kill-after",
-        "20s",
-        "--",
-    ];
+    let mut args = words("run --json --timeout 1s --kill-after 20s --");
     args.extend(strs(&argv));
     let t = Instant::now();
     let out = home.cli(&args);
@@ -199,15 +191,7 @@ fn a_deadline_with_kill_after_0_kills_negative_control() {
     let home = Home::new();
     let argv = trapper("TERM");
     // `--kill-after 0`: no grace (a deadline alone has 5 s, W11).
-    let mut args = vec![
-        "run",
-        "--json",
-        "--timeout",
-        "1s",
-        "--kill-after",
-        "0",
-        "--",
-    ];
+    let mut args = words("run --json --timeout 1s --kill-after 0 --");
     args.extend(strs(&argv));
     let out = home.cli(&args);
     let doc = parse(&args, &out);
@@ -220,16 +204,7 @@ fn a_deadline_with_kill_after_0_kills_negative_control() {
 #[test]
 fn the_completion_deadline_ends_a_kept_residue_of_a_foreground_run() {
     let home = Home::new();
-    let args = [
-        "run",
-        "--json",
-        "--timeout",
-        "2s",
-        "--",
-        "sh",
-        "-c",
-        "sleep 1000 & echo $!; exit 0",
-    ];
+    let args = words("run --json --timeout 2s -- sh -c 'sleep 1000 & echo $!; exit 0'");
     let out = home.cli(&args);
     let doc = parse(&args, &out);
     assert_eq!(doc["exit_code"], 0, "{doc}");
@@ -264,16 +239,7 @@ fn the_quality_residue_stop_retries_while_the_fence_is_busy() {
         std::thread::sleep(Duration::from_secs(3));
         drop(fence);
     });
-    let args = [
-        "run",
-        "--json",
-        "--kind",
-        "quality",
-        "--",
-        "sh",
-        "-c",
-        "sleep 1000 & exit 0",
-    ];
+    let args = words("run --json --kind quality -- sh -c 'sleep 1000 & exit 0'");
     let out = home.cli(&args);
     let doc = parse(&args, &out);
     release.join().expect("release");
@@ -289,16 +255,7 @@ fn a_failed_residue_stop_is_shown_and_does_not_hang() {
     let home = Home::new();
     let _ = home.cli(&["run", "--", "true"]);
     let fence = home.hold_stop_fence();
-    let args = [
-        "run",
-        "--json",
-        "--kind",
-        "quality",
-        "--",
-        "sh",
-        "-c",
-        "sleep 1000 & exit 0",
-    ];
+    let args = words("run --json --kind quality -- sh -c 'sleep 1000 & exit 0'");
     let t = Instant::now();
     let out = home.cli(&args);
     assert!(t.elapsed() < Duration::from_secs(40), "run hung");
@@ -329,15 +286,9 @@ fn a_failed_residue_stop_is_shown_and_does_not_hang() {
 #[test]
 fn sigint_ends_the_residue_a_foreground_run_holds_for_its_deadline() {
     let home = Home::new();
-    let mut cmd = home.command(&[
-        "run",
-        "--timeout",
-        "120s",
-        "--",
-        "sh",
-        "-c",
-        "sleep 1000 & echo ready; exit 0",
-    ]);
+    let mut cmd = home.command(&words(
+        "run --timeout 120s -- sh -c 'sleep 1000 & echo ready; exit 0'",
+    ));
     cmd.stderr(Stdio::null());
     let (mut child, line) = refine_tests::spawn_first_line(&mut cmd, "run");
     assert_eq!(line.trim(), "ready");

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use refine_protocol::frame::MAX_FRAME;
 use refine_protocol::{Frame, Hello, Receipt, ScopeEnd, WorkloadStatus};
-use refine_tests::driver::{Guardian, Launch, Msg};
+use refine_tests::driver::{marker_launch, Guardian, Launch, Msg};
 
 /// Checks every bound field of `r` against the hello and the launch, and the file on disk.
 fn assert_receipt_matches(r: &Receipt, hello: &Hello, l: &Launch) {
@@ -42,6 +42,14 @@ fn run(l: &Launch) -> (Hello, Vec<Msg>, Receipt) {
     assert!(status.success(), "guardian failed: {status:?} {stderr}");
     assert_receipt_matches(&receipt, &hello, l);
     (hello, frames, receipt)
+}
+
+/// [`run`] of a launch that must fail to spawn with `errno`: its first frame says so; the
+/// receipt.
+fn run_spawn_failed(l: &Launch, errno: i32) -> Receipt {
+    let (_, frames, r) = run(l);
+    assert_eq!(frames[0], Msg::SpawnFailed { errno }, "{frames:?}");
+    r
 }
 
 fn sh(dir: &Path, script: &str) -> Launch {
@@ -89,28 +97,14 @@ fn death_by_signal_propagates_exactly() {
 fn missing_executable_is_spawn_failed_enoent_with_receipt() {
     let dir = tempfile::tempdir().unwrap();
     let l = Launch::new(&dir.path().join("proof"), &["no-such-program-refine"]);
-    let (_, frames, r) = run(&l);
-    assert_eq!(
-        frames[0],
-        Msg::SpawnFailed {
-            errno: libc::ENOENT
-        },
-        "{frames:?}"
-    );
+    let r = run_spawn_failed(&l, libc::ENOENT);
     assert_eq!(r.end, ScopeEnd::SpawnFailed);
     assert_eq!(r.spawn_errno, libc::ENOENT);
     assert_eq!(r.status, WorkloadStatus::NeverStarted);
 
     let dir = tempfile::tempdir().unwrap();
     let l = Launch::new(&dir.path().join("proof"), &["/nonexistent/refine/prog"]);
-    let (_, frames, r) = run(&l);
-    assert_eq!(
-        frames[0],
-        Msg::SpawnFailed {
-            errno: libc::ENOENT
-        },
-        "{frames:?}"
-    );
+    let r = run_spawn_failed(&l, libc::ENOENT);
     assert_eq!(r.spawn_errno, libc::ENOENT);
 }
 
@@ -120,14 +114,7 @@ fn not_executable_is_spawn_failed_eacces() {
     let file = dir.path().join("data.txt");
     fs::write(&file, "not a program").unwrap();
     let l = Launch::new(&dir.path().join("proof"), &[file.as_os_str()]);
-    let (_, frames, r) = run(&l);
-    assert_eq!(
-        frames[0],
-        Msg::SpawnFailed {
-            errno: libc::EACCES
-        },
-        "{frames:?}"
-    );
+    let r = run_spawn_failed(&l, libc::EACCES);
     assert_eq!(r.end, ScopeEnd::SpawnFailed);
 }
 
@@ -136,14 +123,7 @@ fn a_failed_setup_is_a_spawn_failure_and_the_program_never_runs() {
     let dir = tempfile::tempdir().unwrap();
     let (mut l, marker) = marker_launch(dir.path());
     l.cwd = Some(dir.path().join("no such dir"));
-    let (_, frames, r) = run(&l);
-    assert_eq!(
-        frames[0],
-        Msg::SpawnFailed {
-            errno: libc::ENOENT
-        },
-        "{frames:?}"
-    );
+    let r = run_spawn_failed(&l, libc::ENOENT);
     assert_eq!(
         (r.end, r.spawn_errno),
         (ScopeEnd::SpawnFailed, libc::ENOENT)
@@ -157,26 +137,9 @@ fn a_failed_setup_is_a_spawn_failure_and_the_program_never_runs() {
         soft: 1,
         hard: 1,
     }];
-    let (_, frames, r) = run(&l);
-    assert_eq!(
-        frames[0],
-        Msg::SpawnFailed {
-            errno: libc::EINVAL
-        },
-        "{frames:?}"
-    );
+    let r = run_spawn_failed(&l, libc::EINVAL);
     assert_eq!(r.end, ScopeEnd::SpawnFailed);
     assert!(!marker.exists() && !marker2.exists());
-}
-
-/// A workload that would leave evidence if it ever executed.
-fn marker_launch(dir: &Path) -> (Launch, std::path::PathBuf) {
-    let marker = dir.join("executed");
-    let l = Launch::new(
-        &dir.join("proof"),
-        &[Path::new("touch").as_os_str(), marker.as_os_str()],
-    );
-    (l, marker)
 }
 
 fn assert_aborted(r: &Receipt) {
@@ -408,8 +371,10 @@ fn read_to_end(fd: OwnedFd) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Runs the probe through the guardian with piped stdio; returns (hello, receipt, probe output).
-fn run_probe(l: &Launch) -> (Hello, Receipt, String) {
+/// Launches `l` through a new guardian with its stdin and stdout on pipes (stderr is the
+/// test's), and reads its hello: the guardian, the hello, the writer of the workload's stdin and
+/// the reader of its stdout (this process keeps no other end).
+fn launched_with_pipes(l: &Launch) -> (Guardian, Hello, OwnedFd, OwnedFd) {
     let (in_r, in_w) = cloexec_pipe();
     let (out_r, out_w) = cloexec_pipe();
     let err = stderr_dup();
@@ -418,6 +383,12 @@ fn run_probe(l: &Launch) -> (Hello, Receipt, String) {
         .unwrap();
     drop((in_r, out_w, err));
     let hello = g.expect_hello();
+    (g, hello, in_w, out_r)
+}
+
+/// Runs the probe through the guardian with piped stdio; returns (hello, receipt, probe output).
+fn run_probe(l: &Launch) -> (Hello, Receipt, String) {
+    let (g, hello, in_w, out_r) = launched_with_pipes(l);
     g.start();
     let output = read_to_end(out_r);
     drop(in_w);
@@ -445,14 +416,7 @@ const ORPHANER: &str = env!("CARGO_BIN_EXE_orphaner");
 fn detached_grandchild_delays_the_receipt_not_the_workload_result() {
     let dir = tempfile::tempdir().unwrap();
     let l = Launch::new(&dir.path().join("proof"), &[ORPHANER]);
-    let (in_r, in_w) = cloexec_pipe();
-    let (out_r, out_w) = cloexec_pipe();
-    let err = stderr_dup();
-    let g = Guardian::spawn();
-    g.launch(&l, Some([in_r.as_fd(), out_w.as_fd(), err.as_fd()]))
-        .unwrap();
-    drop((in_r, out_w, err));
-    let hello = g.expect_hello();
+    let (g, hello, in_w, out_r) = launched_with_pipes(&l);
     g.start();
     assert_eq!(g.expect(), Msg::Started);
     // G6: the workload's own result arrives while its grandchild still holds the scope.
@@ -635,14 +599,7 @@ fn channel_loss_after_start_defaults_to_sigkill_for_a_term_ignoring_workload() {
         &dir.path().join("proof"),
         &[env!("CARGO_BIN_EXE_term-ignorer")],
     );
-    let (in_r, _in_w) = cloexec_pipe();
-    let (out_r, out_w) = cloexec_pipe();
-    let err = stderr_dup();
-    let g = Guardian::spawn();
-    g.launch(&l, Some([in_r.as_fd(), out_w.as_fd(), err.as_fd()]))
-        .unwrap();
-    drop((in_r, out_w, err));
-    let hello = g.expect_hello();
+    let (g, hello, _in_w, out_r) = launched_with_pipes(&l);
     g.start();
     assert_eq!(g.expect(), Msg::Started);
     let mut out = BufReader::new(fs::File::from(out_r)).lines();
@@ -788,14 +745,7 @@ fn sig_bit(s: i32) -> u64 {
 fn the_guardians_blocked_mask_does_not_reach_the_workload() {
     let dir = tempfile::tempdir().unwrap();
     let l = Launch::new(&dir.path().join("proof"), &["cat", "/proc/self/status"]);
-    let (in_r, _in_w) = cloexec_pipe();
-    let (out_r, out_w) = cloexec_pipe();
-    let err = stderr_dup();
-    let g = Guardian::spawn();
-    g.launch(&l, Some([in_r.as_fd(), out_w.as_fd(), err.as_fd()]))
-        .unwrap();
-    drop((in_r, out_w, err));
-    let hello = g.expect_hello();
+    let (g, hello, _in_w, out_r) = launched_with_pipes(&l);
     // Control: the guardian itself blocks (almost) every signal.
     let guardian = fs::read_to_string(format!("/proc/{}/status", hello.guardian.pid)).unwrap();
     let (blocked, _) = sig_sets(&guardian);

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 
 use cli_support::{alive, describe, kill_witness, parse, witnesses, Home, DEADLINE};
 use refine_protocol::{Frame, Hello, Receipt, ScopeEnd, WorkloadStatus};
-use refine_tests::driver::{Guardian, Launch, Msg, PATIENCE};
+use refine_tests::driver::{marker_launch, Guardian, Launch, Msg, PATIENCE};
 use refine_tests::wait_until;
 use rustix::process::Signal;
 
@@ -48,16 +48,6 @@ fn wait_stopped(pid: u32) {
         state == "T"
     });
     assert!(ok, "{pid} never stopped (state {state:?})");
-}
-
-/// A workload that would leave evidence if it ever executed.
-fn marker_launch(dir: &Path) -> (Launch, std::path::PathBuf) {
-    let marker = dir.join("executed");
-    let l = Launch::new(
-        &dir.join("proof"),
-        &[Path::new("touch").as_os_str(), marker.as_os_str()],
-    );
-    (l, marker)
 }
 
 fn assert_receipt_on_disk(r: &Receipt, hello: &Hello, l: &Launch) {
@@ -306,6 +296,16 @@ fn a_stopped_gated_child_does_not_hang_the_guardian_abort_is_honoured() {
     assert!(!marker.exists(), "the workload executed");
 }
 
+/// The scope of a gated child ends without it ever starting: the frames and the receipt (sent
+/// and on disk) say so, the guardian exits 0, and the workload left no marker.
+fn assert_ended_never_started(g: Guardian, hello: &Hello, l: &Launch, marker: &Path) {
+    let (frames, r) = g.until_scope_exited();
+    assert_never_started(&frames, &r);
+    assert_receipt_on_disk(&r, hello, l);
+    assert!(g.finish().0.success());
+    assert!(!marker.exists(), "the workload executed");
+}
+
 #[test]
 fn a_stopped_gated_child_does_not_hang_the_guardian_a_closed_channel_is_honoured() {
     let dir = tempfile::tempdir().unwrap();
@@ -324,11 +324,7 @@ fn a_stopped_gated_child_does_not_hang_the_guardian_sigterm_is_honoured() {
     let (g, hello, l, marker, _child) = start_a_stopped_child(dir.path());
     let gfd = pidfd(hello.guardian.pid, hello.guardian.start_time);
     rustix::process::pidfd_send_signal(&gfd, Signal::TERM).unwrap();
-    let (frames, r) = g.until_scope_exited();
-    assert_never_started(&frames, &r);
-    assert_receipt_on_disk(&r, &hello, &l);
-    assert!(g.finish().0.success());
-    assert!(!marker.exists(), "the workload executed");
+    assert_ended_never_started(g, &hello, &l, &marker);
 }
 
 /// A guardian that exits with frames of ours unread would make the kernel reset the channel,
@@ -366,11 +362,7 @@ fn a_child_killed_between_start_and_execve_is_never_reported_started() {
     let dir = tempfile::tempdir().unwrap();
     let (g, hello, l, marker, child) = start_a_stopped_child(dir.path());
     rustix::process::pidfd_send_signal(&child, Signal::KILL).unwrap();
-    let (frames, r) = g.until_scope_exited();
-    assert_never_started(&frames, &r);
-    assert_receipt_on_disk(&r, &hello, &l);
-    assert!(g.finish().0.success());
-    assert!(!marker.exists(), "the workload executed");
+    assert_ended_never_started(g, &hello, &l, &marker);
 }
 
 /// A child stopped at the gate and then resumed (SIGCONT) starts normally: the stop alone

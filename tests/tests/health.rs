@@ -7,9 +7,6 @@
 
 use refine_tests::cli_support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-
 use cli_support::*;
 use serde_json::{json, Value};
 
@@ -25,6 +22,37 @@ fn wait_health(home: &Home, id: &str, state: &str) -> Value {
     });
     assert!(got, "health never {state}: {last:#}");
     last
+}
+
+/// `run --detach --health-cmd CMD FLAGS -- ARGV` (FLAGS split at white space), required to
+/// succeed: the id.
+fn checked_run(home: &Home, cmd: &str, flags: &str, argv: &[&str]) -> String {
+    let mut opts = vec!["--health-cmd", cmd];
+    opts.extend(flags.split_whitespace());
+    detach_with(home, &opts, argv)
+}
+
+/// [`checked_run`] of a `sleep 600`.
+fn checked(home: &Home, cmd: &str, flags: &str) -> String {
+    checked_run(home, cmd, flags, &["sleep", "600"])
+}
+
+/// `wait --for healthy --timeout 60s ID`: its output, and the call described for a failure.
+fn wait_healthy(home: &Home, id: &str) -> (std::process::Output, String) {
+    let args = ["wait", "--for", "healthy", "--timeout", "60s", id];
+    let out = home.cli(&args);
+    let why = describe(&args, &out);
+    (out, why)
+}
+
+/// Stops `id`, then each of its probe scopes must end `exited` (by its receipt); `why` is the
+/// failure.
+fn stop_and_assert_exited(home: &Home, id: &str, probes: &[String], why: &str) {
+    home.cli(&["stop", id]);
+    for p in probes {
+        home.wait_ended(p);
+        assert_eq!(home.state(p), "exited", "{why}");
+    }
 }
 
 fn events(home: &Home) -> Vec<Value> {
@@ -55,24 +83,8 @@ fn failures_past_retries_make_it_unhealthy_a_success_healthy_and_nothing_is_stop
         "test -e {} && echo fine || {{ printf 'down\\033[31m\\n'; exit 1; }}",
         flag.display()
     );
-    let args = [
-        "run",
-        "--detach",
-        "--label",
-        "web",
-        "--health-cmd",
-        &probe,
-        "--health-interval",
-        "200ms",
-        "--health-retries",
-        "2",
-        "--",
-        "sleep",
-        "600",
-    ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let flags = "--label web --health-interval 200ms --health-retries 2";
+    let id = checked(&home, &probe, flags);
     let h = wait_health(&home, &id, "unhealthy");
     assert_eq!(h["cmd"], probe.as_str());
     assert_eq!(h["retries"], 2);
@@ -112,72 +124,30 @@ fn failures_past_retries_make_it_unhealthy_a_success_healthy_and_nothing_is_stop
     // Every probe is a scope of its own, ended with its receipt.
     let probes = probe_scopes(&home, "web.health");
     assert!(probes.len() >= 3, "{probes:?}");
-    home.cli(&["stop", &id]);
-    for p in &probes {
-        home.wait_ended(p);
-        assert_eq!(home.state(p), "exited", "a probe without its receipt");
-    }
+    stop_and_assert_exited(&home, &id, &probes, "a probe without its receipt");
 }
 
 #[test]
 fn a_probe_past_its_timeout_is_stopped_with_proof_and_fails() {
     let home = Home::new();
     let _svc = Serving::start(&home, &[]);
-    let args = [
-        "run",
-        "--detach",
-        "--label",
-        "slow",
-        "--health-cmd",
-        "sleep 600 & sleep 600",
-        "--health-interval",
-        "100ms",
-        "--health-timeout",
-        "300ms",
-        "--health-retries",
-        "1",
-        "--",
-        "sleep",
-        "600",
-    ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let flags = "--label slow --health-interval 100ms --health-timeout 300ms --health-retries 1";
+    let id = checked(&home, "sleep 600 & sleep 600", flags);
     let h = wait_health(&home, &id, "unhealthy");
     let p = &h["last"][0];
     assert_eq!(p["timed_out"], true, "{h:#}");
     assert_eq!(p["exit_code"], Value::Null, "{h:#}");
     let probes = probe_scopes(&home, "slow.health");
     assert!(!probes.is_empty());
-    home.cli(&["stop", &id]);
-    for p in &probes {
-        home.wait_ended(p);
-        assert_eq!(home.state(p), "exited", "a timed-out probe left its tree");
-    }
+    stop_and_assert_exited(&home, &id, &probes, "a timed-out probe left its tree");
 }
 
 #[test]
 fn in_the_start_period_failures_do_not_count() {
     let home = Home::new();
     let _svc = Serving::start(&home, &[]);
-    let args = [
-        "run",
-        "--detach",
-        "--health-cmd",
-        "false",
-        "--health-interval",
-        "100ms",
-        "--health-retries",
-        "1",
-        "--health-start-period",
-        "1h",
-        "--",
-        "sleep",
-        "600",
-    ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let flags = "--health-interval 100ms --health-retries 1 --health-start-period 1h";
+    let id = checked(&home, "false", flags);
     let probed = refine_tests::wait_until(DEADLINE, || {
         health(&home, &id)["probes"].as_u64().unwrap_or(0) >= 3
     });
@@ -192,30 +162,12 @@ fn in_the_start_period_failures_do_not_count() {
 fn a_foreground_run_probes_its_own_launch() {
     let home = Home::new();
     let mut run = home
-        .command(&[
-            "run",
-            "--label",
-            "fg",
-            "--health-cmd",
-            "true",
-            "--health-interval",
-            "100ms",
-            "--",
-            "sleep",
-            "600",
-        ])
+        .command(&words(
+            "run --label fg --health-cmd true --health-interval 100ms -- sleep 600",
+        ))
         .spawn()
         .unwrap();
-    let mut id = String::new();
-    let listed = refine_tests::wait_until(DEADLINE, || {
-        id = home
-            .ps()
-            .into_iter()
-            .find(|r| r["label"] == "fg")
-            .map_or(String::new(), |r| r["id"].as_str().unwrap().to_owned());
-        !id.is_empty()
-    });
-    assert!(listed);
+    let id = home.wait_labelled("fg");
     wait_health(&home, &id, "healthy");
     home.cli(&["stop", &id]);
     wait_bounded(&mut run, DEADLINE, "run after the stop");
@@ -227,22 +179,7 @@ fn a_restarted_service_resumes_the_probes_of_its_predecessor() {
     let svc = Serving::start(&home, &[]);
     let flag = home.path().join("up");
     let probe = format!("test -e {}", flag.display());
-    let args = [
-        "run",
-        "--detach",
-        "--health-cmd",
-        &probe,
-        "--health-interval",
-        "100ms",
-        "--health-retries",
-        "1",
-        "--",
-        "sleep",
-        "600",
-    ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let id = checked(&home, &probe, "--health-interval 100ms --health-retries 1");
     wait_health(&home, &id, "unhealthy");
     // A lost service (kill -9) leaves its launches running for the next one (L6).
     svc.signal(rustix::process::Signal::KILL);
@@ -256,19 +193,8 @@ fn a_restarted_service_resumes_the_probes_of_its_predecessor() {
 
 #[test]
 fn the_socket_launches_with_a_health_check_and_refuses_nonsense() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
-    let s = UnixStream::connect(home.run_dir().join("supervisor.sock")).unwrap();
-    let mut wr = s.try_clone().unwrap();
-    let mut rd = BufReader::new(s);
-    let mut call = |req: Value| -> Value {
-        let mut line = serde_json::to_vec(&req).unwrap();
-        line.push(b'\n');
-        wr.write_all(&line).unwrap();
-        let mut reply = String::new();
-        rd.read_line(&mut reply).unwrap();
-        serde_json::from_str(&reply).unwrap()
-    };
+    let (home, _svc, mut conn) = served();
+    let mut call = |req: Value| conn.call(req);
     let r = call(json!({"v": 1, "op": "launch", "argv": ["sleep", "600"],
         "health_cmd": "true", "health_interval_ms": 100}));
     let id = r["result"]["launched"]["id"].as_str().unwrap().to_owned();
@@ -286,22 +212,7 @@ fn the_socket_launches_with_a_health_check_and_refuses_nonsense() {
 fn probe_scopes_write_no_lifecycle_events() {
     let home = Home::new();
     let _svc = Serving::start(&home, &[]);
-    let args = [
-        "run",
-        "--detach",
-        "--label",
-        "quiet",
-        "--health-cmd",
-        "true",
-        "--health-interval",
-        "200ms",
-        "--",
-        "sleep",
-        "600",
-    ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let id = checked(&home, "true", "--label quiet --health-interval 200ms");
     wait_health(&home, &id, "healthy");
     let probes = probe_scopes(&home, "quiet.health");
     assert!(!probes.is_empty(), "no probe scope");
@@ -335,61 +246,26 @@ fn probe_scopes_write_no_lifecycle_events() {
 fn wait_for_healthy_returns_once_healthy_and_fails_clearly_without_a_check_or_on_an_end() {
     let home = Home::new();
     let _svc = Serving::start(&home, &[]);
-    let args = [
-        "run",
-        "--detach",
-        "--health-cmd",
-        "true",
-        "--health-interval",
-        "200ms",
-        "--",
-        "sleep",
-        "600",
-    ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let w = ["wait", "--for", "healthy", "--timeout", "60s", &id];
-    let out = home.cli(&w);
-    assert!(out.status.success(), "{}", describe(&w, &out));
+    let id = checked(&home, "true", "--health-interval 200ms");
+    let (out, why) = wait_healthy(&home, &id);
+    assert!(out.status.success(), "{why}");
     assert_eq!(health(&home, &id)["state"], "healthy");
     let _ = home.cli(&["stop", &id]);
 
     // No health check: one clear line, exit 1, at once.
-    let args = ["run", "--detach", "--", "sleep", "600"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let plain = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let w = ["wait", "--for", "healthy", "--timeout", "60s", &plain];
-    let out = home.cli(&w);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&w, &out));
+    let plain = detach(&home, &["sleep", "600"]);
+    let (out, why) = wait_healthy(&home, &plain);
+    assert_eq!(out.status.code(), Some(1), "{why}");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no health check"), "{}", describe(&w, &out));
+    assert!(err.contains("no health check"), "{why}");
     let _ = home.cli(&["stop", &plain]);
 
     // Ends before it is healthy: exit 1, saying so.
-    let args = [
-        "run",
-        "--detach",
-        "--health-cmd",
-        "false",
-        "--health-interval",
-        "200ms",
-        "--",
-        "true",
-    ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let gone = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let w = ["wait", "--for", "healthy", "--timeout", "60s", &gone];
-    let out = home.cli(&w);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&w, &out));
+    let gone = checked_run(&home, "false", "--health-interval 200ms", &["true"]);
+    let (out, why) = wait_healthy(&home, &gone);
+    assert_eq!(out.status.code(), Some(1), "{why}");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("ended before it was healthy"),
-        "{}",
-        describe(&w, &out)
-    );
+    assert!(err.contains("ended before it was healthy"), "{why}");
 }
 
 /// Issue 43 item 5: the probes' cost. A probe's output is kept in memory (the start of each

@@ -290,7 +290,7 @@ fn recovery_reads_only_the_open_index_and_settles_it() {
 
 use refine_tests::cli_support;
 
-use cli_support::{assert_one_line_error, Home};
+use cli_support::{assert_one_line_error, words, Home};
 
 /// The runtime of a CLI test home, opened the way the binary opens it.
 fn cli_runtime(home: &Home) -> Runtime {
@@ -317,14 +317,7 @@ fn gc_forgets_old_exited_registrations_and_retires_capture_receipts() {
     backdate(&rt, young.id, ago(10 * DAY));
     let live = fabricate(&rt, Fabricate::live(old));
     let unverified = fabricate(&rt, Fabricate::unverified(old));
-    let gc = home.json(&[
-        "gc",
-        "--older-than",
-        "7d",
-        "--forget-after",
-        "30d",
-        "--json",
-    ]);
+    let gc = home.json(&words("gc --older-than 7d --forget-after 30d --json"));
     // Retention: the young one's artifacts and capture receipt are past 7 days.
     assert!(!rt.capture_receipt_path(young.id).exists(), "{gc:#}");
     assert!(!rt

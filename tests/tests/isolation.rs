@@ -16,34 +16,11 @@ use std::time::{Duration, Instant};
 use cli_support::*;
 use refine_protocol::{Frame, WorkloadStatus};
 use refine_tests::driver::{Guardian, Launch, Msg, PATIENCE};
-use refine_tests::TinyDisk;
-
-/// `(uid, gid)` of `name` in /etc/passwd.
-fn passwd_ids(name: &str) -> Option<(u32, u32)> {
-    let text = std::fs::read_to_string("/etc/passwd").ok()?;
-    text.lines().find_map(|l| {
-        let f: Vec<&str> = l.split(':').collect();
-        if f.len() < 4 || f[0] != name {
-            return None;
-        }
-        Some((f[2].parse().ok()?, f[3].parse().ok()?))
-    })
-}
-
-fn skip_reason() -> Option<&'static str> {
-    if !rustix::process::geteuid().is_root() {
-        return Some("needs root (another uid, chown, mount)");
-    }
-    if passwd_ids("nobody").is_none() {
-        return Some("no `nobody` user in /etc/passwd");
-    }
-    None
-}
+use refine_tests::{passwd_ids, TinyDisk};
 
 macro_rules! root_only {
     () => {
-        if let Some(why) = skip_reason() {
-            eprintln!("skipped: {why}");
+        if refine_tests::skip_unless_root_and_nobody("another uid, chown, mount") {
             return;
         }
     };
@@ -234,12 +211,9 @@ fn capabilities_do_not_survive_the_user_switch() {
         let mut c = Command::new("setpriv");
         c.arg(format!("--reuid={nobody_uid}"))
             .arg(format!("--regid={nobody_gid}"))
-            .args([
-                "--clear-groups",
-                "--inh-caps=+setuid,+setgid",
-                "--ambient-caps=+setuid,+setgid",
-                "--",
-            ])
+            .args(words(
+                "--clear-groups --inh-caps=+setuid,+setgid --ambient-caps=+setuid,+setgid --",
+            ))
             .arg(&tools[0])
             .arg("--home")
             .arg(home.path())
@@ -248,18 +222,8 @@ fn capabilities_do_not_survive_the_user_switch() {
             .stdin(Stdio::null());
         output_of(c)
     };
-    let args = [
-        "run",
-        "--user",
-        "daemon",
-        "--cwd",
-        "/",
-        "--",
-        "grep",
-        "-E",
-        "^(Uid|Gid|Groups|Cap)",
-        "/proc/self/status",
-    ];
+    let args =
+        words("run --user daemon --cwd / -- grep -E ^(Uid|Gid|Groups|Cap) /proc/self/status");
     let out = as_capable_nobody(&args);
     assert!(out.status.success(), "{}", describe(&args, &out));
     let status = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -289,17 +253,7 @@ fn capabilities_do_not_survive_the_user_switch() {
 fn a_root_supervisor_empties_every_capability_set() {
     root_only!();
     let home = Home::new();
-    let args = [
-        "run",
-        "--user",
-        "nobody",
-        "--cwd",
-        "/",
-        "--",
-        "grep",
-        "^Cap",
-        "/proc/self/status",
-    ];
+    let args = words("run --user nobody --cwd / -- grep ^Cap /proc/self/status");
     let out = home.cli(&args);
     assert!(out.status.success(), "{}", describe(&args, &out));
     let status = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -583,15 +537,8 @@ fn a_failed_receipt_write_is_retried_while_the_guardian_lives() {
     );
     let doc = parse(&["run"], &out);
     let id = doc["id"].as_str().unwrap();
-    let args = ["receipt", id, "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    assert_eq!(
-        parse(&args, &out)["verified"],
-        true,
-        "{}",
-        describe(&args, &out)
-    );
+    let verdict = home.receipt(id);
+    assert_eq!(verdict["verified"], true, "{verdict}");
 }
 
 /// X5: the receipt is written whole: bytes a same-uid workload appended to its own proof file
@@ -610,15 +557,8 @@ fn the_receipt_is_written_whole() {
     let (out, doc) = home.run_json(&["sh", "-c", &script]);
     assert!(out.status.success(), "{}", describe(&["run"], &out));
     let id = doc["id"].as_str().unwrap();
-    let args = ["receipt", id, "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    assert_eq!(
-        parse(&args, &out)["verified"],
-        true,
-        "{}",
-        describe(&args, &out)
-    );
+    let verdict = home.receipt(id);
+    assert_eq!(verdict["verified"], true, "{verdict}");
 }
 
 /// X5: `Signal` frames at the gate are neither dropped nor reordered: a `SIGTERM` sent before
@@ -683,16 +623,7 @@ fn a_detached_spawn_failure_names_the_step_that_failed() {
     let private = tempfile::tempdir().unwrap();
     std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     let private_dir = private.path().to_str().unwrap();
-    let mut serve = home
-        .command(&["serve", "--maintenance-every", "200ms"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn serve");
-    let sock = home.run_dir().join("supervisor.sock");
-    let up = refine_tests::wait_until(DEADLINE, || {
-        std::os::unix::net::UnixStream::connect(&sock).is_ok()
-    });
+    let svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
     let args = [
         "run",
         "--detach",
@@ -703,10 +634,8 @@ fn a_detached_spawn_failure_names_the_step_that_failed() {
         "--",
         "sh",
     ];
-    let out = up.then(|| home.cli(&args));
-    let _ = serve.kill();
-    let _ = serve.wait();
-    let out = out.expect("serve did not come up");
+    let out = home.cli(&args);
+    drop(svc);
     let err = assert_one_line_error(&args, &out);
     assert!(
         err.contains(&format!("{private_dir}: Permission denied")),

@@ -22,7 +22,7 @@ use refine_protocol::{Hello, Receipt, WorkloadStatus};
 use refine_supervisor::end::assess::{self, Assessment, KERNEL_BOOT};
 use refine_supervisor::store::registry::Runtime;
 use refine_tests::driver::{self, Guardian, Launch, Msg, PATIENCE};
-use refine_tests::wait_until;
+use refine_tests::{wait_until, words};
 use rustix::process::Signal;
 
 // ---------------------------------------------------------------------------------------------
@@ -95,13 +95,33 @@ impl Leftovers {
     fn now(&self) -> Vec<Proc> {
         procs(self.0)
     }
+
+    /// Waits (bounded) until each of the case's argvs runs as exactly one process; `what`
+    /// names them in the failure.
+    fn wait_each_running(&self, what: &str) {
+        assert!(
+            wait_until(DEADLINE, || self
+                .0
+                .iter()
+                .all(|argv| procs(&[argv]).len() == 1)),
+            "{what} never ran: {:?}",
+            self.now()
+        );
+    }
 }
 
 impl Drop for Leftovers {
     fn drop(&mut self) {
         for p in self.now() {
-            kill_witness(u64::from(p.pid), p.start_time, Signal::KILL);
+            p.kill(Signal::KILL);
         }
+    }
+}
+
+impl Proc {
+    /// Signals this process by its witness (pid and start time): whether it was delivered.
+    fn kill(&self, sig: Signal) -> bool {
+        kill_witness(u64::from(self.pid), self.start_time, sig)
     }
 }
 
@@ -161,13 +181,24 @@ fn started_with_an_orphan(
     let hello = g.expect_hello();
     g.start();
     assert_eq!(g.expect(), Msg::Started);
-    assert!(
-        wait_until(PATIENCE, || procs(&[orphan]).len() == 1
-            && procs(&[main]).len() == 1),
-        "the workload and its orphan never ran: {:?}",
-        left.now()
-    );
+    left.wait_each_running("the workload and its orphan");
     (dir, l, g, hello)
+}
+
+/// Reaps the guardian (it must exit 0) and reads the receipt it wrote for `l`.
+fn reaped_receipt(guardian: std::process::Child, l: &Launch) -> Receipt {
+    let (status, stderr) = driver::reap(guardian);
+    assert!(status.success(), "{status:?} {stderr}");
+    Receipt::decode(&std::fs::read(&l.proof_path).unwrap()).expect("a receipt")
+}
+
+/// Waits (bounded) until the guardian `g` has reaped `pid` and waits again; `what` names `pid`
+/// in the failure.
+fn wait_reaped_and_waiting(g: refine_protocol::ProcessWitness, pid: u32, what: &str) {
+    assert!(
+        wait_until(PATIENCE, || reaped_and_waiting(g, pid)),
+        "the guardian never reaped {what} and waited again"
+    );
 }
 
 /// The launcher's end closes (as when it dies) while the workload's orphan runs: with the
@@ -183,9 +214,7 @@ fn launcher_loss_with_a_parent_death_signal_ends_the_whole_scope() {
         started_with_an_orphan(ORPHAN, MAIN, Some(libc::SIGKILL as u32), &left);
     let orphan = &procs(&[ORPHAN])[0];
     assert_eq!(orphan.ppid, hello.guardian.pid, "the guardian adopted it");
-    let (status, stderr) = driver::reap(g.hang_up());
-    assert!(status.success(), "{status:?} {stderr}");
-    let r = Receipt::decode(&std::fs::read(&l.proof_path).unwrap()).expect("a receipt");
+    let r = reaped_receipt(g.hang_up(), &l);
     assert_eq!(r.status, WorkloadStatus::Signaled(libc::SIGKILL), "{r:?}");
     assert_eq!(r.workload, hello.workload);
     assert_eq!(r.reaped, 2, "the workload and its orphan: {r:?}");
@@ -205,11 +234,7 @@ fn launcher_loss_without_a_parent_death_signal_leaves_the_scope_running() {
     let guardian = g.hang_up();
     let (gpid, w) = (hello.guardian.pid, hello.workload);
     assert!(kill_witness(u64::from(w.pid), w.start_time, Signal::TERM));
-    let waiting = wait_until(PATIENCE, || reaped_and_waiting(hello.guardian, w.pid));
-    assert!(
-        waiting,
-        "the guardian never reaped its workload and waited again"
-    );
+    wait_reaped_and_waiting(hello.guardian, w.pid, "its workload");
     let orphan = procs(&[ORPHAN]);
     assert_eq!(
         orphan.len(),
@@ -224,14 +249,8 @@ fn launcher_loss_without_a_parent_death_signal_leaves_the_scope_running() {
         refine_protocol::is_unwritten(&std::fs::read(&l.proof_path).unwrap()),
         "a receipt while the orphan runs"
     );
-    assert!(kill_witness(
-        u64::from(orphan[0].pid),
-        orphan[0].start_time,
-        Signal::KILL
-    ));
-    let (status, stderr) = driver::reap(guardian);
-    assert!(status.success(), "{status:?} {stderr}");
-    let r = Receipt::decode(&std::fs::read(&l.proof_path).unwrap()).expect("a receipt");
+    assert!(orphan[0].kill(Signal::KILL));
+    let r = reaped_receipt(guardian, &l);
     assert_eq!(r.status, WorkloadStatus::Signaled(libc::SIGTERM), "{r:?}");
     assert_eq!(r.reaped, 2);
 }
@@ -251,20 +270,11 @@ fn a_disowned_scope_outlives_its_launcher_despite_its_parent_death_signal() {
     let guardian = g.hang_up();
     let w = hello.workload;
     assert!(kill_witness(u64::from(w.pid), w.start_time, Signal::TERM));
-    assert!(
-        wait_until(PATIENCE, || reaped_and_waiting(hello.guardian, w.pid)),
-        "the guardian never reaped its workload and waited again"
-    );
+    wait_reaped_and_waiting(hello.guardian, w.pid, "its workload");
     let orphan = procs(&[ORPHAN]);
     assert_eq!(orphan.len(), 1, "the disowned scope was ended");
-    assert!(kill_witness(
-        u64::from(orphan[0].pid),
-        orphan[0].start_time,
-        Signal::KILL
-    ));
-    let (status, stderr) = driver::reap(guardian);
-    assert!(status.success(), "{status:?} {stderr}");
-    let r = Receipt::decode(&std::fs::read(&l.proof_path).unwrap()).expect("a receipt");
+    assert!(orphan[0].kill(Signal::KILL));
+    let r = reaped_receipt(guardian, &l);
     assert_eq!(r.status, WorkloadStatus::Signaled(libc::SIGTERM), "{r:?}");
 }
 
@@ -335,12 +345,7 @@ fn a_sigkilled_run_ends_its_scope_with_a_verified_receipt() {
     let home = Home::new();
     let rt = Runtime::open(home.path(), home.port).expect("runtime");
     let mut run = spawn_run(&home, "(sleep 31912 &); sleep 31913");
-    assert!(
-        wait_until(DEADLINE, || procs(&[ORPHAN]).len() == 1
-            && procs(&[MAIN]).len() == 1),
-        "the workload and its orphan never ran: {:?}",
-        left.now()
-    );
+    left.wait_each_running("the workload and its orphan");
     let reg = registrations(&rt, 1).remove(0);
     let g = reg.hello.guardian;
     let guardian = pidfd_of(g.pid, g.start_time).expect("the guardian runs");
@@ -366,43 +371,20 @@ fn a_run_that_returns_leaving_a_kept_residue_does_not_end_it() {
     const SECOND: &[&str] = &["sleep", "31925"];
     let left = Leftovers(&[FIRST, SECOND]);
     let home = Home::new();
-    let args = [
-        "run",
-        "--json",
-        "--",
-        "sh",
-        "-c",
-        "(sleep 31924 &); (sleep 31925 &)",
-    ];
+    let args = words("run --json -- sh -c '(sleep 31924 &); (sleep 31925 &)'");
     let out = home.cli(&args);
     assert!(out.status.success(), "{}", describe(&args, &out));
     let id = cli_support::parse(&args, &out)["id"]
         .as_str()
         .expect("id")
         .to_owned();
-    assert!(
-        wait_until(DEADLINE, || procs(&[FIRST]).len() == 1
-            && procs(&[SECOND]).len() == 1),
-        "the orphans never ran, or were ended with run: {:?}",
-        left.now()
-    );
-    let [(gpid, gstart), _] = cli_support::witnesses(&home, &id);
-    let guardian = refine_protocol::ProcessWitness {
-        pid: gpid as u32,
-        start_time: gstart,
-    };
+    left.wait_each_running("the orphans (or they were ended with run)");
+    let guardian = home.guardian_of(&id);
     let gpid = guardian.pid;
     let first = procs(&[FIRST]).remove(0);
     assert_eq!(first.ppid, gpid, "the guardian adopted it");
-    assert!(kill_witness(
-        u64::from(first.pid),
-        first.start_time,
-        Signal::TERM
-    ));
-    assert!(
-        wait_until(DEADLINE, || reaped_and_waiting(guardian, first.pid)),
-        "the guardian never reaped the first orphan and waited again"
-    );
+    assert!(first.kill(Signal::TERM));
+    wait_reaped_and_waiting(guardian, first.pid, "the first orphan");
     assert_eq!(
         procs(&[SECOND]).len(),
         1,
@@ -444,12 +426,7 @@ fn a_nested_run_inside_a_sigkilled_run_ends_with_its_own_receipt() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn run");
-    assert!(
-        wait_until(DEADLINE, || procs(&[ORPHAN]).len() == 1
-            && procs(&[MAIN]).len() == 1),
-        "the nested workload and its orphan never ran: {:?}",
-        left.now()
-    );
+    left.wait_each_running("the nested workload and its orphan");
     let regs = registrations(&rt, 2);
     let guardians: Vec<_> = regs
         .iter()
@@ -589,29 +566,17 @@ fn ps_shows_a_live_scope_whose_main_process_ended_as_residue() {
         "leave",
         &["sh", "-c", "(sleep 31918 &); exec sleep 31919"],
     );
-    assert!(
-        wait_until(DEADLINE, || procs(&[ORPHAN]).len() == 1
-            && procs(&[MAIN]).len() == 1),
-        "the workload and its orphan never ran: {:?}",
-        left.now()
-    );
+    left.wait_each_running("the workload and its orphan");
     let row = home.row(&id);
     assert_eq!(row["state"], "live", "{row}");
     assert_eq!(row["workload_running"], true, "{row}");
     let line = ps_line(&home, &id);
     assert!(line.contains(" running "), "{line}");
 
-    let [(gpid, gstart), (wpid, wstart)] = cli_support::witnesses(&home, &id);
-    let guardian = refine_protocol::ProcessWitness {
-        pid: gpid as u32,
-        start_time: gstart,
-    };
+    let guardian = home.guardian_of(&id);
+    let [_, (wpid, wstart)] = cli_support::witnesses(&home, &id);
     assert!(kill_witness(wpid, wstart, Signal::TERM), "the main process");
-    let wpid = wpid as u32;
-    assert!(
-        wait_until(DEADLINE, || reaped_and_waiting(guardian, wpid)),
-        "the guardian never reaped its workload and waited again"
-    );
+    wait_reaped_and_waiting(guardian, wpid as u32, "its workload");
     // Its launcher gone and its main process reaped, the scope of a launch without a
     // parent-death signal still runs (G7): nothing ended its orphan.
     assert_eq!(procs(&[ORPHAN]).len(), 1, "{:?}", left.now());
@@ -677,15 +642,7 @@ fn run_with_end_with_parent_dies_with_its_parent_and_its_scope_ends() {
         .unwrap();
         let run_pid: u32 = line.trim().parse().expect("run's pid");
         let run_fd = pidfd_of(run_pid, cli_support::start_time(run_pid)).expect("run's pidfd");
-        let mut id = String::new();
-        let listed = wait_until(DEADLINE, || {
-            let row = home.ps().into_iter().find(|r| r["label"] == label);
-            id = row
-                .map(|r| r["id"].as_str().unwrap_or_default().to_owned())
-                .unwrap_or_default();
-            !id.is_empty()
-        });
-        assert!(listed, "{label} never listed");
+        let id = home.wait_labelled(label);
         let label = id.as_str();
         home.wait_state(label, "live");
         host.kill().unwrap();

@@ -67,17 +67,9 @@ fn a_page_per_subcommand_with_exit_status_environment_and_files() {
             "{args:?}: no title {title}:\n{page}"
         );
         let have = sections(&page);
-        for want in [
-            "NAME",
-            "SYNOPSIS",
-            "DESCRIPTION",
-            "OPTIONS",
-            "EXIT STATUS",
-            "ENVIRONMENT",
-            "FILES",
-            "EXAMPLES",
-            "SEE ALSO",
-        ] {
+        for want in words(
+            "NAME SYNOPSIS DESCRIPTION OPTIONS 'EXIT STATUS' ENVIRONMENT FILES EXAMPLES 'SEE ALSO'",
+        ) {
             assert!(
                 have.iter().any(|h| h == want),
                 "{args:?} lacks {want} (has {have:?})"

@@ -7,8 +7,8 @@ use refine_tests::cli_support;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use cli_support::{Home, DEADLINE};
-use refine_tests::{bin, wait_until};
+use cli_support::{assert_returns, words, Home, DEADLINE};
+use refine_tests::bin;
 
 /// Copies the supervisor and the guardian into `dir` through `cp` in a child process: a copy
 /// written by this test process would leave a write descriptor that another test's fork could
@@ -36,15 +36,7 @@ fn copy_binaries(dir: &Path) -> (String, String) {
 /// settled; returns the rows (every one is stopped before this returns, whatever it shows).
 fn run_with_timeout(home: &Home, argv: &[&str], expect_rows: usize) -> Vec<serde_json::Value> {
     // `--kill-after 0`: no SIGTERM first, the scope is stopped (quiesce, kill) at the deadline.
-    let mut args = vec![
-        "run",
-        "--json",
-        "--timeout",
-        "2s",
-        "--kill-after",
-        "0",
-        "--",
-    ];
+    let mut args = words("run --json --timeout 2s --kill-after 0 --");
     args.extend(argv);
     let mut run = home
         .command(&args)
@@ -52,22 +44,8 @@ fn run_with_timeout(home: &Home, argv: &[&str], expect_rows: usize) -> Vec<serde
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn run");
-    let ended = wait_until(DEADLINE, || run.try_wait().expect("try_wait").is_some());
-    if !ended {
-        let _ = run.kill();
-        let _ = run.wait();
-    }
-    assert!(ended, "the outer run never returned");
-    let mut rows = Vec::new();
-    let settled = wait_until(DEADLINE, || {
-        rows = home.ps();
-        rows.len() == expect_rows && rows.iter().all(|r| r["state"] != "live")
-    });
-    for r in &rows {
-        let _ = home.cli(&["stop", r["id"].as_str().unwrap_or_default()]);
-    }
-    assert!(settled, "{rows:#?}");
-    rows
+    assert_returns(&mut run, DEADLINE, "the outer run");
+    home.wait_settled(expect_rows)
 }
 
 #[test]

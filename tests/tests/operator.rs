@@ -163,15 +163,7 @@ fn names_resolve_full_id_then_label_then_prefix() {
 #[test]
 fn show_of_a_live_scope_lists_its_detached_descendant() {
     let home = Home::new();
-    let args = [
-        "run",
-        "--label",
-        "holder",
-        "--",
-        "sh",
-        "-c",
-        "sleep 600 & echo child $!; echo done",
-    ];
+    let args = words("run --label holder -- sh -c 'sleep 600 & echo child $!; echo done'");
     let out = home.cli(&args);
     assert!(out.status.success(), "{}", describe(&args, &out));
     let child: u32 = text(&out.stdout)
@@ -210,17 +202,7 @@ fn show_of_a_live_scope_lists_its_detached_descendant() {
     assert!(row.contains("sleep") && row.contains("600"), "{row}");
     // --json keeps its keys and adds the processes.
     let doc = show(&home, &id);
-    for k in [
-        "id",
-        "state",
-        "reason",
-        "assessment",
-        "record",
-        "result",
-        "receipt",
-        "artifacts",
-        "processes",
-    ] {
+    for k in words("id state reason assessment record result receipt artifacts processes") {
         assert!(doc.get(k).is_some(), "{k} missing: {doc}");
     }
     assert!(
@@ -326,11 +308,7 @@ fn logs_tail_since_all_and_follow() {
     let id = run_labelled(
         &home,
         "lines",
-        &[
-            "sh",
-            "-c",
-            "for i in $(seq 1 20); do echo $i; done; echo oops >&2",
-        ],
+        &words("sh -c 'for i in $(seq 1 20); do echo $i; done; echo oops >&2'"),
     );
     let logs = |args: &[&str]| {
         let out = home.cli(args);
@@ -1093,14 +1071,7 @@ fn ps_on_an_80_column_terminal_cuts_only_the_command() {
     // A launch that never starts, a residue (the workload exited 0, a descendant holds the
     // scope), an unlabelled one and a wide label (10 columns: what 80 columns keep whole beside
     // 5-digit pids and 8 columns of command).
-    let args = [
-        "run",
-        "--label",
-        "nosuchprog",
-        "--json",
-        "--",
-        "/nonexistent/program",
-    ];
+    let args = words("run --label nosuchprog --json -- /nonexistent/program");
     let _ = home.cli(&args);
     let residue = run_live(&home, "ビルド-dev");
     let plain = {
@@ -1293,28 +1264,15 @@ fn durations_sizes_and_errors_read_humanely() {
     // gc: ages and limits as people write them (a scope with output: a silent one has no
     // artifact to age, F3).
     run_labelled(&home, "humane-out", &["sh", "-c", "echo hi"]);
-    let out = home.cli(&[
-        "gc",
-        "--dry-run",
-        "--older-than",
-        "1h30m",
-        "--forget-after",
-        "30d",
-    ]);
+    let out = home.cli(&words("gc --dry-run --older-than 1h30m --forget-after 30d"));
     let said = text(&out.stdout);
     assert!(out.status.success(), "{said}");
     assert!(said.contains("older than 30d"), "{said}");
     // What gc keeps is only counted in text (D5); `--json` says why, as a typed reason with
-    // the limit in seconds beside it (issue 41 item 4: no human units in JSON).
-    let doc = home.json(&[
-        "gc",
-        "--dry-run",
-        "--json",
-        "--older-than",
-        "1h30m",
-        "--forget-after",
-        "30d",
-    ]);
+    // the limit in seconds beside it (no human units in JSON).
+    let doc = home.json(&words(
+        "gc --dry-run --json --older-than 1h30m --forget-after 30d",
+    ));
     let why = doc.to_string();
     assert_eq!(doc["older_than_secs"], 5400, "{why}");
     let young = doc["entries"]

@@ -199,14 +199,7 @@ fn a_time_namespace_does_not_make_live_scopes_unverified() {
     // A scope launched inside, viewed outside.
     let launched = in_time_namespace(
         &home,
-        &[
-            "run",
-            "--json",
-            "--",
-            "sh",
-            "-c",
-            "sleep 600 >/dev/null 2>&1 &",
-        ],
+        &words("run --json -- sh -c 'sleep 600 >/dev/null 2>&1 &'"),
     );
     let id = json_of(&launched.stdout)["id"]
         .as_str()

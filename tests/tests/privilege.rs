@@ -5,6 +5,7 @@
 //! Root only (another uid, `chown`): each test prints a skip reason otherwise; CI runs as root.
 
 use refine_tests::cli_support;
+use refine_tests::passwd_ids;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
@@ -15,33 +16,9 @@ use cli_support::*;
 
 const NOBODY: &str = "nobody";
 
-/// `(uid, gid)` of `name` in /etc/passwd.
-fn passwd_ids(name: &str) -> Option<(u32, u32)> {
-    let text = std::fs::read_to_string("/etc/passwd").ok()?;
-    text.lines().find_map(|l| {
-        let f: Vec<&str> = l.split(':').collect();
-        if f.len() < 4 || f[0] != name {
-            return None;
-        }
-        Some((f[2].parse().ok()?, f[3].parse().ok()?))
-    })
-}
-
-/// The test's reason to skip, if any: it needs root and a `nobody` user.
-fn skip_reason() -> Option<&'static str> {
-    if !rustix::process::geteuid().is_root() {
-        return Some("needs root (another uid, chown)");
-    }
-    if passwd_ids(NOBODY).is_none() {
-        return Some("no `nobody` user in /etc/passwd");
-    }
-    None
-}
-
 macro_rules! root_only {
     () => {
-        if let Some(why) = skip_reason() {
-            eprintln!("skipped: {why}");
+        if refine_tests::skip_unless_root_and_nobody("another uid, chown") {
             return;
         }
     };
@@ -122,10 +99,7 @@ fn a_workload_under_another_user_cannot_reach_its_evidence() {
     assert_eq!(attempts, 4 + 1 + 64, "{report}");
 
     // The receipt verifies and carries the workload's own status.
-    let args = ["receipt", &id, "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let verdict = parse(&args, &out);
+    let verdict = home.receipt(&id);
     assert_eq!(verdict["verified"], true, "{verdict}");
     assert_eq!(verdict["receipt"]["exit_code"], 7, "{verdict}");
 
@@ -282,14 +256,9 @@ fn the_runtime_is_private_whatever_the_umask() {
             .stdin(std::process::Stdio::piped());
         c
     };
-    let out = output_of(under_umask(&[
-        "run",
-        "--json",
-        "--",
-        "sh",
-        "-c",
-        "echo out; echo err >&2",
-    ]));
+    let out = output_of(under_umask(&words(
+        "run --json -- sh -c 'echo out; echo err >&2'",
+    )));
     assert!(out.status.success(), "{}", describe(&["run"], &out));
     let id = parse(&["run"], &out)["id"].as_str().unwrap().to_owned();
     let out = output_of(under_umask(&["stop", &id]));
@@ -369,21 +338,13 @@ fn a_failed_credential_change_is_a_spawn_failure_with_its_errno() {
     }
     let home = Home::new();
     // Root is refused (X3): any other uid; `setgroups` fails first.
-    let args = [
-        "run",
-        "--json",
-        "--user",
-        "65534:65534",
-        "--",
-        "touch",
-        "ran",
-    ];
+    let args = words("run --json --user 65534:65534 -- touch ran");
     let mut c = Command::new("unshare");
     c.args(["--user", "--map-root-user"])
         .arg(refine_tests::bin("refine-supervisor"))
         .arg("--home")
         .arg(home.path())
-        .args(args)
+        .args(&args)
         .current_dir(home.path())
         .env("REFINE_GUARDIAN", refine_tests::bin("refine-guardian"));
     let out = output_of(c);

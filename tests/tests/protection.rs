@@ -10,7 +10,7 @@ use refine_tests::cli_support;
 use std::path::PathBuf;
 use std::process::Stdio;
 
-use cli_support::{witnesses, Home, Serving, DEADLINE};
+use cli_support::{witnesses, words, Home, Serving, DEADLINE};
 use refine_tests::wait_until;
 
 /// A home outside every shared temporary directory.
@@ -122,6 +122,27 @@ fn which(tool: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Whether a case must skip because this kernel has no Landlock ABI 6 (signal scoping): then
+/// it prints the reason.
+fn skip_without_abi_6() -> bool {
+    if landlock_abi() >= 6 {
+        return false;
+    }
+    eprintln!("skipped: this kernel has no Landlock ABI 6 (signal scoping)");
+    true
+}
+
+/// Every one of the [`ATTACKS`] reports `refused`.
+fn assert_all_refused(lines: &[String]) {
+    for name in ATTACKS {
+        assert_eq!(
+            outcome(lines, name),
+            "refused",
+            "{name} was not refused: {lines:#?}"
+        );
+    }
+}
+
 fn outcome<'a>(lines: &'a [String], name: &str) -> &'a str {
     lines
         .iter()
@@ -131,19 +152,12 @@ fn outcome<'a>(lines: &'a [String], name: &str) -> &'a str {
 
 #[test]
 fn a_same_uid_workload_cannot_reach_evidence_its_guardian_other_scopes_or_the_service() {
-    if landlock_abi() < 6 {
-        eprintln!("skipped: this kernel has no Landlock ABI 6 (signal scoping)");
+    if skip_without_abi_6() {
         return;
     }
     let home = quiet_home();
     let (lines, id, code) = attack(&home, &[]);
-    for name in ATTACKS {
-        assert_eq!(
-            outcome(&lines, name),
-            "refused",
-            "{name} was not refused: {lines:#?}"
-        );
-    }
+    assert_all_refused(&lines);
     assert!(lines.iter().any(|l| l == "done"), "{lines:#?}");
     // The remaining gap the threat model states: Landlock up to ABI 7 does not mediate
     // `connect` to a pathname unix socket (a later ABI's RESOLVE_UNIX right would).
@@ -162,8 +176,7 @@ fn a_same_uid_workload_cannot_reach_evidence_its_guardian_other_scopes_or_the_se
 /// link to it, a hard link to an artifact) must not carry those rights onto the evidence.
 #[test]
 fn a_link_planted_beside_run_does_not_open_the_evidence() {
-    if landlock_abi() < 6 {
-        eprintln!("skipped: this kernel has no Landlock ABI 6 (signal scoping)");
+    if skip_without_abi_6() {
         return;
     }
     let home = quiet_home();
@@ -176,13 +189,7 @@ fn a_link_planted_beside_run_does_not_open_the_evidence() {
         )
         .expect("a hard link to the victim's stdout");
     });
-    for name in ATTACKS {
-        assert_eq!(
-            outcome(&lines, name),
-            "refused",
-            "{name} was not refused: {lines:#?}"
-        );
-    }
+    assert_all_refused(&lines);
     assert_eq!(code, Some(0), "the attacker's run");
     assert_eq!(home.state(&id), "exited", "{}", home.row(&id));
 }
@@ -190,8 +197,7 @@ fn a_link_planted_beside_run_does_not_open_the_evidence() {
 /// The negative control: with the protection turned off, every attempt succeeds.
 #[test]
 fn with_protection_off_the_same_attempts_succeed() {
-    if landlock_abi() < 6 {
-        eprintln!("skipped: this kernel has no Landlock ABI 6 (signal scoping)");
+    if skip_without_abi_6() {
         return;
     }
     let home = quiet_home();
@@ -237,8 +243,7 @@ fn the_opt_out_is_recorded_and_shown() {
 /// proceeds without the file-system part, says so, and still scopes signals.
 #[test]
 fn a_home_under_a_shared_temporary_directory_gets_signal_scoping_only() {
-    if landlock_abi() < 6 {
-        eprintln!("skipped: this kernel has no Landlock ABI 6 (signal scoping)");
+    if skip_without_abi_6() {
         return;
     }
     let home = Home::new();
@@ -284,8 +289,7 @@ echo done >> "$RESULTS"
 /// away from it by a domain of its own, stacked on the outer one.
 #[test]
 fn a_nested_run_keeps_its_own_evidence_out_of_its_workloads_reach() {
-    if landlock_abi() < 6 {
-        eprintln!("skipped: this kernel has no Landlock ABI 6 (signal scoping)");
+    if skip_without_abi_6() {
         return;
     }
     let home = quiet_home();
@@ -308,12 +312,7 @@ fn a_nested_run_keeps_its_own_evidence_out_of_its_workloads_reach() {
         .map(str::to_owned)
         .collect();
     assert!(out.status.success(), "{out:?}; {lines:#?}");
-    for name in [
-        "overwrite_receipt",
-        "truncate_proof",
-        "rename_record",
-        "kill_guardian",
-    ] {
+    for name in words("overwrite_receipt truncate_proof rename_record kill_guardian") {
         assert_eq!(outcome(&lines, name), "refused", "{name}: {lines:#?}");
     }
     let outer_doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("outer json");
@@ -356,8 +355,7 @@ fn no_new_privs_of(home: &std::path::Path, wrap: &[&str]) -> String {
 /// programs their privilege; an unprivileged one sets no_new_privs, as Landlock requires.
 #[test]
 fn no_new_privs_is_set_by_an_unprivileged_supervisor_only() {
-    if landlock_abi() < 6 {
-        eprintln!("skipped: this kernel has no Landlock ABI 6 (signal scoping)");
+    if skip_without_abi_6() {
         return;
     }
     if refine_tests::skip_unless_root("needs root (to run the supervisor as nobody too)") {
@@ -377,13 +375,7 @@ fn no_new_privs_is_set_by_an_unprivileged_supervisor_only() {
     assert_eq!(
         no_new_privs_of(
             &home,
-            &[
-                "setpriv",
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--"
-            ]
+            &words("setpriv --reuid=65534 --regid=65534 --clear-groups --")
         ),
         "1"
     );

@@ -6,9 +6,6 @@
 
 use refine_tests::cli_support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-
 use cli_support::*;
 use serde_json::{json, Value};
 
@@ -105,16 +102,7 @@ fn a_probe_command_makes_it_ready_and_each_probe_is_a_proven_scope() {
         ])
         .spawn()
         .unwrap();
-    let mut id = String::new();
-    let listed = refine_tests::wait_until(DEADLINE, || {
-        id = home
-            .ps()
-            .into_iter()
-            .find(|r| r["label"] == "svc")
-            .map_or(String::new(), |r| r["id"].as_str().unwrap().to_owned());
-        !id.is_empty()
-    });
-    assert!(listed);
+    let id = home.wait_labelled("svc");
     // At least one probe failed before the flag exists.
     let probed = refine_tests::wait_until(DEADLINE, || {
         home.json(&["show", "--json", &id])["readiness"]["probes"]
@@ -146,18 +134,7 @@ fn a_probe_command_makes_it_ready_and_each_probe_is_a_proven_scope() {
 #[test]
 fn not_ready_in_time_stops_the_scope_with_outcome_timed_out() {
     let home = Home::new();
-    let args = [
-        "run",
-        "--ready",
-        "notify",
-        "--ready-timeout",
-        "1s",
-        "--kill-after",
-        "0",
-        "--",
-        "sleep",
-        "600",
-    ];
+    let args = words("run --ready notify --ready-timeout 1s --kill-after 0 -- sleep 600");
     let out = home.cli(&args);
     assert_eq!(out.status.code(), Some(124), "{}", describe(&args, &out));
     let id = home.json(&["ps", "-a", "--json"])["registrations"][0]["id"]
@@ -194,19 +171,8 @@ fn a_workload_that_ends_before_it_is_ready_fails_its_readiness() {
 
 #[test]
 fn the_socket_launches_with_ready_and_waits_until_ready() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
-    let s = UnixStream::connect(home.run_dir().join("supervisor.sock")).unwrap();
-    let mut wr = s.try_clone().unwrap();
-    let mut rd = BufReader::new(s);
-    let mut call = |req: Value| -> Value {
-        let mut line = serde_json::to_vec(&req).unwrap();
-        line.push(b'\n');
-        wr.write_all(&line).unwrap();
-        let mut reply = String::new();
-        rd.read_line(&mut reply).unwrap();
-        serde_json::from_str(&reply).unwrap()
-    };
+    let (_home, _svc, mut conn) = served();
+    let mut call = |req: Value| conn.call(req);
     let r = call(
         json!({"v": 1, "op": "launch", "argv": ["python3", "-c", NOTIFIER], "ready": "notify"}),
     );
@@ -230,11 +196,7 @@ fn a_newline_on_the_notification_descriptor_makes_it_ready() {
     let id = cli_support::detach_with(
         &home,
         &["--ready", "fd=9", "--wait-ready"],
-        &[
-            "sh",
-            "-c",
-            "ls /proc/self/fd > fds; echo >&9; exec 9>&-; exec sleep 600",
-        ],
+        &words("sh -c 'ls /proc/self/fd > fds; echo >&9; exec 9>&-; exec sleep 600'"),
     );
     let doc = home.json(&["show", "--json", &id]);
     assert_eq!(doc["readiness"]["state"], "ready", "{doc:#}");
@@ -250,15 +212,7 @@ fn a_newline_on_the_notification_descriptor_makes_it_ready() {
     home.cli(&["stop", &id]);
 
     // Foreground, and the descriptor closed without a newline.
-    let args = [
-        "run",
-        "--ready",
-        "fd=3",
-        "--",
-        "sh",
-        "-c",
-        "exec 3>&-; sleep 0.1; exit 4",
-    ];
+    let args = words("run --ready fd=3 -- sh -c 'exec 3>&-; sleep 0.1; exit 4'");
     let out = home.cli(&args);
     assert_eq!(out.status.code(), Some(4), "{}", describe(&args, &out));
     let closed = events(&home, "not_ready");

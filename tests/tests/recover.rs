@@ -15,10 +15,6 @@ use refine_tests::wait_until;
 
 const TREE_BUILDER: &str = env!("CARGO_BIN_EXE_tree-builder");
 
-fn tree_builder() -> &'static Path {
-    Path::new(TREE_BUILDER)
-}
-
 #[test]
 fn launcher_killed_mid_flight_then_two_concurrent_recoveries() {
     let home = home();
@@ -143,13 +139,8 @@ fn launcher_killed_mid_flight_then_two_concurrent_recoveries() {
 
 #[test]
 fn a_scope_whose_launcher_holds_its_lock_is_left_to_it() {
-    let home = home();
-    let rt = runtime(home.path());
-    let mut scope = launch_guardian(
-        &rt,
-        tree_builder(),
-        &["--sessions", "1", "--groups", "1", "--leaves", "1"],
-    );
+    let (_home, rt) = home_and_runtime();
+    let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 1 --groups 1 --leaves 1");
     scope.wait_ready();
     let lock = rt
         .lock(scope.reg.id, std::time::Duration::from_secs(5))
@@ -175,14 +166,9 @@ fn a_scope_whose_launcher_holds_its_lock_is_left_to_it() {
 
 #[test]
 fn unverified_and_corrupt_registrations_are_kept_and_reported() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     // Unverified: guardian SIGKILLed without a receipt; its orphans are killed, the record kept.
-    let mut scope = launch_guardian(
-        &rt,
-        tree_builder(),
-        &["--sessions", "1", "--groups", "1", "--leaves", "2"],
-    );
+    let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 1 --groups 1 --leaves 2");
     scope.wait_ready();
     let before = scope.members();
     Verified::open(scope.reg.hello.guardian)

@@ -7,7 +7,7 @@ use refine_tests::cli_support;
 use std::path::Path;
 use std::process::Output;
 
-use cli_support::{assert_one_line_error, describe, Home, Serving};
+use cli_support::{assert_one_line_error, describe, words, Home, Serving};
 
 fn landlock_abi() -> u32 {
     refine_supervisor::kernel::landlock::abi().unwrap_or(0)
@@ -51,6 +51,23 @@ fn run_in(home: &Home, cwd: &Path, flags: &[&str], script: &str, env: &[(&str, &
         cmd.env(k, v);
     }
     cmd.output().expect("run")
+}
+
+/// The sandboxed run succeeded and printed exactly `expected`.
+fn assert_printed(out: &Output, expected: &str) {
+    assert!(out.status.success(), "{}", describe(&[], out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        expected,
+        "{}",
+        describe(&[], out)
+    );
+}
+
+/// The `--json` run succeeded: its document.
+fn succeeded_json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", describe(&[], out));
+    serde_json::from_slice(&out.stdout).expect("json")
 }
 
 #[test]
@@ -145,18 +162,11 @@ fn the_sandbox_is_recorded_and_shown() {
     let out = run_in(
         &home,
         ws.path(),
-        &[
-            "--json",
-            "--sandbox",
-            "workspace-write",
-            "--network",
-            "none",
-        ],
+        &words("--json --sandbox workspace-write --network none"),
         "true",
         &[],
     );
-    assert!(out.status.success(), "{}", describe(&[], &out));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let doc = succeeded_json(&out);
     let id = doc["id"].as_str().expect("id");
     let shown = home.json(&["show", "--json", id]);
     let s = &shown["record"]["sandbox"];
@@ -285,13 +295,7 @@ fn git_status_works_inside_workspace_write() {
         script,
         &[],
     );
-    assert!(out.status.success(), "{}", describe(&[], &out));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "?? b\ncommitted\n",
-        "{}",
-        describe(&[], &out)
-    );
+    assert_printed(&out, "?? b\ncommitted\n");
 }
 
 #[test]
@@ -325,13 +329,7 @@ fn cargo_build_of_a_small_crate_works_inside_workspace_write() {
             ("CARGO_TARGET_DIR", &target),
         ],
     );
-    assert!(out.status.success(), "{}", describe(&[], &out));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "tiny ran\n",
-        "{}",
-        describe(&[], &out)
-    );
+    assert_printed(&out, "tiny ran\n");
 }
 
 /// The same through the API (`run --detach` builds a launch request, as a client does).
@@ -352,8 +350,7 @@ fn a_detached_launch_carries_the_sandbox() {
         script,
         &[("OUTSIDE", outside.path())],
     );
-    assert!(out.status.success(), "{}", describe(&[], &out));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let doc = succeeded_json(&out);
     let id = doc["id"].as_str().expect("id");
     home.wait_ended(id);
     assert!(ws.path().join("i").exists());

@@ -543,12 +543,8 @@ fn every_duration_and_size_is_bounded_at_parse_time() {
     let home = Home::new();
     let id = "0123456789abcdef0123456789abcdef";
     let run = |flag: &'static str| vec!["run", flag, "V", "--", "true"];
-    let mut cases: Vec<Vec<&str>> = vec![
-        run("--timeout"),
-        run("--idle-timeout"),
-        run("--kill-after"),
-        run("--wait-for-slot"),
-        run("--stop-grace"),
+    let mut cases: Vec<Vec<&str>> = RUN_DURATION_FLAGS.map(run).to_vec();
+    cases.extend([
         vec!["run", "--detach", "--timeout", "V", "--", "true"],
         vec!["stop", "--grace", "V", id],
         vec!["wait", "--timeout", "V", id],
@@ -556,22 +552,11 @@ fn every_duration_and_size_is_bounded_at_parse_time() {
         vec!["gc", "--older-than", "V", "--dry-run"],
         vec!["gc", "--forget-after", "V", "--dry-run"],
         vec!["reap", "--checkout", "/nonexistent", "--budget", "V"],
-    ];
-    for flag in [
-        "--shutdown-grace",
-        "--maintenance-every",
-        "--retain",
-        "--forget-after",
-        "--stall-period",
-    ] {
+    ]);
+    for flag in SERVE_DURATION_FLAGS {
         cases.push(vec!["serve", flag, "V"]);
     }
-    for value in [
-        "18446744073709551615",
-        "1e30",
-        "300000y",
-        "18446744073709551615d",
-    ] {
+    for value in words("18446744073709551615 1e30 300000y 18446744073709551615d") {
         for args in cases.iter().chain([&run("--log-cap")]) {
             if args.contains(&"--log-cap") && value == "18446744073709551615" {
                 continue; // 16 EiB less one byte: a size a u64 holds, not a clock.
@@ -593,12 +578,7 @@ fn every_duration_and_size_is_bounded_at_parse_time() {
     let _svc = Serving::start(&home, &[]);
     let sock = home.run_dir().join("supervisor.sock");
     for value in ["18446744073709551615", "1e30", "-1", "1.5"] {
-        for field in [
-            "timeout_ms",
-            "idle_timeout_ms",
-            "kill_after_ms",
-            "wait_for_slot_ms",
-        ] {
+        for field in words("timeout_ms idle_timeout_ms kill_after_ms wait_for_slot_ms") {
             let line = format!(
                 r#"{{"v":1,"op":"launch","argv":["true"],"kind":"quality","label":"","cwd":null,"env":{{}},"meta":{{}},"pty":false,"{field}":{value}}}"#
             );
@@ -627,25 +607,14 @@ fn a_scope_writing_past_its_log_cap_is_not_silent() {
     let home = Home::new();
     let _svc = Serving::start(
         &home,
-        &[
-            "--maintenance-every",
-            "200ms",
-            "--stall-period",
-            "300ms",
-            "--stall-samples",
-            "0",
-            "--silent-samples",
-            "3",
-        ],
+        &words(
+            "--maintenance-every 200ms --stall-period 300ms --stall-samples 0 --silent-samples 3",
+        ),
     );
     let writer = detach_with(
         &home,
         &["--log-cap", "1K"],
-        &[
-            "sh",
-            "-c",
-            "while :; do echo 0123456789abcdef; sleep 0.05; done",
-        ],
+        &words("sh -c 'while :; do echo 0123456789abcdef; sleep 0.05; done'"),
     );
     let artifact = home.run_dir().join("logs").join(format!("{writer}.stdout"));
     let full = wait_until(DEADLINE, || {

@@ -69,17 +69,50 @@ fn slot_waiters(home: &Home, n: usize, wait: Duration) -> Vec<UnixStream> {
         .collect()
 }
 
-/// `run --detach FLAGS -- ARGV`: the id, or `None` when the launch failed (the service was
-/// being killed or had not come back yet).
-fn try_detach(home: &Home, flags: &[&str], argv: &[&str]) -> Option<String> {
+/// Why `run --detach` did not give an id: the CLI's exit status and what it said, so that a
+/// refused launch in a failing soak names its cause.
+struct Refused {
+    args: String,
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`refine-supervisor {}` was refused ({}); stdout: {:?}; stderr: {:?}",
+            self.args,
+            self.status,
+            self.stdout.trim(),
+            self.stderr.trim()
+        )
+    }
+}
+
+/// `run --detach FLAGS -- ARGV`: the id, or the refusal (the service was being killed or had
+/// not come back yet, or it said no) with the CLI's status and output.
+fn try_detach(home: &Home, flags: &[&str], argv: &[&str]) -> Result<String, Refused> {
     let mut args = vec!["run", "--detach"];
     args.extend_from_slice(flags);
     args.push("--");
     args.extend_from_slice(argv);
     let out = home.cli(&args);
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned());
+    }
+    Err(Refused {
+        args: args.join(" "),
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// A `try_detach` that must succeed: a refusal panics with `what` and the CLI's cause.
+fn detach(home: &Home, what: &str, flags: &[&str], argv: &[&str]) -> String {
+    try_detach(home, flags, argv).unwrap_or_else(|refused| panic!("{what}: {refused}"))
 }
 
 /// A launcher thread: short detached launches, one after another, until `stop`; the ids
@@ -95,7 +128,7 @@ fn launcher(
         while !stop.load(Ordering::Relaxed) && ids.len() < 60 {
             i += 1;
             let script = format!("echo soak {i}; sleep 0.2");
-            if let Some(id) = try_detach(&home, &["--timeout", "20s"], &["sh", "-c", &script]) {
+            if let Ok(id) = try_detach(&home, &["--timeout", "20s"], &["sh", "-c", &script]) {
                 ids.push(id);
                 launched.fetch_add(1, Ordering::Relaxed);
             }
@@ -107,8 +140,9 @@ fn launcher(
 /// The slot holder (ended by its deadline) and two residue graces (`--kill-after 4s` over a
 /// SIGTERM-ignoring child): what a phase starts besides the short launches.
 fn long_ones(home: &Home) -> Vec<String> {
-    let mut ids = vec![try_detach(
+    let mut ids = vec![detach(
         home,
+        "the slot holder",
         &[
             "--kind",
             "agent",
@@ -120,14 +154,15 @@ fn long_ones(home: &Home) -> Vec<String> {
             "0",
         ],
         &["sleep", "100"],
-    )
-    .expect("the slot holder")];
+    )];
     let residue = ["sh", "-c", "trap '' TERM; sleep 100 & exit 0"];
     for _ in 0..2 {
-        ids.push(
-            try_detach(home, &["--timeout", "1s", "--kill-after", "4s"], &residue)
-                .expect("a graced launch"),
-        );
+        ids.push(detach(
+            home,
+            "a graced launch",
+            &["--timeout", "1s", "--kill-after", "4s"],
+            &residue,
+        ));
     }
     ids
 }

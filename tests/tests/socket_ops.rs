@@ -16,9 +16,7 @@ fn launch(conn: &mut Conn, label: &str, argv: &[&str]) -> String {
 
 #[test]
 fn one_connection_carries_several_requests() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
-    let mut conn = Conn::open(&home);
+    let (_home, _svc, mut conn) = served();
     let id = launch(&mut conn, "", &["sleep", "600"]);
     for _ in 0..3 {
         let listed = conn.call(serde_json::json!({"v": 1, "op": "list"}));
@@ -33,9 +31,7 @@ fn one_connection_carries_several_requests() {
 
 #[test]
 fn ids_are_taken_as_labels_and_prefixes() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
-    let mut conn = Conn::open(&home);
+    let (_home, _svc, mut conn) = served();
     let id = launch(&mut conn, "web", &["sleep", "600"]);
     let by_label = conn.call(serde_json::json!({"v": 1, "op": "show", "id": "web"}));
     assert_eq!(by_label["result"]["show"]["id"], id.as_str(), "{by_label}");
@@ -53,9 +49,7 @@ fn ids_are_taken_as_labels_and_prefixes() {
 
 #[test]
 fn wait_returns_the_exit_code_or_times_out() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
-    let mut conn = Conn::open(&home);
+    let (home, _svc, mut conn) = served();
     let quick = launch(&mut conn, "", &["sh", "-c", "exit 3"]);
     let waited = conn.call(serde_json::json!({"v": 1, "op": "wait", "id": quick}));
     assert_eq!(waited["ok"], true, "{waited}");
@@ -81,9 +75,7 @@ fn wait_returns_the_exit_code_or_times_out() {
 
 #[test]
 fn signal_reaches_the_workload() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
-    let mut conn = Conn::open(&home);
+    let (_home, _svc, mut conn) = served();
     let id = launch(&mut conn, "", &["sleep", "600"]);
     let sent = conn.call(serde_json::json!({"v": 1, "op": "signal", "id": id, "signal": "USR1"}));
     assert_eq!(sent["result"]["signalled"]["delivered"], true, "{sent}");
@@ -102,9 +94,7 @@ fn signal_reaches_the_workload() {
 
 #[test]
 fn input_feeds_and_closes_the_stdin_of_a_launch_that_asked_for_one() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
-    let mut conn = Conn::open(&home);
+    let (_home, _svc, mut conn) = served();
     let dir = tempfile::tempdir().unwrap();
     let r = conn.call(serde_json::json!({
         "v": 1, "op": "launch", "argv": ["sh", "-c", "cat > got"], "input": true,

@@ -8,35 +8,24 @@ use refine_supervisor::end::assess::{self, Assessment, ExitProof, KERNEL_BOOT};
 use refine_supervisor::end::stop::{self, StopError, StopOptions, StopOutcome, Target};
 use refine_supervisor::kernel::procfs::{self, State};
 use refine_supervisor::kernel::signal::{self, Signal, SignalError, Verified};
-use refine_tests::wait_until;
+use refine_tests::{wait_until, words};
 
 use refine_tests::stopkit::*;
 
 const TREE_BUILDER: &str = env!("CARGO_BIN_EXE_tree-builder");
 
-fn launch(rt: &refine_supervisor::store::registry::Runtime, args: &[&str]) -> GuardianScope {
-    launch_guardian(rt, std::path::Path::new(TREE_BUILDER), args)
+/// `tree-builder ARGS` (one line, split at white space) behind the real guardian.
+fn launch(rt: &refine_supervisor::store::registry::Runtime, args: &str) -> GuardianScope {
+    launch_guardian(rt, std::path::Path::new(TREE_BUILDER), &words(args))
 }
 
 /// 4 sessions x 3 groups x (leader + 4 leaves), 6 SIGTERM-ignorers, a forker and a stopped leaf:
 /// 66 processes below the workload.
-const BIG_TREE: &[&str] = &[
-    "--sessions",
-    "4",
-    "--groups",
-    "3",
-    "--leaves",
-    "4",
-    "--ignorers",
-    "6",
-    "--forker",
-    "--stopped",
-];
+const BIG_TREE: &str = "--sessions 4 --groups 3 --leaves 4 --ignorers 6 --forker --stopped";
 
 #[test]
 fn stop_proves_exit_of_a_large_tree_by_receipt() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch(&rt, BIG_TREE);
     let nodes = scope.wait_ready();
     assert_eq!(nodes, 66);
@@ -79,23 +68,10 @@ fn stop_proves_exit_of_a_large_tree_by_receipt() {
 
 #[test]
 fn stop_without_grace_kills_sigterm_ignorers_and_detached_sessions() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch(
         &rt,
-        &[
-            "--sessions",
-            "3",
-            "--groups",
-            "2",
-            "--leaves",
-            "3",
-            "--ignorers",
-            "18",
-            "--orphan",
-            "--then",
-            "exit",
-        ],
+        "--sessions 3 --groups 2 --leaves 3 --ignorers 18 --orphan --then exit",
     );
     scope.wait_ready();
     // The workload and the session leaders exit: their descendants are the guardian's now.
@@ -117,9 +93,8 @@ fn stop_without_grace_kills_sigterm_ignorers_and_detached_sessions() {
 
 #[test]
 fn stopping_an_exited_scope_reports_it_and_signals_nothing() {
-    let home = home();
-    let rt = runtime(home.path());
-    let mut scope = launch(&rt, &["--sessions", "0", "--then", "exit"]);
+    let (_home, rt) = home_and_runtime();
+    let mut scope = launch(&rt, "--sessions 0 --then exit");
     scope.reap();
     let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
     assert_eq!(report.outcome, StopOutcome::AlreadyExited);
@@ -136,8 +111,7 @@ fn stopping_an_exited_scope_reports_it_and_signals_nothing() {
 /// read, stopped and killed like any other: `/proc/PID/stat` is parsed as bytes.
 #[test]
 fn a_member_with_a_non_utf8_command_name_is_stopped() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let script = "printf 'a\\377b' > /proc/$$/comm; sleep 1000 & echo ready 2; wait";
     let mut scope = launch_guardian(&rt, std::path::Path::new("/bin/sh"), &["-c", script]);
     assert_eq!(scope.wait_ready(), 2);
@@ -160,21 +134,8 @@ fn a_member_with_a_non_utf8_command_name_is_stopped() {
 
 #[test]
 fn quiescence_failure_resumes_exactly_what_it_stopped() {
-    let home = home();
-    let rt = runtime(home.path());
-    let mut scope = launch(
-        &rt,
-        &[
-            "--sessions",
-            "2",
-            "--groups",
-            "2",
-            "--leaves",
-            "3",
-            "--forker",
-            "--stopped",
-        ],
-    );
+    let (_home, rt) = home_and_runtime();
+    let mut scope = launch(&rt, "--sessions 2 --groups 2 --leaves 3 --forker --stopped");
     scope.wait_ready();
     // The stopped leaf reports before it stops itself: wait for the kernel to show it stopped.
     assert!(wait_until(GENEROUS, || scope
@@ -270,21 +231,8 @@ fn group_signals_never_reach_a_group_id_of_one_or_less() {
 
 #[test]
 fn overlapping_stops_from_two_processes_serialize_and_agree() {
-    let home = home();
-    let rt = runtime(home.path());
-    let mut scope = launch(
-        &rt,
-        &[
-            "--sessions",
-            "3",
-            "--groups",
-            "2",
-            "--leaves",
-            "3",
-            "--ignorers",
-            "4",
-        ],
-    );
+    let (home, rt) = home_and_runtime();
+    let mut scope = launch(&rt, "--sessions 3 --groups 2 --leaves 3 --ignorers 4");
     scope.wait_ready();
     let before = scope.members();
     let run = || {
@@ -358,11 +306,10 @@ fn a_reused_pid_and_a_reused_group_id_are_never_signalled() {
 
 #[test]
 fn children_are_killed_before_parents_so_no_stopped_group_is_resumed() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     // Session leaders stay: killing one before its groups would orphan them while stopped, and
     // the kernel would send those groups SIGHUP + SIGCONT.
-    let mut scope = launch(&rt, &["--sessions", "3", "--groups", "3", "--leaves", "3"]);
+    let mut scope = launch(&rt, "--sessions 3 --groups 3 --leaves 3");
     scope.wait_ready();
     let before = scope.members();
     let report = stop::stop(&rt, &scope.reg, &StopOptions::default()).expect("stop");
@@ -381,20 +328,8 @@ fn children_are_killed_before_parents_so_no_stopped_group_is_resumed() {
 #[test]
 fn ppid_scan_finds_the_same_tree_as_children_lists() {
     use refine_supervisor::kernel::tree::{discover_with, Roots, Walk};
-    let home = home();
-    let rt = runtime(home.path());
-    let mut scope = launch(
-        &rt,
-        &[
-            "--sessions",
-            "2",
-            "--groups",
-            "2",
-            "--leaves",
-            "2",
-            "--orphan",
-        ],
-    );
+    let (_home, rt) = home_and_runtime();
+    let mut scope = launch(&rt, "--sessions 2 --groups 2 --leaves 2 --orphan");
     scope.wait_ready();
     let roots = Roots {
         guardian: Some(scope.reg.hello.guardian),
@@ -415,9 +350,8 @@ fn ppid_scan_finds_the_same_tree_as_children_lists() {
 
 #[test]
 fn an_escaped_process_carrying_the_owner_marker_is_stopped_once_its_guardian_is_gone() {
-    let home = home();
-    let rt = runtime(home.path());
-    let mut scope = launch(&rt, &["--sessions", "1", "--groups", "1", "--leaves", "1"]);
+    let (_home, rt) = home_and_runtime();
+    let mut scope = launch(&rt, "--sessions 1 --groups 1 --leaves 1");
     scope.wait_ready();
     // Started outside the guardian's tree (this test's own child), but marked as the scope's.
     let mut escaped = Command::new(TREE_BUILDER)
@@ -456,9 +390,8 @@ fn an_escaped_process_carrying_the_owner_marker_is_stopped_once_its_guardian_is_
 
 #[test]
 fn a_scope_that_ends_on_sigterm_during_the_grace_needs_no_sigkill() {
-    let home = home();
-    let rt = runtime(home.path());
-    let mut scope = launch(&rt, &["--sessions", "0"]);
+    let (_home, rt) = home_and_runtime();
+    let mut scope = launch(&rt, "--sessions 0");
     scope.wait_ready();
     let opts = StopOptions {
         grace: Some(GENEROUS),
@@ -478,9 +411,8 @@ fn a_scope_that_ends_on_sigterm_during_the_grace_needs_no_sigkill() {
 
 #[test]
 fn the_stop_fence_wait_is_bounded_and_typed() {
-    let home = home();
-    let rt = runtime(home.path());
-    let mut scope = launch(&rt, &["--sessions", "0"]);
+    let (_home, rt) = home_and_runtime();
+    let mut scope = launch(&rt, "--sessions 0");
     scope.wait_ready();
     let held = rt.stop_fence(Duration::from_secs(5)).unwrap();
     let opts = StopOptions {
@@ -498,9 +430,8 @@ fn the_stop_fence_wait_is_bounded_and_typed() {
 
 #[test]
 fn a_parent_blocked_in_vfork_on_a_stopped_child_does_not_stall_quiescence() {
-    let home = home();
-    let rt = runtime(home.path());
-    let mut scope = launch(&rt, &["--sessions", "0", "--vforker"]);
+    let (_home, rt) = home_and_runtime();
+    let mut scope = launch(&rt, "--sessions 0 --vforker");
     scope.wait_ready();
     // The vfork child stopped itself before exec; its parent waits in the kernel (state D).
     assert!(

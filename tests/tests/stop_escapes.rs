@@ -331,24 +331,17 @@ fn a_pid_taken_by_a_bystander_between_cgroup_procs_and_pidfd_open_is_not_signall
     let out_dir = home.path().join("out");
     std::fs::create_dir(&out_dir).expect("out dir");
     let mut cmd = Command::new("unshare");
-    cmd.args([
-        "--pid",
-        "--fork",
-        "--mount-proc",
-        "--kill-child",
-        "sh",
-        "-c",
-    ])
-    .arg(REUSE_DRIVER)
-    .arg("driver")
-    .arg(refine_tests::bin("refine-supervisor"))
-    .arg(home.path())
-    .arg(env!("CARGO_BIN_EXE_zombie-leader"))
-    .arg(&out_dir)
-    .env_remove("REFINE_CGROUP")
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    cmd.args(words("--pid --fork --mount-proc --kill-child sh -c"))
+        .arg(REUSE_DRIVER)
+        .arg("driver")
+        .arg(refine_tests::bin("refine-supervisor"))
+        .arg(home.path())
+        .arg(env!("CARGO_BIN_EXE_zombie-leader"))
+        .arg(&out_dir)
+        .env_remove("REFINE_CGROUP")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut ns = Reaped(cmd.spawn().expect("spawn unshare"));
     let out = collect(ns.0.stdout.take().expect("stdout"));
     let err = collect(ns.0.stderr.take().expect("stderr"));

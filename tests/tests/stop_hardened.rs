@@ -31,8 +31,7 @@ fn raw_state(pid: u32) -> Option<(char, usize)> {
 
 #[test]
 fn a_main_thread_that_called_pthread_exit_is_stopped_with_proof() {
-    let home = home();
-    let rt = runtime(home.path());
+    let (_home, rt) = home_and_runtime();
     let mut scope = launch_guardian(&rt, Path::new(ZOMBIE_LEADER), &[]);
     assert_eq!(scope.wait_ready(), 1);
     let workload = scope.reg.hello.workload;
@@ -65,15 +64,8 @@ fn run_timeout_ends_a_pthread_exit_program() {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn run");
-    let ended = wait_until(GENEROUS, || run.try_wait().expect("try_wait").is_some());
-    if !ended {
-        let _ = run.kill();
-        let _ = run.wait();
-    }
-    assert!(
-        ended,
-        "run --timeout 2s of a pthread_exit program never returned"
-    );
+    let what = "run --timeout 2s of a pthread_exit program";
+    cli_support::assert_returns(&mut run, GENEROUS, what);
     let rows = home.ps();
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0]["state"], "exited", "{rows:?}");
@@ -81,13 +73,8 @@ fn run_timeout_ends_a_pthread_exit_program() {
 
 #[test]
 fn an_owner_marker_outside_the_tree_is_never_killed_while_the_guardian_lives() {
-    let home = home();
-    let rt = runtime(home.path());
-    let mut scope = launch_guardian(
-        &rt,
-        Path::new(TREE_BUILDER),
-        &["--sessions", "1", "--groups", "1", "--leaves", "1"],
-    );
+    let (_home, rt) = home_and_runtime();
+    let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 1 --groups 1 --leaves 1");
     scope.wait_ready();
     // A process that inherited the marker (an `at` job, say) but lives outside the guardian's
     // tree: this test process is its parent.
@@ -122,13 +109,8 @@ fn an_owner_marker_outside_the_tree_is_never_killed_while_the_guardian_lives() {
 
 #[test]
 fn a_receipt_forged_by_a_live_workload_is_live() {
-    let home = home();
-    let rt = runtime(home.path());
-    let mut scope = launch_guardian(
-        &rt,
-        Path::new(TREE_BUILDER),
-        &["--sessions", "1", "--groups", "1", "--leaves", "1"],
-    );
+    let (_home, rt) = home_and_runtime();
+    let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 1 --groups 1 --leaves 1");
     scope.wait_ready();
     let reg = &scope.reg;
     // What a workload of the same uid can build from its registration record.
@@ -176,13 +158,8 @@ fn a_receipt_forged_by_a_live_workload_is_live() {
 /// soft and hard RLIMIT_NOFILE are 1,024: fewer descriptors than members.
 #[test]
 fn two_thousand_processes_stop_with_proof_under_1024_descriptors() {
-    let home = home();
-    let rt = runtime(home.path());
-    let mut scope = launch_guardian(
-        &rt,
-        Path::new(TREE_BUILDER),
-        &["--sessions", "20", "--groups", "9", "--leaves", "10"],
-    );
+    let (home, rt) = home_and_runtime();
+    let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 20 --groups 9 --leaves 10");
     assert_eq!(scope.wait_ready(), 2000);
     let before = scope.members();
     assert!(before.len() > 2000, "{}", before.len());
@@ -236,8 +213,7 @@ fn a_member_that_refuses_signals_does_not_keep_the_others_alive() {
         eprintln!("skipped: setpriv (util-linux) is not installed");
         return;
     }
-    let home = home();
-    let rt = runtime(home.path());
+    let (home, rt) = home_and_runtime();
     let script = "setpriv --reuid=65534 --regid=65534 --clear-groups sleep 1000 & \
                   sleep 1000 & echo ready 2; wait";
     let mut scope = launch_guardian(&rt, Path::new("/bin/sh"), &["-c", script]);
@@ -325,22 +301,9 @@ fn a_nested_run_ends_with_both_receipts() {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn run");
-    let ended = wait_until(GENEROUS, || run.try_wait().expect("try_wait").is_some());
-    if !ended {
-        let _ = run.kill();
-        let _ = run.wait();
-    }
-    assert!(ended, "the outer run never returned");
-    let mut rows = Vec::new();
-    let settled = wait_until(GENEROUS, || {
-        rows = home.ps();
-        rows.len() == 2 && rows.iter().all(|r| r["state"] != "live")
-    });
-    // Whatever is left, end it before asserting.
-    for r in &rows {
-        let _ = home.cli(&["stop", r["id"].as_str().unwrap_or_default()]);
-    }
-    assert!(settled, "{rows:#?}");
+    cli_support::assert_returns(&mut run, GENEROUS, "the outer run");
+    // Whatever is left is stopped before asserting.
+    let rows = home.wait_settled(2);
     assert!(rows.iter().all(|r| r["state"] == "exited"), "{rows:#?}");
 }
 

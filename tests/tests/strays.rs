@@ -173,13 +173,9 @@ fn gc_removes_the_cgroup_an_aborted_launch_left() {
     let before = listing(&parent);
     let mut killed = Command::new("strace");
     killed
-        .args([
-            "-f",
-            "-o",
-            "/dev/null",
-            "-e",
-            "inject=sendmsg:signal=SIGKILL:when=1",
-        ])
+        .args(words(
+            "-f -o /dev/null -e inject=sendmsg:signal=SIGKILL:when=1",
+        ))
         .arg(refine_tests::bin("refine-supervisor"))
         .arg("--home")
         .arg(home.path())

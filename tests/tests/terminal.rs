@@ -39,14 +39,7 @@ impl Shell {
         // `setsid --ctty`: a session of its own, with this terminal as its controlling
         // terminal, as a terminal emulator starts a login shell.
         let child = Command::new("setsid")
-            .args([
-                "--ctty",
-                "bash",
-                "--norc",
-                "--noprofile",
-                "--noediting",
-                "-i",
-            ])
+            .args(words("--ctty bash --norc --noprofile --noediting -i"))
             .env("PS1", PROMPT)
             .env("TERM", "dumb")
             .env("HISTFILE", "/dev/null")
@@ -78,6 +71,12 @@ impl Shell {
 
     fn type_(&mut self, text: &str) {
         self.master.write_all(text.as_bytes()).expect("type");
+    }
+
+    /// Types `run FLAGS -- STARTS_THEN_SLEEPS` and waits until its workload printed `start`.
+    fn start_sleeper(&mut self, flags: &str) {
+        self.type_(&run_line(flags, STARTS_THEN_SLEEPS));
+        self.expect("start");
     }
 
     /// Waits until the terminal shows `what` past what was already matched.
@@ -189,8 +188,7 @@ const STARTS_THEN_SLEEPS: &str = r#"sh -c 'printf "%s%s\n" sta rt; sleep 100'"#;
 fn ctrl_c_reaches_the_whole_job_and_run_exits_130() {
     let home = Home::new();
     let mut sh = Shell::start(&home);
-    sh.type_(&run_line("--stop-grace 3s", STARTS_THEN_SLEEPS));
-    sh.expect("start");
+    sh.start_sleeper("--stop-grace 3s");
     sh.wait_for_sleep();
     let t0 = Instant::now();
     sh.type_("\x03");
@@ -217,8 +215,7 @@ fn ctrl_c_reaches_the_whole_job_and_run_exits_130() {
 fn ctrl_z_stops_the_job_and_fg_gives_it_the_terminal_again() {
     let home = Home::new();
     let mut sh = Shell::start(&home);
-    sh.type_(&run_line("--stop-grace 3s", STARTS_THEN_SLEEPS));
-    sh.expect("start");
+    sh.start_sleeper("--stop-grace 3s");
     let run = sh.find_run().expect("run in the shell's session");
     let run_pgid = run.pgid;
     assert!(
@@ -297,8 +294,7 @@ fn a_shell_under_run_gets_job_control() {
 fn the_shell_gets_the_terminal_back_when_run_is_killed() {
     let home = Home::new();
     let mut sh = Shell::start(&home);
-    sh.type_(&run_line("", STARTS_THEN_SLEEPS));
-    sh.expect("start");
+    sh.start_sleeper("");
     let run = sh.find_run().expect("run in the shell's session");
     assert!(
         wait_until(DEADLINE, || {

@@ -77,9 +77,7 @@ fn a_unique_launch_is_refused_while_its_label_is_live_or_unverified() {
         describe(&["stop", &holder_id], &stop)
     );
     let _ = holder.0[0].0.wait();
-    let args = [
-        "run", "--label", "nightly", "--unique", "--json", "--", "true",
-    ];
+    let args = words("run --label nightly --unique --json -- true");
     let out = home.cli(&args);
     assert!(out.status.success(), "{}", describe(&args, &out));
     let done = parse(&args, &out)["id"].as_str().expect("id").to_owned();
@@ -182,9 +180,7 @@ fn concurrent_unique_launches_start_exactly_one() {
 fn the_service_refuses_a_second_unique_launch() {
     let home = Home::new();
     let _svc = Serving::start(&home, &[]);
-    let args = [
-        "run", "--detach", "--label", "svc", "--unique", "--", "sleep", "600",
-    ];
+    let args = words("run --detach --label svc --unique -- sleep 600");
     let out = home.cli(&args);
     assert!(out.status.success(), "{}", describe(&args, &out));
     let first = text(&out.stdout).trim().to_owned();

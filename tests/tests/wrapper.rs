@@ -17,30 +17,51 @@ use refine_tests::wait_until;
 // ---------------------------------------------------------------------------------------------
 // W1 stdin.
 
-#[test]
-fn stdin_from_a_pipe_reaches_the_workload_with_its_eof() {
-    let home = Home::new();
+/// `run -- cat` with `stdin` as its standard input, both outputs collected: the child (its
+/// stdin already given) and the collectors of its stdout and stderr.
+fn spawn_cat(home: &Home, stdin: Stdio) -> (std::process::Child, Collected, Collected) {
     let mut child = home
         .command(&["run", "--", "cat"])
-        .stdin(Stdio::piped())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn run");
     let out = collect(child.stdout.take().expect("stdout"));
     let err = collect(child.stderr.take().expect("stderr"));
-    let mut input = child.stdin.take().expect("stdin");
-    input.write_all(b"a\nb\n").expect("write stdin");
-    drop(input); // EOF: `cat` must see it and end.
-    let st = wait_bounded(&mut child, DEADLINE, "printf 'a\\nb\\n' | run -- cat");
+    (child, out, err)
+}
+
+type Collected = std::thread::JoinHandle<Vec<u8>>;
+
+/// Waits (bounded) for [`spawn_cat`]'s `run`: it must have printed exactly `expected` and
+/// exited 0.
+fn assert_cat_printed(
+    mut child: std::process::Child,
+    (out, err): (Collected, Collected),
+    expected: &str,
+    what: &str,
+) {
+    let st = wait_bounded(&mut child, DEADLINE, what);
     let (out, err) = (out.join().unwrap(), err.join().unwrap());
     assert_eq!(
         String::from_utf8_lossy(&out),
-        "a\nb\n",
+        expected,
         "{st}: {}",
         String::from_utf8_lossy(&err)
     );
     assert!(st.success(), "{st}");
+}
+
+#[test]
+fn stdin_from_a_pipe_reaches_the_workload_with_its_eof() {
+    let home = Home::new();
+    let (mut child, out, err) = spawn_cat(&home, Stdio::piped());
+    let mut input = child.stdin.take().expect("stdin");
+    input.write_all(b"a\nb\n").expect("write stdin");
+    drop(input); // EOF: `cat` must see it and end.
+    let what = "printf 'a\\nb\\n' | run -- cat";
+    assert_cat_printed(child, (out, err), "a\nb\n", what);
 }
 
 /// `run` drives its launch on its main thread, with the signal relay in the same `poll`: while a
@@ -77,15 +98,7 @@ fn stdin_from_a_file_reaches_the_workload() {
 fn stdin_from_a_terminal_reaches_the_workload_and_ctrl_d_ends_it() {
     let home = Home::new();
     let (pty, slave) = refine_tests::open_pty();
-    let mut child = home
-        .command(&["run", "--", "cat"])
-        .stdin(slave)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn run");
-    let out = collect(child.stdout.take().expect("stdout"));
-    let err = collect(child.stderr.take().expect("stderr"));
+    let (child, out, err) = spawn_cat(&home, slave.into());
     let mut master = std::fs::File::from(pty);
     // A line, then Ctrl-D on an empty line: end of file in canonical mode.
     master.write_all(b"typed\n\x04").expect("type");
@@ -94,15 +107,7 @@ fn stdin_from_a_terminal_reaches_the_workload_and_ctrl_d_ends_it() {
         let mut buf = [0u8; 1024];
         while matches!(master.read(&mut buf), Ok(n) if n > 0) {}
     });
-    let st = wait_bounded(&mut child, DEADLINE, "run -- cat on a terminal");
-    let (out, err) = (out.join().unwrap(), err.join().unwrap());
-    assert_eq!(
-        String::from_utf8_lossy(&out),
-        "typed\n",
-        "{st}: {}",
-        String::from_utf8_lossy(&err)
-    );
-    assert!(st.success(), "{st}");
+    assert_cat_printed(child, (out, err), "typed\n", "run -- cat on a terminal");
 }
 
 #[test]
@@ -110,16 +115,7 @@ fn stdin_input_counts_as_activity_for_the_idle_deadline() {
     let home = Home::new();
     // The workload prints nothing: only the input keeps it from the 3 s idle deadline.
     let mut child = home
-        .command(&[
-            "run",
-            "--json",
-            "--idle-timeout",
-            "3s",
-            "--",
-            "sh",
-            "-c",
-            "while read l; do :; done; echo done-reading >&2",
-        ])
+        .command(&words("run --json --idle-timeout 3s -- sh -c 'while read l; do :; done; echo done-reading >&2'"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -133,23 +129,15 @@ fn stdin_input_counts_as_activity_for_the_idle_deadline() {
         std::thread::sleep(Duration::from_millis(500));
     }
     drop(input);
-    let st = wait_bounded(&mut child, DEADLINE, "run --idle-timeout with input");
-    let doc = json_of(&out.join().unwrap());
+    let (st, doc) = finished_document(&mut child, out, "run --idle-timeout with input");
     assert_eq!(doc["outcome"], "completed", "{st}: {doc}");
     assert!(st.success(), "{st}: {doc}");
 
     // Negative control: the same workload without input is idle and is stopped.
     let mut child = home
-        .command(&[
-            "run",
-            "--json",
-            "--idle-timeout",
-            "1s",
-            "--",
-            "sh",
-            "-c",
-            "while read l; do :; done",
-        ])
+        .command(&words(
+            "run --json --idle-timeout 1s -- sh -c 'while read l; do :; done'",
+        ))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -157,8 +145,7 @@ fn stdin_input_counts_as_activity_for_the_idle_deadline() {
         .expect("spawn run");
     let out = collect(child.stdout.take().expect("stdout"));
     let _held_open = child.stdin.take();
-    let st = wait_bounded(&mut child, DEADLINE, "idle run without input");
-    let doc = json_of(&out.join().unwrap());
+    let (st, doc) = finished_document(&mut child, out, "idle run without input");
     assert_eq!(doc["outcome"], "idle_timeout", "{st}: {doc}");
 }
 
@@ -169,9 +156,7 @@ fn stdin_input_counts_as_activity_for_the_idle_deadline() {
 fn sigterm_to_run_reaches_the_workload_whose_trap_exits_0_completed() {
     let home = Home::new();
     let (mut child, out) = trapping_run(&home, &[], "trap 'echo got-term; exit 0' TERM");
-    signal(&child, libc::SIGTERM);
-    let st = wait_bounded(&mut child, DEADLINE, "run after SIGTERM");
-    let doc = json_of(&out.join().unwrap());
+    let (st, doc) = signalled_document(&mut child, out, libc::SIGTERM, "run after SIGTERM");
     assert_eq!(doc["outcome"], "completed", "{st}: {doc}");
     assert_eq!(st.code(), Some(0), "{st}: {doc}");
     let path = doc["stdout"]["path"].as_str().expect("stdout path");
@@ -190,9 +175,7 @@ fn user_hangup_and_alarm_signals_are_forwarded_not_fatal_to_run() {
     ] {
         let home = Home::new();
         let (mut child, out) = trapping_run(&home, &[], &format!("trap 'exit {code}' {name}"));
-        signal(&child, sig);
-        let st = wait_bounded(&mut child, DEADLINE, name);
-        let doc = json_of(&out.join().unwrap());
+        let (st, doc) = signalled_document(&mut child, out, sig, name);
         assert_eq!(st.signal(), None, "{name}: run itself died: {st}");
         assert_eq!(st.code(), Some(code), "{name}: {st}: {doc}");
         assert_eq!(doc["outcome"], "completed", "{name}: {doc}");
@@ -215,9 +198,12 @@ fn a_second_sigterm_escalates_through_the_shared_stop_cancelled() {
         "run ended on the first SIGTERM"
     );
     // ... the second ends the scope at once.
-    signal(&child, libc::SIGTERM);
-    let st = wait_bounded(&mut child, DEADLINE, "run after the second SIGTERM");
-    let doc = json_of(&out.join().unwrap());
+    let (st, doc) = signalled_document(
+        &mut child,
+        out,
+        libc::SIGTERM,
+        "run after the second SIGTERM",
+    );
     assert_eq!(doc["outcome"], "cancelled", "{st}: {doc}");
     assert_eq!(doc["scope"], "exited", "{doc}");
     assert_eq!(st.code(), Some(137), "{st}: {doc}");
@@ -228,9 +214,7 @@ fn stop_grace_ends_a_workload_that_ignores_sigterm() {
     let home = Home::new();
     let (mut child, out) = trapping_run(&home, &["--stop-grace", "1s"], "trap '' TERM");
     let sent = Instant::now();
-    signal(&child, libc::SIGTERM);
-    let st = wait_bounded(&mut child, DEADLINE, "run after the grace");
-    let doc = json_of(&out.join().unwrap());
+    let (st, doc) = signalled_document(&mut child, out, libc::SIGTERM, "run after the grace");
     assert!(
         sent.elapsed() >= Duration::from_secs(1),
         "ended before the grace"
@@ -329,16 +313,7 @@ fn a_full_pipe_never_blocks_the_completion_deadline() {
 #[test]
 fn every_artifact_has_a_cap_default_one_gib_and_log_cap_sets_it() {
     let home = Home::new();
-    let args = [
-        "run",
-        "--json",
-        "--log-cap",
-        "1K",
-        "--",
-        "sh",
-        "-c",
-        "head -c 5000 /dev/zero",
-    ];
+    let args = words("run --json --log-cap 1K -- sh -c 'head -c 5000 /dev/zero'");
     let out = home.cli(&args);
     assert!(out.status.success(), "{}", describe(&args, &out));
     let doc = parse(&args, &out);
@@ -348,16 +323,7 @@ fn every_artifact_has_a_cap_default_one_gib_and_log_cap_sets_it() {
     let end = doc["stdout"]["end"].as_str().unwrap();
     assert!(end.contains("log cap"), "{end}");
     // Negative control: under the cap, complete.
-    let args = [
-        "run",
-        "--json",
-        "--log-cap",
-        "10K",
-        "--",
-        "sh",
-        "-c",
-        "head -c 5000 /dev/zero",
-    ];
+    let args = words("run --json --log-cap 10K -- sh -c 'head -c 5000 /dev/zero'");
     let doc = parse(&args, &home.cli(&args));
     assert_eq!(doc["stdout"]["complete"], true, "{doc}");
     // The default is recorded: 1 GiB; `0` is none.
@@ -525,13 +491,9 @@ fn argv_and_environment_bytes_reach_the_workloads_proc_entries() {
     let env = std::ffi::OsString::from_vec(b"K\xff=v\xc3".to_vec());
     let mut cmd = home.command(&["run", "--env"]);
     cmd.arg(&env)
-        .args([
-            "--",
-            "sh",
-            "-c",
-            "cat /proc/$$/cmdline >&2; cat /proc/$$/environ",
-            "sh",
-        ])
+        .args(words(
+            "-- sh -c 'cat /proc/$$/cmdline >&2; cat /proc/$$/environ' sh",
+        ))
         .arg(&arg);
     let out = output_of(cmd);
     assert!(out.status.success(), "{}", describe(&["run"], &out));
@@ -550,18 +512,8 @@ fn argv_and_environment_bytes_reach_the_workloads_proc_entries() {
 #[test]
 fn detached_spawn_failure_is_reported_not_an_id() {
     let home = Home::new();
-    let mut serve = home
-        .command(&["serve", "--maintenance-every", "200ms"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn serve");
-    let sock = home.run_dir().join("supervisor.sock");
-    let up = wait_until(DEADLINE, || {
-        std::os::unix::net::UnixStream::connect(&sock).is_ok()
-    });
+    let svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
     let result = std::panic::catch_unwind(|| {
-        assert!(up, "serve did not come up");
         let args = ["run", "--detach", "--", "/nonexistent"];
         let out = home.cli(&args);
         assert_eq!(out.status.code(), Some(127), "{}", describe(&args, &out));
@@ -581,10 +533,9 @@ fn detached_spawn_failure_is_reported_not_an_id() {
         assert!(out.status.success(), "{}", describe(&args, &out));
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim().len(), 32);
     });
-    let _ = serve.kill();
-    let _ = serve.wait();
-    // The killed service may not have read the last receipt: the next recovery settles that
-    // scope (and removes its cgroup, F4), as it would after any crash; nothing is left behind.
+    drop(svc); // SIGKILLed and reaped
+               // The killed service may not have read the last receipt: the next recovery settles that
+               // scope (and removes its cgroup, F4), as it would after any crash; nothing is left behind.
     let _ = home.cli(&["recover"]);
     if let Err(e) = result {
         std::panic::resume_unwind(e);
@@ -623,9 +574,7 @@ fn sigtstp_stops_the_workload_then_run_and_sigcont_continues_both() {
         proc_state(workload),
         proc_state(run)
     );
-    signal(&child, libc::SIGTERM);
-    let st = wait_bounded(&mut child, DEADLINE, "run after SIGTERM");
-    let doc = json_of(&out.join().unwrap());
+    let (st, doc) = signalled_document(&mut child, out, libc::SIGTERM, "run after SIGTERM");
     assert_eq!(doc["outcome"], "completed", "{st}: {doc}");
 }
 

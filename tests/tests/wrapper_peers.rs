@@ -130,9 +130,7 @@ fn job_control_stops_and_continues_the_workloads_whole_group() {
         "after SIGCONT (shell, background sleep, run): {:?}",
         states()
     );
-    signal(&child, libc::SIGTERM);
-    let st = wait_bounded(&mut child, DEADLINE, "run after SIGTERM");
-    let doc = json_of(&out.join().unwrap());
+    let (st, doc) = signalled_document(&mut child, out, libc::SIGTERM, "run after SIGTERM");
     assert_eq!(st.code(), Some(143), "{st}: {doc}");
     assert_eq!(doc["scope"], "exited", "{doc}");
 }

@@ -9,7 +9,7 @@ use refine_tests::cli_support;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use cli_support::*;
@@ -27,6 +27,13 @@ fn wait_file(child: &mut Child, path: &Path, what: &str) {
     );
 }
 
+/// Sends `sig` to `run` and waits until the workload's trap for it left `seen` (the signal was
+/// forwarded); `what` names it in the failure.
+fn forward(child: &mut Child, sig: i32, seen: &Path, what: &str) {
+    signal(child, sig);
+    wait_file(child, seen, what);
+}
+
 // ---------------------------------------------------------------------------------------------
 // W9 termination requests.
 
@@ -37,8 +44,7 @@ fn sighup_is_forwarded_and_starts_no_grace() {
     let hup = home.path().join("hup");
     let traps = format!("trap ': > {}' HUP; trap 'exit 7' USR1", hup.display());
     let (mut child, out) = trapping_run(&home, &["--stop-grace", "1s"], &traps);
-    signal(&child, libc::SIGHUP);
-    wait_file(&mut child, &hup, "the forwarded SIGHUP");
+    forward(&mut child, libc::SIGHUP, &hup, "the forwarded SIGHUP");
     // Time must pass here: well past the grace a SIGHUP would have started.
     std::thread::sleep(Duration::from_secs(3));
     assert!(
@@ -46,9 +52,7 @@ fn sighup_is_forwarded_and_starts_no_grace() {
         "run ended after a SIGHUP: {:?}",
         child.try_wait()
     );
-    signal(&child, libc::SIGUSR1);
-    let st = wait_bounded(&mut child, DEADLINE, "run after SIGUSR1");
-    let doc = json_of(&out.join().unwrap());
+    let (st, doc) = signalled_document(&mut child, out, libc::SIGUSR1, "run after SIGUSR1");
     assert_eq!(st.code(), Some(7), "{st}: {doc}");
     assert_eq!(doc["outcome"], "completed", "{doc}");
 }
@@ -65,13 +69,9 @@ fn different_signals_never_escalate_each_is_forwarded() {
         int.display()
     );
     let (mut child, out) = trapping_run(&home, &[], &traps);
-    signal(&child, libc::SIGHUP);
-    wait_file(&mut child, &hup, "the forwarded SIGHUP");
-    signal(&child, libc::SIGINT);
-    wait_file(&mut child, &int, "the forwarded SIGINT");
-    signal(&child, libc::SIGTERM);
-    let st = wait_bounded(&mut child, DEADLINE, "run after HUP, INT, TERM");
-    let doc = json_of(&out.join().unwrap());
+    forward(&mut child, libc::SIGHUP, &hup, "the forwarded SIGHUP");
+    forward(&mut child, libc::SIGINT, &int, "the forwarded SIGINT");
+    let (st, doc) = signalled_document(&mut child, out, libc::SIGTERM, "run after HUP, INT, TERM");
     assert_eq!(st.code(), Some(9), "{st}: {doc}");
     assert_eq!(doc["outcome"], "completed", "{doc}");
 }
@@ -83,9 +83,7 @@ fn sigterm_ends_the_whole_scope_once_the_workload_ended() {
     let home = Home::new();
     let (mut child, out, pid) = run_with_background_sleep(&home);
     let sleeper = pidfd(pid);
-    signal(&child, libc::SIGTERM);
-    let st = wait_bounded(&mut child, DEADLINE, "run after SIGTERM");
-    let doc = json_of(&out.join().unwrap());
+    let (st, doc) = signalled_document(&mut child, out, libc::SIGTERM, "run after SIGTERM");
     assert_eq!(st.code(), Some(143), "{st}: {doc}");
     assert!(
         exited_within(&sleeper, Duration::ZERO),
@@ -168,17 +166,7 @@ fn timeout_alone_kills_a_term_ignorer_after_the_default_five_seconds() {
 #[test]
 fn sizes_take_fractions() {
     let home = Home::new();
-    let args = [
-        "run",
-        "--json",
-        "--log-cap",
-        "1.5M",
-        "--",
-        "head",
-        "-c",
-        "2000000",
-        "/dev/zero",
-    ];
+    let args = words("run --json --log-cap 1.5M -- head -c 2000000 /dev/zero");
     let out = home.cli(&args);
     let doc = parse(&args, &out);
     assert!(out.status.success(), "{}", describe(&args, &out));
@@ -193,12 +181,8 @@ fn every_duration_flag_refuses_what_the_clock_cannot_hold() {
     let home = Home::new();
     let huge = "18446744073709551615";
     let run = |flag: &'static str| vec!["run", flag, huge, "--", "true"];
-    let mut cases: Vec<Vec<&str>> = vec![
-        run("--timeout"),
-        run("--idle-timeout"),
-        run("--kill-after"),
-        run("--wait-for-slot"),
-        run("--stop-grace"),
+    let mut cases: Vec<Vec<&str>> = RUN_DURATION_FLAGS.map(run).to_vec();
+    cases.extend([
         vec!["stop", "--grace", huge, "0123456789abcdef0123456789abcdef"],
         vec![
             "wait",
@@ -209,14 +193,8 @@ fn every_duration_flag_refuses_what_the_clock_cannot_hold() {
         vec!["gc", "--older-than", huge, "--dry-run"],
         vec!["gc", "--forget-after", huge, "--dry-run"],
         vec!["reap", "--checkout", "/nonexistent", "--budget", huge],
-    ];
-    for flag in [
-        "--shutdown-grace",
-        "--maintenance-every",
-        "--retain",
-        "--forget-after",
-        "--stall-period",
-    ] {
+    ]);
+    for flag in SERVE_DURATION_FLAGS {
         cases.push(vec!["serve", flag, huge]);
     }
     for args in &cases {
@@ -244,17 +222,7 @@ fn every_duration_flag_refuses_what_the_clock_cannot_hold() {
 #[test]
 fn durations_take_fractions() {
     let home = Home::new();
-    let args = [
-        "run",
-        "--json",
-        "--timeout",
-        "0.5",
-        "--kill-after",
-        "0.5",
-        "--",
-        "sleep",
-        "60",
-    ];
+    let args = words("run --json --timeout 0.5 --kill-after 0.5 -- sleep 60");
     let out = home.cli(&args);
     let doc = parse(&args, &out);
     assert_eq!(doc["outcome"], "timed_out", "{doc}");
@@ -281,12 +249,7 @@ fn the_api_refuses_durations_the_clock_cannot_hold() {
         serde_json::from_str(&resp).unwrap_or_else(|e| panic!("{e}: {resp:?} for {line}"))
     };
     let huge = u64::MAX;
-    for field in [
-        "timeout_ms",
-        "idle_timeout_ms",
-        "kill_after_ms",
-        "wait_for_slot_ms",
-    ] {
+    for field in words("timeout_ms idle_timeout_ms kill_after_ms wait_for_slot_ms") {
         let line = format!(
             "{{\"v\":1,\"op\":\"launch\",\"argv\":[\"true\"],\"kind\":\"command\",\"label\":\"\",\"cwd\":null,\"env\":{{}},\"meta\":{{}},\"pty\":false,\"{field}\":{huge}}}\n"
         );
@@ -404,9 +367,7 @@ fn nohup_run_then_sighup_the_job_survives() {
         "the job died of SIGHUP: {:?}",
         child.try_wait()
     );
-    signal(&child, libc::SIGTERM);
-    let st = wait_bounded(&mut child, DEADLINE, "run after SIGTERM");
-    let doc = json_of(&out.join().unwrap());
+    let (st, doc) = signalled_document(&mut child, out, libc::SIGTERM, "run after SIGTERM");
     assert_eq!(st.code(), Some(128 + libc::SIGTERM), "{st}: {doc}");
 }
 
@@ -425,15 +386,7 @@ fn service_launches_start_clean() {
     assert!(wait_until(DEADLINE, || {
         std::os::unix::net::UnixStream::connect(&sock).is_ok()
     }));
-    let out = home.cli(&[
-        "run",
-        "--detach",
-        "--json",
-        "--",
-        "grep",
-        "^Sig",
-        "/proc/self/status",
-    ]);
+    let out = home.cli(&words("run --detach --json -- grep ^Sig /proc/self/status"));
     assert!(out.status.success(), "{}", describe(&["run"], &out));
     let id = parse(&["run"], &out)["id"].as_str().unwrap().to_owned();
     home.wait_ended(&id);
@@ -448,29 +401,42 @@ fn service_launches_start_clean() {
 // ---------------------------------------------------------------------------------------------
 // W12 terminals and pipes.
 
-/// `printf 'hi\n' | run --pty -- head -n 1`: the input reaches the terminal, and the command
-/// ends at once (as under `script`).
-#[test]
-fn piped_input_reaches_a_pty_launch() {
+/// `run --pty -- ARGV` with `input` written to its stdin pipe and closed (with `None`, stdin is
+/// `/dev/null`): how it ended and what it printed.
+fn pty_run(home: &Home, argv: &[&str], input: Option<&[u8]>) -> (ExitStatus, String) {
     use std::io::Write;
-    let home = Home::new();
+    let mut args = vec!["run", "--pty", "--"];
+    args.extend_from_slice(argv);
     let mut child = home
-        .command(&["run", "--pty", "--", "head", "-n", "1"])
-        .stdin(Stdio::piped())
+        .command(&args)
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn run");
     let out = collect(child.stdout.take().expect("stdout"));
-    let mut input = child.stdin.take().expect("stdin");
-    input.write_all(b"hi\n").expect("write stdin");
-    drop(input);
-    let st = wait_bounded(
-        &mut child,
-        DEADLINE,
-        "printf 'hi\\n' | run --pty -- head -n 1",
-    );
-    let out = String::from_utf8_lossy(&out.join().unwrap()).into_owned();
+    if let Some(bytes) = input {
+        let mut pipe = child.stdin.take().expect("stdin");
+        pipe.write_all(bytes).expect("write stdin");
+    }
+    let what = format!("{input:?} | refine-supervisor {}", args.join(" "));
+    let st = wait_bounded(&mut child, DEADLINE, &what);
+    (
+        st,
+        String::from_utf8_lossy(&out.join().unwrap()).into_owned(),
+    )
+}
+
+/// `printf 'hi\n' | run --pty -- head -n 1`: the input reaches the terminal, and the command
+/// ends at once (as under `script`).
+#[test]
+fn piped_input_reaches_a_pty_launch() {
+    let home = Home::new();
+    let (st, out) = pty_run(&home, &["head", "-n", "1"], Some(b"hi\n"));
     assert!(st.success(), "{st}: {out:?}");
     assert!(out.contains("hi"), "{out:?}");
 }
@@ -479,37 +445,12 @@ fn piped_input_reaches_a_pty_launch() {
 /// returns, the command ends; likewise after a last line without its newline.
 #[test]
 fn the_end_of_a_non_terminal_stdin_reaches_a_pty_launch() {
-    use std::io::Write;
     let home = Home::new();
-    let mut child = home
-        .command(&["run", "--pty", "--", "sh", "-c", "read x; echo read-ended"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn run");
-    let out = collect(child.stdout.take().expect("stdout"));
-    let st = wait_bounded(&mut child, DEADLINE, "run --pty -- sh -c read </dev/null");
-    let out = String::from_utf8_lossy(&out.join().unwrap()).into_owned();
+    let (st, out) = pty_run(&home, &["sh", "-c", "read x; echo read-ended"], None);
     assert!(out.contains("read-ended"), "{st}: {out:?}");
 
-    let mut child = home
-        .command(&["run", "--pty", "--", "sh", "-c", "read x; echo got:$x"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn run");
-    let out = collect(child.stdout.take().expect("stdout"));
-    let mut input = child.stdin.take().expect("stdin");
-    input.write_all(b"partial").expect("write stdin");
-    drop(input);
-    let st = wait_bounded(
-        &mut child,
-        DEADLINE,
-        "printf partial | run --pty -- sh -c read",
-    );
-    let out = String::from_utf8_lossy(&out.join().unwrap()).into_owned();
+    let read = ["sh", "-c", "read x; echo got:$x"];
+    let (st, out) = pty_run(&home, &read, Some(b"partial"));
     assert!(out.contains("got:partial"), "{st}: {out:?}");
 }
 
@@ -694,9 +635,7 @@ fn peer_orphans_are_reaped_no_zombie_stays() {
         kids.iter().all(|&(_, s)| s != 'Z') && kids.len() == 1
     });
     assert!(reaped, "the guardian's children: {kids:?}");
-    signal(&child, libc::SIGTERM);
-    let st = wait_bounded(&mut child, DEADLINE, "run after SIGTERM");
-    let doc = json_of(&out.join().unwrap());
+    let (st, doc) = signalled_document(&mut child, out, libc::SIGTERM, "run after SIGTERM");
     assert_eq!(st.code(), Some(143), "{st}: {doc}");
     assert_eq!(doc["scope"], "exited", "{doc}");
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use refine_supervisor::launch::guardian::GuardianEvent;
 use refine_supervisor::launch::launch_registered_into;
 use refine_supervisor::store::registry::Runtime;
-use refine_tests::stopkit;
+use refine_tests::{stopkit, words};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -31,31 +31,11 @@ fn main() {
         ("exits", &["--sessions", "0", "--then", "exit"]),
         (
             "detached",
-            &[
-                "--sessions",
-                "1",
-                "--groups",
-                "1",
-                "--leaves",
-                "2",
-                "--orphan",
-                "--then",
-                "exit",
-            ],
+            &words("--sessions 1 --groups 1 --leaves 2 --orphan --then exit"),
         ),
         (
             "ignorer",
-            &[
-                "--sessions",
-                "1",
-                "--groups",
-                "2",
-                "--leaves",
-                "2",
-                "--ignorers",
-                "4",
-                "--ignore-term",
-            ],
+            &words("--sessions 1 --groups 2 --leaves 2 --ignorers 4 --ignore-term"),
         ),
     ];
     let mut held = Vec::new();

@@ -13,7 +13,7 @@ use refine_supervisor::kernel::procfs;
 use refine_supervisor::kernel::signal::{SignalError, Verified};
 use refine_supervisor::store::registry::Runtime;
 use refine_tests::stopkit::{self, GENEROUS};
-use refine_tests::wait_until;
+use refine_tests::{wait_until, words};
 use rustix::process::Pid;
 
 fn idle(tree_builder: &Path, own_group: bool) -> Child {
@@ -148,17 +148,7 @@ fn main() {
     let mut scope = stopkit::launch_guardian(
         &rt,
         tree_builder,
-        &[
-            "--sessions",
-            "2",
-            "--groups",
-            "1",
-            "--leaves",
-            "2",
-            "--orphan",
-            "--then",
-            "exit",
-        ],
+        &words("--sessions 2 --groups 1 --leaves 2 --orphan --then exit"),
     );
     scope.wait_ready();
     let workload = scope.reg.hello.workload;
