@@ -626,20 +626,16 @@ pub(super) fn write_in_place(path: &Path, bytes: &[u8]) -> Result<(), RegistryEr
 pub fn read_locked(path: &Path, max: usize) -> io::Result<Vec<u8>> {
     let f = fs::File::open(path)?;
     rustix::fs::flock(&f, rustix::fs::FlockOperation::LockShared)?;
-    let mut buf = Vec::with_capacity((max + 1).min(8 * 1024));
-    (&f).take(max as u64 + 1).read_to_end(&mut buf)?;
-    if buf.len() > max {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("larger than {max} bytes"),
-        ));
-    }
-    Ok(buf)
+    read_to_bound(&f, max)
 }
 
 /// Reads at most `max` bytes; a larger file is an error rather than an unbounded allocation.
 pub fn read_bounded(path: &Path, max: usize) -> io::Result<Vec<u8>> {
-    let f = fs::File::open(path)?;
+    read_to_bound(&fs::File::open(path)?, max)
+}
+
+/// All of `f` from where it stands, at most `max` bytes ([`read_bounded`], [`read_locked`]).
+fn read_to_bound(f: &fs::File, max: usize) -> io::Result<Vec<u8>> {
     // Room for a typical record up front, so it takes one read plus the end-of-file read and no
     // `stat` (`ps --all` reads a few files per registration of the whole history).
     let mut buf = Vec::with_capacity((max + 1).min(8 * 1024));
