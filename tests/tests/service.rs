@@ -123,6 +123,43 @@ fn detach_without_a_service_is_one_line() {
     assert!(err.contains("no service is running"), "{err}");
 }
 
+/// A service that accepts a request and closes the connection without answering (it died, or
+/// was stopped, mid-request) is named as such on one line, as an unreachable one is: not as a
+/// "malformed response" from the empty read at end of file.
+#[test]
+fn a_connection_closed_before_the_answer_is_one_clear_line() {
+    use std::io::BufRead as _;
+    let home = Home::new();
+    // The home and its run directory exist as a launch leaves them.
+    assert!(home.cli(&["run", "--", "true"]).status.success());
+    let sock = home.run_dir().join("supervisor.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind the socket");
+    let server = std::thread::spawn(move || {
+        let (conn, _) = listener.accept().expect("accept");
+        let mut line = Vec::new();
+        std::io::BufReader::new(&conn)
+            .read_until(b'\n', &mut line)
+            .expect("read the request");
+        // Dropped: closed without a reply.
+        line
+    });
+    let args = ["run", "--detach", "--", "true"];
+    let out = home.cli(&args);
+    let request = server.join().expect("the listener thread");
+    assert!(!request.is_empty(), "the CLI sent no request");
+    let err = assert_one_line_error(&args, &out);
+    assert!(
+        err.contains("the service closed the connection without answering"),
+        "{err}"
+    );
+    assert!(!err.contains("malformed"), "{err}");
+    // The same class of failure as no service at all.
+    let none = home.cli(&["run", "--detach", "--", "true"]);
+    assert_eq!(out.status.code(), none.status.code(), "{err}");
+    // The read operations answer from the registry, not the socket: unaffected.
+    assert!(home.cli(&["ps"]).status.success());
+}
+
 #[test]
 fn detached_launches_are_all_accounted_for_after_a_sigkilled_service() {
     let home = Home::new();

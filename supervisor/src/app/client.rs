@@ -51,6 +51,18 @@ pub fn request_within(
             op: "receive",
             source,
         })?;
+    // End of file before a whole line: the service went away (it died, or stopped) with the
+    // request unanswered, or in the middle of its answer. Said so, not as a malformed response.
+    if !line.ends_with(b"\n") && line.len() <= MAX_MESSAGE {
+        let whole = !line.is_empty() && api::decode_response(&line).is_ok();
+        if !whole {
+            return Err(if line.is_empty() {
+                ClientError::Closed
+            } else {
+                ClientError::Truncated
+            });
+        }
+    }
     let resp = api::decode_response(&line).map_err(ClientError::Decode)?;
     match (resp.ok, resp.result, resp.error) {
         (true, Some(r), _) => Ok(r),

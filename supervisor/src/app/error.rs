@@ -186,6 +186,13 @@ pub enum ClientError {
         #[source]
         source: io::Error,
     },
+    /// The connection reached its end before any byte of a reply (the service died or stopped
+    /// with the request unanswered).
+    #[error("the service closed the connection without answering")]
+    Closed,
+    /// The connection reached its end in the middle of the reply.
+    #[error("the service closed the connection in the middle of its answer")]
+    Truncated,
     #[error("service sent a malformed response")]
     Decode(#[source] refine_protocol::DecodeError),
     #[error("service refused: {}", .0.message)]
