@@ -55,6 +55,9 @@ fn a_notify_launch_is_starting_until_ready_1_and_wait_ready_returns_then() {
     let ready = events(&home, "ready");
     assert_eq!(ready.len(), 1, "{ready:#?}");
     assert_eq!(ready[0]["ready_status"], "serving");
+    let human = home.cli(&["events", "--filter", "kind=ready"]);
+    let human = String::from_utf8_lossy(&human.stdout).into_owned();
+    assert!(human.trim_end().ends_with("(web): serving"), "{human}");
     let out = home.cli(&["wait", "--for", "ready", "--timeout", "5s", &id]);
     assert!(out.status.success(), "{}", describe(&["wait"], &out));
     home.cli(&["stop", &id]);

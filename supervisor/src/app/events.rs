@@ -66,7 +66,8 @@ fn print(o: &mut impl Write, ev: &mut EventDoc, json: bool) -> io::Result<()> {
     writeln!(o, "{}", line(ev))
 }
 
-/// `TIME KIND ID (LABEL) key=value...`: the id shortened as `ps` does, the label escaped.
+/// `TIME KIND ID (LABEL) key=value...: WORDS`: the id shortened as `ps` does, the label
+/// escaped; the reason (or a `ready` event's `STATUS=`) in words at the end, escaped.
 pub fn line(ev: &EventDoc) -> String {
     let short = ev.id.get(..12).unwrap_or(&ev.id);
     let mut text = format!("{} {:<14} {short}", ev.time, ev.kind.name());
@@ -89,10 +90,58 @@ pub fn line(ev: &EventDoc) -> String {
         .and_then(|c| refine_protocol::docs::variant_name(&c));
     field("cause", cause.map(str::to_owned));
     field("stop", ev.stop.map(|s| s.name().to_owned()));
-    field("reason", ev.reason.as_deref().map(|r| format!("{:?}", r)));
-    field(
-        "status",
-        ev.ready_status.as_deref().map(|r| format!("{:?}", r)),
-    );
+    field("health", ev.health.map(|h| h.name().to_owned()));
+    // The words last, after a colon, as `show` puts them after its values: the reason, or the
+    // workload's `STATUS=`, escaped (X6: a workload's text, untrusted).
+    for words in [&ev.reason, &ev.ready_status].into_iter().flatten() {
+        text.push_str(&format!(": {}", view::escape(words)));
+    }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use refine_protocol::docs::{EventKind, HealthState};
+
+    fn event(kind: EventKind) -> EventDoc {
+        let mut ev = EventDoc::new(
+            kind,
+            "0123456789abcdef0123456789abcdef".into(),
+            "web".into(),
+            0,
+            1,
+        );
+        ev.time = "2026-12-07T21:00:00.000Z".into();
+        ev
+    }
+
+    /// A reason and a `STATUS=` are words after the fields, as `show` puts them after its
+    /// values, and a workload's text is escaped as every view escapes it (X6): not Rust's
+    /// debug quoting.
+    #[test]
+    fn reasons_and_statuses_are_worded_and_escaped() {
+        let mut ev = event(EventKind::Unverified);
+        ev.reason = Some("no receipt: the guardian's channel closed without one".into());
+        assert_eq!(
+            line(&ev),
+            "2026-12-07T21:00:00.000Z unverified     0123456789ab (web): \
+             no receipt: the guardian's channel closed without one"
+        );
+        let mut ev = event(EventKind::Ready);
+        ev.ready_status = Some("serving \"all\"\u{1b}[2J\u{202e}".into());
+        assert_eq!(
+            line(&ev),
+            "2026-12-07T21:00:00.000Z ready          0123456789ab (web): \
+             serving \"all\"\\x1b[2J\\u202e"
+        );
+        let mut ev = event(EventKind::Health);
+        ev.health = Some(HealthState::Unhealthy);
+        ev.reason = Some("probe said\nno".into());
+        assert_eq!(
+            line(&ev),
+            "2026-12-07T21:00:00.000Z health         0123456789ab (web) health=unhealthy: \
+             probe said\\nno"
+        );
+    }
 }
