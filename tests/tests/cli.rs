@@ -399,6 +399,11 @@ fn run_json_has_the_contract_fields() {
     assert_eq!(id.len(), 32);
     for (stream, text) in [("stdout", "hello\n"), ("stderr", "oops\n")] {
         assert_eq!(doc[stream]["complete"], true, "{doc}");
+        assert_eq!(
+            doc[stream]["end"],
+            serde_json::json!({"kind": "eof"}),
+            "{doc}"
+        );
         let path = doc[stream]["path"].as_str().expect("path");
         assert_eq!(fs::read_to_string(path).unwrap(), text);
     }

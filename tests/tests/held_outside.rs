@@ -87,7 +87,8 @@ fn outside_holder_is_closed_out(cgroup: bool) {
     assert_eq!(doc["scope"], "exited", "{doc}");
     assert_eq!(doc["stdout"]["complete"], false, "{doc}");
     assert_eq!(
-        doc["stdout"]["end"], "incomplete: held open outside the scope",
+        doc["stdout"]["end"],
+        serde_json::json!({"kind": "incomplete", "why": {"kind": "held_outside"}}),
         "{doc}"
     );
     // The read end is closed: the holder's late line fails and lands nowhere.

@@ -320,8 +320,11 @@ fn every_artifact_has_a_cap_default_one_gib_and_log_cap_sets_it() {
     let path = doc["stdout"]["path"].as_str().unwrap();
     assert_eq!(std::fs::metadata(path).unwrap().len(), 1024, "{doc}");
     assert_eq!(doc["stdout"]["complete"], false, "{doc}");
-    let end = doc["stdout"]["end"].as_str().unwrap();
-    assert!(end.contains("log cap"), "{end}");
+    assert_eq!(
+        doc["stdout"]["end"],
+        serde_json::json!({"kind": "incomplete", "why": {"kind": "artifact_cap", "cap_bytes": 1024}}),
+        "{doc}"
+    );
     // Negative control: under the cap, complete.
     let args = words("run --json --log-cap 10K -- sh -c 'head -c 5000 /dev/zero'");
     let doc = parse(&args, &home.cli(&args));

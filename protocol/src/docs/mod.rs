@@ -38,8 +38,8 @@ pub use scope::{
     HealthDoc, IncidentDoc, IncompleteDoc, LaunchedDoc, LimitPlacementDoc, LimitUsageDoc,
     LimitsDoc, ProbeDoc, ProcessDoc, ProofDoc, PsDoc, ReadinessDoc, ReceiptDoc, ReceiptVerdictDoc,
     RecordDoc, RecoverDoc, RecoverEntryDoc, ResidueStopDoc, ResultDoc, RunDoc, ShowDoc,
-    StatusFields, StopDetail, StopDoc, StopOutcomeDoc, StopTimingsDoc, StreamDoc, UsageDoc,
-    WaitDoc, WaitScope, WatchDoc, WitnessDoc, WorkloadDoc,
+    StatusFields, StopDetail, StopDoc, StopOutcomeDoc, StopTimingsDoc, StreamDoc, StreamEndDoc,
+    UsageDoc, WaitDoc, WaitScope, WatchDoc, WitnessDoc, WorkloadDoc,
 };
 pub use top::{TopDoc, TopScopeDoc, TopSource};
 pub use vocab::{

@@ -165,7 +165,23 @@ pub struct StreamDoc {
     pub complete: bool,
     pub path: Option<PathBuf>,
     pub bytes: u64,
-    pub end: String,
+    /// How the stream ended, tagged by `kind`.
+    pub end: StreamEndDoc,
+}
+
+/// How a stream of a `run` ended: `eof` (every byte is in the artifact), `not_captured` (no
+/// artifact was made for it), or `incomplete` with `why` (the same reasons as an artifact's
+/// `incomplete` in `show`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StreamEndDoc {
+    /// Read to end of file: every byte is in the artifact.
+    Eof,
+    /// The stream was not captured: there is no artifact.
+    NotCaptured,
+    /// The artifact does not hold every byte of the stream, for `why`.
+    Incomplete { why: IncompleteDoc },
 }
 
 /// `run --detach --json`.

@@ -47,7 +47,7 @@ use refine_protocol::ProcessWitness;
 use rustix::process::Signal;
 
 use super::cli::RunArgs;
-use super::docs::{RunDoc, RunScope, StatusFields, StreamDoc};
+use super::docs::{stream_doc, RunDoc, RunScope, StatusFields};
 use super::error::{CliError, ServiceError};
 use super::ops::{launch_options, print_json, LaunchOptions};
 use refine_supervisor::capacity::{admit, Admission};
@@ -55,7 +55,7 @@ use refine_supervisor::error_chain;
 use refine_supervisor::host::{Runtime, Stream, Timeout};
 use refine_supervisor::kernel::procfs;
 use refine_supervisor::kernel::terminal::Foreground;
-use refine_supervisor::launch::capture::{Forward, StreamState};
+use refine_supervisor::launch::capture::Forward;
 use refine_supervisor::launch::{
     Beside, InputWriter, LaunchAsks, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
 };
@@ -684,24 +684,7 @@ pub(crate) use refine_supervisor::host::spawn_failure_code;
 
 /// The `run --json` document: id, outcome, exit_code or signal, stdout/stderr {complete, path}.
 fn run_doc(r: &LaunchResult) -> RunDoc {
-    let stream = |s: Stream| match r.capture.stream(s) {
-        Some(c) => StreamDoc {
-            complete: c.state == StreamState::Eof,
-            path: Some(c.artifact.clone()),
-            bytes: c.artifact_bytes,
-            end: match &c.state {
-                StreamState::Eof => "eof".to_owned(),
-                StreamState::Failed(f) => format!("capture failure: {f}"),
-                StreamState::Incomplete(i) => format!("incomplete: {i}"),
-            },
-        },
-        None => StreamDoc {
-            complete: false,
-            path: None,
-            bytes: 0,
-            end: "not captured".to_owned(),
-        },
-    };
+    let stream = |s: Stream| stream_doc(r.capture.stream(s));
     RunDoc {
         id: r.id.to_string(),
         outcome: r.outcome.kind(),

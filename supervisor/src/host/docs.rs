@@ -76,15 +76,19 @@ pub fn artifact_doc(p: &Path) -> ArtifactDoc {
 /// What the capture receipt at `path` says of the stream `name` when it was not read whole:
 /// `incomplete: ...` or `capture failure: ...`. None when there is no receipt (every stream
 /// was whole), it cannot be read, or the stream ended at end of file.
-pub fn capture_end(path: &Path, name: &str) -> Option<refine_protocol::docs::IncompleteDoc> {
-    use refine_protocol::docs::IncompleteDoc as D;
-    use refine_protocol::record::{
-        CaptureReceipt, StreamEnd, StreamFailure, StreamIncomplete as I, MAX_RECORD,
-    };
+pub fn capture_end(path: &Path, name: &str) -> Option<IncompleteDoc> {
+    use refine_protocol::record::{CaptureReceipt, MAX_RECORD};
     let bytes = crate::store::registry::read_bounded(path, MAX_RECORD).ok()?;
     let receipt = CaptureReceipt::decode(&bytes).ok()?;
     let stream = receipt.streams.into_iter().find(|s| s.name == name)?;
-    Some(match stream.end {
+    incomplete_doc(stream.end)
+}
+
+/// Why a stream that ended as `end` is incomplete; none when it was read to end of file.
+pub fn incomplete_doc(end: refine_protocol::record::StreamEnd) -> Option<IncompleteDoc> {
+    use refine_protocol::record::{StreamEnd, StreamFailure, StreamIncomplete as I};
+    use IncompleteDoc as D;
+    Some(match end {
         StreamEnd::Eof => return None,
         StreamEnd::Incomplete(i) => match i {
             I::MemoryLimit { kept } => D::MemoryLimit { kept_bytes: kept },
@@ -100,6 +104,27 @@ pub fn capture_end(path: &Path, name: &str) -> Option<refine_protocol::docs::Inc
             StreamFailure::Worded(words) => D::WordedFailure { words },
         },
     })
+}
+
+/// One stream of a launch's result as `run --json` gives it (none: it was not captured).
+pub fn stream_doc(capture: Option<&crate::launch::capture::StreamCapture>) -> StreamDoc {
+    match capture {
+        Some(c) => StreamDoc {
+            complete: c.state == crate::launch::capture::StreamState::Eof,
+            path: Some(c.artifact.clone()),
+            bytes: c.artifact_bytes,
+            end: match incomplete_doc(c.state.to_record()) {
+                None => StreamEndDoc::Eof,
+                Some(why) => StreamEndDoc::Incomplete { why },
+            },
+        },
+        None => StreamDoc {
+            complete: false,
+            path: None,
+            bytes: 0,
+            end: StreamEndDoc::NotCaptured,
+        },
+    }
 }
 
 /// What the kernel accounted to a scope's cgroup.

@@ -563,6 +563,15 @@ export type StrayReasonDoc =
   | EndedScopeCgroupStrayReasonDoc
   | UnnamedCgroupStrayReasonDoc;
 /**
+ * How a stream of a `run` ended: `eof` (every byte is in the artifact), `not_captured` (no
+ * artifact was made for it), or `incomplete` with `why` (the same reasons as an artifact's
+ * `incomplete` in `show`).
+ *
+ * This interface was referenced by `Definitions`'s JSON-Schema
+ * via the `definition` "StreamEndDoc".
+ */
+export type StreamEndDoc = EofStreamEndDoc | NotCapturedStreamEndDoc | IncompleteStreamEndDoc;
+/**
  * Where a figure of `top` was read.
  *
  * `cgroup`: A cgroup's own accounting: the scope's cgroup v2 directory (F4), or the v1
@@ -2287,8 +2296,33 @@ export interface UnnamedCgroupStrayReasonDoc {
 export interface StreamDoc {
   bytes: number;
   complete: boolean;
-  end: string;
+  /**
+   * How the stream ended, tagged by `kind`.
+   */
+  end: EofStreamEndDoc | NotCapturedStreamEndDoc | IncompleteStreamEndDoc;
   path?: string | null;
+  [k: string]: unknown;
+}
+/**
+ * Read to end of file: every byte is in the artifact.
+ */
+export interface EofStreamEndDoc {
+  kind: "eof";
+  [k: string]: unknown;
+}
+/**
+ * The stream was not captured: there is no artifact.
+ */
+export interface NotCapturedStreamEndDoc {
+  kind: "not_captured";
+  [k: string]: unknown;
+}
+/**
+ * The artifact does not hold every byte of the stream, for `why`.
+ */
+export interface IncompleteStreamEndDoc {
+  kind: "incomplete";
+  why: IncompleteDoc;
   [k: string]: unknown;
 }
 /**

@@ -50,6 +50,7 @@ export type {
   ServiceLoss,
   StrayAction,
   StrayReasonDoc,
+  StreamEndDoc,
   TopSource,
   Via,
   WaitUntil,
@@ -177,6 +178,9 @@ export type {
   EndedScopeCgroupStrayReasonDoc,
   UnnamedCgroupStrayReasonDoc,
   StreamDoc,
+  EofStreamEndDoc,
+  NotCapturedStreamEndDoc,
+  IncompleteStreamEndDoc,
   TopScopeDoc,
 } from "./defs.js";
 export type {

@@ -59,7 +59,115 @@ export interface RunDoc {
 export interface StreamDoc {
   bytes: number;
   complete: boolean;
-  end: string;
+  /**
+   * How the stream ended, tagged by `kind`.
+   */
+  end: EofStreamEndDoc | NotCapturedStreamEndDoc | IncompleteStreamEndDoc;
   path?: string | null;
+  [k: string]: unknown;
+}
+/**
+ * Read to end of file: every byte is in the artifact.
+ */
+export interface EofStreamEndDoc {
+  kind: "eof";
+  [k: string]: unknown;
+}
+/**
+ * The stream was not captured: there is no artifact.
+ */
+export interface NotCapturedStreamEndDoc {
+  kind: "not_captured";
+  [k: string]: unknown;
+}
+/**
+ * The artifact does not hold every byte of the stream, for `why`.
+ */
+export interface IncompleteStreamEndDoc {
+  kind: "incomplete";
+  /**
+   * Why an artifact does not hold every byte of its stream, from its capture receipt: tagged by
+   * `kind`, its figures beside it.
+   */
+  why:
+    | MemoryLimitIncompleteDoc
+    | ArtifactCapIncompleteDoc
+    | DrainEndedIncompleteDoc
+    | ReaderGoneIncompleteDoc
+    | HeldOutsideIncompleteDoc
+    | ReadIncompleteDoc
+    | ArtifactWriteIncompleteDoc
+    | WordedIncompleteIncompleteDoc
+    | WordedFailureIncompleteDoc;
+  [k: string]: unknown;
+}
+/**
+ * More than `kept_bytes` were produced: the result kept those, the artifact holds them all.
+ */
+export interface MemoryLimitIncompleteDoc {
+  kept_bytes: number;
+  kind: "memory_limit";
+  [k: string]: unknown;
+}
+/**
+ * The artifact reached its cap and stopped growing; the pipe was still drained.
+ */
+export interface ArtifactCapIncompleteDoc {
+  cap_bytes: number;
+  kind: "artifact_cap";
+  [k: string]: unknown;
+}
+/**
+ * The final drain ended before the stream reached end of file.
+ */
+export interface DrainEndedIncompleteDoc {
+  drain_ms: number;
+  kind: "drain_ended";
+  [k: string]: unknown;
+}
+/**
+ * The reader of the forwarded stream went away.
+ */
+export interface ReaderGoneIncompleteDoc {
+  kind: "reader_gone";
+  [k: string]: unknown;
+}
+/**
+ * Held open outside the scope after it ended (X10).
+ */
+export interface HeldOutsideIncompleteDoc {
+  kind: "held_outside";
+  [k: string]: unknown;
+}
+/**
+ * Reading the stream failed.
+ */
+export interface ReadIncompleteDoc {
+  errno: number;
+  kind: "read";
+  [k: string]: unknown;
+}
+/**
+ * Writing the artifact failed.
+ */
+export interface ArtifactWriteIncompleteDoc {
+  errno: number;
+  kind: "artifact_write";
+  [k: string]: unknown;
+}
+/**
+ * A version 1 capture receipt's words for an incomplete stream (it wrote no kind).
+ */
+export interface WordedIncompleteIncompleteDoc {
+  kind: "worded_incomplete";
+  words: string;
+  [k: string]: unknown;
+}
+/**
+ * A version 1 capture receipt's words for a failed capture (it wrote no kind).
+ */
+export interface WordedFailureIncompleteDoc {
+  kind: "worded_failure";
+  words: string;
   [k: string]: unknown;
 }

@@ -566,11 +566,22 @@ StrayReasonDoc: TypeAlias = (
 )
 
 
-class StreamDoc(TypedDict):
-    bytes: int
-    complete: bool
-    end: str
-    path: NotRequired[str | None]
+class EofStreamEndDoc(TypedDict):
+    kind: Literal['eof']
+
+
+class NotCapturedStreamEndDoc(TypedDict):
+    kind: Literal['not_captured']
+
+
+class IncompleteStreamEndDoc(TypedDict):
+    kind: Literal['incomplete']
+    why: IncompleteDoc
+
+
+StreamEndDoc: TypeAlias = (
+    EofStreamEndDoc | NotCapturedStreamEndDoc | IncompleteStreamEndDoc
+)
 
 
 TopSource: TypeAlias = Literal['cgroup', 'proc']
@@ -874,6 +885,13 @@ class StrayDoc(TypedDict):
     id: NotRequired[str | None]
     path: str
     reason: StrayReasonDoc
+
+
+class StreamDoc(TypedDict):
+    bytes: int
+    complete: bool
+    end: StreamEndDoc
+    path: NotRequired[str | None]
 
 
 class TopScopeDoc(TypedDict):
