@@ -131,3 +131,60 @@ fn agent_launch_refuses_or_waits_when_no_slot_is_free() {
     let out = one_slot(&args);
     assert!(out.status.success(), "{}", describe(&args, &out));
 }
+
+/// The longest wait for a slot the command line takes (`3650d`, the bound of every duration)
+/// is a wait, neither a panic nor an overflow of the clock: in the foreground and through the
+/// service each waiter waits while the host is full and is admitted once the slot is freed.
+/// (Without `--wait-for-slot` one check decides: see above.)
+#[test]
+fn the_longest_slot_wait_waits_and_is_admitted_once_a_slot_frees() {
+    let home = Home::new();
+    let one_slot_env = [
+        ("REFINE_CAPACITY_MEMORY", GIB.to_string()),
+        ("REFINE_CAPACITY_CORES", "64".to_owned()),
+    ];
+    let one_slot = |args: &[&str]| {
+        let mut c = home.command(args);
+        c.envs(one_slot_env.iter().map(|(k, v)| (k, v)));
+        c
+    };
+    let svc_env: Vec<(&str, &str)> = one_slot_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let _svc = Serving::start_with_env(&home, &[], &svc_env);
+    let args = words("run --json --kind agent -- sh -c 'sleep 600 & echo holding'");
+    let out = output_of(one_slot(&args));
+    assert!(out.status.success(), "{}", describe(&args, &out));
+    let holder = parse(&args, &out)["id"].as_str().unwrap().to_owned();
+    assert_eq!(home.state(&holder), "live");
+
+    let spawn = |args: &[&str]| {
+        one_slot(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn a waiter")
+    };
+    let foreground = words("run --kind agent --label fg-waiter --wait-for-slot 3650d -- true");
+    let detached =
+        words("run --detach --kind agent --label bg-waiter --wait-for-slot 3650d -- true");
+    let mut waiters = [spawn(&foreground), spawn(&detached)];
+    // Time must pass: a wait that overflowed or panicked would have ended by now.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    for (w, args) in waiters.iter_mut().zip([&foreground, &detached]) {
+        assert!(
+            w.try_wait().unwrap().is_none(),
+            "{args:?} ended while no slot was free"
+        );
+    }
+    assert!(home.cli(&["stop", &holder]).status.success());
+    for (w, args) in waiters.iter_mut().zip([&foreground, &detached]) {
+        let st = wait_bounded(w, DEADLINE, "a waiter for a slot");
+        let mut err = String::new();
+        use std::io::Read as _;
+        let _ = w.stderr.take().unwrap().read_to_string(&mut err);
+        assert!(st.success(), "{args:?}: {st}: {err}");
+    }
+    for label in ["fg-waiter", "bg-waiter"] {
+        let id = home.wait_labelled(label);
+        home.wait_ended(&id);
+    }
+}
