@@ -22,8 +22,10 @@
 //! into, health and readiness, the output index, the journal, the capacity census); the paths
 //! past the face that remain
 //! (`grep -rnE 'refine_supervisor::(kernel|store|end|history|hygiene|launch|capacity)' src/app`:
-//! 16 lines outside `run.rs` and `serve.rs`, 35 before issue 41's item 2 reached them) are these,
-//! each for its reason:
+//! 16 lines outside `run.rs` and `serve.rs`, 35 before issue 41's item 2 reached them; 16 in
+//! `run.rs` and 13 in `serve.rs`, 17 and 14 before: the journal, the caller-driven engine's
+//! `Beside`/`LaunchAsks` and the stream documents now come from the face) are these, each for
+//! its reason:
 //! - `run`, `top`, the signal waits in `commands` (`stop`) and `serve/setup`: the foreground
 //!   process's own terminal and signals (`kernel::{terminal, child_signals}`, `launch::pty`,
 //!   `launch::capture::Forward`): a terminal job and a process's signal mask are the CLI's, not

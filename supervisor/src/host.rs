@@ -98,6 +98,7 @@ pub use crate::launch::escalation::{Escalation, DEFAULT_STOP_GRACE};
 pub use crate::launch::guardian::guardian_exe;
 pub use crate::launch::pty::WindowSize;
 pub use crate::launch::readiness::{ReadyAsk, DEFAULT_READY_TIMEOUT};
+pub use crate::launch::{Beside, LaunchAsks};
 pub use crate::launch::{EngineThread, SharedLoop};
 pub use crate::launch::{InputWriter, LaunchHandle, ReceiptHook};
 pub use crate::store::fence::FenceError;

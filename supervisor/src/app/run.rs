@@ -52,13 +52,13 @@ use super::error::{CliError, ServiceError};
 use super::ops::{launch_options, print_json, LaunchOptions};
 use refine_supervisor::capacity::{admit, Admission};
 use refine_supervisor::error_chain;
+use refine_supervisor::host::{
+    Beside, InputWriter, LaunchAsks, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
+};
 use refine_supervisor::host::{Runtime, Stream, Timeout};
 use refine_supervisor::kernel::procfs;
 use refine_supervisor::kernel::terminal::Foreground;
 use refine_supervisor::launch::capture::Forward;
-use refine_supervisor::launch::{
-    Beside, InputWriter, LaunchAsks, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
-};
 use refine_supervisor::Command;
 
 /// Forwards the operator's keys and window resizes to an interactive launch's terminal, on two

@@ -36,7 +36,7 @@
 //! assessment) runs on tokio's blocking pool, bounded by the stop's budget; the supervisor never
 //! reaps anything but its own guardians by pid.
 
-use refine_supervisor::store::journal::{Cursor, Filter, Journal};
+use refine_supervisor::host::{Journal, JournalCursor as Cursor, JournalFilter as Filter};
 use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
