@@ -23,17 +23,17 @@
 //! past the face that remain
 //! (`grep -rnE 'refine_supervisor::(kernel|store|end|history|hygiene|launch|capacity)' src/app`:
 //! 16 lines outside `run.rs` and `serve.rs`, 35 before issue 41's item 2 reached them; 16 in
-//! `run.rs` and 13 in `serve.rs`, 17 and 14 before: the journal, the caller-driven engine's
-//! `Beside`/`LaunchAsks` and the stream documents now come from the face) are these, each for
-//! its reason:
+//! `run.rs` and 9 in `serve.rs`, 17 and 14 before: the journal, the admission lock's `Fence`,
+//! the descriptor budget, the caller-driven engine's `Beside`/`LaunchAsks` and the stream
+//! documents now come from the face) are these, each for its reason:
 //! - `run`, `top`, the signal waits in `commands` (`stop`) and `serve/setup`: the foreground
 //!   process's own terminal and signals (`kernel::{terminal, child_signals}`, `launch::pty`,
 //!   `launch::capture::Forward`): a terminal job and a process's signal mask are the CLI's, not
 //!   a host's; W9's escalation still lives in `run` (not moved). `top` samples `/proc` and the
 //!   cgroups itself (`kernel::{observe, procfs, tree}`): a redrawn terminal view, not an operation.
 //! - `serve`: the service's machinery not yet an operation: its admission slots
-//!   (`store::fence`, the FIFO), the stall watcher (`hygiene::stall`), its descriptor budget
-//!   (`kernel::limits`), the verified guardian handle of a stop, `end::stop` for `stop_async`,
+//!   (`capacity`, the FIFO) and its own lock (`store::fence`), the stall watcher
+//!   (`hygiene::stall`), the verified guardian handle of a stop, `end::stop` for `stop_async`,
 //!   the probes of scopes whose prober is gone (`launch::health::prober_gone`) and the
 //!   reap of guardians inherited across an upgrade (`kernel::procfs`).
 //! - `commands`: `setup-cgroup` (`kernel::cgroup`: it configures the host, it launches nothing)

@@ -88,6 +88,7 @@ pub use crate::hygiene::holders::HoldersError;
 pub use crate::hygiene::reap_checkout::ReapError;
 pub use crate::hygiene::stall::StallConfigError;
 pub use crate::kernel::clock::unix_ms;
+pub use crate::kernel::limits::{descriptors_left, raise_nofile_ceiling};
 pub use crate::kernel::provenance::{of_guardian as guardian_provenance, own as own_provenance};
 pub use crate::kernel::signal::{
     name as signal_name, parse as parse_signal, Signal, NAMES as SIGNAL_NAMES,
@@ -101,7 +102,7 @@ pub use crate::launch::readiness::{ReadyAsk, DEFAULT_READY_TIMEOUT};
 pub use crate::launch::{Beside, LaunchAsks};
 pub use crate::launch::{EngineThread, SharedLoop};
 pub use crate::launch::{InputWriter, LaunchHandle, ReceiptHook};
-pub use crate::store::fence::FenceError;
+pub use crate::store::fence::{Fence, FenceError};
 pub use crate::store::journal::Cursor as JournalCursor;
 pub use crate::store::journal::JournalError;
 pub use crate::store::registry::{default_home, RegistryError, Runtime, Stream};

@@ -81,7 +81,7 @@ pub struct Housekeeping {
 fn launch_admitted(
     state: &Service,
     spec: LaunchAsk,
-    slot: Option<refine_supervisor::store::fence::Fence>,
+    slot: Option<refine_supervisor::host::Fence>,
 ) -> Result<RegistrationId, Response> {
     // The service ends its launches itself when it stops (W8); when it is killed, they outlive
     // it (their guardians capture their output, L1), and the next service adopts them, but an
@@ -163,7 +163,7 @@ fn descriptor_budget() -> Result<(), Response> {
     if soft.is_none_or(|s| s >= 1 << 20) {
         return Ok(());
     }
-    let left = refine_supervisor::kernel::limits::descriptors_left(SERVICE_RESERVE);
+    let left = refine_supervisor::host::descriptors_left(SERVICE_RESERVE);
     if left >= SCOPE_DESCRIPTORS {
         return Ok(());
     }
@@ -206,7 +206,7 @@ fn admit_response(e: AdmitError) -> Response {
 async fn admit_queued(
     state: &Arc<Service>,
     spec: &LaunchAsk,
-) -> Result<Option<refine_supervisor::store::fence::Fence>, Response> {
+) -> Result<Option<refine_supervisor::host::Fence>, Response> {
     if spec.unique && spec.label.is_empty() {
         return Err(admit_response(AdmitError::UniqueWithoutLabel));
     }
@@ -568,7 +568,7 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         args: std::env::args_os().skip(1).collect(),
     };
 
-    refine_supervisor::kernel::limits::raise_nofile_ceiling();
+    refine_supervisor::host::raise_nofile_ceiling();
     let metrics = Arc::new(Metrics::new());
     // One loop drives the engines of all the service's launches: a fixed number of threads
     // for any number of detached scopes (F1).
