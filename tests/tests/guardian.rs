@@ -725,13 +725,7 @@ fn environment_cwd_and_rlimit_reach_the_workload() {
 
 /// `SigBlk`/`SigIgn` of a `/proc/PID/status` text, as bit sets.
 fn sig_sets(status: &str) -> (u64, u64) {
-    let get = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
-            .unwrap_or_else(|| panic!("no {key} in {status}"))
-    };
+    let get = |key| refine_tests::status_mask(status, key);
     (get("SigBlk:"), get("SigIgn:"))
 }
 
