@@ -229,15 +229,7 @@ impl Home {
             .spawn()
             .expect("spawn run");
         let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        loop {
-            line.clear();
-            let n = reader.read_line(&mut line).expect("read run stdout");
-            assert!(n > 0, "run ended before the workload printed ready");
-            if line.trim() == "ready" {
-                break;
-            }
-        }
+        crate::read_until(&mut reader, "run", "the workload's ready", |l| l == "ready");
         // Keep draining so the workload never blocks on a full pipe.
         std::thread::spawn(move || {
             let mut sink = String::new();

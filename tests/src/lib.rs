@@ -482,6 +482,36 @@ pub fn spawn_quiet(cmd: &mut std::process::Command, what: &str) -> std::process:
         .unwrap_or_else(|e| panic!("spawn {what}: {e}"))
 }
 
+/// A helper program's report to the test: `line` on stdout, flushed at once (a failed write is
+/// ignored: the test reads what came).
+pub fn say(line: impl std::fmt::Display) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Reads lines from `reader` until one (trimmed) satisfies `wanted`, and returns it trimmed;
+/// an end of file first fails the test saying `what` ended before it printed `expected`.
+pub fn read_until(
+    reader: &mut impl std::io::BufRead,
+    what: &str,
+    expected: &str,
+    mut wanted: impl FnMut(&str) -> bool,
+) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_line(&mut line)
+            .unwrap_or_else(|e| panic!("read {what}'s output: {e}"));
+        assert!(n > 0, "{what} ended before it printed {expected}");
+        if wanted(line.trim()) {
+            return line.trim().to_owned();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::words;
