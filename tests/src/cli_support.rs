@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub use crate::words;
 use crate::{bin, wait_until};
+pub use crate::{skip_unless_root, words};
 use serde_json::Value;
 
 /// Generous: the machine is shared and has two cores.
@@ -52,6 +52,14 @@ impl Home {
         }
     }
 
+    /// A fresh home with `serve FLAGS` running for it. Bind both (`let (home, _svc) = ...`): the
+    /// service is stopped when its [`Serving`] is dropped, before the home goes.
+    pub fn with_service(flags: &[&str]) -> (Home, Serving) {
+        let home = Home::new();
+        let svc = Serving::start(&home, flags);
+        (home, svc)
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
@@ -90,11 +98,56 @@ impl Home {
         output_of(self.command(args))
     }
 
-    /// Runs, requires success, and parses stdout as one JSON document.
-    pub fn json(&self, args: &[&str]) -> Value {
+    /// Starts `refine-supervisor ARGS` with its stdout to `stdout` and its stderr to the test's
+    /// own (where a failing case shows it).
+    pub fn spawn_cli(&self, args: &[&str], stdout: Stdio) -> Child {
+        self.command(args)
+            .stdout(stdout)
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn refine-supervisor")
+    }
+
+    /// `run -- sh -c SCRIPT` started as [`Home::spawn_cli`] starts it.
+    pub fn spawn_sh(&self, script: &str, stdout: Stdio) -> Child {
+        self.spawn_cli(&["run", "--", "sh", "-c", script], stdout)
+    }
+
+    /// Runs ARGS, which must fail with one line on stderr ([`assert_one_line_error`]): that line.
+    pub fn one_line_error(&self, args: &[&str]) -> String {
+        assert_one_line_error(args, &self.cli(args))
+    }
+
+    /// `show ID` as a person reads it (required to succeed).
+    pub fn show_text(&self, id: &str) -> String {
+        String::from_utf8_lossy(&self.cli_ok(&["show", id]).stdout).into_owned()
+    }
+
+    /// Requires that `show ID` says `phrase`, and returns what it said.
+    pub fn assert_show_says(&self, id: &str, phrase: &str) -> String {
+        let text = self.show_text(id);
+        assert!(text.contains(phrase), "show {id} lacks {phrase:?}:\n{text}");
+        text
+    }
+
+    /// Runs to completion and requires success (else fails with [`describe`]'s account).
+    pub fn cli_ok(&self, args: &[&str]) -> Output {
         let out = self.cli(args);
         assert!(out.status.success(), "{}", describe(args, &out));
-        parse(args, &out)
+        out
+    }
+
+    /// Runs to completion; the output and its stdout parsed as one JSON document (whatever the
+    /// exit status: the caller asserts it).
+    pub fn cli_doc(&self, args: &[&str]) -> (Output, Value) {
+        let out = self.cli(args);
+        let doc = parse(args, &out);
+        (out, doc)
+    }
+
+    /// Runs, requires success, and parses stdout as one JSON document.
+    pub fn json(&self, args: &[&str]) -> Value {
+        parse(args, &self.cli_ok(args))
     }
 
     /// `ps --all --json` rows.
@@ -137,6 +190,14 @@ impl Home {
         (out, doc)
     }
 
+    /// [`Home::run_json`] required to succeed: its result document and the registration id.
+    pub fn run_ok(&self, argv: &[&str]) -> (Value, String) {
+        let (out, doc) = self.run_json(argv);
+        assert!(out.status.success(), "{}", describe(&["run"], &out));
+        let id = doc["id"].as_str().expect("id in run --json").to_owned();
+        (doc, id)
+    }
+
     /// Starts `run -- ARGV` streaming, waits until its stdout printed `ready`, and returns the
     /// child (the run process) with the registration id found in `ps`.
     pub fn run_until_ready(&self, argv: &[&str]) -> (Child, String) {
@@ -168,15 +229,7 @@ impl Home {
             .spawn()
             .expect("spawn run");
         let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        loop {
-            line.clear();
-            let n = reader.read_line(&mut line).expect("read run stdout");
-            assert!(n > 0, "run ended before the workload printed ready");
-            if line.trim() == "ready" {
-                break;
-            }
-        }
+        crate::read_until(&mut reader, "run", "the workload's ready", |l| l == "ready");
         // Keep draining so the workload never blocks on a full pipe.
         std::thread::spawn(move || {
             let mut sink = String::new();
@@ -607,6 +660,22 @@ pub fn exited_within(fd: &OwnedFd, bound: Duration) -> bool {
     }
 }
 
+/// A pipe's collector: [`collect`]'s thread, joined for the bytes.
+pub type Collected = std::thread::JoinHandle<Vec<u8>>;
+
+/// Starts `cmd` with stdout and stderr piped, each collected on a thread: the child and the
+/// collectors of its stdout and stderr.
+pub fn spawn_collected(cmd: &mut Command, what: &str) -> (Child, Collected, Collected) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    let out = collect(child.stdout.take().expect("stdout"));
+    let err = collect(child.stderr.take().expect("stderr"));
+    (child, out, err)
+}
+
 /// Reads a child's pipe to its end on a thread.
 pub fn collect(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {
@@ -668,12 +737,7 @@ pub fn trapping_run(
     let mut args = vec!["run", "--json"];
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--", "sh", "-c", &script]);
-    let mut child = home
-        .command(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn run");
+    let mut child = home.spawn_cli(&args, Stdio::piped());
     let out = collect(child.stdout.take().expect("stdout"));
     let ok = wait_until(DEADLINE, || {
         ready.exists() || child.try_wait().ok().flatten().is_some()
@@ -733,8 +797,7 @@ pub fn on(home: &Home, path: StopPath, args: &[&str]) -> Command {
 /// A new [`Home`], a `serve` (no flags) for it, and one connection to its socket. Bind all three
 /// (`let (home, _svc, mut conn) = served();`): they drop in reverse, the home last.
 pub fn served() -> (Home, Serving, Conn) {
-    let home = Home::new();
-    let svc = Serving::start(&home, &[]);
+    let (home, svc) = Home::with_service(&[]);
     let conn = Conn::open(&home);
     (home, svc, conn)
 }

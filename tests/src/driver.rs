@@ -99,6 +99,16 @@ pub fn marker_launch(dir: &Path) -> (Launch, PathBuf) {
     (l, marker)
 }
 
+/// A guardian spawned with [`marker_launch`]'s launch sent and its hello read, the gate still
+/// closed: the guardian, its hello, the launch and the marker's path.
+pub fn gated_marker(dir: &Path) -> (Guardian, Hello, Launch, PathBuf) {
+    let (l, marker) = marker_launch(dir);
+    let g = Guardian::spawn();
+    g.launch(&l, None).unwrap();
+    let hello = g.expect_hello();
+    (g, hello, l, marker)
+}
+
 impl Launch {
     /// A launch of `argv` with this process's `PATH`, the proof file at `proof_path`.
     pub fn new<S: AsRef<OsStr>>(proof_path: &Path, argv: &[S]) -> Launch {

@@ -77,6 +77,43 @@ const GONE: ProcessWitness = ProcessWitness {
     start_time: 1,
 };
 
+/// The record of a command registration `id` labelled `label` with `hello`: its output and proof
+/// where the runtime keeps them, owner, argv and purpose empty, cwd `/`, started at 0, every
+/// optional part absent. Callers change fields with struct update syntax.
+pub fn record(rt: &Runtime, id: RegistrationId, label: &str, hello: Hello) -> Registration {
+    let text = |p: PathBuf| p.display().to_string();
+    Registration {
+        id,
+        runtime: rt.id(),
+        kind: Kind::Command,
+        label: label.into(),
+        owner: String::new(),
+        purpose: BTreeMap::new(),
+        argv: Vec::new(),
+        cwd: "/".into(),
+        stdout_path: text(rt.log_path(id, Stream::Stdout)),
+        stderr_path: text(rt.log_path(id, Stream::Stderr)),
+        stdin_path: None,
+        pty: false,
+        limits: Limits::default(),
+        scope_policy: ScopePolicy::Keep,
+        started_at_unix_ms: 0,
+        hello,
+        proof_path: text(rt.proof_path(id)),
+        argv_bytes: None,
+        cgroup: None,
+        allow_setns: None,
+        supervisor_provenance: None,
+        guardian_provenance: None,
+        on_service_loss: None,
+        resources: None,
+        readiness: None,
+        health: None,
+        protection: None,
+        sandbox: None,
+    }
+}
+
 /// Writes one registration as `f` says; returns its record.
 pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
     let id = rt.new_id().expect("id");
@@ -97,44 +134,20 @@ pub fn fabricate(rt: &Runtime, f: Fabricate) -> Registration {
     } else {
         GONE
     };
+    let hello = Hello {
+        guardian,
+        boot_id: f.boot,
+        workload: GONE,
+        workload_pgid: 1,
+        workload_sid: 1,
+        proof: proof_id,
+        cgroup: Default::default(),
+        provenance: None,
+    };
     let reg = Registration {
-        id,
-        runtime: rt.id(),
-        kind: Kind::Command,
-        label: "history".into(),
-        owner: String::new(),
-        purpose: BTreeMap::new(),
         argv: vec!["/bin/true".into()],
-        cwd: "/".into(),
-        stdout_path: rt.log_path(id, Stream::Stdout).display().to_string(),
-        stderr_path: rt.log_path(id, Stream::Stderr).display().to_string(),
-        stdin_path: None,
-        pty: false,
-        limits: Limits::default(),
-        scope_policy: ScopePolicy::Keep,
         started_at_unix_ms: started_ms,
-        hello: Hello {
-            guardian,
-            boot_id: f.boot,
-            workload: GONE,
-            workload_pgid: 1,
-            workload_sid: 1,
-            proof: proof_id,
-            cgroup: Default::default(),
-            provenance: None,
-        },
-        proof_path: proof_path.display().to_string(),
-        argv_bytes: None,
-        cgroup: None,
-        allow_setns: None,
-        supervisor_provenance: None,
-        guardian_provenance: None,
-        on_service_loss: None,
-        resources: None,
-        readiness: None,
-        health: None,
-        protection: None,
-        sandbox: None,
+        ..record(rt, id, "history", hello)
     };
     if f.durable {
         rt.write_registration(&reg).expect("write registration");

@@ -385,6 +385,133 @@ pub fn words(line: &str) -> Vec<&str> {
     out
 }
 
+/// The pid a workload wrote to `path` (one number, white space around it allowed); a file that
+/// does not hold one fails the test naming it.
+pub fn read_pid(path: &Path) -> u32 {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("read the pid in {}: {e}", path.display()));
+    text.trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{}: {text:?} is not a pid: {e}", path.display()))
+}
+
+/// The direct children of `pid` (every thread's `/proc/PID/task/T/children`); none when it is
+/// gone.
+pub fn proc_children(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"));
+    let mut out = Vec::new();
+    for task in tasks.into_iter().flatten().flatten() {
+        let list = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        out.extend(
+            list.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
+    }
+    out
+}
+
+/// One signal set of a `/proc/PID/status` text (`key` is `"SigBlk:"`, `"SigIgn:"`, ...) as bits.
+pub fn status_mask(status: &str, key: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("no {key} in {status}"))
+}
+
+/// SplitMix64 for a test's random moments: seeded from `$VAR` when set (to replay a run), else
+/// from the clock; the seed is printed so that a failure can be replayed.
+pub struct Rng {
+    state: u64,
+    seed: u64,
+}
+
+impl Rng {
+    pub fn seeded(var: &str) -> Rng {
+        let seed = std::env::var(var)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
+        eprintln!("seed {seed} ({var}={seed} replays it)");
+        Rng { state: seed, seed }
+    }
+
+    /// The seed (for a failure's message).
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % n
+    }
+}
+
+/// Whether a receipt that decodes lands at `proof` within `bound`.
+pub fn receipt_lands(proof: &Path, bound: Duration) -> bool {
+    wait_until(bound, || {
+        std::fs::read(proof)
+            .ok()
+            .and_then(|b| refine_protocol::Receipt::decode(&b).ok())
+            .is_some()
+    })
+}
+
+/// The state letter of `pid` (`/proc/PID/stat` field 3: `S`, `T`, `Z`, ...); `None` once it is
+/// gone.
+pub fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// Starts `cmd` (a child of the test) with stdin, stdout and stderr on `/dev/null`.
+pub fn spawn_quiet(cmd: &mut std::process::Command, what: &str) -> std::process::Child {
+    use std::process::Stdio;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {what}: {e}"))
+}
+
+/// A helper program's report to the test: `line` on stdout, flushed at once (a failed write is
+/// ignored: the test reads what came).
+pub fn say(line: impl std::fmt::Display) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Reads lines from `reader` until one (trimmed) satisfies `wanted`, and returns it trimmed;
+/// an end of file first fails the test saying `what` ended before it printed `expected`.
+pub fn read_until(
+    reader: &mut impl std::io::BufRead,
+    what: &str,
+    expected: &str,
+    mut wanted: impl FnMut(&str) -> bool,
+) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_line(&mut line)
+            .unwrap_or_else(|e| panic!("read {what}'s output: {e}"));
+        assert!(n > 0, "{what} ended before it printed {expected}");
+        if wanted(line.trim()) {
+            return line.trim().to_owned();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::words;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::time::Duration;
@@ -53,17 +53,12 @@ impl GuardianScope {
         if let Some(n) = self.ready {
             return n;
         }
-        let mut line = String::new();
-        loop {
-            line.clear();
-            let n = self.lines.read_line(&mut line).expect("read");
-            assert!(n > 0, "tree-builder closed its output before `ready`");
-            if let Some(rest) = line.trim().strip_prefix("ready ") {
-                let n = rest.parse().expect("ready count");
-                self.ready = Some(n);
-                return n;
-            }
-        }
+        let line = crate::read_until(&mut self.lines, "tree-builder", "`ready N`", |l| {
+            l.starts_with("ready ")
+        });
+        let n = line["ready ".len()..].parse().expect("ready count");
+        self.ready = Some(n);
+        n
     }
 
     /// Reaps the guardian (this process's child, by pid).

@@ -253,8 +253,7 @@ fn unknown_and_malformed_ids_are_one_line() {
             vec!["stop", "12"],
             vec!["logs", "zz", "--stderr"],
         ] {
-            let out = home.cli(&args);
-            let err = assert_one_line_error(&args, &out);
+            let err = home.one_line_error(&args);
             assert!(
                 err.contains("no registration") || err.contains("invalid registration id"),
                 "{err}"
@@ -290,8 +289,7 @@ fn corrupt_record_is_one_line_and_nothing_is_deleted() {
         vec!["logs", id.as_str()],
         vec!["receipt", id.as_str()],
     ] {
-        let out = home.cli(&args);
-        let err = assert_one_line_error(&args, &out);
+        let err = home.one_line_error(&args);
         assert!(err.contains("corrupt"), "{err}");
     }
     // ps lists it as corrupt; recover reports it; gc keeps its artifacts.
@@ -451,9 +449,7 @@ fn a_scope_whose_launcher_left_is_never_exited_without_a_receipt_and_stop_ends_i
     assert!(err.contains("holds no receipt yet"), "{err}");
 
     let args = ["stop", &id, "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let doc = parse(&args, &out);
+    let doc = home.json(&args);
     assert_eq!(doc["state"], "exited", "{doc}");
     let s = show(&home, &id);
     assert_eq!(s["state"], "exited", "{s}");
@@ -488,9 +484,7 @@ fn quality_run_stops_its_leftover_descendants_before_returning() {
     assert!(home.cli(&["stop", &id]).status.success());
 
     let args = words("run --json --kind quality -- sh -c 'sleep 600 & echo left'");
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let doc = parse(&args, &out);
+    let doc = home.json(&args);
     assert_eq!(doc["scope"], "exited", "{doc}");
     let id = doc["id"].as_str().unwrap();
     assert_eq!(home.state(id), "exited");
@@ -637,8 +631,7 @@ fn stop_from_another_process_is_the_run_outcome_stopped() {
     let id = rows[0]["id"].as_str().unwrap().to_owned();
 
     let args = ["stop", &id, "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     assert_eq!(parse(&args, &out)["state"], "exited");
 
     let out = run.wait_with_output().expect("wait run");
@@ -679,8 +672,7 @@ fn stop_from_another_process_is_the_run_outcome_stopped() {
     );
     assert_eq!(show(&home, &id)["result"]["exit_code"], 5);
     let args = ["stop", &id, "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    home.cli_ok(&args);
     assert_eq!(show(&home, &id)["state"], "exited");
     assert_eq!(show(&home, &id)["receipt"]["exit_code"], 5);
 }
@@ -710,8 +702,7 @@ fn damaged_result_and_stop_records_are_shown_never_trusted_and_kept() {
     assert!(err.contains("corrupt launch result"), "{s}");
     // Stopping an exited scope neither reads nor rewrites the request; nothing is deleted.
     let args = ["stop", &id, "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    home.cli_ok(&args);
     assert_eq!(fs::read(&result).unwrap(), bytes);
     assert_eq!(fs::read(&stop).unwrap(), b"not a stop request");
 }

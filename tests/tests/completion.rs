@@ -55,8 +55,7 @@ const VALUES: &[(&[&str], &[&str])] = &[
 /// Writes the script for `shell` into the home and returns its path.
 fn script(home: &Home, shell: &str) -> PathBuf {
     let args = ["completions", shell];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     let path = home.path().join(format!("completion.{shell}"));
     std::fs::write(&path, &out.stdout).unwrap();
     path

@@ -212,9 +212,7 @@ fn a_silent_launch_leaves_no_artifact_and_at_most_8_kib() {
     let first = home.cli(&["run", "--", "/bin/true"]);
     assert!(first.status.success(), "{}", describe(&["run"], &first));
     let before = files(&home.run_dir());
-    let (out, doc) = home.run_json(&["/bin/true"]);
-    assert!(out.status.success(), "{}", describe(&["run"], &out));
-    let id = doc["id"].as_str().expect("id").to_owned();
+    let (_, id) = home.run_ok(&["/bin/true"]);
     let after = files(&home.run_dir());
     let new: Vec<_> = after
         .iter()
@@ -259,9 +257,7 @@ fn a_silent_launch_leaves_no_artifact_and_at_most_8_kib() {
 #[test]
 fn a_stream_that_writes_gets_its_artifact_and_a_silent_one_none() {
     let home = Home::new();
-    let (out, doc) = home.run_json(&["/bin/sh", "-c", "echo hello"]);
-    assert!(out.status.success(), "{}", describe(&["run"], &out));
-    let id = doc["id"].as_str().expect("id").to_owned();
+    let (_, id) = home.run_ok(&["/bin/sh", "-c", "echo hello"]);
     let logs = home.run_dir().join("logs");
     assert_eq!(
         std::fs::read(logs.join(format!("{id}.stdout"))).expect("stdout artifact"),

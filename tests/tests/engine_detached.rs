@@ -5,7 +5,6 @@
 use std::time::{Duration, Instant};
 
 use refine_protocol::record::Kind;
-use refine_protocol::Receipt;
 use refine_supervisor::launch::{LaunchRequest, Supervisor};
 use refine_supervisor::store::registry::{Runtime, Stream};
 use refine_tests::{bin, wait_until};
@@ -73,12 +72,7 @@ fn a_dropped_handle_leaves_an_engine_that_sleeps_and_still_finishes_the_scope() 
 
     // And it still follows the scope to its receipt.
     let proof = rt.proof_path(id);
-    let receipt = wait_until(Duration::from_secs(60), || {
-        std::fs::read(&proof)
-            .ok()
-            .and_then(|b| Receipt::decode(&b).ok())
-            .is_some()
-    });
+    let receipt = refine_tests::receipt_lands(&proof, Duration::from_secs(60));
     assert!(receipt, "no receipt in {}", proof.display());
 }
 

@@ -352,13 +352,10 @@ fn a_verified_receipt_with_a_populated_cgroup_is_live() {
         return;
     }
     assert_eq!(home.state(&id), "exited");
-    let member = Reaped(
-        Command::new("sleep")
-            .arg("300")
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn sleep"),
-    );
+    let member = Reaped(refine_tests::spawn_quiet(
+        Command::new("sleep").arg("300"),
+        "sleep",
+    ));
     std::fs::write(
         Path::new(&dir).join("cgroup.procs"),
         member.0.id().to_string(),

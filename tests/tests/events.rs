@@ -128,8 +128,7 @@ fn a_reader_back_after_the_cap_dropped_its_segment_resumes_at_the_oldest_kept_ev
 
 #[test]
 fn the_service_the_stop_recovery_and_gc_write_their_events() {
-    let home = Home::new();
-    let mut svc = Serving::start(&home, &[]);
+    let (home, mut svc) = Home::with_service(&[]);
     let mut conn = Conn::open(&home);
     conn.send(json!({"v": 1, "op": "launch", "label": "stopped", "argv": ["sleep", "600"]}));
     let r = conn.reply();

@@ -52,8 +52,7 @@ fn stop_with_grace_lets_the_workload_exit_by_itself() {
     let (mut child, id) = home.run_until_ready(&strs(&argv));
     let args = ["stop", &id, "--grace", "20s", "--json"];
     let t = Instant::now();
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     assert!(
         t.elapsed() < Duration::from_secs(15),
         "the grace was waited out"
@@ -75,8 +74,7 @@ fn stop_without_grace_kills_negative_control() {
     let argv = trapper("TERM");
     let (mut child, id) = home.run_until_ready(&strs(&argv));
     let args = ["stop", &id, "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    home.cli_ok(&args);
     let status = wait_child(&mut child);
     assert_eq!(status.code(), Some(137), "SIGKILL without a grace");
     assert!(!stdout_of(&home, &id).contains("bye"));
@@ -88,8 +86,7 @@ fn stop_grace_with_a_chosen_signal() {
     let argv = trapper("INT");
     let (mut child, id) = home.run_until_ready(&strs(&argv));
     let args = ["stop", &id, "--grace", "20s", "--signal", "INT", "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    home.cli_ok(&args);
     assert_eq!(wait_child(&mut child).code(), Some(0));
     assert!(stdout_of(&home, &id).contains("bye"));
     // A bad signal name is a usage error (clap's message, naming it), and nothing is stopped.
@@ -109,8 +106,7 @@ fn grace_escalates_to_the_kill_for_a_term_ignorer() {
     let (mut child, id) = home.run_until_ready(&[env!("CARGO_BIN_EXE_term-ignorer")]);
     let args = ["stop", &id, "--grace", "500ms", "--json"];
     let t = Instant::now();
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     assert!(t.elapsed() >= Duration::from_millis(500));
     assert_eq!(parse(&args, &out)["state"], "exited");
     assert_eq!(wait_child(&mut child).code(), Some(137));
@@ -136,8 +132,7 @@ fn the_grace_wait_does_not_hold_the_stop_fence() {
     // Wait until the polite signal was delivered (the ignorer prints `term`).
     assert!(wait_until(DEADLINE, || stdout_of(&home, &slow).contains("term")));
     let args = ["stop", &quick, "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    home.cli_ok(&args);
     assert_eq!(
         graceful.try_wait().expect("try_wait"),
         None,
@@ -157,8 +152,7 @@ fn kill_after_gives_a_deadline_a_grace_and_keeps_its_outcome() {
     let mut args = words("run --json --timeout 1s --kill-after 20s --");
     args.extend(strs(&argv));
     let t = Instant::now();
-    let out = home.cli(&args);
-    let doc = parse(&args, &out);
+    let (out, doc) = home.cli_doc(&args);
     assert!(t.elapsed() < Duration::from_secs(15), "{doc}");
     assert_eq!(doc["outcome"], "timed_out", "{doc}");
     assert_eq!(doc["exit_code"], 0, "died of the polite signal: {doc}");
@@ -178,8 +172,7 @@ fn kill_after_gives_a_deadline_a_grace_and_keeps_its_outcome() {
         "--",
         ignorer,
     ];
-    let out = home.cli(&args);
-    let doc = parse(&args, &out);
+    let (out, doc) = home.cli_doc(&args);
     assert_eq!(doc["outcome"], "idle_timeout", "{doc}");
     assert_eq!(doc["signal"], 9, "{doc}");
     // The kill, as `timeout -k`: 128 + 9.
@@ -193,8 +186,7 @@ fn a_deadline_with_kill_after_0_kills_negative_control() {
     // `--kill-after 0`: no grace (a deadline alone has 5 s, W11).
     let mut args = words("run --json --timeout 1s --kill-after 0 --");
     args.extend(strs(&argv));
-    let out = home.cli(&args);
-    let doc = parse(&args, &out);
+    let (out, doc) = home.cli_doc(&args);
     assert_eq!(doc["outcome"], "timed_out", "{doc}");
     assert_eq!(doc["signal"], 9, "{doc}");
     assert_eq!(out.status.code(), Some(137), "{doc}");
@@ -205,8 +197,7 @@ fn a_deadline_with_kill_after_0_kills_negative_control() {
 fn the_completion_deadline_ends_a_kept_residue_of_a_foreground_run() {
     let home = Home::new();
     let args = words("run --json --timeout 2s -- sh -c 'sleep 1000 & echo $!; exit 0'");
-    let out = home.cli(&args);
-    let doc = parse(&args, &out);
+    let (_, doc) = home.cli_doc(&args);
     assert_eq!(doc["exit_code"], 0, "{doc}");
     let id = doc["id"].as_str().expect("id").to_owned();
     // Whoever enforces it, the residue is gone and proven gone soon after the deadline.
@@ -220,8 +211,7 @@ fn the_completion_deadline_ends_a_kept_residue_of_a_foreground_run() {
 fn without_a_deadline_the_residue_is_kept_negative_control() {
     let home = Home::new();
     let args = ["run", "--json", "--", "sh", "-c", "sleep 1000 & exit 0"];
-    let out = home.cli(&args);
-    let doc = parse(&args, &out);
+    let (_, doc) = home.cli_doc(&args);
     let id = doc["id"].as_str().expect("id").to_owned();
     assert_eq!(home.state(&id), "live");
     let _ = home.cli(&["stop", &id]);
@@ -240,8 +230,7 @@ fn the_quality_residue_stop_retries_while_the_fence_is_busy() {
         drop(fence);
     });
     let args = words("run --json --kind quality -- sh -c 'sleep 1000 & exit 0'");
-    let out = home.cli(&args);
-    let doc = parse(&args, &out);
+    let (_, doc) = home.cli_doc(&args);
     release.join().expect("release");
     assert_eq!(doc["scope"], "exited", "{doc}");
     let id = doc["id"].as_str().expect("id");

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use refine_protocol::frame::MAX_FRAME;
 use refine_protocol::{Frame, Hello, Receipt, ScopeEnd, WorkloadStatus};
-use refine_tests::driver::{marker_launch, Guardian, Launch, Msg};
+use refine_tests::driver::{gated_marker, marker_launch, Guardian, Launch, Msg};
 
 /// Checks every bound field of `r` against the hello and the launch, and the file on disk.
 fn assert_receipt_matches(r: &Receipt, hello: &Hello, l: &Launch) {
@@ -172,10 +172,7 @@ fn no_start_within_the_bound_aborts_without_executing() {
 #[test]
 fn abort_frame_aborts_without_executing() {
     let dir = tempfile::tempdir().unwrap();
-    let (l, marker) = marker_launch(dir.path());
-    let g = Guardian::spawn();
-    g.launch(&l, None).unwrap();
-    let hello = g.expect_hello();
+    let (g, hello, l, marker) = gated_marker(dir.path());
     g.send(Frame::Abort).unwrap();
     let (_, r) = g.until_scope_exited();
     assert_aborted(&r);
@@ -187,10 +184,7 @@ fn abort_frame_aborts_without_executing() {
 #[test]
 fn channel_closed_before_start_aborts_without_executing() {
     let dir = tempfile::tempdir().unwrap();
-    let (l, marker) = marker_launch(dir.path());
-    let g = Guardian::spawn();
-    g.launch(&l, None).unwrap();
-    let hello = g.expect_hello();
+    let (g, hello, l, marker) = gated_marker(dir.path());
     let (status, stderr) = refine_tests::driver::reap(g.hang_up());
     assert!(status.success(), "{status:?} {stderr}");
     let r = Receipt::decode(&fs::read(&l.proof_path).unwrap()).expect("aborted receipt");
@@ -725,13 +719,7 @@ fn environment_cwd_and_rlimit_reach_the_workload() {
 
 /// `SigBlk`/`SigIgn` of a `/proc/PID/status` text, as bit sets.
 fn sig_sets(status: &str) -> (u64, u64) {
-    let get = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
-            .unwrap_or_else(|| panic!("no {key} in {status}"))
-    };
+    let get = |key| refine_tests::status_mask(status, key);
     (get("SigBlk:"), get("SigIgn:"))
 }
 

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 
 use cli_support::{alive, describe, kill_witness, parse, witnesses, Home, DEADLINE};
 use refine_protocol::{Frame, Hello, Receipt, ScopeEnd, WorkloadStatus};
-use refine_tests::driver::{marker_launch, Guardian, Launch, Msg, PATIENCE};
+use refine_tests::driver::{gated_marker, marker_launch, Guardian, Launch, Msg, PATIENCE};
 use refine_tests::wait_until;
 use rustix::process::Signal;
 
@@ -334,10 +334,7 @@ fn a_stopped_gated_child_does_not_hang_the_guardian_sigterm_is_honoured() {
 #[test]
 fn a_guardian_that_exits_with_frames_unread_does_not_reset_the_channel() {
     let dir = tempfile::tempdir().unwrap();
-    let (l, marker) = marker_launch(dir.path());
-    let g = Guardian::spawn();
-    g.launch(&l, None).unwrap();
-    let hello = g.expect_hello();
+    let (g, hello, _, marker) = gated_marker(dir.path());
     let gfd = pidfd(hello.guardian.pid, hello.guardian.start_time);
     rustix::process::pidfd_send_signal(&gfd, Signal::STOP).unwrap();
     wait_stopped(hello.guardian.pid);

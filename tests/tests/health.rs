@@ -75,8 +75,7 @@ fn probe_scopes(home: &Home, label: &str) -> Vec<String> {
 
 #[test]
 fn failures_past_retries_make_it_unhealthy_a_success_healthy_and_nothing_is_stopped() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let flag = home.path().join("up");
     // Workload text is untrusted: the probe's output carries an escape sequence.
     let probe = format!(
@@ -129,8 +128,7 @@ fn failures_past_retries_make_it_unhealthy_a_success_healthy_and_nothing_is_stop
 
 #[test]
 fn a_probe_past_its_timeout_is_stopped_with_proof_and_fails() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let flags = "--label slow --health-interval 100ms --health-timeout 300ms --health-retries 1";
     let id = checked(&home, "sleep 600 & sleep 600", flags);
     let h = wait_health(&home, &id, "unhealthy");
@@ -144,8 +142,7 @@ fn a_probe_past_its_timeout_is_stopped_with_proof_and_fails() {
 
 #[test]
 fn in_the_start_period_failures_do_not_count() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let flags = "--health-interval 100ms --health-retries 1 --health-start-period 1h";
     let id = checked(&home, "false", flags);
     let probed = refine_tests::wait_until(DEADLINE, || {
@@ -175,8 +172,7 @@ fn a_foreground_run_probes_its_own_launch() {
 
 #[test]
 fn a_restarted_service_resumes_the_probes_of_its_predecessor() {
-    let home = Home::new();
-    let svc = Serving::start(&home, &[]);
+    let (home, svc) = Home::with_service(&[]);
     let flag = home.path().join("up");
     let probe = format!("test -e {}", flag.display());
     let id = checked(&home, &probe, "--health-interval 100ms --health-retries 1");
@@ -210,8 +206,7 @@ fn the_socket_launches_with_a_health_check_and_refuses_nonsense() {
 /// the scope's `health` events say what changed.
 #[test]
 fn probe_scopes_write_no_lifecycle_events() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let id = checked(&home, "true", "--label quiet --health-interval 200ms");
     wait_health(&home, &id, "healthy");
     let probes = probe_scopes(&home, "quiet.health");
@@ -244,8 +239,7 @@ fn probe_scopes_write_no_lifecycle_events() {
 
 #[test]
 fn wait_for_healthy_returns_once_healthy_and_fails_clearly_without_a_check_or_on_an_end() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let id = checked(&home, "true", "--health-interval 200ms");
     let (out, why) = wait_healthy(&home, &id);
     assert!(out.status.success(), "{why}");
@@ -272,8 +266,7 @@ fn wait_for_healthy_returns_once_healthy_and_fails_clearly_without_a_check_or_on
 /// stream, at most 4 KiB in all), never written as files of its own; `show` has it.
 #[test]
 fn a_probe_keeps_its_output_in_memory_and_writes_no_output_files() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let args = [
         "run",
         "--detach",
@@ -287,8 +280,7 @@ fn a_probe_keeps_its_output_in_memory_and_writes_no_output_files() {
         "sleep",
         "600",
     ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     let h = wait_health(&home, &id, "healthy");
     let shown = h["last"].as_array().unwrap().last().unwrap()["output"]
@@ -317,8 +309,7 @@ fn a_probe_keeps_its_output_in_memory_and_writes_no_output_files() {
 #[test]
 fn the_health_record_is_rewritten_in_place_and_always_reads_whole() {
     use std::os::unix::fs::MetadataExt;
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let args = [
         "run",
         "--detach",
@@ -332,8 +323,7 @@ fn the_health_record_is_rewritten_in_place_and_always_reads_whole() {
         "sleep",
         "600",
     ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     wait_health(&home, &id, "healthy");
     let record = home.run_dir().join("logs").join(format!("{id}.health"));

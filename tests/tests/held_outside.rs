@@ -110,12 +110,7 @@ fn outside_holder_is_closed_out(cgroup: bool) {
     );
     // The capture receipt says why, for `show` and for later readers.
     let id = doc["id"].as_str().expect("id");
-    let show = home.cli(&["show", id]);
-    let shown = String::from_utf8_lossy(&show.stdout);
-    assert!(
-        shown.contains("held open outside the scope"),
-        "show {id}:\n{shown}"
-    );
+    home.assert_show_says(id, "held open outside the scope");
 }
 
 #[test]
@@ -135,12 +130,7 @@ fn sigterm_ends_delivery_to_a_slow_reader() {
     let home = Home::new();
     let done = home.path().join("done");
     let script = format!("head -c 524288 /dev/zero; : > '{}'", done.display());
-    let mut run = home
-        .command(&["run", "--", "sh", "-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn run");
+    let mut run = home.spawn_sh(&script, Stdio::piped());
     // The reader: it holds the pipe and reads nothing until run has ended.
     let reader = run.stdout.take().expect("stdout");
     assert!(

@@ -290,7 +290,7 @@ fn recovery_reads_only_the_open_index_and_settles_it() {
 
 use refine_tests::cli_support;
 
-use cli_support::{assert_one_line_error, words, Home};
+use cli_support::{words, Home};
 
 /// The runtime of a CLI test home, opened the way the binary opens it.
 fn cli_runtime(home: &Home) -> Runtime {
@@ -335,8 +335,7 @@ fn gc_forgets_old_exited_registrations_and_retires_capture_receipts() {
     assert!(listed(&all, gone.id).is_none(), "{all:#}");
     assert!(listed(&all, live.id).is_some(), "{all:#}");
     let args = ["show", &gone.id.to_string()];
-    let out = home.cli(&args);
-    let err = assert_one_line_error(&args, &out);
+    let err = home.one_line_error(&args);
     assert!(err.contains("forgotten"), "{err}");
 }
 
@@ -402,9 +401,7 @@ fn crash_states_of_the_index_are_handled() {
 #[test]
 fn an_unverified_reason_is_a_typed_object_in_show_and_ps() {
     let home = Home::new();
-    let (out, doc) = home.run_json(&["true"]);
-    assert!(out.status.success(), "{out:?}");
-    let id = doc["id"].as_str().expect("id").to_owned();
+    let (_, id) = home.run_ok(&["true"]);
     let show = home.json(&["show", "--json", &id]);
     let proof = show["record"]["proof"]["path"]
         .as_str()

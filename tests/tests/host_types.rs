@@ -68,8 +68,7 @@ fn python_types_generated_from_the_schemas_round_trip_with_the_service() {
             return;
         }
     };
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let out = tempfile::tempdir().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/host_types/roundtrip.py");
     let run = Command::new(&python)

@@ -49,14 +49,7 @@ fn row(doc: &Value, pid: u32) -> Option<Value> {
 
 /// A `sleep` started by the test with its cwd in `dir` (a child of the harness: not orphaned).
 fn sleeper_in(dir: &Path) -> Child {
-    Command::new("sleep")
-        .arg("1000")
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn sleep")
+    refine_tests::spawn_quiet(Command::new("sleep").arg("1000").current_dir(dir), "sleep")
 }
 
 fn end(mut child: Child) {
@@ -129,11 +122,7 @@ fn a_managed_descendant_holding_an_open_file() {
     let pid_file = dir.path().join("held.pid");
     assert!(wait_until(DEADLINE, || std::fs::read_to_string(&pid_file)
         .is_ok_and(|s| s.ends_with('\n'))));
-    let pid: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = refine_tests::read_pid(&pid_file);
     let mut doc = Value::Null;
     assert!(
         wait_until(DEADLINE, || {
@@ -231,11 +220,7 @@ fn reap_ends_residue_and_orphans_and_refuses_while_a_workload_works_there() {
         residue_workload.0,
         residue_workload.1
     )));
-    let rpid: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let rpid = refine_tests::read_pid(&pid_file);
     let rstart = start_time(rpid);
 
     // Orphans: detached from a shell that exited, their cwd there; one outside it stays.
@@ -339,8 +324,7 @@ const WATCH: [&str; 10] = [
 
 #[test]
 fn a_busy_loop_that_prints_nothing_becomes_stalled_and_clears_when_it_writes() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &WATCH);
+    let (home, _svc) = Home::with_service(&WATCH);
     let dir = tempfile::tempdir().expect("tempdir");
     let go = dir.path().join("go");
     let id = busy_loop(&home, &go, "echo working");
@@ -375,8 +359,7 @@ fn a_busy_loop_that_prints_nothing_becomes_stalled_and_clears_when_it_writes() {
 
 #[test]
 fn a_busy_loop_becomes_stalled_and_clears_when_it_calms_down() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &WATCH);
+    let (home, _svc) = Home::with_service(&WATCH);
     let dir = tempfile::tempdir().expect("tempdir");
     let calm = dir.path().join("calm");
     let id = busy_loop(&home, &calm, "exec sleep 1000");
@@ -707,8 +690,7 @@ fn escape_sequences_in_a_label_argv_and_output_never_reach_the_terminal_raw() {
         let args = [
             "run", "--label", label, "--json", "--", "sh", "-c", script, arg,
         ];
-        let out = home.cli(&args);
-        assert!(out.status.success(), "{}", describe(&args, &out));
+        let out = home.cli_ok(&args);
         ids.push(parse(&args, &out)["id"].as_str().unwrap().to_owned());
     }
     let check = |args: &[&str], out: &std::process::Output, want: &str| {
@@ -752,8 +734,7 @@ fn escape_sequences_in_a_label_argv_and_output_never_reach_the_terminal_raw() {
     check(&args, &out, shown_label);
     for id in &ids {
         let args = ["stop", id.as_str()];
-        let out = home.cli(&args);
-        assert!(out.status.success(), "{}", describe(&args, &out));
+        let out = home.cli_ok(&args);
         check(&args, &out, id);
     }
     // A spawn failure names the program, escaped.

@@ -254,8 +254,7 @@ fn a_root_supervisor_empties_every_capability_set() {
     root_only!();
     let home = Home::new();
     let args = words("run --user nobody --cwd / -- grep ^Cap /proc/self/status");
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     let status = String::from_utf8_lossy(&out.stdout).into_owned();
     for set in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
         let v = status
@@ -274,8 +273,7 @@ fn user_root_is_refused() {
     let home = Home::new();
     for user in ["root", "0", "0:0"] {
         let args = ["run", "--user", user, "--", "true"];
-        let out = home.cli(&args);
-        let err = assert_one_line_error(&args, &out);
+        let err = home.one_line_error(&args);
         assert!(err.contains("root"), "{err}");
     }
     // The root group too, named or numbered: the workload ran with gid 0 before.
@@ -283,8 +281,7 @@ fn user_root_is_refused() {
     let touch = format!("touch '{}'", marker.display());
     for user in ["nobody:root", "nobody:0"] {
         let args = ["run", "--user", user, "--", "sh", "-c", &touch];
-        let out = home.cli(&args);
-        let err = assert_one_line_error(&args, &out);
+        let err = home.one_line_error(&args);
         assert!(err.contains("root group"), "{err}");
         assert!(!marker.exists(), "{user}: the workload ran");
     }
@@ -426,8 +423,7 @@ fn full_disk_refuses_the_launch(disk: &TinyDisk, free_pages: &[u64]) {
     let args = ["run", "--", "touch", marker.to_str().unwrap()];
     for &pages in free_pages {
         disk.fill_leaving(pages);
-        let out = home.cli(&args);
-        let err = assert_one_line_error(&args, &out);
+        let err = home.one_line_error(&args);
         assert!(
             !marker.exists(),
             "the workload ran with {pages} free pages: {}",
@@ -441,34 +437,8 @@ fn full_disk_refuses_the_launch(disk: &TinyDisk, free_pages: &[u64]) {
         }
         disk.free();
     }
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    home.cli_ok(&args);
     assert!(marker.exists());
-}
-
-/// The children of `pid` (every thread's), from `/proc`.
-fn children_of(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-        out.extend(
-            text.split_whitespace()
-                .filter_map(|c| c.parse::<u32>().ok()),
-        );
-    }
-    out
-}
-
-/// The state letter of `pid` (`/proc/PID/stat` field 3); `?` when it is gone.
-fn state_of(pid: u32) -> char {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rfind(')')
-        .and_then(|i| stat[i + 2..].chars().next())
-        .unwrap_or('?')
 }
 
 /// X5: a receipt write that fails is retried while the guardian lives, and the scope stays
@@ -501,11 +471,14 @@ fn a_failed_receipt_write_is_retried_while_the_guardian_lives() {
     let mut guardian = 0;
     // The guardian has reaped its scope (no child left) and sleeps: it is between attempts.
     let retrying = refine_tests::wait_until(DEADLINE, || {
-        guardian = children_of(run.id()).first().copied().unwrap_or(0);
+        guardian = refine_tests::proc_children(run.id())
+            .first()
+            .copied()
+            .unwrap_or(0);
         guardian != 0
             && fill.exists()
-            && children_of(guardian).is_empty()
-            && state_of(guardian) == 'S'
+            && refine_tests::proc_children(guardian).is_empty()
+            && refine_tests::proc_state(guardian) == Some('S')
     });
     let registrations: Vec<String> = std::fs::read_dir(home.run_dir().join("registrations"))
         .map(|d| {
@@ -525,8 +498,8 @@ fn a_failed_receipt_write_is_retried_while_the_guardian_lives() {
     disk.free();
     let out = run.wait_with_output().unwrap();
     let context = format!(
-        "guardian {guardian} ({}), registrations {registrations:?}, proof {proof_meanwhile:?}\n{}",
-        state_of(guardian),
+        "guardian {guardian} ({:?}), registrations {registrations:?}, proof {proof_meanwhile:?}\n{}",
+        refine_tests::proc_state(guardian),
         describe(&["run"], &out)
     );
     assert!(retrying, "the guardian is not retrying: {context}");

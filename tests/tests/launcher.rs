@@ -13,7 +13,7 @@ use refine_supervisor::launch::guardian::{
 };
 use refine_supervisor::launch::{launch_registered, RegisteredLaunch};
 use refine_supervisor::store::registry::Runtime;
-use refine_tests::{bin, wait_until};
+use refine_tests::bin;
 
 fn request(script: &str, env: Vec<(OsString, OsString)>) -> RegisteredLaunch {
     RegisteredLaunch {
@@ -114,12 +114,7 @@ fn failed_registration_aborts_the_gated_workload() {
     assert!(matches!(err, HandshakeError::Registry(_)), "{err:?}");
 
     let proof = rt.proof_path(id);
-    let aborted = wait_until(Duration::from_secs(30), || {
-        std::fs::read(&proof)
-            .ok()
-            .and_then(|b| Receipt::decode(&b).ok())
-            .is_some()
-    });
+    let aborted = refine_tests::receipt_lands(&proof, Duration::from_secs(30));
     assert!(aborted, "no aborted receipt in {}", proof.display());
     let receipt = Receipt::decode(&std::fs::read(&proof).unwrap()).unwrap();
     assert_eq!(receipt.end, ScopeEnd::Aborted);

@@ -16,7 +16,7 @@ use refine_tests::cli_support;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use cli_support::{describe, exited_within, kill_witness, launch, Home, Serving, DEADLINE};
+use cli_support::{describe, exited_within, kill_witness, launch, Home, DEADLINE};
 use refine_protocol::record::Registration;
 use refine_protocol::{Hello, Receipt, WorkloadStatus};
 use refine_supervisor::end::assess::{self, Assessment, KERNEL_BOOT};
@@ -372,8 +372,7 @@ fn a_run_that_returns_leaving_a_kept_residue_does_not_end_it() {
     let left = Leftovers(&[FIRST, SECOND]);
     let home = Home::new();
     let args = words("run --json -- sh -c '(sleep 31924 &); (sleep 31925 &)'");
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     let id = cli_support::parse(&args, &out)["id"]
         .as_str()
         .expect("id")
@@ -392,8 +391,7 @@ fn a_run_that_returns_leaving_a_kept_residue_does_not_end_it() {
     );
     assert_eq!(home.state(&id), "live");
     let args = ["stop", &id];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    home.cli_ok(&args);
     assert!(left.now().is_empty(), "{:?}", left.now());
 }
 
@@ -445,38 +443,12 @@ fn a_nested_run_inside_a_sigkilled_run_ends_with_its_own_receipt() {
     assert_eq!(doc["verified"], true, "{doc}");
 }
 
-/// SplitMix64, for the burst's moments (the seed is printed; `BURST_SEED` replays it).
-struct Rng(u64);
-
-impl Rng {
-    fn seeded() -> Rng {
-        let seed = std::env::var("BURST_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos() as u64)
-            });
-        eprintln!("burst seed {seed} (BURST_SEED={seed} replays it)");
-        Rng(seed)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) % n
-    }
-}
-
 /// `n` foreground runs of `script`, each SIGKILLed at a random moment 0.5–30 ms after its
 /// spawn (at any step: before its guardian has the launch, at the gate, registered, running),
 /// then: every registration ends `exited` with its receipt, and nothing of `left` runs.
 fn burst(home: &Home, n: usize, script: &str, left: &Leftovers) {
     let rt = Runtime::open(home.path(), home.port).expect("runtime");
-    let mut rng = Rng::seeded();
+    let mut rng = refine_tests::Rng::seeded("BURST_SEED");
     let began = Instant::now();
     for _ in 0..n {
         let mut run = spawn_run(home, script);
@@ -530,8 +502,7 @@ fn a_burst_of_sigkilled_runs_beside_a_service_leaves_no_scope_live() {
     const ORPHAN: &[&str] = &["sleep", "31926"];
     const MAIN: &[&str] = &["sleep", "31927"];
     let left = Leftovers(&[ORPHAN, MAIN]);
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     burst(&home, 20, "(sleep 31926 &); sleep 31927", &left);
 }
 
@@ -541,8 +512,7 @@ fn a_burst_of_sigkilled_runs_beside_a_service_leaves_no_scope_live() {
 /// The line of `ps` (the human table) for `id`.
 fn ps_line(home: &Home, id: &str) -> String {
     let args = ["ps"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find(|l| l.starts_with(&id[..12]))
@@ -599,8 +569,7 @@ fn ps_shows_a_live_scope_whose_main_process_ended_as_residue() {
     assert!(main.contains("ended"), "{main}");
 
     let args = ["stop", &id, "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    home.cli_ok(&args);
     assert_eq!(home.state(&id), "exited");
     assert!(left.now().is_empty(), "{:?}", left.now());
 }

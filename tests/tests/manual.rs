@@ -54,8 +54,7 @@ fn a_page_per_subcommand_with_exit_status_environment_and_files() {
     for sub in pages {
         let mut args = vec!["man"];
         args.extend(sub);
-        let out = home.cli(&args);
-        assert!(out.status.success(), "{}", describe(&args, &out));
+        let out = home.cli_ok(&args);
         let page = text(&out.stdout);
         let title = match sub {
             Some(s) => format!("refine-supervisor-{s}"),
@@ -118,8 +117,7 @@ fn man_dir_writes_every_page_for_man_to_find() {
     let home = Home::new();
     let dir = home.path().join("share/man/man1");
     let args = ["man", "--dir", dir.to_str().unwrap()];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    home.cli_ok(&args);
     let mut want: Vec<String> = SUBCOMMANDS
         .iter()
         .map(|s| format!("refine-supervisor-{s}.1"))
@@ -182,8 +180,7 @@ fn the_example_unit_verifies_once_its_paths_exist() {
     let mandir = prefix.join("share/man");
     let man1 = mandir.join("man1");
     let args = ["man", "--dir", man1.to_str().unwrap()];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    home.cli_ok(&args);
     let unit = std::fs::read_to_string(scripts().join("refine-supervisor.service")).unwrap();
     assert!(
         unit.contains("/opt/refine/"),

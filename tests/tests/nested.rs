@@ -38,12 +38,7 @@ fn run_with_timeout(home: &Home, argv: &[&str], expect_rows: usize) -> Vec<serde
     // `--kill-after 0`: no SIGTERM first, the scope is stopped (quiesce, kill) at the deadline.
     let mut args = words("run --json --timeout 2s --kill-after 0 --");
     args.extend(argv);
-    let mut run = home
-        .command(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn run");
+    let mut run = home.spawn_cli(&args, Stdio::null());
     assert_returns(&mut run, DEADLINE, "the outer run");
     home.wait_settled(expect_rows)
 }
@@ -53,22 +48,13 @@ fn a_nested_run_through_another_copy_of_the_binaries_ends_with_its_receipt() {
     let home = Home::new();
     let copies = tempfile::tempdir().expect("tempdir");
     let (sup, guardian) = copy_binaries(copies.path());
-    let port = home.port.to_string();
-    let env_guardian = format!("REFINE_GUARDIAN={guardian}");
-    let inner = [
-        "env",
-        &env_guardian,
-        &sup,
-        "--home",
-        home.path().to_str().expect("utf-8 path"),
-        "--port",
-        &port,
-        "run",
-        "--",
-        "sleep",
-        "1000",
-    ];
-    let rows = run_with_timeout(&home, &inner, 2);
+    // A temporary directory's path has no white space: the line splits into its words.
+    let inner = format!(
+        "env REFINE_GUARDIAN={guardian} {sup} --home {} --port {} run -- sleep 1000",
+        home.path().display(),
+        home.port
+    );
+    let rows = run_with_timeout(&home, &words(&inner), 2);
     assert!(
         rows.iter().all(|r| r["state"] == "exited"),
         "the nested guardian (a copy) was killed: {rows:#?}"
@@ -98,11 +84,7 @@ fn a_process_named_like_a_guardian_is_killed() {
     let fake = fake.to_str().expect("utf-8 path");
     let rows = run_with_timeout(&home, &[fake, "-c", &script], 1);
     assert_eq!(rows[0]["state"], "exited", "{rows:#?}");
-    let pid: u32 = std::fs::read_to_string(&pid_file)
-        .expect("the fake wrote its pid")
-        .trim()
-        .parse()
-        .expect("a pid");
+    let pid = refine_tests::read_pid(&pid_file);
     // Its parent was the outer guardian, which reaped it before writing its receipt.
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     assert!(

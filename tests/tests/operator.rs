@@ -45,8 +45,7 @@ fn ids_by_unique_prefix_and_label_ambiguous_and_unknown() {
         let args = ["receipt", t];
         assert!(home.cli(&args).status.success(), "receipt {t}");
         let args = ["wait", t];
-        let out = home.cli(&args);
-        assert!(out.status.success(), "{}", describe(&args, &out));
+        home.cli_ok(&args);
     }
 
     // A label used twice: reading commands take the newest (O12).
@@ -92,8 +91,7 @@ fn names_resolve_full_id_then_label_then_prefix() {
     let first = run_labelled(&home, "demo", &["sh", "-c", "echo started"]);
     let second = run_labelled(&home, "demo", &["sh", "-c", "echo again"]);
     let args = ["show", "demo"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     assert!(text(&out.stdout).contains(&second), "{}", text(&out.stdout));
     let args = ["logs", "demo"];
     assert_eq!(text(&home.cli(&args).stdout), "again\n");
@@ -103,8 +101,7 @@ fn names_resolve_full_id_then_label_then_prefix() {
     let live = run_live(&home, "svc");
     let _newer = run_labelled(&home, "svc", &["true"]);
     let args = ["stop", "svc"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     assert!(text(&out.stdout).contains(&live), "{}", text(&out.stdout));
     assert_eq!(home.state(&live), "exited");
 
@@ -164,8 +161,7 @@ fn names_resolve_full_id_then_label_then_prefix() {
 fn show_of_a_live_scope_lists_its_detached_descendant() {
     let home = Home::new();
     let args = words("run --label holder -- sh -c 'sleep 600 & echo child $!; echo done'");
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     let child: u32 = text(&out.stdout)
         .lines()
         .find_map(|l| l.strip_prefix("child "))
@@ -175,8 +171,7 @@ fn show_of_a_live_scope_lists_its_detached_descendant() {
     assert_eq!(home.state(&id), "live");
 
     let args = ["show", "holder"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     let view = text(&out.stdout);
     // Headline, state, command, processes (the descendant by pid and program), output.
     for want in [
@@ -216,8 +211,7 @@ fn show_of_a_live_scope_lists_its_detached_descendant() {
 
     // Stopped: the receipt in one line, no processes.
     let args = ["stop", &id[..6]];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     assert!(
         text(&out.stdout).contains("verified"),
         "{}",
@@ -514,8 +508,7 @@ fn recover_dry_run_changes_nothing() {
     assert_eq!(doc["dry_run"], true, "{doc}");
     assert_eq!(doc["registrations"][0]["action"], "would_stop", "{doc}");
     let args = ["recover", "--dry-run"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     let human = text(&out.stdout);
     assert!(
         human.contains("would stop") && human.contains(&id),
@@ -545,8 +538,7 @@ fn durations_read_like_humantime() {
     assert_eq!(doc["outcome"], "timed_out", "{doc}");
     for d in ["1h30m", "500ms", "5", "7d", "0s", "1.5h"] {
         let args = ["gc", "--older-than", d, "--dry-run"];
-        let out = home.cli(&args);
-        assert!(out.status.success(), "{}", describe(&args, &out));
+        home.cli_ok(&args);
     }
     let args = ["gc", "--older-than", "5x"];
     let out = home.cli(&args);
@@ -913,8 +905,7 @@ fn completions_man_page_and_rust_log() {
         ("fish", "complete -c"),
     ] {
         let args = ["completions", shell];
-        let out = home.cli(&args);
-        assert!(out.status.success(), "{}", describe(&args, &out));
+        let out = home.cli_ok(&args);
         let script = text(&out.stdout);
         assert!(
             script.contains(marker) && script.contains("refine-supervisor"),
@@ -1131,8 +1122,7 @@ fn stop_show_and_wait_take_several_ids_and_wait_has_json() {
     let b = run_live(&home, "many-b");
     // show of two: both, one after the other; --json of two is an array.
     let args = ["show", "many-a", &b];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     let shown = text(&out.stdout);
     assert!(shown.contains(&a) && shown.contains(&b), "{shown}");
     let docs = home.json(&["show", "--json", &a, &b]);
@@ -1158,8 +1148,7 @@ fn stop_show_and_wait_take_several_ids_and_wait_has_json() {
     // wait --json: one document, each scope with its state and the code run would exit with.
     let three = run_labelled(&home, "three", &["sh", "-c", "exit 3"]);
     let args = ["wait", "--json", &three, &a];
-    let out = home.cli(&args);
-    let doc = parse(&args, &out);
+    let (out, doc) = home.cli_doc(&args);
     assert_eq!(doc["scopes"][0]["id"], three.as_str(), "{doc}");
     assert_eq!(doc["scopes"][0]["exit_code"], 3, "{doc}");
     assert_eq!(doc["scopes"][1]["state"], "exited", "{doc}");
@@ -1187,16 +1176,14 @@ fn short_flags_docker_users_type() {
         "-c",
         "echo $GREETING; pwd",
     ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     assert_eq!(text(&out.stdout), format!("hi\n{dir_arg}\n"));
     let args = ["run", "-t", "--", "sh", "-c", "test -t 1 && echo tty"];
     let out = home.cli(&args);
     assert_eq!(text(&out.stdout).trim(), "tty", "{}", describe(&args, &out));
     let live = run_live(&home, "short");
     let args = ["stop", "-t", "5", "short"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    home.cli_ok(&args);
     assert_eq!(home.state(&live), "exited");
     let help = text(&home.cli(&["run", "--help"]).stdout);
     assert!(help.contains("-d, --detach"), "{help}");
@@ -1209,8 +1196,7 @@ fn logs_of_retired_output_says_so_in_one_line() {
     fs::remove_file(home.run_dir().join("logs").join(format!("{id}.stdout"))).unwrap();
     // A missing artifact reads as "no output" (F3: a silent stream has none), in one line.
     let args = ["logs", "gone"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     let err = text(&out.stderr);
     assert!(
         err.contains("no output") && err.contains("retired"),
@@ -1300,8 +1286,7 @@ fn durations_sizes_and_errors_read_humanely() {
 /// root".
 #[test]
 fn root_reads_a_home_owned_by_another_user() {
-    if !rustix::process::geteuid().is_root() {
-        println!("skipped: needs root (to give the home to another uid)");
+    if skip_unless_root("needs root (to give the home to another uid)") {
         return;
     }
     let home = Home::new();
@@ -1313,8 +1298,7 @@ fn root_reads_a_home_owned_by_another_user() {
         .expect("chown");
     assert!(chown.success());
     for args in [vec!["ps", "-a", "-q"], vec!["show", id.as_str()]] {
-        let out = home.cli(&args);
-        assert!(out.status.success(), "{}", describe(&args, &out));
+        let out = home.cli_ok(&args);
         assert!(text(&out.stdout).contains(&id), "{}", describe(&args, &out));
     }
 }

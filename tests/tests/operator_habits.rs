@@ -163,8 +163,7 @@ fn in_time_namespace(home: &Home, args: &[&str]) -> std::process::Output {
 /// (`/proc/self/timens_offsets`), so no live scope reads `unverified` for the reader's offset.
 #[test]
 fn a_time_namespace_does_not_make_live_scopes_unverified() {
-    if !rustix::process::geteuid().is_root() {
-        println!("skipped: unshare --time needs root");
+    if skip_unless_root("unshare --time needs root") {
         return;
     }
     let probe = output_of({

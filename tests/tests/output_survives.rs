@@ -7,7 +7,7 @@ use refine_tests::cli_support;
 use std::io::Write;
 use std::path::Path;
 
-use cli_support::{describe, detach, mkfifo, show, Home, Serving, DEADLINE};
+use cli_support::{describe, detach, mkfifo, show, skip_unless_root, Home, Serving, DEADLINE};
 use refine_tests::wait_until;
 
 /// Opens the FIFO for writing and closes it: the workload's `read` returns.
@@ -30,8 +30,7 @@ fn artifact(home: &Home, id: &str, stream: &str) -> String {
 /// and the restarted service finds it exited with a verified receipt.
 #[test]
 fn a_killed_service_breaks_no_detached_writer() {
-    let home = Home::new();
-    let mut svc = Serving::start(&home, &[]);
+    let (home, mut svc) = Home::with_service(&[]);
     let gate = home.path().join("gate");
     mkfifo(&gate);
     let script = format!(
@@ -81,8 +80,7 @@ fn a_killed_service_breaks_no_detached_writer() {
 /// (SIGTERM ends the launches: `serve_shutdown.rs`).
 #[test]
 fn live_restore_keeps_the_launches_across_a_restart() {
-    let home = Home::new();
-    let mut svc = Serving::start(&home, &["--live-restore"]);
+    let (home, mut svc) = Home::with_service(&["--live-restore"]);
     let gate = home.path().join("gate");
     mkfifo(&gate);
     let script = format!(
@@ -119,8 +117,7 @@ fn live_restore_keeps_the_launches_across_a_restart() {
 /// line, never answered by a file's modification time.
 #[test]
 fn logs_filter_by_the_time_index() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let (one, two) = (home.path().join("one"), home.path().join("two"));
     mkfifo(&one);
     mkfifo(&two);
@@ -231,12 +228,10 @@ fn hold_unnamed_sockets(pid: u32) -> Vec<std::os::fd::OwnedFd> {
 /// the next start.
 #[test]
 fn recovery_waits_for_a_guardian_slow_to_let_go_of_the_lock() {
-    if !rustix::process::geteuid().is_root() {
-        println!("skipped: pidfd_getfd of the service's descriptors needs root");
+    if skip_unless_root("pidfd_getfd of the service's descriptors needs root") {
         return;
     }
-    let home = Home::new();
-    let mut svc = Serving::start(&home, &[]);
+    let (home, mut svc) = Home::with_service(&[]);
     let id = detach(&home, &["sleep", "600"]);
     home.wait_state(&id, "live");
     let held = hold_unnamed_sockets(svc.child.id());

@@ -123,8 +123,7 @@ fn id_inside_prints_the_users_ids() {
     let home = Home::new();
     let id_of = |user: &str, flag: &str| {
         let args = ["run", "--user", user, "--cwd", "/", "--", "id", flag];
-        let out = home.cli(&args);
-        assert!(out.status.success(), "{}", describe(&args, &out));
+        let out = home.cli_ok(&args);
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
     assert_eq!(id_of(NOBODY, "-u"), uid.to_string());
@@ -137,8 +136,7 @@ fn id_inside_prints_the_users_ids() {
 
     // An unknown user is one line, and nothing runs.
     let args = ["run", "--user", "no-such-user-x1", "--", "true"];
-    let out = home.cli(&args);
-    let err = assert_one_line_error(&args, &out);
+    let err = home.one_line_error(&args);
     assert!(err.contains("no-such-user-x1"), "{err}");
 }
 
@@ -183,9 +181,7 @@ fn run_user_needs_privilege() {
 fn an_unsafe_runtime_is_refused_and_kept() {
     root_only!();
     let home = Home::new();
-    let (out, doc) = home.run_json(&["true"]);
-    assert!(out.status.success());
-    let id = doc["id"].as_str().unwrap().to_owned();
+    let (_, id) = home.run_ok(&["true"]);
     let run_dir = home.run_dir();
     let before = snapshot(&run_dir);
     let commands: Vec<Vec<&str>> = vec![
@@ -377,8 +373,7 @@ fn a_terminal_launch_under_another_user_owns_its_terminal() {
         "-c",
         ": > \"$(tty)\" && echo reopened",
     ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("reopened"),
         "{}",

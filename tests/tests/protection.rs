@@ -231,9 +231,7 @@ fn the_opt_out_is_recorded_and_shown() {
             assert_eq!(p["fs"], fs, "{shown:#}");
             assert_eq!(p["signals"], signals, "{shown:#}");
         }
-        let human = home.cli(&["show", id]);
-        let human = String::from_utf8_lossy(&human.stdout);
-        assert!(human.contains("Protected:"), "{human}");
+        home.assert_show_says(id, "Protected:");
     }
     let out = home.cli(&["run", "--protect", "most", "--", "true"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
@@ -265,12 +263,7 @@ fn a_home_under_a_shared_temporary_directory_gets_signal_scoping_only() {
     let p = &shown["record"]["protection"];
     assert_eq!(p["fs"], "shared_tmp", "{shown:#}");
     assert_eq!(p["signals"], "held", "{shown:#}");
-    let human = home.cli(&["show", id]);
-    let human = String::from_utf8_lossy(&human.stdout);
-    assert!(
-        human.contains("evidence under a shared temporary directory"),
-        "{human}"
-    );
+    home.assert_show_says(id, "evidence under a shared temporary directory");
 }
 
 /// The attempts of a nested workload on its own evidence, one line each in `results`.

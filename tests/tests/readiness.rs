@@ -32,8 +32,7 @@ fn events(home: &Home, kind: &str) -> Vec<Value> {
 
 #[test]
 fn a_notify_launch_is_starting_until_ready_1_and_wait_ready_returns_then() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let id = cli_support::detach_with(
         &home,
         &["--ready", "notify", "--wait-ready", "--label", "web"],
@@ -65,8 +64,7 @@ fn a_notify_launch_is_starting_until_ready_1_and_wait_ready_returns_then() {
 
 #[test]
 fn a_datagram_from_outside_the_scope_does_not_make_it_ready() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let id = cli_support::detach_with(
         &home,
         &["--ready", "notify", "--ready-timeout", "0"],
@@ -194,8 +192,7 @@ fn the_socket_launches_with_ready_and_waits_until_ready() {
 /// and a foreground one (four).
 #[test]
 fn a_newline_on_the_notification_descriptor_makes_it_ready() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let id = cli_support::detach_with(
         &home,
         &["--ready", "fd=9", "--wait-ready"],

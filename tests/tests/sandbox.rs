@@ -7,7 +7,7 @@ use refine_tests::cli_support;
 use std::path::Path;
 use std::process::Output;
 
-use cli_support::{assert_one_line_error, describe, words, Home, Serving};
+use cli_support::{describe, words, Home};
 
 fn landlock_abi() -> u32 {
     refine_supervisor::kernel::landlock::abi().unwrap_or(0)
@@ -179,8 +179,7 @@ fn the_sandbox_is_recorded_and_shown() {
             .is_some_and(|a| a.iter().any(|p| p == ws_canon.to_str().unwrap())),
         "{shown:#}"
     );
-    let human = home.cli(&["show", id]);
-    let human = String::from_utf8_lossy(&human.stdout);
+    let human = home.show_text(id);
     let line = human
         .lines()
         .find(|l| l.trim_start().starts_with("Sandbox:"))
@@ -190,9 +189,7 @@ fn the_sandbox_is_recorded_and_shown() {
     // No sandbox asked: shown as none.
     let (_, doc) = home.run_json(&["true"]);
     let id = doc["id"].as_str().expect("id");
-    let human = home.cli(&["show", id]);
-    let human = String::from_utf8_lossy(&human.stdout);
-    assert!(human.contains("Sandbox:"), "{human}");
+    home.assert_show_says(id, "Sandbox:");
 }
 
 /// A missing path, an unknown mode: refused in one line before anything runs.
@@ -205,8 +202,7 @@ fn a_request_that_cannot_be_honoured_is_refused_in_one_line() {
     let missing = ws.path().join("no-such-dir");
     let flag = format!("--sandbox=workspace-write={}", missing.display());
     let args = ["run", &flag, "--", "sh", "-c", &script];
-    let out = home.cli(&args);
-    let err = assert_one_line_error(&args, &out);
+    let err = home.one_line_error(&args);
     assert!(err.contains("no-such-dir"), "{err}");
     assert!(!marker.exists(), "the workload ran");
     let args = ["run", "--sandbox", "everything", "--", "true"];
@@ -338,8 +334,7 @@ fn a_detached_launch_carries_the_sandbox() {
     if skip() {
         return;
     }
-    let home = Home::new();
-    let _service = Serving::start(&home, &[]);
+    let (home, _service) = Home::with_service(&[]);
     let ws = tempfile::tempdir().expect("workspace");
     let outside = tempfile::tempdir().expect("outside");
     let script = r#"echo x > "$OUTSIDE/o"; echo x > "$PWD/i""#;

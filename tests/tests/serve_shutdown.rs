@@ -19,11 +19,8 @@ fn stdout_of(home: &Home, id: &str) -> String {
 
 #[test]
 fn sigterm_to_serve_forwards_term_waits_the_grace_and_stops_the_rest() {
-    let home = Home::new();
-    let mut svc = Serving::start(
-        &home,
-        &["--maintenance-every", "200ms", "--shutdown-grace", "2s"],
-    );
+    let (home, mut svc) =
+        Home::with_service(&["--maintenance-every", "200ms", "--shutdown-grace", "2s"]);
     let polite = detach(
         &home,
         &[
@@ -65,8 +62,7 @@ fn sigterm_to_serve_forwards_term_waits_the_grace_and_stops_the_rest() {
 /// stopped, with a receipt.
 #[test]
 fn a_sigkilled_service_leaves_its_launches_running_until_recovery() {
-    let home = Home::new();
-    let mut svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
+    let (home, mut svc) = Home::with_service(&["--maintenance-every", "200ms"]);
     let id = detach(&home, &["sh", "-c", "echo ready; exec sleep 600"]);
     let stopped = cli_support::detach_with(
         &home,
@@ -127,12 +123,10 @@ fn serve_help_states_the_shutdown_rule() {
 /// W7: `run --detach --timeout` ends the residue after the workload exited.
 #[test]
 fn a_detached_launch_deadline_ends_its_residue() {
-    let home = Home::new();
-    let mut svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
+    let (home, mut svc) = Home::with_service(&["--maintenance-every", "200ms"]);
     let mut args = vec!["run", "--detach", "--timeout", "2s", "--"];
     args.extend_from_slice(&["sh", "-c", "sleep 1000 & exit 0"]);
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     let t = Instant::now();
     home.wait_state(&id, "exited");

@@ -85,8 +85,7 @@ fn socket_is_0600_and_second_serve_fails_clearly() {
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
 
     let args = ["serve"];
-    let out = home.cli(&args);
-    let err = assert_one_line_error(&args, &out);
+    let err = home.one_line_error(&args);
     assert!(err.contains("already running"), "{err}");
     // The first one still serves.
     assert!(std::os::unix::net::UnixStream::connect(&sock).is_ok());
@@ -118,8 +117,7 @@ fn sigint_stops_cleanly_and_a_sigkilled_service_does_not_wedge_the_port() {
 fn detach_without_a_service_is_one_line() {
     let home = Home::new();
     let args = ["run", "--detach", "--", "true"];
-    let out = home.cli(&args);
-    let err = assert_one_line_error(&args, &out);
+    let err = home.one_line_error(&args);
     assert!(err.contains("no service is running"), "{err}");
 }
 
@@ -176,8 +174,7 @@ fn detached_launches_are_all_accounted_for_after_a_sigkilled_service() {
             &argv,
         ]
         .concat();
-        let out = home.cli(&args);
-        assert!(out.status.success(), "{}", describe(&args, &out));
+        let out = home.cli_ok(&args);
         let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         assert_eq!(id.len(), 32, "run --detach prints the id: {id:?}");
         ids.push(id);
@@ -390,8 +387,7 @@ fn maintenance_enforces_deadlines_of_registrations_it_did_not_launch() {
 /// client must run as another user).
 #[test]
 fn a_client_of_another_uid_is_refused_by_its_credentials() {
-    if !rustix::process::getuid().is_root() {
-        eprintln!("skipped: needs root to run a client as another uid");
+    if skip_unless_root("needs root to run a client as another uid") {
         return;
     }
     use std::os::unix::process::CommandExt;
@@ -453,8 +449,7 @@ fn a_client_of_another_uid_is_refused_by_its_credentials() {
 #[test]
 fn wait_and_follow_end_only_once_the_output_is_captured() {
     use rustix::process::Signal;
-    let home = Home::new();
-    let svc = Serving::start(&home, &[]);
+    let (home, svc) = Home::with_service(&[]);
     let go = home.path().join("go");
     mkfifo(&go);
     let id = detach(

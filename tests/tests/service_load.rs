@@ -44,8 +44,7 @@ fn ask_and_leave(home: &Home, req: &Request) -> UnixStream {
 /// third launch was killed after them.
 #[test]
 fn residue_graces_do_not_delay_another_launchs_deadline() {
-    let home = Home::new();
-    let mut svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
+    let (home, mut svc) = Home::with_service(&["--maintenance-every", "200ms"]);
     let residue = ["sh", "-c", "trap '' TERM; sleep 100 & exit 0"];
     let graced = ["--timeout", "1s", "--kill-after", "25s"];
     let a = detach_with(&home, &graced, &residue);
@@ -110,8 +109,7 @@ fn slot_waiters_do_not_wedge_the_api() {
 /// answered. Before, each grace slept on a blocking thread.
 #[test]
 fn pending_stop_graces_do_not_wedge_the_api() {
-    let home = Home::new();
-    let mut svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
+    let (home, mut svc) = Home::with_service(&["--maintenance-every", "200ms"]);
     let id = detach(&home, &[env!("CARGO_BIN_EXE_term-ignorer")]);
     assert_eq!(home.state(&id), "live");
     let stop = Request::Stop {
@@ -642,8 +640,7 @@ fn a_scope_writing_past_its_log_cap_is_not_silent() {
 /// and `show --json` says both (before, the result said `completed` and nothing else).
 #[test]
 fn a_detached_launchs_residue_stop_is_part_of_its_outcome() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
+    let (home, _svc) = Home::with_service(&["--maintenance-every", "200ms"]);
     let id = detach_with(
         &home,
         &["--timeout", "1s", "--kill-after", "0"],

@@ -12,8 +12,7 @@ use refine_tests::wait_until;
 #[test]
 fn a_quiet_detached_scope_costs_the_service_one_descriptor() {
     const N: usize = 8;
-    let home = Home::new();
-    let svc = Serving::start(&home, &[]);
+    let (home, svc) = Home::with_service(&[]);
     // One launch first: the service's lazily opened descriptors (runtime threads, the log) are
     // then open before the baseline.
     let first = detach(&home, &["sleep", "600"]);
@@ -55,8 +54,7 @@ fn a_quiet_detached_scope_costs_the_service_one_descriptor() {
 #[test]
 fn the_guardian_holds_the_lock_for_the_service_until_the_service_dies() {
     use std::os::unix::fs::MetadataExt;
-    let home = Home::new();
-    let mut svc = Serving::start(&home, &[]);
+    let (home, mut svc) = Home::with_service(&[]);
     let id = detach(&home, &["sleep", "600"]);
     home.wait_state(&id, "live");
     let record = home.run_dir().join("registrations").join(&id);
@@ -99,8 +97,7 @@ fn detached_scopes_do_not_cost_the_service_a_thread_each() {
     const N: usize = 16;
     /// Room for the async runtime's blocking pool and the loop's own pool growing meanwhile.
     const SLACK: usize = 8;
-    let home = Home::new();
-    let svc = Serving::start(&home, &[]);
+    let (home, svc) = Home::with_service(&[]);
     let first = detach(&home, &["sleep", "600"]);
     home.wait_state(&first, "live");
     let before = svc.threads();
@@ -142,8 +139,7 @@ fn detached_scopes_do_not_cost_the_service_a_thread_each() {
 /// service started with.
 #[test]
 fn workloads_of_the_service_see_the_original_descriptor_limits() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
     let show = |n: Option<u64>| n.map_or("unlimited".to_owned(), |n| n.to_string());
     let id = detach(&home, &["sh", "-c", "ulimit -Sn; ulimit -Hn"]);

@@ -289,8 +289,7 @@ fn the_service_under_mixed_load_with_a_kill_and_restart_leaves_nothing_behind() 
     // Every file is a record's, or one gc accounts for (young leftovers of the launches the
     // kill cut off are kept, with that reason; older ones would be removed).
     let args = ["gc", "--dry-run", "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     let gc = parse(&args, &out);
     let listed: BTreeSet<String> = gc["strays"]
         .as_array()

@@ -28,21 +28,6 @@ const STOP_BOUND: Duration = Duration::from_secs(20);
 /// Rounds per run: each kind on each path about twice, well under a minute on two cores.
 const ROUNDS: usize = 24;
 
-/// xorshift64*: small, seeded, good enough to pick attempts and delays.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Attempt {
     Setns,
@@ -59,30 +44,6 @@ impl Drop for Guard {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// `/proc/PID/stat`'s state letter, `None` once the pid is gone.
-fn state_of(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(") ")?.1.chars().next()
-}
-
-/// The direct children of `pid`.
-fn children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        if let Ok(list) = std::fs::read_to_string(t.path().join("children")) {
-            out.extend(
-                list.split_whitespace()
-                    .filter_map(|p| p.parse::<u32>().ok()),
-            );
-        }
-    }
-    out
 }
 
 /// A PID namespace outside every scope (`unshare -pf --mount-proc sleep 300`) and its init.
@@ -104,7 +65,7 @@ impl Outside {
         let guard = Guard(unshare);
         let mut init = None;
         wait_until(DEADLINE, || {
-            init = children(parent).first().copied();
+            init = refine_tests::proc_children(parent).first().copied();
             init.is_some()
         });
         Some(Outside {
@@ -115,9 +76,9 @@ impl Outside {
 
     /// Escapees that still run (the init never reaps: a dead one stays a zombie).
     fn live_escapees(&self) -> Vec<u32> {
-        children(self.init)
+        refine_tests::proc_children(self.init)
             .into_iter()
-            .filter(|&p| state_of(p).is_some_and(|s| s != 'Z'))
+            .filter(|&p| refine_tests::proc_state(p).is_some_and(|s| s != 'Z'))
             .collect()
     }
 }
@@ -155,7 +116,7 @@ fn left_quiesced(home: &Home, id: &str, pids: &[u32]) -> Option<String> {
     let stopped: Vec<u32> = pids
         .iter()
         .copied()
-        .filter(|&p| state_of(p) == Some('T'))
+        .filter(|&p| refine_tests::proc_state(p) == Some('T'))
         .collect();
     (!stopped.is_empty()).then(|| {
         format!(
@@ -210,31 +171,19 @@ fn escape_attempts_at_random_points_on_both_paths() {
         cgroup::configure(cgroup::Setting::Auto);
         cgroup::base().is_ok()
     };
-    let seed = std::env::var("REFINE_SOAK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-                | 1
-        });
-    eprintln!("soak seed {seed} (REFINE_SOAK_SEED={seed} replays it)");
-    let mut rng = Rng(seed);
+    // The attempts and delays: the seed is printed; REFINE_SOAK_SEED replays it.
+    let mut rng = refine_tests::Rng::seeded("REFINE_SOAK_SEED");
+    let seed = rng.seed();
     let bindfs = bindfs();
     let Some(outside) = Outside::start() else {
         eprintln!("skipped: no unshare");
         return;
     };
     // The bystander: outside every scope, alive from the first round to the last.
-    let bystander = Guard(
-        Command::new("sleep")
-            .arg("600")
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn the bystander"),
-    );
+    let bystander = Guard(refine_tests::spawn_quiet(
+        Command::new("sleep").arg("600"),
+        "the bystander",
+    ));
     let started = Instant::now();
     let mut tally = std::collections::BTreeMap::<String, usize>::new();
     for round in 0..ROUNDS {
@@ -336,7 +285,7 @@ fn escape_attempts_at_random_points_on_both_paths() {
             }
         }
         assert_eq!(
-            state_of(bystander.0.id()),
+            refine_tests::proc_state(bystander.0.id()),
             Some('S'),
             "{what}: the bystander was signalled"
         );

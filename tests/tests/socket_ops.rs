@@ -157,8 +157,7 @@ fn unbase64(text: &str) -> Vec<u8> {
 /// after the follower has the first (a FIFO it waits on: the test's event, not a sleep).
 #[test]
 fn follow_streams_the_output_until_the_scope_has_ended() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let gate = home.path().join("gate");
     mkfifo(&gate);
     let script = format!(
@@ -211,8 +210,7 @@ fn follow_streams_the_output_until_the_scope_has_ended() {
 /// service stops the whole scope; a scope launched without the field outlives it.
 #[test]
 fn a_scope_ends_with_the_connection_that_asked_for_it() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &["--shutdown-grace", "1s"]);
+    let (home, _svc) = Home::with_service(&["--shutdown-grace", "1s"]);
     let mut owner = Conn::open(&home);
     let r = owner.call(serde_json::json!({
         "v": 1, "op": "launch", "label": "bound", "end_with_connection": true,

@@ -40,12 +40,6 @@ fn paths() -> Option<Vec<StopPath>> {
     Some(v)
 }
 
-/// `/proc/PID/stat`'s state letter, `None` once the pid is gone.
-fn state_of(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(") ")?.1.chars().next()
-}
-
 /// A live scope of eight sleepers under `sh`, launched in the foreground on `path`.
 struct Scope {
     run: Child,
@@ -93,7 +87,7 @@ impl Scope {
             .pids
             .iter()
             .copied()
-            .filter(|&p| state_of(p) == Some('T'))
+            .filter(|&p| refine_tests::proc_state(p) == Some('T'))
             .collect();
         (!stopped.is_empty()).then(|| format!("stopped members {stopped:?}"))
     }

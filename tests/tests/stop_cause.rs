@@ -17,8 +17,7 @@ fn result_of(home: &Home, id: &str) -> Value {
 /// A service killed with its launch running; the restarted one's recovery stops the scope.
 #[test]
 fn a_scope_stopped_by_recovery_says_stopped_cause_recovery() {
-    let home = Home::new();
-    let mut svc = Serving::start(&home, &[]);
+    let (home, mut svc) = Home::with_service(&[]);
     // A launch that asked to be kept would be adopted instead (L4); this one asks to be stopped.
     let id = cli_support::detach_with(&home, &["--on-service-loss", "stop"], &["sleep", "300"]);
     home.wait_state(&id, "live");
@@ -43,8 +42,7 @@ fn a_scope_stopped_by_recovery_says_stopped_cause_recovery() {
 /// and the outcome is still `stopped`.
 #[test]
 fn a_stop_on_a_full_disk_reads_stopped() {
-    if !rustix::process::geteuid().is_root() {
-        println!("skipped: mounting a tiny tmpfs needs root");
+    if skip_unless_root("mounting a tiny tmpfs needs root") {
         return;
     }
     let Some(disk) = TinyDisk::mount("8m") else {

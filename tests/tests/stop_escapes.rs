@@ -133,13 +133,8 @@ fn stop_within(
     id: &str,
     bound: Duration,
 ) -> (std::process::ExitStatus, String, String) {
-    let mut child = on(home, path, &["stop", id, "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn stop");
-    let out = collect(child.stdout.take().expect("stdout"));
-    let err = collect(child.stderr.take().expect("stderr"));
+    let (mut child, out, err) =
+        spawn_collected(&mut on(home, path, &["stop", id, "--json"]), "stop");
     let status = wait_bounded(&mut child, bound, "stop");
     let out = String::from_utf8_lossy(&out.join().expect("stdout")).into_owned();
     let err = String::from_utf8_lossy(&err.join().expect("stderr")).into_owned();

@@ -58,12 +58,10 @@ fn a_main_thread_that_called_pthread_exit_is_stopped_with_proof() {
 #[test]
 fn run_timeout_ends_a_pthread_exit_program() {
     let home = cli_support::Home::new();
-    let mut run = home
-        .command(&["run", "--json", "--timeout", "2s", "--", ZOMBIE_LEADER])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn run");
+    let mut run = home.spawn_cli(
+        &["run", "--json", "--timeout", "2s", "--", ZOMBIE_LEADER],
+        Stdio::piped(),
+    );
     let what = "run --timeout 2s of a pthread_exit program";
     cli_support::assert_returns(&mut run, GENEROUS, what);
     let rows = home.ps();
@@ -295,12 +293,7 @@ fn a_nested_run_ends_with_both_receipts() {
     ];
     let mut args = vec!["run", "--json", "--timeout", "2s", "--"];
     args.extend(inner);
-    let mut run = home
-        .command(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn run");
+    let mut run = home.spawn_cli(&args, Stdio::null());
     cli_support::assert_returns(&mut run, GENEROUS, "the outer run");
     // Whatever is left is stopped before asserting.
     let rows = home.wait_settled(2);

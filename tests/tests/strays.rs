@@ -32,9 +32,7 @@ fn file(home: &Home, rel: &str, when: &str) -> PathBuf {
 fn gc_collects_what_no_record_covers_and_dry_run_lists_only_that() {
     let home = Home::new();
     // One real registration, exited: its files belong to its record.
-    let (out, doc) = home.run_json(&["true"]);
-    assert!(out.status.success(), "{doc}");
-    let real = doc["id"].as_str().expect("id").to_owned();
+    let (_, real) = home.run_ok(&["true"]);
     let before_real: Vec<_> = snapshot(&home.run_dir())
         .into_iter()
         .filter(|(p, _, _)| p.to_string_lossy().contains(&real))
@@ -72,8 +70,7 @@ fn gc_collects_what_no_record_covers_and_dry_run_lists_only_that() {
 
     // The dry run lists exactly what it would remove, with a reason, and removes nothing.
     let args = ["gc", "--dry-run"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     // The table's rows: after the header, before the summary lines.
     let rows: Vec<&str> = text
@@ -98,8 +95,7 @@ fn gc_collects_what_no_record_covers_and_dry_run_lists_only_that() {
 
     // The pass removes them, and nothing young, locked, unattributable or registered.
     let args = ["gc", "--json"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     for p in &gone {
         assert!(
             !p.exists(),

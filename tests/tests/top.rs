@@ -140,8 +140,7 @@ fn busy_and_idle(home: &Home, expect_cgroup: Option<bool>) {
 
 #[test]
 fn top_json_measures_a_spinning_scope_busy_and_a_sleeping_one_idle_from_its_cgroup() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     // The service detects F4 as this process does (same user, cgroup and environment): as
     // root on a cgroup v2 or hybrid host each scope gets a cgroup, and top reads it; where
     // there is none (not root, or CI's second run with REFINE_CGROUP=off) the /proc path.
@@ -235,8 +234,7 @@ fn top_on_terminal(home: &Home, id: &str, key: &[u8], then: Option<&str>) -> (i3
 
 #[test]
 fn on_a_terminal_the_table_is_redrawn_until_q_or_ctrl_c_and_the_terminal_is_put_back() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let mut launched = Launched::new(&home);
     let id = launched.detach("tty-spin", SPIN);
     home.wait_state(&id, "live");

@@ -66,8 +66,7 @@ fn a_unique_launch_is_refused_while_its_label_is_live_or_unverified() {
     let (out, _) = home.run_json(&["true"]);
     assert!(out.status.success());
     let args = ["run", "--label", "nightly", "--", "true"];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    home.cli_ok(&args);
 
     // Once the holder is proven exited the label is free again.
     let stop = home.cli(&["stop", &holder_id]);
@@ -78,8 +77,7 @@ fn a_unique_launch_is_refused_while_its_label_is_live_or_unverified() {
     );
     let _ = holder.0[0].0.wait();
     let args = words("run --label nightly --unique --json -- true");
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     let done = parse(&args, &out)["id"].as_str().expect("id").to_owned();
 
     // An unverified scope holds its label too: nothing proves it ended.
@@ -178,11 +176,9 @@ fn concurrent_unique_launches_start_exactly_one() {
 
 #[test]
 fn the_service_refuses_a_second_unique_launch() {
-    let home = Home::new();
-    let _svc = Serving::start(&home, &[]);
+    let (home, _svc) = Home::with_service(&[]);
     let args = words("run --detach --label svc --unique -- sleep 600");
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
+    let out = home.cli_ok(&args);
     let first = text(&out.stdout).trim().to_owned();
     let out = home.cli(&args);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&args, &out));

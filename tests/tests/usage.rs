@@ -16,9 +16,7 @@ fn a_detached_descendants_cpu_is_in_the_receipt() {
     let burn = bin("burn");
     // The workload exits at once; the orphaned burner holds the scope and uses 300 ms of CPU.
     let script = format!("{} 300 & exit 0", burn.display());
-    let (out, doc) = home.run_json(&["sh", "-c", &script]);
-    assert!(out.status.success(), "{out:?}");
-    let id = doc["id"].as_str().expect("id").to_owned();
+    let (_, id) = home.run_ok(&["sh", "-c", &script]);
     home.wait_state(&id, "exited");
     let shown = show(&home, &id);
     let usage = &shown["receipt"]["usage"];
@@ -79,9 +77,7 @@ fn the_metrics_count_the_trees_cpu() {
 fn a_scope_that_did_nothing_reports_little() {
     // Negative control: the figures are the tree's, not a constant.
     let home = Home::new();
-    let (out, doc) = home.run_json(&["true"]);
-    assert!(out.status.success(), "{out:?}");
-    let id = doc["id"].as_str().expect("id").to_owned();
+    let (_, id) = home.run_ok(&["true"]);
     home.wait_state(&id, "exited");
     let usage = &show(&home, &id)["receipt"]["usage"];
     assert!(cpu_us(usage) < 300_000, "{usage}");

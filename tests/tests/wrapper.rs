@@ -20,19 +20,8 @@ use refine_tests::wait_until;
 /// `run -- cat` with `stdin` as its standard input, both outputs collected: the child (its
 /// stdin already given) and the collectors of its stdout and stderr.
 fn spawn_cat(home: &Home, stdin: Stdio) -> (std::process::Child, Collected, Collected) {
-    let mut child = home
-        .command(&["run", "--", "cat"])
-        .stdin(stdin)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn run");
-    let out = collect(child.stdout.take().expect("stdout"));
-    let err = collect(child.stderr.take().expect("stderr"));
-    (child, out, err)
+    spawn_collected(home.command(&["run", "--", "cat"]).stdin(stdin), "run")
 }
-
-type Collected = std::thread::JoinHandle<Vec<u8>>;
 
 /// Waits (bounded) for [`spawn_cat`]'s `run`: it must have printed exactly `expected` and
 /// exited 0.
@@ -314,9 +303,7 @@ fn a_full_pipe_never_blocks_the_completion_deadline() {
 fn every_artifact_has_a_cap_default_one_gib_and_log_cap_sets_it() {
     let home = Home::new();
     let args = words("run --json --log-cap 1K -- sh -c 'head -c 5000 /dev/zero'");
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let doc = parse(&args, &out);
+    let doc = home.json(&args);
     let path = doc["stdout"]["path"].as_str().unwrap();
     assert_eq!(std::fs::metadata(path).unwrap().len(), 1024, "{doc}");
     assert_eq!(doc["stdout"]["complete"], false, "{doc}");
@@ -357,9 +344,7 @@ fn an_incomplete_artifact_says_why_as_a_typed_object() {
         "-c",
         "head -c 5000 /dev/zero",
     ];
-    let out = home.cli(&args);
-    assert!(out.status.success(), "{}", describe(&args, &out));
-    let doc = parse(&args, &out);
+    let doc = home.json(&args);
     let id = doc["id"].as_str().unwrap();
     let shown = show(&home, id);
     let incomplete = &shown["artifacts"]["stdout"]["incomplete"];
@@ -372,11 +357,9 @@ fn an_incomplete_artifact_says_why_as_a_typed_object() {
         shown["artifacts"]["stderr"]["incomplete"].is_null(),
         "{shown:#}"
     );
-    let text = home.cli(&["show", id]);
-    let text = String::from_utf8_lossy(&text.stdout);
-    assert!(
-        text.contains("incomplete: log cap of 1024 bytes reached (the pipe is still drained)"),
-        "{text}"
+    home.assert_show_says(
+        id,
+        "incomplete: log cap of 1024 bytes reached (the pipe is still drained)",
     );
 }
 
@@ -514,8 +497,7 @@ fn argv_and_environment_bytes_reach_the_workloads_proc_entries() {
 /// `run --detach` of a program that cannot run reports it (one line, 127) instead of an id.
 #[test]
 fn detached_spawn_failure_is_reported_not_an_id() {
-    let home = Home::new();
-    let svc = Serving::start(&home, &["--maintenance-every", "200ms"]);
+    let (home, svc) = Home::with_service(&["--maintenance-every", "200ms"]);
     let result = std::panic::catch_unwind(|| {
         let args = ["run", "--detach", "--", "/nonexistent"];
         let out = home.cli(&args);
@@ -526,14 +508,12 @@ fn detached_spawn_failure_is_reported_not_an_id() {
             "refine-supervisor: /nonexistent: No such file or directory"
         );
         let args = ["run", "--detach", "--json", "--", "/nonexistent"];
-        let out = home.cli(&args);
-        let doc = parse(&args, &out);
+        let (_, doc) = home.cli_doc(&args);
         assert_eq!(doc["outcome"], "spawn_failed", "{doc}");
         assert_eq!(doc["errno"], libc::ENOENT, "{doc}");
         // Negative control: a program that runs still prints its id and exits 0.
         let args = ["run", "--detach", "--", "true"];
-        let out = home.cli(&args);
-        assert!(out.status.success(), "{}", describe(&args, &out));
+        let out = home.cli_ok(&args);
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim().len(), 32);
     });
     drop(svc); // SIGKILLed and reaped

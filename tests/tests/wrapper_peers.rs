@@ -25,12 +25,7 @@ fn proc_state(pid: u32) -> char {
 /// line can be waited for with a bound while `run` is stopped.
 fn printer_run(home: &Home) -> (Child, mpsc::Receiver<String>) {
     let printer = refine_tests::bin("signal-printer");
-    let mut child = home
-        .command(&["run", "--", printer.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn run");
+    let mut child = home.spawn_cli(&["run", "--", printer.to_str().unwrap()], Stdio::piped());
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {

@@ -101,11 +101,7 @@ fn without_a_request_the_background_job_is_kept_negative_control() {
     let script = format!("sleep 300 & echo $! > {}", pidfile.display());
     let (out, doc) = home.run_json(&["sh", "-c", &script]);
     assert!(out.status.success(), "{}", describe(&["run"], &out));
-    let pid: u32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = refine_tests::read_pid(&pidfile);
     let sleeper = pidfd(pid);
     assert!(
         !exited_within(&sleeper, Duration::ZERO),
@@ -127,8 +123,7 @@ fn timeout_alone_sends_sigterm_first_and_exits_124() {
     let home = Home::new();
     let script = "trap 'echo got-term; exit 0' TERM; while :; do sleep 0.05; done";
     let args = ["run", "--json", "--timeout", "1s", "--", "sh", "-c", script];
-    let out = home.cli(&args);
-    let doc = parse(&args, &out);
+    let (out, doc) = home.cli_doc(&args);
     assert_eq!(doc["outcome"], "timed_out", "{doc}");
     assert_eq!(out.status.code(), Some(124), "{}", describe(&args, &out));
     let path = doc["stdout"]["path"].as_str().expect("stdout path");
@@ -151,8 +146,7 @@ fn timeout_alone_kills_a_term_ignorer_after_the_default_five_seconds() {
         script,
     ];
     let started = Instant::now();
-    let out = home.cli(&args);
-    let doc = parse(&args, &out);
+    let (out, doc) = home.cli_doc(&args);
     assert!(
         started.elapsed() >= Duration::from_millis(5500),
         "killed before the default grace"
@@ -167,8 +161,7 @@ fn timeout_alone_kills_a_term_ignorer_after_the_default_five_seconds() {
 fn sizes_take_fractions() {
     let home = Home::new();
     let args = words("run --json --log-cap 1.5M -- head -c 2000000 /dev/zero");
-    let out = home.cli(&args);
-    let doc = parse(&args, &out);
+    let (out, doc) = home.cli_doc(&args);
     assert!(out.status.success(), "{}", describe(&args, &out));
     assert_eq!(doc["stdout"]["bytes"], 1_572_864, "{doc}");
     assert_eq!(doc["stdout"]["complete"], false, "{doc}");
@@ -223,13 +216,11 @@ fn every_duration_flag_refuses_what_the_clock_cannot_hold() {
 fn durations_take_fractions() {
     let home = Home::new();
     let args = words("run --json --timeout 0.5 --kill-after 0.5 -- sleep 60");
-    let out = home.cli(&args);
-    let doc = parse(&args, &out);
+    let (_, doc) = home.cli_doc(&args);
     assert_eq!(doc["outcome"], "timed_out", "{doc}");
     for d in ["0.5", "1.5m", "0.25h", "2.5d"] {
         let args = ["gc", "--older-than", d, "--dry-run"];
-        let out = home.cli(&args);
-        assert!(out.status.success(), "{}", describe(&args, &out));
+        home.cli_ok(&args);
     }
 }
 
@@ -238,8 +229,7 @@ fn durations_take_fractions() {
 #[test]
 fn the_api_refuses_durations_the_clock_cannot_hold() {
     use std::io::{BufRead, BufReader, Write};
-    let home = Home::new();
-    let mut served = Serving::start(&home, &[]);
+    let (home, mut served) = Home::with_service(&[]);
     let api = |line: &str| -> serde_json::Value {
         let mut s = std::os::unix::net::UnixStream::connect(home.run_dir().join("supervisor.sock"))
             .unwrap();
@@ -277,13 +267,7 @@ fn bit(sig: i32) -> u64 {
 
 /// The `SigIgn` and `SigBlk` sets of a `/proc/PID/status` text.
 fn sig_sets(status: &str) -> (u64, u64) {
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-            .unwrap_or_else(|| panic!("no {name} in {status}"))
-    };
+    let field = |key| refine_tests::status_mask(status, key);
     (field("SigIgn:"), field("SigBlk:"))
 }
 
@@ -514,12 +498,7 @@ fn peer_every_normal_signal_is_forwarded_once_in_order() {
     let home = Home::new();
     let printer = refine_tests::bin("signal-printer");
     let printer = printer.to_str().unwrap();
-    let mut child = home
-        .command(&["run", "--", printer])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn run");
+    let mut child = home.spawn_cli(&["run", "--", printer], Stdio::piped());
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let mut next = || lines.next().and_then(|l| l.ok()).unwrap_or_default();
     assert_eq!(next(), "ready");
@@ -616,12 +595,10 @@ fn peer_orphans_are_reaped_no_zombie_stays() {
         guardian_file.display(),
         ready.display()
     );
-    let mut child = home
-        .command(&["run", "--json", "--", "sh", "-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn run");
+    let mut child = home.spawn_cli(
+        &["run", "--json", "--", "sh", "-c", &script],
+        Stdio::piped(),
+    );
     let out = collect(child.stdout.take().expect("stdout"));
     wait_file(&mut child, &ready, "the workload's ready file");
     let guardian: u32 = std::fs::read_to_string(&guardian_file)
@@ -647,13 +624,10 @@ fn peer_orphans_are_reaped_no_zombie_stays() {
 fn peer_the_launchers_death_reaches_the_workload() {
     let home = Home::new();
     let pidfile = home.path().join("pid");
-    let script = format!("echo $$ > {}; exec sleep 300", pidfile.display());
-    let mut child = home
-        .command(&["run", "--", "sh", "-c", &script])
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn run");
+    let mut child = home.spawn_sh(
+        &format!("echo $$ > {}; exec sleep 300", pidfile.display()),
+        Stdio::null(),
+    );
     let mut pid = None;
     assert!(wait_until(DEADLINE, || {
         pid = std::fs::read_to_string(&pidfile)

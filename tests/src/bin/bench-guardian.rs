@@ -52,22 +52,10 @@ fn guardian_launch(exe: &Path, dir: &Path, n: u64, argv: &[&str], stdio: Stdio) 
         registration: RegistrationId(id),
         runtime: RuntimeId([7; 16]),
         proof_path: proof,
-        argv: argv.iter().map(OsString::from).collect(),
         env: vec![OsString::from("PATH=/usr/bin:/bin")],
-        cwd: None,
-        rlimits: vec![],
-        stdio,
-        new_session: false,
-        pdeath_signal: Some(refine_supervisor::kernel::signal::Signal::KILL),
         start_timeout: Duration::from_secs(30),
         guardian_exe: Some(exe.to_owned()),
-        credentials: None,
-        signal_state: None,
-        cgroup: None,
-        allow_setns: false,
-        ready_fd: None,
-        ruleset: None,
-        no_new_privs: false,
+        ..LaunchConfig::new(argv.iter().map(OsString::from).collect(), stdio)
     })
     .expect("guardian spawn")
 }

@@ -20,16 +20,15 @@
 //! The workload's stdio is `/dev/null`; its environment is this process's, with
 //! `REFINE_OWNER=ID` on top. The parent-death signal is SIGKILL (0).
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufRead, Write};
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use refine_protocol::record::{Kind, Limits, Registration, ScopePolicy};
+use refine_protocol::record::Registration;
 use refine_supervisor::launch::guardian::{self, GuardianEvent, LaunchConfig, Stdio, OWNER_VAR};
-use refine_supervisor::store::registry::{Runtime, Stream};
+use refine_supervisor::store::registry::Runtime;
 
 fn say(line: &str) {
     let mut out = std::io::stdout();
@@ -74,34 +73,15 @@ fn main() {
     let mut link = guardian::spawn(LaunchConfig {
         registration: id,
         runtime: rt.id(),
-        proof_path: proof_path.clone(),
-        argv: argv.clone(),
+        proof_path,
         env,
-        cwd: None,
-        rlimits: Vec::new(),
-        stdio: Stdio::Fds([null(), null(), null()]),
-        new_session: false,
-        pdeath_signal: Some(refine_supervisor::kernel::signal::Signal::KILL),
-        start_timeout: guardian::DEFAULT_START_TIMEOUT,
-        guardian_exe: None,
-        credentials: None,
-        signal_state: None,
-        cgroup: None,
-        allow_setns: false,
-        ready_fd: None,
-        ruleset: None,
-        no_new_privs: false,
+        ..LaunchConfig::new(argv.clone(), Stdio::Fds([null(), null(), null()]))
     })
     .expect("spawn the guardian");
     let hello = *link.hello();
     let text = |p: &Path| p.to_string_lossy().into_owned();
     let registration = Registration {
-        id,
-        runtime: rt.id(),
-        kind: Kind::Command,
-        label: "chaos-gate".into(),
         owner: "tests".into(),
-        purpose: BTreeMap::new(),
         argv: argv
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
@@ -109,26 +89,8 @@ fn main() {
         cwd: std::env::current_dir()
             .map(|c| text(&c))
             .unwrap_or_default(),
-        stdout_path: text(&rt.log_path(id, Stream::Stdout)),
-        stderr_path: text(&rt.log_path(id, Stream::Stderr)),
-        stdin_path: None,
-        pty: false,
-        limits: Limits::default(),
-        scope_policy: ScopePolicy::Keep,
         started_at_unix_ms: refine_supervisor::kernel::clock::unix_ms(),
-        hello,
-        proof_path: text(&proof_path),
-        argv_bytes: None,
-        cgroup: None,
-        allow_setns: None,
-        supervisor_provenance: None,
-        guardian_provenance: None,
-        on_service_loss: None,
-        resources: None,
-        readiness: None,
-        protection: None,
-        health: None,
-        sandbox: None,
+        ..refine_tests::history::record(&rt, id, "chaos-gate", hello)
     };
     if let Err(e) = rt.commit_registration(pending, &registration) {
         let _ = link.abort();

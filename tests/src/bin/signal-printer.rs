@@ -3,7 +3,7 @@
 //! synchronously (`sigwaitinfo`), so none ends, stops or continues it by its action; it prints
 //! `ready` once the mask is set, and never exits by itself.
 
-use std::io::Write;
+use refine_tests::say;
 
 fn main() {
     // SAFETY: set is a live sigset_t, filled by sigfillset before use (SIGKILL and SIGSTOP
@@ -15,15 +15,12 @@ fn main() {
         libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
         set
     };
-    let mut out = std::io::stdout();
-    let _ = writeln!(out, "ready");
-    let _ = out.flush();
+    say("ready");
     loop {
         // SAFETY: set is initialized; no siginfo is requested (null).
         let sig = unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) };
         if sig > 0 {
-            let _ = writeln!(out, "{sig}");
-            let _ = out.flush();
+            say(sig);
         }
     }
 }

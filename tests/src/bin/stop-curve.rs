@@ -14,7 +14,7 @@
 //! also synced its proof file ahead of the receipt, and the curve counts the guardians that had
 //! (seen in `/proc/<guardian>/syscall` as a `ppoll` without a timeout).
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -90,17 +90,8 @@ fn cgroup_kill(
         .spawn()
         .expect("spawn tree in cgroup");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            lines.read_line(&mut line).expect("read") > 0,
-            "tree ended early"
-        );
-        if line.trim() == format!("ready {nodes}") {
-            break;
-        }
-    }
+    let ready = format!("ready {nodes}");
+    refine_tests::read_until(&mut lines, "the tree", &ready, |l| l == ready);
     std::thread::sleep(age);
     let events = cg.join("cgroup.events");
     let start = Instant::now();

@@ -2,7 +2,7 @@
 //! `sigwait`), prints `ready` once, then `term` for every SIGTERM it receives, and never exits by
 //! itself: only a signal it cannot take (SIGKILL) ends it.
 
-use std::io::Write;
+use refine_tests::say;
 
 fn main() {
     // SAFETY: set is a live sigset_t, initialized by sigemptyset before use; the helper is
@@ -14,15 +14,12 @@ fn main() {
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     };
-    let mut out = std::io::stdout();
-    let _ = writeln!(out, "ready");
-    let _ = out.flush();
+    say("ready");
     loop {
         let mut sig = 0;
         // SAFETY: set is initialized; sig is a live int.
         if unsafe { libc::sigwait(&set, &mut sig) } == 0 && sig == libc::SIGTERM {
-            let _ = writeln!(out, "term");
-            let _ = out.flush();
+            say("term");
         }
     }
 }
