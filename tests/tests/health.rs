@@ -353,3 +353,37 @@ fn the_health_record_is_rewritten_in_place_and_always_reads_whole() {
     );
     home.cli(&["stop", &id]);
 }
+
+/// Issue 43 item 5: a probe scope gets no cgroup of its own (the guardian's subreaper and the
+/// tree stop are its proof and its stop path, as on a host without cgroups); it still ends
+/// with its receipt, and the probed scope keeps its own cgroup.
+#[test]
+fn a_probe_scope_has_no_cgroup_of_its_own_and_still_ends_with_proof() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let id = checked_run(
+        &home,
+        "true",
+        "--label lean --health-interval 100ms",
+        &["sleep", "600"],
+    );
+    wait_health(&home, &id, "healthy");
+    if home.json(&["show", "--json", &id])["record"]["cgroup"].is_null() {
+        println!("skipped: this host gives scopes no cgroup, so a probe's cannot be told apart");
+        home.cli(&["stop", &id]);
+        return;
+    }
+    let probes = probe_scopes(&home, "lean.health");
+    assert!(!probes.is_empty(), "no probe scope");
+    home.cli(&["stop", &id]);
+    for p in &probes {
+        home.wait_ended(p);
+        let shown = home.json(&["show", "--json", p]);
+        assert!(
+            shown["record"]["cgroup"].is_null(),
+            "a probe got a cgroup: {:#}",
+            shown["record"]["cgroup"]
+        );
+        assert_eq!(home.state(p), "exited", "{shown:#}");
+    }
+}

@@ -113,6 +113,7 @@ pub fn probe_request(
     req.events = false;
     req.durable = false;
     req.artifacts = false;
+    req.cgroup = false;
     req.keep_max = OUTPUT_MAX;
     req
 }
@@ -470,7 +471,7 @@ mod tests {
         let spec = spec("true", d, d, 3, Duration::ZERO).unwrap();
         let req = probe_request(RegistrationId([7; 16]), "web", "/", &spec);
         assert_eq!(req.label, "web.health");
-        assert!(!req.events && !req.durable && !req.artifacts);
+        assert!(!req.events && !req.durable && !req.artifacts && !req.cgroup);
         assert_eq!(req.keep_max, OUTPUT_MAX);
         assert_eq!(req.timeout, Some(d));
     }
