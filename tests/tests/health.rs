@@ -387,3 +387,39 @@ fn a_probe_scope_has_no_cgroup_of_its_own_and_still_ends_with_proof() {
         assert_eq!(home.state(p), "exited", "{shown:#}");
     }
 }
+
+/// Issue 43 item 2/5: probe scopes do not pile up until retention runs. The prober keeps the
+/// files of the probes its record shows (the last 5) and of any probe not proven ended, and
+/// removes older probes' registrations and receipts once their receipts are written.
+#[test]
+fn after_20_probes_the_home_holds_only_the_last_probe_scopes() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let id = checked_run(
+        &home,
+        "true",
+        "--label few --health-interval 50ms",
+        &["sleep", "600"],
+    );
+    let mut last = Value::Null;
+    let enough = refine_tests::wait_until(DEADLINE, || {
+        last = health(&home, &id);
+        last["probes"].as_u64().unwrap_or(0) >= 20
+    });
+    assert!(enough, "never 20 probes: {last:#}");
+    let probes = probe_scopes(&home, "few.health");
+    home.cli(&["stop", &id]);
+    assert!(
+        probes.len() <= 2 * 5 + 8,
+        "{} probe registrations after {} probes",
+        probes.len(),
+        last["probes"]
+    );
+    // What is kept is whole: each kept probe still reads `exited` by its receipt (a probe
+    // still running at the stop may collect an older one meanwhile: a second listing says
+    // which are still there).
+    home.wait_ended(&id);
+    for p in probe_scopes(&home, "few.health") {
+        assert_eq!(home.state(&p), "exited", "probe {p}");
+    }
+}
