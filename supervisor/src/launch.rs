@@ -411,7 +411,7 @@ impl Supervisor {
     pub fn launch(&self, mut req: LaunchRequest) -> Result<LaunchHandle, LaunchError> {
         check_request(&req)?;
         let quiet;
-        let rt = if req.events && req.durable {
+        let rt = if req.events && req.durable && req.cgroup {
             &self.runtime
         } else {
             let mut r = self.runtime.clone();
@@ -420,6 +420,9 @@ impl Supervisor {
             }
             if !req.durable {
                 r = r.without_sync();
+            }
+            if !req.cgroup {
+                r = r.without_cgroup();
             }
             quiet = r;
             &quiet

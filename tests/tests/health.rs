@@ -343,3 +343,73 @@ fn the_health_record_is_rewritten_in_place_and_always_reads_whole() {
     );
     home.cli(&["stop", &id]);
 }
+
+/// Issue 43 item 5: a probe scope gets no cgroup of its own (the guardian's subreaper and the
+/// tree stop are its proof and its stop path, as on a host without cgroups); it still ends
+/// with its receipt, and the probed scope keeps its own cgroup.
+#[test]
+fn a_probe_scope_has_no_cgroup_of_its_own_and_still_ends_with_proof() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let id = checked_run(
+        &home,
+        "true",
+        "--label lean --health-interval 100ms",
+        &["sleep", "600"],
+    );
+    wait_health(&home, &id, "healthy");
+    if home.json(&["show", "--json", &id])["record"]["cgroup"].is_null() {
+        println!("skipped: this host gives scopes no cgroup, so a probe's cannot be told apart");
+        home.cli(&["stop", &id]);
+        return;
+    }
+    let probes = probe_scopes(&home, "lean.health");
+    assert!(!probes.is_empty(), "no probe scope");
+    home.cli(&["stop", &id]);
+    for p in &probes {
+        home.wait_ended(p);
+        let shown = home.json(&["show", "--json", p]);
+        assert!(
+            shown["record"]["cgroup"].is_null(),
+            "a probe got a cgroup: {:#}",
+            shown["record"]["cgroup"]
+        );
+        assert_eq!(home.state(p), "exited", "{shown:#}");
+    }
+}
+
+/// Issue 43 item 2/5: probe scopes do not pile up until retention runs. The prober keeps the
+/// files of the probes its record shows (the last 5) and of any probe not proven ended, and
+/// removes older probes' registrations and receipts once their receipts are written.
+#[test]
+fn after_20_probes_the_home_holds_only_the_last_probe_scopes() {
+    let home = Home::new();
+    let _svc = Serving::start(&home, &[]);
+    let id = checked_run(
+        &home,
+        "true",
+        "--label few --health-interval 50ms",
+        &["sleep", "600"],
+    );
+    let mut last = Value::Null;
+    let enough = refine_tests::wait_until(DEADLINE, || {
+        last = health(&home, &id);
+        last["probes"].as_u64().unwrap_or(0) >= 20
+    });
+    assert!(enough, "never 20 probes: {last:#}");
+    let probes = probe_scopes(&home, "few.health");
+    home.cli(&["stop", &id]);
+    assert!(
+        probes.len() <= 2 * 5 + 8,
+        "{} probe registrations after {} probes",
+        probes.len(),
+        last["probes"]
+    );
+    // What is kept is whole: each kept probe still reads `exited` by its receipt (a probe
+    // still running at the stop may collect an older one meanwhile: a second listing says
+    // which are still there).
+    home.wait_ended(&id);
+    for p in probe_scopes(&home, "few.health") {
+        assert_eq!(home.state(&p), "exited", "probe {p}");
+    }
+}

@@ -262,6 +262,36 @@ fn not_exited(a: &assess::Assessment) -> Option<Reason> {
     })
 }
 
+/// H7's probe scopes: forgets each of `ids`, whose receipts the caller holds (a probe's
+/// launch result carried it: the scope is proven ended), in [`forget`]'s order under each
+/// one's lock (marker, record renamed to the intent, the rest, the intent), without its
+/// assessment, horizon, folder syncs or `collected` events: a power loss can bring a probe's
+/// exited record back, for retention to collect. An id whose lock is busy is left to
+/// retention.
+pub fn forget_proven(rt: &Runtime, ids: &[RegistrationId]) {
+    for &id in ids {
+        let Ok(lock) = rt.lock(id, Duration::ZERO) else {
+            continue;
+        };
+        if rt.remove_open_marker(id, &lock).is_err() {
+            continue;
+        }
+        let intent = rt.forget_intent_path(id);
+        if fs::rename(rt.record_path(id), &intent).is_err() {
+            continue;
+        }
+        let whole = files(rt, id).all(|p| match fs::remove_file(&p) {
+            Ok(()) => true,
+            Err(e) => e.kind() == io::ErrorKind::NotFound,
+        });
+        drop(lock);
+        // A removal that failed leaves the intent: the next pass of retention finishes it.
+        if whole {
+            let _ = fs::remove_file(&intent);
+        }
+    }
+}
+
 /// Steps 2 (durability) to 4 for a batch whose records are already intents; returns how many
 /// were removed completely (a failure is noted in the registration's entry, and its intent
 /// stays for the next pass).

@@ -113,16 +113,18 @@ pub fn probe_request(
     req.events = false;
     req.durable = false;
     req.artifacts = false;
+    req.cgroup = false;
     req.keep_max = OUTPUT_MAX;
     req
 }
 
-/// One probe ([`probe_request`]), a proven scope of its own.
+/// One probe ([`probe_request`]), a proven scope of its own; with its scope's id when its
+/// result came with the receipt.
 pub fn probe(
     sup: &crate::launch::Supervisor,
     reg: &Registration,
     spec: &HealthSpec,
-) -> ProbeRecord {
+) -> (ProbeRecord, Option<RegistrationId>) {
     let started_unix_ms = crate::kernel::clock::unix_ms();
     let t = Instant::now();
     let req = probe_request(reg.id, &reg.label, &reg.cwd, spec);
@@ -134,9 +136,11 @@ pub fn probe(
         timed_out: false,
         output: Vec::new(),
     };
+    let mut proven = None;
     match sup.launch(req).and_then(|h| h.wait()) {
         Ok(r) => {
             rec.scope = Some(r.id);
+            proven = matches!(r.scope, crate::launch::ScopeState::Exited(_)).then_some(r.id);
             rec.timed_out = r.outcome == crate::launch::LaunchOutcome::TimedOut;
             if let refine_protocol::WorkloadStatus::Exited(c) = r.status {
                 rec.exit_code = (!rec.timed_out).then_some(c);
@@ -149,7 +153,7 @@ pub fn probe(
         }
     }
     rec.duration_ms = refine_protocol::time::saturating_ms(t.elapsed());
-    rec
+    (rec, proven)
 }
 
 /// The start of a probe's stdout, then of its stderr, at most [`OUTPUT_MAX`] bytes, as its
@@ -173,6 +177,9 @@ pub struct Checked {
     pub reg: Registration,
     pub spec: HealthSpec,
     pub rec: HealthRecord,
+    /// Probe scopes proven ended (their receipts came with their results), oldest first,
+    /// whose files are still there ([`Checked::collect`]).
+    pub proven: Vec<RegistrationId>,
 }
 
 impl Checked {
@@ -197,7 +204,12 @@ impl Checked {
             });
         rec.prober_pid = pid;
         rec.prober_start_time = start;
-        Some(Checked { reg, spec, rec })
+        Some(Checked {
+            reg,
+            spec,
+            rec,
+            proven: Vec::new(),
+        })
     }
 
     /// Records that this process probes it (before its first probe).
@@ -212,7 +224,8 @@ impl Checked {
                 .reg
                 .started_at_unix_ms
                 .saturating_add(self.spec.start_period_ms);
-        let p = probe(sup, &self.reg, &self.spec);
+        let (p, proven) = probe(sup, &self.reg, &self.spec);
+        self.proven.extend(proven);
         let success = p.exit_code == Some(0);
         let (state, streak) = next(
             self.rec.state,
@@ -233,12 +246,25 @@ impl Checked {
             self.rec.last.drain(..drop);
         }
         write(rt, &self.rec);
+        self.collect(rt);
         if changed {
             let mut ev = journal::event(EventKind::Health, self.reg.id, &self.reg.label);
             ev.health = Some(state);
             ev.reason = Some(excerpt);
             journal::record(rt, &ev);
         }
+    }
+
+    /// The retention of probe scopes: the files of the last [`KEEP`] proven probes stay (the
+    /// record shows them); once [`KEEP`] more have ended, the older ones' registrations,
+    /// receipts and the rest are removed ([`crate::history::forget::forget_proven`]). A probe
+    /// whose result had no receipt is never on this list: retention decides about it.
+    fn collect(&mut self, rt: &Runtime) {
+        if self.proven.len() < 2 * KEEP {
+            return;
+        }
+        let old: Vec<RegistrationId> = self.proven.drain(..self.proven.len() - KEEP).collect();
+        crate::history::forget::forget_proven(rt, &old);
     }
 
     fn interval(&self) -> Duration {
@@ -470,7 +496,7 @@ mod tests {
         let spec = spec("true", d, d, 3, Duration::ZERO).unwrap();
         let req = probe_request(RegistrationId([7; 16]), "web", "/", &spec);
         assert_eq!(req.label, "web.health");
-        assert!(!req.events && !req.durable && !req.artifacts);
+        assert!(!req.events && !req.durable && !req.artifacts && !req.cgroup);
         assert_eq!(req.keep_max, OUTPUT_MAX);
         assert_eq!(req.timeout, Some(d));
     }

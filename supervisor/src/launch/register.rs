@@ -172,7 +172,12 @@ pub(crate) fn launch_started(
         }));
     }
     // F4: a cgroup of its own where one can be made (detected once per process).
-    let cgroup = crate::kernel::cgroup::create(rt.id(), id);
+    // H7's probe scopes get none ([`Runtime::without_cgroup`]).
+    let cgroup = if rt.makes_cgroups() {
+        crate::kernel::cgroup::create(rt.id(), id)
+    } else {
+        None
+    };
     // H8: the limits' directories, written before the workload exists.
     let resources = if req.resources.is_empty() {
         None

@@ -68,6 +68,10 @@ pub struct LaunchRequest {
     /// H7's probe scopes: the output is kept in memory only (the first
     /// [`LaunchRequest::keep_max`] bytes of each stream), no artifact files (`false`).
     pub artifacts: bool,
+    /// H7's probe scopes: no cgroup of their own (`false`; see
+    /// [`Runtime::without_cgroup`](crate::store::registry::Runtime::without_cgroup)); every
+    /// other launch gets one where the host allows.
+    pub cgroup: bool,
     /// Per-artifact byte cap (S10, W4); [`DEFAULT_LOG_CAP`] unless set, `None` for no cap.
     pub log_cap: Option<u64>,
     /// A hard budget on output bytes (all streams): past it the launch is stopped and its
@@ -156,6 +160,7 @@ impl LaunchRequest {
             events: true,
             durable: true,
             artifacts: true,
+            cgroup: true,
             log_cap: Some(DEFAULT_LOG_CAP),
             output_limit: None,
             scope_policy: None,

@@ -187,6 +187,9 @@ pub struct Runtime {
     /// Whether registrations are synced to disk; off for H7's probe scopes
     /// ([`Runtime::without_sync`]).
     synced: bool,
+    /// Whether launches through this handle get a cgroup of their own (F4); off for H7's
+    /// probe scopes ([`Runtime::without_cgroup`]).
+    cgroups: bool,
 }
 
 /// A runtime is where its files are: every path of [`Paths`] is one of the runtime's.
@@ -243,6 +246,7 @@ impl Runtime {
             id,
             events: true,
             synced: true,
+            cgroups: true,
         };
         rt.ensure_open_index()?;
         Ok(rt)
@@ -324,6 +328,7 @@ impl Runtime {
             id,
             events: true,
             synced: true,
+            cgroups: true,
         })
     }
 
@@ -348,6 +353,21 @@ impl Runtime {
             synced: false,
             ..self.clone()
         }
+    }
+
+    /// The same runtime, its launches without a cgroup of their own (H7's probe scopes: the
+    /// guardian's subreaper and the tree stop are a probe's proof and stop path, as on a host
+    /// without cgroups; making and removing a directory a probe is a cost without a use).
+    pub fn without_cgroup(&self) -> Runtime {
+        Runtime {
+            cgroups: false,
+            ..self.clone()
+        }
+    }
+
+    /// Whether launches through this handle get a cgroup of their own.
+    pub fn makes_cgroups(&self) -> bool {
+        self.cgroups
     }
 
     /// Whether lifecycle events are written through this handle.
