@@ -41,8 +41,16 @@ pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     // target/debug/deps/<test> -> target/debug/<name>
     let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let path = dir.join(name);
-    assert!(path.exists(), "{} is missing: build the binaries first (`cargo build --workspace --bins`, or run scripts/test)", path.display());
+    built(
+        dir.join(name),
+        "build the binaries first (`cargo build --workspace --bins`, or run scripts/test)",
+    )
+}
+
+/// `path`, which a build must have left there: a missing file fails the test saying `how` to
+/// build it.
+pub fn built(path: PathBuf, how: &str) -> PathBuf {
+    assert!(path.is_file(), "{} is missing: {how}", path.display());
     path
 }
 

@@ -147,6 +147,18 @@ pub fn launch_tree(rt: &Runtime, tree_builder: &str, tree_args: &str) -> Guardia
     launch_guardian(rt, Path::new(tree_builder), &words(tree_args))
 }
 
+/// A fresh [`home_and_runtime`] with [`launch_tree`]'s scope in it, ready (`ready N` read): keep
+/// all three (the scope is dropped first, the home last).
+pub fn ready_tree(
+    tree_builder: &str,
+    tree_args: &str,
+) -> (tempfile::TempDir, Runtime, GuardianScope) {
+    let (home, rt) = home_and_runtime();
+    let mut scope = launch_tree(&rt, tree_builder, tree_args);
+    scope.wait_ready();
+    (home, rt, scope)
+}
+
 /// Whether the witnessed process still exists (alive, or a zombie not yet reaped).
 pub fn exists(w: &ProcessWitness) -> bool {
     procfs::stat_of(w).expect("stat").is_some()
@@ -233,12 +245,9 @@ impl BenchArgs {
     /// `tree-builder`, beside the running benchmark.
     pub fn tree_builder() -> std::path::PathBuf {
         let exe = std::env::current_exe().expect("current_exe");
-        let path = exe.with_file_name("tree-builder");
-        assert!(
-            path.exists(),
-            "{} missing: build the test binaries",
-            path.display()
-        );
-        path
+        crate::built(
+            exe.with_file_name("tree-builder"),
+            "build the test binaries",
+        )
     }
 }

@@ -66,9 +66,7 @@ fn relative(dir: &Path) -> String {
 #[test]
 fn the_workload_and_every_descendant_start_in_the_scopes_cgroup_and_the_guardian_stays_out() {
     let Some(_) = base() else { return };
-    let (_home, rt) = home_and_runtime();
-    let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 2 --groups 2 --leaves 2");
-    scope.wait_ready();
+    let (_home, rt, scope) = ready_tree(TREE_BUILDER, "--sessions 2 --groups 2 --leaves 2");
     let cg = scope
         .reg
         .cgroup
@@ -154,9 +152,7 @@ fn the_stop_freezes_reads_and_kills_through_the_cgroup_and_the_receipt_proves_it
 #[test]
 fn a_grace_on_the_cgroup_path_still_signals_the_workloads_group() {
     let Some(_) = base() else { return };
-    let (_home, rt) = home_and_runtime();
-    let mut scope = launch_tree(&rt, TREE_BUILDER, "--sessions 0 --groups 1 --leaves 2");
-    scope.wait_ready();
+    let (_home, rt, mut scope) = ready_tree(TREE_BUILDER, "--sessions 0 --groups 1 --leaves 2");
     let opts = StopOptions {
         grace: Some(Duration::from_secs(20)),
         ..StopOptions::default()

@@ -112,20 +112,22 @@ fn comm(pid: u32) -> Option<String> {
         .map(|s| s.trim().to_owned())
 }
 
-/// Why the case cannot run here, if it cannot.
-fn skip_reason() -> Option<String> {
-    if !rustix::process::geteuid().is_root() {
-        return Some("needs root".into());
+/// Whether the case cannot run here (not root, or a namespace tool missing): then it has
+/// printed `skipped: WHY`.
+fn skipped() -> bool {
+    if refine_tests::skip_unless_root("needs root") {
+        return true;
     }
     for tool in ["unshare", "nsenter", "setpriv"] {
         let found = ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]
             .iter()
             .any(|d| Path::new(d).join(tool).exists());
         if !found {
-            return Some(format!("no {tool}"));
+            eprintln!("skipped: no {tool}");
+            return true;
         }
     }
-    None
+    false
 }
 
 /// The workload: join `init`'s PID namespace (and user namespace, `user`) and leave a
@@ -161,8 +163,7 @@ fn run_command(home: &Home, script: &str, user: bool, extra: &[&str], cgroup: bo
 /// A case's setting: a home, the outside namespace (user-owned with `user`) and the script that
 /// joins it; `None`, with the skip reason printed, where the case cannot run here.
 fn prepared(user: bool) -> Option<(Home, Outside, String)> {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
+    if skipped() {
         return None;
     }
     let home = Home::new();
@@ -313,8 +314,7 @@ impl Drop for Reaped {
 /// removes the cgroup after it; a `sleep` of this test is then moved into that cgroup.
 #[test]
 fn a_verified_receipt_with_a_populated_cgroup_is_live() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
+    if skipped() {
         return;
     }
     let home = Home::new();
@@ -383,8 +383,7 @@ fn a_verified_receipt_with_a_populated_cgroup_is_live() {
 /// scope `live`.
 #[test]
 fn a_sigkilled_run_ends_its_escapee_through_the_cgroup() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
+    if skipped() {
         return;
     }
     let home = Home::new();

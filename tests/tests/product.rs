@@ -16,13 +16,10 @@ fn release_guardian() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     // target/debug/deps/<test> -> target/release/refine-guardian
     let target = exe.ancestors().nth(3).expect("target dir");
-    let path = target.join("release/refine-guardian");
-    assert!(
-        path.is_file(),
-        "{} is missing: build it with `cargo build --release -p refine-guardian` (scripts/test does)",
-        path.display()
-    );
-    path
+    refine_tests::built(
+        target.join("release/refine-guardian"),
+        "build it with `cargo build --release -p refine-guardian` (scripts/test does)",
+    )
 }
 
 /// Static, not position-independent, no loader, no shared library.

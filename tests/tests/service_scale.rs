@@ -6,17 +6,22 @@ use refine_tests::cli_support;
 use cli_support::*;
 use refine_tests::wait_until;
 
+/// A service with one detached `sleep 600` live: its lazily opened descriptors and threads (the
+/// runtime's, the log) exist before a test takes its baseline. Its id comes back for the stop.
+fn warmed_service() -> (Home, Serving, String) {
+    let (home, svc) = Home::with_service(&[]);
+    let first = detach(&home, &["sleep", "600"]);
+    home.wait_state(&first, "live");
+    (home, svc, first)
+}
+
 /// A quiet detached scope holds one descriptor in the service (L3): its guardian's channel. The
 /// guardian drains the output (L1) and holds the registration lock for the service (it lets go
 /// when the channel ends); no control channel is kept (nobody holds its handle).
 #[test]
 fn a_quiet_detached_scope_costs_the_service_one_descriptor() {
     const N: usize = 8;
-    let (home, svc) = Home::with_service(&[]);
-    // One launch first: the service's lazily opened descriptors (runtime threads, the log) are
-    // then open before the baseline.
-    let first = detach(&home, &["sleep", "600"]);
-    home.wait_state(&first, "live");
+    let (home, svc, first) = warmed_service();
     let before = svc.fds();
     let ids: Vec<String> = (0..N).map(|_| detach(&home, &["sleep", "600"])).collect();
     for id in &ids {
@@ -97,9 +102,7 @@ fn detached_scopes_do_not_cost_the_service_a_thread_each() {
     const N: usize = 16;
     /// Room for the async runtime's blocking pool and the loop's own pool growing meanwhile.
     const SLACK: usize = 8;
-    let (home, svc) = Home::with_service(&[]);
-    let first = detach(&home, &["sleep", "600"]);
-    home.wait_state(&first, "live");
+    let (home, svc, first) = warmed_service();
     let before = svc.threads();
     let running: Vec<String> = (0..N).map(|_| detach(&home, &["sleep", "600"])).collect();
     let residues: Vec<String> = (0..N)

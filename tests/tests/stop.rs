@@ -134,9 +134,10 @@ fn a_member_with_a_non_utf8_command_name_is_stopped() {
 
 #[test]
 fn quiescence_failure_resumes_exactly_what_it_stopped() {
-    let (_home, rt) = home_and_runtime();
-    let mut scope = launch(&rt, "--sessions 2 --groups 2 --leaves 3 --forker --stopped");
-    scope.wait_ready();
+    let (_home, rt, mut scope) = ready_tree(
+        TREE_BUILDER,
+        "--sessions 2 --groups 2 --leaves 3 --forker --stopped",
+    );
     // The stopped leaf reports before it stops itself: wait for the kernel to show it stopped.
     assert!(wait_until(GENEROUS, || scope
         .members()
@@ -231,9 +232,10 @@ fn group_signals_never_reach_a_group_id_of_one_or_less() {
 
 #[test]
 fn overlapping_stops_from_two_processes_serialize_and_agree() {
-    let (home, rt) = home_and_runtime();
-    let mut scope = launch(&rt, "--sessions 3 --groups 2 --leaves 3 --ignorers 4");
-    scope.wait_ready();
+    let (home, _rt, mut scope) = ready_tree(
+        TREE_BUILDER,
+        "--sessions 3 --groups 2 --leaves 3 --ignorers 4",
+    );
     let before = scope.members();
     let run = || {
         Command::new(env!("CARGO_BIN_EXE_stop-run"))
@@ -328,9 +330,8 @@ fn children_are_killed_before_parents_so_no_stopped_group_is_resumed() {
 #[test]
 fn ppid_scan_finds_the_same_tree_as_children_lists() {
     use refine_supervisor::kernel::tree::{discover_with, Roots, Walk};
-    let (_home, rt) = home_and_runtime();
-    let mut scope = launch(&rt, "--sessions 2 --groups 2 --leaves 2 --orphan");
-    scope.wait_ready();
+    let (_home, rt, mut scope) =
+        ready_tree(TREE_BUILDER, "--sessions 2 --groups 2 --leaves 2 --orphan");
     let roots = Roots {
         guardian: Some(scope.reg.hello.guardian),
         members: Vec::new(),
@@ -350,9 +351,7 @@ fn ppid_scan_finds_the_same_tree_as_children_lists() {
 
 #[test]
 fn an_escaped_process_carrying_the_owner_marker_is_stopped_once_its_guardian_is_gone() {
-    let (_home, rt) = home_and_runtime();
-    let mut scope = launch(&rt, "--sessions 1 --groups 1 --leaves 1");
-    scope.wait_ready();
+    let (_home, rt, mut scope) = ready_tree(TREE_BUILDER, "--sessions 1 --groups 1 --leaves 1");
     // Started outside the guardian's tree (this test's own child), but marked as the scope's.
     let mut escaped = Command::new(TREE_BUILDER)
         .args(["--sessions", "0"])
@@ -390,9 +389,7 @@ fn an_escaped_process_carrying_the_owner_marker_is_stopped_once_its_guardian_is_
 
 #[test]
 fn a_scope_that_ends_on_sigterm_during_the_grace_needs_no_sigkill() {
-    let (_home, rt) = home_and_runtime();
-    let mut scope = launch(&rt, "--sessions 0");
-    scope.wait_ready();
+    let (_home, rt, mut scope) = ready_tree(TREE_BUILDER, "--sessions 0");
     let opts = StopOptions {
         grace: Some(GENEROUS),
         ..StopOptions::default()
@@ -411,9 +408,7 @@ fn a_scope_that_ends_on_sigterm_during_the_grace_needs_no_sigkill() {
 
 #[test]
 fn the_stop_fence_wait_is_bounded_and_typed() {
-    let (_home, rt) = home_and_runtime();
-    let mut scope = launch(&rt, "--sessions 0");
-    scope.wait_ready();
+    let (_home, rt, mut scope) = ready_tree(TREE_BUILDER, "--sessions 0");
     let held = rt.stop_fence(Duration::from_secs(5)).unwrap();
     let opts = StopOptions {
         budget: Duration::from_millis(100),
@@ -430,9 +425,7 @@ fn the_stop_fence_wait_is_bounded_and_typed() {
 
 #[test]
 fn a_parent_blocked_in_vfork_on_a_stopped_child_does_not_stall_quiescence() {
-    let (_home, rt) = home_and_runtime();
-    let mut scope = launch(&rt, "--sessions 0 --vforker");
-    scope.wait_ready();
+    let (_home, rt, mut scope) = ready_tree(TREE_BUILDER, "--sessions 0 --vforker");
     // The vfork child stopped itself before exec; its parent waits in the kernel (state D).
     assert!(
         wait_until(GENEROUS, || {
