@@ -23,13 +23,17 @@
 //! was), never `IOCTL_DEV`; with ABI 6 the signal and abstract-socket scopes (`--ready notify`
 //! keeps abstract sockets unscoped: the workload must reach the launcher's notify socket).
 
+use std::ffi::{CStr, CString};
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path};
 
 use refine_protocol::record::{ProtectAsk, ProtectPart, Protection};
+
+use rustix::fs::{self as rfs, FileType, Mode, OFlags};
 
 use crate::kernel::landlock::{self, fs as lfs, scope, Handled, Ruleset};
 
@@ -245,22 +249,20 @@ fn open_path(path: &Path) -> io::Result<Option<(OwnedFd, bool)>> {
 fn deny_beneath(rs: &mut Vec<(OwnedFd, u64)>, run: &Path, beside: u64) -> io::Result<()> {
     beside_the_way(rs, Path::new("/"), run, beside, beside & lfs::FILE)?;
     // `run/` itself: what is there at the launch is readable, nothing writable.
-    let Ok(ports) = fs::read_dir(run) else {
+    let Ok(mut ports) = Listing::open(run) else {
         return Ok(());
     };
-    for entry in ports {
-        let entry = entry?;
-        let path = entry.path();
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            grant(rs, &path, lfs::READ_FILE, lfs::READ_FILE);
+    for (name, kind) in ports.entries()? {
+        if kind != FileType::Directory {
+            ports.grant(rs, &name, kind, lfs::READ_FILE, lfs::READ_FILE);
             continue;
         }
-        for inner in fs::read_dir(&path)? {
-            let inner = inner?;
-            if inner.file_name() == "logs" {
+        let mut port = Listing::open_in(&ports, &name)?;
+        for (inner, kind) in port.entries()? {
+            if inner.as_bytes() == b"logs" {
                 continue;
             }
-            grant(rs, &inner.path(), lfs::READ_FILE, lfs::READ_FILE);
+            port.grant(rs, &inner, kind, lfs::READ_FILE, lfs::READ_FILE);
         }
     }
     Ok(())
@@ -275,22 +277,107 @@ fn beside_the_way(
     dir: u64,
     file: u64,
 ) -> io::Result<()> {
-    let mut at = from.to_path_buf();
     let rest = to.strip_prefix(from).unwrap_or(to);
+    let mut at = Listing::open(from)?;
     for part in rest.components() {
         let Component::Normal(next) = part else {
             continue;
         };
-        for entry in fs::read_dir(&at)? {
-            let entry = entry?;
-            if entry.file_name() == next {
+        for (name, kind) in at.entries()? {
+            if name.as_bytes() == next.as_bytes() {
                 continue;
             }
-            grant(rs, &entry.path(), dir, file);
+            at.grant(rs, &name, kind, dir, file);
         }
-        at.push(next);
+        at = Listing::open_in(&at, &CString::new(next.as_bytes())?)?;
     }
     Ok(())
+}
+
+/// A directory being listed for rules: its entries are opened relative to its descriptor (no
+/// walk from `/` for each), and the type the listing gives spares a `stat` where it settles the
+/// question (a link or a special file never gets a rule, a directory is opened as one).
+struct Listing(rfs::Dir);
+
+impl Listing {
+    fn open(dir: &Path) -> io::Result<Listing> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        Ok(Listing(rfs::Dir::new(rfs::open(
+            dir,
+            flags,
+            Mode::empty(),
+        )?)?))
+    }
+
+    /// The folder `name` of `parent`, the way [`fs::read_dir`] follows it.
+    fn open_in(parent: &Listing, name: &CStr) -> io::Result<Listing> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = rfs::openat(parent.0.fd()?, name, flags, Mode::empty())?;
+        Ok(Listing(rfs::Dir::new(fd)?))
+    }
+
+    /// The entries but `.` and `..`, with their type (read once).
+    fn entries(&mut self) -> io::Result<Vec<(CString, FileType)>> {
+        let mut out = Vec::new();
+        while let Some(entry) = self.0.read() {
+            let entry = entry?;
+            let name = entry.file_name();
+            if name.to_bytes() == b"." || name.to_bytes() == b".." {
+                continue;
+            }
+            let mut kind = entry.file_type();
+            if kind == FileType::Unknown {
+                // A file system that does not say (as `fs::DirEntry::file_type` does): ask it.
+                let at = self.0.fd()?;
+                kind = match rfs::statat(at, name, rfs::AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => FileType::from_raw_mode(st.st_mode),
+                    Err(_) => continue,
+                };
+            }
+            out.push((name.to_owned(), kind));
+        }
+        Ok(out)
+    }
+
+    /// [`grant`] of the entry `name` (listed as `kind`): `O_PATH` of the entry itself, never
+    /// followed. A directory gets `dir` rights, a file with one name `file` rights; a link, a
+    /// file with other names and a special file none. An entry that went away or cannot be
+    /// opened gets none, and one that changed its type since the listing is judged by what it
+    /// is when opened.
+    fn grant(
+        &self,
+        rs: &mut Vec<(OwnedFd, u64)>,
+        name: &CStr,
+        kind: FileType,
+        dir: u64,
+        file: u64,
+    ) {
+        let path = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let Ok(at) = self.0.fd() else { return };
+        match kind {
+            FileType::Symlink
+            | FileType::Fifo
+            | FileType::Socket
+            | FileType::CharacterDevice
+            | FileType::BlockDevice => {}
+            FileType::Directory => {
+                if let Ok(fd) = rfs::openat(at, name, path | OFlags::DIRECTORY, Mode::empty()) {
+                    rs.push((fd, dir));
+                }
+            }
+            _ => {
+                let Ok(fd) = rfs::openat(at, name, path, Mode::empty()) else {
+                    return;
+                };
+                let Ok(st) = rfs::fstat(&fd) else { return };
+                match FileType::from_raw_mode(st.st_mode) {
+                    FileType::Directory => rs.push((fd, dir)),
+                    FileType::RegularFile if st.st_nlink == 1 => rs.push((fd, file)),
+                    _ => {}
+                }
+            }
+        }
+    }
 }
 
 /// X12: `access` on a device node or a directory of them (`/dev/pts`); a missing one gets none.
@@ -315,5 +402,57 @@ fn grant_device(rs: &mut Vec<(OwnedFd, u64)>, path: &Path, access: u64) {
 fn grant(rs: &mut Vec<(OwnedFd, u64)>, path: &Path, dir: u64, file: u64) {
     if let Ok(Some((fd, is_dir))) = open_path(path) {
         rs.push((fd, if is_dir { dir } else { file }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    /// Which entries beside the way get a rule, and which rights: a folder its folder rights, a
+    /// file with one name its file rights, nothing for a link, a many-named file or a FIFO.
+    #[test]
+    fn the_rules_beside_the_way_go_to_folders_and_single_named_files_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        let a = root.join("a");
+        let run = a.join("run");
+        fs::create_dir_all(&run).unwrap();
+        fs::create_dir(root.join("x")).unwrap();
+        fs::create_dir(a.join("d")).unwrap();
+        fs::write(a.join("f"), b"").unwrap();
+        fs::write(a.join("g"), b"").unwrap();
+        fs::hard_link(a.join("g"), a.join("g2")).unwrap();
+        std::os::unix::fs::symlink(&run, a.join("l")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            a.join("p"),
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let mut rules = Vec::new();
+        beside_the_way(&mut rules, &root, &run, 1, 2).unwrap();
+        let identity = |p: &Path| {
+            let m = fs::symlink_metadata(p).unwrap();
+            (m.dev(), m.ino())
+        };
+        let mut got: Vec<((u64, u64), u64)> = rules
+            .iter()
+            .map(|(fd, rights)| {
+                let st = rustix::fs::fstat(fd).unwrap();
+                ((st.st_dev, st.st_ino), *rights)
+            })
+            .collect();
+        got.sort();
+        let mut want = vec![
+            (identity(&root.join("x")), 1),
+            (identity(&a.join("d")), 1),
+            (identity(&a.join("f")), 2),
+        ];
+        want.sort();
+        assert_eq!(got, want);
     }
 }
