@@ -73,8 +73,14 @@ pub use crate::launch::{
 pub use refine_protocol::record::{Kind, SandboxMode};
 pub use refine_protocol::{Receipt, WorkloadStatus};
 
+pub mod cgroup;
 pub mod docs;
+pub mod files;
+pub mod observe;
 pub mod ops;
+pub mod receipts;
+pub mod signals;
+pub mod terminal;
 
 // The types an application on the face names (E3, issue 41 item 2): its runtime, its errors,
 // the values it parses and passes on. The mechanisms stay in their modules.

@@ -669,7 +669,7 @@ async fn serve_async(
     let mut hup = signal(SignalKind::hangup()).map_err(io_err("install SIGHUP handler"))?;
     // An upgrade carried these blocked across its execve; with the handlers in place, one
     // sent meanwhile is taken now. (Unblocked on every start: an inherited block is reset.)
-    refine_supervisor::kernel::child_signals::unblock(setup::HELD_ACROSS_EXEC);
+    refine_supervisor::host::signals::unblock(setup::HELD_ACROSS_EXEC);
     let listener = bind_socket(&state.rt.socket_path())?;
     let mut upgrading = false;
     let exposition = match metrics_addr {

@@ -25,23 +25,23 @@ pub(super) fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitC
         }
     } else {
         let path = PathBuf::from(&args.target);
-        let r = assess::read_receipt_file(&path)?;
+        let r = receipts::read_receipt_file(&path)?;
         let rt = open_runtime(home, port)?;
-        let binding = assess::bind_receipt(rt.as_ref(), &r, &assess::KERNEL_BOOT);
+        let binding = receipts::bind_receipt(rt.as_ref(), &r, &receipts::KERNEL_BOOT);
         let verified = binding.verified();
         let (state, reason) = match &binding {
-            assess::ReceiptBinding::Holds { assessment, .. } => {
+            receipts::ReceiptBinding::Holds { assessment, .. } => {
                 let a = ops::flatten(assessment);
                 (Some(a.state), a.reason)
             }
-            assess::ReceiptBinding::Differs { assessment, .. } => {
+            receipts::ReceiptBinding::Differs { assessment, .. } => {
                 let a = ops::flatten(assessment);
                 let reason = a
                     .reason
                     .unwrap_or(refine_protocol::docs::ScopeReason::NotTheProofFilesReceipt);
                 (Some(a.state), Some(reason))
             }
-            assess::ReceiptBinding::Unbound => (
+            receipts::ReceiptBinding::Unbound => (
                 None,
                 Some(refine_protocol::docs::ScopeReason::Unbound {
                     registration: r.registration.to_string(),

@@ -150,8 +150,8 @@ pub(super) fn maintenance(state: &Arc<Service>, keep: Housekeeping) {
 /// this process's image before an upgrade in place), by its pid: a zombie keeps its pid and
 /// start time, so the witness names it and nothing else.
 pub(super) fn reap_inherited_guardian(reg: &Registration) {
-    use refine_supervisor::kernel::procfs;
-    let Ok(Some(stat)) = procfs::stat_of(&reg.hello.guardian) else {
+    use refine_supervisor::host::observe;
+    let Ok(Some(stat)) = observe::stat_of(&reg.hello.guardian) else {
         return;
     };
     if stat.ppid as u32 == std::process::id() && stat.state.is_exited() {
