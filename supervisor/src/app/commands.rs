@@ -20,8 +20,8 @@ use super::error::{CliError, ClientError, ServiceError, SpecError};
 use super::ops::{self, assess, list_views, out, print_json, show_doc};
 use super::{client, resolve, run, serve, view};
 use refine_supervisor::host::receipts;
+use refine_supervisor::host::{ForgetOptions, ForgetReport, RetentionOptions, RetentionReport};
 use refine_supervisor::host::{RegistryError, Runtime};
-use refine_supervisor::{history::forget, history::retention};
 
 /// Opens `run/P` if it exists; `Ok(None)` when the home exists but nothing ran on this port.
 fn open_runtime(home: &Path, port: u16) -> Result<Option<Runtime>, CliError> {

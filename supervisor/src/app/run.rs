@@ -50,16 +50,16 @@ use super::cli::RunArgs;
 use super::docs::{stream_doc, RunDoc, RunScope, StatusFields};
 use super::error::{CliError, ServiceError};
 use super::ops::{launch_options, print_json, LaunchOptions};
-use refine_supervisor::capacity::{admit, Admission};
 use refine_supervisor::error_chain;
+use refine_supervisor::host::admission::{admit, Admission};
 use refine_supervisor::host::observe;
 use refine_supervisor::host::signals;
 use refine_supervisor::host::terminal::{self, Foreground, Forward};
+use refine_supervisor::host::Command;
 use refine_supervisor::host::{
     Beside, InputWriter, LaunchAsks, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
 };
 use refine_supervisor::host::{Runtime, Stream, Timeout};
-use refine_supervisor::Command;
 
 /// Forwards the operator's keys and window resizes to an interactive launch's terminal, on two
 /// detached threads that end with the input (or the process).
@@ -535,7 +535,7 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
     // process exits, or the stop would die with us.
     let mut doc = run_doc(&result);
     let stop_residue = |result: &LaunchResult| {
-        if let Err(e) = refine_supervisor::launch::shared_stop(rt, &result.registration) {
+        if let Err(e) = refine_supervisor::host::stopping::shared_stop(rt, &result.registration) {
             tracing::warn!(id = %result.id, error = %error_chain(&e), "residue stop failed");
         }
     };

@@ -172,23 +172,23 @@ fn service_exited(pidfd: &std::os::fd::OwnedFd, within: std::time::Duration) -> 
 }
 
 pub(super) fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {
-    let opts = retention::Options {
+    let opts = RetentionOptions {
         older_than: args.older_than,
         dry_run: args.dry_run,
     };
-    let forget_opts = forget::Options {
+    let forget_opts = ForgetOptions {
         after: args.forget_after,
         dry_run: args.dry_run,
     };
     let report: GcDoc = match open_runtime(home, port)? {
         Some(rt) => ops::gc(&rt, opts, forget_opts)?,
         None => GcDoc {
-            retention: retention_doc(&retention::Report {
+            retention: retention_doc(&RetentionReport {
                 older_than_secs: opts.older_than.as_secs(),
                 dry_run: opts.dry_run,
                 ..Default::default()
             }),
-            forget: forget_doc(&forget::Report {
+            forget: forget_doc(&ForgetReport {
                 forget_after_secs: forget_opts.after.as_secs(),
                 dry_run: forget_opts.dry_run,
                 ..Default::default()

@@ -106,7 +106,7 @@ pub(super) fn maintenance(state: &Arc<Service>, keep: Housekeeping) {
     // here on.
     for reg in pass.health_checked {
         if !state.health.contains(reg.id)
-            && refine_supervisor::launch::health::prober_gone(rt, reg.id)
+            && refine_supervisor::host::service::prober_gone(rt, reg.id)
         {
             state.health.add(rt, reg);
             state.health_wake.notify_one();
