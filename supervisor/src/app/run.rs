@@ -53,7 +53,7 @@ use super::ops::{launch_options, print_json, LaunchOptions};
 use refine_supervisor::error_chain;
 use refine_supervisor::host::admission::{admit, Admission};
 use refine_supervisor::host::observe;
-use refine_supervisor::host::signals;
+use refine_supervisor::host::signals::{inherited_ignored, read_signal, Blocked};
 use refine_supervisor::host::terminal::{self, Foreground, Forward};
 use refine_supervisor::host::Command;
 use refine_supervisor::host::{
@@ -267,7 +267,7 @@ impl LaunchAsks for Ended {
 }
 
 impl Relay {
-    fn new(signals: signals::Blocked) -> Result<Relay, CliError> {
+    fn new(signals: Blocked) -> Result<Relay, CliError> {
         let signals = signals.signalfd().map_err(|source| ServiceError::Io {
             op: "start the signal relay",
             source,
@@ -284,7 +284,7 @@ impl Relay {
 
     /// Relays every pending signal to `launch`.
     fn take(&mut self, launch: &mut dyn LaunchAsks) {
-        while let Some(taken) = signals::read_signal(self.signals.as_fd()) {
+        while let Some(taken) = read_signal(self.signals.as_fd()) {
             let sig = taken.signo;
             match sig {
                 // `run`'s own write to a gone reader: not for the workload (W3, W12).
@@ -396,9 +396,9 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
     let relayed: Vec<i32> = relayed_signals()
         .into_iter()
         .filter(|&s| !(interactive_pty && s == libc::SIGWINCH))
-        .filter(|&s| !signals::inherited_ignored(s))
+        .filter(|&s| !inherited_ignored(s))
         .collect();
-    let signals = signals::Blocked::block(&relayed);
+    let signals = Blocked::block(&relayed);
     // C4: the admission lock is held from the check until the registration is durable.
     let slot = admit(
         rt,
@@ -463,7 +463,7 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
         },
     )?;
     let req = cmd.request_mut();
-    req.signal_state = Some(signals::inherited());
+    req.signal_state = Some(refine_supervisor::host::signals::inherited());
     if !args.json {
         req.forward_stdout = forward_of(io::stdout().as_fd());
         req.forward_stderr = forward_of(io::stderr().as_fd());

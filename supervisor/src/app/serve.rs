@@ -57,8 +57,8 @@ use super::ops::{self, launch_command, maintenance_pass, recover_all, stop_one};
 use super::resolve;
 use super::throttle::{Backoff, LogLimit};
 use refine_supervisor::error_chain;
-use refine_supervisor::host::admission as capacity;
-use refine_supervisor::host::service::{self as watch, Watcher};
+use refine_supervisor::host::admission;
+use refine_supervisor::host::service::{self, Watcher};
 use refine_supervisor::host::stopping as stop;
 use refine_supervisor::host::Signal;
 use refine_supervisor::host::StallConfig;
@@ -217,7 +217,7 @@ async fn admit_queued(
         // Not an agent: no census, only the label under the admission lock.
         let (rt, spec) = (state.rt.clone(), spec.clone());
         return tokio::task::spawn_blocking(move || {
-            capacity::try_admit(&rt, None, &capacity::Admission::of(&spec))
+            admission::try_admit(&rt, None, &admission::Admission::of(&spec))
         })
         .await
         .unwrap_or_else(|e| Err(AdmitError::Task(e)))
@@ -232,7 +232,7 @@ async fn admit_queued(
         async move {
             tokio::task::spawn_blocking(move || {
                 let mut probe = st.probe.lock().unwrap_or_else(|p| p.into_inner());
-                capacity::try_admit(&st.rt, Some(&mut **probe), &capacity::Admission::of(&spec))
+                admission::try_admit(&st.rt, Some(&mut **probe), &admission::Admission::of(&spec))
             })
             .await
             .unwrap_or_else(|e| Err(AdmitError::Task(e)))
@@ -463,11 +463,11 @@ struct Service {
     /// Registrations with a graced deadline stop under way ([`graced_deadline_stop`]).
     graced: Mutex<HashSet<RegistrationId>>,
     /// The host probe of the censuses of admission.
-    probe: Mutex<Box<dyn capacity::HostProbe + Send>>,
+    probe: Mutex<Box<dyn admission::HostProbe + Send>>,
     /// The grace of a stop the service makes on its own (shutdown, a connection's end).
     shutdown_grace: Duration,
     /// H7: the scopes this service probes, driven by one timer task ([`health_timer`]).
-    health: Arc<watch::HealthQueue>,
+    health: Arc<service::HealthQueue>,
     health_wake: tokio::sync::Notify,
 }
 
@@ -555,7 +555,7 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
     } = config;
     let rt = Runtime::open(home, port)?;
     let lock = rt.service_lock_path();
-    let _held = watch::try_acquire(&lock)?.ok_or_else(|| ServiceError::AlreadyRunning {
+    let _held = service::try_acquire(&lock)?.ok_or_else(|| ServiceError::AlreadyRunning {
         port,
         lock: lock.clone(),
     })?;
@@ -726,8 +726,8 @@ async fn serve_async(
                     let Ok(mut w) = watcher.lock() else { return };
                     let events = w.pass(
                         &rt,
-                        &watch::KERNEL_BOOT,
-                        watch::boottime(),
+                        &service::KERNEL_BOOT,
+                        service::boottime(),
                         refine_supervisor::host::unix_ms(),
                     );
                     for (id, event) in events {
@@ -831,22 +831,22 @@ fn recover_at_start(rt: &Runtime) {
 }
 
 /// One line in the service log when a stall watch incident begins, and one when it clears.
-fn log_stall(id: RegistrationId, event: &watch::StallEvent) {
+fn log_stall(id: RegistrationId, event: &service::StallEvent) {
     match event {
-        watch::StallEvent::Began(i) => tracing::warn!(
+        service::StallEvent::Began(i) => tracing::warn!(
             %id,
-            signal = watch::stall_signal_name(i.signal),
+            signal = service::stall_signal_name(i.signal),
             samples = i.samples,
             cpu_percent = f64::from(i.cpu_permille) / 10.0,
             last_write = %super::docs::utc(i.last_write_unix_ms),
             "stall watch: began"
         ),
-        watch::StallEvent::Ended { incident, reason } => tracing::info!(
+        service::StallEvent::Ended { incident, reason } => tracing::info!(
             %id,
-            signal = watch::stall_signal_name(incident.signal),
+            signal = service::stall_signal_name(incident.signal),
             since = %super::docs::utc(incident.since_unix_ms),
             samples = incident.samples,
-            reason = watch::stall_cleared_name(*reason),
+            reason = service::stall_cleared_name(*reason),
             "stall watch: cleared"
         ),
     }

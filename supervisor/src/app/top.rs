@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use refine_protocol::record::LimitPlacement;
 use refine_protocol::{BootId, Registration};
 use refine_supervisor::host::observe::{self, Sample};
-use refine_supervisor::host::signals as child_signals;
+use refine_supervisor::host::signals::{read_signal, Blocked};
 use refine_supervisor::host::{RegistryError, Runtime};
 
 use super::cli::{ExitCode, TopArgs};
@@ -244,7 +244,7 @@ fn stream(scopes: &Scopes<'_>, interval: Duration) -> Result<ExitCode, CliError>
         libc::SIGQUIT,
         libc::SIGWINCH,
     ];
-    let blocked = child_signals::Blocked::block(&held);
+    let blocked = Blocked::block(&held);
     let signals = blocked.signalfd().map_err(CliError::Output)?;
     let screen = Screen::enter().map_err(CliError::Output)?;
     let mut keyboard = screen.saved.is_some();
@@ -294,7 +294,7 @@ fn wait(signals: &std::os::fd::OwnedFd, keyboard: &mut bool, until: Instant) -> 
         let key_ready = fds.get(1).is_some_and(|f| !f.revents().is_empty());
         drop(fds);
         if signal_ready {
-            if let Some(taken) = child_signals::read_signal(signals.as_fd()) {
+            if let Some(taken) = read_signal(signals.as_fd()) {
                 if taken.signo == libc::SIGWINCH {
                     return Ok(Woke::Resized);
                 }
