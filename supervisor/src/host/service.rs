@@ -14,7 +14,7 @@
 /// The stall watch of every live scope: [`Watcher::pass`] once a period, with the boot
 /// ([`KERNEL_BOOT`]) and the monotonic [`boottime`]; each [`StallEvent`] named for a log line
 /// ([`stall_signal_name`], [`stall_cleared_name`]).
-pub use crate::end::assess::KERNEL_BOOT;
+pub use crate::end::assess::{BootSource, KERNEL_BOOT};
 pub use crate::hygiene::stall::sample::{boottime, Watcher};
 pub use crate::hygiene::stall::{
     cleared_name as stall_cleared_name, signal_name as stall_signal_name, Cleared as StallCleared,

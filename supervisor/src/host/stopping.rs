@@ -9,7 +9,8 @@
 //! # Caveats
 //! - [`Stopping`] holds no clock and waits for nothing: the host tells it the time and whether
 //!   the tree is empty. A guardian whose pidfd cannot be opened ([`Verified::open`] fails) is
-//!   gone or its pid reused: the tree counts as empty and the proof follows at once.
+//!   gone or its pid reused: the service then counts the tree as empty, and the stop proper
+//!   proves the end at once.
 //! - A stop is proven by the guardian's receipt, not by the grace ending.
 
 /// A signal to the workload's process group through a verified member, and no stop (a host's
