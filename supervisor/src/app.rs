@@ -17,30 +17,31 @@
 //! - `man`: the manual, a page per subcommand.
 //! - `error`: the application's errors.
 //!
-//! What the app does to a runtime it asks the face for ([`refine_supervisor::host`]: the
-//! operations of `host::ops`, and the types it re-exports: the errors, the values clap parses
-//! into, health and readiness, the output index, the journal, the capacity census); the paths
-//! past the face that remain
-//! (`grep -rnE 'refine_supervisor::(kernel|store|end|history|hygiene|launch|capacity)' src/app`:
-//! 16 lines outside `run.rs` and `serve.rs`, 35 before issue 41's item 2 reached them; 16 in
-//! `run.rs` and 9 in `serve.rs`, 17 and 14 before: the journal, the admission lock's `Fence`,
-//! the descriptor budget, the caller-driven engine's `Beside`/`LaunchAsks` and the stream
-//! documents now come from the face) are these, each for its reason:
-//! - `run`, `top`, the signal waits in `commands` (`stop`) and `serve/setup`: the foreground
-//!   process's own terminal and signals (`kernel::{terminal, child_signals}`, `launch::pty`,
-//!   `launch::capture::Forward`): a terminal job and a process's signal mask are the CLI's, not
-//!   a host's; W9's escalation still lives in `run` (not moved). `top` samples `/proc` and the
-//!   cgroups itself (`kernel::{observe, procfs, tree}`): a redrawn terminal view, not an operation.
-//! - `serve`: the service's machinery not yet an operation: its admission slots
-//!   (`capacity`, the FIFO) and its own lock (`store::fence`), the stall watcher
-//!   (`hygiene::stall`), the verified guardian handle of a stop, `end::stop` for `stop_async`,
-//!   the probes of scopes whose prober is gone (`launch::health::prober_gone`) and the
-//!   reap of guardians inherited across an upgrade (`kernel::procfs`).
-//! - `commands`: `setup-cgroup` (`kernel::cgroup`: it configures the host, it launches nothing)
-//!   and `receipt verify` (`end::assess`: a file checked without a runtime): commands of their
-//!   own, not yet operations.
-//! - `man`, `events`, `serve/socket`: writing files as the store writes them
-//!   (`store::durable`: the manual's pages, the journal's private directory).
+//! What the app does to a runtime it asks the face for ([`refine_supervisor::host`]): the
+//! operations of `host::ops`, the types it re-exports (the errors, the values clap parses
+//! into, health and readiness, the output index, the journal, the capacity census, `gc`'s
+//! options), and the face's modules for what a host needs beside the operations, each naming
+//! the part of a mechanism a host uses:
+//! - `host::terminal`, `host::signals`: the foreground process's own terminal job, raw mode,
+//!   window size, output forwarding and signal mask (`run`, `top`, the interrupts `stop`
+//!   holds, the service's upgrade across `execve`, `main`'s inherited signal state).
+//! - `host::observe`: a scope's figures and a process's state (`top`, `run`'s job control,
+//!   the service's reap of guardians inherited across an upgrade).
+//! - `host::files`: files written as the store writes them (the manual's pages, the
+//!   journal's private folder).
+//! - `host::cgroup`: where scopes get their cgroups (`serve --no-cgroup`, `--cgroup-root`).
+//! - `host::receipts`: `receipt verify PATH`, a receipt file bound by the one assessment.
+//! - `host::admission`: slots and the `unique` rule (`run` waits in `admit`, the service's
+//!   FIFO drives `try_admit`).
+//! - `host::stopping`: the stop driven step by step (the service's `stop_async`), the shared
+//!   stop of a residue (`run`), a signal without a stop (the socket's `signal`).
+//! - `host::service`: the service's own lock, its stall watch and its health queue.
+//!
+//! No path past the face remains:
+//! `grep -rnE 'refine_supervisor::(kernel|store|end|history|hygiene|launch|capacity)' src/app`
+//! finds no line (41 before issue 41's item 2 was finished), and the imports the grep does not
+//! see (`commands`' grouped `history` import, the crate-root `Command` and `Supervisor`) name
+//! the face too.
 
 mod cli;
 mod client;

@@ -73,16 +73,27 @@ pub use crate::launch::{
 pub use refine_protocol::record::{Kind, SandboxMode};
 pub use refine_protocol::{Receipt, WorkloadStatus};
 
+pub mod admission;
+pub mod cgroup;
 pub mod docs;
+pub mod files;
+pub mod observe;
 pub mod ops;
+pub mod receipts;
+pub mod service;
+pub mod signals;
+pub mod stopping;
+pub mod terminal;
 
 // The types an application on the face names (E3, issue 41 item 2): its runtime, its errors,
 // the values it parses and passes on. The mechanisms stay in their modules.
 pub use crate::capacity::{human_bytes, AdmitError, SlotTurn, SlotWait};
 pub use crate::end::assess::ReceiptFileError;
 pub use crate::end::recover::RecoverError;
-pub use crate::history::forget::ForgetError;
-pub use crate::history::retention::RetentionError;
+pub use crate::history::forget::{ForgetError, Options as ForgetOptions, Report as ForgetReport};
+pub use crate::history::retention::{
+    Options as RetentionOptions, Report as RetentionReport, RetentionError,
+};
 pub use crate::history::strays::SAFETY_AGE as STRAY_SAFETY_AGE;
 pub use crate::hygiene::holders::HoldersError;
 pub use crate::hygiene::reap_checkout::ReapError;

@@ -10,8 +10,8 @@ use app::{self as cli, Command};
 const FAILURE: i32 = 1;
 
 fn main() {
-    refine_supervisor::kernel::child_signals::capture_inherited(); // W10: before anything changes it
-    refine_supervisor::kernel::child_signals::reset(); // G11: before any thread, any child
+    refine_supervisor::host::signals::capture_inherited(); // W10: before anything changes it
+    refine_supervisor::host::signals::reset(); // G11: before any thread, any child
     refine_supervisor::raise_nofile_limit(); // T6
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match cli::parse_args(&args) {

@@ -19,9 +19,9 @@ use super::docs::{
 use super::error::{CliError, ClientError, ServiceError, SpecError};
 use super::ops::{self, assess, list_views, out, print_json, show_doc};
 use super::{client, resolve, run, serve, view};
-use refine_supervisor::end::assess;
+use refine_supervisor::host::receipts;
+use refine_supervisor::host::{ForgetOptions, ForgetReport, RetentionOptions, RetentionReport};
 use refine_supervisor::host::{RegistryError, Runtime};
-use refine_supervisor::{history::forget, history::retention};
 
 /// Opens `run/P` if it exists; `Ok(None)` when the home exists but nothing ran on this port.
 fn open_runtime(home: &Path, port: u16) -> Result<Option<Runtime>, CliError> {
@@ -129,16 +129,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Serve(Deferred(args)) => {
             let watch = args.stall().validate().map_err(CliError::Stall)?;
-            refine_supervisor::kernel::cgroup::configure(
-                match (&args.cgroup_root, args.no_cgroup) {
-                    (_, true) => refine_supervisor::kernel::cgroup::Setting::Off,
-                    (Some(root), false) => {
-                        refine_supervisor::kernel::cgroup::Setting::Root(root.clone())
-                    }
-                    (None, false) => refine_supervisor::kernel::cgroup::Setting::from_env(),
-                },
-            );
-            match refine_supervisor::kernel::cgroup::base() {
+            refine_supervisor::host::cgroup::configure(match (&args.cgroup_root, args.no_cgroup) {
+                (_, true) => refine_supervisor::host::cgroup::Setting::Off,
+                (Some(root), false) => refine_supervisor::host::cgroup::Setting::Root(root.clone()),
+                (None, false) => refine_supervisor::host::cgroup::Setting::from_env(),
+            });
+            match refine_supervisor::host::cgroup::base() {
                 Ok(base) => {
                     tracing::info!(base = %base.display(), "scopes get a cgroup of their own")
                 }

@@ -29,7 +29,7 @@ pub fn events(home: &Path, port: u16, args: EventsArgs) -> Result<ExitCode, CliE
     }
     let mut changes = if args.follow {
         // The folder is watched before the first read, so nothing written between is missed.
-        let _ = refine_supervisor::store::durable::create_private_dir(journal.dir());
+        let _ = refine_supervisor::host::files::create_private_dir(journal.dir());
         super::ops::Changes::watch_dir(journal.dir())
     } else {
         super::ops::Changes::none()

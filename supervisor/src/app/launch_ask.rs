@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use refine_protocol::api::LaunchAsk;
 use refine_protocol::Kind;
+use refine_supervisor::host::Command;
 use refine_supervisor::host::WindowSize;
-use refine_supervisor::Command;
 
 use super::error::{ServiceError, SpecError};
 
@@ -24,7 +24,7 @@ pub(crate) fn launch_command(spec: &LaunchAsk) -> Result<Command, ServiceError> 
         cmd = cmd.current_dir(cwd);
     }
     if spec.input {
-        cmd = cmd.stdin(refine_supervisor::StdinMode::Pipe);
+        cmd = cmd.stdin(refine_supervisor::host::StdinMode::Pipe);
     }
     for (k, v) in &spec.meta {
         cmd = cmd.purpose(k.clone(), v.clone());

@@ -371,8 +371,7 @@ pub(super) fn write_all(cmd: &clap::Command, dir: &Path) -> Result<(), CliError>
         };
         let mut text = Vec::new();
         write(cmd.clone(), name, &mut text).map_err(CliError::Output)?;
-        refine_supervisor::store::durable::write_atomic(&path, &text, 0o644)
-            .map_err(fail(&path))?;
+        refine_supervisor::host::files::write_atomic(&path, &text, 0o644).map_err(fail(&path))?;
     }
     Ok(())
 }

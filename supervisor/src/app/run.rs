@@ -3,7 +3,7 @@
 //!
 //! - **stdin** (W1): this process's own fd 0 is the workload's, passed as it is (a pipe or a
 //!   file keeps its end of file, offsets and seeks, as under `tini`). In the foreground of a
-//!   terminal (a job of its own, [`refine_supervisor::kernel::terminal`]) the workload's group
+//!   terminal (a job of its own, [`refine_supervisor::host::terminal`]) the workload's group
 //!   gets the terminal's foreground while it runs (W15): the terminal's keys reach the whole job,
 //!   a Ctrl-Z that stops it stops `run` too (seen by a poll: the workload is not `run`'s child),
 //!   and `fg` hands the terminal back to it. Two cases relay stdin through a pipe instead: a
@@ -33,7 +33,7 @@
 //!   forwards the `SIGCONT`.
 //!   `SIGWINCH` resizes the PTY of an interactive `--pty` launch and is forwarded otherwise.
 //! - **pipes** (W3): stdout and stderr are forwarded at the reader's pace
-//!   ([`refine_supervisor::launch::capture::Forward`]); a reader that goes away breaks the workload's stream.
+//!   ([`refine_supervisor::host::terminal::Forward`]); a reader that goes away breaks the workload's stream.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -50,16 +50,16 @@ use super::cli::RunArgs;
 use super::docs::{stream_doc, RunDoc, RunScope, StatusFields};
 use super::error::{CliError, ServiceError};
 use super::ops::{launch_options, print_json, LaunchOptions};
-use refine_supervisor::capacity::{admit, Admission};
 use refine_supervisor::error_chain;
+use refine_supervisor::host::admission::{admit, Admission};
+use refine_supervisor::host::observe;
+use refine_supervisor::host::signals::{inherited_ignored, read_signal, Blocked};
+use refine_supervisor::host::terminal::{self, Foreground, Forward};
+use refine_supervisor::host::Command;
 use refine_supervisor::host::{
     Beside, InputWriter, LaunchAsks, LaunchOutcome, LaunchResult, ScopeState, StdinMode, Supervisor,
 };
 use refine_supervisor::host::{Runtime, Stream, Timeout};
-use refine_supervisor::kernel::procfs;
-use refine_supervisor::kernel::terminal::Foreground;
-use refine_supervisor::launch::capture::Forward;
-use refine_supervisor::Command;
 
 /// Forwards the operator's keys and window resizes to an interactive launch's terminal, on two
 /// detached threads that end with the input (or the process).
@@ -97,9 +97,7 @@ fn forward_terminal(input: InputWriter) -> Result<(), CliError> {
         .name("refine-winch".into())
         .spawn(move || {
             for _ in winch.forever() {
-                if let Ok(size) =
-                    refine_supervisor::launch::pty::window_size(rustix::stdio::stdin())
-                {
+                if let Ok(size) = terminal::window_size(rustix::stdio::stdin()) {
                     let _ = input.resize(size);
                 }
             }
@@ -269,7 +267,7 @@ impl LaunchAsks for Ended {
 }
 
 impl Relay {
-    fn new(signals: refine_supervisor::kernel::child_signals::Blocked) -> Result<Relay, CliError> {
+    fn new(signals: Blocked) -> Result<Relay, CliError> {
         let signals = signals.signalfd().map_err(|source| ServiceError::Io {
             op: "start the signal relay",
             source,
@@ -286,9 +284,7 @@ impl Relay {
 
     /// Relays every pending signal to `launch`.
     fn take(&mut self, launch: &mut dyn LaunchAsks) {
-        while let Some(taken) =
-            refine_supervisor::kernel::child_signals::read_signal(self.signals.as_fd())
-        {
+        while let Some(taken) = read_signal(self.signals.as_fd()) {
             let sig = taken.signo;
             match sig {
                 // `run`'s own write to a gone reader: not for the workload (W3, W12).
@@ -332,8 +328,8 @@ impl Relay {
         let Some((tty, workload)) = &self.terminal else {
             return;
         };
-        let stopped = procfs::stat_of(workload)
-            .is_ok_and(|st| st.is_some_and(|st| st.state == procfs::State::Stopped));
+        let stopped = observe::stat_of(workload)
+            .is_ok_and(|st| st.is_some_and(|st| st.state == observe::State::Stopped));
         if self.followed_stop {
             self.followed_stop = stopped;
             return;
@@ -352,8 +348,7 @@ impl Relay {
     fn wait(&mut self, bound: Duration) -> Option<i32> {
         use rustix::event::{PollFd, PollFlags};
         let mut fds = [PollFd::new(&self.signals, PollFlags::IN)];
-        let _ =
-            refine_supervisor::launch::capture::poll_until(&mut fds, Some(Instant::now() + bound));
+        let _ = terminal::poll_until(&mut fds, Some(Instant::now() + bound));
         self.take(&mut Ended);
         self.unseen_end.take()
     }
@@ -401,9 +396,9 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
     let relayed: Vec<i32> = relayed_signals()
         .into_iter()
         .filter(|&s| !(interactive_pty && s == libc::SIGWINCH))
-        .filter(|&s| !refine_supervisor::kernel::child_signals::inherited_ignored(s))
+        .filter(|&s| !inherited_ignored(s))
         .collect();
-    let signals = refine_supervisor::kernel::child_signals::Blocked::block(&relayed);
+    let signals = Blocked::block(&relayed);
     // C4: the admission lock is held from the check until the registration is durable.
     let slot = admit(
         rt,
@@ -468,7 +463,7 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
         },
     )?;
     let req = cmd.request_mut();
-    req.signal_state = Some(refine_supervisor::kernel::child_signals::inherited());
+    req.signal_state = Some(refine_supervisor::host::signals::inherited());
     if !args.json {
         req.forward_stdout = forward_of(io::stdout().as_fd());
         req.forward_stderr = forward_of(io::stderr().as_fd());
@@ -478,7 +473,7 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
     // size, keys and resizes, and ours is raw meanwhile (restored when this function returns).
     let interactive = req.pty.is_some() && stdin_is_terminal;
     if interactive {
-        if let Ok(size) = refine_supervisor::launch::pty::window_size(rustix::stdio::stdin()) {
+        if let Ok(size) = terminal::window_size(rustix::stdio::stdin()) {
             req.pty = Some(size);
         }
     }
@@ -509,12 +504,11 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
     let workload = handle.registration().hello.workload;
     drop(slot);
     let _raw = if interactive {
-        let raw = refine_supervisor::launch::pty::RawMode::enter(rustix::stdio::stdin()).map_err(
-            |e| ServiceError::Io {
+        let raw =
+            terminal::RawMode::enter(rustix::stdio::stdin()).map_err(|e| ServiceError::Io {
                 op: "put the terminal in raw mode",
                 source: io::Error::other(e),
-            },
-        )?;
+            })?;
         forward_terminal(handle.input_writer())?;
         Some(raw)
     } else {
@@ -541,7 +535,7 @@ pub fn run_embedded(rt: &Runtime, args: RunArgs) -> Result<i32, CliError> {
     // process exits, or the stop would die with us.
     let mut doc = run_doc(&result);
     let stop_residue = |result: &LaunchResult| {
-        if let Err(e) = refine_supervisor::launch::shared_stop(rt, &result.registration) {
+        if let Err(e) = refine_supervisor::host::stopping::shared_stop(rt, &result.registration) {
             tracing::warn!(id = %result.id, error = %error_chain(&e), "residue stop failed");
         }
     };

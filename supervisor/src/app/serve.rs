@@ -56,14 +56,14 @@ use super::metrics::{self, Metrics, RequestResult};
 use super::ops::{self, launch_command, maintenance_pass, recover_all, stop_one};
 use super::resolve;
 use super::throttle::{Backoff, LogLimit};
-use refine_supervisor::capacity;
-use refine_supervisor::end::stop;
 use refine_supervisor::error_chain;
+use refine_supervisor::host::admission;
+use refine_supervisor::host::service::{self, Watcher};
+use refine_supervisor::host::stopping as stop;
 use refine_supervisor::host::Signal;
+use refine_supervisor::host::StallConfig;
+use refine_supervisor::host::Supervisor;
 use refine_supervisor::host::{RegistryError, Runtime, SlotTurn, SlotWait, Stream};
-use refine_supervisor::hygiene::stall::{self, sample::Watcher, StallConfig};
-use refine_supervisor::store::fence;
-use refine_supervisor::Supervisor;
 /// What the maintenance loop's housekeeping keeps and forgets.
 #[derive(Debug, Clone, Copy)]
 pub struct Housekeeping {
@@ -217,7 +217,7 @@ async fn admit_queued(
         // Not an agent: no census, only the label under the admission lock.
         let (rt, spec) = (state.rt.clone(), spec.clone());
         return tokio::task::spawn_blocking(move || {
-            capacity::try_admit(&rt, None, &capacity::Admission::of(&spec))
+            admission::try_admit(&rt, None, &admission::Admission::of(&spec))
         })
         .await
         .unwrap_or_else(|e| Err(AdmitError::Task(e)))
@@ -232,7 +232,7 @@ async fn admit_queued(
         async move {
             tokio::task::spawn_blocking(move || {
                 let mut probe = st.probe.lock().unwrap_or_else(|p| p.into_inner());
-                capacity::try_admit(&st.rt, Some(&mut **probe), &capacity::Admission::of(&spec))
+                admission::try_admit(&st.rt, Some(&mut **probe), &admission::Admission::of(&spec))
             })
             .await
             .unwrap_or_else(|e| Err(AdmitError::Task(e)))
@@ -353,7 +353,7 @@ const GRACE_POLL: Duration = Duration::from_millis(50);
 /// every [`GRACE_POLL`], is readable once it has exited. A guardian that cannot be opened is
 /// gone or reused: the tree counts as empty, and the stop's proof follows at once.
 async fn grace_over(guardian: refine_protocol::ProcessWitness, stopping: &mut stop::Stopping) {
-    let v = refine_supervisor::kernel::signal::Verified::open(guardian).ok();
+    let v = stop::Verified::open(guardian).ok();
     loop {
         let empty = v.as_ref().is_none_or(|v| v.has_exited().unwrap_or(true));
         match stopping.advance(Instant::now(), empty) {
@@ -463,11 +463,11 @@ struct Service {
     /// Registrations with a graced deadline stop under way ([`graced_deadline_stop`]).
     graced: Mutex<HashSet<RegistrationId>>,
     /// The host probe of the censuses of admission.
-    probe: Mutex<Box<dyn refine_supervisor::capacity::HostProbe + Send>>,
+    probe: Mutex<Box<dyn admission::HostProbe + Send>>,
     /// The grace of a stop the service makes on its own (shutdown, a connection's end).
     shutdown_grace: Duration,
     /// H7: the scopes this service probes, driven by one timer task ([`health_timer`]).
-    health: Arc<refine_supervisor::launch::health::Queue>,
+    health: Arc<service::HealthQueue>,
     health_wake: tokio::sync::Notify,
 }
 
@@ -555,7 +555,7 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
     } = config;
     let rt = Runtime::open(home, port)?;
     let lock = rt.service_lock_path();
-    let _held = fence::try_acquire(&lock)?.ok_or_else(|| ServiceError::AlreadyRunning {
+    let _held = service::try_acquire(&lock)?.ok_or_else(|| ServiceError::AlreadyRunning {
         port,
         lock: lock.clone(),
     })?;
@@ -588,7 +588,7 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         closing: tokio::sync::watch::Sender::new(false),
         answering: std::sync::atomic::AtomicUsize::new(0),
         slot_queue: tokio::sync::Mutex::new(()),
-        probe: Mutex::new(capacity::probe()),
+        probe: Mutex::new(refine_supervisor::host::capacity_probe()),
         graced: Mutex::new(HashSet::new()),
         shutdown_grace,
         health: Arc::default(),
@@ -669,7 +669,7 @@ async fn serve_async(
     let mut hup = signal(SignalKind::hangup()).map_err(io_err("install SIGHUP handler"))?;
     // An upgrade carried these blocked across its execve; with the handlers in place, one
     // sent meanwhile is taken now. (Unblocked on every start: an inherited block is reset.)
-    refine_supervisor::kernel::child_signals::unblock(setup::HELD_ACROSS_EXEC);
+    refine_supervisor::host::signals::unblock(setup::HELD_ACROSS_EXEC);
     let listener = bind_socket(&state.rt.socket_path())?;
     let mut upgrading = false;
     let exposition = match metrics_addr {
@@ -726,8 +726,8 @@ async fn serve_async(
                     let Ok(mut w) = watcher.lock() else { return };
                     let events = w.pass(
                         &rt,
-                        &refine_supervisor::end::assess::KERNEL_BOOT,
-                        stall::sample::boottime(),
+                        &service::KERNEL_BOOT,
+                        service::boottime(),
                         refine_supervisor::host::unix_ms(),
                     );
                     for (id, event) in events {
@@ -831,22 +831,22 @@ fn recover_at_start(rt: &Runtime) {
 }
 
 /// One line in the service log when a stall watch incident begins, and one when it clears.
-fn log_stall(id: RegistrationId, event: &stall::Event) {
+fn log_stall(id: RegistrationId, event: &service::StallEvent) {
     match event {
-        stall::Event::Began(i) => tracing::warn!(
+        service::StallEvent::Began(i) => tracing::warn!(
             %id,
-            signal = stall::signal_name(i.signal),
+            signal = service::stall_signal_name(i.signal),
             samples = i.samples,
             cpu_percent = f64::from(i.cpu_permille) / 10.0,
             last_write = %super::docs::utc(i.last_write_unix_ms),
             "stall watch: began"
         ),
-        stall::Event::Ended { incident, reason } => tracing::info!(
+        service::StallEvent::Ended { incident, reason } => tracing::info!(
             %id,
-            signal = stall::signal_name(incident.signal),
+            signal = service::stall_signal_name(incident.signal),
             since = %super::docs::utc(incident.since_unix_ms),
             samples = incident.samples,
-            reason = stall::cleared_name(*reason),
+            reason = service::stall_cleared_name(*reason),
             "stall watch: cleared"
         ),
     }

@@ -14,7 +14,7 @@
 //! A CPU share needs two samples: it is the CPU time the scope spent between them divided by
 //! the time between them. The pause before the second sample is a measurement window, not a
 //! wait for anything; `WINDOW` (1 s) is the window of a single sample, as `podman stats
-//! --no-stream` takes one of its own. Where each figure is read is `kernel::observe`'s.
+//! --no-stream` takes one of its own. Where each figure is read is `host::observe`'s.
 //!
 //! # Caveats
 //! - A scope launched during the window is shown from the next refresh on (it needs two
@@ -30,9 +30,9 @@ use std::time::{Duration, Instant};
 
 use refine_protocol::record::LimitPlacement;
 use refine_protocol::{BootId, Registration};
+use refine_supervisor::host::observe::{self, Sample};
+use refine_supervisor::host::signals::{read_signal, Blocked};
 use refine_supervisor::host::{RegistryError, Runtime};
-use refine_supervisor::kernel::observe::{self, Sample};
-use refine_supervisor::kernel::{child_signals, procfs, tree};
 
 use super::cli::{ExitCode, TopArgs};
 use super::docs::{top_scope_doc, utc, State, TopDoc, TopScopeDoc};
@@ -54,7 +54,7 @@ pub fn top(home: &Path, port: u16, args: TopArgs) -> Result<ExitCode, CliError> 
         Err(RegistryError::MissingRuntime(_)) => None,
         Err(e) => return Err(e.into()),
     };
-    let boot = procfs::boot_id().map_err(|e| CliError::Output(io::Error::other(e)))?;
+    let boot = observe::boot_id().map_err(|e| CliError::Output(io::Error::other(e)))?;
     let scopes = Scopes {
         rt: rt.as_ref(),
         boot,
@@ -88,7 +88,7 @@ struct Watched {
     reg: Registration,
     cgroup: Option<PathBuf>,
     placements: Vec<LimitPlacement>,
-    roots: tree::Roots,
+    roots: observe::Roots,
 }
 
 impl Watched {
@@ -105,7 +105,7 @@ impl Watched {
                 .map(|r| r.placements.clone())
                 .unwrap_or_default(),
             // The tree below the guardian: a live scope's guardian is alive and adopts all of it.
-            roots: tree::Roots {
+            roots: observe::Roots {
                 guardian: Some(reg.hello.guardian),
                 members: Vec::new(),
                 owner: None,
@@ -244,7 +244,7 @@ fn stream(scopes: &Scopes<'_>, interval: Duration) -> Result<ExitCode, CliError>
         libc::SIGQUIT,
         libc::SIGWINCH,
     ];
-    let blocked = child_signals::Blocked::block(&held);
+    let blocked = Blocked::block(&held);
     let signals = blocked.signalfd().map_err(CliError::Output)?;
     let screen = Screen::enter().map_err(CliError::Output)?;
     let mut keyboard = screen.saved.is_some();
@@ -294,7 +294,7 @@ fn wait(signals: &std::os::fd::OwnedFd, keyboard: &mut bool, until: Instant) -> 
         let key_ready = fds.get(1).is_some_and(|f| !f.revents().is_empty());
         drop(fds);
         if signal_ready {
-            if let Some(taken) = child_signals::read_signal(signals.as_fd()) {
+            if let Some(taken) = read_signal(signals.as_fd()) {
                 if taken.signo == libc::SIGWINCH {
                     return Ok(Woke::Resized);
                 }

@@ -25,23 +25,23 @@ pub(super) fn receipt(home: &Path, port: u16, args: ReceiptArgs) -> Result<ExitC
         }
     } else {
         let path = PathBuf::from(&args.target);
-        let r = assess::read_receipt_file(&path)?;
+        let r = receipts::read_receipt_file(&path)?;
         let rt = open_runtime(home, port)?;
-        let binding = assess::bind_receipt(rt.as_ref(), &r, &assess::KERNEL_BOOT);
+        let binding = receipts::bind_receipt(rt.as_ref(), &r, &receipts::KERNEL_BOOT);
         let verified = binding.verified();
         let (state, reason) = match &binding {
-            assess::ReceiptBinding::Holds { assessment, .. } => {
+            receipts::ReceiptBinding::Holds { assessment, .. } => {
                 let a = ops::flatten(assessment);
                 (Some(a.state), a.reason)
             }
-            assess::ReceiptBinding::Differs { assessment, .. } => {
+            receipts::ReceiptBinding::Differs { assessment, .. } => {
                 let a = ops::flatten(assessment);
                 let reason = a
                     .reason
                     .unwrap_or(refine_protocol::docs::ScopeReason::NotTheProofFilesReceipt);
                 (Some(a.state), Some(reason))
             }
-            assess::ReceiptBinding::Unbound => (
+            receipts::ReceiptBinding::Unbound => (
                 None,
                 Some(refine_protocol::docs::ScopeReason::Unbound {
                     registration: r.registration.to_string(),
@@ -172,23 +172,23 @@ fn service_exited(pidfd: &std::os::fd::OwnedFd, within: std::time::Duration) -> 
 }
 
 pub(super) fn gc(home: &Path, port: u16, args: GcArgs) -> Result<ExitCode, CliError> {
-    let opts = retention::Options {
+    let opts = RetentionOptions {
         older_than: args.older_than,
         dry_run: args.dry_run,
     };
-    let forget_opts = forget::Options {
+    let forget_opts = ForgetOptions {
         after: args.forget_after,
         dry_run: args.dry_run,
     };
     let report: GcDoc = match open_runtime(home, port)? {
         Some(rt) => ops::gc(&rt, opts, forget_opts)?,
         None => GcDoc {
-            retention: retention_doc(&retention::Report {
+            retention: retention_doc(&RetentionReport {
                 older_than_secs: opts.older_than.as_secs(),
                 dry_run: opts.dry_run,
                 ..Default::default()
             }),
-            forget: forget_doc(&forget::Report {
+            forget: forget_doc(&ForgetReport {
                 forget_after_secs: forget_opts.after.as_secs(),
                 dry_run: forget_opts.dry_run,
                 ..Default::default()

@@ -16,7 +16,7 @@ impl Interrupts {
     const HELD: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
     pub(super) fn hold() -> Interrupts {
-        let blocked = refine_supervisor::kernel::child_signals::Blocked::block(&Self::HELD);
+        let blocked = refine_supervisor::host::signals::Blocked::block(&Self::HELD);
         Interrupts {
             signals: blocked.signalfd().ok(),
         }
@@ -26,7 +26,7 @@ impl Interrupts {
     pub(super) fn first(&self) -> Option<i32> {
         use std::os::fd::AsFd;
         let fd = self.signals.as_ref()?;
-        refine_supervisor::kernel::child_signals::read_signal(fd.as_fd()).map(|t| t.signo)
+        refine_supervisor::host::signals::read_signal(fd.as_fd()).map(|t| t.signo)
     }
 
     pub(super) fn exit_code(&self, code: ExitCode) -> ExitCode {

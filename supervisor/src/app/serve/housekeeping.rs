@@ -106,7 +106,7 @@ pub(super) fn maintenance(state: &Arc<Service>, keep: Housekeeping) {
     // here on.
     for reg in pass.health_checked {
         if !state.health.contains(reg.id)
-            && refine_supervisor::launch::health::prober_gone(rt, reg.id)
+            && refine_supervisor::host::service::prober_gone(rt, reg.id)
         {
             state.health.add(rt, reg);
             state.health_wake.notify_one();
@@ -150,8 +150,8 @@ pub(super) fn maintenance(state: &Arc<Service>, keep: Housekeeping) {
 /// this process's image before an upgrade in place), by its pid: a zombie keeps its pid and
 /// start time, so the witness names it and nothing else.
 pub(super) fn reap_inherited_guardian(reg: &Registration) {
-    use refine_supervisor::kernel::procfs;
-    let Ok(Some(stat)) = procfs::stat_of(&reg.hello.guardian) else {
+    use refine_supervisor::host::observe;
+    let Ok(Some(stat)) = observe::stat_of(&reg.hello.guardian) else {
         return;
     };
     if stat.ppid as u32 == std::process::id() && stat.state.is_exited() {

@@ -83,7 +83,7 @@ impl Upgrade {
         // The signals that end or upgrade the service stay blocked across `execve` (the mask
         // is inherited): one sent while the new image starts waits for its handlers, which
         // unblock them ([`HELD_ACROSS_EXEC`]), instead of ending it by the default action.
-        let _held = refine_supervisor::kernel::child_signals::Blocked::block(HELD_ACROSS_EXEC);
+        let _held = refine_supervisor::host::signals::Blocked::block(HELD_ACROSS_EXEC);
         let err = std::process::Command::new(&self.exe)
             .args(&self.args)
             .env(LISTEN_FD_VAR, fd.as_raw_fd().to_string())

@@ -155,7 +155,7 @@ pub(super) async fn events_request(
     };
     let journal = Journal::of(&state.rt);
     let mut changes = if follow {
-        let _ = refine_supervisor::store::durable::create_private_dir(journal.dir());
+        let _ = refine_supervisor::host::files::create_private_dir(journal.dir());
         ops::Changes::watch_dir(journal.dir())
     } else {
         ops::Changes::none()
