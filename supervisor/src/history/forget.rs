@@ -280,13 +280,10 @@ pub fn forget_proven(rt: &Runtime, ids: &[RegistrationId]) {
         if fs::rename(rt.record_path(id), &intent).is_err() {
             continue;
         }
-        let whole = files(rt, id).all(|p| match fs::remove_file(&p) {
-            Ok(()) => true,
-            Err(e) => e.kind() == io::ErrorKind::NotFound,
-        });
+        let failed = remove_rest(rt, id);
         drop(lock);
         // A removal that failed leaves the intent: the next pass of retention finishes it.
-        if whole {
+        if failed.is_none() {
             let _ = fs::remove_file(&intent);
         }
     }
@@ -307,20 +304,7 @@ fn finish(
     durable::sync_dir(&records).map_err(io_err("sync", &records))?;
     let mut done = Vec::with_capacity(batch.len());
     for (id, _lock, label) in batch.iter() {
-        let mut failed = None;
-        for p in files(rt, *id) {
-            match fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    failed = Some(Reason::RemoveFailed {
-                        path: p.clone(),
-                        error: e.to_string(),
-                    })
-                }
-            }
-        }
-        match failed {
+        match remove_rest(rt, *id) {
             // The intent stays: the next pass tries again.
             Some(reason) => {
                 let id = id.to_string();
@@ -355,6 +339,26 @@ fn finish(
     }
     durable::sync_dir(&records).map_err(io_err("sync", &records))?;
     Ok(done.len())
+}
+
+/// Step 3 for `id`: removes every file of it but the record (already the intent), the lock
+/// file last; one that is not there is fine. Every removal is tried; the last failure is the
+/// reason the intent stays.
+fn remove_rest(rt: &Runtime, id: RegistrationId) -> Option<Reason> {
+    let mut failed = None;
+    for p in files(rt, id) {
+        match fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                failed = Some(Reason::RemoveFailed {
+                    error: e.to_string(),
+                    path: p,
+                })
+            }
+        }
+    }
+    failed
 }
 
 /// Everything of `id` that step 3 removes (all but the record), the lock file last.
