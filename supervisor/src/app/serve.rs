@@ -114,7 +114,6 @@ fn launch_admitted(
         if let Ok(mut l) = state.launched.lock() {
             l.insert(handle.id());
         }
-        state.health_wake.notify_one();
         handle
     };
     let id = handle.id();
@@ -466,9 +465,8 @@ struct Service {
     probe: Mutex<Box<dyn admission::HostProbe + Send>>,
     /// The grace of a stop the service makes on its own (shutdown, a connection's end).
     shutdown_grace: Duration,
-    /// H7: the scopes this service probes, driven by one timer task ([`health_timer`]).
+    /// H7: the scopes this service probes, driven by one thread ([`service::HealthQueue::run`]).
     health: Arc<service::HealthQueue>,
-    health_wake: tokio::sync::Notify,
 }
 
 impl Service {
@@ -573,10 +571,20 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
     // One loop drives the engines of all the service's launches: a fixed number of threads
     // for any number of detached scopes (F1).
     let shared = refine_supervisor::host::SharedLoop::start().map_err(ServiceError::SharedLoop)?;
+    let shared_loop = shared.clone();
+    let health: Arc<service::HealthQueue> = Arc::default();
+    // A launch's result comes when its workload has ended: its probing ends with it.
+    let ended = {
+        let (counted, health) = (metrics.result_hook(), health.clone());
+        Arc::new(move |r: &refine_supervisor::host::LaunchResult| {
+            counted(r);
+            health.remove(r.id);
+        })
+    };
     let state = Arc::new(Service {
         sup: Supervisor::new(rt.clone())
             .with_shared_loop(shared)
-            .with_result_hook(metrics.result_hook())
+            .with_result_hook(ended)
             .with_receipt_hook(metrics.receipt_hook()),
         rt,
         launched: Mutex::new(HashSet::new()),
@@ -591,9 +599,9 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         probe: Mutex::new(refine_supervisor::host::capacity_probe()),
         graced: Mutex::new(HashSet::new()),
         shutdown_grace,
-        health: Arc::default(),
-        health_wake: tokio::sync::Notify::new(),
+        health,
     });
+    let prober = start_prober(&state, shared_loop)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(64)
@@ -608,6 +616,7 @@ pub fn serve(home: &Path, port: u16, config: ServeConfig) -> Result<(), ServiceE
         metrics_addr,
         &upgrade_to,
     ));
+    prober.close();
     let (result, listener) = match result {
         Ok(Ended::Upgrade(l)) => (Ok(()), Some(l)),
         Ok(Ended::Stop) => (Ok(()), None),
@@ -710,8 +719,6 @@ async fn serve_async(
         })
     };
 
-    let health = tokio::spawn(health_timer(state.clone()));
-
     let stall = {
         let rt = state.rt.clone();
         let metrics = state.metrics.clone();
@@ -794,7 +801,6 @@ async fn serve_async(
     }
     maint.abort();
     stall.abort();
-    health.abort();
     if !recovery.is_finished() {
         tracing::info!("recovery at start still going; the next start resumes it");
     }

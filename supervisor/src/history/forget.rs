@@ -266,7 +266,8 @@ fn not_exited(a: &assess::Assessment) -> Option<Reason> {
 /// launch result carried it: the scope is proven ended), in [`forget`]'s order under each
 /// one's lock (marker, record renamed to the intent, the rest, the intent), without its
 /// assessment, horizon, folder syncs or `collected` events: a power loss can bring a probe's
-/// exited record back, for retention to collect. An id whose lock is busy is left to
+/// exited record back, for retention to collect. "The rest" is what a probe scope can have
+/// ([`Runtime::probe_files`]), not every kind of file. An id whose lock is busy is left to
 /// retention.
 pub fn forget_proven(rt: &Runtime, ids: &[RegistrationId]) {
     for &id in ids {
@@ -280,7 +281,7 @@ pub fn forget_proven(rt: &Runtime, ids: &[RegistrationId]) {
         if fs::rename(rt.record_path(id), &intent).is_err() {
             continue;
         }
-        let failed = remove_rest(rt, id);
+        let failed = remove_files(rt.probe_files(id));
         drop(lock);
         // A removal that failed leaves the intent: the next pass of retention finishes it.
         if failed.is_none() {
@@ -345,8 +346,13 @@ fn finish(
 /// file last; one that is not there is fine. Every removal is tried; the last failure is the
 /// reason the intent stays.
 fn remove_rest(rt: &Runtime, id: RegistrationId) -> Option<Reason> {
+    remove_files(files(rt, id))
+}
+
+/// Removes each of `paths` (one already gone is fine); the last failure, if any.
+fn remove_files(paths: impl IntoIterator<Item = PathBuf>) -> Option<Reason> {
     let mut failed = None;
-    for p in files(rt, id) {
+    for p in paths {
         match fs::remove_file(&p) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}

@@ -803,6 +803,14 @@ impl GuardianLink {
         self.pid
     }
 
+    /// Whether the guardian process has exited (reaped now, by pid, if so): its wait is then
+    /// immediate.
+    pub fn guardian_exited(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_none_or(|c| c.try_wait().is_ok_and(|s| s.is_some()))
+    }
+
     /// Waits for the guardian process itself to exit and reaps it (by pid, never `-1`).
     pub fn wait_guardian(&mut self) -> io::Result<ExitStatus> {
         match self.child.take() {

@@ -12,9 +12,10 @@
 //! when     the first probe one interval after the start, then one interval after each
 //!          probe's end (docker's rhythm); probing ends with the scope
 //! who      a foreground `run` or a facade's launch: one thread of the launcher ([`watch`]);
-//!          the service: one timer task for every scope, over a [`Queue`] (no thread per
-//!          scope); a restarted service resumes the probes of a scope whose prober is gone
-//!          ([`prober_gone`])
+//!          the service: one prober thread for every scope, over a [`Queue`] ([`Queue::run`]:
+//!          it launches each due probe, the shared loop drives it, and its result comes back
+//!          through a hook: no thread per scope or per probe waits); a restarted service
+//!          resumes the probes of a scope whose prober is gone ([`prober_gone`])
 //! never    the supervisor never stops or restarts a scope for its health: it reports
 //! ```
 
@@ -128,32 +129,47 @@ pub fn probe(
     let started_unix_ms = crate::kernel::clock::unix_ms();
     let t = Instant::now();
     let req = probe_request(reg.id, &reg.label, &reg.cwd, spec);
-    let mut rec = ProbeRecord {
+    let (mut rec, proven) = match sup.launch(req).and_then(|h| h.wait()) {
+        Ok(r) => ended(&r),
+        Err(e) => not_run(&e),
+    };
+    rec.started_unix_ms = started_unix_ms;
+    rec.duration_ms = refine_protocol::time::saturating_ms(t.elapsed());
+    (rec, proven)
+}
+
+/// What a probe's result says (its start and duration are the prober's to fill in); with its
+/// scope's id when the result came with the receipt.
+fn ended(r: &crate::launch::LaunchResult) -> (ProbeRecord, Option<RegistrationId>) {
+    let timed_out = r.outcome == crate::launch::LaunchOutcome::TimedOut;
+    let exit_code = match r.status {
+        refine_protocol::WorkloadStatus::Exited(c) if !timed_out => Some(c),
+        _ => None,
+    };
+    let rec = ProbeRecord {
+        scope: Some(r.id),
+        started_unix_ms: 0,
+        duration_ms: 0,
+        exit_code,
+        timed_out,
+        output: output_of(&r.capture),
+    };
+    let proven = matches!(r.scope, crate::launch::ScopeState::Exited(_)).then_some(r.id);
+    (rec, proven)
+}
+
+/// A probe that did not run: why, as its output.
+fn not_run(e: &crate::launch::LaunchError) -> (ProbeRecord, Option<RegistrationId>) {
+    let why = format!("the probe did not run: {}", crate::error::error_chain(e));
+    let rec = ProbeRecord {
         scope: None,
-        started_unix_ms,
+        started_unix_ms: 0,
         duration_ms: 0,
         exit_code: None,
         timed_out: false,
-        output: Vec::new(),
+        output: why.into_bytes(),
     };
-    let mut proven = None;
-    match sup.launch(req).and_then(|h| h.wait()) {
-        Ok(r) => {
-            rec.scope = Some(r.id);
-            proven = matches!(r.scope, crate::launch::ScopeState::Exited(_)).then_some(r.id);
-            rec.timed_out = r.outcome == crate::launch::LaunchOutcome::TimedOut;
-            if let refine_protocol::WorkloadStatus::Exited(c) = r.status {
-                rec.exit_code = (!rec.timed_out).then_some(c);
-            }
-            rec.output = output_of(&r.capture);
-        }
-        Err(e) => {
-            let why = format!("the probe did not run: {}", crate::error::error_chain(&e));
-            rec.output = why.into_bytes();
-        }
-    }
-    rec.duration_ms = refine_protocol::time::saturating_ms(t.elapsed());
-    (rec, proven)
+    (rec, None)
 }
 
 /// The start of a probe's stdout, then of its stderr, at most [`OUTPUT_MAX`] bytes, as its
@@ -219,12 +235,29 @@ impl Checked {
 
     /// Runs one probe and records it; a change of state is an event.
     pub fn probe_once(&mut self, rt: &Runtime, sup: &crate::launch::Supervisor) {
-        let in_start = crate::kernel::clock::unix_ms()
+        let in_start = self.in_start();
+        let (p, proven) = probe(sup, &self.reg, &self.spec);
+        self.record(rt, p, proven, in_start);
+    }
+
+    /// Whether a probe starting now is within the start period.
+    fn in_start(&self) -> bool {
+        crate::kernel::clock::unix_ms()
             < self
                 .reg
                 .started_at_unix_ms
-                .saturating_add(self.spec.start_period_ms);
-        let (p, proven) = probe(sup, &self.reg, &self.spec);
+                .saturating_add(self.spec.start_period_ms)
+    }
+
+    /// Records a probe that ended (`in_start`: it began within the start period); a change of
+    /// state is an event.
+    fn record(
+        &mut self,
+        rt: &Runtime,
+        p: ProbeRecord,
+        proven: Option<RegistrationId>,
+        in_start: bool,
+    ) {
         self.proven.extend(proven);
         let success = p.exit_code == Some(0);
         let (state, streak) = next(
@@ -367,18 +400,41 @@ fn wait_or_end(workload: &crate::kernel::signal::Verified, pause: Duration) -> b
     matches!(poll(&mut fds, Some(&ts)), Ok(n) if n > 0)
 }
 
-/// The service's probes of every scope it owns: one queue of due times, driven by one timer.
-/// [`Queue::due`] hands out the scopes whose probe is due (each out of the queue while its
-/// probe runs); [`Queue::done`] puts one back, due one interval later.
+/// How often (in probes) the prober looks whether a queued scope's workload is still there.
+const OVER_EVERY: u64 = 10;
+
+/// Probes under way at once in the service's prober: a slow probe holds one.
+pub const PROBES_AT_ONCE: usize = 8;
+
+/// The service's probes of every scope it owns: one queue of due times, driven by one thread
+/// ([`Queue::run`]). A scope is out of the queue while its probe runs; the probe's result
+/// comes back through the result hook of the prober's launches ([`Queue::result_hook`]).
 #[derive(Debug, Default)]
 pub struct Queue {
     inner: std::sync::Mutex<QueueInner>,
+    /// Signalled when a scope is added, a probe's result came, or the queue is closed.
+    wake: std::sync::Condvar,
 }
 
 #[derive(Debug, Default)]
 struct QueueInner {
     heap: BinaryHeap<std::cmp::Reverse<(Instant, RegistrationId)>>,
-    scopes: HashMap<RegistrationId, Checked>,
+    /// Every probed scope; `None` while its probe runs (the prober holds it then).
+    scopes: HashMap<RegistrationId, Option<Checked>>,
+    /// Probes that ended, as their results came (probe scope id, what it says, when).
+    ended: Vec<(RegistrationId, ProbeRecord, Option<RegistrationId>, Instant)>,
+    closed: bool,
+}
+
+/// A probe under way: the scope it probes, and when it began.
+struct Flying {
+    /// Kept until the result: a handle let go early closes the engine's control channel,
+    /// which costs the loop a turn.
+    handle: Option<crate::launch::LaunchHandle>,
+    c: Checked,
+    in_start: bool,
+    started_unix_ms: u64,
+    t: Instant,
 }
 
 impl Queue {
@@ -395,7 +451,8 @@ impl Queue {
         c.claim(rt);
         let due = Instant::now() + c.interval();
         q.heap.push(std::cmp::Reverse((due, c.reg.id)));
-        q.scopes.insert(c.reg.id, c);
+        q.scopes.insert(c.reg.id, Some(c));
+        self.wake.notify_all();
     }
 
     /// Whether `id` is probed here.
@@ -412,51 +469,167 @@ impl Queue {
         self.len() == 0
     }
 
-    /// When the next probe is due (`None`: nothing queued).
-    pub fn next_due(&self) -> Option<Instant> {
-        let q = self.inner.lock().ok()?;
-        q.heap.peek().map(|r| r.0 .0)
-    }
-
-    /// The scopes whose probe is due at `now`, taken out of the queue; a scope that is over is
-    /// dropped here (its probing ends).
-    pub fn due(&self, now: Instant) -> Vec<Checked> {
-        let Ok(mut q) = self.inner.lock() else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        while let Some(std::cmp::Reverse((at, id))) = q.heap.peek().copied() {
-            if at > now {
-                break;
-            }
-            q.heap.pop();
-            if let Some(c) = q.scopes.get(&id) {
-                if over(&c.reg) {
-                    q.scopes.remove(&id);
-                } else {
-                    out.push(c.clone());
-                }
-            }
-        }
-        out
-    }
-
-    /// A probe is over: the scope is due again one interval from now.
-    pub fn done(&self, c: Checked) {
-        let Ok(mut q) = self.inner.lock() else { return };
-        let id = c.reg.id;
-        let due = Instant::now() + c.interval();
-        if let Some(slot) = q.scopes.get_mut(&id) {
-            *slot = c;
-            q.heap.push(std::cmp::Reverse((due, id)));
-        }
-    }
-
     /// Forgets `id` (its scope ended).
     pub fn remove(&self, id: RegistrationId) {
         if let Ok(mut q) = self.inner.lock() {
             q.scopes.remove(&id);
         }
+    }
+
+    /// Ends [`Queue::run`] (probes under way end on their own; their results are not
+    /// recorded).
+    pub fn close(&self) {
+        if let Ok(mut q) = self.inner.lock() {
+            q.closed = true;
+        }
+        self.wake.notify_all();
+    }
+
+    /// The hook for the prober's launches: each result (every launch of that supervisor is a
+    /// probe) is handed back to [`Queue::run`] where it came, on the loop's thread: nothing
+    /// but a copy of what the record keeps, and a wake-up.
+    pub fn result_hook(self: &std::sync::Arc<Self>) -> crate::launch::ResultHook {
+        let queue = std::sync::Arc::downgrade(self);
+        std::sync::Arc::new(move |r: &crate::launch::LaunchResult| {
+            let Some(queue) = queue.upgrade() else { return };
+            let (rec, proven) = ended(r);
+            if let Ok(mut q) = queue.inner.lock() {
+                q.ended.push((r.id, rec, proven, Instant::now()));
+            }
+            queue.wake.notify_all();
+        })
+    }
+
+    /// The prober: one thread for every scope of the queue. It sleeps until a probe is due, a
+    /// scope is added or a probe ended; launches each due probe through `sup` (whose result
+    /// hook is [`Queue::result_hook`]: the shared loop drives the probe, no thread waits for
+    /// it), at most [`PROBES_AT_ONCE`] under way; and records each probe that ended. Returns
+    /// once the queue is closed.
+    pub fn run(&self, rt: &Runtime, sup: &crate::launch::Supervisor) {
+        let mut flying: HashMap<RegistrationId, Flying> = HashMap::new();
+        loop {
+            let Some((ended, due)) = self.next_work(&flying) else {
+                return;
+            };
+            for (probe, mut rec, proven, at) in ended {
+                let Some(mut f) = flying.remove(&probe) else {
+                    continue;
+                };
+                drop(f.handle.take());
+                rec.started_unix_ms = f.started_unix_ms;
+                rec.duration_ms =
+                    refine_protocol::time::saturating_ms(at.saturating_duration_since(f.t));
+                f.c.record(rt, rec, proven, f.in_start);
+                self.done(f.c);
+            }
+            for c in due {
+                let mut f = Flying {
+                    handle: None,
+                    in_start: c.in_start(),
+                    started_unix_ms: crate::kernel::clock::unix_ms(),
+                    t: Instant::now(),
+                    c,
+                };
+                let req = probe_request(f.c.reg.id, &f.c.reg.label, &f.c.reg.cwd, &f.c.spec);
+                match sup.launch(req) {
+                    // The result comes through the hook.
+                    Ok(h) => {
+                        let id = h.id();
+                        f.handle = Some(h);
+                        flying.insert(id, f);
+                    }
+                    Err(e) => {
+                        let (mut rec, _) = not_run(&e);
+                        rec.started_unix_ms = f.started_unix_ms;
+                        rec.duration_ms = refine_protocol::time::saturating_ms(f.t.elapsed());
+                        f.c.record(rt, rec, None, f.in_start);
+                        self.done(f.c);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits for work: the probes that ended (of those under way) and the scopes whose probe is
+    /// due, as many as there is room for; `None` once closed. A scope that is over is dropped
+    /// here (its probing ends).
+    #[allow(clippy::type_complexity)]
+    fn next_work(
+        &self,
+        flying: &HashMap<RegistrationId, Flying>,
+    ) -> Option<(
+        Vec<(RegistrationId, ProbeRecord, Option<RegistrationId>, Instant)>,
+        Vec<Checked>,
+    )> {
+        let mut q = self.inner.lock().ok()?;
+        loop {
+            if q.closed {
+                return None;
+            }
+            let (ended, later): (Vec<_>, Vec<_>) = std::mem::take(&mut q.ended)
+                .into_iter()
+                .partition(|e| flying.contains_key(&e.0));
+            // A result that came before its launch returned waits for the next turn.
+            q.ended = later;
+            let room = PROBES_AT_ONCE.saturating_sub(flying.len() - ended.len());
+            let now = Instant::now();
+            let due = q.take_due(now, room);
+            if !ended.is_empty() || !due.is_empty() {
+                return Some((ended, due));
+            }
+            let next = (room > 0).then(|| q.heap.peek().map(|r| r.0 .0)).flatten();
+            q = match next {
+                Some(at) => {
+                    self.wake
+                        .wait_timeout(q, at.saturating_duration_since(now))
+                        .ok()?
+                        .0
+                }
+                None => self.wake.wait(q).ok()?,
+            };
+        }
+    }
+
+    /// A probe is over: the scope is due again one interval from now (unless it was removed
+    /// meanwhile).
+    fn done(&self, c: Checked) {
+        let Ok(mut q) = self.inner.lock() else { return };
+        let id = c.reg.id;
+        let due = Instant::now() + c.interval();
+        if let Some(slot) = q.scopes.get_mut(&id) {
+            *slot = Some(c);
+            q.heap.push(std::cmp::Reverse((due, id)));
+        }
+    }
+}
+
+impl QueueInner {
+    /// At most `room` scopes whose probe is due at `now`, taken out of the queue.
+    fn take_due(&mut self, now: Instant, room: usize) -> Vec<Checked> {
+        let mut out = Vec::new();
+        while out.len() < room {
+            let Some(std::cmp::Reverse((at, id))) = self.heap.peek().copied() else {
+                break;
+            };
+            if at > now {
+                break;
+            }
+            self.heap.pop();
+            let Some(slot) = self.scopes.get_mut(&id) else {
+                continue;
+            };
+            match slot.take() {
+                // The service removes a scope of its own when its workload ends; the look at
+                // the workload itself (a pidfd and its `stat`) is for the scopes it adopted,
+                // every [`OVER_EVERY`] probes.
+                Some(c) if c.rec.probes % OVER_EVERY == 0 && over(&c.reg) => {
+                    self.scopes.remove(&id);
+                }
+                Some(c) => out.push(c),
+                None => {}
+            }
+        }
+        out
     }
 }
 

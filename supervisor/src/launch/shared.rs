@@ -53,6 +53,18 @@ pub(super) struct Parked {
     done: ResultSink,
 }
 
+impl Parked {
+    /// Whether its result can be made on the loop's thread: nothing of it is synced (a
+    /// probe's), it has its receipt, and its guardian has exited (the result's wait for it and
+    /// its reads are then immediate; a failed or stopped launch goes to the pool).
+    fn light(&mut self) -> bool {
+        !self.engine.runtime.syncs()
+            && self.st.receipt.is_some()
+            && self.st.stop_report.is_none()
+            && self.engine.link.guardian_exited()
+    }
+}
+
 /// Where a launch's result goes: the launch's hook, then its handle.
 struct ResultSink {
     hook: Option<ResultHook>,
@@ -513,13 +525,24 @@ impl Loop {
         let wake = match step {
             Step::Wait(wake) => wake,
             Step::StopDue | Step::Done => {
-                let Some(slot) = self.slots[i].take() else {
+                let Some(mut slot) = self.slots[i].take() else {
                     return;
                 };
                 self.free.push(i);
+                let light = match (&step, &mut slot.task) {
+                    (Step::Done, Task::Launch(p)) => p.light(),
+                    _ => false,
+                };
                 let job = match (step, slot.task) {
                     // A tail is done when its streams are: nothing blocking is left.
                     (_, Task::Tail(_)) => return,
+                    // A quiet launch (a probe: nothing synced) whose guardian has exited has
+                    // nothing left to wait for: its result is made here, without a hand-off.
+                    (Step::Done, Task::Launch(p)) if light => {
+                        let Parked { engine, st, done } = *p;
+                        done.deliver(engine.finish(st));
+                        return;
+                    }
                     (Step::Done, task) => Job::Finish(task),
                     (_, task) => Job::Stop(task),
                 };

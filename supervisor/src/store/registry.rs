@@ -365,6 +365,11 @@ impl Runtime {
         }
     }
 
+    /// Whether this handle syncs what it writes ([`Runtime::without_sync`]).
+    pub fn syncs(&self) -> bool {
+        self.synced
+    }
+
     /// Whether launches through this handle get a cgroup of their own.
     pub fn makes_cgroups(&self) -> bool {
         self.cgroups

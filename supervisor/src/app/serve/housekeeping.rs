@@ -54,40 +54,33 @@ pub(super) fn shutdown(state: &Service, grace: Duration) {
 /// Retention runs at start and then at most this often (its limit is days, not seconds).
 pub(super) const RETENTION_EVERY: Duration = Duration::from_secs(600);
 
-/// Probes running at once (each a blocking task while its scope runs): a slow probe holds one.
-const HEALTH_PROBES_AT_ONCE: usize = 8;
-
-/// H7: the one timer of every health check of the service: it sleeps until the next probe is
-/// due (or a scope is added), then runs each due probe as a blocking task, at most
-/// [`HEALTH_PROBES_AT_ONCE`] at once.
-pub(super) async fn health_timer(state: Arc<Service>) {
-    let at_once = Arc::new(tokio::sync::Semaphore::new(HEALTH_PROBES_AT_ONCE));
-    loop {
-        let next = state.health.next_due();
-        let until = async {
-            match next {
-                Some(at) => tokio::time::sleep_until(at.into()).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = state.health_wake.notified() => {}
-            _ = until => {}
-        }
-        for c in state.health.due(Instant::now()) {
-            let Ok(permit) = at_once.clone().acquire_owned().await else {
-                return;
-            };
-            let st = state.clone();
-            tokio::task::spawn_blocking(move || {
-                let mut c = c;
-                c.probe_once(&st.rt, &st.sup);
-                st.health.done(c);
-                st.health_wake.notify_one();
-                drop(permit);
-            });
-        }
-    }
+/// H7: the service's prober, a thread of its own over the service's health queue: it launches
+/// each due probe through a supervisor of its own on the service's shared loop (the same
+/// environment and metrics as the service's launches, and a result hook that hands each
+/// probe's result back to the queue). Returns the queue, to close at shutdown.
+pub(super) fn start_prober(
+    state: &Arc<Service>,
+    shared: refine_supervisor::host::SharedLoop,
+) -> Result<Arc<service::HealthQueue>, ServiceError> {
+    let queue = state.health.clone();
+    let metrics = state.metrics.result_hook();
+    let back = queue.result_hook();
+    let sup = Supervisor::new(state.rt.clone())
+        .with_shared_loop(shared)
+        .with_result_hook(Arc::new(move |r| {
+            metrics(r);
+            back(r);
+        }))
+        .with_receipt_hook(state.metrics.receipt_hook());
+    let (q, rt) = (queue.clone(), state.rt.clone());
+    std::thread::Builder::new()
+        .name("refine-health".into())
+        .spawn(move || q.run(&rt, &sup))
+        .map_err(|e| ServiceError::Io {
+            op: "start the health prober",
+            source: e,
+        })?;
+    Ok(queue)
 }
 
 /// One maintenance pass over the open index (O(open), F1): deadlines of registrations this
@@ -109,7 +102,6 @@ pub(super) fn maintenance(state: &Arc<Service>, keep: Housekeeping) {
             && refine_supervisor::host::service::prober_gone(rt, reg.id)
         {
             state.health.add(rt, reg);
-            state.health_wake.notify_one();
         }
     }
     for due in pass.due {

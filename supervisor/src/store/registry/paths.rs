@@ -128,6 +128,18 @@ impl Paths {
         ]
     }
 
+    /// Of [`Paths::registration_files`], those a probe scope (H7) can have besides its record:
+    /// its proof, and what another process may add (a stop request, a stall record). It has
+    /// no output files, no capture receipt, no readiness or health of its own, and no file of
+    /// a binary before F3.
+    pub fn probe_files(&self, id: RegistrationId) -> [PathBuf; 3] {
+        [
+            self.proof_path(id),
+            self.stop_request_path(id),
+            self.stall_path(id),
+        ]
+    }
+
     /// Where forgetting moves a record while it removes the rest of the registration
     /// ([`crate::history::forget`]): not an id, so no listing or lookup finds it.
     pub fn forget_intent_path(&self, id: RegistrationId) -> PathBuf {
