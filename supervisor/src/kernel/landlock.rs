@@ -96,8 +96,14 @@ struct NetPortAttr {
 }
 
 /// The Landlock ABI this kernel offers: `None` where it has none or it is disabled at boot
-/// (`ENOSYS`, `EOPNOTSUPP`).
+/// (`ENOSYS`, `EOPNOTSUPP`). Asked once per process: the kernel's answer does not change while
+/// it runs.
 pub fn abi() -> Option<u32> {
+    static ABI: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *ABI.get_or_init(ask_abi)
+}
+
+fn ask_abi() -> Option<u32> {
     // SAFETY: with a null attribute, size 0 and the VERSION flag the call reads no memory.
     let n = unsafe {
         libc::syscall(

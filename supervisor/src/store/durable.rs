@@ -98,6 +98,30 @@ pub(crate) fn nameless_unsupported(e: &io::Error) -> bool {
 /// no privilege); an existing `path` is never replaced (`AlreadyExists`).
 pub(crate) fn link_nameless(f: &File, path: &Path) -> io::Result<()> {
     use std::os::fd::AsRawFd;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // With `CAP_DAC_READ_SEARCH` (root) the descriptor itself is linked (`AT_EMPTY_PATH`):
+    // no walk through `/proc`. Without it the kernel says `ENOENT`, and this process uses the
+    // `/proc/self/fd` name from then on.
+    static EMPTY_PATH_REFUSED: AtomicBool = AtomicBool::new(false);
+    if !EMPTY_PATH_REFUSED.load(Ordering::Relaxed) {
+        match rustix::fs::linkat(
+            f,
+            "",
+            rustix::fs::CWD,
+            path,
+            rustix::fs::AtFlags::EMPTY_PATH,
+        ) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::PERM | rustix::io::Errno::INVAL)
+                if path
+                    .parent()
+                    .is_none_or(|d| d.as_os_str().is_empty() || d.exists()) =>
+            {
+                EMPTY_PATH_REFUSED.store(true, Ordering::Relaxed);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
     let proc = format!("/proc/self/fd/{}", f.as_raw_fd());
     rustix::fs::linkat(
         rustix::fs::CWD,

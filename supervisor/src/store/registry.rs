@@ -458,7 +458,22 @@ fn write_ignore_marker(run: &Path) -> Result<(), RegistryError> {
     }
 }
 
+/// 16 random bytes from the kernel's pool (`getrandom`, one system call; `/dev/urandom` where
+/// the call is missing).
 fn random16() -> Result<[u8; 16], RegistryError> {
+    let mut out = [0u8; 16];
+    let mut filled = 0;
+    while filled < out.len() {
+        match rustix::rand::getrandom(&mut out[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) if n > 0 => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            _ => return random16_from_device(),
+        }
+    }
+    Ok(out)
+}
+
+fn random16_from_device() -> Result<[u8; 16], RegistryError> {
     let path = Path::new("/dev/urandom");
     let mut out = [0u8; 16];
     fs::File::open(path)

@@ -153,7 +153,64 @@ pub(super) fn untrusted_mode(meta: &fs::Metadata, folder: bool) -> Option<String
 /// X4 for the guardian: the executable itself (resolved) and every folder above it, as written
 /// and as resolved, owned by this user or root and writable by no one else, so no other user
 /// could swap the program that writes the evidence.
+///
+/// A process checks a path once per identity of the file it names (device, inode, mode,
+/// owner, change and modification times): a later launch through the same path costs one
+/// `stat` while that identity stands, and a different file (a rebuilt or replaced program)
+/// is checked whole again. What the whole check established can only be undone by this user
+/// or root (every folder on the way is theirs and writable by no one else), who are trusted
+/// anyway.
 pub fn check_trusted_executable(exe: &Path) -> Result<(), RegistryError> {
+    static TRUSTED: std::sync::Mutex<Vec<(PathBuf, FileIdentity)>> =
+        std::sync::Mutex::new(Vec::new());
+    /// Paths remembered (a process uses one guardian, a test a few).
+    const REMEMBERED: usize = 4;
+    let ident = fs::metadata(exe).ok().map(|m| FileIdentity::of(&m));
+    let known = |list: &Vec<(PathBuf, FileIdentity)>| {
+        ident.is_some_and(|i| list.iter().any(|(p, k)| p == exe && *k == i))
+    };
+    if known(&TRUSTED.lock().unwrap_or_else(|p| p.into_inner())) {
+        return Ok(());
+    }
+    check_executable_whole(exe)?;
+    if let Some(i) = ident {
+        let mut list = TRUSTED.lock().unwrap_or_else(|p| p.into_inner());
+        list.retain(|(p, _)| p != exe);
+        if list.len() >= REMEMBERED {
+            list.remove(0);
+        }
+        list.push((exe.to_owned(), i));
+    }
+    Ok(())
+}
+
+/// What tells one file from another, and a changed file from itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileIdentity {
+    dev: u64,
+    ino: u64,
+    mode: u32,
+    uid: u32,
+    ctime: (i64, i64),
+    mtime: (i64, i64),
+}
+
+impl FileIdentity {
+    fn of(m: &fs::Metadata) -> FileIdentity {
+        use std::os::unix::fs::MetadataExt;
+        FileIdentity {
+            dev: m.dev(),
+            ino: m.ino(),
+            mode: m.mode(),
+            uid: m.uid(),
+            ctime: (m.ctime(), m.ctime_nsec()),
+            mtime: (m.mtime(), m.mtime_nsec()),
+        }
+    }
+}
+
+/// [`check_trusted_executable`] without the memory: every folder on both chains.
+fn check_executable_whole(exe: &Path) -> Result<(), RegistryError> {
     let refuse = |path: &Path, why: String| RegistryError::UnsafeExecutable {
         exe: exe.to_owned(),
         path: path.to_owned(),
@@ -167,7 +224,12 @@ pub fn check_trusted_executable(exe: &Path) -> Result<(), RegistryError> {
     let written = exe.parent().unwrap_or(Path::new("/"));
     let written = std::path::absolute(written).map_err(io_err("resolve", written))?;
     let real_dir = real.parent().unwrap_or(Path::new("/"));
-    for chain in [written.as_path(), real_dir] {
+    let chains: &[&Path] = if written == real_dir {
+        &[real_dir]
+    } else {
+        &[written.as_path(), real_dir]
+    };
+    for chain in chains {
         for p in chain.ancestors() {
             let meta = p.symlink_metadata().map_err(io_err("inspect", p))?;
             if let Some(why) = untrusted_because(&meta, true) {
@@ -229,4 +291,28 @@ pub fn default_home() -> io::Result<PathBuf> {
         io::ErrorKind::NotFound,
         format!("cannot derive a home from {}", exe.display()),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// The remembered check stands only while the file is the same: a program made writable
+    /// by others after a launch trusted it is refused at the next.
+    #[test]
+    fn a_trusted_program_changed_since_is_checked_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("guardian");
+        fs::write(&exe, b"#!/bin/sh\n").unwrap();
+        let chmod = |mode| fs::set_permissions(&exe, fs::Permissions::from_mode(mode)).unwrap();
+        chmod(0o755);
+        check_trusted_executable(&exe).unwrap();
+        check_trusted_executable(&exe).unwrap();
+        chmod(0o777);
+        let err = check_trusted_executable(&exe).unwrap_err().to_string();
+        assert!(err.contains("writable by group or others"), "{err}");
+        chmod(0o755);
+        check_trusted_executable(&exe).unwrap();
+    }
 }

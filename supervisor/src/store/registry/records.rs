@@ -410,7 +410,12 @@ impl Runtime {
         id: RegistrationId,
     ) -> Result<Option<StopRequest>, RegistryError> {
         let path = self.stop_request_path(id);
-        if let Ok(target) = fs::read_link(&path) {
+        let link = fs::read_link(&path);
+        // No file at all (the common case): one lookup, not two.
+        if matches!(&link, Err(e) if e.kind() == io::ErrorKind::NotFound) {
+            return Ok(None);
+        }
+        if let Ok(target) = link {
             return stop_request_in_link(&target, id, self.id)
                 .map(Some)
                 .ok_or_else(|| RegistryError::Corrupt {
