@@ -168,6 +168,50 @@ fn an_upgrade_in_place_keeps_the_pid_the_socket_and_the_launches() {
     let _ = svc.wait();
 }
 
+/// H7 across L5: the new image probes the scopes the old one probed. The record names the
+/// same process (an upgrade keeps the pid and its start time), so "its prober is alive" must
+/// not keep the new image from taking the probes over.
+#[test]
+fn an_upgrade_in_place_keeps_probing() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = install(dir.path());
+    let mut svc = serve_from(&home, &exe);
+    let flag = home.path().join("up");
+    let probe = format!("test -e {}", flag.display());
+    let id = cli_support::detach_with(
+        &home,
+        &[
+            "--health-cmd",
+            &probe,
+            "--health-interval",
+            "100ms",
+            "--health-retries",
+            "1",
+        ],
+        &["sleep", "600"],
+    );
+    let health = |state: &str| {
+        let mut last = serde_json::Value::Null;
+        let got = wait_until(DEADLINE, || {
+            last = show(&home, &id)["health"].clone();
+            last["state"] == state
+        });
+        (got, last)
+    };
+    let (got, last) = health("unhealthy");
+    assert!(got, "never unhealthy before the upgrade: {last:#}");
+    install(dir.path());
+    let out = home.cli(&["upgrade"]);
+    assert!(out.status.success(), "{}", describe(&["upgrade"], &out));
+    std::fs::write(&flag, b"").unwrap();
+    let (got, last) = health("healthy");
+    assert!(got, "no probe after the upgrade: {last:#}");
+    home.cli(&["stop", &id]);
+    let _ = svc.kill();
+    let _ = svc.wait();
+}
+
 /// A SIGHUP that comes while the new image is still starting (a second `systemctl reload` at
 /// once) is held for it, not taken by the default action: the signals that end or upgrade the
 /// service stay blocked across `execve` until the new image has its handlers. The test sends

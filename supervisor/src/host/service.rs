@@ -22,6 +22,6 @@ pub use crate::hygiene::stall::{
 };
 /// The probes a host runs (one queue of due times, one timer) and whether the process that
 /// last probed a scope is gone (then this host resumes them).
-pub use crate::launch::health::{prober_gone, Queue as HealthQueue};
+pub use crate::launch::health::{prober_gone, prober_gone_or_here, Queue as HealthQueue};
 /// Takes a lock only if it is free now (the service's lock: one service per runtime).
 pub use crate::store::fence::try_acquire;

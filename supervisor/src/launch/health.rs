@@ -355,6 +355,17 @@ pub fn prober_gone(rt: &Runtime, id: RegistrationId) -> bool {
     !alive
 }
 
+/// Whether the scope is probed by no process but this one's queue could be: its last prober
+/// is gone (or never claimed it), or it is this very process, as after an upgrade in place
+/// (L5: the same pid and start time, a new image whose queue starts empty). The caller knows
+/// whether its queue holds the scope.
+pub fn prober_gone_or_here(rt: &Runtime, id: RegistrationId) -> bool {
+    let Ok(Some(rec)) = rt.read_health(id) else {
+        return true;
+    };
+    (rec.prober_pid, rec.prober_start_time) == own_witness() || prober_gone(rt, id)
+}
+
 /// Whether the scope is over (its workload's main process ended): probing stops.
 fn over(reg: &Registration) -> bool {
     crate::kernel::signal::Verified::open(reg.hello.workload).is_err()
@@ -443,6 +454,12 @@ impl Queue {
     pub fn add(&self, rt: &Runtime, reg: Registration) {
         let Ok(mut q) = self.inner.lock() else { return };
         if q.scopes.contains_key(&reg.id) {
+            return;
+        }
+        // A scope whose workload ended is probed no more (the service drops its own at their
+        // results; the maintenance pass would bring them back while a residue keeps them
+        // live).
+        if over(&reg) {
             return;
         }
         let Some(c) = Checked::new(rt, reg) else {

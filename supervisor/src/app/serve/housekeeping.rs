@@ -95,11 +95,11 @@ pub(super) fn maintenance(state: &Arc<Service>, keep: Housekeeping) {
     // this process's earlier image launched is still its child after an upgrade in place.
     let pass = maintenance_pass(rt, |id| ours.contains(&id), reap_inherited_guardian);
     let (open, settled) = (pass.open, pass.settled);
-    // H7: a scope whose prober is gone (an earlier service, a `run` that died) is probed from
-    // here on.
+    // H7: a scope whose prober is gone (an earlier service, a `run` that died) or was this
+    // process's earlier image (an upgrade in place) is probed from here on.
     for reg in pass.health_checked {
         if !state.health.contains(reg.id)
-            && refine_supervisor::host::service::prober_gone(rt, reg.id)
+            && refine_supervisor::host::service::prober_gone_or_here(rt, reg.id)
         {
             state.health.add(rt, reg);
         }
