@@ -74,11 +74,22 @@ pub fn settle(
         }
         Err(e) => return Ok(Settled::Corrupt(e)),
     };
-    let a = assess::assess(rt, &reg, boot);
+    settle_known(rt, &reg, held, boot)
+}
+
+/// [`settle`] of a registration the caller holds as it committed it (a launch's own engine at
+/// its result): the same assessment, without reading the record back.
+pub fn settle_known(
+    rt: &Runtime,
+    reg: &refine_protocol::Registration,
+    held: &Fence,
+    boot: &dyn BootSource,
+) -> Result<Settled, RegistryError> {
+    let a = assess::assess(rt, reg, boot);
     if a.is_exited() {
-        finish_cgroup(rt, &reg, &a);
+        finish_cgroup(rt, reg, &a);
     }
-    close_if_exited(rt, id, held, a)
+    close_if_exited(rt, reg.id, held, a)
 }
 
 /// F4: the cgroup of an exited scope, when it is still there (its launcher died between the

@@ -155,10 +155,11 @@ impl Owner {
         &self,
         runtime: &Runtime,
         id: refine_protocol::RegistrationId,
+        known: Option<&refine_protocol::Registration>,
         link: &mut GuardianLink,
     ) {
         let fence = match self {
-            Owner::Here(fence) => return settle_own(runtime, id, fence),
+            Owner::Here(fence) => return settle_own(runtime, id, known, fence),
             Owner::Guardian => match link.take_returned_lock() {
                 Some(fd) => crate::store::fence::adopt(fd.into(), &runtime.record_path(id))
                     .map_err(crate::store::registry::RegistryError::from),
@@ -166,7 +167,7 @@ impl Owner {
             },
         };
         match fence {
-            Ok(fence) => settle_own(runtime, id, &fence),
+            Ok(fence) => settle_own(runtime, id, known, &fence),
             Err(e) => {
                 tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot take the registration lock back to settle")
             }

@@ -137,7 +137,7 @@ impl Engine {
         }
         let (scope, scope_watch) = if let Some(r) = st.receipt {
             let _ = link.wait_guardian();
-            owner.settle(&runtime, id, &mut link);
+            owner.settle(&runtime, id, Some(&registration), &mut link);
             if let Some(hook) = &on_receipt {
                 hook(&registration, &r, cgroup_usage);
             }
@@ -151,7 +151,7 @@ impl Engine {
             )
         } else if st.channel_closed {
             let _ = link.wait_guardian();
-            owner.settle(&runtime, id, &mut link);
+            owner.settle(&runtime, id, Some(&registration), &mut link);
             (
                 ScopeState::Unknown,
                 ScopeWatch::ready(ScopeEnded {
@@ -202,11 +202,20 @@ impl Engine {
 
 /// The launch's own end, with its registration lock still held and its guardian reaped: the one
 /// assessment decides whether the registration leaves the open index (F1); if it does not (no
-/// receipt), it stays for the maintenance pass and recovery.
-pub(super) fn settle_own(runtime: &Runtime, id: refine_protocol::RegistrationId, owner: &Fence) {
-    if let Err(e) =
-        crate::end::open_index::settle(runtime, id, owner, &crate::end::assess::KERNEL_BOOT)
-    {
+/// receipt), it stays for the maintenance pass and recovery. `known`: the registration as this
+/// engine committed it (else it is read back).
+pub(super) fn settle_own(
+    runtime: &Runtime,
+    id: refine_protocol::RegistrationId,
+    known: Option<&refine_protocol::Registration>,
+    owner: &Fence,
+) {
+    let boot = &crate::end::assess::KERNEL_BOOT;
+    let settled = match known {
+        Some(reg) => crate::end::open_index::settle_known(runtime, reg, owner, boot),
+        None => crate::end::open_index::settle(runtime, id, owner, boot),
+    };
+    if let Err(e) = settled {
         tracing::warn!(%id, error = %crate::error::error_chain(&e), "cannot settle the open index");
     }
 }

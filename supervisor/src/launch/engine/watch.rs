@@ -195,7 +195,7 @@ impl Watch {
         // Settled under our lock while we hold it; a lock let go after a failed stop leaves
         // it to the maintenance pass and recovery.
         if let Some(owner) = &self.owner {
-            owner.settle(&self.runtime, id, &mut self.link);
+            owner.settle(&self.runtime, id, None, &mut self.link);
         }
         drop(self.owner.take());
         if let Some(report) = &self.stop_report {
