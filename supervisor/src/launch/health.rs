@@ -435,7 +435,14 @@ struct QueueInner {
     /// Probes that ended, as their results came (probe scope id, what it says, when).
     ended: Vec<(RegistrationId, ProbeRecord, Option<RegistrationId>, Instant)>,
     closed: bool,
+    /// While the prober sleeps: until when (`Some(None)`: until woken); `None` while it works
+    /// (it looks at `ended` before it sleeps again).
+    asleep_until: Option<Option<Instant>>,
 }
+
+/// How long a probe's result may wait for the prober's next wake-up instead of waking it: a
+/// busy prober wakes often for the probes due, and takes the results with it.
+const RESULT_WAITS_AT_MOST: Duration = Duration::from_millis(20);
 
 /// A probe under way: the scope it probes, and when it began.
 struct Flying {
@@ -510,10 +517,21 @@ impl Queue {
         std::sync::Arc::new(move |r: &crate::launch::LaunchResult| {
             let Some(queue) = queue.upgrade() else { return };
             let (rec, proven) = ended(r);
-            if let Ok(mut q) = queue.inner.lock() {
-                q.ended.push((r.id, rec, proven, Instant::now()));
+            let now = Instant::now();
+            let wake = match queue.inner.lock() {
+                Ok(mut q) => {
+                    q.ended.push((r.id, rec, proven, now));
+                    match q.asleep_until {
+                        None => false,
+                        Some(None) => true,
+                        Some(Some(at)) => at > now + RESULT_WAITS_AT_MOST,
+                    }
+                }
+                Err(_) => true,
+            };
+            if wake {
+                queue.wake.notify_all();
             }
-            queue.wake.notify_all();
         })
     }
 
@@ -595,6 +613,7 @@ impl Queue {
                 return Some((ended, due));
             }
             let next = (room > 0).then(|| q.heap.peek().map(|r| r.0 .0)).flatten();
+            q.asleep_until = Some(next);
             q = match next {
                 Some(at) => {
                     self.wake
@@ -604,6 +623,7 @@ impl Queue {
                 }
                 None => self.wake.wait(q).ok()?,
             };
+            q.asleep_until = None;
         }
     }
 
