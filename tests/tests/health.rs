@@ -351,12 +351,7 @@ fn the_health_record_is_rewritten_in_place_and_always_reads_whole() {
 fn a_probe_scope_has_no_cgroup_of_its_own_and_still_ends_with_proof() {
     let home = Home::new();
     let _svc = Serving::start(&home, &[]);
-    let id = checked_run(
-        &home,
-        "true",
-        "--label lean --health-interval 100ms",
-        &["sleep", "600"],
-    );
+    let id = checked(&home, "true", "--label lean --health-interval 100ms");
     wait_health(&home, &id, "healthy");
     if home.json(&["show", "--json", &id])["record"]["cgroup"].is_null() {
         println!("skipped: this host gives scopes no cgroup, so a probe's cannot be told apart");
@@ -385,12 +380,7 @@ fn a_probe_scope_has_no_cgroup_of_its_own_and_still_ends_with_proof() {
 fn after_20_probes_the_home_holds_only_the_last_probe_scopes() {
     let home = Home::new();
     let _svc = Serving::start(&home, &[]);
-    let id = checked_run(
-        &home,
-        "true",
-        "--label few --health-interval 50ms",
-        &["sleep", "600"],
-    );
+    let id = checked(&home, "true", "--label few --health-interval 50ms");
     let mut last = Value::Null;
     let enough = refine_tests::wait_until(DEADLINE, || {
         last = health(&home, &id);

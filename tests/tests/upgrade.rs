@@ -62,6 +62,15 @@ fn serve_from(home: &Home, exe: &Path) -> Child {
     child
 }
 
+/// The service of `home` from a fresh copy of the supervisor (its folder, its path, the
+/// service), as each test here starts it.
+fn serve_copy(home: &Home) -> (tempfile::TempDir, PathBuf, Child) {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = install(dir.path());
+    let svc = serve_from(home, &exe);
+    (dir, exe, svc)
+}
+
 /// Clients in a loop, each a `list` request on a connection of its own; counts answers and
 /// failures (a refused connect, a connection closed without an answer).
 struct Clients {
@@ -123,9 +132,7 @@ impl Clients {
 #[test]
 fn an_upgrade_in_place_keeps_the_pid_the_socket_and_the_launches() {
     let home = Home::new();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = install(dir.path());
-    let mut svc = serve_from(&home, &exe);
+    let (dir, _, mut svc) = serve_copy(&home);
     let pid = svc.id();
     let id = detach(&home, &["sh", "-c", "echo ready; exec sleep 600"]);
     assert!(wait_until(DEADLINE, || home.state(&id) == "live"));
@@ -174,9 +181,7 @@ fn an_upgrade_in_place_keeps_the_pid_the_socket_and_the_launches() {
 #[test]
 fn an_upgrade_in_place_keeps_probing() {
     let home = Home::new();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = install(dir.path());
-    let mut svc = serve_from(&home, &exe);
+    let (dir, _, mut svc) = serve_copy(&home);
     let flag = home.path().join("up");
     let probe = format!("test -e {}", flag.display());
     let id = cli_support::detach_with(
@@ -219,9 +224,7 @@ fn an_upgrade_in_place_keeps_probing() {
 #[test]
 fn a_sighup_while_the_new_image_starts_is_an_upgrade_not_the_end() {
     let home = Home::new();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = install(dir.path());
-    let mut svc = serve_from(&home, &exe);
+    let (dir, _, mut svc) = serve_copy(&home);
     let pid = svc.id();
     let hup = || {
         let st = Command::new("kill")
@@ -279,9 +282,7 @@ fn a_sighup_while_the_new_image_starts_is_an_upgrade_not_the_end() {
 #[test]
 fn a_broken_new_binary_leaves_the_old_one_serving() {
     let home = Home::new();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = install(dir.path());
-    let mut svc = serve_from(&home, &exe);
+    let (dir, exe, mut svc) = serve_copy(&home);
     let pid = svc.id();
     let before = exe_inode(pid);
     let tmp = dir.path().join(".broken");
@@ -305,9 +306,7 @@ fn a_broken_new_binary_leaves_the_old_one_serving() {
 #[test]
 fn an_upgrade_to_an_image_that_never_answers_ends_at_its_timeout() {
     let home = Home::new();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = install(dir.path());
-    let mut svc = serve_from(&home, &exe);
+    let (dir, exe, mut svc) = serve_copy(&home);
     let pid = svc.id();
     let before = exe_inode(pid);
     let tmp = dir.path().join(".mute");
@@ -360,9 +359,7 @@ fn a_soak_of_kills_and_upgrades_loses_no_line() {
     const SCOPES: usize = 50;
     const LINES: u64 = 400_000;
     let home = Home::new();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = install(dir.path());
-    let mut svc = serve_from(&home, &exe);
+    let (dir, exe, mut svc) = serve_copy(&home);
     let producer = bin("cap-producer");
     let producer = producer.to_str().unwrap();
     let lines = LINES.to_string();

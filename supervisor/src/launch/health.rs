@@ -303,6 +303,13 @@ impl Checked {
     fn interval(&self) -> Duration {
         Duration::from_millis(self.spec.interval_ms)
     }
+
+    /// When its next probe is due, one interval after `now` (an interval read from a record is
+    /// not bounded by the parser: one past what an `Instant` holds waits a day instead).
+    fn due_after(&self, now: Instant) -> Instant {
+        now.checked_add(self.interval())
+            .unwrap_or_else(|| now + Duration::from_secs(86_400))
+    }
 }
 
 /// A short, escaped excerpt of a probe's output for an event (untrusted text).
@@ -346,13 +353,17 @@ fn own_witness() -> (u32, u64) {
 /// Whether the process that last probed `id` is gone (or never claimed it): a restarted
 /// service then resumes the probes.
 pub fn prober_gone(rt: &Runtime, id: RegistrationId) -> bool {
-    let Ok(Some(rec)) = rt.read_health(id) else {
-        return true;
-    };
-    let alive = rustix::process::Pid::from_raw(rec.prober_pid as i32)
+    rt.read_health(id)
+        .ok()
+        .flatten()
+        .is_none_or(|rec| !prober_alive(&rec))
+}
+
+/// Whether the process the record names as its prober is still there (pid and start time).
+fn prober_alive(rec: &HealthRecord) -> bool {
+    rustix::process::Pid::from_raw(rec.prober_pid as i32)
         .and_then(|p| crate::kernel::procfs::stat(p).ok())
-        .is_some_and(|s| s.start_time == rec.prober_start_time);
-    !alive
+        .is_some_and(|s| s.start_time == rec.prober_start_time)
 }
 
 /// Whether the scope is probed by no process but this one's queue could be: its last prober
@@ -360,10 +371,9 @@ pub fn prober_gone(rt: &Runtime, id: RegistrationId) -> bool {
 /// (L5: the same pid and start time, a new image whose queue starts empty). The caller knows
 /// whether its queue holds the scope.
 pub fn prober_gone_or_here(rt: &Runtime, id: RegistrationId) -> bool {
-    let Ok(Some(rec)) = rt.read_health(id) else {
-        return true;
-    };
-    (rec.prober_pid, rec.prober_start_time) == own_witness() || prober_gone(rt, id)
+    rt.read_health(id).ok().flatten().is_none_or(|rec| {
+        (rec.prober_pid, rec.prober_start_time) == own_witness() || !prober_alive(&rec)
+    })
 }
 
 /// Whether the scope is over (its workload's main process ended): probing stops.
@@ -432,8 +442,8 @@ struct QueueInner {
     heap: BinaryHeap<std::cmp::Reverse<(Instant, RegistrationId)>>,
     /// Every probed scope; `None` while its probe runs (the prober holds it then).
     scopes: HashMap<RegistrationId, Option<Checked>>,
-    /// Probes that ended, as their results came (probe scope id, what it says, when).
-    ended: Vec<(RegistrationId, ProbeRecord, Option<RegistrationId>, Instant)>,
+    /// Probes that ended, as their results came.
+    ended: Vec<Ended>,
     closed: bool,
     /// While the prober sleeps: until when (`Some(None)`: until woken); `None` while it works
     /// (it looks at `ended` before it sleeps again).
@@ -444,15 +454,58 @@ struct QueueInner {
 /// busy prober wakes often for the probes due, and takes the results with it.
 const RESULT_WAITS_AT_MOST: Duration = Duration::from_millis(20);
 
+/// A probe's result as it came back through the hook: what the record keeps of it.
+#[derive(Debug)]
+struct Ended {
+    /// The probe scope's id.
+    probe: RegistrationId,
+    rec: ProbeRecord,
+    /// The probe scope, when its result came with the receipt.
+    proven: Option<RegistrationId>,
+    at: Instant,
+}
+
 /// A probe under way: the scope it probes, and when it began.
 struct Flying {
     /// Kept until the result: a handle let go early closes the engine's control channel,
     /// which costs the loop a turn.
-    handle: Option<crate::launch::LaunchHandle>,
+    _handle: crate::launch::LaunchHandle,
+    began: Began,
+}
+
+/// A probe as it began: the scope it probes, whether in its start period, and when.
+struct Began {
     c: Checked,
     in_start: bool,
     started_unix_ms: u64,
     t: Instant,
+}
+
+impl Began {
+    fn now(c: Checked) -> Began {
+        Began {
+            in_start: c.in_start(),
+            started_unix_ms: crate::kernel::clock::unix_ms(),
+            t: Instant::now(),
+            c,
+        }
+    }
+
+    /// Records the probe, ended at `at`, and puts its scope back in `queue`.
+    fn end(
+        mut self,
+        rt: &Runtime,
+        queue: &Queue,
+        mut rec: ProbeRecord,
+        proven: Option<RegistrationId>,
+        at: Instant,
+    ) {
+        rec.started_unix_ms = self.started_unix_ms;
+        rec.duration_ms =
+            refine_protocol::time::saturating_ms(at.saturating_duration_since(self.t));
+        self.c.record(rt, rec, proven, self.in_start);
+        queue.done(self.c);
+    }
 }
 
 impl Queue {
@@ -473,7 +526,7 @@ impl Queue {
             return;
         };
         c.claim(rt);
-        let due = Instant::now() + c.interval();
+        let due = c.due_after(Instant::now());
         q.heap.push(std::cmp::Reverse((due, c.reg.id)));
         q.scopes.insert(c.reg.id, Some(c));
         self.wake.notify_all();
@@ -520,7 +573,12 @@ impl Queue {
             let now = Instant::now();
             let wake = match queue.inner.lock() {
                 Ok(mut q) => {
-                    q.ended.push((r.id, rec, proven, now));
+                    q.ended.push(Ended {
+                        probe: r.id,
+                        rec,
+                        proven,
+                        at: now,
+                    });
                     match q.asleep_until {
                         None => false,
                         Some(None) => true,
@@ -546,40 +604,20 @@ impl Queue {
             let Some((ended, due)) = self.next_work(&flying) else {
                 return;
             };
-            for (probe, mut rec, proven, at) in ended {
-                let Some(mut f) = flying.remove(&probe) else {
-                    continue;
-                };
-                drop(f.handle.take());
-                rec.started_unix_ms = f.started_unix_ms;
-                rec.duration_ms =
-                    refine_protocol::time::saturating_ms(at.saturating_duration_since(f.t));
-                f.c.record(rt, rec, proven, f.in_start);
-                self.done(f.c);
+            for e in ended {
+                if let Some(f) = flying.remove(&e.probe) {
+                    f.began.end(rt, self, e.rec, e.proven, e.at);
+                }
             }
             for c in due {
-                let mut f = Flying {
-                    handle: None,
-                    in_start: c.in_start(),
-                    started_unix_ms: crate::kernel::clock::unix_ms(),
-                    t: Instant::now(),
-                    c,
-                };
-                let req = probe_request(f.c.reg.id, &f.c.reg.label, &f.c.reg.cwd, &f.c.spec);
-                match sup.launch(req) {
+                let began = Began::now(c);
+                let c = &began.c;
+                match sup.launch(probe_request(c.reg.id, &c.reg.label, &c.reg.cwd, &c.spec)) {
                     // The result comes through the hook.
                     Ok(h) => {
-                        let id = h.id();
-                        f.handle = Some(h);
-                        flying.insert(id, f);
+                        flying.insert(h.id(), Flying { _handle: h, began });
                     }
-                    Err(e) => {
-                        let (mut rec, _) = not_run(&e);
-                        rec.started_unix_ms = f.started_unix_ms;
-                        rec.duration_ms = refine_protocol::time::saturating_ms(f.t.elapsed());
-                        f.c.record(rt, rec, None, f.in_start);
-                        self.done(f.c);
-                    }
+                    Err(e) => began.end(rt, self, not_run(&e).0, None, Instant::now()),
                 }
             }
         }
@@ -588,14 +626,10 @@ impl Queue {
     /// Waits for work: the probes that ended (of those under way) and the scopes whose probe is
     /// due, as many as there is room for; `None` once closed. A scope that is over is dropped
     /// here (its probing ends).
-    #[allow(clippy::type_complexity)]
     fn next_work(
         &self,
         flying: &HashMap<RegistrationId, Flying>,
-    ) -> Option<(
-        Vec<(RegistrationId, ProbeRecord, Option<RegistrationId>, Instant)>,
-        Vec<Checked>,
-    )> {
+    ) -> Option<(Vec<Ended>, Vec<Checked>)> {
         let mut q = self.inner.lock().ok()?;
         loop {
             if q.closed {
@@ -603,7 +637,7 @@ impl Queue {
             }
             let (ended, later): (Vec<_>, Vec<_>) = std::mem::take(&mut q.ended)
                 .into_iter()
-                .partition(|e| flying.contains_key(&e.0));
+                .partition(|e| flying.contains_key(&e.probe));
             // A result that came before its launch returned waits for the next turn.
             q.ended = later;
             let room = PROBES_AT_ONCE.saturating_sub(flying.len() - ended.len());
@@ -632,7 +666,7 @@ impl Queue {
     fn done(&self, c: Checked) {
         let Ok(mut q) = self.inner.lock() else { return };
         let id = c.reg.id;
-        let due = Instant::now() + c.interval();
+        let due = c.due_after(Instant::now());
         if let Some(slot) = q.scopes.get_mut(&id) {
             *slot = Some(c);
             q.heap.push(std::cmp::Reverse((due, id)));
